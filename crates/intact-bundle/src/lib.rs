@@ -1,0 +1,262 @@
+//! The bundle: everything `intact record` learned about one run, in a directory.
+//! Format documented in docs/bundle.md; `FORMAT_VERSION` changes when a reader of the
+//! previous version could misread a new bundle.
+
+use intact_convert::{TaskExit, Unsupported};
+use intact_model::{Inode, InodeId, Node, Op, State};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+pub const FORMAT: &str = "intact-bundle";
+pub const FORMAT_VERSION: u32 = 1;
+
+pub const META: &str = "bundle.json";
+pub const INITIAL: &str = "initial";
+pub const FINAL: &str = "final";
+pub const RAW_TRACE: &str = "trace.raw";
+pub const OPS: &str = "ops.jsonl";
+pub const DATA: &str = "data.bin";
+pub const STDOUT: &str = "stdout";
+pub const UNSUPPORTED: &str = "unsupported.json";
+
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}: not a valid bundle file: {message}")]
+    Format { path: PathBuf, message: String },
+    #[error("{path}: bundle format version {found} is not supported by this intact (reads version {FORMAT_VERSION}); re-record it with this version")]
+    Version { path: PathBuf, found: u32 },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BundleError + '_ {
+    move |source| BundleError::Io { path: path.to_path_buf(), source }
+}
+
+/// Metadata of a recording.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Meta {
+    pub format: String,
+    pub version: u32,
+    pub intact_version: String,
+    /// Seconds since the Unix epoch when recording started.
+    pub recorded_at: u64,
+    pub command: Vec<String>,
+    /// Canonical absolute path of the recorded directory.
+    pub dir: String,
+    /// Working directory of the workload.
+    pub cwd: String,
+    pub ignore: Vec<String>,
+    pub strace: String,
+    pub kernel: String,
+    pub stacks: bool,
+    pub frame_skip: Vec<String>,
+    /// How the workload's main process ended.
+    pub workload: Option<TaskExit>,
+    pub duration_secs: f64,
+    pub counts: Counts,
+    /// Result of the replay oracle: `None` when it passed, else the first difference.
+    pub oracle_mismatch: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Counts {
+    pub calls: usize,
+    pub tasks: usize,
+    pub ops: usize,
+    pub unsupported: usize,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Manifest {
+    root: InodeId,
+    next_id: InodeId,
+    inodes: Vec<ManifestInode>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct ManifestInode {
+    #[serde(flatten)]
+    inode: Inode,
+    /// For regular files: where the contents are in `contents.bin`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    contents: Option<(u64, u64)>,
+}
+
+/// Writes a state as `DIR/manifest.json` + `DIR/contents.bin`.
+pub fn write_state(dir: &Path, state: &State) -> Result<(), BundleError> {
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let cpath = dir.join("contents.bin");
+    let mut contents = BufWriter::new(std::fs::File::create(&cpath).map_err(io(&cpath))?);
+    let mut ids: Vec<_> = state.inodes.keys().copied().collect();
+    ids.sort();
+    let mut at = 0u64;
+    let mut inodes = Vec::with_capacity(ids.len());
+    for id in ids {
+        let inode = state.inodes[&id].clone();
+        let contents_ref = if let Node::File { data } = &inode.node {
+            contents.write_all(data).map_err(io(&cpath))?;
+            let r = (at, data.len() as u64);
+            at += data.len() as u64;
+            Some(r)
+        } else {
+            None
+        };
+        inodes.push(ManifestInode { inode, contents: contents_ref });
+    }
+    contents.flush().map_err(io(&cpath))?;
+    let m = Manifest { root: state.root, next_id: state.next_id, inodes };
+    let mpath = dir.join("manifest.json");
+    let f = std::fs::File::create(&mpath).map_err(io(&mpath))?;
+    serde_json::to_writer(BufWriter::new(f), &m).map_err(|e| BundleError::Format { path: mpath.clone(), message: e.to_string() })?;
+    Ok(())
+}
+
+pub fn read_state(dir: &Path) -> Result<State, BundleError> {
+    let mpath = dir.join("manifest.json");
+    let text = std::fs::read(&mpath).map_err(io(&mpath))?;
+    let m: Manifest = serde_json::from_slice(&text).map_err(|e| BundleError::Format { path: mpath.clone(), message: e.to_string() })?;
+    let cpath = dir.join("contents.bin");
+    let contents = std::fs::read(&cpath).map_err(io(&cpath))?;
+    let mut inodes = HashMap::new();
+    for mi in m.inodes {
+        let mut inode = mi.inode;
+        if let (Node::File { data }, Some((at, len))) = (&mut inode.node, mi.contents) {
+            let end = at.checked_add(len).filter(|&e| e <= contents.len() as u64).ok_or_else(|| BundleError::Format {
+                path: cpath.clone(),
+                message: format!("inode {} refers to bytes {at}+{len}, past the end ({} bytes)", inode.id, contents.len()),
+            })?;
+            *data = contents[at as usize..end as usize].to_vec();
+        }
+        inodes.insert(inode.id, inode);
+    }
+    if !inodes.contains_key(&m.root) {
+        return Err(BundleError::Format { path: mpath, message: format!("root inode {} is missing", m.root) });
+    }
+    Ok(State { inodes, root: m.root, next_id: m.next_id })
+}
+
+pub fn write_ops(path: &Path, ops: &[Op]) -> Result<(), BundleError> {
+    let f = std::fs::File::create(path).map_err(io(path))?;
+    let mut w = BufWriter::new(f);
+    for op in ops {
+        serde_json::to_writer(&mut w, op).map_err(|e| BundleError::Format { path: path.into(), message: e.to_string() })?;
+        w.write_all(b"\n").map_err(io(path))?;
+    }
+    w.flush().map_err(io(path))
+}
+
+pub fn read_ops(path: &Path) -> Result<Vec<Op>, BundleError> {
+    let f = std::fs::File::open(path).map_err(io(path))?;
+    let mut ops = Vec::new();
+    for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
+        let line = line.map_err(io(path))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let op: Op = serde_json::from_str(&line).map_err(|e| BundleError::Format { path: path.into(), message: format!("line {}: {e}", i + 1) })?;
+        if op.id != ops.len() {
+            return Err(BundleError::Format { path: path.into(), message: format!("line {}: operation id {} out of sequence", i + 1, op.id) });
+        }
+        ops.push(op);
+    }
+    Ok(ops)
+}
+
+/// An opened bundle.
+pub struct Bundle {
+    pub path: PathBuf,
+    pub meta: Meta,
+}
+
+impl Bundle {
+    pub fn open(path: &Path) -> Result<Bundle, BundleError> {
+        if !path.is_dir() {
+            return Err(BundleError::Io {
+                path: path.into(),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no bundle directory here (record one with `intact record`)"),
+            });
+        }
+        let mpath = path.join(META);
+        let text = std::fs::read(&mpath).map_err(io(&mpath))?;
+        let v: serde_json::Value = serde_json::from_slice(&text).map_err(|e| BundleError::Format { path: mpath.clone(), message: e.to_string() })?;
+        if v.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
+            return Err(BundleError::Format { path: mpath, message: format!("\"format\" is not {FORMAT:?}") });
+        }
+        let version = v.get("version").and_then(|f| f.as_u64()).unwrap_or(0) as u32;
+        if version != FORMAT_VERSION {
+            return Err(BundleError::Version { path: mpath, found: version });
+        }
+        let meta: Meta = serde_json::from_value(v).map_err(|e| BundleError::Format { path: mpath, message: e.to_string() })?;
+        Ok(Bundle { path: path.into(), meta })
+    }
+    pub fn ops(&self) -> Result<Vec<Op>, BundleError> {
+        read_ops(&self.path.join(OPS))
+    }
+    pub fn data(&self) -> Result<Vec<u8>, BundleError> {
+        let p = self.path.join(DATA);
+        std::fs::read(&p).map_err(io(&p))
+    }
+    pub fn initial(&self) -> Result<State, BundleError> {
+        read_state(&self.path.join(INITIAL))
+    }
+    pub fn final_state(&self) -> Result<State, BundleError> {
+        read_state(&self.path.join(FINAL))
+    }
+    pub fn unsupported(&self) -> Result<Vec<Unsupported>, BundleError> {
+        let p = self.path.join(UNSUPPORTED);
+        let text = std::fs::read(&p).map_err(io(&p))?;
+        serde_json::from_slice(&text).map_err(|e| BundleError::Format { path: p, message: e.to_string() })
+    }
+    /// Replays every operation on the initial state and compares with the final state.
+    /// `Ok(None)`: identical. `Ok(Some(diff))`: the first difference.
+    pub fn verify(&self) -> Result<Option<String>, BundleError> {
+        let mut s = self.initial()?;
+        let blob = self.data()?;
+        for op in self.ops()? {
+            if let Err(e) = s.apply(&op.op, &blob) {
+                return Ok(Some(format!("operation #{} ({}) cannot be applied: {e}", op.id, op.op.name())));
+            }
+        }
+        Ok(s.diff(&self.final_state()?))
+    }
+}
+
+/// Writes any serializable value as pretty JSON.
+pub fn write_json<T: Serialize>(path: &Path, v: &T) -> Result<(), BundleError> {
+    let f = std::fs::File::create(path).map_err(io(path))?;
+    let mut w = BufWriter::new(f);
+    serde_json::to_writer_pretty(&mut w, v).map_err(|e| BundleError::Format { path: path.into(), message: e.to_string() })?;
+    w.write_all(b"\n").map_err(io(path))?;
+    w.flush().map_err(io(path))
+}
+
+/// Counts per logical-operation name (for summaries).
+pub fn op_histogram(ops: &[Op]) -> BTreeMap<&'static str, usize> {
+    let mut h = BTreeMap::new();
+    for op in ops {
+        *h.entry(op.op.name()).or_insert(0) += 1;
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use intact_model::{Data, LogicalOp};
+
+    #[test]
+    fn state_roundtrip() {
+        let mut s = State::empty();
+        s.apply(&LogicalOp::Link { dir: 1, name: "a".into(), inode: 2, link_count: 1, created: true }, b"").unwrap();
+        s.apply(&LogicalOp::Append { inode: 2, old_size: 0, new_size: 3, data: Data::Bytes { at: 0, len: 3 } }, b"xyz").unwrap();
+        s.apply(&LogicalOp::Symlink { dir: 1, name: "l".into(), inode: 3, target: "a".into() }, b"").unwrap();
+        let t = tempfile::tempdir().unwrap();
+        write_state(t.path(), &s).unwrap();
+        let r = read_state(t.path()).unwrap();
+        assert_eq!(s.diff(&r), None);
+        assert_eq!(r, s);
+    }
+}

@@ -1,0 +1,90 @@
+//! `intact`: application crash-consistency tools.
+//!
+//! Exit codes (linter convention): 0 success, 1 the workload failed (record) — bundle
+//! written and marked, 2 usage or input error (nothing written), 3 internal error.
+
+mod ops_view;
+mod record;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "intact", version, about = "Find and fix application crash vulnerabilities", long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a workload under the tracer and write a bundle: snapshot, trace, logical operations.
+    Record(record::RecordArgs),
+    /// Print the update protocol (the logical operations) of a bundle.
+    Ops(OpsArgs),
+    /// Re-run the replay oracle on a bundle: all operations applied to the initial
+    /// snapshot must reproduce the final directory.
+    Verify {
+        /// The bundle directory written by `intact record`.
+        bundle: PathBuf,
+    },
+}
+
+#[derive(clap::Args)]
+pub struct OpsArgs {
+    /// The bundle directory written by `intact record`.
+    pub bundle: PathBuf,
+    /// One JSON object per line, with the full data of each operation (hex) instead of a preview.
+    #[arg(long)]
+    pub json: bool,
+    /// Re-select each operation's source location, skipping frames that match REGEX
+    /// (in addition to the defaults; matched against "binary|function|file").
+    #[arg(long = "frame-skip", value_name = "REGEX")]
+    pub frame_skip: Vec<String>,
+    /// Print the whole stack of every operation.
+    #[arg(long)]
+    pub stacks: bool,
+}
+
+/// An error with the exit code it maps to.
+pub struct Failure {
+    pub code: u8,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn input(message: impl Into<String>) -> Failure {
+        Failure { code: 2, message: message.into() }
+    }
+    pub fn internal(message: impl Into<String>) -> Failure {
+        Failure { code: 3, message: message.into() }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.command {
+        Cmd::Record(a) => record::record(a),
+        Cmd::Ops(a) => ops_view::ops(a),
+        Cmd::Verify { bundle } => verify(bundle),
+    };
+    match r {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            eprintln!("intact: error: {}", f.message);
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+fn verify(bundle: PathBuf) -> Result<u8, Failure> {
+    let b = intact_bundle::Bundle::open(&bundle).map_err(|e| Failure::input(e.to_string()))?;
+    match b.verify().map_err(|e| Failure::input(e.to_string()))? {
+        None => {
+            println!("replay oracle: all {} operations applied to the initial snapshot reproduce the final directory", b.meta.counts.ops);
+            Ok(0)
+        }
+        Some(d) => Err(Failure::internal(format!("replay oracle FAILED: {d}"))),
+    }
+}

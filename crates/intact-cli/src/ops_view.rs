@@ -1,0 +1,148 @@
+//! `intact ops`: the update protocol, for people and for machines.
+
+use crate::{Failure, OpsArgs};
+use intact_bundle::Bundle;
+use intact_model::{Data, LogicalOp, Op};
+use intact_symbol::FrameFilter;
+use std::io::Write;
+
+/// A short printable view of some bytes.
+pub fn preview(bytes: &[u8], max: usize) -> String {
+    let mut s = String::from("\"");
+    for &b in bytes.iter().take(max) {
+        match b {
+            b'\n' => s.push_str("\\n"),
+            b'\t' => s.push_str("\\t"),
+            b'"' => s.push_str("\\\""),
+            b'\\' => s.push_str("\\\\"),
+            0x20..=0x7e => s.push(b as char),
+            _ => s.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    s.push('"');
+    if bytes.len() > max {
+        s.push_str(&format!("…({} bytes)", bytes.len()));
+    }
+    s
+}
+
+fn data_view(d: &Data, blob: &[u8]) -> String {
+    match d {
+        Data::Zeros { zeros } => format!("<{zeros} zero bytes>"),
+        _ => match d.bytes(blob) {
+            Ok(b) => preview(&b, 24),
+            Err(e) => format!("<{e}>"),
+        },
+    }
+}
+
+/// One line describing an operation, without its location.
+pub fn describe(op: &Op, blob: &[u8]) -> String {
+    let path = op.path.clone().unwrap_or_default();
+    match &op.op {
+        LogicalOp::Overwrite { inode, offset, count, data } => {
+            format!("overwrite {path} [{offset}, {}) {count} bytes {} (inode {inode})", offset + count, data_view(data, blob))
+        }
+        LogicalOp::Append { inode, old_size, new_size, data } => {
+            format!("append    {path} size {old_size} -> {new_size} {} (inode {inode})", data_view(data, blob))
+        }
+        LogicalOp::Truncate { inode, old_size, new_size } => format!("truncate  {path} size {old_size} -> {new_size} (inode {inode})"),
+        LogicalOp::Link { inode, link_count, created, .. } => {
+            if *created {
+                format!("link      {path} (creates inode {inode})")
+            } else {
+                format!("link      {path} -> inode {inode}{} (links now {link_count})", op.path2.as_ref().map(|p| format!(" (= {p})")).unwrap_or_default())
+            }
+        }
+        LogicalOp::Unlink { inode, link_count, .. } => format!("unlink    {path} (inode {inode}, links left {link_count})"),
+        LogicalOp::Rename { inode, replaced, exchange, .. } => {
+            let dst = op.path2.clone().unwrap_or_default();
+            let extra = match (replaced, exchange) {
+                (Some(r), true) => format!(", exchanged with inode {r}"),
+                (Some(r), false) => format!(", replacing inode {r}"),
+                _ => String::new(),
+            };
+            format!("rename    {path} -> {dst} (inode {inode}{extra})")
+        }
+        LogicalOp::Mkdir { inode, .. } => format!("mkdir     {path} (inode {inode})"),
+        LogicalOp::Rmdir { inode, .. } => format!("rmdir     {path} (inode {inode})"),
+        LogicalOp::Symlink { target, inode, .. } => format!("symlink   {path} -> {target:?} (inode {inode})"),
+        LogicalOp::Sync { inode, how, range } => {
+            let what = match inode {
+                Some(i) => format!("{path} (inode {i})"),
+                None => "<whole file system>".to_string(),
+            };
+            let r = range.map(|(o, n)| format!(" [{o}, {})", o + n)).unwrap_or_default();
+            format!("sync      {what}{r} via {}", serde_json::to_value(how).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default())
+        }
+        LogicalOp::Output { data } => format!("output    {}", data_view(data, blob)),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+pub fn ops(a: OpsArgs) -> Result<u8, Failure> {
+    let b = Bundle::open(&a.bundle).map_err(|e| Failure::input(e.to_string()))?;
+    let ops = b.ops().map_err(|e| Failure::input(e.to_string()))?;
+    let blob = b.data().map_err(|e| Failure::input(e.to_string()))?;
+    let mut skip = b.meta.frame_skip.clone();
+    skip.extend(a.frame_skip.iter().cloned());
+    let refilter = !a.frame_skip.is_empty();
+    let filter = FrameFilter::new(&skip).map_err(|e| Failure::input(format!("bad --frame-skip pattern: {e}")))?;
+    let stdout = std::io::stdout();
+    let mut w = std::io::BufWriter::new(stdout.lock());
+    let res: std::io::Result<()> = (|| {
+        if a.json {
+            for op in &ops {
+                let mut v = serde_json::to_value(op).map_err(std::io::Error::other)?;
+                if refilter {
+                    v["loc"] = serde_json::to_value(filter.select(&op.stack)).map_err(std::io::Error::other)?;
+                }
+                if let Some(d) = op.op.data() {
+                    if let Ok(bytes) = d.bytes(&blob) {
+                        v["data_hex"] = serde_json::Value::String(hex(&bytes));
+                    }
+                }
+                serde_json::to_writer(&mut w, &v).map_err(std::io::Error::other)?;
+                writeln!(w)?;
+            }
+            return Ok(());
+        }
+        writeln!(w, "# update protocol of `{}` in {}", b.meta.command.join(" "), b.meta.dir)?;
+        writeln!(w, "# {} logical operations from {} system calls", ops.len(), b.meta.counts.calls)?;
+        let mut last_call = usize::MAX;
+        for op in &ops {
+            let loc = if refilter { filter.select(&op.stack).cloned() } else { op.loc.clone() };
+            let loc = loc.map(|f| f.display()).unwrap_or_else(|| "?".into());
+            let call = if op.call == last_call { format!("{:>14}", "\"") } else { format!("{:>14}", op.syscall) };
+            last_call = op.call;
+            writeln!(w, "{:>5}  {call}  {}  @ {loc}  [pid {}]", op.id, describe(op, &blob), op.pid)?;
+            if a.stacks {
+                for f in &op.stack {
+                    writeln!(w, "{:>24}{}", "", f.display())?;
+                }
+            }
+        }
+        Ok(())
+    })();
+    match res {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(0),
+        Err(e) => return Err(Failure::internal(format!("writing to standard output: {e}"))),
+    }
+    let _ = w.flush();
+    let unsupported = b.unsupported().unwrap_or_default();
+    if !a.json && !unsupported.is_empty() {
+        eprintln!("# not modelled:");
+        for u in unsupported {
+            eprintln!("#   {} × {}: {} (first at raw trace line {}{})", u.count, u.syscall, u.reason, u.first_line, u.first_path.map(|p| format!(", {p}")).unwrap_or_default());
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,1170 @@
+//! The replay of system calls into logical operations.
+
+use crate::resolve::{Loc, Res, Resolver};
+use intact_model::{Data, IgnoreSet, InodeId, LogicalOp, Node, Op, State, SyncKind};
+use intact_symbol::{parse_strace_frame, Frame, FrameFilter, Lang, Symbolizer};
+use intact_trace::marker::{self, Marker};
+use intact_trace::{Arg, Call, Event, Ret, Trace};
+use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+#[derive(Clone, Debug)]
+pub struct ConvertOptions {
+    /// Canonical absolute path of the recorded directory.
+    pub root_abs: PathBuf,
+    /// Working directory the workload started in (absolute).
+    pub cwd: PathBuf,
+    pub ignore: IgnoreSet,
+    pub filter: FrameFilter,
+    /// Symbolize stacks (off: keep the raw strace frames only, as function names).
+    pub symbolize: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConvertError {
+    #[error("raw trace line {line} ({syscall}): {message}")]
+    Call { line: usize, syscall: String, message: String },
+}
+
+/// A system call the model cannot express, touching the recorded directory.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Unsupported {
+    pub syscall: String,
+    pub reason: String,
+    pub count: u64,
+    pub first_line: usize,
+    pub first_path: Option<String>,
+    pub first_stack: Vec<Frame>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "how", rename_all = "snake_case")]
+pub enum TaskExit {
+    Exited { code: i32 },
+    Killed { signal: String },
+}
+
+#[derive(Debug)]
+pub struct Conversion {
+    pub ops: Vec<Op>,
+    /// Bytes referenced by `Data::Bytes` in the operations.
+    pub blob: Vec<u8>,
+    /// The logical state after all operations.
+    pub state: State,
+    pub unsupported: Vec<Unsupported>,
+    /// How the first task (the workload's main process) ended, if the trace says.
+    pub root_exit: Option<TaskExit>,
+    /// Everything written to standard output, in order.
+    pub stdout: Vec<u8>,
+    pub calls: usize,
+    pub tasks: usize,
+}
+
+#[derive(Clone, Debug)]
+enum Target {
+    File(InodeId),
+    Dir(InodeId),
+    Out(String),
+}
+
+#[derive(Debug)]
+struct OpenFile {
+    target: Target,
+    offset: u64,
+    append: bool,
+    sync: Option<SyncKind>,
+}
+
+#[derive(Clone, Debug)]
+struct Fd {
+    of: Rc<RefCell<OpenFile>>,
+    cloexec: bool,
+}
+
+#[derive(Clone, Debug)]
+struct Mapping {
+    addr: u64,
+    len: u64,
+    inode: InodeId,
+    file_off: u64,
+}
+
+type FdTable = HashMap<i64, Fd>;
+
+#[derive(Clone)]
+struct Task {
+    tgid: u32,
+    fds: Rc<RefCell<FdTable>>,
+    cwd: Rc<RefCell<Loc>>,
+    maps: Rc<RefCell<Vec<Mapping>>>,
+    /// Python stack from the last PY marker of this task.
+    py: Vec<Frame>,
+    /// Bytes announced by a CP marker for the next copy.
+    copy: Option<Option<Vec<u8>>>,
+}
+
+struct Birth {
+    parent: u32,
+    flags: Vec<String>,
+}
+
+struct Conv<'a> {
+    opts: &'a ConvertOptions,
+    state: State,
+    blob: Vec<u8>,
+    ops: Vec<Op>,
+    tasks: HashMap<u32, Task>,
+    births: HashMap<u32, Birth>,
+    unsupported: BTreeMap<(String, String), Unsupported>,
+    symbolizer: Symbolizer,
+    stdout: Vec<u8>,
+    root_dev: Option<u64>,
+    // per-call cache
+    cur_stack: Option<Vec<Frame>>,
+}
+
+/// Converts a parsed trace, starting from `initial` (the snapshot of the directory).
+pub fn convert(trace: &Trace, initial: State, opts: &ConvertOptions) -> Result<Conversion, ConvertError> {
+    use std::os::unix::fs::MetadataExt;
+    let mut c = Conv {
+        opts,
+        state: initial,
+        blob: Vec::new(),
+        ops: Vec::new(),
+        tasks: HashMap::new(),
+        births: HashMap::new(),
+        unsupported: BTreeMap::new(),
+        symbolizer: Symbolizer::new(),
+        stdout: Vec::new(),
+        root_dev: std::fs::metadata(&opts.root_abs).ok().map(|m| m.dev()),
+        cur_stack: None,
+    };
+    // Children may run before their parent's clone() returns: learn who created whom first.
+    for ev in &trace.events {
+        if let Event::Call(call) = ev {
+            if matches!(call.name.as_str(), "clone" | "clone3" | "fork" | "vfork") {
+                if let Some(child) = call.ret.ok() {
+                    let flags = match call.name.as_str() {
+                        "clone" => call.args.iter().find_map(|a| match a {
+                            Arg::Sym(s) if s.starts_with("flags=") => Some(s["flags=".len()..].split('|').map(String::from).collect()),
+                            _ => None,
+                        }),
+                        "clone3" => call.args.first().and_then(|a| a.field("flags")).map(|f| f.flags().into_iter().map(String::from).collect()),
+                        "vfork" => Some(vec!["CLONE_VM".to_string(), "CLONE_VFORK".to_string()]),
+                        _ => Some(Vec::new()),
+                    };
+                    c.births.insert(child as u32, Birth { parent: call.tid, flags: flags.unwrap_or_default() });
+                }
+            }
+        }
+    }
+    let mut root_tid = None;
+    let mut root_exit = None;
+    let mut calls = 0;
+    for ev in &trace.events {
+        match ev {
+            Event::Call(call) => {
+                calls += 1;
+                if root_tid.is_none() {
+                    root_tid = Some(call.tid);
+                }
+                c.cur_stack = None;
+                c.call(call, calls - 1)?;
+            }
+            Event::Exited { tid, code, .. } if Some(*tid) == root_tid => root_exit = Some(TaskExit::Exited { code: *code }),
+            Event::Killed { tid, signal, .. } if Some(*tid) == root_tid => root_exit = Some(TaskExit::Killed { signal: signal.clone() }),
+            _ => {}
+        }
+    }
+    for (tid, name, line) in &trace.unfinished {
+        let key = (format!("unfinished {name}"), "the call never completed; its effect is unknown".to_string());
+        c.unsupported.entry(key).or_insert_with(|| Unsupported {
+            syscall: name.clone(),
+            reason: format!("started by task {tid} but never completed (task killed or trace cut short); its effect is unknown"),
+            count: 0,
+            first_line: *line,
+            first_path: None,
+            first_stack: Vec::new(),
+        }).count += 1;
+    }
+    let tasks = c.tasks.len();
+    Ok(Conversion {
+        ops: c.ops,
+        blob: c.blob,
+        state: c.state,
+        unsupported: c.unsupported.into_values().collect(),
+        root_exit,
+        stdout: c.stdout,
+        calls,
+        tasks,
+    })
+}
+
+fn has(flags: &Arg, f: &str) -> bool {
+    flags.has_flag(f)
+}
+
+/// The value before a `before => after` change (or the value itself).
+fn before_int(a: &Arg) -> Option<i64> {
+    match a {
+        Arg::Changed(b, _) => b.as_int(),
+        other => other.as_int(),
+    }
+}
+
+fn str_arg(call: &Call, i: usize) -> Result<String, String> {
+    match call.args.get(i) {
+        Some(Arg::Str { bytes, truncated: false }) => {
+            String::from_utf8(bytes.clone()).map_err(|_| "a path that is not UTF-8 is not supported".to_string())
+        }
+        Some(Arg::Str { truncated: true, .. }) => Err("path argument was truncated by strace".into()),
+        other => Err(format!("argument {i}: expected a string, found {other:?}")),
+    }
+}
+
+fn int_arg(call: &Call, i: usize) -> Result<i64, String> {
+    call.args.get(i).and_then(|a| a.as_int()).ok_or_else(|| format!("argument {i}: expected a number, found {:?}", call.args.get(i)))
+}
+
+impl Conv<'_> {
+    fn err(&self, call: &Call, message: impl Into<String>) -> ConvertError {
+        ConvertError::Call { line: call.line, syscall: call.name.clone(), message: message.into() }
+    }
+
+    fn resolver(&self) -> Resolver<'_> {
+        Resolver { state: &self.state, root_abs: &self.opts.root_abs, ignore: &self.opts.ignore }
+    }
+
+    fn task(&mut self, tid: u32) -> Task {
+        if let Some(t) = self.tasks.get(&tid) {
+            return t.clone();
+        }
+        let birth = self.births.get(&tid).map(|b| (b.parent, b.flags.clone()));
+        let t = match birth {
+            Some((parent_tid, flags)) => {
+                let parent = self.task(parent_tid);
+                let share = |f: &str| flags.iter().any(|x| x == f);
+                Task {
+                    tgid: if share("CLONE_THREAD") { parent.tgid } else { tid },
+                    fds: if share("CLONE_FILES") { parent.fds.clone() } else { Rc::new(RefCell::new(parent.fds.borrow().clone())) },
+                    cwd: if share("CLONE_FS") { parent.cwd.clone() } else { Rc::new(RefCell::new(parent.cwd.borrow().clone())) },
+                    maps: if share("CLONE_VM") { parent.maps.clone() } else { Rc::new(RefCell::new(parent.maps.borrow().clone())) },
+                    py: Vec::new(),
+                    copy: None,
+                }
+            }
+            None => {
+                let cwd = match self.resolver().resolve(&Loc::Out("/".into()), &self.opts.cwd.to_string_lossy(), true) {
+                    Ok(Res::Dir(d)) => Loc::In(d),
+                    _ => Loc::Out(self.opts.cwd.clone()),
+                };
+                Task {
+                    tgid: tid,
+                    fds: Rc::new(RefCell::new(HashMap::new())),
+                    cwd: Rc::new(RefCell::new(cwd)),
+                    maps: Rc::new(RefCell::new(Vec::new())),
+                    py: Vec::new(),
+                    copy: None,
+                }
+            }
+        };
+        self.tasks.insert(tid, t.clone());
+        t
+    }
+
+    /// The stack of the current call, symbolized once.
+    fn stack(&mut self, call: &Call, task: &Task) -> Vec<Frame> {
+        if let Some(s) = &self.cur_stack {
+            return s.clone();
+        }
+        let raws: Vec<_> = call.stack.iter().filter_map(|l| parse_strace_frame(l)).collect();
+        let mut frames = if self.opts.symbolize {
+            self.symbolizer.resolve_stack(&raws)
+        } else {
+            raws.iter()
+                .map(|r| Frame { binary: r.binary.clone(), function: r.symbol.clone(), file: None, line: None, lang: Lang::Native })
+                .collect()
+        };
+        // Python frames apply to calls that went through the shim (or when no native stack exists).
+        let via_shim = raws.is_empty() || raws.iter().any(|r| r.binary.contains("libintact_preload"));
+        if via_shim && !task.py.is_empty() {
+            let mut all = task.py.clone();
+            all.append(&mut frames);
+            frames = all;
+        }
+        self.cur_stack = Some(frames.clone());
+        frames
+    }
+
+    fn store(&mut self, bytes: &[u8]) -> Data {
+        let at = self.blob.len() as u64;
+        self.blob.extend_from_slice(bytes);
+        Data::Bytes { at, len: bytes.len() as u64 }
+    }
+
+    fn emit(&mut self, call: &Call, idx: usize, task: &Task, op: LogicalOp, path: Option<String>, path2: Option<String>) -> Result<(), ConvertError> {
+        self.state.apply(&op, &self.blob).map_err(|e| self.err(call, format!("{} does not fit the recorded state: {e}", op.name())))?;
+        let stack = self.stack(call, task);
+        let loc = self.opts.filter.select(&stack).cloned();
+        self.ops.push(Op { id: self.ops.len(), call: idx, pid: task.tgid, tid: call.tid, syscall: call.name.clone(), op, path, path2, stack, loc });
+        Ok(())
+    }
+
+    fn unsupported(&mut self, call: &Call, task: &Task, reason: &str, path: Option<String>) {
+        let key = (call.name.clone(), reason.to_string());
+        if let Some(u) = self.unsupported.get_mut(&key) {
+            u.count += 1;
+            return;
+        }
+        let stack = self.stack(call, task);
+        self.unsupported.insert(
+            key,
+            Unsupported { syscall: call.name.clone(), reason: reason.to_string(), count: 1, first_line: call.line, first_path: path, first_stack: stack },
+        );
+    }
+
+    fn size(&self, inode: InodeId) -> u64 {
+        self.state.inodes.get(&inode).map(|i| i.size()).unwrap_or(0)
+    }
+
+    fn file_bytes(&self, inode: InodeId) -> &[u8] {
+        match self.state.inodes.get(&inode).map(|i| &i.node) {
+            Some(Node::File { data }) => data,
+            _ => &[],
+        }
+    }
+
+    fn path_of_file(&self, inode: InodeId) -> String {
+        // First reachable name of the inode, for display.
+        for (p, id) in self.state.reachable() {
+            if id == inode {
+                return p;
+            }
+        }
+        format!("<unlinked #{inode}>")
+    }
+
+    /// Base location for a dirfd argument.
+    fn base(&self, task: &Task, dirfd: &Arg) -> Result<Loc, String> {
+        let fd = dirfd.as_int().ok_or("expected a directory fd")?;
+        if fd == -100 {
+            return Ok(task.cwd.borrow().clone());
+        }
+        if let Some(f) = task.fds.borrow().get(&fd) {
+            match &f.of.borrow().target {
+                Target::Dir(d) => return Ok(Loc::In(*d)),
+                Target::Out(p) => return Ok(Loc::Out(PathBuf::from(p))),
+                Target::File(_) => return Err("directory fd refers to a regular file".into()),
+            }
+        }
+        match dirfd {
+            Arg::Fd { path: Some(p), .. } => match self.resolver().resolve(&Loc::Out("/".into()), p, true)? {
+                Res::Dir(d) => Ok(Loc::In(d)),
+                Res::Out(p) => Ok(Loc::Out(p)),
+                Res::In { .. } => Err(format!("directory fd {fd} ({p}) is not a directory in the recorded state")),
+            },
+            _ => Err(format!("unknown directory fd {fd}")),
+        }
+    }
+
+    fn resolve_at(&self, task: &Task, dirfd: &Arg, path: &str, follow: bool) -> Result<Res, String> {
+        let base = if path.starts_with('/') { Loc::Out("/".into()) } else { self.base(task, dirfd)? };
+        self.resolver().resolve(&base, path, follow)
+    }
+
+    fn resolve_cwd(&self, task: &Task, path: &str, follow: bool) -> Result<Res, String> {
+        let base = task.cwd.borrow().clone();
+        self.resolver().resolve(&base, path, follow)
+    }
+
+    /// The open file behind `fd`; falls back to strace's `-y` path for fds opened before
+    /// tracing began (e.g. inherited stdout).
+    fn fd(&mut self, call: &Call, task: &Task, arg: &Arg) -> Option<Rc<RefCell<OpenFile>>> {
+        let fd = arg.as_int()?;
+        if let Some(f) = task.fds.borrow().get(&fd) {
+            return Some(f.of.clone());
+        }
+        let path = match arg {
+            Arg::Fd { path: Some(p), .. } => p.clone(),
+            _ => return None,
+        };
+        let target = if path.starts_with('/') {
+            match self.resolver().resolve(&Loc::Out("/".into()), &path, true) {
+                Ok(Res::In { target: Some(t), .. }) if matches!(self.state.inodes.get(&t).map(|i| &i.node), Some(Node::File { .. })) => {
+                    self.unsupported(call, task, "file descriptor opened before tracing began; its offset is unknown (assumed 0)", Some(path.clone()));
+                    Target::File(t)
+                }
+                Ok(Res::Dir(d)) | Ok(Res::In { target: Some(d), .. }) => Target::Dir(d),
+                _ => Target::Out(path),
+            }
+        } else {
+            Target::Out(path) // pipe:[..], socket:[..], anon_inode:...
+        };
+        let of = Rc::new(RefCell::new(OpenFile { target, offset: 0, append: false, sync: None }));
+        task.fds.borrow_mut().insert(fd, Fd { of: of.clone(), cloexec: false });
+        Some(of)
+    }
+
+    /// Emits the operations of writing `data` at `pos` of `inode`.
+    fn write_at(&mut self, call: &Call, idx: usize, task: &Task, inode: InodeId, pos: u64, data: Data) -> Result<(), ConvertError> {
+        let path = Some(self.path_of_file(inode));
+        let mut size = self.size(inode);
+        let len = data.len();
+        if len == 0 {
+            return Ok(());
+        }
+        if pos > size {
+            self.emit(call, idx, task, LogicalOp::Truncate { inode, old_size: size, new_size: pos }, path.clone(), None)?;
+            size = pos;
+        }
+        let over = len.min(size - pos);
+        if over > 0 {
+            self.emit(call, idx, task, LogicalOp::Overwrite { inode, offset: pos, count: over, data: data.slice(0, over) }, path.clone(), None)?;
+        }
+        if len > over {
+            self.emit(call, idx, task, LogicalOp::Append { inode, old_size: size, new_size: size + len - over, data: data.slice(over, len - over) }, path, None)?;
+        }
+        Ok(())
+    }
+
+    /// Bytes written by a write-family call: `ret` bytes of the buffer argument(s).
+    fn written(&self, call: &Call, buf: &Arg, ret: u64) -> Result<Vec<u8>, ConvertError> {
+        let mut out = Vec::new();
+        let mut truncated = false;
+        match buf {
+            Arg::Str { bytes, truncated: t } => {
+                out.extend_from_slice(bytes);
+                truncated |= t;
+            }
+            Arg::Array(iovs) => {
+                for iov in iovs {
+                    match iov.field("iov_base") {
+                        Some(Arg::Str { bytes, truncated: t }) => {
+                            out.extend_from_slice(bytes);
+                            truncated |= t;
+                            if *t {
+                                break;
+                            }
+                        }
+                        _ => return Err(self.err(call, "cannot decode the iovec array")),
+                    }
+                }
+            }
+            _ => return Err(self.err(call, format!("cannot decode the written buffer {buf:?}"))),
+        }
+        if (out.len() as u64) < ret {
+            let why = if truncated { "larger than the capture limit: rerun with a larger --max-write" } else { "not fully printed by strace" };
+            return Err(self.err(call, format!("the call wrote {ret} bytes but only {} were captured ({why})", out.len())));
+        }
+        out.truncate(ret as usize);
+        Ok(out)
+    }
+
+    fn call(&mut self, call: &Call, idx: usize) -> Result<(), ConvertError> {
+        let task = self.task(call.tid);
+        // Markers first: they are write(-1, ...) calls that fail with EBADF by design.
+        if call.name == "write" && call.args.first().and_then(|a| a.as_int()) == Some(-1) {
+            if let Some(Arg::Str { bytes, .. }) = call.args.get(1) {
+                if let Some(m) = marker::decode(bytes) {
+                    let m = m.map_err(|e| self.err(call, format!("bad marker from the preload shim: {e}")))?;
+                    return self.marker(call, idx, task, m);
+                }
+            }
+            return Ok(());
+        }
+        let ret = match &call.ret {
+            Ret::Val(v, _) => *v,
+            _ => return Ok(()), // failed calls change nothing
+        };
+        let r = self.dispatch(call, idx, &task, ret);
+        r.map_err(|e| match e {
+            Fail::Msg(m) => self.err(call, m),
+            Fail::Conv(e) => e,
+        })
+    }
+
+    fn marker(&mut self, call: &Call, idx: usize, task: Task, m: Marker) -> Result<(), ConvertError> {
+        match m {
+            Marker::Python(frames) => {
+                let py: Vec<Frame> = frames
+                    .into_iter()
+                    .map(|f| Frame { binary: "python".into(), function: Some(f.function), file: Some(f.file), line: Some(f.line), lang: Lang::Python })
+                    .collect();
+                if let Some(t) = self.tasks.get_mut(&call.tid) {
+                    t.py = py;
+                }
+            }
+            Marker::Copy(bytes) => {
+                if let Some(t) = self.tasks.get_mut(&call.tid) {
+                    t.copy = Some(bytes);
+                }
+            }
+            Marker::MapWrite { addr, data } => {
+                let maps = task.maps.borrow().clone();
+                let mut a = addr;
+                let end = addr + data.len() as u64;
+                while a < end {
+                    let Some(m) = maps.iter().find(|m| m.addr <= a && a < m.addr + m.len) else {
+                        // Not a mapping of a file inside the recorded directory.
+                        a += 1;
+                        continue;
+                    };
+                    let stop = end.min(m.addr + m.len);
+                    let file_off = m.file_off + (a - m.addr);
+                    let chunk = &data[(a - addr) as usize..(stop - addr) as usize];
+                    // Only bytes inside the file's size can reach it; emit runs that differ.
+                    let size = self.size(m.inode);
+                    let usable = chunk.len().min(size.saturating_sub(file_off) as usize);
+                    let cur = self.file_bytes(m.inode)[file_off as usize..file_off as usize + usable].to_vec();
+                    let mut i = 0;
+                    while i < usable {
+                        if chunk[i] == cur[i] {
+                            i += 1;
+                            continue;
+                        }
+                        let s = i;
+                        while i < usable && chunk[i] != cur[i] {
+                            i += 1;
+                        }
+                        let d = self.store(&chunk[s..i]);
+                        let path = Some(self.path_of_file(m.inode));
+                        self.emit(call, idx, &task, LogicalOp::Overwrite { inode: m.inode, offset: file_off + s as u64, count: (i - s) as u64, data: d }, path, None)?;
+                    }
+                    a = stop;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+enum Fail {
+    Msg(String),
+    Conv(ConvertError),
+}
+impl From<String> for Fail {
+    fn from(s: String) -> Fail {
+        Fail::Msg(s)
+    }
+}
+impl From<&str> for Fail {
+    fn from(s: &str) -> Fail {
+        Fail::Msg(s.to_string())
+    }
+}
+impl From<ConvertError> for Fail {
+    fn from(e: ConvertError) -> Fail {
+        Fail::Conv(e)
+    }
+}
+
+fn open_flags(call: &Call) -> Option<Arg> {
+    match call.name.as_str() {
+        "open" => call.args.get(1).cloned(),
+        "openat" => call.args.get(2).cloned(),
+        "openat2" => call.args.get(2).and_then(|a| a.field("flags")).cloned(),
+        "creat" => Some(Arg::Sym("O_WRONLY|O_CREAT|O_TRUNC".into())),
+        _ => None,
+    }
+}
+
+impl Conv<'_> {
+    fn dispatch(&mut self, call: &Call, idx: usize, task: &Task, ret: i64) -> Result<(), Fail> {
+        let name = call.name.as_str();
+        match name {
+            "open" | "openat" | "openat2" | "creat" => self.open(call, idx, task, ret)?,
+            "close" => {
+                task.fds.borrow_mut().remove(&int_arg(call, 0)?);
+            }
+            "close_range" => {
+                let lo = int_arg(call, 0)? as u64;
+                let hi = call.args.get(1).and_then(|a| a.as_int()).map(|v| v as u64).unwrap_or(u64::MAX);
+                let cloexec = call.args.get(2).is_some_and(|a| has(a, "CLOSE_RANGE_CLOEXEC"));
+                let mut fds = task.fds.borrow_mut();
+                if cloexec {
+                    for (fd, f) in fds.iter_mut() {
+                        if (*fd as u64) >= lo && (*fd as u64) <= hi {
+                            f.cloexec = true;
+                        }
+                    }
+                } else {
+                    fds.retain(|fd, _| (*fd as u64) < lo || (*fd as u64) > hi);
+                }
+            }
+            "dup" | "dup2" | "dup3" => {
+                if let Some(of) = self.fd(call, task, &call.args[0]) {
+                    let cloexec = name == "dup3" && call.args.get(2).is_some_and(|a| has(a, "O_CLOEXEC"));
+                    task.fds.borrow_mut().insert(ret, Fd { of, cloexec });
+                }
+            }
+            "fcntl" => {
+                let cmd = call.args.get(1).map(|a| a.flags().join("|")).unwrap_or_default();
+                match cmd.as_str() {
+                    "F_DUPFD" | "F_DUPFD_CLOEXEC" => {
+                        if let Some(of) = self.fd(call, task, &call.args[0]) {
+                            task.fds.borrow_mut().insert(ret, Fd { of, cloexec: cmd == "F_DUPFD_CLOEXEC" });
+                        }
+                    }
+                    "F_SETFL" => {
+                        if let Some(of) = self.fd(call, task, &call.args[0]) {
+                            let fl = call.args.get(2).cloned().unwrap_or(Arg::Int(0));
+                            of.borrow_mut().append = has(&fl, "O_APPEND");
+                        }
+                    }
+                    "F_SETFD" => {
+                        let fd = int_arg(call, 0)?;
+                        let cloexec = call.args.get(2).is_some_and(|a| has(a, "FD_CLOEXEC"));
+                        if let Some(f) = task.fds.borrow_mut().get_mut(&fd) {
+                            f.cloexec = cloexec;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            "lseek" => {
+                if let Some(of) = self.fd(call, task, &call.args[0]) {
+                    of.borrow_mut().offset = ret as u64;
+                }
+            }
+            "read" | "readv" => {
+                if let Some(of) = self.fd(call, task, &call.args[0]) {
+                    of.borrow_mut().offset += ret as u64;
+                }
+            }
+            "write" | "writev" | "pwrite64" | "pwritev" | "pwritev2" => self.write(call, idx, task, ret as u64)?,
+            "truncate" | "ftruncate" => {
+                let len = int_arg(call, 1)? as u64;
+                let inode = if name == "truncate" {
+                    match self.resolve_cwd(task, &str_arg(call, 0)?, true)? {
+                        Res::In { target: Some(t), .. } => Some(t),
+                        _ => None,
+                    }
+                } else {
+                    match self.fd(call, task, &call.args[0]).map(|o| o.borrow().target.clone()) {
+                        Some(Target::File(t)) => Some(t),
+                        _ => None,
+                    }
+                };
+                if let Some(inode) = inode {
+                    let old = self.size(inode);
+                    if old != len {
+                        let path = Some(self.path_of_file(inode));
+                        self.emit(call, idx, task, LogicalOp::Truncate { inode, old_size: old, new_size: len }, path, None)?;
+                    }
+                }
+            }
+            "fallocate" => self.fallocate(call, idx, task)?,
+            "copy_file_range" | "sendfile" => self.copy(call, idx, task, ret as u64)?,
+            "splice" => {
+                if let Some(Target::File(t)) = self.fd(call, task, &call.args[2]).map(|o| o.borrow().target.clone()) {
+                    let p = self.path_of_file(t);
+                    self.unsupported(call, task, "splice into a file: the spliced bytes are not visible to the tracer", Some(p));
+                }
+            }
+            "rename" | "renameat" | "renameat2" => self.rename(call, idx, task)?,
+            "link" | "linkat" => self.link(call, idx, task)?,
+            "unlink" | "unlinkat" | "rmdir" => {
+                let (res, dir_op) = match name {
+                    "unlink" => (self.resolve_cwd(task, &str_arg(call, 0)?, false)?, false),
+                    "rmdir" => (self.resolve_cwd(task, &str_arg(call, 0)?, false)?, true),
+                    _ => {
+                        let rmdir = call.args.get(2).is_some_and(|a| has(a, "AT_REMOVEDIR"));
+                        (self.resolve_at(task, &call.args[0], &str_arg(call, 1)?, false)?, rmdir)
+                    }
+                };
+                if let Res::In { parent, name: n, target } = res {
+                    let inode = target.ok_or_else(|| format!("{n:?} does not exist in the recorded state"))?;
+                    let path = Some(self.state.join(parent, &n));
+                    let op = if dir_op {
+                        LogicalOp::Rmdir { dir: parent, name: n, inode }
+                    } else {
+                        let lc = self.state.get(inode).map(|i| i.nlink).unwrap_or(1).saturating_sub(1);
+                        LogicalOp::Unlink { dir: parent, name: n, inode, link_count: lc }
+                    };
+                    self.emit(call, idx, task, op, path, None)?;
+                }
+            }
+            "mkdir" | "mkdirat" => {
+                let res = if name == "mkdir" {
+                    self.resolve_cwd(task, &str_arg(call, 0)?, false)?
+                } else {
+                    self.resolve_at(task, &call.args[0], &str_arg(call, 1)?, false)?
+                };
+                if let Res::In { parent, name: n, .. } = res {
+                    let inode = self.state.alloc_id();
+                    let path = Some(self.state.join(parent, &n));
+                    self.emit(call, idx, task, LogicalOp::Mkdir { dir: parent, name: n, inode }, path, None)?;
+                }
+            }
+            "symlink" | "symlinkat" => {
+                let target = str_arg(call, 0)?;
+                let res = if name == "symlink" {
+                    self.resolve_cwd(task, &str_arg(call, 1)?, false)?
+                } else {
+                    self.resolve_at(task, &call.args[1], &str_arg(call, 2)?, false)?
+                };
+                if let Res::In { parent, name: n, .. } = res {
+                    let inode = self.state.alloc_id();
+                    let path = Some(self.state.join(parent, &n));
+                    self.emit(call, idx, task, LogicalOp::Symlink { dir: parent, name: n, inode, target }, path, None)?;
+                }
+            }
+            "mknod" | "mknodat" => {
+                let res = if name == "mknod" {
+                    self.resolve_cwd(task, &str_arg(call, 0)?, false)?
+                } else {
+                    self.resolve_at(task, &call.args[0], &str_arg(call, 1)?, false)?
+                };
+                if let Res::In { parent, name: n, .. } = res {
+                    let p = self.state.join(parent, &n);
+                    self.unsupported(call, task, "special files are not modelled", Some(p));
+                }
+            }
+            "fsync" | "fdatasync" | "sync_file_range" | "syncfs" => {
+                let target = self.fd(call, task, &call.args[0]).map(|o| o.borrow().target.clone());
+                if name == "syncfs" {
+                    let same_fs = match &target {
+                        Some(Target::File(_)) | Some(Target::Dir(_)) => true,
+                        Some(Target::Out(p)) => {
+                            use std::os::unix::fs::MetadataExt;
+                            std::fs::metadata(p).ok().map(|m| m.dev()) == self.root_dev
+                        }
+                        None => false,
+                    };
+                    if same_fs {
+                        self.emit(call, idx, task, LogicalOp::Sync { inode: None, how: SyncKind::Syncfs, range: None }, None, None)?;
+                    }
+                    return Ok(());
+                }
+                let inode = match target {
+                    Some(Target::File(t)) | Some(Target::Dir(t)) => t,
+                    _ => return Ok(()),
+                };
+                let (how, range) = match name {
+                    "fsync" => (SyncKind::Fsync, None),
+                    "fdatasync" => (SyncKind::Fdatasync, None),
+                    _ => {
+                        let off = int_arg(call, 1)? as u64;
+                        let n = int_arg(call, 2)? as u64;
+                        let n = if n == 0 { self.size(inode).saturating_sub(off) } else { n };
+                        (SyncKind::SyncFileRange, Some((off, n)))
+                    }
+                };
+                let path = Some(self.display_path(inode));
+                self.emit(call, idx, task, LogicalOp::Sync { inode: Some(inode), how, range }, path, None)?;
+            }
+            "sync" => self.emit(call, idx, task, LogicalOp::Sync { inode: None, how: SyncKind::Sync, range: None }, None, None)?,
+            "msync" => {
+                let addr = int_arg(call, 0)? as u64;
+                let len = int_arg(call, 1)? as u64;
+                if call.args.get(2).is_some_and(|a| has(a, "MS_SYNC")) {
+                    let maps = task.maps.borrow().clone();
+                    for m in maps.iter().filter(|m| m.addr < addr + len && addr < m.addr + m.len) {
+                        let s = addr.max(m.addr);
+                        let e = (addr + len).min(m.addr + m.len);
+                        let path = Some(self.path_of_file(m.inode));
+                        let range = Some((m.file_off + (s - m.addr), e - s));
+                        self.emit(call, idx, task, LogicalOp::Sync { inode: Some(m.inode), how: SyncKind::Msync, range }, path, None)?;
+                    }
+                }
+            }
+            "mmap" => {
+                let flags = call.args.get(3).cloned().unwrap_or(Arg::Int(0));
+                if has(&flags, "MAP_SHARED") || has(&flags, "MAP_SHARED_VALIDATE") {
+                    if let Some(Target::File(inode)) = call.args.get(4).and_then(|a| {
+                        if a.as_int().unwrap_or(-1) < 0 {
+                            None
+                        } else {
+                            Some(a.clone())
+                        }
+                    }).and_then(|a| self.fd(call, task, &a)).map(|o| o.borrow().target.clone())
+                    {
+                        let len = int_arg(call, 1)? as u64;
+                        let file_off = int_arg(call, 5)? as u64;
+                        task.maps.borrow_mut().push(Mapping { addr: ret as u64, len, inode, file_off });
+                    }
+                }
+            }
+            "munmap" => {
+                let addr = int_arg(call, 0)? as u64;
+                let len = int_arg(call, 1)? as u64;
+                task.maps.borrow_mut().retain(|m| !(m.addr < addr + len && addr < m.addr + m.len));
+            }
+            "mremap" => {
+                let old = int_arg(call, 0)? as u64;
+                let new_len = int_arg(call, 2)? as u64;
+                for m in task.maps.borrow_mut().iter_mut() {
+                    if m.addr == old {
+                        m.addr = ret as u64;
+                        m.len = new_len;
+                    }
+                }
+            }
+            "chdir" | "fchdir" => {
+                let loc = if name == "chdir" {
+                    match self.resolve_cwd(task, &str_arg(call, 0)?, true)? {
+                        Res::Dir(d) | Res::In { target: Some(d), .. } => Loc::In(d),
+                        Res::Out(p) => Loc::Out(p),
+                        Res::In { .. } => return Err("chdir into a directory missing from the recorded state".into()),
+                    }
+                } else {
+                    match self.fd(call, task, &call.args[0]).map(|o| o.borrow().target.clone()) {
+                        Some(Target::Dir(d)) => Loc::In(d),
+                        Some(Target::Out(p)) => Loc::Out(PathBuf::from(p)),
+                        _ => return Err("fchdir to an fd that is not a directory".into()),
+                    }
+                };
+                *task.cwd.borrow_mut() = loc;
+            }
+            "execve" | "execveat" => {
+                // The new program keeps the fd table minus close-on-exec fds; memory is new.
+                let kept: FdTable = task.fds.borrow().iter().filter(|(_, f)| !f.cloexec).map(|(k, v)| (*k, v.clone())).collect();
+                if let Some(t) = self.tasks.get_mut(&call.tid) {
+                    t.fds = Rc::new(RefCell::new(kept));
+                    t.maps = Rc::new(RefCell::new(Vec::new()));
+                    t.py.clear();
+                }
+            }
+            "clone" | "clone3" | "fork" | "vfork" => {
+                self.task(ret as u32);
+            }
+            "io_uring_setup" => self.unsupported(call, task, "io_uring submissions are not visible to the tracer", None),
+            "chmod" | "fchmod" | "fchmodat" | "chown" | "fchown" | "lchown" | "fchownat" | "utimensat" | "utime" | "utimes" | "futimesat"
+            | "setxattr" | "lsetxattr" | "fsetxattr" | "removexattr" | "lremovexattr" | "fremovexattr" => {
+                // Attributes are not part of the logical model; report those inside the directory.
+                let p = self.attr_target(call, task);
+                if let Some(p) = p {
+                    self.unsupported(call, task, "file attributes (mode, owner, times, xattrs) are not modelled", Some(p));
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn display_path(&self, inode: InodeId) -> String {
+        match self.state.inodes.get(&inode).map(|i| &i.node) {
+            Some(Node::Dir { .. }) => {
+                let p = self.state.dir_path(inode).unwrap_or_default();
+                if p.is_empty() {
+                    ".".into()
+                } else {
+                    p
+                }
+            }
+            _ => self.path_of_file(inode),
+        }
+    }
+
+    fn attr_target(&mut self, call: &Call, task: &Task) -> Option<String> {
+        let name = call.name.as_str();
+        let res = match name {
+            "fchmod" | "fchown" | "fsetxattr" | "fremovexattr" => {
+                return match self.fd(call, task, &call.args[0]).map(|o| o.borrow().target.clone()) {
+                    Some(Target::File(t)) | Some(Target::Dir(t)) => Some(self.display_path(t)),
+                    _ => None,
+                };
+            }
+            "fchmodat" | "fchownat" | "utimensat" | "futimesat" => {
+                let p = match call.args.get(1) {
+                    Some(Arg::Str { bytes, .. }) => String::from_utf8_lossy(bytes).into_owned(),
+                    _ => String::new(),
+                };
+                if p.is_empty() {
+                    return match self.fd(call, task, &call.args[0]).map(|o| o.borrow().target.clone()) {
+                        Some(Target::File(t)) | Some(Target::Dir(t)) => Some(self.display_path(t)),
+                        _ => None,
+                    };
+                }
+                self.resolve_at(task, &call.args[0], &p, false).ok()?
+            }
+            _ => self.resolve_cwd(task, &str_arg(call, 0).ok()?, !name.starts_with('l')).ok()?,
+        };
+        match res {
+            Res::In { parent, name, .. } => Some(self.state.join(parent, &name)),
+            Res::Dir(d) => Some(self.display_path(d)),
+            Res::Out(_) => None,
+        }
+    }
+
+    fn open(&mut self, call: &Call, idx: usize, task: &Task, fd: i64) -> Result<(), Fail> {
+        let flags = open_flags(call).unwrap_or(Arg::Int(0));
+        let path = str_arg(call, if call.name == "open" || call.name == "creat" { 0 } else { 1 })?;
+        let follow = !has(&flags, "O_NOFOLLOW");
+        let res = if call.name == "open" || call.name == "creat" {
+            self.resolve_cwd(task, &path, follow)?
+        } else {
+            self.resolve_at(task, &call.args[0], &path, follow)?
+        };
+        let append = has(&flags, "O_APPEND");
+        let sync = if has(&flags, "O_SYNC") {
+            Some(SyncKind::OSync)
+        } else if has(&flags, "O_DSYNC") {
+            Some(SyncKind::ODsync)
+        } else {
+            None
+        };
+        let target = match res {
+            Res::Out(p) => Target::Out(match &call.ret {
+                Ret::Val(_, Some(a)) => a.clone(),
+                _ => p.display().to_string(),
+            }),
+            Res::Dir(d) if has(&flags, "O_TMPFILE") => self.tmpfile(d),
+            Res::Dir(d) => Target::Dir(d),
+            Res::In { target: Some(d), .. } if has(&flags, "O_TMPFILE") => self.tmpfile(d),
+            Res::In { parent, name, target } => match target.map(|t| (t, self.state.inodes.get(&t).map(|i| i.node.clone()))) {
+                Some((t, Some(Node::File { data }))) => {
+                    if has(&flags, "O_TRUNC") && !data.is_empty() && !has(&flags, "O_PATH") {
+                        let p = Some(self.state.join(parent, &name));
+                        self.emit(call, idx, task, LogicalOp::Truncate { inode: t, old_size: data.len() as u64, new_size: 0 }, p, None)?;
+                    }
+                    Target::File(t)
+                }
+                Some((t, Some(Node::Dir { .. }))) => Target::Dir(t),
+                Some((_, _)) => Target::Out(format!("<symlink {}>", self.state.join(parent, &name))),
+                None => {
+                    if !has(&flags, "O_CREAT") {
+                        return Err(format!("{:?} was opened but does not exist in the recorded state", self.state.join(parent, &name)).into());
+                    }
+                    let inode = self.state.alloc_id();
+                    let p = Some(self.state.join(parent, &name));
+                    self.emit(call, idx, task, LogicalOp::Link { dir: parent, name, inode, link_count: 1, created: true }, p, None)?;
+                    Target::File(inode)
+                }
+            },
+        };
+        let cloexec = has(&flags, "O_CLOEXEC");
+        let of = OpenFile { target, offset: 0, append, sync };
+        task.fds.borrow_mut().insert(fd, Fd { of: Rc::new(RefCell::new(of)), cloexec });
+        Ok(())
+    }
+
+    /// An O_TMPFILE file: an inode with no name until linkat gives it one.
+    fn tmpfile(&mut self, _dir: InodeId) -> Target {
+        let id = self.state.alloc_id();
+        self.state.inodes.insert(id, intact_model::Inode { id, mode: 0o100600, nlink: 0, node: Node::File { data: Vec::new() } });
+        Target::File(id)
+    }
+
+    fn write(&mut self, call: &Call, idx: usize, task: &Task, ret: u64) -> Result<(), Fail> {
+        let Some(of) = self.fd(call, task, &call.args[0]) else { return Ok(()) };
+        let fdnum = call.args[0].as_int().unwrap_or(-1);
+        let buf = call.args.get(1).ok_or("missing buffer argument")?;
+        let target = of.borrow().target.clone();
+        let inode = match target {
+            Target::File(i) => i,
+            Target::Dir(_) => return Ok(()),
+            Target::Out(_) => {
+                if fdnum == 1 && ret > 0 {
+                    let bytes = self.written(call, buf, ret)?;
+                    self.stdout.extend_from_slice(&bytes);
+                    let d = self.store(&bytes);
+                    self.emit(call, idx, task, LogicalOp::Output { data: d }, None, None)?;
+                }
+                return Ok(());
+            }
+        };
+        let bytes = self.written(call, buf, ret)?;
+        let explicit = match call.name.as_str() {
+            "pwrite64" => Some(int_arg(call, 3)?),
+            "pwritev" => Some(int_arg(call, 3)?),
+            "pwritev2" => Some(int_arg(call, 3)?).filter(|&o| o != -1),
+            _ => None,
+        };
+        let rwf = if call.name == "pwritev2" { call.args.get(4).cloned() } else { None };
+        let rwf_append = rwf.as_ref().is_some_and(|f| has(f, "RWF_APPEND"));
+        let (pos, moves) = {
+            let o = of.borrow();
+            // Linux: with O_APPEND even pwrite appends (see pwrite(2), BUGS).
+            if o.append || rwf_append {
+                (self.size(inode), explicit.is_none())
+            } else {
+                match explicit {
+                    Some(p) => (p as u64, false),
+                    None => (o.offset, true),
+                }
+            }
+        };
+        let d = self.store(&bytes);
+        self.write_at(call, idx, task, inode, pos, d)?;
+        if moves {
+            of.borrow_mut().offset = pos + ret;
+        }
+        let sync = of.borrow().sync.or_else(|| match &rwf {
+            Some(f) if has(f, "RWF_SYNC") => Some(SyncKind::OSync),
+            Some(f) if has(f, "RWF_DSYNC") => Some(SyncKind::ODsync),
+            _ => None,
+        });
+        if let Some(how) = sync {
+            if ret > 0 {
+                let p = Some(self.path_of_file(inode));
+                self.emit(call, idx, task, LogicalOp::Sync { inode: Some(inode), how, range: Some((pos, ret)) }, p, None)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn fallocate(&mut self, call: &Call, idx: usize, task: &Task) -> Result<(), Fail> {
+        let Some(Target::File(inode)) = self.fd(call, task, &call.args[0]).map(|o| o.borrow().target.clone()) else { return Ok(()) };
+        let mode = call.args.get(1).cloned().unwrap_or(Arg::Int(0));
+        let off = int_arg(call, 2)? as u64;
+        let len = int_arg(call, 3)? as u64;
+        let keep = has(&mode, "FALLOC_FL_KEEP_SIZE");
+        let size = self.size(inode);
+        let path = Some(self.path_of_file(inode));
+        if has(&mode, "FALLOC_FL_COLLAPSE_RANGE") || has(&mode, "FALLOC_FL_INSERT_RANGE") {
+            self.unsupported(call, task, "fallocate collapse/insert range is not modelled", path);
+            return Ok(());
+        }
+        let zeroing = has(&mode, "FALLOC_FL_PUNCH_HOLE") || has(&mode, "FALLOC_FL_ZERO_RANGE");
+        if zeroing && off < size {
+            let n = (off + len).min(size) - off;
+            self.emit(call, idx, task, LogicalOp::Overwrite { inode, offset: off, count: n, data: Data::Zeros { zeros: n } }, path.clone(), None)?;
+        }
+        if !keep && !has(&mode, "FALLOC_FL_PUNCH_HOLE") && off + len > size {
+            self.emit(call, idx, task, LogicalOp::Truncate { inode, old_size: size, new_size: off + len }, path, None)?;
+        }
+        Ok(())
+    }
+
+    fn copy(&mut self, call: &Call, idx: usize, task: &Task, ret: u64) -> Result<(), Fail> {
+        // copy_file_range(in, off_in, out, off_out, len, flags); sendfile(out, in, offset, count)
+        let (in_arg, in_off, out_arg, out_off) = if call.name == "copy_file_range" {
+            (&call.args[0], call.args.get(1), &call.args[2], call.args.get(3))
+        } else {
+            (&call.args[1], call.args.get(2), &call.args[0], None)
+        };
+        let copied = self.tasks.get_mut(&call.tid).and_then(|t| t.copy.take());
+        let src = self.fd(call, task, in_arg);
+        let dst = self.fd(call, task, out_arg);
+        // Source position and offset update.
+        let mut src_pos = 0;
+        if let Some(src) = &src {
+            match in_off.filter(|a| !a.is_null()) {
+                Some(a) => src_pos = before_int(a).unwrap_or(0) as u64,
+                None => {
+                    src_pos = src.borrow().offset;
+                    src.borrow_mut().offset += ret;
+                }
+            }
+        }
+        let Some(dst) = dst else { return Ok(()) };
+        let Target::File(inode) = dst.borrow().target.clone() else { return Ok(()) };
+        if ret == 0 {
+            return Ok(());
+        }
+        let bytes: Vec<u8> = match (copied, src.as_ref().map(|s| s.borrow().target.clone())) {
+            (Some(Some(b)), _) if b.len() as u64 >= ret => b[..ret as usize].to_vec(),
+            (_, Some(Target::File(s))) => {
+                let data = self.file_bytes(s);
+                let end = (src_pos + ret) as usize;
+                if end > data.len() {
+                    return Err(format!("copy of {ret} bytes from offset {src_pos} goes past the source's size {}", data.len()).into());
+                }
+                data[src_pos as usize..end].to_vec()
+            }
+            _ => {
+                let p = self.path_of_file(inode);
+                self.unsupported(call, task, "copy from outside the recorded directory without the preload shim's copy of the data", Some(p));
+                return Ok(());
+            }
+        };
+        let (pos, moves) = match out_off.filter(|a| !a.is_null()) {
+            Some(a) => (before_int(a).unwrap_or(0) as u64, false),
+            None => {
+                let o = dst.borrow();
+                (if o.append { self.size(inode) } else { o.offset }, true)
+            }
+        };
+        let d = self.store(&bytes);
+        self.write_at(call, idx, task, inode, pos, d)?;
+        if moves {
+            dst.borrow_mut().offset = pos + ret;
+        }
+        Ok(())
+    }
+
+    fn rename(&mut self, call: &Call, idx: usize, task: &Task) -> Result<(), Fail> {
+        let (src, dst, flags) = if call.name == "rename" {
+            (self.resolve_cwd(task, &str_arg(call, 0)?, false)?, self.resolve_cwd(task, &str_arg(call, 1)?, false)?, None)
+        } else {
+            (
+                self.resolve_at(task, &call.args[0], &str_arg(call, 1)?, false)?,
+                self.resolve_at(task, &call.args[2], &str_arg(call, 3)?, false)?,
+                call.args.get(4).cloned(),
+            )
+        };
+        let exchange = flags.as_ref().is_some_and(|f| has(f, "RENAME_EXCHANGE"));
+        match (src, dst) {
+            (Res::In { parent: sp, name: sn, target: Some(inode) }, Res::In { parent: dp, name: dn, target: dt }) => {
+                if !exchange && dt == Some(inode) {
+                    return Ok(()); // same inode: rename does nothing
+                }
+                let (p1, p2) = (Some(self.state.join(sp, &sn)), Some(self.state.join(dp, &dn)));
+                let op = LogicalOp::Rename { src_dir: sp, src_name: sn, dst_dir: dp, dst_name: dn, inode, replaced: dt, exchange };
+                self.emit(call, idx, task, op, p1, p2)?;
+            }
+            (Res::In { parent, name, target: Some(inode) }, Res::Out(_)) => {
+                // Leaving the recorded directory looks like a removal from inside it.
+                let p = Some(self.state.join(parent, &name));
+                if self.state.get(inode).map(|i| i.is_dir()).unwrap_or(false) {
+                    self.unsupported(call, task, "moving a directory out of the recorded directory is not modelled", p);
+                } else {
+                    let lc = self.state.get(inode).map(|i| i.nlink).unwrap_or(1).saturating_sub(1);
+                    self.emit(call, idx, task, LogicalOp::Unlink { dir: parent, name, inode, link_count: lc }, p, None)?;
+                }
+            }
+            (Res::Out(_), Res::In { parent, name, .. }) => {
+                let p = Some(self.state.join(parent, &name));
+                self.unsupported(call, task, "moving a file into the recorded directory from outside: its contents are unknown", p);
+            }
+            (Res::Out(_), Res::Out(_)) => {}
+            (s, d) => return Err(format!("rename from {s:?} to {d:?} does not fit the recorded state").into()),
+        }
+        Ok(())
+    }
+
+    fn link(&mut self, call: &Call, idx: usize, task: &Task) -> Result<(), Fail> {
+        let (src, dst) = if call.name == "link" {
+            (self.resolve_cwd(task, &str_arg(call, 0)?, false)?, self.resolve_cwd(task, &str_arg(call, 1)?, false)?)
+        } else {
+            let flags = call.args.get(4).cloned().unwrap_or(Arg::Int(0));
+            let old = str_arg(call, 1)?;
+            let src = if old.is_empty() && has(&flags, "AT_EMPTY_PATH") {
+                match self.fd(call, task, &call.args[0]).map(|o| o.borrow().target.clone()) {
+                    Some(Target::File(t)) => Res::In { parent: 0, name: String::new(), target: Some(t) },
+                    _ => Res::Out(PathBuf::from("<fd>")),
+                }
+            } else if let Some(n) = old.strip_prefix("/proc/self/fd/").and_then(|n| n.parse::<i64>().ok()) {
+                match task.fds.borrow().get(&n).map(|f| f.of.borrow().target.clone()) {
+                    Some(Target::File(t)) => Res::In { parent: 0, name: String::new(), target: Some(t) },
+                    _ => Res::Out(PathBuf::from(old.clone())),
+                }
+            } else {
+                self.resolve_at(task, &call.args[0], &old, has(&flags, "AT_SYMLINK_FOLLOW"))?
+            };
+            (src, self.resolve_at(task, &call.args[2], &str_arg(call, 3)?, false)?)
+        };
+        match (src, dst) {
+            (Res::In { target: Some(inode), parent: sp, name: sn }, Res::In { parent, name, .. }) => {
+                let lc = self.state.get(inode).map(|i| i.nlink).unwrap_or(0) + 1;
+                let p1 = Some(self.state.join(parent, &name));
+                let p2 = if sn.is_empty() { None } else { Some(self.state.join(sp, &sn)) };
+                self.emit(call, idx, task, LogicalOp::Link { dir: parent, name, inode, link_count: lc, created: false }, p1, p2)?;
+            }
+            (Res::Out(_), Res::In { parent, name, .. }) => {
+                let p = Some(self.state.join(parent, &name));
+                self.unsupported(call, task, "hard link into the recorded directory to a file outside it: its contents are unknown", p);
+            }
+            (_, Res::Out(_)) => {}
+            (s, d) => return Err(format!("link from {s:?} to {d:?} does not fit the recorded state").into()),
+        }
+        Ok(())
+    }
+}
+
+#[allow(dead_code)]
+fn _assert_path(_: &Path) {}

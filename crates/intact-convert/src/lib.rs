@@ -1,0 +1,10 @@
+//! Converts system-call events into logical operations (thesis 004 §3.2, Table 3.2) by
+//! replaying the trace: per-task fd tables (shared or copied per clone flags, CLOEXEC on
+//! execve), working directories, directory fds, open-file offsets and O_APPEND, shared
+//! file mappings, and the logical file-system state itself, which every emitted operation
+//! is applied to (so sizes, link counts and inode identities are always current).
+
+mod convert;
+mod resolve;
+
+pub use convert::{convert, Conversion, ConvertError, ConvertOptions, TaskExit, Unsupported};

@@ -1,0 +1,14 @@
+//! Logical entities and logical operations: the file-system-independent view of an
+//! application's update protocol (thesis 004, §3.2, Tables 3.1 and 3.3).
+//!
+//! A [`State`] is a set of inodes (regular files, directories, symlinks) reachable from
+//! a root directory. A [`LogicalOp`] changes a state; [`State::apply`] applies one.
+//! [`snapshot`] reads a real directory into a state, [`State::diff`] compares two.
+
+pub mod op;
+pub mod snapshot;
+pub mod state;
+
+pub use op::{Data, LogicalOp, Op, SyncKind};
+pub use snapshot::{capture, IgnoreSet, SnapshotError};
+pub use state::{ApplyError, Inode, InodeId, Node, State};

@@ -1,0 +1,145 @@
+//! Resolved (symbolized) frames.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Which language runtime a frame belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Lang {
+    /// Machine code (C, C++, Rust, JNI...), resolved from ELF/DWARF.
+    #[default]
+    Native,
+    /// A Python-level frame (produced by a Python tracer, not by this crate).
+    Python,
+    /// A Java-level frame (produced by a JVM agent, not by this crate).
+    Java,
+}
+
+/// A symbolized frame. One strace frame can yield several of these when
+/// functions were inlined (innermost first).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Frame {
+    /// The object the code lives in (path as strace printed it).
+    pub binary: String,
+    /// Demangled function name.
+    pub function: Option<String>,
+    /// Source file (absolute when the DWARF has the compilation directory).
+    pub file: Option<String>,
+    /// 1-based source line; `None` when unknown (never 0).
+    pub line: Option<u32>,
+    pub lang: Lang,
+}
+
+impl Frame {
+    /// A native frame with only the binary known.
+    pub fn unknown(binary: impl Into<String>) -> Self {
+        Frame {
+            binary: binary.into(),
+            function: None,
+            file: None,
+            line: None,
+            lang: Lang::Native,
+        }
+    }
+
+    /// True when both file and line are known.
+    pub fn has_location(&self) -> bool {
+        self.file.is_some() && self.line.is_some()
+    }
+
+    /// Human-readable, single-line form:
+    ///
+    /// * `file:line:function` when all three are known,
+    /// * `file:line` when the function is unknown,
+    /// * `binary:function` when there is no line information,
+    /// * `binary` (or `?` if even that is empty) otherwise.
+    pub fn display(&self) -> String {
+        match (&self.file, self.line, &self.function) {
+            (Some(file), Some(line), Some(func)) => format!("{file}:{line}:{func}"),
+            (Some(file), Some(line), None) => format!("{file}:{line}"),
+            (_, _, Some(func)) => {
+                if self.binary.is_empty() {
+                    func.clone()
+                } else {
+                    format!("{}:{func}", self.binary)
+                }
+            }
+            (Some(file), None, None) => file.clone(),
+            (None, _, None) => {
+                if self.binary.is_empty() {
+                    "?".to_string()
+                } else {
+                    self.binary.clone()
+                }
+            }
+        }
+    }
+}
+
+impl fmt::Display for Frame {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.display())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fr(binary: &str, function: Option<&str>, file: Option<&str>, line: Option<u32>) -> Frame {
+        Frame {
+            binary: binary.into(),
+            function: function.map(Into::into),
+            file: file.map(Into::into),
+            line,
+            lang: Lang::Native,
+        }
+    }
+
+    #[test]
+    fn display_forms() {
+        assert_eq!(
+            fr("/bin/a", Some("main"), Some("/src/a.c"), Some(12)).display(),
+            "/src/a.c:12:main"
+        );
+        assert_eq!(
+            fr("/bin/a", None, Some("/src/a.c"), Some(12)).display(),
+            "/src/a.c:12"
+        );
+        assert_eq!(
+            fr("/bin/a", Some("main"), None, None).display(),
+            "/bin/a:main"
+        );
+        assert_eq!(
+            fr("/bin/a", Some("main"), Some("/src/a.c"), None).display(),
+            "/bin/a:main"
+        );
+        assert_eq!(fr("", Some("main"), None, None).display(), "main");
+        assert_eq!(fr("/bin/a", None, None, None).display(), "/bin/a");
+        assert_eq!(fr("", None, None, None).display(), "?");
+        assert_eq!(
+            fr("/bin/a", None, Some("/src/a.c"), None).display(),
+            "/src/a.c"
+        );
+        assert_eq!(
+            format!("{}", fr("/bin/a", Some("f"), None, None)),
+            "/bin/a:f"
+        );
+    }
+
+    #[test]
+    fn serde_lang_lowercase() {
+        let f = Frame {
+            lang: Lang::Python,
+            ..fr("b", Some("f"), Some("x.py"), Some(3))
+        };
+        let j = serde_json::to_string(&f).unwrap();
+        assert!(j.contains("\"lang\":\"python\""), "{j}");
+        let back: Frame = serde_json::from_str(&j).unwrap();
+        assert_eq!(back, f);
+        assert_eq!(serde_json::to_string(&Lang::Java).unwrap(), "\"java\"");
+        assert_eq!(serde_json::to_string(&Lang::Native).unwrap(), "\"native\"");
+    }
+}

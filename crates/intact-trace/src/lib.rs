@@ -1,0 +1,8 @@
+//! The tracer stage: run a workload under strace with the intact shim preloaded, and
+//! parse the raw trace into system-call events.
+
+pub mod marker;
+pub mod parse;
+pub mod tracer;
+
+pub use parse::{parse_trace, Arg, Call, Event, ParseError, Ret, Trace};

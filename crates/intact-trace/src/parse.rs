@@ -1,0 +1,594 @@
+//! Parser for the raw output of `strace -f -k -y -q` (strace 6.x, x86_64).
+//!
+//! Each line is `PID  name(args) = ret`, an `<unfinished ...>` / `<... name resumed>`
+//! pair when calls of several tasks interleave, a `+++ exited with N +++` /
+//! `+++ killed by SIG +++` line, a `--- SIGNAL {...} ---` line, or a ` > frame` stack line
+//! that belongs to the call completed just before it.
+
+use std::collections::HashMap;
+
+/// A decoded system-call argument.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Arg {
+    Int(i64),
+    /// A quoted string; `truncated` when strace cut it at `-s` (printed `"..."...`).
+    Str { bytes: Vec<u8>, truncated: bool },
+    /// A file descriptor with the path strace printed for it (`-y`), e.g. `3</tmp/a>`,
+    /// `AT_FDCWD</tmp>` (fd = -100).
+    Fd { fd: i64, path: Option<String> },
+    /// A symbolic constant, flag set or anything else printed bare (`O_RDWR|O_CREAT`, `NULL`).
+    Sym(String),
+    Struct(Vec<(Option<String>, Arg)>),
+    Array(Vec<Arg>),
+    /// `before => after` (values changed by the call, e.g. copy_file_range offsets).
+    Changed(Box<Arg>, Box<Arg>),
+}
+
+impl Arg {
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            Arg::Int(v) => Some(*v),
+            Arg::Fd { fd, .. } => Some(*fd),
+            Arg::Sym(s) if s == "NULL" => Some(0),
+            Arg::Sym(s) if s == "AT_FDCWD" => Some(-100),
+            Arg::Changed(_, a) => a.as_int(),
+            Arg::Array(v) if v.len() == 1 => v[0].as_int(),
+            _ => None,
+        }
+    }
+    pub fn as_bytes(&self) -> Option<&[u8]> {
+        match self {
+            Arg::Str { bytes, .. } => Some(bytes),
+            _ => None,
+        }
+    }
+    /// Flag names of a `A|B|C` set (or a single symbol); empty for numbers.
+    pub fn flags(&self) -> Vec<&str> {
+        match self {
+            Arg::Sym(s) => s.split('|').map(str::trim).collect(),
+            _ => Vec::new(),
+        }
+    }
+    pub fn has_flag(&self, f: &str) -> bool {
+        self.flags().contains(&f)
+    }
+    pub fn field(&self, name: &str) -> Option<&Arg> {
+        match self {
+            Arg::Struct(fields) => fields.iter().find(|(n, _)| n.as_deref() == Some(name)).map(|(_, a)| a),
+            Arg::Changed(b, _) => b.field(name),
+            _ => None,
+        }
+    }
+    pub fn is_null(&self) -> bool {
+        matches!(self, Arg::Sym(s) if s == "NULL")
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ret {
+    /// Success, with the path strace annotated on a returned fd (`= 3</tmp/a>`).
+    Val(i64, Option<String>),
+    /// Failure: `-1 ENOENT (...)`, or a restart code.
+    Err(String),
+    /// `= ?` (the call did not return: exit, execve in another thread, kill).
+    Unknown,
+}
+
+impl Ret {
+    pub fn ok(&self) -> Option<i64> {
+        match self {
+            Ret::Val(v, _) => Some(*v),
+            _ => None,
+        }
+    }
+}
+
+/// One completed system call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Call {
+    pub tid: u32,
+    pub name: String,
+    pub args: Vec<Arg>,
+    pub ret: Ret,
+    /// Stack lines (` > bin(fn+0x1) [0x2]`), innermost first, unparsed.
+    pub stack: Vec<String>,
+    /// 1-based line in the raw trace where the call completed.
+    pub line: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    Call(Call),
+    Exited { tid: u32, code: i32, line: usize },
+    Killed { tid: u32, signal: String, line: usize },
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ParseError {
+    #[error("raw trace line {line}: {message}: {text:?}")]
+    Line { line: usize, message: String, text: String },
+}
+
+/// The parsed trace.
+#[derive(Debug, Default)]
+pub struct Trace {
+    pub events: Vec<Event>,
+    /// Calls that began but never completed (the task was killed or the trace ends):
+    /// (tid, name, line). Their effect is unknown.
+    pub unfinished: Vec<(u32, String, usize)>,
+    /// Whether the last line of the input was complete (ended with a newline).
+    pub complete_last_line: bool,
+}
+
+/// Parses a whole raw trace.
+pub fn parse_trace(text: &[u8]) -> Result<Trace, ParseError> {
+    let mut trace = Trace { complete_last_line: text.is_empty() || text.ends_with(b"\n"), ..Default::default() };
+    let mut pending: HashMap<u32, (String, usize)> = HashMap::new();
+    // Stack lines attach to the most recent completed call.
+    let mut last_call: Option<usize> = None;
+    for (i, raw_line) in text.split(|&b| b == b'\n').enumerate() {
+        let lineno = i + 1;
+        if raw_line.is_empty() {
+            continue;
+        }
+        let line = String::from_utf8_lossy(raw_line);
+        if let Some(frame) = line.strip_prefix(" > ") {
+            if let Some(Event::Call(c)) = last_call.and_then(|i| trace.events.get_mut(i)) {
+                c.stack.push(frame.to_string());
+            }
+            continue;
+        }
+        let err = |m: &str| ParseError::Line { line: lineno, message: m.to_string(), text: line.chars().take(200).collect() };
+        let (tid, rest) = split_pid(&line).ok_or_else(|| err("expected a process id at the start of the line"))?;
+        if let Some(r) = rest.strip_prefix("+++ ") {
+            if let Some(code) = r.strip_prefix("exited with ").and_then(|c| c.strip_suffix(" +++")) {
+                let code = code.trim().parse().map_err(|_| err("bad exit status"))?;
+                trace.events.push(Event::Exited { tid, code, line: lineno });
+            } else if let Some(sig) = r.strip_prefix("killed by ") {
+                let sig = sig.trim_end_matches(" +++").trim_end_matches(" (core dumped)").to_string();
+                trace.events.push(Event::Killed { tid, signal: sig, line: lineno });
+            }
+            last_call = None;
+            if let Some((name, l)) = pending.remove(&tid) {
+                trace.unfinished.push((tid, name, l));
+            }
+            continue;
+        }
+        if rest.starts_with("--- ") {
+            continue; // signal delivery
+        }
+        let full: String;
+        let body: &str = if let Some(r) = rest.strip_prefix("<... ") {
+            // `<... name resumed>rest`
+            let close = r.find(" resumed>").ok_or_else(|| err("malformed resumed line"))?;
+            let name = &r[..close];
+            let tail = &r[close + " resumed>".len()..];
+            match pending.remove(&tid) {
+                Some((head, _)) => {
+                    full = format!("{head}{tail}");
+                    &full
+                }
+                None => {
+                    // Resumed without a start (trace began mid-call): nothing to decode.
+                    let _ = name;
+                    continue;
+                }
+            }
+        } else if let Some(head) = rest.strip_suffix(" <unfinished ...>") {
+            pending.insert(tid, (head.to_string(), lineno));
+            last_call = None;
+            continue;
+        } else {
+            rest
+        };
+        let call = parse_call(tid, body, lineno).map_err(|m| err(&m))?;
+        trace.events.push(Event::Call(call));
+        last_call = Some(trace.events.len() - 1);
+    }
+    for (tid, (name, l)) in pending {
+        trace.unfinished.push((tid, name.split('(').next().unwrap_or("").to_string(), l));
+    }
+    trace.unfinished.sort_by_key(|u| u.2);
+    Ok(trace)
+}
+
+fn split_pid(line: &str) -> Option<(u32, &str)> {
+    let end = line.find(|c: char| !c.is_ascii_digit())?;
+    let pid = line[..end].parse().ok()?;
+    Some((pid, line[end..].trim_start_matches(' ')))
+}
+
+/// Parses `name(args) = ret`.
+pub fn parse_call(tid: u32, body: &str, line: usize) -> Result<Call, String> {
+    let open = body.find('(').ok_or("expected '(' after the system-call name")?;
+    let name = body[..open].to_string();
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        return Err(format!("bad system-call name {name:?}"));
+    }
+    let mut p = P { s: body.as_bytes(), i: open + 1 };
+    let mut args = Vec::new();
+    p.ws();
+    if p.peek() != Some(b')') {
+        loop {
+            args.push(p.value()?);
+            p.ws();
+            match p.next() {
+                Some(b',') => {
+                    p.ws();
+                }
+                Some(b')') => break,
+                other => return Err(format!("expected ',' or ')' in arguments, found {:?}", other.map(|b| b as char))),
+            }
+        }
+    } else {
+        p.i += 1;
+    }
+    p.ws();
+    if p.peek() != Some(b'=') {
+        return Err("expected '= result' after the arguments".into());
+    }
+    p.i += 1;
+    p.ws();
+    let ret = parse_ret(&body[p.i..])?;
+    Ok(Call { tid, name, args, ret, stack: Vec::new(), line })
+}
+
+fn parse_ret(s: &str) -> Result<Ret, String> {
+    let s = s.trim();
+    if s.starts_with('?') {
+        return Ok(Ret::Unknown);
+    }
+    let end = s.find([' ', '<']).unwrap_or(s.len());
+    let num = &s[..end];
+    let v = parse_int(num).ok_or_else(|| format!("bad result {num:?}"))?;
+    let rest = &s[end..];
+    if v < 0 {
+        let errno = rest.trim().split(' ').next().unwrap_or("").to_string();
+        return Ok(Ret::Err(errno));
+    }
+    if let Some(r) = rest.strip_prefix('<') {
+        let mut p = P { s: r.as_bytes(), i: 0 };
+        return Ok(Ret::Val(v, Some(p.angle_path())));
+    }
+    let rest = rest.trim();
+    if rest.starts_with("ERESTART") || rest.starts_with('E') && rest.chars().nth(1).is_some_and(|c| c.is_ascii_uppercase()) {
+        return Ok(Ret::Err(rest.split(' ').next().unwrap_or("").to_string()));
+    }
+    Ok(Ret::Val(v, None))
+}
+
+fn parse_int(s: &str) -> Option<i64> {
+    let (neg, s) = match s.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, s),
+    };
+    let v = if let Some(h) = s.strip_prefix("0x") { u64::from_str_radix(h, 16).ok()? as i64 } else { s.parse::<u64>().ok()? as i64 };
+    Some(if neg { v.wrapping_neg() } else { v })
+}
+
+struct P<'a> {
+    s: &'a [u8],
+    i: usize,
+}
+
+impl P<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.s.get(self.i).copied()
+    }
+    fn next(&mut self) -> Option<u8> {
+        let c = self.peek();
+        self.i += 1;
+        c
+    }
+    fn ws(&mut self) {
+        while self.peek() == Some(b' ') {
+            self.i += 1;
+        }
+        // `/* comment */`
+        if self.s[self.i..].starts_with(b"/*") {
+            if let Some(e) = find(&self.s[self.i..], b"*/") {
+                self.i += e + 2;
+                self.ws();
+            }
+        }
+    }
+    /// A path inside `<...>` (after the `<`), C-escaped; consumes the closing `>`.
+    fn angle_path(&mut self) -> String {
+        let mut out = Vec::new();
+        while let Some(c) = self.next() {
+            match c {
+                b'>' => break,
+                b'\\' => out.push(self.escape()),
+                c => out.push(c),
+            }
+        }
+        // strace marks unlinked files `<path>(deleted)`.
+        if self.s[self.i..].starts_with(b"(deleted)") {
+            self.i += "(deleted)".len();
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+    fn escape(&mut self) -> u8 {
+        match self.next() {
+            Some(b'n') => b'\n',
+            Some(b't') => b'\t',
+            Some(b'r') => b'\r',
+            Some(b'v') => 0x0b,
+            Some(b'f') => 0x0c,
+            Some(b'a') => 0x07,
+            Some(b'b') => 0x08,
+            Some(b'x') => {
+                let mut v = 0u8;
+                for _ in 0..2 {
+                    match self.peek().and_then(|c| (c as char).to_digit(16)) {
+                        Some(d) => {
+                            v = v.wrapping_mul(16).wrapping_add(d as u8);
+                            self.i += 1;
+                        }
+                        None => break,
+                    }
+                }
+                v
+            }
+            Some(c @ b'0'..=b'7') => {
+                let mut v = (c - b'0') as u32;
+                for _ in 0..2 {
+                    match self.peek() {
+                        Some(d @ b'0'..=b'7') => {
+                            v = v * 8 + (d - b'0') as u32;
+                            self.i += 1;
+                        }
+                        _ => break,
+                    }
+                }
+                v as u8
+            }
+            Some(c) => c,
+            None => b'\\',
+        }
+    }
+    fn string(&mut self) -> Result<Arg, String> {
+        self.i += 1; // opening quote
+        let mut out = Vec::new();
+        loop {
+            match self.next() {
+                None => return Err("unterminated string".into()),
+                Some(b'"') => break,
+                Some(b'\\') => {
+                    let b = self.escape();
+                    out.push(b)
+                }
+                Some(c) => out.push(c),
+            }
+        }
+        let truncated = self.s[self.i..].starts_with(b"...");
+        if truncated {
+            self.i += 3;
+        }
+        Ok(Arg::Str { bytes: out, truncated })
+    }
+    fn value(&mut self) -> Result<Arg, String> {
+        self.ws();
+        let v = match self.peek() {
+            Some(b'"') => self.string()?,
+            Some(b'{') => {
+                self.i += 1;
+                let mut fields = Vec::new();
+                loop {
+                    self.ws();
+                    if self.peek() == Some(b'}') {
+                        self.i += 1;
+                        break;
+                    }
+                    if self.s[self.i..].starts_with(b"...") {
+                        self.i += 3;
+                        continue;
+                    }
+                    // name=value or value
+                    let save = self.i;
+                    let mut name = None;
+                    while let Some(c) = self.peek() {
+                        if c.is_ascii_alphanumeric() || c == b'_' || c == b'.' || c == b'[' || c == b']' {
+                            self.i += 1;
+                        } else {
+                            break;
+                        }
+                    }
+                    if self.peek() == Some(b'=') && self.i > save && self.s.get(self.i + 1) != Some(&b'>') {
+                        name = Some(String::from_utf8_lossy(&self.s[save..self.i]).into_owned());
+                        self.i += 1;
+                    } else {
+                        self.i = save;
+                    }
+                    let v = self.value()?;
+                    fields.push((name, v));
+                    self.ws();
+                    match self.next() {
+                        Some(b',') => {}
+                        Some(b'}') => break,
+                        other => return Err(format!("expected ',' or '}}' in a struct, found {:?}", other.map(|b| b as char))),
+                    }
+                }
+                Arg::Struct(fields)
+            }
+            Some(b'[') => {
+                self.i += 1;
+                let mut items = Vec::new();
+                loop {
+                    self.ws();
+                    if self.peek() == Some(b']') {
+                        self.i += 1;
+                        break;
+                    }
+                    if self.s[self.i..].starts_with(b"...") {
+                        self.i += 3;
+                        continue;
+                    }
+                    items.push(self.value()?);
+                    self.ws();
+                    match self.next() {
+                        Some(b',') => {}
+                        Some(b']') => break,
+                        // bit sets like [SIGINT SIGTERM]
+                        Some(b' ') => {}
+                        other => return Err(format!("expected ',' or ']' in an array, found {:?}", other.map(|b| b as char))),
+                    }
+                }
+                Arg::Array(items)
+            }
+            Some(_) => self.bare()?,
+            None => return Err("unexpected end of line in arguments".into()),
+        };
+        // `value => value`
+        let save = self.i;
+        self.ws();
+        if self.s[self.i..].starts_with(b"=>") {
+            self.i += 2;
+            let after = self.value()?;
+            return Ok(Arg::Changed(Box::new(v), Box::new(after)));
+        }
+        self.i = save;
+        Ok(v)
+    }
+    /// Numbers, fds with paths, symbols and expressions, up to the next top-level `,`,
+    /// `)`, `}` or `]`.
+    fn bare(&mut self) -> Result<Arg, String> {
+        let start = self.i;
+        let mut depth = 0i32;
+        while let Some(c) = self.peek() {
+            match c {
+                b'(' | b'{' | b'[' => depth += 1,
+                b')' | b'}' | b']' if depth == 0 => break,
+                b')' | b'}' | b']' => depth -= 1,
+                b',' if depth == 0 => break,
+                b'"' => {
+                    self.string()?;
+                    continue;
+                }
+                b'<' if depth == 0 => {
+                    let head = String::from_utf8_lossy(&self.s[start..self.i]).into_owned();
+                    self.i += 1;
+                    let path = self.angle_path();
+                    let fd = if head == "AT_FDCWD" { Some(-100) } else { parse_int(&head) };
+                    return Ok(match fd {
+                        Some(fd) => Arg::Fd { fd, path: Some(path) },
+                        None => Arg::Sym(head),
+                    });
+                }
+                b' ' if depth == 0 && self.s[self.i..].starts_with(b" =>") => break,
+                _ => {}
+            }
+            self.i += 1;
+        }
+        let text = String::from_utf8_lossy(&self.s[start..self.i]).trim().to_string();
+        Ok(match parse_int(&text) {
+            Some(v) => Arg::Int(v),
+            None => Arg::Sym(text),
+        })
+    }
+}
+
+fn find(h: &[u8], n: &[u8]) -> Option<usize> {
+    h.windows(n.len()).position(|w| w == n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_with_escapes() {
+        let c = parse_call(1, r#"write(3</tmp/st/d/a.txt>, "hello\n\0\1\377", 9) = 9"#, 1).unwrap();
+        assert_eq!(c.name, "write");
+        assert_eq!(c.args[0], Arg::Fd { fd: 3, path: Some("/tmp/st/d/a.txt".into()) });
+        assert_eq!(c.args[1].as_bytes().unwrap(), b"hello\n\0\x01\xff");
+        assert_eq!(c.ret, Ret::Val(9, None));
+        let c = parse_call(1, r#"write(3</tmp/d/b.txt>(deleted), "child", 5) = 5"#, 1).unwrap();
+        assert_eq!(c.args[0], Arg::Fd { fd: 3, path: Some("/tmp/d/b.txt".into()) });
+    }
+
+    #[test]
+    fn openat_and_errors() {
+        let c = parse_call(1, r#"openat(AT_FDCWD</tmp/st>, "d/a.txt", O_RDWR|O_CREAT|O_TRUNC, 0644) = 3</tmp/st/d/a.txt>"#, 1).unwrap();
+        assert_eq!(c.args[0], Arg::Fd { fd: -100, path: Some("/tmp/st".into()) });
+        assert!(c.args[2].has_flag("O_CREAT"));
+        assert_eq!(c.ret, Ret::Val(3, Some("/tmp/st/d/a.txt".into())));
+        let c = parse_call(1, r#"openat(AT_FDCWD</x>, "nope", O_RDONLY) = -1 ENOENT (No such file or directory)"#, 1).unwrap();
+        assert_eq!(c.ret, Ret::Err("ENOENT".into()));
+        let c = parse_call(1, r#"read(0x3, 0x7fff93361a88, 0x340)  = 0x340"#, 1).unwrap();
+        assert_eq!(c.ret, Ret::Val(0x340, None));
+        assert_eq!(c.args[0].as_int(), Some(3));
+    }
+
+    #[test]
+    fn writev_clone3_cfr() {
+        let c = parse_call(1, r#"writev(3</a>, [{iov_base="ab", iov_len=2}, {iov_base="cd", iov_len=2}], 2) = 4"#, 1).unwrap();
+        match &c.args[1] {
+            Arg::Array(v) => {
+                assert_eq!(v.len(), 2);
+                assert_eq!(v[1].field("iov_base").unwrap().as_bytes().unwrap(), b"cd");
+            }
+            o => panic!("{o:?}"),
+        }
+        let c = parse_call(1, r#"clone3({flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD, child_tid=0x7f9729c88990, exit_signal=0, stack=0x7f9729488000, stack_size=0x7fff80, tls=0x7f9729c886c0} => {parent_tid=[1973]}, 88) = 1973"#, 1).unwrap();
+        assert!(c.args[0].field("flags").unwrap().has_flag("CLONE_FILES"));
+        assert_eq!(c.ret.ok(), Some(1973));
+        let c = parse_call(1, r#"copy_file_range(3</a>, [0] => [5], 4</b>, NULL, 65536, 0) = 5"#, 1).unwrap();
+        assert_eq!(c.args[1].as_int(), Some(5));
+        assert!(c.args[3].is_null());
+        let c = parse_call(1, r#"execve("./t", ["./t"], 0x7fff1d7a0d28 /* 35 vars */) = 0"#, 1).unwrap();
+        assert_eq!(c.args.len(), 3);
+    }
+
+    #[test]
+    fn interleaved_and_stacks() {
+        let raw = b"1974  write(1</dev/null>, \"child\\n\", 6 <unfinished ...>\n1972  exit_group(0)                     = ?\n1974  <... write resumed>)              = 6\n > /lib/libc.so.6(__write+0x4f) [0xf838f]\n > /tmp/t(main+0x134) [0x13a4]\n1972  +++ exited with 0 +++\n1975  +++ killed by SIGKILL +++\n";
+        let t = parse_trace(raw).unwrap();
+        assert_eq!(t.events.len(), 4);
+        match &t.events[1] {
+            Event::Call(c) => {
+                assert_eq!(c.name, "write");
+                assert_eq!(c.args[1].as_bytes().unwrap(), b"child\n");
+                assert_eq!(c.stack.len(), 2);
+                assert_eq!(c.line, 3);
+            }
+            o => panic!("{o:?}"),
+        }
+        assert!(matches!(&t.events[3], Event::Killed { tid: 1975, signal, .. } if signal == "SIGKILL"));
+        assert!(t.complete_last_line);
+    }
+
+    #[test]
+    fn unfinished_at_end_is_reported() {
+        let t = parse_trace(b"5  write(3</a>, \"x\", 1 <unfinished ...>\n5  +++ killed by SIGKILL +++\n").unwrap();
+        assert_eq!(t.unfinished, vec![(5, "write(3</a>, \"x\", 1".to_string(), 1)]);
+    }
+
+    #[test]
+    fn truncated_string() {
+        let c = parse_call(1, r#"write(3</a>, "abc"..., 100) = 100"#, 1).unwrap();
+        assert_eq!(c.args[1], Arg::Str { bytes: b"abc".to_vec(), truncated: true });
+    }
+
+    proptest::proptest! {
+        // Any byte string, escaped the way strace escapes it, parses back to itself.
+        #[test]
+        fn escapes_roundtrip(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..64)) {
+            let mut s = String::from("write(3</a>, \"");
+            for (i, &b) in bytes.iter().enumerate() {
+                let next_is_digit = bytes.get(i + 1).is_some_and(|n| n.is_ascii_digit());
+                match b {
+                    b'\n' => s.push_str("\\n"),
+                    b'"' => s.push_str("\\\""),
+                    b'\\' => s.push_str("\\\\"),
+                    0x20..=0x7e => s.push(b as char),
+                    _ if next_is_digit => s.push_str(&format!("\\{:03o}", b)),
+                    _ => s.push_str(&format!("\\{:o}", b)),
+                }
+            }
+            s.push_str(&format!("\", {}) = {}", bytes.len(), bytes.len()));
+            let c = parse_call(1, &s, 1).unwrap();
+            proptest::prop_assert_eq!(c.args[1].as_bytes().unwrap(), &bytes[..]);
+        }
+    }
+}
