@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what the tests need (Debian packages), then runs the
+# Rust unit, property and integration tests (which compile C fixtures, trace real
+# programs with strace: sqlite3, git, python3) and the LD_PRELOAD shim's self-test.
+# Slow exhaustive runs are opt-in: INTACT_SLOW_TESTS=1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+need=()
+for t in strace:strace gcc:gcc sqlite3:sqlite3 git:git python3:python3; do
+  command -v "${t%%:*}" >/dev/null || need+=("${t##*:}")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing: ${need[*]}" >&2
+  if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null
+  else sudo apt-get update -qq && sudo apt-get install -y -qq "${need[@]}" >/dev/null; fi
+fi
+if ! command -v cargo >/dev/null; then
+  echo "cargo not found: install Rust (https://rustup.rs) first" >&2
+  exit 2
+fi
+cargo test --workspace --quiet -- --test-threads=2
+bash shim/test_shim.sh
