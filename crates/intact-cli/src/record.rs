@@ -137,7 +137,7 @@ pub fn record(a: RecordArgs) -> Result<u8, Failure> {
     }
 
     // --- convert
-    let opts = ConvertOptions { root_abs: root_abs.clone(), cwd: cwd.clone(), ignore: ignore_set.clone(), filter, symbolize: !a.no_stacks };
+    let opts = ConvertOptions { root_abs: root_abs.clone(), cwd: cwd.clone(), ignore: ignore_set.clone(), filter, symbolize: !a.no_stacks, stdout: stdout_identity() };
     let conv = intact_convert::convert(&trace, initial.clone(), &opts).map_err(|e| Failure::internal(format!("converting the trace: {e}")))?;
 
     // --- final snapshot and bundle
@@ -224,4 +224,10 @@ pub fn record(a: RecordArgs) -> Result<u8, Failure> {
             Ok(1)
         }
     }
+}
+
+/// Our standard output as strace's `-y` prints it: the workload inherits it.
+fn stdout_identity() -> Option<String> {
+    let p = std::fs::read_link("/proc/self/fd/1").ok()?;
+    Some(p.to_string_lossy().trim_end_matches(" (deleted)").to_string())
 }

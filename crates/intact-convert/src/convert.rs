@@ -21,6 +21,10 @@ pub struct ConvertOptions {
     pub filter: FrameFilter,
     /// Symbolize stacks (off: keep the raw strace frames only, as function names).
     pub symbolize: bool,
+    /// What the workload's standard output is, as strace's `-y` names it (`pipe:[123]`,
+    /// `/dev/pts/0`, a file path). Writes by any process to that object are `output`
+    /// operations; `None`: writes to fd 1 of any process are.
+    pub stdout: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -957,8 +961,12 @@ impl Conv<'_> {
         let inode = match target {
             Target::File(i) => i,
             Target::Dir(_) => return Ok(()),
-            Target::Out(_) => {
-                if fdnum == 1 && ret > 0 {
+            Target::Out(p) => {
+                let is_stdout = match &self.opts.stdout {
+                    Some(id) => &p == id,
+                    None => fdnum == 1,
+                };
+                if is_stdout && ret > 0 {
                     let bytes = self.written(call, buf, ret)?;
                     self.stdout.extend_from_slice(&bytes);
                     let d = self.store(&bytes);
