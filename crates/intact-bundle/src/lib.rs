@@ -53,6 +53,9 @@ pub struct Meta {
     pub kernel: String,
     pub stacks: bool,
     pub frame_skip: Vec<String>,
+    /// The workload's standard output as strace names it (see ConvertOptions::stdout).
+    #[serde(default)]
+    pub stdout: Option<String>,
     /// How the workload's main process ended.
     pub workload: Option<TaskExit>,
     pub duration_secs: f64,

@@ -29,6 +29,12 @@ enum Cmd {
         /// The bundle directory written by `intact record`.
         bundle: PathBuf,
     },
+    /// Derive the logical operations again from a bundle's raw trace (e.g. after upgrading
+    /// intact), rerun the replay oracle, and print the conversion rate.
+    Reconvert {
+        /// The bundle directory written by `intact record`.
+        bundle: PathBuf,
+    },
 }
 
 #[derive(clap::Args)]
@@ -68,6 +74,7 @@ fn main() -> ExitCode {
         Cmd::Record(a) => record::record(a),
         Cmd::Ops(a) => ops_view::ops(a),
         Cmd::Verify { bundle } => verify(bundle),
+        Cmd::Reconvert { bundle } => record::reconvert(&bundle),
     };
     match r {
         Ok(code) => ExitCode::from(code),

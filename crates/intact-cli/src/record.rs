@@ -138,6 +138,7 @@ pub fn record(a: RecordArgs) -> Result<u8, Failure> {
 
     // --- convert
     let opts = ConvertOptions { root_abs: root_abs.clone(), cwd: cwd.clone(), ignore: ignore_set.clone(), filter, symbolize: !a.no_stacks, stdout: stdout_identity() };
+    let stdout_id = opts.stdout.clone();
     let conv = intact_convert::convert(&trace, initial.clone(), &opts).map_err(|e| Failure::internal(format!("converting the trace: {e}")))?;
 
     // --- final snapshot and bundle
@@ -162,6 +163,7 @@ pub fn record(a: RecordArgs) -> Result<u8, Failure> {
         kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string(),
         stacks: !a.no_stacks,
         frame_skip: a.frame_skip.clone(),
+        stdout: stdout_id,
         workload: conv.root_exit.clone(),
         duration_secs: started.elapsed().as_secs_f64(),
         counts: bundle::Counts { calls: conv.calls, tasks: conv.tasks, ops: conv.ops.len(), unsupported: conv.unsupported.len() },
@@ -230,4 +232,51 @@ pub fn record(a: RecordArgs) -> Result<u8, Failure> {
 fn stdout_identity() -> Option<String> {
     let p = std::fs::read_link("/proc/self/fd/1").ok()?;
     Some(p.to_string_lossy().trim_end_matches(" (deleted)").to_string())
+}
+
+/// `intact reconvert`: derive the logical operations again from a bundle's raw trace (for
+/// example after upgrading intact), rerun the oracle, and report the conversion rate.
+pub fn reconvert(path: &Path) -> Result<u8, Failure> {
+    let b = bundle::Bundle::open(path).map_err(|e| Failure::input(e.to_string()))?;
+    let m = &b.meta;
+    let raw_path = path.join(bundle::RAW_TRACE);
+    let raw = std::fs::read(&raw_path).map_err(|e| Failure::input(format!("{}: {e}", raw_path.display())))?;
+    let initial = b.initial().map_err(|e| Failure::input(e.to_string()))?;
+    let ignore = IgnoreSet::new(&m.ignore).map_err(|e| Failure::input(e.to_string()))?;
+    let filter = FrameFilter::new(&m.frame_skip).map_err(|e| Failure::input(format!("bad frame-skip pattern in the bundle: {e}")))?;
+    let opts = ConvertOptions { root_abs: m.dir.clone().into(), cwd: m.cwd.clone().into(), ignore, filter, symbolize: m.stacks, stdout: m.stdout.clone() };
+    let t0 = Instant::now();
+    let trace = intact_trace::parse_trace(&raw).map_err(|e| Failure::input(format!("parsing {}: {e}", raw_path.display())))?;
+    let t1 = Instant::now();
+    let conv = intact_convert::convert(&trace, initial, &opts).map_err(|e| Failure::internal(format!("converting the trace: {e}")))?;
+    let t2 = Instant::now();
+    let events = trace.events.len();
+    let w = |e: bundle::BundleError| Failure::internal(format!("writing the bundle: {e}"));
+    // Write next to the old files, then swap, so a failure leaves the bundle as it was.
+    let ops_new = path.join(".ops.jsonl.new");
+    let data_new = path.join(".data.bin.new");
+    bundle::write_ops(&ops_new, &conv.ops).map_err(w)?;
+    std::fs::write(&data_new, &conv.blob).map_err(|e| Failure::internal(format!("writing {}: {e}", data_new.display())))?;
+    std::fs::rename(&ops_new, path.join(bundle::OPS)).map_err(|e| Failure::internal(e.to_string()))?;
+    std::fs::rename(&data_new, path.join(bundle::DATA)).map_err(|e| Failure::internal(e.to_string()))?;
+    bundle::write_json(&path.join(bundle::UNSUPPORTED), &conv.unsupported).map_err(w)?;
+    let mut meta = m.clone();
+    meta.counts = bundle::Counts { calls: conv.calls, tasks: conv.tasks, ops: conv.ops.len(), unsupported: conv.unsupported.len() };
+    let reopened = bundle::Bundle::open(path).map_err(|e| Failure::internal(e.to_string()))?;
+    let mismatch = reopened.verify().map_err(|e| Failure::internal(e.to_string()))?;
+    meta.oracle_mismatch = mismatch.clone();
+    bundle::write_json(&path.join(bundle::META), &meta).map_err(w)?;
+    let secs = (t2 - t0).as_secs_f64();
+    println!(
+        "{} trace lines, {events} events -> {} logical operations; parse {:.3} s, convert {:.3} s; {:.0} events/s",
+        raw.iter().filter(|&&b| b == b'\n').count(),
+        conv.ops.len(),
+        (t1 - t0).as_secs_f64(),
+        (t2 - t1).as_secs_f64(),
+        events as f64 / secs.max(1e-9)
+    );
+    match mismatch {
+        None => Ok(0),
+        Some(d) => Err(Failure::internal(format!("replay oracle FAILED after reconversion: {d}"))),
+    }
 }

@@ -128,6 +128,8 @@ struct Conv<'a> {
     root_dev: Option<u64>,
     // per-call cache
     cur_stack: Option<Vec<Frame>>,
+    /// Last name given to each inode (parent, name): paths for display without scanning.
+    names: HashMap<InodeId, (InodeId, String)>,
 }
 
 /// Converts a parsed trace, starting from `initial` (the snapshot of the directory).
@@ -145,7 +147,22 @@ pub fn convert(trace: &Trace, initial: State, opts: &ConvertOptions) -> Result<C
         stdout: Vec::new(),
         root_dev: std::fs::metadata(&opts.root_abs).ok().map(|m| m.dev()),
         cur_stack: None,
+        names: HashMap::new(),
     };
+    for (path, id) in c.state.reachable() {
+        let (parent_path, name) = match path.rsplit_once('/') {
+            Some((p, n)) => (Some(p.to_string()), n.to_string()),
+            None => (None, path.clone()),
+        };
+        let parent = match parent_path {
+            None => c.state.root,
+            Some(pp) => match c.resolver().resolve(&Loc::In(c.state.root), &pp, false) {
+                Ok(Res::In { target: Some(d), .. }) => d,
+                _ => continue,
+            },
+        };
+        c.names.insert(id, (parent, name));
+    }
     // Children may run before their parent's clone() returns: learn who created whom first.
     for ev in &trace.events {
         if let Event::Call(call) = ev {
@@ -311,6 +328,18 @@ impl Conv<'_> {
 
     fn emit(&mut self, call: &Call, idx: usize, task: &Task, op: LogicalOp, path: Option<String>, path2: Option<String>) -> Result<(), ConvertError> {
         self.state.apply(&op, &self.blob).map_err(|e| self.err(call, format!("{} does not fit the recorded state: {e}", op.name())))?;
+        match &op {
+            LogicalOp::Link { dir, name, inode, .. } | LogicalOp::Mkdir { dir, name, inode } | LogicalOp::Symlink { dir, name, inode, .. } => {
+                self.names.insert(*inode, (*dir, name.clone()));
+            }
+            LogicalOp::Rename { src_dir, src_name, dst_dir, dst_name, inode, replaced, exchange } => {
+                self.names.insert(*inode, (*dst_dir, dst_name.clone()));
+                if let (Some(r), true) = (replaced, exchange) {
+                    self.names.insert(*r, (*src_dir, src_name.clone()));
+                }
+            }
+            _ => {}
+        }
         let stack = self.stack(call, task);
         let loc = self.opts.filter.select(&stack).cloned();
         self.ops.push(Op { id: self.ops.len(), call: idx, pid: task.tgid, tid: call.tid, syscall: call.name.clone(), op, path, path2, stack, loc });
@@ -341,8 +370,33 @@ impl Conv<'_> {
         }
     }
 
+    /// `dir/name` relative to the recorded directory.
+    fn join(&self, dir: InodeId, name: &str) -> String {
+        match self.path_of(dir, 0) {
+            Some(p) if p.is_empty() => name.to_string(),
+            Some(p) => format!("{p}/{name}"),
+            None => self.state.join(dir, name),
+        }
+    }
+
+    /// A current path of an inode, for display ("" for the root).
+    fn path_of(&self, inode: InodeId, depth: usize) -> Option<String> {
+        if inode == self.state.root {
+            return Some(String::new());
+        }
+        let (parent, name) = self.names.get(&inode)?;
+        if depth > 256 || self.state.lookup(*parent, name) != Some(inode) {
+            return None;
+        }
+        let pp = self.path_of(*parent, depth + 1)?;
+        Some(if pp.is_empty() { name.clone() } else { format!("{pp}/{name}") })
+    }
+
     fn path_of_file(&self, inode: InodeId) -> String {
-        // First reachable name of the inode, for display.
+        if let Some(p) = self.path_of(inode, 0) {
+            return p;
+        }
+        // The remembered name is gone (unlinked, or another hard link was removed): scan.
         for (p, id) in self.state.reachable() {
             if id == inode {
                 return p;
@@ -681,7 +735,7 @@ impl Conv<'_> {
                 };
                 if let Res::In { parent, name: n, target } = res {
                     let inode = target.ok_or_else(|| format!("{n:?} does not exist in the recorded state"))?;
-                    let path = Some(self.state.join(parent, &n));
+                    let path = Some(self.join(parent, &n));
                     let op = if dir_op {
                         LogicalOp::Rmdir { dir: parent, name: n, inode }
                     } else {
@@ -699,7 +753,7 @@ impl Conv<'_> {
                 };
                 if let Res::In { parent, name: n, .. } = res {
                     let inode = self.state.alloc_id();
-                    let path = Some(self.state.join(parent, &n));
+                    let path = Some(self.join(parent, &n));
                     self.emit(call, idx, task, LogicalOp::Mkdir { dir: parent, name: n, inode }, path, None)?;
                 }
             }
@@ -712,7 +766,7 @@ impl Conv<'_> {
                 };
                 if let Res::In { parent, name: n, .. } = res {
                     let inode = self.state.alloc_id();
-                    let path = Some(self.state.join(parent, &n));
+                    let path = Some(self.join(parent, &n));
                     self.emit(call, idx, task, LogicalOp::Symlink { dir: parent, name: n, inode, target }, path, None)?;
                 }
             }
@@ -723,7 +777,7 @@ impl Conv<'_> {
                     self.resolve_at(task, &call.args[0], &str_arg(call, 1)?, false)?
                 };
                 if let Res::In { parent, name: n, .. } = res {
-                    let p = self.state.join(parent, &n);
+                    let p = self.join(parent, &n);
                     self.unsupported(call, task, "special files are not modelled", Some(p));
                 }
             }
@@ -852,7 +906,7 @@ impl Conv<'_> {
     fn display_path(&self, inode: InodeId) -> String {
         match self.state.inodes.get(&inode).map(|i| &i.node) {
             Some(Node::Dir { .. }) => {
-                let p = self.state.dir_path(inode).unwrap_or_default();
+                let p = self.path_of(inode, 0).or_else(|| self.state.dir_path(inode)).unwrap_or_default();
                 if p.is_empty() {
                     ".".into()
                 } else {
@@ -888,7 +942,7 @@ impl Conv<'_> {
             _ => self.resolve_cwd(task, &str_arg(call, 0).ok()?, !name.starts_with('l')).ok()?,
         };
         match res {
-            Res::In { parent, name, .. } => Some(self.state.join(parent, &name)),
+            Res::In { parent, name, .. } => Some(self.join(parent, &name)),
             Res::Dir(d) => Some(self.display_path(d)),
             Res::Out(_) => None,
         }
@@ -922,19 +976,19 @@ impl Conv<'_> {
             Res::In { parent, name, target } => match target.map(|t| (t, self.state.inodes.get(&t).map(|i| i.node.clone()))) {
                 Some((t, Some(Node::File { data }))) => {
                     if has(&flags, "O_TRUNC") && !data.is_empty() && !has(&flags, "O_PATH") {
-                        let p = Some(self.state.join(parent, &name));
+                        let p = Some(self.join(parent, &name));
                         self.emit(call, idx, task, LogicalOp::Truncate { inode: t, old_size: data.len() as u64, new_size: 0 }, p, None)?;
                     }
                     Target::File(t)
                 }
                 Some((t, Some(Node::Dir { .. }))) => Target::Dir(t),
-                Some((_, _)) => Target::Out(format!("<symlink {}>", self.state.join(parent, &name))),
+                Some((_, _)) => Target::Out(format!("<symlink {}>", self.join(parent, &name))),
                 None => {
                     if !has(&flags, "O_CREAT") {
-                        return Err(format!("{:?} was opened but does not exist in the recorded state", self.state.join(parent, &name)).into());
+                        return Err(format!("{:?} was opened but does not exist in the recorded state", self.join(parent, &name)).into());
                     }
                     let inode = self.state.alloc_id();
-                    let p = Some(self.state.join(parent, &name));
+                    let p = Some(self.join(parent, &name));
                     self.emit(call, idx, task, LogicalOp::Link { dir: parent, name, inode, link_count: 1, created: true }, p, None)?;
                     Target::File(inode)
                 }
@@ -1111,13 +1165,13 @@ impl Conv<'_> {
                 if !exchange && dt == Some(inode) {
                     return Ok(()); // same inode: rename does nothing
                 }
-                let (p1, p2) = (Some(self.state.join(sp, &sn)), Some(self.state.join(dp, &dn)));
+                let (p1, p2) = (Some(self.join(sp, &sn)), Some(self.join(dp, &dn)));
                 let op = LogicalOp::Rename { src_dir: sp, src_name: sn, dst_dir: dp, dst_name: dn, inode, replaced: dt, exchange };
                 self.emit(call, idx, task, op, p1, p2)?;
             }
             (Res::In { parent, name, target: Some(inode) }, Res::Out(_)) => {
                 // Leaving the recorded directory looks like a removal from inside it.
-                let p = Some(self.state.join(parent, &name));
+                let p = Some(self.join(parent, &name));
                 if self.state.get(inode).map(|i| i.is_dir()).unwrap_or(false) {
                     self.unsupported(call, task, "moving a directory out of the recorded directory is not modelled", p);
                 } else {
@@ -1126,7 +1180,7 @@ impl Conv<'_> {
                 }
             }
             (Res::Out(_), Res::In { parent, name, .. }) => {
-                let p = Some(self.state.join(parent, &name));
+                let p = Some(self.join(parent, &name));
                 self.unsupported(call, task, "moving a file into the recorded directory from outside: its contents are unknown", p);
             }
             (Res::Out(_), Res::Out(_)) => {}
@@ -1159,12 +1213,12 @@ impl Conv<'_> {
         match (src, dst) {
             (Res::In { target: Some(inode), parent: sp, name: sn }, Res::In { parent, name, .. }) => {
                 let lc = self.state.get(inode).map(|i| i.nlink).unwrap_or(0) + 1;
-                let p1 = Some(self.state.join(parent, &name));
-                let p2 = if sn.is_empty() { None } else { Some(self.state.join(sp, &sn)) };
+                let p1 = Some(self.join(parent, &name));
+                let p2 = if sn.is_empty() { None } else { Some(self.join(sp, &sn)) };
                 self.emit(call, idx, task, LogicalOp::Link { dir: parent, name, inode, link_count: lc, created: false }, p1, p2)?;
             }
             (Res::Out(_), Res::In { parent, name, .. }) => {
-                let p = Some(self.state.join(parent, &name));
+                let p = Some(self.join(parent, &name));
                 self.unsupported(call, task, "hard link into the recorded directory to a file outside it: its contents are unknown", p);
             }
             (_, Res::Out(_)) => {}

@@ -71,8 +71,8 @@ impl Resolver<'_> {
                     cur = self.enter_out(p.join(&c));
                 }
                 Loc::In(d) => {
-                    let rel = self.state.join(d, &c);
-                    if self.ignore.is_ignored(&rel) {
+                    if !self.ignore.is_empty() && self.ignore.is_ignored(&self.state.join(d, &c)) {
+                        let rel = self.state.join(d, &c);
                         let mut p = self.root_abs.join(rel);
                         for rest in comps {
                             p.push(rest);
@@ -97,8 +97,8 @@ impl Resolver<'_> {
                         }
                         _ if last => return Ok(Res::In { parent: d, name: c, target: child }),
                         Some(Node::Dir { .. }) => cur = Loc::In(child.unwrap()),
-                        Some(_) => return Err(format!("{rel:?} is not a directory (resolving {path:?})")),
-                        None => return Err(format!("{rel:?} does not exist in the recorded state (resolving {path:?})")),
+                        Some(_) => return Err(format!("{:?} is not a directory (resolving {path:?})", self.state.join(d, &c))),
+                        None => return Err(format!("{:?} does not exist in the recorded state (resolving {path:?})", self.state.join(d, &c))),
                     }
                 }
             }

@@ -45,6 +45,9 @@ impl IgnoreSet {
         let set = b.build().map_err(|e| SnapshotError::Pattern { pattern: patterns.join(","), message: e.to_string() })?;
         Ok(IgnoreSet { set: Some(set), patterns: patterns.to_vec() })
     }
+    pub fn is_empty(&self) -> bool {
+        self.set.is_none()
+    }
     pub fn patterns(&self) -> &[String] {
         &self.patterns
     }
