@@ -1,4 +1,5 @@
-// Builds the LD_PRELOAD shim (../../shim/intact_preload.c) into OUT_DIR; the tracer
+// Builds the LD_PRELOAD shim (no tail calls: the converter recognises shim-attributed
+// calls by the shim frame on the native stack, which a tail call would remove) (../../shim/intact_preload.c) into OUT_DIR; the tracer
 // embeds the bytes and writes them next to the bundle at record time, so the `intact`
 // binary is self-contained.
 use std::path::PathBuf;
@@ -13,7 +14,7 @@ fn main() {
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("libintact_preload.so");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
     let status = Command::new(&cc)
-        .args(["-shared", "-fPIC", "-O2", "-g", "-Wall", "-o"])
+        .args(["-shared", "-fPIC", "-O2", "-g", "-Wall", "-fno-optimize-sibling-calls", "-fno-omit-frame-pointer", "-o"])
         .arg(&out)
         .arg(&src)
         .args(["-ldl", "-lpthread"])

@@ -1,0 +1,73 @@
+//! Python programs (source lines from the shim, also inside the sqlite3 C extension) and
+//! writes through shared mappings (found by the shim's shadow copy).
+
+mod common;
+use common::*;
+
+fn tagged_line(src: &str, tag: &str) -> u64 {
+    let needle = format!("L:{tag}");
+    src.lines().position(|l| l.ends_with(&needle)).map(|i| i as u64 + 1).unwrap_or_else(|| panic!("no line tagged {tag}"))
+}
+
+fn python_case(python: &str) {
+    let script = fixtures_dir().join("app.py");
+    let src = std::fs::read_to_string(&script).unwrap();
+    let r = record_in(&[python, script.to_str().unwrap()], |_| {}, &[]);
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
+    r.verify();
+    let ops = r.ops_json();
+    let line_of = |sig_prefix: &str| -> u64 {
+        let op = ops.iter().find(|o| signature(o).starts_with(sig_prefix)).unwrap_or_else(|| panic!("no op {sig_prefix}"));
+        assert_eq!(op["loc"]["lang"], "python", "{op}");
+        assert!(op["loc"]["file"].as_str().unwrap().ends_with("fixtures/app.py"), "{op}");
+        op["loc"]["line"].as_u64().unwrap()
+    };
+    assert_eq!(line_of("create raw.bin"), tagged_line(&src, "os_open"));
+    assert_eq!(line_of("append raw.bin 0->3"), tagged_line(&src, "os_write"));
+    assert_eq!(line_of("create cfg.txt.tmp"), tagged_line(&src, "open_tmp"));
+    assert_eq!(line_of("append cfg.txt.tmp 0->6"), tagged_line(&src, "flush"));
+    assert_eq!(line_of("fsync cfg.txt.tmp"), tagged_line(&src, "fsync"));
+    assert_eq!(line_of("rename cfg.txt.tmp=>cfg.txt"), tagged_line(&src, "rename"));
+    // I/O done by SQLite inside the _sqlite3 extension is attributed to the Python line.
+    assert_eq!(line_of("create t.db"), tagged_line(&src, "create_table") - 1);
+    let commit = tagged_line(&src, "commit");
+    let commit_ops: Vec<_> = ops.iter().filter(|o| o["loc"]["line"].as_u64() == Some(commit)).map(signature).collect();
+    assert!(commit_ops.iter().any(|s| s.starts_with("fdatasync t.db-journal") || s.starts_with("fsync t.db-journal")), "{commit_ops:?}");
+    assert!(commit_ops.iter().any(|s| s.starts_with("overwrite t.db @")), "{commit_ops:?}");
+    assert!(commit_ops.iter().any(|s| s.starts_with("unlink t.db-journal")), "{commit_ops:?}");
+    // The caller of save() is in the stack too.
+    let op = ops.iter().find(|o| signature(o).starts_with("rename cfg.txt.tmp")).unwrap();
+    assert!(op["stack"].as_array().unwrap().iter().any(|f| f["line"].as_u64() == Some(tagged_line(&src, "call_save"))));
+    // What was printed, in order, and after the last file-system operation.
+    assert!(std::fs::read_to_string(r.bundle.join("stdout")).unwrap().ends_with("Done\n"));
+    assert_eq!(ops.last().unwrap()["op"], "output");
+}
+
+#[test]
+fn python_file_io_and_sqlite3() {
+    python_case("python3");
+}
+
+#[test]
+fn debian_python_file_io_and_sqlite3() {
+    // Debian's own interpreter (statically linked libpython) where present.
+    if std::path::Path::new("/usr/bin/python3").exists() {
+        python_case("/usr/bin/python3");
+    }
+}
+
+#[test]
+fn mmap_writes() {
+    let r = record_c("mmap", |_| {});
+    assert_ops(
+        &r,
+        &[
+            "create m",
+            "truncate m 0->4096",
+            "overwrite m @0 \"hello\"",
+            "msync m 0+4096",
+            "overwrite m @100 \"world\"",
+            "overwrite m @200 \"bye\"",
+        ],
+    );
+}
