@@ -193,8 +193,9 @@ pub fn record(a: RecordArgs) -> Result<u8, Failure> {
         conv.ops.len(),
         if hist.is_empty() { "none".to_string() } else { hist.join(", ") }
     );
+    let loc_filter = FrameFilter::new(&a.frame_skip).map_err(|e| Failure::input(format!("bad --frame-skip pattern: {e}")))?;
     for u in &conv.unsupported {
-        let at = u.first_stack.iter().find(|f| f.has_location()).map(|f| f.display()).unwrap_or_default();
+        let at = loc_filter.select(&u.first_stack).map(|f| f.display()).unwrap_or_default();
         eprintln!(
             "intact: warning: {} × {} not modelled: {}{}{}",
             u.count,

@@ -238,7 +238,7 @@ fn namespace_family() {
 }
 
 #[test]
-#[ignore = "snapshot bug: capture() gives each name of a hard-linked symlink its own inode, so the replay oracle fails (ops are right)"]
+
 fn symlink_hardlink_family() {
     let r = record_c("symlink_hardlink", |_| {});
     assert_ops(&r, &["symlink s->target", "link s=>s2 n=2", "link s=>s3 n=3"]);
@@ -434,7 +434,7 @@ fn unsupported_family() {
 }
 
 #[test]
-#[ignore = "record bug: the warning's `at` location is the first stack frame with a location (glibc's syscall-template.S when libc debug info is installed), not the frame the frame filter selects for ops"]
+
 fn unsupported_warning_names_the_workload_source() {
     let r = record_c("unsupported", |_| {});
     let err = r.stderr();
@@ -445,7 +445,7 @@ fn unsupported_warning_names_the_workload_source() {
     }
 }
 
-// ---- Edge cases the converter gets wrong today (each ignored with the bug it shows). ----
+// ---- Edge cases found by these fixtures (each was a converter, parser or snapshot bug, now fixed). ----
 
 /// `record_c` with extra `intact record` options.
 fn record_c_with(name: &str, extra: &[&str]) -> Recorded {
@@ -459,7 +459,7 @@ fn record_c_with(name: &str, extra: &[&str]) -> Recorded {
 }
 
 #[test]
-#[ignore = "converter bug: open(\"/proc/self/fd/N\") is resolved as a path outside the directory, not as fd N's file: writes through the reopened fd are lost (oracle fails)"]
+
 fn proc_fd_reopen() {
     let r = record_c("proc_fd_reopen", |_| {});
     assert_ops(
@@ -469,7 +469,7 @@ fn proc_fd_reopen() {
 }
 
 #[test]
-#[ignore = "converter bug: linkat only knows the /proc/self/fd/N spelling; /proc/<pid>/fd/N and /dev/fd/N are taken for files outside the directory (unsupported, oracle fails)"]
+
 fn link_fd_paths() {
     let r = record_c("link_fd_paths", |_| {});
     assert_ops(
@@ -479,7 +479,7 @@ fn link_fd_paths() {
 }
 
 #[test]
-#[ignore = "converter bug: openat2's how.resolve is ignored; with RESOLVE_IN_ROOT \"/abs\" and \"../..\" stay inside the dirfd, the converter resolves them from the real root (creates lost, oracle fails)"]
+
 fn openat2_in_root() {
     let r = record_c("openat2_in_root", |_| {});
     assert_ops(
@@ -489,7 +489,7 @@ fn openat2_in_root() {
 }
 
 #[test]
-#[ignore = "converter bug: ioctl(FIONCLEX/FIOCLEX) is neither traced nor modelled: an O_CLOEXEC fd made inheritable is dropped at execve, the shell's write is taken as an fd opened before tracing (offset 0): overwrite @0 instead of append (oracle fails)"]
+
 fn exec_fionclex() {
     let r = record_c("exec_fionclex", |_| {});
     assert_ops(&r, &["create log", "append log 0->3 \"abc\"", "append log 3->6 \"hi\\n\"", "append log 6->7 \"!\""]);
@@ -497,7 +497,7 @@ fn exec_fionclex() {
 }
 
 #[test]
-#[ignore = "trace parser bug: execve from a non-main thread is printed `execve(...) <pid changed to PID ...>`; the parser rejects the line and `intact record` fails (exit 3, no bundle). (With stacks on, strace 6.1 -k also dies on it: \"walk: cannot initialize libunwind\".)"]
+
 fn thread_exec() {
     let r = record_c_with("thread_exec", &["--no-stacks"]);
     assert_ops(
@@ -507,14 +507,14 @@ fn thread_exec() {
 }
 
 #[test]
-#[ignore = "converter bug: pwritev2 RWF_NOAPPEND (Linux 6.9; strace 6.1 prints it `0x20 /* RWF_??? */`) on an O_APPEND fd is taken as an append instead of a write at the offset (oracle fails)"]
+
 fn rwf_noappend() {
     let r = record_c("rwf_noappend", |_| {});
     assert_ops(&r, &["create f", "append f 0->6 \"abcdef\"", "overwrite f @1 \"XY\"", "append f 6->7 \"g\""]);
 }
 
 #[test]
-#[ignore = "converter bug: renameat2 RENAME_EXCHANGE of two links of one inode (or of a name with itself) does nothing in the kernel, but the converter emits `rename a=>b exchange` ops"]
+
 fn exchange_same_inode() {
     let r = record_c("exchange_same_inode", |_| {});
     assert_ops(&r, &["create a", "append a 0->1 \"a\"", "link a=>b n=2"]);

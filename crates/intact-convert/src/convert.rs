@@ -599,6 +599,9 @@ impl Conv<'_> {
     }
 }
 
+const RWF_APPEND_BIT: u64 = 0x10;
+const RWF_NOAPPEND_BIT: u64 = 0x20;
+
 enum Fail {
     Msg(String),
     Conv(ConvertError),
@@ -616,6 +619,38 @@ impl From<&str> for Fail {
 impl From<ConvertError> for Fail {
     fn from(e: ConvertError) -> Fail {
         Fail::Conv(e)
+    }
+}
+
+/// `/proc/self/fd/N`, `/proc/thread-self/fd/N`, `/proc/PID/fd/N`, `/dev/fd/N`: the pid
+/// (None: the caller) and fd named by a magic fd path.
+fn fd_alias(path: &str) -> Option<(Option<u32>, i64)> {
+    let rest = path.strip_prefix("/dev/fd/").map(|r| (None, r)).or_else(|| {
+        let r = path.strip_prefix("/proc/")?;
+        let (who, r) = r.split_once('/')?;
+        let r = r.strip_prefix("fd/")?;
+        let pid = match who {
+            "self" | "thread-self" => None,
+            n => Some(n.parse().ok()?),
+        };
+        Some((pid, r))
+    })?;
+    Some((rest.0, rest.1.parse().ok()?))
+}
+
+/// Numeric value of a flag argument printed as a number, or with unknown bits
+/// (`0x20 /* RWF_??? */`).
+fn flag_bits(a: &Arg) -> u64 {
+    match a {
+        Arg::Int(v) => *v as u64,
+        Arg::Sym(s) => s
+            .split('|')
+            .filter_map(|part| {
+                let t = part.split("/*").next().unwrap_or("").trim();
+                t.strip_prefix("0x").and_then(|h| u64::from_str_radix(h, 16).ok()).or_else(|| t.parse().ok())
+            })
+            .fold(0, |a, b| a | b),
+        _ => 0,
     }
 }
 
@@ -889,6 +924,24 @@ impl Conv<'_> {
             "clone" | "clone3" | "fork" | "vfork" => {
                 self.task(ret as u32);
             }
+            "ioctl" => {
+                let req = call.args.get(1).map(|a| a.flags().join("|")).unwrap_or_default();
+                match req.as_str() {
+                    "FIOCLEX" | "FIONCLEX" => {
+                        let fd = int_arg(call, 0)?;
+                        if let Some(f) = task.fds.borrow_mut().get_mut(&fd) {
+                            f.cloexec = req == "FIOCLEX";
+                        }
+                    }
+                    r if r.starts_with("FICLONE") || r.starts_with("FIDEDUPERANGE") => {
+                        if let Some(Target::File(t)) = self.fd(call, task, &call.args[0]).map(|o| o.borrow().target.clone()) {
+                            let p = self.path_of_file(t);
+                            self.unsupported(call, task, "reflink copies (FICLONE) are not modelled", Some(p));
+                        }
+                    }
+                    _ => {}
+                }
+            }
             "io_uring_setup" => self.unsupported(call, task, "io_uring submissions are not visible to the tracer", None),
             "chmod" | "fchmod" | "fchmodat" | "chown" | "fchown" | "lchown" | "fchownat" | "utimensat" | "utime" | "utimes" | "futimesat"
             | "setxattr" | "lsetxattr" | "fsetxattr" | "removexattr" | "lremovexattr" | "fremovexattr" => {
@@ -952,7 +1005,15 @@ impl Conv<'_> {
         let flags = open_flags(call).unwrap_or(Arg::Int(0));
         let path = str_arg(call, if call.name == "open" || call.name == "creat" { 0 } else { 1 })?;
         let follow = !has(&flags, "O_NOFOLLOW");
-        let res = if call.name == "open" || call.name == "creat" {
+        let in_root = call.name == "openat2"
+            && call.args.get(2).and_then(|a| a.field("resolve")).is_some_and(|r| has(r, "RESOLVE_IN_ROOT"));
+        let res = if let Some(target) = self.alias_target(task, &path) {
+            // Reopening through /proc/self/fd/N: the same inode, a new open file description.
+            target
+        } else if in_root {
+            let base = self.base(task, &call.args[0])?;
+            self.resolver().resolve_in_root(&base, &path, follow)?
+        } else if call.name == "open" || call.name == "creat" {
             self.resolve_cwd(task, &path, follow)?
         } else {
             self.resolve_at(task, &call.args[0], &path, follow)?
@@ -976,7 +1037,7 @@ impl Conv<'_> {
             Res::In { parent, name, target } => match target.map(|t| (t, self.state.inodes.get(&t).map(|i| i.node.clone()))) {
                 Some((t, Some(Node::File { data }))) => {
                     if has(&flags, "O_TRUNC") && !data.is_empty() && !has(&flags, "O_PATH") {
-                        let p = Some(self.join(parent, &name));
+                        let p = Some(if name.is_empty() { self.path_of_file(t) } else { self.join(parent, &name) });
                         self.emit(call, idx, task, LogicalOp::Truncate { inode: t, old_size: data.len() as u64, new_size: 0 }, p, None)?;
                     }
                     Target::File(t)
@@ -998,6 +1059,21 @@ impl Conv<'_> {
         let of = OpenFile { target, offset: 0, append, sync };
         task.fds.borrow_mut().insert(fd, Fd { of: Rc::new(RefCell::new(of)), cloexec });
         Ok(())
+    }
+
+    /// The file behind a magic fd path (`/proc/self/fd/N`, ...), if `path` is one.
+    fn alias_target(&self, task: &Task, path: &str) -> Option<Res> {
+        let (pid, fd) = fd_alias(path)?;
+        let fds = match pid {
+            None => task.fds.clone(),
+            Some(p) => self.tasks.values().find(|t| t.tgid == p).map(|t| t.fds.clone()).unwrap_or_else(|| task.fds.clone()),
+        };
+        let target = fds.borrow().get(&fd).map(|f| f.of.borrow().target.clone())?;
+        Some(match target {
+            Target::File(t) => Res::In { parent: 0, name: String::new(), target: Some(t) },
+            Target::Dir(d) => Res::Dir(d),
+            Target::Out(p) => Res::Out(PathBuf::from(p)),
+        })
     }
 
     /// An O_TMPFILE file: an inode with no name until linkat gives it one.
@@ -1037,11 +1113,13 @@ impl Conv<'_> {
             _ => None,
         };
         let rwf = if call.name == "pwritev2" { call.args.get(4).cloned() } else { None };
-        let rwf_append = rwf.as_ref().is_some_and(|f| has(f, "RWF_APPEND"));
+        let rwf_append = rwf.as_ref().is_some_and(|f| has(f, "RWF_APPEND") || flag_bits(f) & RWF_APPEND_BIT != 0);
+        // RWF_NOAPPEND (Linux 6.9; strace 6.1 prints it as a number) overrides O_APPEND.
+        let rwf_noappend = rwf.as_ref().is_some_and(|f| has(f, "RWF_NOAPPEND") || flag_bits(f) & RWF_NOAPPEND_BIT != 0);
         let (pos, moves) = {
             let o = of.borrow();
             // Linux: with O_APPEND even pwrite appends (see pwrite(2), BUGS).
-            if o.append || rwf_append {
+            if (o.append && !(rwf_noappend && explicit.is_some())) || rwf_append {
                 (self.size(inode), explicit.is_none())
             } else {
                 match explicit {
@@ -1162,8 +1240,8 @@ impl Conv<'_> {
         let exchange = flags.as_ref().is_some_and(|f| has(f, "RENAME_EXCHANGE"));
         match (src, dst) {
             (Res::In { parent: sp, name: sn, target: Some(inode) }, Res::In { parent: dp, name: dn, target: dt }) => {
-                if !exchange && dt == Some(inode) {
-                    return Ok(()); // same inode: rename does nothing
+                if dt == Some(inode) {
+                    return Ok(()); // both names link the same inode: rename and exchange do nothing
                 }
                 let (p1, p2) = (Some(self.join(sp, &sn)), Some(self.join(dp, &dn)));
                 let op = LogicalOp::Rename { src_dir: sp, src_name: sn, dst_dir: dp, dst_name: dn, inode, replaced: dt, exchange };
@@ -1200,11 +1278,8 @@ impl Conv<'_> {
                     Some(Target::File(t)) => Res::In { parent: 0, name: String::new(), target: Some(t) },
                     _ => Res::Out(PathBuf::from("<fd>")),
                 }
-            } else if let Some(n) = old.strip_prefix("/proc/self/fd/").and_then(|n| n.parse::<i64>().ok()) {
-                match task.fds.borrow().get(&n).map(|f| f.of.borrow().target.clone()) {
-                    Some(Target::File(t)) => Res::In { parent: 0, name: String::new(), target: Some(t) },
-                    _ => Res::Out(PathBuf::from(old.clone())),
-                }
+            } else if let Some(r) = self.alias_target(task, &old) {
+                r
             } else {
                 self.resolve_at(task, &call.args[0], &old, has(&flags, "AT_SYMLINK_FOLLOW"))?
             };
@@ -1214,7 +1289,13 @@ impl Conv<'_> {
             (Res::In { target: Some(inode), parent: sp, name: sn }, Res::In { parent, name, .. }) => {
                 let lc = self.state.get(inode).map(|i| i.nlink).unwrap_or(0) + 1;
                 let p1 = Some(self.join(parent, &name));
-                let p2 = if sn.is_empty() { None } else { Some(self.join(sp, &sn)) };
+                let p2 = if !sn.is_empty() {
+                    Some(self.join(sp, &sn))
+                } else if self.state.get(inode).map(|i| i.nlink).unwrap_or(0) > 0 {
+                    Some(self.path_of_file(inode))
+                } else {
+                    None
+                };
                 self.emit(call, idx, task, LogicalOp::Link { dir: parent, name, inode, link_count: lc, created: false }, p1, p2)?;
             }
             (Res::Out(_), Res::In { parent, name, .. }) => {

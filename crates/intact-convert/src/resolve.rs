@@ -47,7 +47,18 @@ impl Resolver<'_> {
 
     /// Resolves `path` from `base`. `follow_last`: follow a symlink in the last component.
     pub fn resolve(&self, base: &Loc, path: &str, follow_last: bool) -> Result<Res, String> {
-        let mut cur = if path.starts_with('/') { Loc::Out(PathBuf::from("/")) } else { base.clone() };
+        self.walk(base, path, follow_last, None)
+    }
+
+    /// openat2 RESOLVE_IN_ROOT: `base` acts as "/" (absolute paths, absolute symlinks and
+    /// ".." never leave it).
+    pub fn resolve_in_root(&self, base: &Loc, path: &str, follow_last: bool) -> Result<Res, String> {
+        self.walk(base, path, follow_last, Some(base.clone()))
+    }
+
+    fn walk(&self, base: &Loc, path: &str, follow_last: bool, root: Option<Loc>) -> Result<Res, String> {
+        let top = root.clone().unwrap_or(Loc::Out(PathBuf::from("/")));
+        let mut cur = if path.starts_with('/') { top.clone() } else { base.clone() };
         if let Loc::Out(p) = &cur {
             cur = self.enter_out(p.clone());
         }
@@ -59,6 +70,9 @@ impl Resolver<'_> {
                 continue;
             }
             if c == ".." {
+                if Some(&cur) == root.as_ref() {
+                    continue;
+                }
                 cur = match cur {
                     Loc::In(d) if d == self.state.root => Loc::Out(self.root_abs.parent().unwrap_or(Path::new("/")).to_path_buf()),
                     Loc::In(d) => Loc::In(self.state.parent_of(d).ok_or_else(|| format!("directory #{d} has no parent"))?),
@@ -90,7 +104,13 @@ impl Resolver<'_> {
                             let mut new: VecDeque<String> = target.split('/').filter(|c| !c.is_empty()).map(String::from).collect();
                             new.extend(comps.drain(..));
                             comps = new;
-                            cur = if target.starts_with('/') { self.enter_out(PathBuf::from("/")) } else { Loc::In(d) };
+                            cur = if !target.starts_with('/') {
+                                Loc::In(d)
+                            } else if let Some(r) = &root {
+                                r.clone()
+                            } else {
+                                self.enter_out(PathBuf::from("/"))
+                            };
                             if comps.is_empty() {
                                 return Ok(self.at(cur));
                             }
@@ -125,7 +145,10 @@ mod tests {
         assert_eq!(r.resolve(&out, "/r/d/f", true).unwrap(), Res::In { parent: 2, name: "f".into(), target: Some(3) });
         assert_eq!(r.resolve(&Loc::In(2), "../l/f", true).unwrap(), Res::In { parent: 2, name: "f".into(), target: Some(3) });
         assert_eq!(r.resolve(&Loc::In(1), "l", false).unwrap(), Res::In { parent: 1, name: "l".into(), target: Some(4) });
-        assert_eq!(r.resolve(&Loc::In(1), "l", true).unwrap(), Res::Dir(2));
+        assert_eq!(r.resolve(&Loc::In(1), "l", true).unwrap(), Res::In { parent: 1, name: "d".into(), target: Some(2) });
+        // RESOLVE_IN_ROOT: "/" and ".." stay inside the base.
+        assert_eq!(r.resolve_in_root(&Loc::In(2), "/f", true).unwrap(), Res::In { parent: 2, name: "f".into(), target: Some(3) });
+        assert_eq!(r.resolve_in_root(&Loc::In(2), "../../f", true).unwrap(), Res::In { parent: 2, name: "f".into(), target: Some(3) });
         assert_eq!(r.resolve(&Loc::In(1), "abs", true).unwrap(), Res::In { parent: 2, name: "f".into(), target: Some(3) });
         assert_eq!(r.resolve(&Loc::In(1), "../x", true).unwrap(), Res::Out("/x".into()));
         assert_eq!(r.resolve(&Loc::Out("/tmp".into()), "../r", true).unwrap(), Res::Dir(1));

@@ -123,9 +123,15 @@ pub fn capture(dir: &Path, ignore: &IgnoreSet) -> Result<State, SnapshotError> {
                 subdirs.push((child_abs, child_rel, cid));
                 cid
             } else if ft.is_symlink() {
+                if let Some(&existing) = by_devino.get(&(m.dev(), m.ino())) {
+                    state.inodes.get_mut(&existing).unwrap().nlink += 1;
+                    entries.insert(name, existing);
+                    continue;
+                }
                 let target = std::fs::read_link(&child_abs).map_err(io(&child_abs))?;
                 let target = target.into_os_string().into_string().map_err(|_| SnapshotError::NonUtf8 { path: child_abs.clone() })?;
                 let cid = state.alloc_id();
+                by_devino.insert((m.dev(), m.ino()), cid);
                 state.inodes.insert(cid, Inode { id: cid, mode: m.mode(), nlink: 1, node: Node::Symlink { target } });
                 cid
             } else {

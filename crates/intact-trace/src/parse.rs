@@ -149,8 +149,12 @@ pub fn parse_trace(text: &[u8]) -> Result<Trace, ParseError> {
                 trace.events.push(Event::Killed { tid, signal: sig, line: lineno });
             }
             last_call = None;
-            if let Some((name, l)) = pending.remove(&tid) {
-                trace.unfinished.push((tid, name, l));
+            // `+++ superseded by execve in pid N +++`: the thread became the leader; its
+            // execve completes under this pid, so nothing pending ends here.
+            if !r.starts_with("superseded") {
+                if let Some((name, l)) = pending.remove(&tid) {
+                    trace.unfinished.push((tid, name, l));
+                }
             }
             continue;
         }
@@ -178,6 +182,11 @@ pub fn parse_trace(text: &[u8]) -> Result<Trace, ParseError> {
             pending.insert(tid, (head.to_string(), lineno));
             last_call = None;
             continue;
+        } else if let Some((head, new_pid)) = pid_changed(rest) {
+            // execve from a non-leader thread: the call completes under the leader's pid.
+            pending.insert(new_pid, (head.to_string(), lineno));
+            last_call = None;
+            continue;
         } else {
             rest
         };
@@ -190,6 +199,13 @@ pub fn parse_trace(text: &[u8]) -> Result<Trace, ParseError> {
     }
     trace.unfinished.sort_by_key(|u| u.2);
     Ok(trace)
+}
+
+/// `execve(...) <pid changed to N ...>` → (the call's text so far, N).
+fn pid_changed(rest: &str) -> Option<(&str, u32)> {
+    let i = rest.rfind(" <pid changed to ")?;
+    let n = rest[i + " <pid changed to ".len()..].strip_suffix(" ...>")?;
+    Some((&rest[..i], n.trim().parse().ok()?))
 }
 
 fn split_pid(line: &str) -> Option<(u32, &str)> {
@@ -562,6 +578,18 @@ mod tests {
     fn unfinished_at_end_is_reported() {
         let t = parse_trace(b"5  write(3</a>, \"x\", 1 <unfinished ...>\n5  +++ killed by SIGKILL +++\n").unwrap();
         assert_eq!(t.unfinished, vec![(5, "write(3</a>, \"x\", 1".to_string(), 1)]);
+    }
+
+    #[test]
+    fn exec_from_thread_changes_pid() {
+        let raw = b"11  execve(\"/bin/sh\", [\"sh\"], 0x7ffc /* 3 vars */ <pid changed to 10 ...>\n10  +++ superseded by execve in pid 11 +++\n10  <... execve resumed>) = 0\n";
+        let t = parse_trace(raw).unwrap();
+        assert_eq!(t.events.len(), 1, "{:?}", t.events);
+        match &t.events[0] {
+            Event::Call(c) => assert_eq!((c.tid, c.name.as_str(), c.ret.clone()), (10, "execve", Ret::Val(0, None))),
+            o => panic!("{o:?}"),
+        }
+        assert!(t.unfinished.is_empty());
     }
 
     #[test]

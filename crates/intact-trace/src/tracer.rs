@@ -31,6 +31,8 @@ pub const TRACED: &[&str] = &[
     "chmod", "fchmod", "fchmodat", "chown", "fchown", "lchown", "fchownat", "utimensat", "utime",
     "utimes", "futimesat", "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
     "fremovexattr", "io_uring_setup",
+    // FIOCLEX/FIONCLEX change close-on-exec; FICLONE copies data unseen
+    "ioctl",
 ];
 
 /// Calls whose buffers strace should not print (only their results matter).
