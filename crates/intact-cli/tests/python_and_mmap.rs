@@ -71,3 +71,24 @@ fn mmap_writes() {
         ],
     );
 }
+
+#[test]
+fn java_names_the_jni_entry() {
+    let classes = tempfile::tempdir().unwrap();
+    let src = fixtures_dir().join("JavaWriter.java");
+    let st = std::process::Command::new("javac").arg("-d").arg(classes.path()).arg(&src).status().expect("javac must be installed (apt-get install -y default-jdk-headless)");
+    assert!(st.success());
+    let r = record_in(&["java", "-cp", classes.path().to_str().unwrap(), "JavaWriter"], |_| {}, &[]);
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
+    r.verify();
+    let ops = r.ops_json();
+    let sigs: Vec<String> = ops.iter().map(signature).collect();
+    assert_eq!(
+        sigs,
+        vec!["create data.bin", "append data.bin 0->11 \"hello java\\n\"", "fsync data.bin", "rename data.bin=>final.bin", "output \"Done\\n\""]
+    );
+    let func = |i: usize| ops[i]["loc"]["function"].as_str().unwrap_or("").to_string();
+    assert_eq!(func(1), "Java_sun_nio_ch_FileDispatcherImpl_write0");
+    assert_eq!(func(2), "Java_sun_nio_ch_FileDispatcherImpl_force0");
+    assert!(func(3).starts_with("Java_sun_nio_fs_UnixNativeDispatcher_rename"), "{}", func(3));
+}
