@@ -20,6 +20,10 @@ pub fn have(prog: &str) -> bool {
 pub fn have_tools(tools: &[&str]) -> bool {
     for t in tools {
         if !have(t) {
+            // Under CI (scripts/test.sh installs them) a missing tool is a failure, not a skip.
+            if std::env::var_os("CI").is_some() {
+                panic!("`{t}` is not installed (apt-get install -y {t})");
+            }
             eprintln!("skipping: `{t}` is not installed");
             return false;
         }
