@@ -728,5 +728,5 @@ for PY in "${PYTHONS[@]}"; do
 done
 
 echo
-echo "shim self-test: $PASSES passed, $FAILS failed"
+echo "shim: $PASSES passed, $FAILS failed"
 [ "$FAILS" -eq 0 ]
