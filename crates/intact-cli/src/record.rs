@@ -77,7 +77,6 @@ pub fn record(a: RecordArgs) -> Result<u8, Failure> {
     }
     let strace_version = tracer::strace_version(&a.strace).map_err(|e| Failure::input(e.to_string()))?;
     tracer::find_command(&a.cmd[0], &cwd).map_err(|e| Failure::input(e.to_string()))?;
-    FrameFilter::new(&a.frame_skip).map_err(|e| Failure::input(format!("bad --frame-skip pattern: {e}")))?;
     let out = cwd.join(&a.out);
     let out_name = out.file_name().ok_or_else(|| Failure::input(format!("--out {}: not a file name", a.out.display())))?.to_owned();
     let out_parent = out.parent().unwrap_or(Path::new("/")).to_path_buf();
@@ -87,7 +86,7 @@ pub fn record(a: RecordArgs) -> Result<u8, Failure> {
     if out.exists() && !a.force {
         return Err(Failure::input(format!("--out {}: already exists (use --force to replace it, or choose another path)", out.display())));
     }
-    if out.starts_with(&root_abs.join("")) && out == root_abs {
+    if out == root_abs {
         return Err(Failure::input("--out must not be the recorded directory itself"));
     }
     let staging_path = out_parent.join(format!(".{}.partial-{}", out_name.to_string_lossy(), std::process::id()));
@@ -193,9 +192,8 @@ pub fn record(a: RecordArgs) -> Result<u8, Failure> {
         conv.ops.len(),
         if hist.is_empty() { "none".to_string() } else { hist.join(", ") }
     );
-    let loc_filter = FrameFilter::new(&a.frame_skip).map_err(|e| Failure::input(format!("bad --frame-skip pattern: {e}")))?;
     for u in &conv.unsupported {
-        let at = loc_filter.select(&u.first_stack).map(|f| f.display()).unwrap_or_default();
+        let at = opts.filter.select(&u.first_stack).map(|f| f.display()).unwrap_or_default();
         eprintln!(
             "intact: warning: {} × {} not modelled: {}{}{}",
             u.count,

@@ -8,7 +8,7 @@ use intact_trace::{Arg, Call, Event, Ret, Trace};
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::rc::Rc;
 
 #[derive(Clone, Debug)]
@@ -1308,6 +1308,3 @@ impl Conv<'_> {
         Ok(())
     }
 }
-
-#[allow(dead_code)]
-fn _assert_path(_: &Path) {}

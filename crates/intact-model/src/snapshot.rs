@@ -1,7 +1,7 @@
 //! Reading a real directory into a logical [`State`] (the snapshot of `record`).
 
 use crate::state::{Inode, InodeId, Node, State};
-use globset::{Glob, GlobSet, GlobSetBuilder};
+use globset::{GlobSet, GlobSetBuilder};
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -40,7 +40,6 @@ impl IgnoreSet {
                 .build()
                 .map_err(|e| SnapshotError::Pattern { pattern: p.clone(), message: e.to_string() })?;
             b.add(g);
-            let _ = Glob::new(p); // keep the plain pattern valid as well
         }
         let set = b.build().map_err(|e| SnapshotError::Pattern { pattern: patterns.join(","), message: e.to_string() })?;
         Ok(IgnoreSet { set: Some(set), patterns: patterns.to_vec() })
