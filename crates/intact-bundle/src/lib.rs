@@ -72,6 +72,12 @@ pub struct Counts {
     pub unsupported: usize,
 }
 
+impl Counts {
+    pub fn of(conv: &intact_convert::Conversion) -> Counts {
+        Counts { calls: conv.calls, tasks: conv.tasks, ops: conv.ops.len(), unsupported: conv.unsupported.len() }
+    }
+}
+
 #[derive(Serialize, Deserialize)]
 struct Manifest {
     root: InodeId,

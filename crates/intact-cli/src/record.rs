@@ -165,7 +165,7 @@ pub fn record(a: RecordArgs) -> Result<u8, Failure> {
         stdout: stdout_id,
         workload: conv.root_exit.clone(),
         duration_secs: started.elapsed().as_secs_f64(),
-        counts: bundle::Counts { calls: conv.calls, tasks: conv.tasks, ops: conv.ops.len(), unsupported: conv.unsupported.len() },
+        counts: bundle::Counts::of(&conv),
         oracle_mismatch: None,
     };
     bundle::write_json(&staging.path.join(bundle::META), &meta).map_err(b)?;
@@ -260,7 +260,7 @@ pub fn reconvert(path: &Path) -> Result<u8, Failure> {
     std::fs::rename(&data_new, path.join(bundle::DATA)).map_err(|e| Failure::internal(e.to_string()))?;
     bundle::write_json(&path.join(bundle::UNSUPPORTED), &conv.unsupported).map_err(w)?;
     let mut meta = m.clone();
-    meta.counts = bundle::Counts { calls: conv.calls, tasks: conv.tasks, ops: conv.ops.len(), unsupported: conv.unsupported.len() };
+    meta.counts = bundle::Counts::of(&conv);
     let reopened = bundle::Bundle::open(path).map_err(|e| Failure::internal(e.to_string()))?;
     let mismatch = reopened.verify().map_err(|e| Failure::internal(e.to_string()))?;
     meta.oracle_mismatch = mismatch.clone();

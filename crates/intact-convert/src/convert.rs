@@ -438,6 +438,17 @@ impl Conv<'_> {
         self.resolver().resolve(&base, path, follow)
     }
 
+    /// The path argument of a call that comes in a plain form (path at `plain`, relative
+    /// to the working directory) and an *at form (path at `at`, its dirfd just before).
+    fn path_arg(&self, call: &Call, task: &Task, plain: usize, at: usize, follow: bool) -> Result<Res, String> {
+        let n = call.name.as_str();
+        if n != "creat" && (n.ends_with("at") || n.ends_with("at2")) {
+            self.resolve_at(task, &call.args[at - 1], &str_arg(call, at)?, follow)
+        } else {
+            self.resolve_cwd(task, &str_arg(call, plain)?, follow)
+        }
+    }
+
     /// The open file behind `fd`; falls back to strace's `-y` path for fds opened before
     /// tracing began (e.g. inherited stdout).
     fn fd(&mut self, call: &Call, task: &Task, arg: &Arg) -> Option<Rc<RefCell<OpenFile>>> {
@@ -760,14 +771,8 @@ impl Conv<'_> {
             "rename" | "renameat" | "renameat2" => self.rename(call, idx, task)?,
             "link" | "linkat" => self.link(call, idx, task)?,
             "unlink" | "unlinkat" | "rmdir" => {
-                let (res, dir_op) = match name {
-                    "unlink" => (self.resolve_cwd(task, &str_arg(call, 0)?, false)?, false),
-                    "rmdir" => (self.resolve_cwd(task, &str_arg(call, 0)?, false)?, true),
-                    _ => {
-                        let rmdir = call.args.get(2).is_some_and(|a| has(a, "AT_REMOVEDIR"));
-                        (self.resolve_at(task, &call.args[0], &str_arg(call, 1)?, false)?, rmdir)
-                    }
-                };
+                let res = self.path_arg(call, task, 0, 1, false)?;
+                let dir_op = name == "rmdir" || name == "unlinkat" && call.args.get(2).is_some_and(|a| has(a, "AT_REMOVEDIR"));
                 if let Res::In { parent, name: n, target } = res {
                     let inode = target.ok_or_else(|| format!("{n:?} does not exist in the recorded state"))?;
                     let path = Some(self.join(parent, &n));
@@ -781,12 +786,7 @@ impl Conv<'_> {
                 }
             }
             "mkdir" | "mkdirat" => {
-                let res = if name == "mkdir" {
-                    self.resolve_cwd(task, &str_arg(call, 0)?, false)?
-                } else {
-                    self.resolve_at(task, &call.args[0], &str_arg(call, 1)?, false)?
-                };
-                if let Res::In { parent, name: n, .. } = res {
+                if let Res::In { parent, name: n, .. } = self.path_arg(call, task, 0, 1, false)? {
                     let inode = self.state.alloc_id();
                     let path = Some(self.join(parent, &n));
                     self.emit(call, idx, task, LogicalOp::Mkdir { dir: parent, name: n, inode }, path, None)?;
@@ -794,24 +794,14 @@ impl Conv<'_> {
             }
             "symlink" | "symlinkat" => {
                 let target = str_arg(call, 0)?;
-                let res = if name == "symlink" {
-                    self.resolve_cwd(task, &str_arg(call, 1)?, false)?
-                } else {
-                    self.resolve_at(task, &call.args[1], &str_arg(call, 2)?, false)?
-                };
-                if let Res::In { parent, name: n, .. } = res {
+                if let Res::In { parent, name: n, .. } = self.path_arg(call, task, 1, 2, false)? {
                     let inode = self.state.alloc_id();
                     let path = Some(self.join(parent, &n));
                     self.emit(call, idx, task, LogicalOp::Symlink { dir: parent, name: n, inode, target }, path, None)?;
                 }
             }
             "mknod" | "mknodat" => {
-                let res = if name == "mknod" {
-                    self.resolve_cwd(task, &str_arg(call, 0)?, false)?
-                } else {
-                    self.resolve_at(task, &call.args[0], &str_arg(call, 1)?, false)?
-                };
-                if let Res::In { parent, name: n, .. } = res {
+                if let Res::In { parent, name: n, .. } = self.path_arg(call, task, 0, 1, false)? {
                     let p = self.join(parent, &n);
                     self.unsupported(call, task, "special files are not modelled", Some(p));
                 }
@@ -1013,10 +1003,8 @@ impl Conv<'_> {
         } else if in_root {
             let base = self.base(task, &call.args[0])?;
             self.resolver().resolve_in_root(&base, &path, follow)?
-        } else if call.name == "open" || call.name == "creat" {
-            self.resolve_cwd(task, &path, follow)?
         } else {
-            self.resolve_at(task, &call.args[0], &path, follow)?
+            self.path_arg(call, task, 0, 1, follow)?
         };
         let append = has(&flags, "O_APPEND");
         let sync = if has(&flags, "O_SYNC") {
@@ -1079,7 +1067,7 @@ impl Conv<'_> {
     /// An O_TMPFILE file: an inode with no name until linkat gives it one.
     fn tmpfile(&mut self, _dir: InodeId) -> Target {
         let id = self.state.alloc_id();
-        self.state.inodes.insert(id, intact_model::Inode { id, mode: 0o100600, nlink: 0, node: Node::File { data: Vec::new() } });
+        self.state.ensure_file(id);
         Target::File(id)
     }
 
@@ -1228,15 +1216,9 @@ impl Conv<'_> {
     }
 
     fn rename(&mut self, call: &Call, idx: usize, task: &Task) -> Result<(), Fail> {
-        let (src, dst, flags) = if call.name == "rename" {
-            (self.resolve_cwd(task, &str_arg(call, 0)?, false)?, self.resolve_cwd(task, &str_arg(call, 1)?, false)?, None)
-        } else {
-            (
-                self.resolve_at(task, &call.args[0], &str_arg(call, 1)?, false)?,
-                self.resolve_at(task, &call.args[2], &str_arg(call, 3)?, false)?,
-                call.args.get(4).cloned(),
-            )
-        };
+        let src = self.path_arg(call, task, 0, 1, false)?;
+        let dst = self.path_arg(call, task, 1, 3, false)?;
+        let flags = if call.name == "renameat2" { call.args.get(4).cloned() } else { None };
         let exchange = flags.as_ref().is_some_and(|f| has(f, "RENAME_EXCHANGE"));
         match (src, dst) {
             (Res::In { parent: sp, name: sn, target: Some(inode) }, Res::In { parent: dp, name: dn, target: dt }) => {
@@ -1268,12 +1250,13 @@ impl Conv<'_> {
     }
 
     fn link(&mut self, call: &Call, idx: usize, task: &Task) -> Result<(), Fail> {
-        let (src, dst) = if call.name == "link" {
-            (self.resolve_cwd(task, &str_arg(call, 0)?, false)?, self.resolve_cwd(task, &str_arg(call, 1)?, false)?)
+        let dst = self.path_arg(call, task, 1, 3, false)?;
+        let src = if call.name == "link" {
+            self.resolve_cwd(task, &str_arg(call, 0)?, false)?
         } else {
             let flags = call.args.get(4).cloned().unwrap_or(Arg::Int(0));
             let old = str_arg(call, 1)?;
-            let src = if old.is_empty() && has(&flags, "AT_EMPTY_PATH") {
+            if old.is_empty() && has(&flags, "AT_EMPTY_PATH") {
                 match self.fd(call, task, &call.args[0]).map(|o| o.borrow().target.clone()) {
                     Some(Target::File(t)) => Res::In { parent: 0, name: String::new(), target: Some(t) },
                     _ => Res::Out(PathBuf::from("<fd>")),
@@ -1282,8 +1265,7 @@ impl Conv<'_> {
                 r
             } else {
                 self.resolve_at(task, &call.args[0], &old, has(&flags, "AT_SYMLINK_FOLLOW"))?
-            };
-            (src, self.resolve_at(task, &call.args[2], &str_arg(call, 3)?, false)?)
+            }
         };
         match (src, dst) {
             (Res::In { target: Some(inode), parent: sp, name: sn }, Res::In { parent, name, .. }) => {

@@ -150,13 +150,18 @@ impl State {
         }
     }
 
+    /// Makes `id` an empty regular file with no name if it does not exist yet.
+    pub fn ensure_file(&mut self, id: InodeId) {
+        if let std::collections::hash_map::Entry::Vacant(e) = self.inodes.entry(id) {
+            e.insert(Inode { id, mode: 0o100600, nlink: 0, node: Node::File { data: Vec::new() } });
+            self.next_id = self.next_id.max(id + 1);
+        }
+    }
+
     /// A regular file's contents, creating an unlinked empty file for an id never seen
     /// (O_TMPFILE files exist before they are linked).
     fn file_data(&mut self, id: InodeId) -> Result<&mut Vec<u8>, ApplyError> {
-        if !self.inodes.contains_key(&id) {
-            self.inodes.insert(id, Inode { id, mode: 0o100600, nlink: 0, node: Node::File { data: Vec::new() } });
-            self.next_id = self.next_id.max(id + 1);
-        }
+        self.ensure_file(id);
         match &mut self.get_mut(id)?.node {
             Node::File { data } => Ok(data),
             _ => Err(ApplyError::WrongKind(id, "regular file")),
