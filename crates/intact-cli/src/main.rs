@@ -1,14 +1,34 @@
 //! `intact`: application crash-consistency tools.
 //!
-//! Exit codes (linter convention): 0 success, 1 the workload failed (record) — bundle
-//! written and marked, 2 usage or input error (nothing written), 3 internal error.
+//! Exit codes (linter convention): 0 success / no vulnerability, 1 vulnerabilities found
+//! (check, run) or the workload failed (record: bundle written and marked), 2 usage or
+//! input error (nothing written), 3 internal error, 130 interrupted.
 
+mod apm_cmd;
+mod check;
 mod ops_view;
 mod record;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Once;
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+static HANDLER: Once = Once::new();
+
+/// Ctrl-C goes to the whole foreground group: workloads and checkers stop by themselves or
+/// are killed by their runner; intact must survive to clean up, so it only sets a flag.
+pub fn install_interrupt_handler() {
+    HANDLER.call_once(|| {
+        let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::SeqCst));
+    });
+}
+
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
 
 #[derive(Parser)]
 #[command(name = "intact", version, about = "Find and fix application crash vulnerabilities", long_about = None)]
@@ -34,6 +54,16 @@ enum Cmd {
     Reconvert {
         /// The bundle directory written by `intact record`.
         bundle: PathBuf,
+    },
+    /// Explore the crash states of a bundle under one or more APMs, run the checker on each
+    /// distinct state, and report the vulnerabilities by source line.
+    Check(check::CheckArgs),
+    /// Record a workload and check it in one step.
+    Run(check::RunArgs),
+    /// Abstract persistence models: list the built-ins, show one.
+    Apm {
+        #[command(subcommand)]
+        cmd: apm_cmd::ApmCmd,
     },
 }
 
@@ -75,6 +105,12 @@ fn main() -> ExitCode {
         Cmd::Ops(a) => ops_view::ops(a),
         Cmd::Verify { bundle } => verify(bundle),
         Cmd::Reconvert { bundle } => record::reconvert(&bundle),
+        Cmd::Check(a) => {
+            install_interrupt_handler();
+            check::check(a)
+        }
+        Cmd::Run(a) => check::run(a),
+        Cmd::Apm { cmd } => apm_cmd::apm(cmd),
     };
     match r {
         Ok(code) => ExitCode::from(code),

@@ -7,8 +7,6 @@ use intact_model::{capture, IgnoreSet};
 use intact_symbol::FrameFilter;
 use intact_trace::tracer::{self, TraceConfig, TraceError};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Instant;
 
 #[derive(clap::Args)]
@@ -113,18 +111,14 @@ pub fn record(a: RecordArgs) -> Result<u8, Failure> {
     let cfg = TraceConfig { strace: a.strace.clone(), stacks: !a.no_stacks, max_string: a.max_write };
     // Ctrl-C goes to the whole foreground group: the workload and strace stop by
     // themselves; intact must survive to clean up.
-    let interrupted = Arc::new(AtomicBool::new(false));
-    {
-        let flag = interrupted.clone();
-        let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
-    }
+    crate::install_interrupt_handler();
     eprintln!("intact: recording `{}` in {}", a.cmd.join(" "), root_abs.display());
     let status = tracer::run(&cfg, &a.cmd, &cwd, &raw, Some(&shim)).map_err(|e| match e {
         TraceError::Io { .. } => Failure::internal(e.to_string()),
         other => Failure::input(other.to_string()),
     })?;
     drop(shim_dir);
-    if interrupted.load(Ordering::SeqCst) {
+    if crate::interrupted() {
         return Err(Failure { code: 130, message: "interrupted: nothing written".into() });
     }
     let raw_bytes = std::fs::read(&raw).map_err(|e| Failure::internal(format!("reading the raw trace {}: {e}", raw.display())))?;

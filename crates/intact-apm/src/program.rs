@@ -1,0 +1,478 @@
+//! Applying an APM to a workload's logical operations: the micro-operations (thesis Table
+//! 3.3), the atomic units they group into, and the ordering closure between units.
+
+use crate::spec::{Apm, Class, Rule, When};
+use fixedbitset::FixedBitSet;
+use intact_model::op::{Data, LogicalOp, Op};
+use intact_model::state::{InodeId, Node, State};
+use std::collections::HashMap;
+use std::ops::Range;
+
+/// One micro-operation's effect on the logical entities.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Micro {
+    /// change_file_size: growth exposes whatever the blocks held (garbage).
+    SetSize { inode: InodeId, size: u64 },
+    /// write(data) or write(zeros) at `offset`; bytes beyond the file's size stay invisible.
+    Write { inode: InodeId, offset: u64, data: Data },
+    CreateEntry { dir: InodeId, name: String, inode: InodeId },
+    /// Removes `dir/name` if it still names `inode`.
+    DeleteEntry { dir: InodeId, name: String, inode: InodeId },
+    /// A sync point: no effect on the state, only on ordering.
+    Sync { inode: Option<InodeId> },
+    Output { data: Data },
+    /// Marks a call whose operation changes nothing (a zero-length write, a rename between
+    /// two names of one inode): keeps the call visible to exploration.
+    Nop,
+}
+
+/// A micro-operation with what the ordering rules and the report need to know about it.
+#[derive(Clone, Debug)]
+pub struct MicroOp {
+    pub micro: Micro,
+    /// The logical operation (op id) and system call it came from.
+    pub op: usize,
+    pub call: usize,
+    classes: u16,
+    /// Inode acted on (a directory for entry operations); None for output and global syncs.
+    pub entity: Option<InodeId>,
+    /// Byte range written, for same-bytes ordering.
+    pub range: Option<(u64, u64)>,
+    /// For entry operations of a rename: the renamed inode.
+    pub renamed: Option<InodeId>,
+    /// For entry operations: the inode the entry names.
+    pub names: Option<InodeId>,
+    /// For syncs of a file: the file and its ancestor directories at the time.
+    pub path: Vec<InodeId>,
+}
+
+impl MicroOp {
+    /// Class membership. `any` is every disk operation: output is not one, so the file
+    /// system cannot hold it back; only rules naming `output` order things before it.
+    pub fn is(&self, c: Class) -> bool {
+        if c == Class::Any {
+            return !matches!(self.micro, Micro::Output { .. });
+        }
+        self.classes & (1 << c as u16) != 0
+    }
+    fn any_of(&self, cs: &[Class]) -> bool {
+        cs.iter().any(|c| self.is(*c))
+    }
+    /// Whether this micro-op changes the state (syncs do not).
+    pub fn has_effect(&self) -> bool {
+        !matches!(self.micro, Micro::Sync { .. } | Micro::Nop)
+    }
+}
+
+/// A system call's share of the program.
+#[derive(Clone, Debug)]
+pub struct CallGroup {
+    /// Index of the system-call event (Op::call).
+    pub call: usize,
+    pub ops: Range<usize>,
+    pub units: Range<usize>,
+    pub micros: Range<usize>,
+}
+
+/// Micro-operations, units and the ordering closure of one workload under one APM.
+#[derive(Clone, Debug)]
+pub struct Program {
+    pub apm: String,
+    pub micros: Vec<MicroOp>,
+    /// Atomic units: contiguous micro-op ranges that persist as a whole.
+    pub units: Vec<Range<usize>>,
+    pub unit_of: Vec<u32>,
+    /// preds[u]: every unit that must be on disk if u is (transitively closed).
+    pub preds: Vec<FixedBitSet>,
+    pub calls: Vec<CallGroup>,
+    /// For each op id: the micro-op range it produced.
+    pub op_micros: Vec<Range<usize>>,
+    /// Representation piece size for data operations, and whether the APM allows finer
+    /// splits than a piece (byte granularity: the alice strategy splits pieces further).
+    pub piece: u64,
+    pub divisible: bool,
+    pub garbage_states: bool,
+    pub append_zeros: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProgramError {
+    #[error("operation {op} ({name}): {msg}")]
+    Op { op: usize, name: &'static str, msg: String },
+}
+
+const fn bit(c: Class) -> u16 {
+    1 << c as u16
+}
+
+/// Splits `[lo, hi)` at multiples of `g`.
+pub fn pieces(lo: u64, hi: u64, g: u64) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut a = lo;
+    while a < hi {
+        let b = ((a / g) + 1).saturating_mul(g).min(hi);
+        out.push((a, b));
+        a = b;
+    }
+    out
+}
+
+struct Builder<'a> {
+    apm: &'a Apm,
+    piece: u64,
+    micros: Vec<MicroOp>,
+    /// tie[i]: micro i belongs to the same unit as micro i-1.
+    tie: Vec<bool>,
+    sizes: HashMap<InodeId, u64>,
+    meta: State,
+}
+
+impl Builder<'_> {
+    fn push(&mut self, o: &Op, micro: Micro, classes: u16, tie_prev: bool) -> &mut MicroOp {
+        let entity = match &micro {
+            Micro::SetSize { inode, .. } | Micro::Write { inode, .. } => Some(*inode),
+            Micro::CreateEntry { dir, .. } | Micro::DeleteEntry { dir, .. } => Some(*dir),
+            Micro::Sync { inode } => *inode,
+            Micro::Output { .. } | Micro::Nop => None,
+        };
+        let range = match &micro {
+            Micro::Write { offset, data, .. } => Some((*offset, offset + data.len())),
+            _ => None,
+        };
+        let names = match &micro {
+            Micro::CreateEntry { inode, .. } | Micro::DeleteEntry { inode, .. } => Some(*inode),
+            _ => None,
+        };
+        self.tie.push(tie_prev);
+        self.micros.push(MicroOp { micro, op: o.id, call: o.call, classes, entity, range, renamed: None, names, path: Vec::new() });
+        self.micros.last_mut().unwrap()
+    }
+
+    /// Data growth from `old` to `new` in pieces: size change, [zeros], [data].
+    fn grow(&mut self, o: &Op, inode: InodeId, old: u64, new: u64, data: Option<Data>, class: u16) {
+        let ca = self.apm.atomicity.content;
+        for (a, b) in pieces(old, new, self.piece) {
+            self.push(o, Micro::SetSize { inode, size: b }, class | bit(Class::Size) | bit(Class::Data), false);
+            if self.apm.atomicity.append_zeros || data.is_none() {
+                self.push(o, Micro::Write { inode, offset: a, data: Data::Zeros { zeros: b - a } }, class | bit(Class::Write) | bit(Class::Data), ca);
+            }
+            if let Some(d) = data {
+                self.push(o, Micro::Write { inode, offset: a, data: d.slice(a - old, b - a) }, class | bit(Class::Write) | bit(Class::Data), ca);
+            }
+        }
+    }
+
+    /// Shrinking from `old` to `new`: one size change per piece boundary, largest first.
+    fn shrink(&mut self, o: &Op, inode: InodeId, old: u64, new: u64, tie_first: bool) {
+        let mut bounds: Vec<u64> = pieces(new, old, self.piece).iter().map(|(a, _)| *a).collect();
+        bounds.reverse();
+        for (k, size) in bounds.into_iter().enumerate() {
+            let tie = if k == 0 { tie_first } else { self.apm.atomicity.directory_ops && tie_first };
+            self.push(o, Micro::SetSize { inode, size }, bit(Class::Truncate) | bit(Class::Size) | bit(Class::Data), tie);
+        }
+    }
+
+    fn file_size(&self, inode: InodeId) -> u64 {
+        self.sizes.get(&inode).copied().unwrap_or(0)
+    }
+
+    /// Entry removal plus, for the last link of a non-empty file, its truncation.
+    fn unlink_entry(&mut self, o: &Op, dir: InodeId, name: &str, inode: InodeId, last: bool, cls: u16, tie: bool, renamed: Option<InodeId>) {
+        let m = self.push(o, Micro::DeleteEntry { dir, name: name.to_string(), inode }, cls, tie);
+        m.renamed = renamed;
+        let is_file = matches!(self.meta.inodes.get(&inode).map(|i| &i.node), Some(Node::File { .. }));
+        let size = self.file_size(inode);
+        if last && is_file && size > 0 {
+            self.shrink(o, inode, size, 0, self.apm.atomicity.directory_ops);
+            self.sizes.insert(inode, 0);
+        }
+    }
+
+    fn op(&mut self, o: &Op, blob_len: u64) -> Result<(), ProgramError> {
+        let err = |msg: String| ProgramError::Op { op: o.id, name: o.op.name(), msg };
+        let start = self.micros.len();
+        let dirop = bit(Class::Dir);
+        let do_tie = self.apm.atomicity.directory_ops;
+        match &o.op {
+            LogicalOp::Overwrite { inode, offset, count, data } => {
+                if let Data::Bytes { at, len } = data {
+                    if at + len > blob_len {
+                        return Err(err("data reference past the end of data.bin".into()));
+                    }
+                }
+                for (a, b) in pieces(*offset, offset + count, self.piece) {
+                    self.push(
+                        o,
+                        Micro::Write { inode: *inode, offset: a, data: data.slice(a - offset, b - a) },
+                        bit(Class::Overwrite) | bit(Class::Write) | bit(Class::Data),
+                        false,
+                    );
+                }
+            }
+            LogicalOp::Append { inode, old_size, new_size, data } => {
+                if new_size < old_size || data.len() != new_size - old_size {
+                    return Err(err(format!("inconsistent sizes {old_size} -> {new_size} for {} bytes", data.len())));
+                }
+                self.grow(o, *inode, *old_size, *new_size, Some(*data), bit(Class::Append));
+                self.sizes.insert(*inode, *new_size);
+            }
+            LogicalOp::Truncate { inode, old_size, new_size } => {
+                if new_size > old_size {
+                    self.grow(o, *inode, *old_size, *new_size, None, bit(Class::Truncate));
+                } else if new_size < old_size {
+                    self.shrink(o, *inode, *old_size, *new_size, false);
+                } else {
+                    // Same size: a no-op, kept as a size change so the call still exists.
+                    self.push(o, Micro::SetSize { inode: *inode, size: *new_size }, bit(Class::Truncate) | bit(Class::Size) | bit(Class::Data), false);
+                }
+                self.sizes.insert(*inode, *new_size);
+            }
+            LogicalOp::Link { dir, name, inode, .. } => {
+                self.push(o, Micro::CreateEntry { dir: *dir, name: name.clone(), inode: *inode }, dirop, false);
+            }
+            LogicalOp::Unlink { dir, name, inode, link_count } => {
+                self.unlink_entry(o, *dir, name, *inode, *link_count == 0, dirop, false, None);
+            }
+            LogicalOp::Rename { src_dir, src_name, dst_dir, dst_name, inode, replaced, exchange } => {
+                let cls = dirop | bit(Class::Rename);
+                let mut first = true;
+                if *exchange {
+                    let other = replaced.ok_or_else(|| err("exchange without a destination inode".into()))?;
+                    let m = self.push(o, Micro::CreateEntry { dir: *dst_dir, name: dst_name.clone(), inode: *inode }, cls, false);
+                    m.renamed = Some(*inode);
+                    let m = self.push(o, Micro::CreateEntry { dir: *src_dir, name: src_name.clone(), inode: other }, cls, do_tie);
+                    m.renamed = Some(other);
+                } else {
+                    if let Some(old) = replaced {
+                        if old != inode {
+                            let last = self.meta.inodes.get(old).map(|i| i.nlink <= 1).unwrap_or(true);
+                            self.unlink_entry(o, *dst_dir, dst_name, *old, last, cls, false, Some(*inode));
+                            first = false;
+                        }
+                    }
+                    if replaced != &Some(*inode) {
+                        let m = self.push(o, Micro::CreateEntry { dir: *dst_dir, name: dst_name.clone(), inode: *inode }, cls, !first && do_tie);
+                        m.renamed = Some(*inode);
+                        let m = self.push(o, Micro::DeleteEntry { dir: *src_dir, name: src_name.clone(), inode: *inode }, cls, do_tie);
+                        m.renamed = Some(*inode);
+                    }
+                    // else: rename between two names of one inode changes nothing (POSIX).
+                }
+            }
+            LogicalOp::Mkdir { dir, name, inode } | LogicalOp::Symlink { dir, name, inode, .. } => {
+                self.push(o, Micro::CreateEntry { dir: *dir, name: name.clone(), inode: *inode }, dirop, false);
+            }
+            LogicalOp::Rmdir { dir, name, inode } => {
+                self.push(o, Micro::DeleteEntry { dir: *dir, name: name.clone(), inode: *inode }, dirop, false);
+            }
+            LogicalOp::Sync { inode, .. } => {
+                let path = match inode {
+                    Some(i) => ancestry(&self.meta, *i),
+                    None => Vec::new(),
+                };
+                let m = self.push(o, Micro::Sync { inode: *inode }, bit(Class::Sync), false);
+                m.path = path;
+            }
+            LogicalOp::Output { data } => {
+                self.push(o, Micro::Output { data: *data }, bit(Class::Output), false);
+            }
+        }
+        if self.micros.len() == start {
+            // Zero-length data operations still mark the call (e.g. write of 0 bytes).
+            self.push(o, Micro::Nop, 0, false);
+        }
+        // Keep the namespace current for file-path rules and last-link decisions.
+        if matches!(o.op, LogicalOp::Link { .. } | LogicalOp::Unlink { .. } | LogicalOp::Rename { .. } | LogicalOp::Mkdir { .. } | LogicalOp::Rmdir { .. } | LogicalOp::Symlink { .. }) {
+            self.meta.apply(&o.op, &[]).map_err(|e| err(format!("does not fit the recorded namespace: {e}")))?;
+        }
+        Ok(())
+    }
+}
+
+/// A file (or directory) and every directory above it, at the current state.
+fn ancestry(s: &State, inode: InodeId) -> Vec<InodeId> {
+    let mut out = vec![inode];
+    let mut dirs: Vec<InodeId> = if s.inodes.get(&inode).map(|i| i.is_dir()).unwrap_or(false) {
+        s.parent_of(inode).into_iter().collect()
+    } else {
+        s.inodes
+            .values()
+            .filter(|i| matches!(&i.node, Node::Dir { entries, .. } if entries.values().any(|v| *v == inode)))
+            .map(|i| i.id)
+            .collect()
+    };
+    while let Some(d) = dirs.pop() {
+        if out.contains(&d) {
+            continue;
+        }
+        out.push(d);
+        if let Some(p) = s.parent_of(d) {
+            if p != d {
+                dirs.push(p);
+            }
+        }
+    }
+    out
+}
+
+fn rule_matches(r: &Rule, a: &MicroOp, b: &MicroOp) -> bool {
+    if !a.any_of(&r.before) || a.any_of(&r.before_except) || !b.any_of(&r.after) || b.any_of(&r.after_except) {
+        return false;
+    }
+    match r.when {
+        When::Always => true,
+        When::SameInode => match (a.entity, b.entity) {
+            (Some(x), Some(y)) => x == y,
+            // A global sync (or a global barrier) relates to everything.
+            (_, None) => matches!(b.micro, Micro::Sync { inode: None }),
+            (None, _) => matches!(a.micro, Micro::Sync { inode: None }),
+        },
+        When::SameBytes => same_bytes(a, b),
+        When::RenamedFile => b.renamed.is_some() && a.entity == b.renamed,
+        When::FilePath => match b.micro {
+            Micro::Sync { inode: Some(_) } => a.names.map(|n| b.path.contains(&n)).unwrap_or(false),
+            Micro::Sync { inode: None } => a.names.is_some(),
+            _ => false,
+        },
+    }
+}
+
+fn same_bytes(a: &MicroOp, b: &MicroOp) -> bool {
+    match (a.range, b.range) {
+        (Some((a0, a1)), Some((b0, b1))) => a.entity == b.entity && a0 < b1 && b0 < a1,
+        _ => false,
+    }
+}
+
+/// The rules every APM obeys (thesis Table 3.4(b), Table 3.5 caption): writes to the same
+/// bytes persist in order, and output precedes everything after it.
+fn mandatory(a: &MicroOp, b: &MicroOp) -> bool {
+    matches!(a.micro, Micro::Output { .. }) || same_bytes(a, b)
+}
+
+/// Content atomicity means no garbage is ever visible: a size change persists only after
+/// the earlier writes of the bytes it exposes (what ordered and journaled modes do).
+fn content_order(a: &MicroOp, b: &MicroOp) -> bool {
+    match (&b.micro, a.range) {
+        (Micro::SetSize { inode, size }, Some((start, _))) => a.entity == Some(*inode) && start < *size && a.op != b.op && (a.is(Class::Append) || a.is(Class::Truncate)),
+        _ => false,
+    }
+}
+
+impl Program {
+    /// Translates `ops` (applied to `initial`) under `apm`.
+    pub fn build(apm: &Apm, ops: &[Op], initial: &State, blob_len: u64) -> Result<Program, ProgramError> {
+        let g = apm.atomicity.granularity;
+        let divisible = g < 512;
+        let piece = if divisible { 4096 } else { g };
+        let mut sizes = HashMap::new();
+        for (id, ino) in &initial.inodes {
+            if let Node::File { data } = &ino.node {
+                sizes.insert(*id, data.len() as u64);
+            }
+        }
+        let mut b = Builder { apm, piece, micros: Vec::new(), tie: Vec::new(), sizes, meta: initial.clone() };
+        let mut op_micros = Vec::with_capacity(ops.len());
+        let mut prev_call = None;
+        for o in ops {
+            let start = b.micros.len();
+            b.op(o, blob_len)?;
+            if apm.atomicity.calls && prev_call == Some(o.call) {
+                b.tie[start] = true;
+            }
+            if apm.atomicity.directory_ops && is_dir_op(&o.op) {
+                for t in &mut b.tie[start + 1..] {
+                    *t = true;
+                }
+            }
+            if apm.atomicity.calls {
+                for t in &mut b.tie[start + 1..] {
+                    *t = true;
+                }
+            }
+            prev_call = Some(o.call);
+            op_micros.push(start..b.micros.len());
+        }
+        let Builder { micros, tie, .. } = b;
+        // Units from ties.
+        let mut units: Vec<Range<usize>> = Vec::new();
+        let mut unit_of = vec![0u32; micros.len()];
+        for i in 0..micros.len() {
+            if i == 0 || !tie[i] {
+                units.push(i..i + 1);
+            } else {
+                units.last_mut().unwrap().end = i + 1;
+            }
+            unit_of[i] = (units.len() - 1) as u32;
+        }
+        let nu = units.len();
+        let mut preds: Vec<FixedBitSet> = Vec::with_capacity(nu);
+        for (v, vr) in units.iter().enumerate() {
+            let mut set = FixedBitSet::with_capacity(nu);
+            for u in (0..v).rev() {
+                if set.contains(u) {
+                    continue; // already implied, with its own predecessors
+                }
+                let ca = apm.atomicity.content;
+                let related = units[u].clone().any(|i| {
+                    vr.clone().any(|j| {
+                        mandatory(&micros[i], &micros[j]) || (ca && content_order(&micros[i], &micros[j])) || apm.order.iter().any(|r| rule_matches(r, &micros[i], &micros[j]))
+                    })
+                });
+                if related {
+                    set.insert(u);
+                    let pu = preds[u].clone();
+                    set.union_with(&pu);
+                }
+            }
+            preds.push(set);
+        }
+        // Call groups.
+        let mut calls: Vec<CallGroup> = Vec::new();
+        for (id, o) in ops.iter().enumerate() {
+            let mr = op_micros[id].clone();
+            match calls.last_mut() {
+                Some(c) if c.call == o.call => {
+                    c.ops.end = id + 1;
+                    c.micros.end = mr.end;
+                }
+                _ => calls.push(CallGroup { call: o.call, ops: id..id + 1, units: 0..0, micros: mr }),
+            }
+        }
+        for c in &mut calls {
+            if c.micros.is_empty() {
+                continue;
+            }
+            let u0 = unit_of[c.micros.start] as usize;
+            let u1 = unit_of[c.micros.end - 1] as usize + 1;
+            c.units = u0..u1;
+        }
+        Ok(Program {
+            apm: apm.name.clone(),
+            micros,
+            units,
+            unit_of,
+            preds,
+            calls,
+            op_micros,
+            piece,
+            divisible,
+            garbage_states: !apm.atomicity.content,
+            append_zeros: apm.atomicity.append_zeros,
+        })
+    }
+
+    /// Whether a set of units is closed under the ordering constraints.
+    pub fn closed(&self, set: &FixedBitSet) -> bool {
+        set.ones().all(|u| self.preds[u].is_subset(set))
+    }
+
+    /// Units that (transitively) must follow unit `u`.
+    pub fn dependents_of(&self, u: usize) -> impl Iterator<Item = usize> + '_ {
+        (u + 1..self.units.len()).filter(move |v| self.preds[*v].contains(u))
+    }
+}
+
+fn is_dir_op(op: &LogicalOp) -> bool {
+    matches!(op, LogicalOp::Link { .. } | LogicalOp::Unlink { .. } | LogicalOp::Rename { .. } | LogicalOp::Mkdir { .. } | LogicalOp::Rmdir { .. } | LogicalOp::Symlink { .. })
+}

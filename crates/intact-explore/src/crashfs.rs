@@ -1,0 +1,297 @@
+//! A crash state in memory: every inode the workload ever had, the directory entries that
+//! made it to disk, file contents as the blocks hold them, and the output printed so far.
+//! Cloning is cheap (contents are shared until written), so states are built incrementally
+//! from cached ones (thesis §3.5).
+
+use intact_apm::Micro;
+use intact_model::op::{LogicalOp, Op};
+use intact_model::state::{InodeId, Node, State};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+static GENERATION: AtomicU64 = AtomicU64::new(1);
+fn next_gen() -> u64 {
+    GENERATION.fetch_add(1, Ordering::Relaxed)
+}
+
+/// What uninitialised blocks hold when a size change exposes them: a fixed, non-zero,
+/// non-text pattern, so checkers can tell it from zeros and from data.
+pub fn garbage(offset: u64) -> u8 {
+    0x80 | ((offset.wrapping_mul(0x9E37_79B9) >> 13) as u8 & 0x7f)
+}
+
+#[derive(Clone, Debug)]
+pub enum CNode {
+    Absent,
+    /// `buf` may extend beyond `size`: blocks written past the end are invisible until a
+    /// size change reaches them.
+    File { buf: Arc<Vec<u8>>, size: u64, gen: u64, mode: u32 },
+    Dir { entries: Arc<BTreeMap<String, InodeId>>, mode: u32 },
+    Symlink { target: Arc<str> },
+}
+
+#[derive(Clone, Debug)]
+pub struct CrashFs {
+    nodes: Vec<CNode>,
+    root: InodeId,
+    pub stdout: Arc<Vec<u8>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CrashFsError {
+    #[error("inode id {0} is too large for a dense table")]
+    IdTooLarge(InodeId),
+    #[error("micro-operation on inode {0}, which is not a {1}")]
+    Kind(InodeId, &'static str),
+    #[error("data: {0}")]
+    Data(String),
+    #[error("materialising {path}: {err}")]
+    Io { path: String, err: std::io::Error },
+}
+
+pub type StateHash = [u8; 32];
+
+impl CrashFs {
+    /// The initial snapshot plus, unlinked, every inode the operations create.
+    pub fn universe(initial: &State, ops: &[Op]) -> Result<CrashFs, CrashFsError> {
+        let mut fs = CrashFs { nodes: Vec::new(), root: initial.root, stdout: Arc::new(Vec::new()) };
+        for (id, ino) in &initial.inodes {
+            let node = match &ino.node {
+                Node::File { data } => CNode::File { buf: Arc::new(data.clone()), size: data.len() as u64, gen: next_gen(), mode: ino.mode },
+                Node::Dir { entries, .. } => CNode::Dir { entries: Arc::new(entries.clone()), mode: ino.mode },
+                Node::Symlink { target } => CNode::Symlink { target: target.as_str().into() },
+            };
+            fs.set(*id, node)?;
+        }
+        for o in ops {
+            let (id, node) = match &o.op {
+                LogicalOp::Mkdir { inode, .. } => (*inode, CNode::Dir { entries: Arc::new(BTreeMap::new()), mode: 0o40755 }),
+                LogicalOp::Symlink { inode, target, .. } => (*inode, CNode::Symlink { target: target.as_str().into() }),
+                LogicalOp::Link { inode, .. } | LogicalOp::Overwrite { inode, .. } | LogicalOp::Append { inode, .. } | LogicalOp::Truncate { inode, .. } => {
+                    (*inode, CNode::File { buf: Arc::new(Vec::new()), size: 0, gen: next_gen(), mode: 0o100644 })
+                }
+                _ => continue,
+            };
+            if matches!(fs.nodes.get(id as usize), None | Some(CNode::Absent)) {
+                fs.set(id, node)?;
+            }
+        }
+        Ok(fs)
+    }
+
+    fn set(&mut self, id: InodeId, node: CNode) -> Result<(), CrashFsError> {
+        if id > 50_000_000 {
+            return Err(CrashFsError::IdTooLarge(id));
+        }
+        let i = id as usize;
+        if self.nodes.len() <= i {
+            self.nodes.resize(i + 1, CNode::Absent);
+        }
+        self.nodes[i] = node;
+        Ok(())
+    }
+
+    fn file(&mut self, id: InodeId) -> Result<(&mut Arc<Vec<u8>>, &mut u64), CrashFsError> {
+        match self.nodes.get_mut(id as usize) {
+            Some(CNode::File { buf, size, gen, .. }) => {
+                *gen = next_gen();
+                Ok((buf, size))
+            }
+            _ => Err(CrashFsError::Kind(id, "regular file")),
+        }
+    }
+
+    fn entries(&mut self, id: InodeId) -> Result<&mut BTreeMap<String, InodeId>, CrashFsError> {
+        match self.nodes.get_mut(id as usize) {
+            Some(CNode::Dir { entries, .. }) => Ok(Arc::make_mut(entries)),
+            _ => Err(CrashFsError::Kind(id, "directory")),
+        }
+    }
+
+    pub fn apply(&mut self, m: &Micro, blob: &[u8]) -> Result<(), CrashFsError> {
+        match m {
+            Micro::SetSize { inode, size } => {
+                let (buf, sz) = self.file(*inode)?;
+                if (buf.len() as u64) < *size {
+                    let b = Arc::make_mut(buf);
+                    let from = b.len() as u64;
+                    b.extend((from..*size).map(garbage));
+                }
+                *sz = *size;
+            }
+            Micro::Write { inode, offset, data } => {
+                let bytes = data.bytes(blob).map_err(CrashFsError::Data)?;
+                let (buf, _) = self.file(*inode)?;
+                let b = Arc::make_mut(buf);
+                let end = (*offset + bytes.len() as u64) as usize;
+                if b.len() < end {
+                    let from = b.len() as u64;
+                    b.extend((from..end as u64).map(garbage));
+                }
+                b[*offset as usize..end].copy_from_slice(&bytes);
+            }
+            Micro::CreateEntry { dir, name, inode } => {
+                self.entries(*dir)?.insert(name.clone(), *inode);
+            }
+            Micro::DeleteEntry { dir, name, inode } => {
+                let e = self.entries(*dir)?;
+                if e.get(name) == Some(inode) {
+                    e.remove(name);
+                }
+            }
+            Micro::Output { data } => {
+                let bytes = data.bytes(blob).map_err(CrashFsError::Data)?;
+                Arc::make_mut(&mut self.stdout).extend_from_slice(&bytes);
+            }
+            Micro::Sync { .. } | Micro::Nop => {}
+        }
+        Ok(())
+    }
+
+    /// Walks the tree reachable from the root in name order. Directories reachable twice
+    /// (a crash between the two halves of a directory rename) are visited at each name;
+    /// a directory inside itself is not entered again.
+    fn walk(&self, mut f: impl FnMut(&str, InodeId, &CNode, usize)) {
+        fn rec(fs: &CrashFs, dir: InodeId, path: &str, depth: usize, anc: &mut Vec<InodeId>, f: &mut dyn FnMut(&str, InodeId, &CNode, usize)) {
+            let Some(CNode::Dir { entries, .. }) = fs.nodes.get(dir as usize) else { return };
+            for (name, &child) in entries.iter() {
+                let p = if path.is_empty() { name.clone() } else { format!("{path}/{name}") };
+                let node = fs.nodes.get(child as usize).unwrap_or(&CNode::Absent);
+                if matches!(node, CNode::Dir { .. }) && anc.contains(&child) {
+                    continue;
+                }
+                f(&p, child, node, depth);
+                if matches!(node, CNode::Dir { .. }) {
+                    anc.push(child);
+                    rec(fs, child, &p, depth + 1, anc, f);
+                    anc.pop();
+                }
+            }
+        }
+        let mut anc = vec![self.root];
+        rec(self, self.root, "", 0, &mut anc, &mut f);
+    }
+
+    /// Content hash of the visible state: names, kinds, contents, link identity, modes of
+    /// initial files, and the output. Equal hashes mean the checker sees the same thing.
+    pub fn hash(&self, cache: &mut HashMap<u64, [u8; 32]>) -> StateHash {
+        let mut h = blake3::Hasher::new();
+        let mut first: HashMap<InodeId, u64> = HashMap::new();
+        let mut n = 0u64;
+        self.walk(|path, id, node, _| {
+            h.update(path.as_bytes());
+            h.update(&[0]);
+            n += 1;
+            match node {
+                CNode::File { buf, size, gen, mode } => {
+                    if let Some(k) = first.get(&id) {
+                        h.update(b"L");
+                        h.update(&k.to_le_bytes());
+                        return;
+                    }
+                    first.insert(id, n);
+                    let fh = *cache.entry(*gen).or_insert_with(|| *blake3::hash(&buf[..(*size as usize).min(buf.len())]).as_bytes());
+                    h.update(b"F");
+                    h.update(&size.to_le_bytes());
+                    h.update(&mode.to_le_bytes());
+                    h.update(&fh);
+                }
+                CNode::Dir { .. } => {
+                    h.update(b"D");
+                }
+                CNode::Symlink { target } => {
+                    h.update(b"S");
+                    h.update(target.as_bytes());
+                }
+                CNode::Absent => {
+                    h.update(b"?");
+                }
+            }
+        });
+        h.update(b"\0OUT");
+        h.update(&self.stdout);
+        *h.finalize().as_bytes()
+    }
+
+    /// Writes the state into `dir` (which must exist and be empty).
+    pub fn materialise(&self, dir: &Path) -> Result<(), CrashFsError> {
+        let mut first: HashMap<InodeId, std::path::PathBuf> = HashMap::new();
+        let mut err = None;
+        let mut dir_modes: Vec<(std::path::PathBuf, u32)> = Vec::new();
+        self.walk(|rel, id, node, _| {
+            if err.is_some() {
+                return;
+            }
+            let p = dir.join(rel);
+            let io = |e: std::io::Error| CrashFsError::Io { path: p.display().to_string(), err: e };
+            let r = match node {
+                CNode::File { buf, size, mode, .. } => {
+                    if let Some(orig) = first.get(&id) {
+                        std::fs::hard_link(orig, &p).map_err(io)
+                    } else {
+                        first.insert(id, p.clone());
+                        std::fs::OpenOptions::new()
+                            .write(true)
+                            .create_new(true)
+                            .mode(mode & 0o7777 | 0o600)
+                            .open(&p)
+                            .and_then(|mut f| f.write_all(&buf[..(*size as usize).min(buf.len())]).and_then(|_| {
+                                // Sizes beyond the buffer cannot happen; keep the size exact anyway.
+                                if (buf.len() as u64) < *size { f.set_len(*size) } else { Ok(()) }
+                            }))
+                            .map_err(io)
+                    }
+                }
+                CNode::Dir { mode, .. } => {
+                    dir_modes.push((p.clone(), *mode));
+                    std::fs::DirBuilder::new().mode(0o755).create(&p).map_err(io)
+                }
+                CNode::Symlink { target } => std::os::unix::fs::symlink(&**target, &p).map_err(io),
+                CNode::Absent => Ok(()),
+            };
+            if let Err(e) = r {
+                err = Some(e);
+            }
+        });
+        if let Some(e) = err {
+            return Err(e);
+        }
+        // Directory modes last, so that read-only directories could be filled first.
+        for (p, mode) in dir_modes.into_iter().rev() {
+            if mode & 0o7777 != 0o755 {
+                use std::os::unix::fs::PermissionsExt;
+                let _ = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode & 0o7777 | 0o700));
+            }
+        }
+        Ok(())
+    }
+
+    /// The visible tree as a logical [`State`] (for tests and the replay oracle).
+    pub fn to_state(&self) -> State {
+        let mut s = State::empty();
+        s.inodes.clear();
+        s.root = self.root;
+        let mut seen = HashSet::new();
+        let mut todo = vec![self.root];
+        while let Some(id) = todo.pop() {
+            if !seen.insert(id) {
+                continue;
+            }
+            let node = match self.nodes.get(id as usize) {
+                Some(CNode::File { buf, size, .. }) => Node::File { data: buf[..(*size as usize).min(buf.len())].to_vec() },
+                Some(CNode::Dir { entries, .. }) => {
+                    todo.extend(entries.values().copied());
+                    Node::Dir { entries: (**entries).clone(), parent: self.root }
+                }
+                Some(CNode::Symlink { target }) => Node::Symlink { target: target.to_string() },
+                _ => continue,
+            };
+            s.inodes.insert(id, intact_model::state::Inode { id, mode: 0, nlink: 0, node });
+        }
+        s
+    }
+}

@@ -1,0 +1,426 @@
+//! Which crash states to build (thesis §3.3): ALICE's default strategy (prefixes, per-call
+//! atomicity, pairwise reordering), exhaustive enumeration of constraint-closed sets, and
+//! seeded random sampling.
+
+use crate::crashfs::{CrashFs, CrashFsError};
+use fixedbitset::FixedBitSet;
+use intact_apm::{Micro, Program};
+use intact_model::op::{Data, LogicalOp, Op};
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+
+/// How a crash state was constructed; the report turns failing states into dynamic
+/// vulnerabilities from this.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Provenance {
+    /// The first `calls` system calls persisted, nothing after (atomicity across calls).
+    Prefix { calls: usize },
+    /// Calls before `group` persisted, `group` (index into Program::calls) partially.
+    Atomicity { group: usize },
+    /// Every call up to `b` persisted except `a` (and what must follow `a`).
+    Reorder { a: usize, b: usize },
+}
+
+/// Emits a state; returns false to stop the exploration.
+pub type Emit<'e> = dyn FnMut(Provenance, CrashFs, String) -> Result<bool, CrashFsError> + 'e;
+
+pub struct Explorer<'a> {
+    pub prog: &'a Program,
+    pub ops: &'a [Op],
+    blob: &'a [u8],
+    /// prefix[k]: the state after the first k call groups.
+    prefix: Vec<CrashFs>,
+}
+
+const MAX_SUBSET_UNITS: usize = 12;
+
+impl<'a> Explorer<'a> {
+    pub fn new(prog: &'a Program, ops: &'a [Op], blob: &'a [u8], universe: CrashFs) -> Result<Explorer<'a>, CrashFsError> {
+        let mut prefix = Vec::with_capacity(prog.calls.len() + 1);
+        let mut cur = universe;
+        prefix.push(cur.clone());
+        for c in &prog.calls {
+            for i in c.micros.clone() {
+                cur.apply(&prog.micros[i].micro, blob)?;
+            }
+            prefix.push(cur.clone());
+        }
+        Ok(Explorer { prog, ops, blob, prefix })
+    }
+
+    /// The state with every operation applied (the workload's final directory).
+    pub fn full(&self) -> &CrashFs {
+        self.prefix.last().expect("prefix[0] always exists")
+    }
+
+    /// The state after the first `k` call groups.
+    pub fn prefix_state(&self, k: usize) -> CrashFs {
+        self.prefix[k.min(self.prefix.len() - 1)].clone()
+    }
+
+    fn apply_unit(&self, fs: &mut CrashFs, u: usize) -> Result<(), CrashFsError> {
+        for i in self.prog.units[u].clone() {
+            fs.apply(&self.prog.micros[i].micro, self.blob)?;
+        }
+        Ok(())
+    }
+
+    fn call_has_effect(&self, g: usize) -> bool {
+        self.prog.calls[g].micros.clone().any(|i| self.prog.micros[i].has_effect())
+    }
+
+    /// Phase 1: one state per prefix of system calls, 0..=N.
+    pub fn prefixes(&self, emit: &mut Emit) -> Result<(), CrashFsError> {
+        for k in 0..self.prefix.len() {
+            if k > 0 && k < self.prefix.len() - 1 && !self.call_has_effect(k - 1) {
+                continue; // same state as the previous prefix
+            }
+            if !emit(Provenance::Prefix { calls: k }, self.prefix[k].clone(), format!("first {k} of {} calls", self.prog.calls.len()))? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Phase 2: intermediate states of each call not in `excluded`.
+    pub fn atomicity(&self, excluded: &[bool], emit: &mut Emit) -> Result<(), CrashFsError> {
+        for (g, call) in self.prog.calls.iter().enumerate() {
+            if excluded.get(g).copied().unwrap_or(false) {
+                continue;
+            }
+            let prov = Provenance::Atomicity { group: g };
+            if self.prog.divisible {
+                // Byte-granular APM: chunked states per operation (thesis §3.3).
+                let mut base = self.prefix[g].clone();
+                for o in call.ops.clone() {
+                    let variants = self.op_variants(o);
+                    for (desc, micros) in variants {
+                        let mut s = base.clone();
+                        for m in &micros {
+                            s.apply(m, self.blob)?;
+                        }
+                        if !emit(prov.clone(), s, format!("{}; {desc}", self.op_label(o)))? {
+                            return Ok(());
+                        }
+                    }
+                    for i in self.prog.op_micros[o].clone() {
+                        base.apply(&self.prog.micros[i].micro, self.blob)?;
+                    }
+                }
+            } else {
+                let units: Vec<usize> = call.units.clone().collect();
+                if units.len() < 2 {
+                    continue;
+                }
+                for (desc, subset) in self.unit_subsets(&units) {
+                    let mut s = self.prefix[g].clone();
+                    for &u in &subset {
+                        self.apply_unit(&mut s, u)?;
+                    }
+                    if !emit(prov.clone(), s, format!("{}; {desc}", self.call_label(g)))? {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn op_label(&self, o: usize) -> String {
+        let op = &self.ops[o];
+        format!("op {} {}({})", op.id, op.syscall, op.path.as_deref().unwrap_or(""))
+    }
+    fn call_label(&self, g: usize) -> String {
+        self.op_label(self.prog.calls[g].ops.start)
+    }
+
+    /// Subsets of a call's units closed under the constraints within the call: all of them
+    /// when few (directory operations), otherwise ALICE's three per unit.
+    fn unit_subsets(&self, units: &[usize]) -> Vec<(String, Vec<usize>)> {
+        let n = units.len();
+        let mut out = Vec::new();
+        let closed = |sel: &[usize]| {
+            sel.iter().all(|&u| units.iter().filter(|&&v| v < u && self.prog.preds[u].contains(v)).all(|v| sel.contains(v)))
+        };
+        let mut push = |desc: String, sel: Vec<usize>| {
+            if !sel.is_empty() && sel.len() < n && closed(&sel) && !out.iter().any(|(_, s): &(String, Vec<usize>)| *s == sel) {
+                out.push((desc, sel));
+            }
+        };
+        if n <= MAX_SUBSET_UNITS && self.units_are_dir_ops(units) {
+            for mask in 1u32..(1 << n) - 1 {
+                let sel: Vec<usize> = (0..n).filter(|i| mask & (1 << i) != 0).map(|i| units[i]).collect();
+                push(format!("micro-op subset {mask:#b} of {n}"), sel);
+            }
+        } else {
+            for i in 0..n {
+                push(format!("only unit {} of {n}", i + 1), vec![units[i]]);
+                push(format!("all but unit {} of {n}", i + 1), units.iter().copied().filter(|&u| u != units[i]).collect());
+                push(format!("units 1..={} of {n}", i + 1), units[..=i].to_vec());
+            }
+        }
+        out
+    }
+
+    fn units_are_dir_ops(&self, units: &[usize]) -> bool {
+        units.iter().any(|&u| self.prog.units[u].clone().any(|i| matches!(self.prog.micros[i].micro, Micro::CreateEntry { .. } | Micro::DeleteEntry { .. })))
+    }
+
+    /// Intermediate states of one operation under a byte-granular APM.
+    fn op_variants(&self, o: usize) -> Vec<(String, Vec<Micro>)> {
+        let op = &self.ops[o];
+        let mut out: Vec<(String, Vec<Micro>)> = Vec::new();
+        let mut push = |desc: String, v: Vec<Micro>| {
+            if !out.iter().any(|(_, w)| *w == v) {
+                out.push((desc, v));
+            }
+        };
+        match &op.op {
+            LogicalOp::Overwrite { inode, offset, count, data } => {
+                for (cname, parts) in chunkings(*offset, offset + count) {
+                    let w = |p: &(u64, u64)| Micro::Write { inode: *inode, offset: p.0, data: data.slice(p.0 - offset, p.1 - p.0) };
+                    three_states(&cname, &parts, &mut |d, sel| push(d, sel.iter().map(w).collect()));
+                }
+            }
+            LogicalOp::Append { inode, old_size, new_size, data } => {
+                self.grow_variants(*inode, *old_size, *new_size, Some(*data), &mut push);
+            }
+            LogicalOp::Truncate { inode, old_size, new_size } if new_size > old_size => {
+                self.grow_variants(*inode, *old_size, *new_size, None, &mut push);
+            }
+            LogicalOp::Truncate { inode, old_size, new_size } if new_size < old_size => {
+                for (cname, parts) in chunkings(*new_size, *old_size) {
+                    for p in parts.iter().skip(1) {
+                        push(format!("{cname}: size {}", p.0), vec![Micro::SetSize { inode: *inode, size: p.0 }]);
+                    }
+                }
+            }
+            LogicalOp::Link { .. } | LogicalOp::Unlink { .. } | LogicalOp::Rename { .. } | LogicalOp::Mkdir { .. } | LogicalOp::Rmdir { .. } | LogicalOp::Symlink { .. } => {
+                // Every subset of the entry operations, with the truncation of a last link
+                // none, half, or all done (thesis: selective states for the truncate).
+                let r = self.prog.op_micros[o].clone();
+                let entries: Vec<&Micro> = r.clone().map(|i| &self.prog.micros[i].micro).filter(|m| matches!(m, Micro::CreateEntry { .. } | Micro::DeleteEntry { .. })).collect();
+                let truncs: Vec<&Micro> = r.clone().map(|i| &self.prog.micros[i].micro).filter(|m| matches!(m, Micro::SetSize { .. })).collect();
+                let tchoices: Vec<usize> = if truncs.is_empty() { vec![0] } else { let mut v = vec![0, truncs.len().div_ceil(2), truncs.len()]; v.dedup(); v };
+                let n = entries.len().min(MAX_SUBSET_UNITS);
+                for mask in 0u32..(1 << n) {
+                    for &t in &tchoices {
+                        if (mask == 0 && t == 0) || (mask == (1 << n) - 1 && t == truncs.len()) {
+                            continue;
+                        }
+                        // Keep program order: entry deletions of a replaced file come first.
+                        let mut v = Vec::new();
+                        let mut k = 0;
+                        let mut tk = 0;
+                        for i in r.clone() {
+                            let m = &self.prog.micros[i].micro;
+                            match m {
+                                Micro::CreateEntry { .. } | Micro::DeleteEntry { .. } => {
+                                    if k < n && mask & (1 << k) != 0 {
+                                        v.push(m.clone());
+                                    }
+                                    k += 1;
+                                }
+                                Micro::SetSize { .. } => {
+                                    if tk < t {
+                                        v.push(m.clone());
+                                    }
+                                    tk += 1;
+                                }
+                                _ => {}
+                            }
+                        }
+                        push(format!("entries {mask:#b} of {n}, truncation {t}/{}", truncs.len()), v);
+                    }
+                }
+            }
+            _ => {}
+        }
+        out
+    }
+
+    fn grow_variants(&self, inode: u64, old: u64, new: u64, data: Option<Data>, push: &mut dyn FnMut(String, Vec<Micro>)) {
+        let zeros = self.prog.append_zeros || data.is_none();
+        let full = |p: &(u64, u64)| {
+            let mut v = vec![Micro::SetSize { inode, size: p.1 }];
+            if zeros {
+                v.push(Micro::Write { inode, offset: p.0, data: Data::Zeros { zeros: p.1 - p.0 } });
+            }
+            if let Some(d) = data {
+                v.push(Micro::Write { inode, offset: p.0, data: d.slice(p.0 - old, p.1 - p.0) });
+            }
+            v
+        };
+        for (cname, parts) in chunkings(old, new) {
+            three_states(&cname, &parts, &mut |d, sel| push(d, sel.iter().flat_map(full).collect()));
+            for (i, p) in parts.iter().enumerate() {
+                let mut done: Vec<Micro> = parts[..i].iter().flat_map(full).collect();
+                done.push(Micro::SetSize { inode, size: p.1 });
+                push(format!("{cname}: parts 1..{i} then part {} garbage", i + 1), done.clone());
+                if zeros && data.is_some() {
+                    done.push(Micro::Write { inode, offset: p.0, data: Data::Zeros { zeros: p.1 - p.0 } });
+                    push(format!("{cname}: parts 1..{i} then part {} zeros", i + 1), done);
+                }
+            }
+        }
+    }
+
+    /// Phase 3: for every pair of calls A < B (neither excluded), every call up to B except
+    /// A and what must follow A; skipped when B itself must follow A.
+    pub fn reorderings(&self, excluded: &[bool], emit: &mut Emit) -> Result<(), CrashFsError> {
+        let n = self.prog.calls.len();
+        let nu = self.prog.units.len();
+        let ex = |g: usize| excluded.get(g).copied().unwrap_or(false);
+        for a in 0..n {
+            if ex(a) || !self.call_has_effect(a) {
+                continue;
+            }
+            let mut removed = FixedBitSet::with_capacity(nu);
+            for u in self.prog.calls[a].units.clone() {
+                removed.insert(u);
+            }
+            let mut running = self.prefix[a].clone();
+            for b in a + 1..n {
+                let units = self.prog.calls[b].units.clone();
+                if units.clone().any(|u| !self.prog.preds[u].is_disjoint(&removed)) {
+                    for u in units {
+                        removed.insert(u);
+                    }
+                    continue;
+                }
+                for u in units {
+                    self.apply_unit(&mut running, u)?;
+                }
+                if ex(b) || !self.call_has_effect(b) {
+                    continue;
+                }
+                let desc = format!("calls 1..={} without {} ({} later calls dropped with it)", b + 1, self.call_label(a), removed.count_ones(..) - self.prog.calls[a].units.len());
+                if !emit(Provenance::Reorder { a, b }, running.clone(), desc)? {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Builds the state of an arbitrary closed set of units.
+    pub fn build_set(&self, set: &FixedBitSet) -> Result<CrashFs, CrashFsError> {
+        let first_missing = (0..self.prog.units.len()).find(|u| !set.contains(*u)).unwrap_or(self.prog.units.len());
+        let k = self.prog.calls.iter().take_while(|c| c.units.end <= first_missing).count();
+        let mut s = self.prefix[k].clone();
+        let from = self.prog.calls.get(k).map(|c| c.units.start).unwrap_or(self.prog.units.len());
+        for u in set.ones().filter(|u| *u >= from) {
+            self.apply_unit(&mut s, u)?;
+        }
+        Ok(s)
+    }
+
+    /// The shape of a set of units, as the report understands it.
+    pub fn classify(&self, set: &FixedBitSet) -> Provenance {
+        let full = |g: usize| self.prog.calls[g].units.clone().all(|u| set.contains(u));
+        let any = |g: usize| self.prog.calls[g].units.clone().any(|u| set.contains(u));
+        let Some(b) = (0..self.prog.calls.len()).rev().find(|g| any(*g)) else { return Provenance::Prefix { calls: 0 } };
+        match (0..b).find(|g| !full(*g)) {
+            Some(a) => Provenance::Reorder { a, b },
+            None if full(b) => Provenance::Prefix { calls: b + 1 },
+            None => Provenance::Atomicity { group: b },
+        }
+    }
+
+    /// Every constraint-closed set of units (depth first), until `emit` says stop.
+    /// Returns true when the enumeration completed.
+    pub fn exhaustive(&self, emit: &mut Emit) -> Result<bool, CrashFsError> {
+        let nu = self.prog.units.len();
+        let mut stack: Vec<(usize, FixedBitSet, CrashFs)> = vec![(0, FixedBitSet::with_capacity(nu), self.prefix[0].clone())];
+        while let Some((u, set, state)) = stack.pop() {
+            if u == nu {
+                let prov = self.classify(&set);
+                if !emit(prov, state, describe_set(&set))? {
+                    return Ok(false);
+                }
+                continue;
+            }
+            // Exclude first on the stack, so that include (closer to the workload) is explored first.
+            stack.push((u + 1, set.clone(), state.clone()));
+            if self.prog.preds[u].is_subset(&set) {
+                let mut set2 = set;
+                set2.insert(u);
+                let mut s2 = state;
+                self.apply_unit(&mut s2, u)?;
+                stack.push((u + 1, set2, s2));
+            }
+        }
+        Ok(true)
+    }
+
+    /// `samples` random closed sets: a crash point uniform over the units, then each earlier
+    /// unit persisted with a per-sample probability in [0.5, 1) when its constraints allow.
+    pub fn random(&self, samples: u64, seed: u64, emit: &mut Emit) -> Result<(), CrashFsError> {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let nu = self.prog.units.len();
+        for _ in 0..samples {
+            let t = rng.random_range(0..=nu);
+            let p: f64 = rng.random_range(0.5..1.0);
+            let mut set = FixedBitSet::with_capacity(nu);
+            for u in 0..t {
+                if self.prog.preds[u].is_subset(&set) && rng.random_bool(p) {
+                    set.insert(u);
+                }
+            }
+            let s = self.build_set(&set)?;
+            if !emit(self.classify(&set), s, describe_set(&set))? {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A set of units as ranges, e.g. "units 0-11,13-20".
+pub fn describe_set(set: &FixedBitSet) -> String {
+    let mut parts = Vec::new();
+    let mut it = set.ones().peekable();
+    while let Some(a) = it.next() {
+        let mut b = a;
+        while it.peek() == Some(&(b + 1)) {
+            b = it.next().unwrap();
+        }
+        parts.push(if a == b { format!("{a}") } else { format!("{a}-{b}") });
+    }
+    if parts.is_empty() {
+        "no units".into()
+    } else {
+        format!("units {}", parts.join(","))
+    }
+}
+
+/// The three chunkings of thesis §3.3 for a byte-granular APM: 4 KiB-aligned, 512 B-aligned,
+/// and three equal parts.
+fn chunkings(lo: u64, hi: u64) -> Vec<(String, Vec<(u64, u64)>)> {
+    let mut out = vec![
+        ("4K chunks".to_string(), intact_apm::program::pieces(lo, hi, 4096)),
+        ("512B chunks".to_string(), intact_apm::program::pieces(lo, hi, 512)),
+    ];
+    let len = hi - lo;
+    if len >= 3 {
+        let a = lo + len / 3;
+        let b = lo + 2 * len / 3;
+        out.push(("thirds".to_string(), vec![(lo, a), (a, b), (b, hi)]));
+    }
+    out
+}
+
+/// ALICE's three states per part: only it, all but it, all up to it.
+fn three_states(cname: &str, parts: &[(u64, u64)], f: &mut dyn FnMut(String, Vec<(u64, u64)>)) {
+    let m = parts.len();
+    for i in 0..m {
+        if m > 1 {
+            f(format!("{cname}: only part {} of {m}", i + 1), vec![parts[i]]);
+            f(format!("{cname}: all but part {} of {m}", i + 1), parts.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, p)| *p).collect());
+        }
+        if i + 1 < m {
+            f(format!("{cname}: parts 1..={} of {m}", i + 1), parts[..=i].to_vec());
+        }
+    }
+}

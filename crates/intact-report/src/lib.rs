@@ -1,0 +1,431 @@
+//! From checker verdicts to vulnerabilities (thesis 004 §3.4): failing crash states become
+//! dynamic vulnerabilities (a call, a group of calls, or a pair of calls, with the Table
+//! 4.2 category), grouped into static vulnerabilities by the source location of the calls.
+//! The JSON form is documented in `docs/report.md` (schema "intact-report/1").
+
+use intact_apm::{Micro, Program};
+use intact_explore::{Provenance, StateHash};
+use intact_model::op::{LogicalOp, Op};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+pub const SCHEMA: &str = "intact-report/1";
+
+/// Thesis Table 4.2's classes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Category {
+    AcrossCallsAtomicity,
+    AppendTruncateAtomicity,
+    OverwriteAtomicity,
+    RenameUnlinkAtomicity,
+    SafeFileFlush,
+    SafeRename,
+    OtherOrdering,
+    Durability,
+}
+
+impl Category {
+    pub fn label(&self) -> &'static str {
+        match self {
+            Category::AcrossCallsAtomicity => "atomicity across system calls",
+            Category::AppendTruncateAtomicity => "atomicity: appends and truncates",
+            Category::OverwriteAtomicity => "atomicity: single-block/multi-block overwrites",
+            Category::RenameUnlinkAtomicity => "atomicity: renames and unlinks",
+            Category::SafeFileFlush => "ordering: safe file flush",
+            Category::SafeRename => "ordering: safe rename",
+            Category::OtherOrdering => "ordering: other",
+            Category::Durability => "durability",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// Several consecutive calls must persist together.
+    AcrossCalls,
+    /// One call must persist atomically.
+    Atomicity,
+    /// Call `a` must reach disk before call `b`.
+    Ordering,
+}
+
+/// A checker's verdict on one distinct state.
+#[derive(Clone, Debug, Serialize)]
+pub struct Verdict {
+    pub pass: bool,
+    pub timeout: bool,
+    /// The checker's stderr (or stdout when stderr was empty), trimmed.
+    pub message: String,
+}
+
+/// One constructed state and how.
+#[derive(Clone, Debug)]
+pub struct Probe {
+    pub prov: Provenance,
+    pub hash: StateHash,
+    pub desc: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CallRef {
+    /// Index of the call in the workload's update protocol (calls that change files).
+    pub index: usize,
+    /// First logical operation of the call (`intact ops` numbering).
+    pub op: usize,
+    pub syscall: String,
+    pub summary: String,
+    pub location: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Example {
+    /// State id (`INTACT_STATE` of the checker run); a directory of that name under
+    /// `--keep-failing` holds the state.
+    pub state: String,
+    pub description: String,
+    pub checker_message: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Dynamic {
+    pub apm: String,
+    pub kind: Kind,
+    pub category: Category,
+    pub calls: Vec<CallRef>,
+    pub failing_states: usize,
+    pub example: Example,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Static {
+    pub id: usize,
+    pub kind: Kind,
+    pub categories: Vec<Category>,
+    /// The representative source locations (one, or two for ordering).
+    pub locations: Vec<String>,
+    /// APMs under which it shows.
+    pub apms: Vec<String>,
+    /// Indices into `dynamic`.
+    pub dynamic: Vec<usize>,
+    pub calls: Vec<CallRef>,
+    pub example: Example,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ApmStats {
+    pub apm: String,
+    pub explore: String,
+    pub micro_ops: usize,
+    pub units: usize,
+    pub calls: usize,
+    /// States constructed, and how many distinct by content (the ones checked).
+    pub constructed: usize,
+    pub distinct: usize,
+    /// Distinct states first seen under this APM and checked for it (others reused a
+    /// verdict from another APM).
+    pub checked: usize,
+    pub failed: usize,
+    pub timeouts: usize,
+    /// False when --max-states cut an exhaustive search short.
+    pub complete: bool,
+    pub seconds: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub schema: &'static str,
+    pub bundle: String,
+    pub checker: Vec<String>,
+    pub apms: Vec<ApmStats>,
+    #[serde(rename = "static")]
+    pub statics: Vec<Static>,
+    pub dynamic: Vec<Dynamic>,
+    /// States whose checker run timed out (not counted as failures).
+    pub timeouts: Vec<Example>,
+    pub seconds: f64,
+}
+
+/// Calls k..=m (group indices) that must persist together, from prefix verdicts: a failing
+/// prefix after a passing one opens a group that closes at the next passing prefix
+/// (thesis §3.3 "Atomicity across System Calls"). Returns (first call, last call, failing k).
+pub fn atomic_groups(prefix: &BTreeMap<usize, bool>) -> Vec<(usize, usize, usize)> {
+    let mut out: Vec<(usize, usize, usize)> = Vec::new();
+    let mut open = false;
+    for (&k, &pass) in prefix {
+        if !pass && !open && k > 0 {
+            // Prefix k (calls 0..k) fails: the last call added, k-1, opened the group.
+            out.push((k - 1, k - 1, k));
+            open = true;
+        } else if pass && open {
+            out.last_mut().expect("open group").1 = k - 1;
+            open = false;
+        }
+    }
+    if open {
+        let last = prefix.keys().next_back().copied().unwrap_or(0).saturating_sub(1);
+        let g = out.last_mut().expect("open group");
+        g.1 = g.1.max(last);
+    }
+    out
+}
+
+/// What the report needs about one APM's exploration.
+pub struct ApmRun<'a> {
+    pub prog: &'a Program,
+    pub ops: &'a [Op],
+    pub probes: &'a [Probe],
+    /// State id of each distinct state (by hash), for examples.
+    pub state_ids: &'a HashMap<StateHash, String>,
+}
+
+impl ApmRun<'_> {
+    fn call_ref(&self, g: usize, loc: &dyn Fn(&Op) -> String, summary: &dyn Fn(&Op) -> String) -> CallRef {
+        let c = &self.prog.calls[g];
+        let op = &self.ops[c.ops.start];
+        CallRef { index: g, op: op.id, syscall: op.syscall.clone(), summary: summary(op), location: loc(op) }
+    }
+
+    fn call_ops(&self, g: usize) -> &[Op] {
+        &self.ops[self.prog.calls[g].ops.clone()]
+    }
+
+    fn atomicity_category(&self, g: usize) -> Category {
+        for o in self.call_ops(g) {
+            match o.op {
+                LogicalOp::Append { .. } | LogicalOp::Truncate { .. } => return Category::AppendTruncateAtomicity,
+                LogicalOp::Overwrite { .. } => return Category::OverwriteAtomicity,
+                LogicalOp::Link { .. } | LogicalOp::Unlink { .. } | LogicalOp::Rename { .. } | LogicalOp::Mkdir { .. } | LogicalOp::Rmdir { .. } | LogicalOp::Symlink { .. } => {
+                    return Category::RenameUnlinkAtomicity
+                }
+                _ => {}
+            }
+        }
+        Category::AcrossCallsAtomicity
+    }
+
+    /// Table 4.2 class of "b persisted without a".
+    fn ordering_category(&self, a: usize, b: usize) -> Category {
+        let data_inodes: BTreeSet<u64> = self
+            .call_ops(a)
+            .iter()
+            .filter_map(|o| match o.op {
+                LogicalOp::Overwrite { inode, .. } | LogicalOp::Append { inode, .. } | LogicalOp::Truncate { inode, .. } => Some(inode),
+                _ => None,
+            })
+            .collect();
+        let named: BTreeSet<u64> = self.prog.calls[a].micros.clone().filter_map(|i| match &self.prog.micros[i].micro {
+            Micro::CreateEntry { inode, .. } => Some(*inode),
+            _ => None,
+        }).collect();
+        let later = a + 1..b + 1;
+        let renamed_later = later.clone().flat_map(|g| self.call_ops(g)).any(|o| matches!(o.op, LogicalOp::Rename { inode, .. } if data_inodes.contains(&inode)));
+        if renamed_later {
+            return Category::SafeRename;
+        }
+        let flushed_later = later.clone().flat_map(|g| self.prog.calls[g].micros.clone()).any(|i| {
+            let m = &self.prog.micros[i];
+            matches!(m.micro, Micro::Sync { inode: Some(_) }) && m.path.iter().any(|p| named.contains(p))
+        });
+        if flushed_later {
+            return Category::SafeFileFlush;
+        }
+        if later.flat_map(|g| self.call_ops(g)).any(|o| matches!(o.op, LogicalOp::Output { .. })) {
+            return Category::Durability;
+        }
+        Category::OtherOrdering
+    }
+
+    /// Dynamic vulnerabilities from the verdicts. `loc` gives an op's representative
+    /// location, `summary` a one-line description.
+    pub fn dynamics(&self, verdict: &dyn Fn(&StateHash) -> Option<Verdict>, loc: &dyn Fn(&Op) -> String, summary: &dyn Fn(&Op) -> String) -> Vec<Dynamic> {
+        let apm = self.prog.apm.clone();
+        let example = |p: &Probe, v: &Verdict| Example {
+            state: self.state_ids.get(&p.hash).cloned().unwrap_or_default(),
+            description: p.desc.clone(),
+            checker_message: v.message.clone(),
+        };
+        let failing = |p: &Probe| verdict(&p.hash).filter(|v| !v.pass && !v.timeout);
+        let mut out = Vec::new();
+        // Across calls, from prefix verdicts.
+        let mut prefix: BTreeMap<usize, bool> = BTreeMap::new();
+        for p in self.probes {
+            if let Provenance::Prefix { calls } = p.prov {
+                if let Some(v) = verdict(&p.hash) {
+                    if !v.timeout {
+                        prefix.insert(calls, v.pass);
+                    }
+                }
+            }
+        }
+        for (first, last, k) in atomic_groups(&prefix) {
+            let Some(p) = self.probes.iter().find(|p| p.prov == Provenance::Prefix { calls: k }) else { continue };
+            let Some(v) = failing(p) else { continue };
+            let calls = (first..=last.max(first)).map(|g| self.call_ref(g, loc, summary)).collect();
+            out.push(Dynamic { apm: apm.clone(), kind: Kind::AcrossCalls, category: Category::AcrossCallsAtomicity, calls, failing_states: 1, example: example(p, &v) });
+        }
+        // Per call.
+        let mut per_call: BTreeMap<usize, (usize, &Probe, Verdict)> = BTreeMap::new();
+        let mut per_pair: BTreeMap<usize, (usize, usize, &Probe, Verdict)> = BTreeMap::new();
+        for p in self.probes {
+            let Some(v) = failing(p) else { continue };
+            match p.prov {
+                Provenance::Atomicity { group } => {
+                    per_call.entry(group).and_modify(|e| e.0 += 1).or_insert((1, p, v));
+                }
+                Provenance::Reorder { a, b } => {
+                    let e = per_pair.entry(a).or_insert((0, b, p, v.clone()));
+                    e.0 += 1;
+                    if b < e.1 {
+                        *e = (e.0, b, p, v);
+                    }
+                }
+                Provenance::Prefix { .. } => {}
+            }
+        }
+        for (g, (n, p, v)) in per_call {
+            out.push(Dynamic {
+                apm: apm.clone(),
+                kind: Kind::Atomicity,
+                category: self.atomicity_category(g),
+                calls: vec![self.call_ref(g, loc, summary)],
+                failing_states: n,
+                example: example(p, &v),
+            });
+        }
+        for (a, (n, b, p, v)) in per_pair {
+            out.push(Dynamic {
+                apm: apm.clone(),
+                kind: Kind::Ordering,
+                category: self.ordering_category(a, b),
+                calls: vec![self.call_ref(a, loc, summary), self.call_ref(b, loc, summary)],
+                failing_states: n,
+                example: example(p, &v),
+            });
+        }
+        out
+    }
+}
+
+/// Groups dynamic vulnerabilities (of every APM) by kind and source locations.
+pub fn statics(dynamic: &[Dynamic]) -> Vec<Static> {
+    let mut groups: BTreeMap<(Kind, Vec<String>), Vec<usize>> = BTreeMap::new();
+    for (i, d) in dynamic.iter().enumerate() {
+        let locs: Vec<String> = match d.kind {
+            Kind::AcrossCalls => {
+                let mut v = vec![d.calls[0].location.clone()];
+                if let Some(l) = d.calls.last() {
+                    if l.location != v[0] {
+                        v.push(l.location.clone());
+                    }
+                }
+                v
+            }
+            _ => d.calls.iter().map(|c| c.location.clone()).collect(),
+        };
+        groups.entry((d.kind, locs)).or_default().push(i);
+    }
+    let mut out: Vec<Static> = groups
+        .into_iter()
+        .map(|((kind, locations), members)| {
+            let first = &dynamic[members[0]];
+            let categories: BTreeSet<Category> = members.iter().map(|&i| dynamic[i].category).collect();
+            let mut apms: Vec<String> = Vec::new();
+            for &i in &members {
+                if !apms.contains(&dynamic[i].apm) {
+                    apms.push(dynamic[i].apm.clone());
+                }
+            }
+            Static {
+                id: 0,
+                kind,
+                categories: categories.into_iter().collect(),
+                locations,
+                apms,
+                dynamic: members.clone(),
+                calls: first.calls.clone(),
+                example: first.example.clone(),
+            }
+        })
+        .collect();
+    // Order of the protocol: by the first call involved.
+    out.sort_by_key(|s| (s.calls.first().map(|c| c.index).unwrap_or(0), s.kind));
+    for (i, s) in out.iter_mut().enumerate() {
+        s.id = i + 1;
+    }
+    out
+}
+
+fn indent(s: &str, pre: &str) -> String {
+    s.lines().map(|l| format!("{pre}{l}")).collect::<Vec<_>>().join("\n")
+}
+
+/// The human-readable report.
+pub fn render_text(r: &Report, saved: Option<&str>) -> String {
+    let mut o = String::new();
+    let nd = r.dynamic.len();
+    for a in &r.apms {
+        o.push_str(&format!(
+            "APM {:<8} explore {}: {} calls, {} micro-ops in {} units; {} states built, {} distinct, {} checked here: {} failed, {} timed out{} ({:.1} s)\n",
+            a.apm,
+            a.explore,
+            a.calls,
+            a.micro_ops,
+            a.units,
+            a.constructed,
+            a.distinct,
+            a.checked,
+            a.failed,
+            a.timeouts,
+            if a.complete { "" } else { "; search cut by --max-states" },
+            a.seconds
+        ));
+    }
+    o.push('\n');
+    if r.statics.is_empty() {
+        o.push_str("No vulnerability found.\n");
+    }
+    for s in &r.statics {
+        let cats: Vec<&str> = s.categories.iter().map(|c| c.label()).collect();
+        let title = match s.kind {
+            Kind::AcrossCalls => format!("calls from {} persist only together", s.locations.join(" to ")),
+            Kind::Atomicity => format!("{} is not atomic", s.locations[0]),
+            Kind::Ordering => format!("{} must reach disk before {}", s.locations[0], s.locations.get(1).cloned().unwrap_or_default()),
+        };
+        o.push_str(&format!("#{} [{}] {}\n", s.id, cats.join(", "), title));
+        o.push_str(&format!("    APMs: {}   dynamic vulnerabilities: {}\n", s.apms.join(", "), s.dynamic.len()));
+        for c in &s.calls {
+            o.push_str(&format!("    call {:>3} op {:>4}  {}\n", c.index, c.op, c.summary));
+        }
+        let where_ = match saved {
+            Some(d) => format!(" (saved: {d}/{})", s.example.state),
+            None => String::new(),
+        };
+        o.push_str(&format!("    example state {}: {}{}\n", s.example.state, s.example.description, where_));
+        if !s.example.checker_message.is_empty() {
+            o.push_str(&format!("    checker said:\n{}\n", indent(&s.example.checker_message, "      | ")));
+        }
+        o.push('\n');
+    }
+    if !r.timeouts.is_empty() {
+        o.push_str(&format!("{} state(s) timed out (not counted as failures), e.g. {}: {}\n", r.timeouts.len(), r.timeouts[0].state, r.timeouts[0].description));
+    }
+    o.push_str(&format!("{} static vulnerabilit{} ({} dynamic) in {:.1} s\n", r.statics.len(), if r.statics.len() == 1 { "y" } else { "ies" }, nd, r.seconds));
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_from_prefixes() {
+        let m: BTreeMap<usize, bool> = [(0, true), (1, true), (2, false), (3, false), (4, true), (5, true)].into_iter().collect();
+        assert_eq!(atomic_groups(&m), vec![(1, 3, 2)]);
+        let m: BTreeMap<usize, bool> = [(0, true), (1, true), (2, true)].into_iter().collect();
+        assert!(atomic_groups(&m).is_empty());
+        let m: BTreeMap<usize, bool> = [(0, true), (1, false), (2, true), (3, false), (4, true)].into_iter().collect();
+        assert_eq!(atomic_groups(&m), vec![(0, 1, 1), (2, 3, 3)]);
+    }
+}
