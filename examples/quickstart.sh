@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Quick start: install what intact needs, build it, record the bundled key-value store
-# example and print its update protocol (the logical operations, with source lines).
+# example (examples/kvstore), print its update protocol, then explore its crash states
+# under ALICE's default APM and ext4 and print the vulnerabilities found.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
-for t in strace gcc; do command -v "$t" >/dev/null || need+=("$t"); done
+for t in strace:strace gcc:gcc python3:python3; do command -v "${t%%:*}" >/dev/null || need+=("${t##*:}"); done
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}" >&2
-  apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null
+  if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null
+  else sudo apt-get update -qq && sudo apt-get install -y -qq "${need[@]}" >/dev/null; fi
 fi
 cargo build --release -q -p intact-cli
 intact=$PWD/target/release/intact
@@ -16,4 +18,11 @@ trap 'rm -rf "$work"' EXIT
 gcc -g -O0 -o "$work/kv" examples/kvstore/kv.c
 mkdir "$work/db"
 (cd "$work/db" && "$intact" record --out "$work/kv.bundle" -- "$work/kv" x foo1 y foo2)
+echo "== the update protocol"
 "$intact" ops "$work/kv.bundle"
+echo "== crash vulnerabilities (checker: examples/kvstore/check.py)"
+status=0
+KV_EXPECT="x=foo1 y=foo2" "$intact" check "$work/kv.bundle" --apm default,ext4-o \
+  --checker "python3 $PWD/examples/kvstore/check.py" || status=$?
+# 1 = vulnerabilities found: the expected answer for this example.
+[ "$status" -le 1 ] || exit "$status"

@@ -20,3 +20,6 @@ if ! command -v cargo >/dev/null; then
 fi
 cargo test --workspace --quiet -- --test-threads=2
 bash shim/test_shim.sh
+# The example checkers against hand-made crash states (the explorer tests use them).
+bash examples/undolog/selftest.sh >/dev/null && echo "undolog example self-test: ok"
+bash examples/kvstore/selftest.sh >/dev/null && echo "kvstore example self-test: ok"

@@ -6,7 +6,7 @@ use intact_apm::{Apm, Program};
 use intact_bundle::Bundle;
 use intact_check::{Job, Runner, RunnerConfig, Verdict as RVerdict};
 use intact_explore::{CrashFs, CrashFsError, Explorer, Provenance, StateHash};
-use intact_model::op::{LogicalOp, Op};
+use intact_model::op::Op;
 use intact_report::{ApmRun, ApmStats, Example, Probe, Report, Verdict};
 use intact_symbol::FrameFilter;
 use std::collections::HashMap;
@@ -398,18 +398,15 @@ pub fn check_bundle(bundle_path: &Path, o: &CheckOpts, apms: Vec<Apm>, checker: 
     };
     let internal = |e: CrashFsError| Failure::internal(format!("building crash states: {e}"));
     let mut all_probes: Vec<Vec<Probe>> = Vec::new();
-    let mut exp_first: Option<Explorer> = None;
     for (ai, prog) in programs.iter().enumerate() {
         let t0 = Instant::now();
         if let Some(bar) = &d.bar {
             bar.set_prefix(format!("APM {}", prog.apm));
         }
         let exp = Explorer::new(prog, &ops, &blob, universe.clone()).map_err(internal)?;
-        if ai == 0 {
-            // The replay oracle, on micro-operations: all of them give the final directory.
-            if let Some(diff) = exp.full().to_state().diff(&final_state) {
-                return Err(Failure::internal(format!("applying every micro-operation does not reproduce the recorded final directory: {diff}")));
-            }
+        // The replay oracle, on micro-operations: all of them give the final directory.
+        if let Some(diff) = exp.full().to_state().diff(&final_state) {
+            return Err(Failure::internal(format!("APM {}: applying every micro-operation does not reproduce the recorded final directory: {diff}", prog.apm)));
         }
         let mut probes: Vec<Probe> = Vec::new();
         let n = prog.calls.len();
@@ -502,11 +499,7 @@ pub fn check_bundle(bundle_path: &Path, o: &CheckOpts, apms: Vec<Apm>, checker: 
         if !go {
             break;
         }
-        if ai == 0 {
-            exp_first = Some(exp);
-        }
     }
-    drop(exp_first);
     let interrupted_run = interrupted();
     let rest = {
         let Driver { runner, .. } = &mut d;
@@ -555,6 +548,5 @@ pub fn check_bundle(bundle_path: &Path, o: &CheckOpts, apms: Vec<Apm>, checker: 
     if !d.errors.is_empty() {
         return Err(Failure::internal(format!("{} state(s) could not be checked; first: {}", d.errors.len(), d.errors[0])));
     }
-    let _ = ops.iter().filter(|o| matches!(o.op, LogicalOp::Output { .. })).count();
     Ok(if report.statics.is_empty() { 0 } else { 1 })
 }

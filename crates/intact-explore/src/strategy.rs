@@ -257,10 +257,10 @@ impl<'a> Explorer<'a> {
             for (i, p) in parts.iter().enumerate() {
                 let mut done: Vec<Micro> = parts[..i].iter().flat_map(full).collect();
                 done.push(Micro::SetSize { inode, size: p.1 });
-                push(format!("{cname}: parts 1..{i} then part {} garbage", i + 1), done.clone());
+                push(format!("{cname}: {i} earlier part(s) done, part {} of {} size change only (garbage)", i + 1, parts.len()), done.clone());
                 if zeros && data.is_some() {
                     done.push(Micro::Write { inode, offset: p.0, data: Data::Zeros { zeros: p.1 - p.0 } });
-                    push(format!("{cname}: parts 1..{i} then part {} zeros", i + 1), done);
+                    push(format!("{cname}: {i} earlier part(s) done, part {} of {} zeros only", i + 1, parts.len()), done);
                 }
             }
         }
