@@ -21,8 +21,8 @@ pub enum Micro {
     /// A sync point: no effect on the state, only on ordering.
     Sync { inode: Option<InodeId> },
     Output { data: Data },
-    /// Marks a call whose operation changes nothing (a zero-length write, a rename between
-    /// two names of one inode): keeps the call visible to exploration.
+    /// Marks a call whose operation changes nothing (e.g. a rename between two names of
+    /// one inode): keeps the call visible to exploration.
     Nop,
 }
 
@@ -164,8 +164,12 @@ impl Builder<'_> {
 
     /// Shrinking from `old` to `new`: one size change per piece boundary, largest first.
     fn shrink(&mut self, o: &Op, inode: InodeId, old: u64, new: u64, tie_first: bool) {
-        let mut bounds: Vec<u64> = pieces(new, old, self.piece).iter().map(|(a, _)| *a).collect();
-        bounds.reverse();
+        // With content atomicity the size shrinks in one metadata update (thesis §3.2:
+        // ext3-j makes truncates atomic); otherwise piece by piece.
+        let mut bounds: Vec<u64> = if self.apm.atomicity.content { vec![new] } else { pieces(new, old, self.piece).iter().map(|(a, _)| *a).collect() };
+        if !self.apm.atomicity.content {
+            bounds.reverse();
+        }
         for (k, size) in bounds.into_iter().enumerate() {
             let tie = if k == 0 { tie_first } else { self.apm.atomicity.directory_ops && tie_first };
             self.push(o, Micro::SetSize { inode, size }, bit(Class::Truncate) | bit(Class::Size) | bit(Class::Data), tie);
@@ -354,7 +358,7 @@ fn mandatory(a: &MicroOp, b: &MicroOp) -> bool {
 /// the earlier writes of the bytes it exposes (what ordered and journaled modes do).
 fn content_order(a: &MicroOp, b: &MicroOp) -> bool {
     match (&b.micro, a.range) {
-        (Micro::SetSize { inode, size }, Some((start, _))) => a.entity == Some(*inode) && start < *size && a.op != b.op && (a.is(Class::Append) || a.is(Class::Truncate)),
+        (Micro::SetSize { inode, size }, Some((start, _))) => a.entity == Some(*inode) && start < *size && (a.is(Class::Append) || a.is(Class::Truncate)),
         _ => false,
     }
 }
@@ -475,4 +479,62 @@ impl Program {
 
 fn is_dir_op(op: &LogicalOp) -> bool {
     matches!(op, LogicalOp::Link { .. } | LogicalOp::Unlink { .. } | LogicalOp::Rename { .. } | LogicalOp::Mkdir { .. } | LogicalOp::Rmdir { .. } | LogicalOp::Symlink { .. })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use intact_model::op::Data;
+
+    fn op(id: usize, op: LogicalOp) -> Op {
+        Op { id, call: id, pid: 1, tid: 1, syscall: "x".into(), op, path: None, path2: None, stack: vec![], loc: None }
+    }
+
+    fn protocol() -> (Vec<Op>, State) {
+        let ops = vec![
+            op(0, LogicalOp::Link { dir: 1, name: "f".into(), inode: 2, link_count: 1, created: true }),
+            op(1, LogicalOp::Append { inode: 2, old_size: 0, new_size: 8192, data: Data::Zeros { zeros: 8192 } }),
+            op(2, LogicalOp::Truncate { inode: 2, old_size: 8192, new_size: 0 }),
+        ];
+        (ops, State::empty())
+    }
+
+    /// Content atomicity: the second block's size change cannot persist before the first
+    /// block's data (no garbage below the size); a shrink is one size change.
+    #[test]
+    fn content_atomicity_orders_pieces_and_keeps_truncates_whole() {
+        let (ops, s) = protocol();
+        let p = Program::build(&Apm::resolve("ext4-o").unwrap(), &ops, &s, 0).unwrap();
+        let r = p.op_micros[1].clone();
+        let (u1, u2) = (p.unit_of[r.start] as usize, p.unit_of[r.end - 1] as usize);
+        assert_ne!(u1, u2, "two 4 KiB pieces, two units");
+        assert!(p.preds[u2].contains(u1), "piece 2 requires piece 1 under content atomicity");
+        assert_eq!(p.op_micros[2].len(), 1, "a shrinking truncate is one size change");
+        let d = Program::build(&Apm::resolve("default").unwrap(), &ops, &s, 0).unwrap();
+        let r = d.op_micros[1].clone();
+        // Per piece: size change, zeros, data. Piece 2's size change needs nothing of piece 1.
+        let size2 = d.unit_of[r.start + 3] as usize;
+        assert!(matches!(d.micros[r.start + 3].micro, Micro::SetSize { size: 8192, .. }));
+        assert!((r.start..r.start + 3).all(|i| !d.preds[size2].contains(d.unit_of[i] as usize)), "default: pieces unordered");
+        assert_eq!(d.op_micros[2].len(), 2, "default: shrink piece by piece");
+    }
+
+    /// Output is not a disk operation: "all ordered" does not put disk writes before it,
+    /// a completed sync does.
+    #[test]
+    fn output_is_ordered_only_by_sync() {
+        let ops = vec![
+            op(0, LogicalOp::Link { dir: 1, name: "f".into(), inode: 2, link_count: 1, created: true }),
+            op(1, LogicalOp::Output { data: Data::Zeros { zeros: 1 } }),
+            op(2, LogicalOp::Sync { inode: Some(2), how: intact_model::op::SyncKind::Fsync, range: None }),
+            op(3, LogicalOp::Output { data: Data::Zeros { zeros: 1 } }),
+        ];
+        for name in ["ext3-j", "strict", "default", "ext4-o"] {
+            let p = Program::build(&Apm::resolve(name).unwrap(), &ops, &State::empty(), 0).unwrap();
+            assert!(!p.preds[1].contains(0), "{name}: output 1 does not wait for the create");
+            // fsync(f) persists f's directory entry only with safe file flush (or total order).
+            assert_eq!(p.preds[3].contains(0), name != "default", "{name}: output after fsync and the create");
+            assert!(p.preds[3].contains(2), "{name}: output after the fsync call returned");
+        }
+    }
 }

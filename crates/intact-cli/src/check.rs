@@ -424,6 +424,13 @@ pub fn check_bundle(bundle_path: &Path, o: &CheckOpts, apms: Vec<Apm>, checker: 
             for (k, what) in [(0usize, "initial"), (n, "final")] {
                 let p = probes.iter().find(|p| p.prov == Provenance::Prefix { calls: k }).expect("sanity probe");
                 if let Some(v) = d.verdict(&p.hash) {
+                    if v.timeout {
+                        drop(d);
+                        return Err(Failure::input(format!(
+                            "the checker did not finish on the workload's {what} state, where no crash happened ({}): raise --timeout or fix the checker",
+                            v.message
+                        )));
+                    }
                     if !v.pass {
                         drop(d);
                         return Err(Failure::input(format!(

@@ -70,7 +70,8 @@ pub struct Probe {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct CallRef {
-    /// Index of the call in the workload's update protocol (calls that change files).
+    /// Index of the call among the calls that produced logical operations (including syncs
+    /// and output), in protocol order.
     pub index: usize,
     /// First logical operation of the call (`intact ops` numbering).
     pub op: usize,
