@@ -181,8 +181,10 @@ impl Builder<'_> {
     }
 
     /// Entry removal plus, for the last link of a non-empty file, its truncation.
-    fn unlink_entry(&mut self, o: &Op, dir: InodeId, name: &str, inode: InodeId, last: bool, cls: u16, tie: bool, renamed: Option<InodeId>) {
-        let m = self.push(o, Micro::DeleteEntry { dir, name: name.to_string(), inode }, cls, tie);
+    fn unlink_entry(&mut self, o: &Op, dir: InodeId, name: &str, inode: InodeId, last: bool, renamed: Option<InodeId>) {
+        // A replaced rename destination belongs to the rename.
+        let cls = if renamed.is_some() { bit(Class::Dir) | bit(Class::Rename) } else { bit(Class::Dir) };
+        let m = self.push(o, Micro::DeleteEntry { dir, name: name.to_string(), inode }, cls, false);
         m.renamed = renamed;
         let is_file = matches!(self.meta.inodes.get(&inode).map(|i| &i.node), Some(Node::File { .. }));
         let size = self.file_size(inode);
@@ -235,7 +237,7 @@ impl Builder<'_> {
                 self.push(o, Micro::CreateEntry { dir: *dir, name: name.clone(), inode: *inode }, dirop, false);
             }
             LogicalOp::Unlink { dir, name, inode, link_count } => {
-                self.unlink_entry(o, *dir, name, *inode, *link_count == 0, dirop, false, None);
+                self.unlink_entry(o, *dir, name, *inode, *link_count == 0, None);
             }
             LogicalOp::Rename { src_dir, src_name, dst_dir, dst_name, inode, replaced, exchange } => {
                 let cls = dirop | bit(Class::Rename);
@@ -250,7 +252,7 @@ impl Builder<'_> {
                     if let Some(old) = replaced {
                         if old != inode {
                             let last = self.meta.inodes.get(old).map(|i| i.nlink <= 1).unwrap_or(true);
-                            self.unlink_entry(o, *dst_dir, dst_name, *old, last, cls, false, Some(*inode));
+                            self.unlink_entry(o, *dst_dir, dst_name, *old, last, Some(*inode));
                             first = false;
                         }
                     }
