@@ -1121,8 +1121,10 @@ void exit(int status)
 #define NEEDS_MODE(f) ((f) & O_CREAT)
 #endif
 
-#define OPEN_WRAPPER(name)                                                     \
-    int name(const char *path, int flags, ...)                                 \
+/* open/openat and their 64 variants: `flags` is the last named parameter, and the mode
+ * argument exists only when the flags need one. */
+#define OPEN_LIKE_WRAPPER(name, params, args)                                  \
+    int name params                                                            \
     {                                                                          \
         int mode = 0;                                                          \
         if (NEEDS_MODE(flags)) {                                               \
@@ -1135,29 +1137,12 @@ void exit(int status)
         SHIM(py_note());                                                       \
         if (!fn)                                                               \
             ENOSYS_RET(-1);                                                    \
-        return fn(path, flags, mode);                                          \
+        return fn args;                                                        \
     }
-OPEN_WRAPPER(open)
-OPEN_WRAPPER(open64)
-
-#define OPENAT_WRAPPER(name)                                                   \
-    int name(int dirfd, const char *path, int flags, ...)                      \
-    {                                                                          \
-        int mode = 0;                                                          \
-        if (NEEDS_MODE(flags)) {                                               \
-            va_list ap;                                                        \
-            va_start(ap, flags);                                               \
-            mode = va_arg(ap, int);                                            \
-            va_end(ap);                                                        \
-        }                                                                      \
-        __typeof__(name) *fn = REAL(name);                                     \
-        SHIM(py_note());                                                       \
-        if (!fn)                                                               \
-            ENOSYS_RET(-1);                                                    \
-        return fn(dirfd, path, flags, mode);                                   \
-    }
-OPENAT_WRAPPER(openat)
-OPENAT_WRAPPER(openat64)
+OPEN_LIKE_WRAPPER(open, (const char *path, int flags, ...), (path, flags, mode))
+OPEN_LIKE_WRAPPER(open64, (const char *path, int flags, ...), (path, flags, mode))
+OPEN_LIKE_WRAPPER(openat, (int dirfd, const char *path, int flags, ...), (dirfd, path, flags, mode))
+OPEN_LIKE_WRAPPER(openat64, (int dirfd, const char *path, int flags, ...), (dirfd, path, flags, mode))
 
 /* Generic "PY marker, then real call" wrapper. */
 #define PY_WRAPPER(ret, name, params, args, errv)                              \

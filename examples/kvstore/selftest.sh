@@ -11,24 +11,8 @@ KV=$work/kv
 gcc -g -O0 -Wall -Wextra -o "$KV" "$here/kv.c" || { echo "build failed"; exit 1; }
 unset KV_EXPECT
 
-passed=0 failed=0
-ok()  { passed=$((passed + 1)); printf 'ok    %s\n' "$*"; }
-bad() { failed=$((failed + 1)); printf 'FAIL  %s\n' "$*"; }
-
-# expect NAME consistent|inconsistent DIR STDOUT_TEXT: run the checker on a copy of DIR.
-expect() {
-  local name=$1 want=$2 dir=$3 out=$4 c="$work/crash.$RANDOM$RANDOM"
-  cp -a "$dir" "$c"
-  printf '%s' "$out" > "$c.stdout"
-  local err rc
-  err=$(timeout 10 python3 "$CHECK" "$c" "$c.stdout" 2>&1 >/dev/null); rc=$?
-  rm -rf "$c" "$c.stdout"
-  local got=consistent
-  [ $rc -eq 0 ] || got=inconsistent
-  if [ $rc -gt 1 ]; then bad "$name: checker error (exit $rc): $err"; return; fi
-  if [ "$got" = "$want" ]; then ok "$name: $got${err:+ — $err}"
-  else bad "$name: expected $want, got $got${err:+ — $err}"; fi
-}
+CHECKER=(python3 "$CHECK")
+. "$here/../selftest-lib.sh"
 # state NAME [FILE CONTENT]...: a directory holding exactly those files (printf %b content).
 state() {
   local d="$work/$1"; shift; mkdir "$d"
@@ -124,6 +108,4 @@ expect_usage() {
 expect_usage
 unset KV_EXPECT
 
-echo
-echo "$passed passed, $failed failed"
-[ $failed = 0 ]
+summary

@@ -11,24 +11,8 @@ trap 'rm -rf "$work"' EXIT
 
 gcc -g -O0 -Wall -Wextra -Werror -o "$U" "$here/undolog.c" || { echo "build failed"; exit 1; }
 
-passed=0 failed=0
-ok()  { passed=$((passed + 1)); printf 'ok    %s\n' "$*"; }
-bad() { failed=$((failed + 1)); printf 'FAIL  %s\n' "$*"; }
-
-# expect NAME consistent|inconsistent DIR STDOUT_TEXT: run the checker on a copy of DIR.
-expect() {
-  local name=$1 want=$2 dir=$3 out=$4 c="$work/crash.$RANDOM$RANDOM"
-  cp -a "$dir" "$c"
-  printf '%s' "$out" > "$c.stdout"
-  local err rc
-  err=$(timeout 10 "$CHECK" "$c" "$c.stdout" 2>&1 >/dev/null); rc=$?
-  rm -rf "$c" "$c.stdout"
-  local got=consistent
-  [ $rc -eq 0 ] || got=inconsistent
-  if [ $rc -gt 1 ]; then bad "$name: checker error (exit $rc): $err"; return; fi
-  if [ "$got" = "$want" ]; then ok "$name: $got${err:+ — $err}"
-  else bad "$name: expected $want, got $got${err:+ — $err}"; fi
-}
+CHECKER=("$CHECK")
+. "$here/../selftest-lib.sh"
 
 # fresh NAME: a directory with a freshly initialised dbfile.
 fresh() { mkdir "$work/$1" && (cd "$work/$1" && "$U" init) || { echo "init failed"; exit 1; }; }
@@ -150,6 +134,4 @@ for i in $(seq 1 200); do
 done
 if [ $crashes = 0 ]; then ok "recover on 200 garbage logs: no crash, no hang"; else bad "recover crashed or hung $crashes times"; fi
 
-echo
-echo "$passed passed, $failed failed"
-[ $failed = 0 ]
+summary

@@ -91,7 +91,6 @@ pub struct Program {
     /// splits than a piece (byte granularity: the alice strategy splits pieces further).
     pub piece: u64,
     pub divisible: bool,
-    pub garbage_states: bool,
     pub append_zeros: bool,
 }
 
@@ -163,16 +162,16 @@ impl Builder<'_> {
     }
 
     /// Shrinking from `old` to `new`: one size change per piece boundary, largest first.
-    fn shrink(&mut self, o: &Op, inode: InodeId, old: u64, new: u64, tie_first: bool) {
+    /// (Inside a directory operation, directory-op atomicity ties them to it: see `build`.)
+    fn shrink(&mut self, o: &Op, inode: InodeId, old: u64, new: u64) {
         // With content atomicity the size shrinks in one metadata update (thesis §3.2:
         // ext3-j makes truncates atomic); otherwise piece by piece.
         let mut bounds: Vec<u64> = if self.apm.atomicity.content { vec![new] } else { pieces(new, old, self.piece).iter().map(|(a, _)| *a).collect() };
         if !self.apm.atomicity.content {
             bounds.reverse();
         }
-        for (k, size) in bounds.into_iter().enumerate() {
-            let tie = if k == 0 { tie_first } else { self.apm.atomicity.directory_ops && tie_first };
-            self.push(o, Micro::SetSize { inode, size }, bit(Class::Truncate) | bit(Class::Size) | bit(Class::Data), tie);
+        for size in bounds {
+            self.push(o, Micro::SetSize { inode, size }, bit(Class::Truncate) | bit(Class::Size) | bit(Class::Data), false);
         }
     }
 
@@ -189,7 +188,7 @@ impl Builder<'_> {
         let is_file = matches!(self.meta.inodes.get(&inode).map(|i| &i.node), Some(Node::File { .. }));
         let size = self.file_size(inode);
         if last && is_file && size > 0 {
-            self.shrink(o, inode, size, 0, self.apm.atomicity.directory_ops);
+            self.shrink(o, inode, size, 0);
             self.sizes.insert(inode, 0);
         }
     }
@@ -198,7 +197,6 @@ impl Builder<'_> {
         let err = |msg: String| ProgramError::Op { op: o.id, name: o.op.name(), msg };
         let start = self.micros.len();
         let dirop = bit(Class::Dir);
-        let do_tie = self.apm.atomicity.directory_ops;
         match &o.op {
             LogicalOp::Overwrite { inode, offset, count, data } => {
                 if let Data::Bytes { at, len } = data {
@@ -226,7 +224,7 @@ impl Builder<'_> {
                 if new_size > old_size {
                     self.grow(o, *inode, *old_size, *new_size, None, bit(Class::Truncate));
                 } else if new_size < old_size {
-                    self.shrink(o, *inode, *old_size, *new_size, false);
+                    self.shrink(o, *inode, *old_size, *new_size);
                 } else {
                     // Same size: a no-op, kept as a size change so the call still exists.
                     self.push(o, Micro::SetSize { inode: *inode, size: *new_size }, bit(Class::Truncate) | bit(Class::Size) | bit(Class::Data), false);
@@ -241,25 +239,23 @@ impl Builder<'_> {
             }
             LogicalOp::Rename { src_dir, src_name, dst_dir, dst_name, inode, replaced, exchange } => {
                 let cls = dirop | bit(Class::Rename);
-                let mut first = true;
                 if *exchange {
                     let other = replaced.ok_or_else(|| err("exchange without a destination inode".into()))?;
                     let m = self.push(o, Micro::CreateEntry { dir: *dst_dir, name: dst_name.clone(), inode: *inode }, cls, false);
                     m.renamed = Some(*inode);
-                    let m = self.push(o, Micro::CreateEntry { dir: *src_dir, name: src_name.clone(), inode: other }, cls, do_tie);
+                    let m = self.push(o, Micro::CreateEntry { dir: *src_dir, name: src_name.clone(), inode: other }, cls, false);
                     m.renamed = Some(other);
                 } else {
                     if let Some(old) = replaced {
                         if old != inode {
                             let last = self.meta.inodes.get(old).map(|i| i.nlink <= 1).unwrap_or(true);
                             self.unlink_entry(o, *dst_dir, dst_name, *old, last, Some(*inode));
-                            first = false;
                         }
                     }
                     if replaced != &Some(*inode) {
-                        let m = self.push(o, Micro::CreateEntry { dir: *dst_dir, name: dst_name.clone(), inode: *inode }, cls, !first && do_tie);
+                        let m = self.push(o, Micro::CreateEntry { dir: *dst_dir, name: dst_name.clone(), inode: *inode }, cls, false);
                         m.renamed = Some(*inode);
-                        let m = self.push(o, Micro::DeleteEntry { dir: *src_dir, name: src_name.clone(), inode: *inode }, cls, do_tie);
+                        let m = self.push(o, Micro::DeleteEntry { dir: *src_dir, name: src_name.clone(), inode: *inode }, cls, false);
                         m.renamed = Some(*inode);
                     }
                     // else: rename between two names of one inode changes nothing (POSIX).
@@ -288,7 +284,7 @@ impl Builder<'_> {
             self.push(o, Micro::Nop, 0, false);
         }
         // Keep the namespace current for file-path rules and last-link decisions.
-        if matches!(o.op, LogicalOp::Link { .. } | LogicalOp::Unlink { .. } | LogicalOp::Rename { .. } | LogicalOp::Mkdir { .. } | LogicalOp::Rmdir { .. } | LogicalOp::Symlink { .. }) {
+        if o.op.is_namespace() {
             self.meta.apply(&o.op, &[]).map_err(|e| err(format!("does not fit the recorded namespace: {e}")))?;
         }
         Ok(())
@@ -386,7 +382,7 @@ impl Program {
             if apm.atomicity.calls && prev_call == Some(o.call) {
                 b.tie[start] = true;
             }
-            if apm.atomicity.directory_ops && is_dir_op(&o.op) {
+            if apm.atomicity.directory_ops && o.op.is_namespace() {
                 for t in &mut b.tie[start + 1..] {
                     *t = true;
                 }
@@ -463,7 +459,6 @@ impl Program {
             op_micros,
             piece,
             divisible,
-            garbage_states: !apm.atomicity.content,
             append_zeros: apm.atomicity.append_zeros,
         })
     }
@@ -472,15 +467,6 @@ impl Program {
     pub fn closed(&self, set: &FixedBitSet) -> bool {
         set.ones().all(|u| self.preds[u].is_subset(set))
     }
-
-    /// Units that (transitively) must follow unit `u`.
-    pub fn dependents_of(&self, u: usize) -> impl Iterator<Item = usize> + '_ {
-        (u + 1..self.units.len()).filter(move |v| self.preds[*v].contains(u))
-    }
-}
-
-fn is_dir_op(op: &LogicalOp) -> bool {
-    matches!(op, LogicalOp::Link { .. } | LogicalOp::Unlink { .. } | LogicalOp::Rename { .. } | LogicalOp::Mkdir { .. } | LogicalOp::Rmdir { .. } | LogicalOp::Symlink { .. })
 }
 
 #[cfg(test)]

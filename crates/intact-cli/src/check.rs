@@ -182,16 +182,17 @@ fn parse_checker(s: &str) -> Result<Vec<String>, Failure> {
 
 /// Location of an op for grouping: the representative frame, or the call and path.
 fn locator(filter: Option<FrameFilter>) -> impl Fn(&Op) -> String {
-    move |op: &Op| {
-        let frame = match &filter {
-            Some(f) => f.select(&op.stack).cloned(),
-            None => op.loc.clone(),
-        };
-        match frame {
-            Some(f) => f.display(),
-            None => format!("{}({}) [no stack]", op.syscall, op.path.as_deref().unwrap_or("")),
-        }
+    move |op: &Op| match ops_view::location(filter.as_ref(), op) {
+        Some(f) => f.display(),
+        None => format!("{}({}) [no stack]", op.syscall, op.path.as_deref().unwrap_or("")),
     }
+}
+
+/// A distinct state: its id (INTACT_STATE), how it was first built, its verdict once known.
+struct Seen {
+    id: String,
+    desc: String,
+    verdict: Option<Verdict>,
 }
 
 struct Pending {
@@ -202,8 +203,9 @@ struct Pending {
 }
 
 struct Driver<'a> {
-    runner: Runner,
-    seen: HashMap<StateHash, (String, Option<Verdict>)>,
+    /// Taken by `finish` once exploration is over.
+    runner: Option<Runner>,
+    seen: HashMap<StateHash, Seen>,
     pending: HashMap<u64, Pending>,
     next_id: u64,
     hash_cache: HashMap<u64, [u8; 32]>,
@@ -212,7 +214,6 @@ struct Driver<'a> {
     stats: Vec<ApmStats>,
     errors: Vec<String>,
     timeouts: Vec<Example>,
-    descs: HashMap<StateHash, String>,
     bar: Option<indicatif::ProgressBar>,
 }
 
@@ -226,29 +227,32 @@ impl Driver<'_> {
         if self.hash_cache.len() > 200_000 {
             self.hash_cache.clear();
         }
-        probes.push(Probe { prov, hash, desc: desc.clone() });
         self.stats[apm].constructed += 1;
         if !self.seen.contains_key(&hash) {
             let id = self.next_id;
             self.next_id += 1;
             let sid = format!("s{id}");
-            self.seen.insert(hash, (sid.clone(), None));
-            self.descs.insert(hash, desc);
+            self.seen.insert(hash, Seen { id: sid.clone(), desc: desc.clone(), verdict: None });
             self.stats[apm].checked += 1;
             let keep_copy = self.keep.as_ref().map(|_| fs.clone());
             let stdout = fs.stdout.to_vec();
             let job = Job { id, state_id: sid, stdout, materialise: Box::new(move |d: &Path| fs.materialise(d).map_err(|e| e.to_string())) };
             self.pending.insert(id, Pending { hash, apm, state: keep_copy });
-            if self.runner.submit(job).is_err() {
+            if self.runner().submit(job).is_err() {
                 return Ok(false);
             }
         }
+        probes.push(Probe { prov, hash, desc });
         self.collect();
         Ok(true)
     }
 
+    fn runner(&self) -> &Runner {
+        self.runner.as_ref().expect("the runner lives until the report")
+    }
+
     fn collect(&mut self) {
-        for o in self.runner.drain() {
+        for o in self.runner().drain() {
             self.record(o);
         }
         if let Some(b) = &self.bar {
@@ -279,22 +283,19 @@ impl Driver<'_> {
                 Verdict { pass: false, timeout: true, message: format!("not checked: {e}") }
             }
         };
+        let Some(seen) = self.seen.get_mut(&p.hash) else { return };
         if verdict.timeout {
             self.stats[p.apm].timeouts += 1;
-            let id = self.seen.get(&p.hash).map(|s| s.0.clone()).unwrap_or_default();
-            self.timeouts.push(Example { state: id, description: self.descs.get(&p.hash).cloned().unwrap_or_default(), checker_message: verdict.message.clone() });
+            self.timeouts.push(Example { state: seen.id.clone(), description: seen.desc.clone(), checker_message: verdict.message.clone() });
         } else if !verdict.pass {
             self.stats[p.apm].failed += 1;
             if let (Some(dir), Some(state)) = (&self.keep, &p.state) {
-                let id = self.seen.get(&p.hash).map(|s| s.0.clone()).unwrap_or_default();
-                if let Err(e) = save_failing(dir, &id, state, self.checker, &verdict.message, self.descs.get(&p.hash).map(|s| s.as_str()).unwrap_or("")) {
-                    self.errors.push(format!("--keep-failing: saving {id}: {e}"));
+                if let Err(e) = save_failing(dir, &seen.id, state, self.checker, &verdict.message, &seen.desc) {
+                    self.errors.push(format!("--keep-failing: saving {}: {e}", seen.id));
                 }
             }
         }
-        if let Some(e) = self.seen.get_mut(&p.hash) {
-            e.1 = Some(verdict);
-        }
+        seen.verdict = Some(verdict);
     }
 
     /// Waits until every submitted state has a verdict.
@@ -310,7 +311,7 @@ impl Driver<'_> {
     }
 
     fn verdict(&self, h: &StateHash) -> Option<Verdict> {
-        self.seen.get(h).and_then(|(_, v)| v.clone())
+        self.seen.get(h).and_then(|s| s.verdict.clone())
     }
 }
 
@@ -344,11 +345,7 @@ pub fn check_bundle(bundle_path: &Path, o: &CheckOpts, apms: Vec<Apm>, checker: 
     if o.jobs == Some(0) {
         return Err(Failure::input("--jobs must be at least 1"));
     }
-    let filter = if o.frame_skip.is_empty() {
-        None
-    } else {
-        Some(FrameFilter::new(&o.frame_skip).map_err(|e| Failure::input(format!("bad --frame-skip pattern: {e}")))?)
-    };
+    let filter = ops_view::refilter(&b, &o.frame_skip)?;
     if let Some(k) = &o.keep_failing {
         if k.exists() && std::fs::read_dir(k).map(|mut d| d.next().is_some()).unwrap_or(true) {
             return Err(Failure::input(format!("--keep-failing {}: exists and is not empty (choose a new directory)", k.display())));
@@ -379,7 +376,7 @@ pub fn check_bundle(bundle_path: &Path, o: &CheckOpts, apms: Vec<Apm>, checker: 
         None
     };
     let mut d = Driver {
-        runner,
+        runner: Some(runner),
         seen: HashMap::new(),
         pending: HashMap::new(),
         next_id: 0,
@@ -393,7 +390,6 @@ pub fn check_bundle(bundle_path: &Path, o: &CheckOpts, apms: Vec<Apm>, checker: 
             .collect(),
         errors: Vec::new(),
         timeouts: Vec::new(),
-        descs: HashMap::new(),
         bar,
     };
     let internal = |e: CrashFsError| Failure::internal(format!("building crash states: {e}"));
@@ -451,16 +447,7 @@ pub fn check_bundle(bundle_path: &Path, o: &CheckOpts, apms: Vec<Apm>, checker: 
                     }
                     // Calls in atomic groups take no part in the later phases.
                     let mut excluded = vec![false; n];
-                    let mut prefix = std::collections::BTreeMap::new();
-                    for p in &probes {
-                        if let Provenance::Prefix { calls } = p.prov {
-                            if let Some(v) = d.verdict(&p.hash) {
-                                if !v.timeout {
-                                    prefix.insert(calls, v.pass);
-                                }
-                            }
-                        }
-                    }
+                    let prefix = intact_report::prefix_verdicts(&probes, &|h| d.verdict(h));
                     for (a, z, _) in intact_report::atomic_groups(&prefix) {
                         for e in excluded.iter_mut().take(z + 1).skip(a) {
                             *e = true;
@@ -508,14 +495,11 @@ pub fn check_bundle(bundle_path: &Path, o: &CheckOpts, apms: Vec<Apm>, checker: 
         }
     }
     let interrupted_run = interrupted();
-    let rest = {
-        let Driver { runner, .. } = &mut d;
-        let r = std::mem::replace(runner, Runner::start(RunnerConfig { checker: vec!["true".into()], jobs: 1, timeout: None, scratch_parent: o.scratch.clone(), keep_output_bytes: 0 }).map_err(|e| Failure::internal(e.to_string()))?);
-        if interrupted_run {
-            r.cancel_handle().cancel();
-        }
-        r.finish()
-    };
+    let runner = d.runner.take().expect("the runner lives until here");
+    if interrupted_run {
+        runner.cancel_handle().cancel();
+    }
+    let rest = runner.finish();
     for out in rest {
         d.record(out);
     }
@@ -528,7 +512,7 @@ pub fn check_bundle(bundle_path: &Path, o: &CheckOpts, apms: Vec<Apm>, checker: 
     // Report.
     let loc = locator(filter);
     let summary = |op: &Op| ops_view::describe(op, &blob);
-    let state_ids: HashMap<StateHash, String> = d.seen.iter().map(|(h, (id, _))| (*h, id.clone())).collect();
+    let state_ids: HashMap<StateHash, String> = d.seen.iter().map(|(h, s)| (*h, s.id.clone())).collect();
     let mut dynamic = Vec::new();
     for (ai, prog) in programs.iter().enumerate() {
         let Some(probes) = all_probes.get(ai) else { continue };

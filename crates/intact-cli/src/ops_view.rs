@@ -79,6 +79,26 @@ pub fn describe(op: &Op, blob: &[u8]) -> String {
     }
 }
 
+/// The frame filter for `--frame-skip REGEX...` given after recording: the bundle's own
+/// record-time patterns plus the new ones. None when there are no new ones (keep the
+/// locations chosen at record time).
+pub fn refilter(b: &Bundle, extra: &[String]) -> Result<Option<FrameFilter>, Failure> {
+    if extra.is_empty() {
+        return Ok(None);
+    }
+    let mut skip = b.meta.frame_skip.clone();
+    skip.extend(extra.iter().cloned());
+    FrameFilter::new(&skip).map(Some).map_err(|e| Failure::input(format!("bad --frame-skip pattern: {e}")))
+}
+
+/// An operation's representative frame: re-selected by `filter`, or the recorded one.
+pub fn location(filter: Option<&FrameFilter>, op: &Op) -> Option<intact_symbol::Frame> {
+    match filter {
+        Some(f) => f.select(&op.stack).cloned(),
+        None => op.loc.clone(),
+    }
+}
+
 fn hex(bytes: &[u8]) -> String {
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {
@@ -91,18 +111,15 @@ pub fn ops(a: OpsArgs) -> Result<u8, Failure> {
     let b = Bundle::open(&a.bundle).map_err(|e| Failure::input(e.to_string()))?;
     let ops = b.ops().map_err(|e| Failure::input(e.to_string()))?;
     let blob = b.data().map_err(|e| Failure::input(e.to_string()))?;
-    let mut skip = b.meta.frame_skip.clone();
-    skip.extend(a.frame_skip.iter().cloned());
-    let refilter = !a.frame_skip.is_empty();
-    let filter = FrameFilter::new(&skip).map_err(|e| Failure::input(format!("bad --frame-skip pattern: {e}")))?;
+    let filter = refilter(&b, &a.frame_skip)?;
     let stdout = std::io::stdout();
     let mut w = std::io::BufWriter::new(stdout.lock());
     let res: std::io::Result<()> = (|| {
         if a.json {
             for op in &ops {
                 let mut v = serde_json::to_value(op).map_err(std::io::Error::other)?;
-                if refilter {
-                    v["loc"] = serde_json::to_value(filter.select(&op.stack)).map_err(std::io::Error::other)?;
+                if filter.is_some() {
+                    v["loc"] = serde_json::to_value(location(filter.as_ref(), op)).map_err(std::io::Error::other)?;
                 }
                 if let Some(d) = op.op.data() {
                     if let Ok(bytes) = d.bytes(&blob) {
@@ -118,8 +135,7 @@ pub fn ops(a: OpsArgs) -> Result<u8, Failure> {
         writeln!(w, "# {} logical operations from {} system calls", ops.len(), b.meta.counts.calls)?;
         let mut last_call = usize::MAX;
         for op in &ops {
-            let loc = if refilter { filter.select(&op.stack).cloned() } else { op.loc.clone() };
-            let loc = loc.map(|f| f.display()).unwrap_or_else(|| "?".into());
+            let loc = location(filter.as_ref(), op).map(|f| f.display()).unwrap_or_else(|| "?".into());
             let call = if op.call == last_call { format!("{:>14}", "\"") } else { format!("{:>14}", op.syscall) };
             last_call = op.call;
             writeln!(w, "{:>5}  {call}  {}  @ {loc}  [pid {}]", op.id, describe(op, &blob), op.pid)?;

@@ -7,12 +7,10 @@ use fixedbitset::FixedBitSet;
 use intact_apm::{Micro, Program};
 use intact_model::op::{Data, LogicalOp, Op};
 use rand::{Rng, SeedableRng};
-use serde::Serialize;
 
 /// How a crash state was constructed; the report turns failing states into dynamic
 /// vulnerabilities from this.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Provenance {
     /// The first `calls` system calls persisted, nothing after (atomicity across calls).
     Prefix { calls: usize },
@@ -196,7 +194,7 @@ impl<'a> Explorer<'a> {
                     }
                 }
             }
-            LogicalOp::Link { .. } | LogicalOp::Unlink { .. } | LogicalOp::Rename { .. } | LogicalOp::Mkdir { .. } | LogicalOp::Rmdir { .. } | LogicalOp::Symlink { .. } => {
+            op if op.is_namespace() => {
                 // Every subset of the entry operations, with the truncation of a last link
                 // none, half, or all done (thesis: selective states for the truncate).
                 let r = self.prog.op_micros[o].clone();

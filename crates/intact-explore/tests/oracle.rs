@@ -49,7 +49,7 @@ fn protocol(acts: &[Act]) -> (Vec<Op>, Vec<u8>, State, State) {
     let mut blob = Vec::new();
     let mut ops = Vec::new();
     let name = |f: u8| format!("f{f}");
-    let mut push = |s: &mut State, ops: &mut Vec<Op>, blob: &[u8], op: LogicalOp| {
+    let push = |s: &mut State, ops: &mut Vec<Op>, blob: &[u8], op: LogicalOp| {
         s.apply(&op, blob).expect("generated op applies");
         let id = ops.len();
         ops.push(Op { id, call: id, pid: 1, tid: 1, syscall: op.name().into(), op, path: None, path2: None, stack: vec![], loc: None });

@@ -120,6 +120,10 @@ impl LogicalOp {
             LogicalOp::Output { .. } => "output",
         }
     }
+    /// A directory operation (link, unlink, rename, mkdir, rmdir, symlink).
+    pub fn is_namespace(&self) -> bool {
+        matches!(self, LogicalOp::Link { .. } | LogicalOp::Unlink { .. } | LogicalOp::Rename { .. } | LogicalOp::Mkdir { .. } | LogicalOp::Rmdir { .. } | LogicalOp::Symlink { .. })
+    }
     /// The data this operation carries, if any.
     pub fn data(&self) -> Option<Data> {
         match self {

@@ -172,6 +172,17 @@ pub fn atomic_groups(prefix: &BTreeMap<usize, bool>) -> Vec<(usize, usize, usize
     out
 }
 
+/// Pass/fail of each prefix state that has a verdict (timeouts left out), by call count.
+pub fn prefix_verdicts(probes: &[Probe], verdict: &dyn Fn(&StateHash) -> Option<Verdict>) -> BTreeMap<usize, bool> {
+    probes
+        .iter()
+        .filter_map(|p| match p.prov {
+            Provenance::Prefix { calls } => verdict(&p.hash).filter(|v| !v.timeout).map(|v| (calls, v.pass)),
+            _ => None,
+        })
+        .collect()
+}
+
 /// What the report needs about one APM's exploration.
 pub struct ApmRun<'a> {
     pub prog: &'a Program,
@@ -197,9 +208,7 @@ impl ApmRun<'_> {
             match o.op {
                 LogicalOp::Append { .. } | LogicalOp::Truncate { .. } => return Category::AppendTruncateAtomicity,
                 LogicalOp::Overwrite { .. } => return Category::OverwriteAtomicity,
-                LogicalOp::Link { .. } | LogicalOp::Unlink { .. } | LogicalOp::Rename { .. } | LogicalOp::Mkdir { .. } | LogicalOp::Rmdir { .. } | LogicalOp::Symlink { .. } => {
-                    return Category::RenameUnlinkAtomicity
-                }
+                ref op if op.is_namespace() => return Category::RenameUnlinkAtomicity,
                 _ => {}
             }
         }
@@ -250,17 +259,7 @@ impl ApmRun<'_> {
         let failing = |p: &Probe| verdict(&p.hash).filter(|v| !v.pass && !v.timeout);
         let mut out = Vec::new();
         // Across calls, from prefix verdicts.
-        let mut prefix: BTreeMap<usize, bool> = BTreeMap::new();
-        for p in self.probes {
-            if let Provenance::Prefix { calls } = p.prov {
-                if let Some(v) = verdict(&p.hash) {
-                    if !v.timeout {
-                        prefix.insert(calls, v.pass);
-                    }
-                }
-            }
-        }
-        for (first, last, k) in atomic_groups(&prefix) {
+        for (first, last, k) in atomic_groups(&prefix_verdicts(self.probes, verdict)) {
             let Some(p) = self.probes.iter().find(|p| p.prov == Provenance::Prefix { calls: k }) else { continue };
             let Some(v) = failing(p) else { continue };
             let calls = (first..=last.max(first)).map(|g| self.call_ref(g, loc, summary)).collect();
