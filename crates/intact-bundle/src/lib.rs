@@ -53,6 +53,9 @@ pub struct Meta {
     pub kernel: String,
     pub stacks: bool,
     pub frame_skip: Vec<String>,
+    /// `--frame-keep` patterns (frames never skipped).
+    #[serde(default)]
+    pub frame_keep: Vec<String>,
     /// The workload's standard output as strace names it (see ConvertOptions::stdout).
     #[serde(default)]
     pub stdout: Option<String>,

@@ -68,6 +68,10 @@ pub struct CheckOpts {
     /// under DIR/<state id>/.
     #[arg(long, value_name = "DIR")]
     pub keep_failing: Option<PathBuf>,
+    /// Save the example crash state of each static vulnerability as DIR/v<N>/{crash,stdout,README}
+    /// (N = the vulnerability's number in the report; DIR must be new or empty).
+    #[arg(long, value_name = "DIR")]
+    pub keep_examples: Option<PathBuf>,
     /// Also write the report as JSON (schema: docs/report.md).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -75,6 +79,10 @@ pub struct CheckOpts {
     /// (for wrapper libraries). Repeatable.
     #[arg(long = "frame-skip", value_name = "REGEX")]
     pub frame_skip: Vec<String>,
+    /// Never skip frames matching REGEX (e.g. `/dbm/` or `libsqlite3` to study a library
+    /// as the application). Repeatable.
+    #[arg(long = "frame-keep", value_name = "REGEX")]
+    pub frame_keep: Vec<String>,
     /// Where to build crash states (default: /dev/shm when writable, else the temp dir).
     #[arg(long, value_name = "DIR")]
     pub scratch: Option<PathBuf>,
@@ -133,6 +141,7 @@ pub fn run(a: RunArgs) -> Result<u8, Failure> {
         out: out.clone(),
         ignore: a.ignore.clone(),
         frame_skip: a.opts.frame_skip.clone(),
+        frame_keep: a.opts.frame_keep.clone(),
         no_stacks: a.no_stacks,
         max_write: 64 << 20,
         force: false,
@@ -198,7 +207,7 @@ struct Seen {
 struct Pending {
     hash: StateHash,
     apm: usize,
-    /// Kept only with --keep-failing, to save the state if it fails.
+    /// Kept only with --keep-failing or --keep-examples, to save the state if it fails.
     state: Option<CrashFs>,
 }
 
@@ -210,6 +219,8 @@ struct Driver<'a> {
     next_id: u64,
     hash_cache: HashMap<u64, [u8; 32]>,
     keep: Option<PathBuf>,
+    /// With --keep-examples: every failing state, by id, until the report picks examples.
+    failing: Option<HashMap<String, CrashFs>>,
     checker: &'a [String],
     stats: Vec<ApmStats>,
     errors: Vec<String>,
@@ -234,7 +245,7 @@ impl Driver<'_> {
             let sid = format!("s{id}");
             self.seen.insert(hash, Seen { id: sid.clone(), desc: desc.clone(), verdict: None });
             self.stats[apm].checked += 1;
-            let keep_copy = self.keep.as_ref().map(|_| fs.clone());
+            let keep_copy = (self.keep.is_some() || self.failing.is_some()).then(|| fs.clone());
             let stdout = fs.stdout.to_vec();
             let job = Job { id, state_id: sid, stdout, materialise: Box::new(move |d: &Path| fs.materialise(d).map_err(|e| e.to_string())) };
             self.pending.insert(id, Pending { hash, apm, state: keep_copy });
@@ -294,6 +305,9 @@ impl Driver<'_> {
                     self.errors.push(format!("--keep-failing: saving {}: {e}", seen.id));
                 }
             }
+            if let (Some(f), Some(state)) = (&mut self.failing, p.state) {
+                f.insert(seen.id.clone(), state);
+            }
         }
         seen.verdict = Some(verdict);
     }
@@ -316,14 +330,19 @@ impl Driver<'_> {
 }
 
 fn save_failing(dir: &Path, id: &str, state: &CrashFs, checker: &[String], message: &str, desc: &str) -> Result<(), String> {
-    let d = dir.join(id);
+    save_state(&dir.join(id), id, state, checker, message, desc, "")
+}
+
+/// `d/{crash,stdout,README}`: the state, what the workload had printed, and how to rerun
+/// the checker on a copy.
+fn save_state(d: &Path, id: &str, state: &CrashFs, checker: &[String], message: &str, desc: &str, title: &str) -> Result<(), String> {
     let crash = d.join("crash");
     std::fs::create_dir_all(&crash).map_err(|e| format!("{}: {e}", crash.display()))?;
     state.materialise(&crash).map_err(|e| e.to_string())?;
     std::fs::write(d.join("stdout"), &state.stdout[..]).map_err(|e| e.to_string())?;
     let quoted: Vec<String> = checker.iter().map(|a| shlex::try_quote(a).map(|c| c.into_owned()).unwrap_or_else(|_| a.clone())).collect();
     let info = format!(
-        "state {id}: {desc}\nchecker said: {message}\n\nreproduce (the checker may modify the copy):\n  cp -a {crash} /tmp/{id} && INTACT_WORKER=0 INTACT_STATE={id} {} /tmp/{id} {}\n",
+        "{title}state {id}: {desc}\nchecker said: {message}\n\nreproduce (the checker may modify the copy):\n  cp -a {crash} /tmp/{id} && INTACT_WORKER=0 INTACT_STATE={id} {} /tmp/{id} {}\n",
         quoted.join(" "),
         d.join("stdout").display(),
         crash = crash.display()
@@ -345,12 +364,13 @@ pub fn check_bundle(bundle_path: &Path, o: &CheckOpts, apms: Vec<Apm>, checker: 
     if o.jobs == Some(0) {
         return Err(Failure::input("--jobs must be at least 1"));
     }
-    let filter = ops_view::refilter(&b, &o.frame_skip)?;
-    if let Some(k) = &o.keep_failing {
+    let filter = ops_view::refilter(&b, &o.frame_skip, &o.frame_keep)?;
+    for (flag, k) in [("--keep-failing", &o.keep_failing), ("--keep-examples", &o.keep_examples)] {
+        let Some(k) = k else { continue };
         if k.exists() && std::fs::read_dir(k).map(|mut d| d.next().is_some()).unwrap_or(true) {
-            return Err(Failure::input(format!("--keep-failing {}: exists and is not empty (choose a new directory)", k.display())));
+            return Err(Failure::input(format!("{flag} {}: exists and is not empty (choose a new directory)", k.display())));
         }
-        std::fs::create_dir_all(k).map_err(|e| Failure::input(format!("--keep-failing {}: {e}", k.display())))?;
+        std::fs::create_dir_all(k).map_err(|e| Failure::input(format!("{flag} {}: {e}", k.display())))?;
     }
     let universe = CrashFs::universe(&initial, &ops).map_err(|e| Failure::input(format!("bundle {}: {e}", bundle_path.display())))?;
     let mut programs = Vec::new();
@@ -382,6 +402,7 @@ pub fn check_bundle(bundle_path: &Path, o: &CheckOpts, apms: Vec<Apm>, checker: 
         next_id: 0,
         hash_cache: HashMap::new(),
         keep: o.keep_failing.clone(),
+        failing: o.keep_examples.as_ref().map(|_| HashMap::new()),
         checker: &checker,
         stats: apms
             .iter()
@@ -530,6 +551,16 @@ pub fn check_bundle(bundle_path: &Path, o: &CheckOpts, apms: Vec<Apm>, checker: 
         timeouts: d.timeouts.clone(),
         seconds: started.elapsed().as_secs_f64(),
     };
+    if let (Some(dir), Some(failing)) = (&o.keep_examples, &d.failing) {
+        for s in &report.statics {
+            let ex = &s.example;
+            let Some(state) = failing.get(&ex.state) else { continue };
+            let title = format!("static vulnerability #{} [{}] {}\n", s.id, s.categories_label(), s.title());
+            if let Err(e) = save_state(&dir.join(format!("v{}", s.id)), &ex.state, state, &checker, &ex.checker_message, &ex.description, &title) {
+                d.errors.push(format!("--keep-examples: saving the example of #{}: {e}", s.id));
+            }
+        }
+    }
     print!("{}", intact_report::render_text(&report, o.keep_failing.as_ref().and_then(|p| p.to_str())));
     if let Some(j) = &o.json {
         let text = serde_json::to_string_pretty(&report).map_err(|e| Failure::internal(e.to_string()))?;

@@ -78,6 +78,9 @@ pub struct OpsArgs {
     /// (in addition to the defaults; matched against "binary|function|file").
     #[arg(long = "frame-skip", value_name = "REGEX")]
     pub frame_skip: Vec<String>,
+    /// Never skip frames matching REGEX (e.g. to study a library as the application).
+    #[arg(long = "frame-keep", value_name = "REGEX")]
+    pub frame_keep: Vec<String>,
     /// Print the whole stack of every operation.
     #[arg(long)]
     pub stacks: bool,

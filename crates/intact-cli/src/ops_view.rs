@@ -82,13 +82,21 @@ pub fn describe(op: &Op, blob: &[u8]) -> String {
 /// The frame filter for `--frame-skip REGEX...` given after recording: the bundle's own
 /// record-time patterns plus the new ones. None when there are no new ones (keep the
 /// locations chosen at record time).
-pub fn refilter(b: &Bundle, extra: &[String]) -> Result<Option<FrameFilter>, Failure> {
-    if extra.is_empty() {
+pub fn refilter(b: &Bundle, extra_skip: &[String], extra_keep: &[String]) -> Result<Option<FrameFilter>, Failure> {
+    if extra_skip.is_empty() && extra_keep.is_empty() {
         return Ok(None);
     }
-    let mut skip = b.meta.frame_skip.clone();
-    skip.extend(extra.iter().cloned());
-    FrameFilter::new(&skip).map(Some).map_err(|e| Failure::input(format!("bad --frame-skip pattern: {e}")))
+    let skip: Vec<String> = b.meta.frame_skip.iter().chain(extra_skip).cloned().collect();
+    let keep: Vec<String> = b.meta.frame_keep.iter().chain(extra_keep).cloned().collect();
+    frame_filter(&skip, &keep).map(Some)
+}
+
+/// The default frame filter plus `--frame-skip` and `--frame-keep` patterns.
+pub fn frame_filter(skip: &[String], keep: &[String]) -> Result<FrameFilter, Failure> {
+    FrameFilter::new(skip)
+        .map_err(|e| Failure::input(format!("bad --frame-skip pattern: {e}")))?
+        .with_keep(keep)
+        .map_err(|e| Failure::input(format!("bad --frame-keep pattern: {e}")))
 }
 
 /// An operation's representative frame: re-selected by `filter`, or the recorded one.
@@ -111,7 +119,7 @@ pub fn ops(a: OpsArgs) -> Result<u8, Failure> {
     let b = Bundle::open(&a.bundle).map_err(|e| Failure::input(e.to_string()))?;
     let ops = b.ops().map_err(|e| Failure::input(e.to_string()))?;
     let blob = b.data().map_err(|e| Failure::input(e.to_string()))?;
-    let filter = refilter(&b, &a.frame_skip)?;
+    let filter = refilter(&b, &a.frame_skip, &a.frame_keep)?;
     let stdout = std::io::stdout();
     let mut w = std::io::BufWriter::new(stdout.lock());
     let res: std::io::Result<()> = (|| {

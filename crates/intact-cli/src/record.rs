@@ -4,7 +4,6 @@ use crate::Failure;
 use intact_bundle as bundle;
 use intact_convert::{ConvertOptions, TaskExit};
 use intact_model::{capture, IgnoreSet};
-use intact_symbol::FrameFilter;
 use intact_trace::tracer::{self, TraceConfig, TraceError};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -29,6 +28,10 @@ pub struct RecordArgs {
     /// (in addition to the defaults for libc, the loader, and language runtimes). Repeatable.
     #[arg(long = "frame-skip", value_name = "REGEX")]
     pub frame_skip: Vec<String>,
+    /// Never skip frames matching REGEX, whatever the skip patterns say (e.g. `/dbm/` to
+    /// attribute calls to a standard-library module under study). Repeatable.
+    #[arg(long = "frame-keep", value_name = "REGEX")]
+    pub frame_keep: Vec<String>,
     /// Do not capture native stacks (much faster; Python locations still come from the shim).
     #[arg(long)]
     pub no_stacks: bool,
@@ -99,7 +102,7 @@ pub fn record(a: RecordArgs) -> Result<u8, Failure> {
         }
     }
     let ignore_set = IgnoreSet::new(&ignore).map_err(|e| Failure::input(e.to_string()))?;
-    let filter = FrameFilter::new(&a.frame_skip).map_err(|e| Failure::input(format!("bad --frame-skip pattern: {e}")))?;
+    let filter = crate::ops_view::frame_filter(&a.frame_skip, &a.frame_keep)?;
 
     // --- snapshot
     let initial = capture(&root_abs, &ignore_set).map_err(|e| Failure::input(format!("snapshot of {}: {e}", root_abs.display())))?;
@@ -156,6 +159,7 @@ pub fn record(a: RecordArgs) -> Result<u8, Failure> {
         kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string(),
         stacks: !a.no_stacks,
         frame_skip: a.frame_skip.clone(),
+        frame_keep: a.frame_keep.clone(),
         stdout: stdout_id,
         workload: conv.root_exit.clone(),
         duration_secs: started.elapsed().as_secs_f64(),
@@ -236,7 +240,8 @@ pub fn reconvert(path: &Path) -> Result<u8, Failure> {
     let raw = std::fs::read(&raw_path).map_err(|e| Failure::input(format!("{}: {e}", raw_path.display())))?;
     let initial = b.initial().map_err(|e| Failure::input(e.to_string()))?;
     let ignore = IgnoreSet::new(&m.ignore).map_err(|e| Failure::input(e.to_string()))?;
-    let filter = FrameFilter::new(&m.frame_skip).map_err(|e| Failure::input(format!("bad frame-skip pattern in the bundle: {e}")))?;
+    let filter = crate::ops_view::frame_filter(&m.frame_skip, &m.frame_keep)
+        .map_err(|e| Failure::input(format!("the bundle's frame patterns: {}", e.message)))?;
     let opts = ConvertOptions { root_abs: m.dir.clone().into(), cwd: m.cwd.clone().into(), ignore, filter, symbolize: m.stacks, stdout: m.stdout.clone() };
     let t0 = Instant::now();
     let trace = intact_trace::parse_trace(&raw).map_err(|e| Failure::input(format!("parsing {}: {e}", raw_path.display())))?;

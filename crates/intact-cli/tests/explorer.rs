@@ -262,3 +262,53 @@ fn run_and_apm_commands() {
     let show = intact().args(["apm", "show", "ext4-o"]).output().unwrap();
     assert!(String::from_utf8_lossy(&show.stdout).contains("renamed-file"));
 }
+
+/// Regressions found by the application study (issue "Explorer 3/3"):
+/// - a write that is never fsynced, then renamed into place, then "done" printed: under a
+///   fully ordered APM (ext3-j) the only failure is the output getting ahead of the disk,
+///   which is durability, not "safe rename" (it used to be filed there); under the default
+///   APM the rename can persist without the data, which is a safe-rename ordering;
+/// - durability vulnerabilities of one call site are one static vulnerability, whichever
+///   print statement exposed them (SQLite's journal unlink used to count once per printf);
+/// - `--keep-examples` saves one state per static vulnerability, numbered as in the report.
+#[test]
+fn study_regressions_categories_grouping_examples() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("w");
+    std::fs::create_dir(&dir).unwrap();
+    let bundle = tmp.path().join("b");
+    let script = "for i in 1 2; do printf x$i > f.tmp; mv f.tmp f; echo done$i; done";
+    let out = intact().arg("record").arg("--out").arg(&bundle).args(["--", "sh", "-c", script]).current_dir(&dir).output().unwrap();
+    assert!(out.status.success(), "record: {}", String::from_utf8_lossy(&out.stderr));
+    // f must hold what the last printed "doneN" promised (or later).
+    let checker = "sh -c 'n=$(grep -c done \"$2\"); [ \"$n\" = 0 ] || grep -qx \"x[$n-2]\" \"$1/f\"' checker";
+    let ex = tmp.path().join("examples");
+    let (code, text, err, rep) = check(&bundle, &["--checker", checker, "--apm", "default,ext3-j", "-j", "2", "--keep-examples", ex.to_str().unwrap()]);
+    assert_eq!(code, 1, "{text}{err}");
+    let rep = rep.unwrap();
+    let statics = rep["static"].as_array().unwrap();
+    let cats = |apm: &str| -> BTreeSet<String> {
+        rep["dynamic"].as_array().unwrap().iter().filter(|d| d["apm"] == apm).map(|d| d["category"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(cats("ext3-j"), set("durability"), "{text}");
+    assert!(cats("default").contains("safe_rename"), "{text}");
+    // Both writes come from the same call site in sh: one durability static vulnerability
+    // per site, although two different outputs ("done1", "done2") exposed them.
+    let dur: Vec<_> = statics.iter().filter(|s| s["categories"].as_array().unwrap().iter().any(|c| c == "durability")).collect();
+    let sites: BTreeSet<String> = dur.iter().map(|s| s["locations"][0].as_str().unwrap().to_string()).collect();
+    assert_eq!(sites.len(), dur.len(), "{text}");
+    let outputs_of = |s: &serde_json::Value| -> BTreeSet<String> {
+        s["dynamic"].as_array().unwrap().iter().map(|i| rep["dynamic"][i.as_u64().unwrap() as usize]["calls"][1]["summary"].as_str().unwrap().to_string()).collect()
+    };
+    assert!(dur.iter().any(|s| outputs_of(s).len() >= 2), "{text}");
+    // One saved example per static vulnerability, and the checker fails on each again.
+    for s in statics {
+        let d = ex.join(format!("v{}", s["id"]));
+        assert!(d.join("README").is_file() && d.join("crash").is_dir(), "{}", d.display());
+        let copy = tmp.path().join(format!("copy{}", s["id"]));
+        assert!(Command::new("cp").arg("-a").arg(d.join("crash")).arg(&copy).status().unwrap().success());
+        let st = Command::new("sh").arg("-c").arg(format!("{checker} {} {}", copy.display(), d.join("stdout").display())).status().unwrap();
+        assert!(!st.success(), "saved example v{} passes the checker", s["id"]);
+    }
+    assert_eq!(std::fs::read_dir(&ex).unwrap().count(), statics.len());
+}

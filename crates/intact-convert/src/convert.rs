@@ -306,7 +306,7 @@ impl Conv<'_> {
             self.symbolizer.resolve_stack(&raws)
         } else {
             raws.iter()
-                .map(|r| Frame { binary: r.binary.clone(), function: r.symbol.clone(), file: None, line: None, lang: Lang::Native })
+                .map(|r| Frame { binary: r.binary.clone(), function: r.symbol.clone(), file: None, line: None, lang: Lang::Native, offset: Some(r.addr) })
                 .collect()
         };
         // Python frames apply to calls that went through the shim (or when no native stack exists).
@@ -560,7 +560,7 @@ impl Conv<'_> {
             Marker::Python(frames) => {
                 let py: Vec<Frame> = frames
                     .into_iter()
-                    .map(|f| Frame { binary: "python".into(), function: Some(f.function), file: Some(f.file), line: Some(f.line), lang: Lang::Python })
+                    .map(|f| Frame { binary: "python".into(), function: Some(f.function), file: Some(f.file), line: Some(f.line), lang: Lang::Python, offset: None })
                     .collect();
                 if let Some(t) = self.tasks.get_mut(&call.tid) {
                     t.py = py;

@@ -215,6 +215,23 @@ impl ApmRun<'_> {
         Category::AcrossCallsAtomicity
     }
 
+    /// Whether the reordering state (a, b) — calls up to b without a and what must follow
+    /// it — holds no file-system change of calls a+1..b: then its content is a prefix of
+    /// the protocol and only output got ahead of the disk. (The same walk as
+    /// `Explorer::reorderings`.)
+    fn dropped_everything_between(&self, a: usize, b: usize) -> bool {
+        let mut removed: BTreeSet<usize> = self.prog.calls[a].units.clone().collect();
+        for g in a + 1..b {
+            let units = self.prog.calls[g].units.clone();
+            if units.clone().any(|u| removed.iter().any(|&r| self.prog.preds[u].contains(r))) {
+                removed.extend(units);
+            } else if self.call_ops(g).iter().any(|o| !matches!(o.op, LogicalOp::Output { .. } | LogicalOp::Sync { .. })) {
+                return false;
+            }
+        }
+        true
+    }
+
     /// Table 4.2 class of "b persisted without a".
     fn ordering_category(&self, a: usize, b: usize) -> Category {
         let data_inodes: BTreeSet<u64> = self
@@ -230,14 +247,21 @@ impl ApmRun<'_> {
             _ => None,
         }).collect();
         let later = a + 1..b + 1;
-        let renamed_later = later.clone().flat_map(|g| self.call_ops(g)).any(|o| matches!(o.op, LogicalOp::Rename { inode, .. } if data_inodes.contains(&inode)));
-        if renamed_later {
-            return Category::SafeRename;
-        }
         let flushed_later = later.clone().flat_map(|g| self.prog.calls[g].micros.clone()).any(|i| {
             let m = &self.prog.micros[i];
             matches!(m.micro, Micro::Sync { inode: Some(_) }) && m.path.iter().any(|p| named.contains(p))
         });
+        // The earliest failing b is the output itself: every state up to the call before it
+        // passed, so what fails is a promise made by the output (under ext3-j, say, where
+        // nothing is reordered, only the missing fsync is to blame).
+        let b_ops = self.call_ops(b);
+        if !b_ops.is_empty() && b_ops.iter().all(|o| matches!(o.op, LogicalOp::Output { .. })) && self.dropped_everything_between(a, b) {
+            return Category::Durability;
+        }
+        let renamed_later = later.clone().flat_map(|g| self.call_ops(g)).any(|o| matches!(o.op, LogicalOp::Rename { inode, .. } if data_inodes.contains(&inode)));
+        if renamed_later {
+            return Category::SafeRename;
+        }
         if flushed_later {
             return Category::SafeFileFlush;
         }
@@ -309,6 +333,25 @@ impl ApmRun<'_> {
 }
 
 /// Groups dynamic vulnerabilities (of every APM) by kind and source locations.
+impl Static {
+    /// One line: what must hold, at which source locations.
+    pub fn title(&self) -> String {
+        match self.kind {
+            Kind::AcrossCalls => format!("calls from {} persist only together", self.locations.join(" to ")),
+            Kind::Atomicity => format!("{} is not atomic", self.locations[0]),
+            Kind::Ordering => format!("{} must reach disk before {}", self.locations[0], self.locations.get(1).cloned().unwrap_or_default()),
+        }
+    }
+
+    /// The Table 4.2 categories, comma-separated.
+    pub fn categories_label(&self) -> String {
+        self.categories.iter().map(|c| c.label()).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// The second location of a durability static vulnerability.
+pub const OUTPUT_LOCATION: &str = "the output that follows it";
+
 pub fn statics(dynamic: &[Dynamic]) -> Vec<Static> {
     let mut groups: BTreeMap<(Kind, Vec<String>), Vec<usize>> = BTreeMap::new();
     for (i, d) in dynamic.iter().enumerate() {
@@ -321,6 +364,11 @@ pub fn statics(dynamic: &[Dynamic]) -> Vec<Static> {
                     }
                 }
                 v
+            }
+            // What must be made durable is the fix; where the workload printed is not:
+            // one durability static vulnerability per site, whichever output exposed it.
+            Kind::Ordering if d.category == Category::Durability => {
+                vec![d.calls[0].location.clone(), OUTPUT_LOCATION.to_string()]
             }
             _ => d.calls.iter().map(|c| c.location.clone()).collect(),
         };
@@ -387,13 +435,7 @@ pub fn render_text(r: &Report, saved: Option<&str>) -> String {
         o.push_str("No vulnerability found.\n");
     }
     for s in &r.statics {
-        let cats: Vec<&str> = s.categories.iter().map(|c| c.label()).collect();
-        let title = match s.kind {
-            Kind::AcrossCalls => format!("calls from {} persist only together", s.locations.join(" to ")),
-            Kind::Atomicity => format!("{} is not atomic", s.locations[0]),
-            Kind::Ordering => format!("{} must reach disk before {}", s.locations[0], s.locations.get(1).cloned().unwrap_or_default()),
-        };
-        o.push_str(&format!("#{} [{}] {}\n", s.id, cats.join(", "), title));
+        o.push_str(&format!("#{} [{}] {}\n", s.id, s.categories_label(), s.title()));
         o.push_str(&format!("    APMs: {}   dynamic vulnerabilities: {}\n", s.apms.join(", "), s.dynamic.len()));
         for c in &s.calls {
             o.push_str(&format!("    call {:>3} op {:>4}  {}\n", c.index, c.op, c.summary));
@@ -427,5 +469,38 @@ mod tests {
         assert!(atomic_groups(&m).is_empty());
         let m: BTreeMap<usize, bool> = [(0, true), (1, false), (2, true), (3, false), (4, true)].into_iter().collect();
         assert_eq!(atomic_groups(&m), vec![(0, 1, 1), (2, 3, 3)]);
+    }
+
+    fn call(index: usize, location: &str) -> CallRef {
+        CallRef { index, op: index, syscall: "x".into(), summary: String::new(), location: location.into() }
+    }
+
+    fn dynamic(category: Category, a: CallRef, b: CallRef) -> Dynamic {
+        Dynamic {
+            apm: "default".into(),
+            kind: Kind::Ordering,
+            category,
+            calls: vec![a, b],
+            failing_states: 1,
+            example: Example { state: "s1".into(), description: String::new(), checker_message: String::new() },
+        }
+    }
+
+    #[test]
+    fn durability_groups_by_the_call_that_must_persist() {
+        // SQLite: the same unlink site, exposed by two different printf sites.
+        let d = vec![
+            dynamic(Category::Durability, call(10, "pager.c:1"), call(11, "app.c:53")),
+            dynamic(Category::Durability, call(27, "pager.c:1"), call(28, "app.c:42")),
+            // Ordering between two code sites stays keyed by both.
+            dynamic(Category::OtherOrdering, call(5, "pager.c:1"), call(6, "pager.c:2")),
+            dynamic(Category::OtherOrdering, call(7, "pager.c:1"), call(8, "pager.c:3")),
+        ];
+        let s = statics(&d);
+        assert_eq!(s.len(), 3, "{s:#?}");
+        let dur: Vec<_> = s.iter().filter(|s| s.categories == [Category::Durability]).collect();
+        assert_eq!(dur.len(), 1);
+        assert_eq!(dur[0].dynamic.len(), 2);
+        assert_eq!(dur[0].locations, vec!["pager.c:1".to_string(), OUTPUT_LOCATION.to_string()]);
     }
 }

@@ -89,6 +89,9 @@ pub struct FrameFilter {
     skip: RegexSet,
     /// `unless[i]` exempts frames from `skip[i]`.
     unless: Vec<Option<Regex>>,
+    /// Frames matching any of these are never skipped (to study a library as
+    /// the application: `/dbm/`, `libsqlite3`).
+    keep: Option<RegexSet>,
 }
 
 impl Default for FrameFilter {
@@ -122,7 +125,14 @@ impl FrameFilter {
             .iter()
             .map(|(_, u)| u.as_deref().map(Regex::new).transpose())
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(FrameFilter { skip, unless })
+        Ok(FrameFilter { skip, unless, keep: None })
+    }
+
+    /// Adds patterns whose frames are never skipped, whatever the skip rules
+    /// say (matched against the same key as the skip patterns).
+    pub fn with_keep(mut self, keep: &[String]) -> Result<Self, regex::Error> {
+        self.keep = if keep.is_empty() { None } else { Some(RegexSet::new(keep)?) };
+        Ok(self)
     }
 
     /// The built-in skip patterns.
@@ -149,6 +159,9 @@ impl FrameFilter {
     /// Whether the frame is library/runtime code to be skipped.
     pub fn is_skipped(&self, frame: &Frame) -> bool {
         let key = Self::match_key(frame);
+        if self.keep.as_ref().is_some_and(|k| k.is_match(&key)) {
+            return false;
+        }
         self.skip
             .matches(&key)
             .iter()
@@ -190,7 +203,31 @@ mod tests {
             file: file.map(Into::into),
             line,
             lang: Lang::Native,
+            offset: None,
         }
+    }
+
+    #[test]
+    fn keep_patterns_override_every_skip_rule() {
+        let stdlib = Frame {
+            lang: Lang::Python,
+            ..fr("python", Some("_commit"), Some("/usr/lib/python3.11/dbm/dumb.py"), Some(90))
+        };
+        let app = Frame {
+            lang: Lang::Python,
+            ..fr("python", Some("main"), Some("/w/app.py"), Some(3))
+        };
+        let plain = FrameFilter::new(&[]).unwrap();
+        assert!(plain.is_skipped(&stdlib));
+        assert_eq!(plain.select(&[stdlib.clone(), app.clone()]), Some(&app));
+        let keep = FrameFilter::new(&["dumb".into()])
+            .unwrap()
+            .with_keep(&[r"/dbm/[^|]*\.py$".into()])
+            .unwrap();
+        // Kept although both a default rule and an extra skip pattern match.
+        assert!(!keep.is_skipped(&stdlib));
+        assert_eq!(keep.select(&[stdlib.clone(), app.clone()]), Some(&stdlib));
+        assert!(FrameFilter::new(&[]).unwrap().with_keep(&["(".into()]).is_err());
     }
 
     fn skipped(f: &Frame) -> bool {

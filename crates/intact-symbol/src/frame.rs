@@ -30,6 +30,12 @@ pub struct Frame {
     /// 1-based source line; `None` when unknown (never 0).
     pub line: Option<u32>,
     pub lang: Lang,
+    /// The call site's address in `binary` as strace printed it (a file
+    /// offset), kept when there is no source line: it tells apart call sites
+    /// in code without debug information (a stripped `/usr/bin/git`, or a
+    /// library whose nearest exported symbol names the wrong function).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
 }
 
 impl Frame {
@@ -41,6 +47,7 @@ impl Frame {
             file: None,
             line: None,
             lang: Lang::Native,
+            offset: None,
         }
     }
 
@@ -54,8 +61,18 @@ impl Frame {
     /// * `file:line:function` when all three are known,
     /// * `file:line` when the function is unknown,
     /// * `binary:function` when there is no line information,
-    /// * `binary` (or `?` if even that is empty) otherwise.
+    /// * `binary` (or `?` if even that is empty) otherwise;
+    ///
+    /// without a line, a known offset follows the binary: `binary+0x1f2a:function`.
     pub fn display(&self) -> String {
+        if self.line.is_none() && !self.binary.is_empty() {
+            if let Some(off) = self.offset {
+                return match &self.function {
+                    Some(func) => format!("{}+{off:#x}:{func}", self.binary),
+                    None => format!("{}+{off:#x}", self.binary),
+                };
+            }
+        }
         match (&self.file, self.line, &self.function) {
             (Some(file), Some(line), Some(func)) => format!("{file}:{line}:{func}"),
             (Some(file), Some(line), None) => format!("{file}:{line}"),
@@ -95,7 +112,29 @@ mod tests {
             file: file.map(Into::into),
             line,
             lang: Lang::Native,
+            offset: None,
         }
+    }
+
+    #[test]
+    fn offsets_tell_call_sites_apart_without_lines() {
+        let a = Frame { offset: Some(0x1f2a), ..fr("/usr/bin/git", None, None, None) };
+        let b = Frame { offset: Some(0x2000), ..fr("/usr/bin/git", None, None, None) };
+        assert_eq!(a.display(), "/usr/bin/git+0x1f2a");
+        assert_ne!(a, b);
+        assert_ne!(a.display(), b.display());
+        let named = Frame { offset: Some(0x10), ..fr("/l.so", Some("f"), None, None) };
+        assert_eq!(named.display(), "/l.so+0x10:f");
+        // A source line wins over the offset.
+        let lined = Frame { offset: Some(0x10), ..fr("/a", Some("f"), Some("/a.c"), Some(3)) };
+        assert_eq!(lined.display(), "/a.c:3:f");
+        // Old bundles (no offset field) still load.
+        let old: Frame = serde_json::from_str(
+            r#"{"binary":"/a","function":null,"file":null,"line":null,"lang":"native"}"#,
+        )
+        .unwrap();
+        assert_eq!(old.offset, None);
+        assert!(!serde_json::to_string(&old).unwrap().contains("offset"));
     }
 
     #[test]

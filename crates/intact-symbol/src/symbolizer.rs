@@ -198,6 +198,7 @@ fn fallback_frame(raw: &RawFrame, elf_symbol: Option<&str>) -> Frame {
         file: None,
         line: None,
         lang: Lang::Native,
+        offset: looks_like_path(&raw.binary).then_some(raw.addr),
     }
 }
 
@@ -483,12 +484,14 @@ impl LoadedBinary {
             if function.is_none() && file.is_none() {
                 continue;
             }
+            let offset = line.is_none().then_some(raw.addr);
             out.push(Frame {
                 binary: raw.binary.clone(),
                 function,
                 file,
                 line,
                 lang: Lang::Native,
+                offset,
             });
         }
         out

@@ -309,7 +309,12 @@ fn no_debug_info_yields_function_names_only() {
     let sel = filter.select(&resolved).unwrap();
     assert_eq!(sel.function.as_deref(), Some("app_write"), "{resolved:#?}");
     assert_eq!((sel.file.as_deref(), sel.line), (None, None));
-    assert_eq!(sel.display(), format!("{}:app_write", exe.display()));
+    // The call site's offset keeps sites apart without a line table.
+    assert!(sel.offset.is_some(), "{sel:?}");
+    assert_eq!(
+        sel.display(),
+        format!("{}+{:#x}:app_write", exe.display(), sel.offset.unwrap())
+    );
 
     // Without strace's symbol the ELF symbol table supplies the name.
     let raw = app
@@ -382,6 +387,7 @@ fn missing_binary_keeps_strace_symbol() {
         f,
         vec![Frame {
             function: Some("do_io".into()),
+            offset: Some(0x1234),
             ..Frame::unknown("/definitely/not/here/libx.so")
         }]
     );
