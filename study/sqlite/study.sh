@@ -14,10 +14,12 @@ study_build() {
   if ! [ -f /usr/lib/x86_64-linux-gnu/libsqlite3.a ]; then
     apt-get update -qq && apt-get install -y -qq libsqlite3-dev >/dev/null
   fi
-  if [ "$APP_DIR/workload.c" -nt "$BUILD/workload" ] || ! [ -x "$BUILD/workload" ]; then
-    gcc -g -O1 -Wall -o "$BUILD/workload" "$APP_DIR/workload.c" \
-      /usr/lib/x86_64-linux-gnu/libsqlite3.a -lm -lpthread -ldl
-  fi
+  for p in workload check; do
+    if [ "$APP_DIR/$p.c" -nt "$BUILD/$p" ] || ! [ -x "$BUILD/$p" ]; then
+      gcc -g -O1 -Wall -o "$BUILD/$p" "$APP_DIR/$p.c" \
+        /usr/lib/x86_64-linux-gnu/libsqlite3.a -lm -lpthread -ldl
+    fi
+  done
 }
 study_version() { dpkg-query -W -f '${Version}' libsqlite3-dev; }
 study_init() { :; }
@@ -26,7 +28,7 @@ WORKLOAD=("$BUILD/workload" "$mode" "$sync")
 # connection, never needed for recovery (sqlite.org/walformat.html), and written
 # through a shared mapping. Leaving it out keeps the trace to what recovery reads.
 RECORD_OPTS=(--ignore 'test.db-shm')
-CHECKER="python3 $APP_DIR/check.py"
+CHECKER="$BUILD/check"
 # SQLite's VFS layer (os_unix.c and the sqlite3Os* wrappers) does the system calls for
 # every caller; skipping it makes the pager / WAL function that asked for the I/O the
 # representative frame.

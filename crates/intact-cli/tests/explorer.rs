@@ -266,8 +266,9 @@ fn run_and_apm_commands() {
 /// Regressions found by the application study (issue "Explorer 3/3"):
 /// - a write that is never fsynced, then renamed into place, then "done" printed: under a
 ///   fully ordered APM (ext3-j) the only failure is the output getting ahead of the disk,
-///   which is durability, not "safe rename" (it used to be filed there); under the default
-///   APM the rename can persist without the data, which is a safe-rename ordering;
+///   which is durability, not "safe rename" (it used to be filed there because a rename
+///   came between); under the default APM the rename can persist without the data, and
+///   the checker sees the empty file before any output: a safe-rename ordering;
 /// - durability vulnerabilities of one call site are one static vulnerability, whichever
 ///   print statement exposed them (SQLite's journal unlink used to count once per printf);
 /// - `--keep-examples` saves one state per static vulnerability, numbered as in the report.
@@ -280,8 +281,9 @@ fn study_regressions_categories_grouping_examples() {
     let script = "for i in 1 2; do printf x$i > f.tmp; mv f.tmp f; echo done$i; done";
     let out = intact().arg("record").arg("--out").arg(&bundle).args(["--", "sh", "-c", script]).current_dir(&dir).output().unwrap();
     assert!(out.status.success(), "record: {}", String::from_utf8_lossy(&out.stderr));
-    // f must hold what the last printed "doneN" promised (or later).
-    let checker = "sh -c 'n=$(grep -c done \"$2\"); [ \"$n\" = 0 ] || grep -qx \"x[$n-2]\" \"$1/f\"' checker";
+    // f, when it exists, holds x1 or x2 (an empty f is corrupt whatever was printed), and
+    // at least what the last printed "doneN" promised.
+    let checker = "sh -c '[ ! -e \"$1/f\" ] || grep -qx \"x[12]\" \"$1/f\" || exit 1; n=$(grep -c done \"$2\"); [ \"$n\" = 0 ] || grep -qx \"x[$n-2]\" \"$1/f\"' checker";
     let ex = tmp.path().join("examples");
     let (code, text, err, rep) = check(&bundle, &["--checker", checker, "--apm", "default,ext3-j", "-j", "2", "--keep-examples", ex.to_str().unwrap()]);
     assert_eq!(code, 1, "{text}{err}");

@@ -215,23 +215,6 @@ impl ApmRun<'_> {
         Category::AcrossCallsAtomicity
     }
 
-    /// Whether the reordering state (a, b) — calls up to b without a and what must follow
-    /// it — holds no file-system change of calls a+1..b: then its content is a prefix of
-    /// the protocol and only output got ahead of the disk. (The same walk as
-    /// `Explorer::reorderings`.)
-    fn dropped_everything_between(&self, a: usize, b: usize) -> bool {
-        let mut removed: BTreeSet<usize> = self.prog.calls[a].units.clone().collect();
-        for g in a + 1..b {
-            let units = self.prog.calls[g].units.clone();
-            if units.clone().any(|u| removed.iter().any(|&r| self.prog.preds[u].contains(r))) {
-                removed.extend(units);
-            } else if self.call_ops(g).iter().any(|o| !matches!(o.op, LogicalOp::Output { .. } | LogicalOp::Sync { .. })) {
-                return false;
-            }
-        }
-        true
-    }
-
     /// Table 4.2 class of "b persisted without a".
     fn ordering_category(&self, a: usize, b: usize) -> Category {
         let data_inodes: BTreeSet<u64> = self
@@ -251,12 +234,13 @@ impl ApmRun<'_> {
             let m = &self.prog.micros[i];
             matches!(m.micro, Micro::Sync { inode: Some(_) }) && m.path.iter().any(|p| named.contains(p))
         });
-        // The earliest failing b is the output itself: every state up to the call before it
-        // passed, so what fails is a promise made by the output (under ext3-j, say, where
-        // nothing is reordered, only the missing fsync is to blame).
+        // The earliest failing b is the output itself: the same files without that output
+        // passed (at b-1), so only the promise the output made is broken — durability, even
+        // when a later rename also outran a (under ext3-j, where nothing is reordered, only
+        // the missing fsync is to blame). A safe-file-flush durability loss stays that.
         let b_ops = self.call_ops(b);
-        if !b_ops.is_empty() && b_ops.iter().all(|o| matches!(o.op, LogicalOp::Output { .. })) && self.dropped_everything_between(a, b) {
-            return Category::Durability;
+        if !b_ops.is_empty() && b_ops.iter().all(|o| matches!(o.op, LogicalOp::Output { .. })) {
+            return if flushed_later { Category::SafeFileFlush } else { Category::Durability };
         }
         let renamed_later = later.clone().flat_map(|g| self.call_ops(g)).any(|o| matches!(o.op, LogicalOp::Rename { inode, .. } if data_inodes.contains(&inode)));
         if renamed_later {

@@ -181,7 +181,9 @@ fn looks_like_path(binary: &str) -> bool {
 }
 
 fn demangle(name: &str) -> String {
-    addr2line::demangle_auto(Cow::Borrowed(name), None).into_owned()
+    // The spelled-out std::string makes C++ signatures unreadable in one-line locations.
+    addr2line::demangle_auto(Cow::Borrowed(name), None)
+        .replace("std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >", "std::string")
 }
 
 /// A frame with only what strace printed (plus optionally an ELF symbol).
@@ -564,6 +566,14 @@ mod tests {
         assert_eq!(
             s.resolve(&raw, true)[0].function.as_deref(),
             Some("core::fmt::write")
+        );
+    }
+
+    #[test]
+    fn cxx_strings_are_abbreviated() {
+        assert_eq!(
+            demangle("_ZN7leveldb14SetCurrentFileEPNS_3EnvERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEEm"),
+            "leveldb::SetCurrentFile(leveldb::Env*, std::string const&, unsigned long)"
         );
     }
 

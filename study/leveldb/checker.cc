@@ -29,8 +29,9 @@
 
 #include "common.h"
 
-static int Fail(const std::string& why) {
-  fprintf(stderr, "checker: inconsistent: %s\n", why.c_str());
+// `cls` is the thesis Table 4.3 consequence class (study/README.md).
+static int Fail(const char* cls, const std::string& why) {
+  fprintf(stderr, "consequence: %s: %s\n", cls, why.c_str());
   return 1;
 }
 
@@ -77,9 +78,12 @@ static leveldb::Status ReadAll(leveldb::DB* db, bool present[], std::string* bad
 }
 
 // Opens and reads; returns the LevelDB error, if any.  Always closes the DB (releases LOCK).
-static leveldb::Status OpenAndRead(const std::string& path, const leveldb::Options& opt, bool present[], std::string* bad) {
+// *opened tells an open failure (cannot open) from a read failure (failed reads).
+static leveldb::Status OpenAndRead(const std::string& path, const leveldb::Options& opt, bool present[], std::string* bad,
+                                   bool* opened) {
   leveldb::DB* db = nullptr;
   leveldb::Status s = leveldb::DB::Open(opt, path, &db);
+  *opened = s.ok();
   if (!s.ok()) return s;
   s = ReadAll(db, present, bad);
   delete db;
@@ -97,28 +101,29 @@ int main(int argc, char** argv) {
 
   bool present[kNumPuts] = {};
   std::string bad;
+  bool opened = false;
   if (HasDbFiles(path)) {  // else: crash before LevelDB created anything = empty database
     leveldb::Options opt;
     opt.paranoid_checks = true;  // report corruption instead of skipping it
-    leveldb::Status s = OpenAndRead(path, opt, present, &bad);
+    leveldb::Status s = OpenAndRead(path, opt, present, &bad, &opened);
     if (!s.ok()) {
       fprintf(stderr, "checker: note: %s; trying RepairDB\n", s.ToString().c_str());
       leveldb::Status r = leveldb::RepairDB(path, opt);
-      if (!r.ok()) return Fail("RepairDB failed: " + r.ToString() + " (after: " + s.ToString() + ")");
+      if (!r.ok()) return Fail("cannot-open", "RepairDB failed: " + r.ToString() + " (after: " + s.ToString() + ")");
       bad.clear();
       for (bool& p : present) p = false;
-      leveldb::Status s2 = OpenAndRead(path, opt, present, &bad);
-      if (!s2.ok()) return Fail("still failing after RepairDB: " + s2.ToString() + " (before: " + s.ToString() + ")");
+      leveldb::Status s2 = OpenAndRead(path, opt, present, &bad, &opened);
+      if (!s2.ok()) return Fail(opened ? "failed-reads-writes" : "cannot-open", "still failing after RepairDB: " + s2.ToString() + " (before: " + s.ToString() + ")");
       fprintf(stderr, "checker: note: repaired\n");
     }
   }
-  if (!bad.empty()) return Fail(bad);  // atomicity / corruption
+  if (!bad.empty()) return Fail("silent-error", bad);  // atomicity / corruption, not reported by LevelDB
 
   int n = 0;  // ordering: the present keys are exactly the first n Puts
   while (n < kNumPuts && present[n]) n++;
   for (int i = n; i < kNumPuts; i++)
-    if (present[i]) return Fail("Put " + std::to_string(i) + " present but Put " + std::to_string(n) + " missing (ordering)");
+    if (present[i]) return Fail("silent-error", "Put " + std::to_string(i) + " present but Put " + std::to_string(n) + " missing (ordering)");
   if (synced && n != kNumPuts)
-    return Fail("only " + std::to_string(n) + " of 10 Puts present after \"synced 10\" (durability)");
+    return Fail("data-loss", "only " + std::to_string(n) + " of 10 Puts present after \"synced 10\" (durability)");
   return 0;
 }
