@@ -23,3 +23,9 @@ bash shim/test_shim.sh
 # The example checkers against hand-made crash states (the explorer tests use them).
 bash examples/undolog/selftest.sh >/dev/null && echo "undolog example self-test: ok"
 bash examples/kvstore/selftest.sh >/dev/null && echo "kvstore example self-test: ok"
+# The application study's CI subset (study/README.md): SQLite rollback journal and
+# dbm.dumb under every APM, checked against known answers; the full study is
+# `bash study/run.sh` (about the time in docs/study.md).
+log=$(mktemp)
+if bash study/selftest.sh >"$log" 2>&1; then tail -1 "$log"; rm -f "$log"
+else cat "$log"; rm -f "$log"; exit 1; fi

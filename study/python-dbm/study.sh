@@ -9,5 +9,5 @@ WORKLOAD=(python3 "$APP_DIR/workload.py")
 # dbm/dumb.py is the application under study: its frames are kept although the standard
 # library is skipped by default (intact would otherwise name workload.py's lines).
 RECORD_OPTS=(--frame-keep '/dbm/dumb\.py$')
-CHECKER="python3 $APP_DIR/check.py"
+CHECKER="python3 -S $APP_DIR/check.py"  # -S: no site import, a faster start per state
 CHECK_OPTS=()

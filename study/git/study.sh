@@ -1,0 +1,62 @@
+# git study (sourced by study/run.sh; contract in study/README.md): Debian 12's git 2.39
+# adds two files to an existing repository and commits them (thesis 004 §4.2).
+CONFIGS=(fsync default)
+QUICK_CONFIGS=(fsync)
+case "${STUDY_CONFIG:-}" in
+  fsync)   APP_TITLE="git (Debian 12 package /usr/bin/git), core.fsync=all, core.fsyncMethod=fsync" ;;
+  default) APP_TITLE="git (Debian 12 package /usr/bin/git), git's default settings" ;;
+  *) echo "git: unknown configuration ${STUDY_CONFIG:-}" >&2; return 1 ;;
+esac
+
+study_build() {
+  if ! [ -x /usr/bin/git ] || ! [ -x /usr/bin/python3 ]; then
+    apt-get update -qq && apt-get install -y -qq git python3 >/dev/null
+  fi
+}
+study_version() { dpkg-query -W -f '${Version}' git; }
+
+# Every git run reads only the repository's own configuration (no /etc/gitconfig, no
+# ~/.gitconfig), ignores the caller's GIT_* variables, and uses a fixed identity and
+# fixed dates: the same objects, with the same names, on every run.
+GIT_STUDY_ENV=(-u GIT_DIR -u GIT_WORK_TREE -u GIT_INDEX_FILE -u GIT_OBJECT_DIRECTORY
+  -u GIT_CONFIG_PARAMETERS -u GIT_CONFIG_COUNT
+  GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null LC_ALL=C
+  GIT_AUTHOR_NAME="Study User" GIT_AUTHOR_EMAIL=study@example.org
+  GIT_COMMITTER_NAME="Study User" GIT_COMMITTER_EMAIL=study@example.org)
+
+study_init() {
+  (
+    cd "$1"
+    g() { env "${GIT_STUDY_ENV[@]}" GIT_AUTHOR_DATE='1700000000 +0000' \
+            GIT_COMMITTER_DATE='1700000000 +0000' /usr/bin/git "$@"; }
+    # --template= : no sample hooks (inactive anyway), no description, no info/exclude.
+    g init -q --template= -b main .
+    g config user.name "Study User"
+    g config user.email study@example.org
+    # Nothing in the background or after the command: no auto-gc, and no
+    # `git maintenance run --auto`, which git commit would otherwise start.
+    g config gc.auto 0
+    g config maintenance.auto false
+    if [ "$STUDY_CONFIG" = fsync ]; then
+      g config core.fsync all
+      g config core.fsyncMethod fsync
+    fi
+    # An initial commit: the workload updates an existing branch.
+    printf 'initial file\n' > base.txt
+    g add base.txt
+    g commit -q -m 'initial commit'
+  )
+}
+
+# Run by intact in the repository. The expected contents and messages are repeated in
+# check.py (BASE, ADDED, INITIAL_MSG, WORKLOAD_MSG).
+WORKLOAD=(env "${GIT_STUDY_ENV[@]}" GIT_AUTHOR_DATE='1700000100 +0000'
+  GIT_COMMITTER_DATE='1700000100 +0000' /bin/sh -c
+  'printf "first file\n" > one.txt && printf "second file\n" > two.txt &&
+/usr/bin/git add one.txt two.txt && echo added &&
+/usr/bin/git commit -q -m "add two files" && echo committed')
+RECORD_OPTS=()
+# Debian's python3, isolated (-I) and without site (-S): ~35 ms to start; a pyenv shim
+# first on PATH costs ~150 ms per crash state.
+CHECKER="/usr/bin/python3 -I -S $APP_DIR/check.py"
+CHECK_OPTS=()

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# CI subset of the application study: runs `study/run.sh --quick` into a temporary
+# directory and checks known answers (thesis 004 §4.4 where it has them):
+#   - SQLite rollback + synchronous=FULL: the journal unlink's durability vulnerability
+#     (pager_end_transaction), under every APM including ext3-j (thesis: Sqlite-Roll, 1);
+#   - dbm.dumb: the index rewrite in _commit needs atomicity across calls; reported at
+#     dbm/dumb.py lines (Python frames kept with --frame-keep);
+#   - every static vulnerability has a saved example state on which the checker fails again;
+#   - report.py writes a study document from the results.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+out=$(mktemp -d /tmp/intact-study-selftest.XXXXXX)
+trap 'rm -rf "$out"' EXIT
+bash "$here/run.sh" --quick --jobs "$(nproc)" --out "$out" --no-doc
+python3 "$here/report.py" --out "$out" --doc "$out/study.md" --quick
+python3 - "$out" <<'PY'
+import json, os, subprocess, sys, tempfile, shutil
+out = sys.argv[1]
+bad = []
+def report(name):
+    return json.load(open(os.path.join(out, name, "report.json")))
+r = report("sqlite-rollback-full")
+dur = [s for s in r["static"] if "durability" in s["categories"] and "pager_end_transaction" in s["locations"][0]]
+if len(dur) != 1 or "ext3-j" not in dur[0]["apms"]:
+    bad.append(f"sqlite-rollback-full: expected one durability vulnerability at pager_end_transaction under ext3-j, got {[ (s['locations'], s['apms']) for s in r['static']]}")
+r = report("python-dbm")
+acr = [s for s in r["static"] if s["kind"] == "across_calls" and all("dbm/dumb.py" in l and "_commit" in l for l in s["locations"])]
+if not acr:
+    bad.append("python-dbm: no atomicity-across-calls vulnerability in dbm/dumb.py _commit")
+for name in sorted(os.listdir(out)):
+    meta = os.path.join(out, name, "meta.json")
+    if not os.path.exists(meta) or name == "build":
+        continue
+    m = json.load(open(meta))
+    if m.get("failed"):
+        bad.append(f"{name}: the run failed")
+        continue
+    for s in report(name)["static"]:
+        d = os.path.join(out, name, "failing", f"v{s['id']}")
+        if not os.path.isdir(os.path.join(d, "crash")):
+            bad.append(f"{name} #{s['id']}: no saved example")
+            continue
+        tmp = tempfile.mkdtemp()
+        shutil.copytree(os.path.join(d, "crash"), os.path.join(tmp, "c"), symlinks=True)
+        rc = subprocess.run(m["checker"] + f" {tmp}/c {d}/stdout", shell=True, capture_output=True,
+                            env=dict(os.environ, INTACT_WORKER="0", INTACT_STATE="selftest")).returncode
+        shutil.rmtree(tmp, ignore_errors=True)
+        if rc == 0:
+            bad.append(f"{name} #{s['id']}: the checker passes on the saved example")
+doc = open(os.path.join(out, "study.md")).read()
+if "## Static vulnerabilities per APM" not in doc:
+    bad.append("study.md lacks the per-APM table")
+for b in bad:
+    print("study selftest: FAIL:", b)
+print("study selftest:", "ok" if not bad else f"{len(bad)} failure(s)")
+sys.exit(1 if bad else 0)
+PY
