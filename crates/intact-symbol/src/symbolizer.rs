@@ -7,7 +7,7 @@ use std::fs::File;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
-use object::{Object, ObjectSection, ObjectSegment};
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
 
 use crate::frame::{Frame, Lang};
 use crate::parse::RawFrame;
@@ -234,6 +234,10 @@ struct LoadedBinary {
     /// Separate debug file (build-id / debuglink), if found.
     debug: Option<addr2line::Loader>,
     segments: Vec<LoadSegment>,
+    /// Sizes of the binary's function symbols, by (mangled) name: a name is only trusted
+    /// for addresses inside the function. (A stripped binary's few exported symbols are
+    /// otherwise "nearest" to most of its code: all of /usr/bin/git became `error`.)
+    sym_sizes: HashMap<String, u64>,
 }
 
 /// Facts gathered from the binary's headers before handing it to addr2line.
@@ -243,6 +247,7 @@ struct Probe {
     build_id: Option<Vec<u8>>,
     debuglink: Option<Vec<u8>>,
     altlink: Option<(Vec<u8>, Vec<u8>)>,
+    sym_sizes: HashMap<String, u64>,
 }
 
 fn probe_file(path: &Path) -> Option<Probe> {
@@ -271,9 +276,19 @@ fn probe_file(path: &Path) -> Option<Probe> {
         || obj
             .section_by_name(".zdebug_info")
             .is_some_and(|s| s.size() > 0);
+    let mut sym_sizes: HashMap<String, u64> = HashMap::new();
+    for sym in obj.symbols().chain(obj.dynamic_symbols()) {
+        if sym.kind() == object::SymbolKind::Text && sym.size() > 0 {
+            if let Ok(name) = sym.name() {
+                let e = sym_sizes.entry(name.to_string()).or_default();
+                *e = (*e).max(sym.size());
+            }
+        }
+    }
     Some(Probe {
         segments,
         has_dwarf,
+        sym_sizes,
         build_id: obj.build_id().ok().flatten().map(<[u8]>::to_vec),
         debuglink: obj
             .gnu_debuglink()
@@ -386,6 +401,7 @@ impl LoadedBinary {
             main,
             debug,
             segments: probe.segments,
+            sym_sizes: probe.sym_sizes,
         })
     }
 
@@ -441,7 +457,21 @@ impl LoadedBinary {
         }
     }
 
+    /// Whether `name` at `off` bytes into it can be the function: false when the symbol
+    /// table knows the function is shorter.
+    fn name_fits(&self, name: &str, off: u64) -> bool {
+        self.sym_sizes.get(name).is_none_or(|&size| off < size)
+    }
+
     fn lookup(&self, raw: &RawFrame, innermost: bool, opts: &SymbolizerOptions) -> Vec<Frame> {
+        let trusted;
+        let raw = match (&raw.symbol, raw.offset_in_symbol) {
+            (Some(name), Some(off)) if !self.name_fits(name, off) => {
+                trusted = RawFrame { symbol: None, offset_in_symbol: None, ..raw.clone() };
+                &trusted
+            }
+            _ => raw,
+        };
         let Some(vaddr) = self.to_vaddr(raw, opts.address_kind) else {
             return vec![fallback_frame(raw, None)];
         };
@@ -453,7 +483,7 @@ impl LoadedBinary {
         let mut frames =
             catch_unwind(AssertUnwindSafe(|| self.dwarf_frames(raw, probe))).unwrap_or_default();
         if frames.is_empty() {
-            let elf = self.symbol_info(probe).map(|(name, _)| name);
+            let elf = self.symbol_info(probe).filter(|(name, start)| self.name_fits(name, probe.saturating_sub(*start))).map(|(name, _)| name);
             return vec![fallback_frame(raw, elf.as_deref())];
         }
         // The outermost entry is the physical (non-inlined) function; if the

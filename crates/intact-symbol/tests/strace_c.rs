@@ -445,3 +445,47 @@ fn cxx_names_are_demangled() {
         }
     }
 }
+
+const STRIPPED_C: &str = r#"#include <unistd.h>
+
+/* The only exported function: in a stripped binary, the nearest symbol below the
+   static functions that follow it. */
+__attribute__((noinline, used)) int exported_small(int x) { return x + 1; }
+
+static __attribute__((noinline)) void hidden_write(int fd)
+{
+    write(fd, "hid\n", 4);
+}
+
+int main(void)
+{
+    hidden_write(1);
+    return exported_small(0) - 1;
+}
+"#;
+
+/// A stripped executable (only .dynsym, like Debian's /usr/bin/git): strace's unwinder
+/// names code after the last exported function by that function (`error+0x761d` for git);
+/// the symbolizer drops a name whose function is shorter than the offset, and the call
+/// site's offset keeps sites apart.
+#[test]
+fn stripped_binaries_do_not_borrow_a_neighbours_name() {
+    if !have_tools(&["gcc", "strace"]) {
+        return;
+    }
+    let w = Work::new();
+    w.write("s.c", STRIPPED_C);
+    let exe = w.path("stripped");
+    w.compile("gcc", &["-O0", "-g0", "-s", "-rdynamic", "-o", exe.to_str().unwrap(), w.path("s.c").to_str().unwrap()]);
+    let stacks = w.strace(&exe, &[]);
+    let st = stack_with(&stacks, r#""hid\n""#);
+    let mut sym = Symbolizer::new();
+    let resolved = sym.resolve_stack(&st.frames);
+    let app: Vec<&Frame> = resolved.iter().filter(|f| f.binary == exe.to_str().unwrap()).collect();
+    assert!(!app.is_empty(), "{resolved:#?}");
+    for f in &app {
+        // hidden_write and main are not exported_small (main is exported by -rdynamic).
+        assert_ne!(f.function.as_deref(), Some("exported_small"), "{f:?}");
+        assert!(f.offset.is_some(), "{f:?}");
+    }
+}
