@@ -347,9 +347,15 @@ fn same_bytes(a: &MicroOp, b: &MicroOp) -> bool {
 }
 
 /// The rules every APM obeys (thesis Table 3.4(b), Table 3.5 caption): writes to the same
-/// bytes persist in order, and output precedes everything after it.
+/// bytes persist in order, and output precedes everything after it. Also: when an unlink or
+/// a rename removes a file's last link, the file's truncation persists after the removal
+/// (Table 3.3 lists it after the entry deletion; no file system frees the data of a file
+/// that is still linked — found by the study: a linked but emptied SQLite journal or git
+/// ref was a state no real crash leaves).
 fn mandatory(a: &MicroOp, b: &MicroOp) -> bool {
-    matches!(a.micro, Micro::Output { .. }) || same_bytes(a, b)
+    matches!(a.micro, Micro::Output { .. })
+        || same_bytes(a, b)
+        || matches!((&a.micro, &b.micro), (Micro::DeleteEntry { inode, .. }, Micro::SetSize { inode: freed, .. }) if inode == freed && a.op == b.op)
 }
 
 /// Content atomicity means no garbage is ever visible: a size change persists only after
@@ -505,6 +511,25 @@ mod tests {
         assert!(matches!(d.micros[r.start + 3].micro, Micro::SetSize { size: 8192, .. }));
         assert!((r.start..r.start + 3).all(|i| !d.preds[size2].contains(d.unit_of[i] as usize)), "default: pieces unordered");
         assert_eq!(d.op_micros[2].len(), 2, "default: shrink piece by piece");
+    }
+
+    /// Under every APM, even the default one with non-atomic directory operations, the
+    /// truncation of an unlinked file's last link persists after the entry's removal.
+    #[test]
+    fn last_link_truncation_follows_the_entry_removal() {
+        let ops = vec![
+            op(0, LogicalOp::Link { dir: 1, name: "j".into(), inode: 2, link_count: 1, created: true }),
+            op(1, LogicalOp::Append { inode: 2, old_size: 0, new_size: 100, data: Data::Zeros { zeros: 100 } }),
+            op(2, LogicalOp::Unlink { dir: 1, name: "j".into(), inode: 2, link_count: 0 }),
+        ];
+        for apm in ["default", "btrfs", "ext3-w"] {
+            let p = Program::build(&Apm::resolve(apm).unwrap(), &ops, &State::empty(), 0).unwrap();
+            let r = p.op_micros[2].clone();
+            let del = r.clone().find(|&i| matches!(p.micros[i].micro, Micro::DeleteEntry { .. })).expect("entry removal");
+            let trunc = r.clone().find(|&i| matches!(p.micros[i].micro, Micro::SetSize { size: 0, .. })).expect("truncation");
+            let (ud, ut) = (p.unit_of[del] as usize, p.unit_of[trunc] as usize);
+            assert!(ud == ut || p.preds[ut].contains(ud), "{apm}: truncation may persist before the removal");
+        }
     }
 
     /// Output is not a disk operation: "all ordered" does not put disk writes before it,
