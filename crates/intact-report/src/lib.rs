@@ -215,6 +215,23 @@ impl ApmRun<'_> {
         Category::AcrossCallsAtomicity
     }
 
+    /// Whether the reordering state (a, b) — calls up to b without a and what must follow
+    /// it — holds no file-system change of calls a+1..b: then its files are a prefix of
+    /// the protocol and only output got ahead of the disk. (The same walk as
+    /// `Explorer::reorderings`.)
+    fn prefix_like(&self, a: usize, b: usize) -> bool {
+        let mut removed: BTreeSet<usize> = self.prog.calls[a].units.clone().collect();
+        for g in a + 1..b {
+            let units = self.prog.calls[g].units.clone();
+            if units.clone().any(|u| removed.iter().any(|&r| self.prog.preds[u].contains(r))) {
+                removed.extend(units);
+            } else if self.call_ops(g).iter().any(|o| !matches!(o.op, LogicalOp::Output { .. } | LogicalOp::Sync { .. })) {
+                return false;
+            }
+        }
+        true
+    }
+
     /// Table 4.2 class of "b persisted without a".
     fn ordering_category(&self, a: usize, b: usize) -> Category {
         let data_inodes: BTreeSet<u64> = self
@@ -302,7 +319,22 @@ impl ApmRun<'_> {
                 example: example(p, &v),
             });
         }
+        // A durability failure in a prefix state (everything from a on lost, the output
+        // there) fails for every earlier a too, since a prefix that stops earlier only loses
+        // more; under ext3-j that blamed every call since the last sync. Only the latest
+        // such a before the same output is reported: the call whose loss breaks the promise.
+        let latest_prefix_a: BTreeMap<usize, usize> = per_pair
+            .iter()
+            .filter(|(&a, &(_, b, _, _))| self.ordering_category(a, b) == Category::Durability && self.prefix_like(a, b))
+            .fold(BTreeMap::new(), |mut m, (&a, &(_, b, _, _))| {
+                let e = m.entry(b).or_insert(a);
+                *e = (*e).max(a);
+                m
+            });
         for (a, (n, b, p, v)) in per_pair {
+            if latest_prefix_a.get(&b).is_some_and(|&latest| latest != a) && self.prefix_like(a, b) && self.ordering_category(a, b) == Category::Durability {
+                continue;
+            }
             out.push(Dynamic {
                 apm: apm.clone(),
                 kind: Kind::Ordering,
