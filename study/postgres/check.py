@@ -19,7 +19,9 @@ by itself) -- then checks:
               after the other: a later one cannot survive without an earlier one)
   durable     every row whose "committed N" was printed is present
   writable    a new table can be created and written, a new row of t can be inserted and
-              read back, and a CHECKPOINT succeeds
+              read back; both are then removed again (so that rerunning the checker on
+              the same directory gives the same verdict) and a CHECKPOINT succeeds
+All of it within BUDGET seconds (below intact check's default --timeout of 60 s).
 Exit 0 = consistent; 1 = inconsistent, with one line "consequence: CLASS: detail" on stderr
 followed by the tail of the server log; 2 = usage error.
 
@@ -39,7 +41,8 @@ import time
 
 PG_BIN = "/usr/lib/postgresql/15/bin"
 START_WAIT = 20.0      # seconds for startup + crash recovery
-QUERY_WAIT = 15.0      # seconds per psql call
+QUERY_WAIT = 10.0      # seconds per psql call
+BUDGET = 45.0          # seconds for start + queries: stays below intact's --timeout (60 s)
 STOP_WAIT = 5.0        # seconds between immediate shutdown and SIGKILL
 ROWS = 6               # the workload inserts rows 1..ROWS
 AS_PG = ["setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups",
@@ -54,10 +57,11 @@ class Inconsistent(Exception):
 
 class Server:
     def __init__(self, crash_dir):
-        self.data = os.path.join(crash_dir, "pgdata")
+        self.data = os.path.join(os.path.abspath(crash_dir), "pgdata")
         self.port = 55432 + int(os.environ.get("INTACT_WORKER", "0") or 0)
         self.proc = None
         self.tmp = None
+        self.deadline = time.monotonic() + BUDGET
         work = os.path.join(os.path.abspath(crash_dir), ".intact-pg")
         # sun_path holds 107 bytes: "<dir>/.s.PGSQL.<port>" must fit.
         if len(work) + len(f"/.s.PGSQL.{self.port}") > 100:
@@ -109,14 +113,17 @@ class Server:
 
     def sql(self, query, what):
         """Rows of `query` (psql -A -t, '|' separated); failed-reads-writes on any error."""
+        wait = min(QUERY_WAIT, self.deadline - time.monotonic())
+        if wait <= 0:
+            raise Inconsistent("failed-reads-writes", f"{what}: the checker's {BUDGET:.0f} s ran out")
         try:
             r = subprocess.run([f"{PG_BIN}/psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
                                 "-h", self.work, "-p", str(self.port), "-U", "postgres",
                                 "-d", "postgres", "-c", query],
                                env=self.env, stdin=subprocess.DEVNULL, capture_output=True,
-                               text=True, timeout=QUERY_WAIT)
+                               text=True, timeout=wait)
         except subprocess.TimeoutExpired:
-            raise Inconsistent("failed-reads-writes", f"{what}: no answer within {QUERY_WAIT:.0f} s")
+            raise Inconsistent("failed-reads-writes", f"{what}: no answer within {wait:.0f} s")
         if r.returncode != 0:
             err = " ".join(r.stderr.split()) or f"psql exit status {r.returncode}"
             cls = "cannot-open" if "connection to server" in err else "failed-reads-writes"
@@ -243,11 +250,23 @@ def check(srv, created, committed):
         got = srv.sql("SELECT count(*) FROM t WHERE id = 1000", "reading the new row of t")
         if got != [["1"]]:
             raise Inconsistent("failed-reads-writes", f"the new row of t reads back {got} times, not once")
+    # leave the database as we found it (logically), so that a rerun gives the same verdict
+    srv.sql("DROP TABLE intact_probe", "dropping table intact_probe")
+    if exists:
+        srv.sql("DELETE FROM t WHERE id = 1000", "deleting the new row of t")
     srv.sql("CHECKPOINT", "checkpoint after the new writes")
 
 
 def _terminate(signum, frame):
     raise SystemExit(128 + signum)
+
+
+def say(text):
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except OSError:     # nobody reads stderr any more: the verdict is the exit status
+        pass
 
 
 def main():
@@ -258,22 +277,23 @@ def main():
         signal.signal(s, _terminate)
     created, committed = printed(sys.argv[2])
     srv = Server(sys.argv[1])
-    status = 0
+    status = 1
     try:
-        check(srv, created, committed)
-    except Inconsistent as e:
-        sys.stderr.write(f"consequence: {e.cls}: {e.detail}\n")
-        status = 1
-    except Exception as e:  # a checker problem: say so, still stop the server
-        sys.stderr.write(f"consequence: other: checker error: {type(e).__name__}: {e}\n")
-        status = 1
+        try:
+            check(srv, created, committed)
+            status = 0
+        except Inconsistent as e:
+            say(f"consequence: {e.cls}: {e.detail}\n")
+        except Exception as e:  # a checker problem: say so, still stop the server
+            say(f"consequence: other: checker error: {type(e).__name__}: {e}\n")
+        finally:
+            srv.stop()
+        if status:
+            tail = srv.log_tail()
+            if tail:
+                say("server log (tail):\n" + "".join("  | " + l for l in tail))
     finally:
-        srv.stop()
-    if status:
-        tail = srv.log_tail()
-        if tail:
-            sys.stderr.write("server log (tail):\n" + "".join("  | " + l for l in tail))
-    srv.cleanup_dir()
+        srv.cleanup_dir()
     sys.exit(status)
 
 

@@ -9,14 +9,12 @@ APP_TITLE="PostgreSQL 15 (Debian 12 package postgresql-15), default durability s
 
 study_build() {
   if [ ! -x "$PG_BIN/postgres" ] || [ ! -x "$PG_BIN/psql" ]; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql-15 postgresql-client-15 >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15 >/dev/null
   fi
-  command -v setpriv >/dev/null && command -v runuser >/dev/null && command -v python3 >/dev/null
+  command -v setpriv >/dev/null && command -v python3 >/dev/null
 }
 
-study_version() {
-  "$PG_BIN/postgres" --version
-}
+study_version() { dpkg-query -W -f '${Version}' postgresql-15; }
 
 # study_init DIR: an initialised, never started cluster in DIR/pgdata (not traced).
 study_init() {
@@ -57,4 +55,12 @@ RECORD_OPTS=(
   --ignore 'pgdata/pg_stat/*'                 # cumulative statistics: discarded by crash recovery
 )
 CHECKER="python3 $APP_DIR/check.py"
-CHECK_OPTS=()
+# Representative frames: skip PostgreSQL's file-access layer (fd.c: every open, write,
+# fsync and durable_rename goes through it) so that the caller that decided the I/O is
+# named (mdcreate, mdextend, mdwrite, CheckPointReplicationOrigin, ...). The last three
+# names are not frames at all: Debian's binary is stripped to its exported symbols, and
+# the static XLogWrite, issue_xlog_fsync and SlruPhysicalWritePage show up as the nearest
+# exported symbol before them (GetRedoRecPtr, do_pg_abort_backup,
+# pg_get_wal_resource_managers); skipping those names makes XLogFlush and
+# SimpleLruWriteAll, their real callers, the representative frames.
+CHECK_OPTS=(--frame-skip '^[^|]*/postgres\|(?:BasicOpenFile\w*|PathNameOpenFile\w*|OpenTransientFile\w*|AllocateFile|File(?:Write|Read|Sync|Writeback|Truncate|Zero|Fallocate)|pg_fsync\w*|pg_fdatasync|pg_flush_data|fsync_fname\w*|durable_rename|durable_unlink|pg_pwrite\w*|do_pg_abort_backup|GetRedoRecPtr|pg_get_wal_resource_managers)\|')

@@ -3,7 +3,7 @@
 
 use crate::spec::{Apm, Class, Rule, When};
 use fixedbitset::FixedBitSet;
-use intact_model::op::{Data, LogicalOp, Op};
+use intact_model::op::{Data, LogicalOp, Op, SyncKind};
 use intact_model::state::{InodeId, Node, State};
 use std::collections::HashMap;
 use std::ops::Range;
@@ -267,6 +267,12 @@ impl Builder<'_> {
             LogicalOp::Rmdir { dir, name, inode } => {
                 self.push(o, Micro::DeleteEntry { dir: *dir, name: name.clone(), inode: *inode }, dirop, false);
             }
+            // sync_file_range only starts (or waits for) writeback of data pages: no
+            // metadata, no device cache flush, "no guarantee that the data will be available
+            // after a crash" (sync_file_range(2)). It orders and persists nothing.
+            LogicalOp::Sync { how: SyncKind::SyncFileRange, .. } => {
+                self.push(o, Micro::Nop, 0, false);
+            }
             LogicalOp::Sync { inode, .. } => {
                 let path = match inode {
                     Some(i) => ancestry(&self.meta, *i),
@@ -529,6 +535,24 @@ mod tests {
             let trunc = r.clone().find(|&i| matches!(p.micros[i].micro, Micro::SetSize { size: 0, .. })).expect("truncation");
             let (ud, ut) = (p.unit_of[del] as usize, p.unit_of[trunc] as usize);
             assert!(ud == ut || p.preds[ut].contains(ud), "{apm}: truncation may persist before the removal");
+        }
+    }
+
+    /// sync_file_range is not a sync point (PostgreSQL's checkpoint hints used to count as
+    /// fsyncs): output after it does not wait for the file's data.
+    #[test]
+    fn sync_file_range_is_not_a_sync_point() {
+        let ops = vec![
+            op(0, LogicalOp::Link { dir: 1, name: "f".into(), inode: 2, link_count: 1, created: true }),
+            op(1, LogicalOp::Append { inode: 2, old_size: 0, new_size: 10, data: Data::Zeros { zeros: 10 } }),
+            op(2, LogicalOp::Sync { inode: Some(2), how: SyncKind::SyncFileRange, range: Some((0, 10)) }),
+            op(3, LogicalOp::Output { data: Data::Zeros { zeros: 1 } }),
+        ];
+        for name in ["ext3-j", "default", "ext4-o"] {
+            let p = Program::build(&Apm::resolve(name).unwrap(), &ops, &State::empty(), 0).unwrap();
+            let out = p.unit_of[p.op_micros[3].start] as usize;
+            let data = p.unit_of[p.op_micros[1].end - 1] as usize;
+            assert!(!p.preds[out].contains(data), "{name}: output waits for data after sync_file_range");
         }
     }
 

@@ -65,7 +65,7 @@ impl Class {
         ("data", Class::Data, "overwrite + append + truncate"),
         ("dir", Class::Dir, "directory-entry creation and deletion (link, unlink, rename, mkdir, rmdir, symlink)"),
         ("rename", Class::Rename, "the directory-entry operations of a rename"),
-        ("sync", Class::Sync, "a sync point (fsync, fdatasync, msync, sync_file_range, O_SYNC, sync, syncfs)"),
+        ("sync", Class::Sync, "a sync point (fsync, fdatasync, msync, O_SYNC, sync, syncfs; sync_file_range is none)"),
         ("output", Class::Output, "output the application printed"),
     ];
     pub fn parse(s: &str) -> Option<Class> {
