@@ -202,9 +202,17 @@ impl<'a> Explorer<'a> {
                 let truncs: Vec<&Micro> = r.clone().map(|i| &self.prog.micros[i].micro).filter(|m| matches!(m, Micro::SetSize { .. })).collect();
                 let tchoices: Vec<usize> = if truncs.is_empty() { vec![0] } else { let mut v = vec![0, truncs.len().div_ceil(2), truncs.len()]; v.dedup(); v };
                 let n = entries.len().min(MAX_SUBSET_UNITS);
+                // The file loses its data only once its last name is gone (an APM rule; see
+                // `mandatory` in intact-apm): no truncation without that entry's removal.
+                let freed = truncs.first().and_then(|m| match m {
+                    Micro::SetSize { inode, .. } => Some(*inode),
+                    _ => None,
+                });
                 for mask in 0u32..(1 << n) {
+                    let removed = |k: usize| mask & (1 << k) != 0 && matches!(entries[k], Micro::DeleteEntry { inode, .. } if Some(*inode) == freed);
+                    let name_gone = (0..n).any(removed);
                     for &t in &tchoices {
-                        if (mask == 0 && t == 0) || (mask == (1 << n) - 1 && t == truncs.len()) {
+                        if (mask == 0 && t == 0) || (mask == (1 << n) - 1 && t == truncs.len()) || (t > 0 && !name_gone) {
                             continue;
                         }
                         // Keep program order: entry deletions of a replaced file come first.

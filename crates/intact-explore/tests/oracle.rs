@@ -208,3 +208,40 @@ proptest! {
         }
     }
 }
+
+/// Found by the application study: the per-call atomicity states of an unlink or a
+/// replacing rename never show a file emptied while its last name is still there (SQLite's
+/// hot journal cut short, PostgreSQL's replorigin_checkpoint read as empty), under any
+/// APM.
+#[test]
+fn no_emptied_file_keeps_its_last_name() {
+    for last in [Act::Unlink(0), Act::Rename(1, 0)] {
+        // f0: 9000 bytes, then unlinked or replaced by f1 (10 bytes).
+        let acts = vec![Act::Create(0), Act::Append(0, 9000), Act::Create(1), Act::Append(1, 10), last.clone()];
+        let (ops, blob, initial, _) = protocol(&acts);
+        for name in ["default", "btrfs", "ext3-w"] {
+            let prog = Program::build(&Apm::resolve(name).unwrap(), &ops, &initial, blob.len() as u64).unwrap();
+            let exp = Explorer::new(&prog, &ops, &blob, CrashFs::universe(&initial, &ops).unwrap()).unwrap();
+            let excluded = vec![false; prog.calls.len()];
+            let final_call = prog.calls.len() - 1;
+            let mut seen = 0;
+            exp.atomicity(&excluded, &mut |p, fs, desc| {
+                if p != (Provenance::Atomicity { group: final_call }) {
+                    return Ok(true);
+                }
+                seen += 1;
+                let st = fs.to_state();
+                let f0 = st.lookup(st.root, "f0").map(|i| match &st.inodes[&i].node {
+                    Node::File { data } => data.len(),
+                    _ => 0,
+                });
+                // Named f0 holds the old 9000 bytes or (rename done) the new 10.
+                assert!(matches!(f0, None | Some(9000) | Some(10)), "{name} {last:?}: f0 named with {f0:?} bytes in `{desc}`");
+                Ok(true)
+            })
+            .unwrap();
+            // Directory operations are atomic under btrfs and ext3-w: no intermediate states.
+            assert!(name != "default" || seen > 0, "{name} {last:?}: no intermediate states");
+        }
+    }
+}
