@@ -164,8 +164,8 @@ def main():
     w("## Every static vulnerability\n")
     w("For each: the source locations, the calls, the APMs that expose it, the consequence the checker "
       "reported on the saved example state, the verdict and its argument, and a command that shows the "
-      "consequence on the saved state (`study/out/<run>/failing/v<N>/crash`, written by `study/run.sh`; "
-      "`.../README` reruns the checker).\n")
+      "consequence on a temporary copy of the saved state (`study/out/<run>/failing/v<N>/crash`, "
+      "written by `study/run.sh`; `.../README` reruns the checker).\n")
     for r in runs:
         if r.get("failed"):
             continue
@@ -187,8 +187,9 @@ def main():
             if v:
                 w(f"Verdict: **{VERDICTS.get(v['verdict'], v['verdict'])}** — {v['why'].strip()}  ")
                 if v.get("repro"):
-                    cmd = v["repro"].replace("{crash}", crash).replace("{stdout}", f"study/out/{r['name']}/failing/v{s['id']}/stdout")
-                    w(f"Reproduce: `{cmd}`")
+                    # On a copy: opening a crashed database recovers it in place.
+                    cmd = v["repro"].replace("{crash}", "$c").replace("{stdout}", f"study/out/{r['name']}/failing/v{s['id']}/stdout")
+                    w(f"Reproduce: `c=$(mktemp -d) && cp -a {crash}/. $c && {{ {cmd}; }}; rm -rf $c`")
             else:
                 w(f"Verdict: **not analysed**  ")
                 w(f"Reproduce: `cat study/out/{r['name']}/failing/v{s['id']}/README`")
