@@ -13,17 +13,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 reps=${1:-3}
-cargo build --release -q -p intact-cli
-intact=$PWD/target/release/intact
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source bench/lib.sh
 gcc -O2 -Wall -o "$tmp/gen_workload" bench/gen_workload.c
 printf 'void _start(void) { __asm__ volatile("mov $60, %%eax; xor %%edi, %%edi; syscall"); }\n' >"$tmp/exit0.c"
 gcc -O2 -static -nostdlib -o "$tmp/exit0" "$tmp/exit0.c"
 jobs=$(nproc)
 true_bin=$(type -P true)   # intact resolves the checker to a path once; so does the baseline
 
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2)? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 json() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
 
 # Recordings.

@@ -6,10 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 reps=${1:-5}
-cargo build --release -q -p intact-cli
-intact=$PWD/target/release/intact
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source bench/lib.sh
 gcc -g -O0 -o "$tmp/churn" bench/churn.c
 
 git_wl() { sh -c 'git init -q . && git add a.txt b.txt && git -c user.name=t -c user.email=t@e commit -q -m first'; }
@@ -20,8 +17,6 @@ sql="$sql PRAGMA journal_mode=WAL; BEGIN; UPDATE t SET b='x'; COMMIT;"
 # fresh_dir NAME -> prints a new work directory prepared for the workload
 fresh() { local d="$tmp/w.$RANDOM$RANDOM"; mkdir "$d"; echo hello > "$d/a.txt"; echo world > "$d/b.txt"; echo "$d"; }
 now() { date +%s.%N; }
-# median of the arguments
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2)? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 run_case() { # name, command...
   local name=$1; shift

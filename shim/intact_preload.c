@@ -1285,33 +1285,23 @@ int munmap(void *addr, size_t len)
 
 /* ---- mapping bookkeeping ---- */
 
-void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
-{
-    __typeof__(mmap) *fn = REAL(mmap);
-    if (!fn)
-        ENOSYS_RET(MAP_FAILED);
-    if (!mmap_interesting(flags))
-        return fn(addr, len, prot, flags, fd, off);
-    mmap_before(addr, len, flags);
-    void *ret = fn(addr, len, prot, flags, fd, off);
-    if (ret != MAP_FAILED)
-        mmap_after(ret, len, prot, flags, fd);
-    return ret;
-}
-
-void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
-{
-    __typeof__(mmap64) *fn = REAL(mmap64);
-    if (!fn)
-        ENOSYS_RET(MAP_FAILED);
-    if (!mmap_interesting(flags))
-        return fn(addr, len, prot, flags, fd, off);
-    mmap_before(addr, len, flags);
-    void *ret = fn(addr, len, prot, flags, fd, off);
-    if (ret != MAP_FAILED)
-        mmap_after(ret, len, prot, flags, fd);
-    return ret;
-}
+/* mmap and mmap64 differ only in the offset's type. */
+#define MMAP_WRAPPER(name, off_type)                                           \
+    void *name(void *addr, size_t len, int prot, int flags, int fd, off_type off) \
+    {                                                                          \
+        __typeof__(name) *fn = REAL(name);                                     \
+        if (!fn)                                                               \
+            ENOSYS_RET(MAP_FAILED);                                            \
+        if (!mmap_interesting(flags))                                          \
+            return fn(addr, len, prot, flags, fd, off);                        \
+        mmap_before(addr, len, flags);                                         \
+        void *ret = fn(addr, len, prot, flags, fd, off);                       \
+        if (ret != MAP_FAILED)                                                 \
+            mmap_after(ret, len, prot, flags, fd);                             \
+        return ret;                                                            \
+    }
+MMAP_WRAPPER(mmap, off_t)
+MMAP_WRAPPER(mmap64, off64_t)
 
 void *mremap(void *old, size_t old_size, size_t new_size, int flags, ...)
 {
@@ -1398,20 +1388,15 @@ ssize_t copy_file_range(int in_fd, off64_t *in_off, int out_fd, off64_t *out_off
     return fn(in_fd, in_off, out_fd, out_off, len, flags);
 }
 
-ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
-{
-    __typeof__(sendfile) *fn = REAL(sendfile);
-    SHIM(py_note(); cp_note(in_fd, offset, out_fd, count));
-    if (!fn)
-        ENOSYS_RET(-1);
-    return fn(out_fd, in_fd, offset, count);
-}
-
-ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset, size_t count)
-{
-    __typeof__(sendfile64) *fn = REAL(sendfile64);
-    SHIM(py_note(); cp_note(in_fd, offset, out_fd, count));
-    if (!fn)
-        ENOSYS_RET(-1);
-    return fn(out_fd, in_fd, offset, count);
-}
+/* sendfile and sendfile64 differ only in the offset's type. */
+#define SENDFILE_WRAPPER(name, off_type)                                       \
+    ssize_t name(int out_fd, int in_fd, off_type *offset, size_t count)        \
+    {                                                                          \
+        __typeof__(name) *fn = REAL(name);                                     \
+        SHIM(py_note(); cp_note(in_fd, offset, out_fd, count));                \
+        if (!fn)                                                               \
+            ENOSYS_RET(-1);                                                    \
+        return fn(out_fd, in_fd, offset, count);                               \
+    }
+SENDFILE_WRAPPER(sendfile, off_t)
+SENDFILE_WRAPPER(sendfile64, off64_t)

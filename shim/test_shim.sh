@@ -277,7 +277,7 @@ def mode_threads(trace, script):
     expect(len(pids.get('T1W', ())) == 1 and len(pids.get('T2W', ())) == 1 and pids['T1W'] != pids['T2W'],
            "thread pids %r" % pids)
 
-def mode_cthread(trace):
+def mode_cthread(trace, _script=None):
     evs = annotate(parse(trace))
     n = 0
     for ev in evs:
@@ -686,45 +686,27 @@ if [ -x /usr/bin/python3 ]; then
     PYTHONS+=("$(readlink -f /usr/bin/python3)")
 fi
 
+# py_case TAG SCRIPT MODE PASS-TEXT FAIL-TEXT [ARGS...]: traces `$PY SCRIPT WORKDIR ARGS...`,
+# then, unless MODE is empty, runs `check.py MODE TRACE SCRIPT` on the trace.
+py_case() {
+    local tag=$1 script=$2 mode=$3 ok=$4 bad=$5 wd
+    shift 5
+    wd="$T/${tag}_$(echo "$PY" | tr / _)"; mkdir -p "$wd"
+    if ! run_traced "$wd/trace" "$wd" "$PY" "$T/$script" "$wd" "$@" >/dev/null; then
+        fail "$script under $PY exited with $? (124 = timeout/deadlock)"
+    elif [ -z "$mode" ] || "$CHECK_PY" "$T/check.py" "$mode" "$wd/trace" "$T/$script"; then
+        pass "$ok ($PY)"
+    else
+        fail "$bad ($PY)"
+    fi
+}
+
 for PY in "${PYTHONS[@]}"; do
-    wd="$T/py_main_$(echo "$PY" | tr / _)"; mkdir -p "$wd"
-    if run_traced "$wd/trace" "$wd" "$PY" "$T/py_main.py" "$wd" >/dev/null; then
-        if "$CHECK_PY" "$T/check.py" py "$wd/trace" "$T/py_main.py"; then
-            pass "Python attribution ($PY)"
-        else
-            fail "Python attribution ($PY)"
-        fi
-    else
-        fail "py_main.py under $PY exited with $?"
-    fi
-
-    wd="$T/py_thr_$(echo "$PY" | tr / _)"; mkdir -p "$wd"
-    if run_traced "$wd/trace" "$wd" "$PY" "$T/py_threads.py" "$wd" >/dev/null; then
-        if "$CHECK_PY" "$T/check.py" threads "$wd/trace" "$T/py_threads.py"; then
-            pass "Python threads, no deadlock, per-thread attribution ($PY)"
-        else
-            fail "Python threads attribution ($PY)"
-        fi
-    else
-        fail "py_threads.py under $PY exited with $? (124 = timeout/deadlock)"
-    fi
-
-    wd="$T/py_sig_$(echo "$PY" | tr / _)"; mkdir -p "$wd"
-    if run_traced "$wd/trace" "$wd" "$PY" "$T/py_signals.py" "$wd" >/dev/null; then
-        pass "Python signals + wakeup fd, no deadlock ($PY)"
-    else
-        fail "py_signals.py under $PY exited with $? (124 = timeout/deadlock)"
-    fi
-    wd="$T/py_cthr_$(echo "$PY" | tr / _)"; mkdir -p "$wd"
-    if run_traced "$wd/trace" "$wd" "$PY" "$T/py_cthread.py" "$wd" "$T/libcthr.so" >/dev/null; then
-        if "$CHECK_PY" "$T/check.py" cthread "$wd/trace"; then
-            pass "native thread I/O while the GIL is held: no deadlock, no PY ($PY)"
-        else
-            fail "native thread I/O under held GIL ($PY)"
-        fi
-    else
-        fail "py_cthread.py under $PY exited with $? (124 = timeout/deadlock)"
-    fi
+    py_case py_main py_main.py py "Python attribution" "Python attribution"
+    py_case py_thr py_threads.py threads "Python threads, no deadlock, per-thread attribution" "Python threads attribution"
+    py_case py_sig py_signals.py "" "Python signals + wakeup fd, no deadlock" "-"
+    py_case py_cthr py_cthread.py cthread "native thread I/O while the GIL is held: no deadlock, no PY" \
+        "native thread I/O under held GIL" "$T/libcthr.so"
 done
 
 echo

@@ -107,55 +107,45 @@ def main():
           f"| {r['record_seconds']:.1f} | {r['check_seconds']:.1f} |")
     w("\n`distinct states` counts the states the checker ran on (each distinct state once across the APMs).\n")
 
-    w("## Static vulnerabilities per APM (Table 4.4 analog)\n")
-    w("Each cell: static vulnerabilities exposed under that APM (thesis 004 Table 4.4, where the application was in it, in brackets).\n")
-    w("| run | " + " | ".join(APMS) + " |")
-    w("|---|" + "---|" * len(APMS))
-    for r in runs:
-        if r.get("failed"):
-            continue
+    done = [r for r in runs if not r.get("failed")]
+    # The hand verdict of every static vulnerability, by (run, id).
+    verdict_of = {(r["name"], s["id"]): match(verdicts[r["app"]], r, s, norm) for r in done for s in r["report"]["static"]}
+
+    def per_run_table(columns, cells):
+        w("| run | " + " | ".join(columns) + " |")
+        w("|---|" + "---|" * len(columns))
+        for r in done:
+            w(f"| {r['name']} | " + " | ".join(cells(r)) + " |")
+        w("")
+
+    def per_apm(r):
         th = thesis_row(r["name"])
-        cells = []
         for i, apm in enumerate(APMS):
             n = sum(1 for s in r["report"]["static"] if apm in s["apms"])
-            t = f" [{th[1][i]}]" if th and i < 6 else ""
-            cells.append(f"{n}{t}")
-        w(f"| {r['name']} | " + " | ".join(cells) + " |")
-    w("")
+            yield f"{n} [{th[1][i]}]" if th and i < 6 else str(n)
 
-    w("## Categories under the default APM (Table 4.2 analog)\n")
-    w("| run | " + " | ".join(c[1] for c in CATS) + " | unique |")
-    w("|---|" + "---|" * (len(CATS) + 1))
-    for r in runs:
-        if r.get("failed"):
-            continue
+    def per_category(r):
         st = [s for s in r["report"]["static"] if "default" in s["apms"]]
-        cells = [str(sum(1 for s in st if c in s["categories"]) or "") for c, _ in CATS]
-        w(f"| {r['name']} | " + " | ".join(cells) + f" | {len(st)} |")
-    w("")
+        return [str(sum(1 for s in st if c in s["categories"]) or "") for c, _ in CATS] + [str(len(st))]
 
+    def per_consequence(r):
+        got = [consequence(s["example"]["checker_message"])[0] for s in r["report"]["static"]]
+        return [str(got.count(c) or "") for c in CONSEQUENCES]
+
+    w("## Static vulnerabilities per APM (Table 4.4 analog)\n")
+    w("Each cell: static vulnerabilities exposed under that APM (thesis 004 Table 4.4, where the application was in it, in brackets).\n")
+    per_run_table(APMS, per_apm)
+    w("## Categories under the default APM (Table 4.2 analog)\n")
+    per_run_table([c[1] for c in CATS] + ["unique"], per_category)
     w("## Consequences (Table 4.3 analog)\n")
     w("From the checker's `consequence:` line on each vulnerability's example state; all APMs.\n")
-    w("| run | " + " | ".join(CONSEQUENCES) + " |")
-    w("|---|" + "---|" * len(CONSEQUENCES))
-    for r in runs:
-        if r.get("failed"):
-            continue
-        cnt = {c: 0 for c in CONSEQUENCES}
-        for s in r["report"]["static"]:
-            cnt[consequence(s["example"]["checker_message"])[0]] += 1
-        w(f"| {r['name']} | " + " | ".join(str(cnt[c] or "") for c in CONSEQUENCES) + " |")
-    w("")
+    per_run_table(CONSEQUENCES, per_consequence)
 
     w("## Verdicts\n")
     tally = {}
-    for r in runs:
-        if r.get("failed"):
-            continue
-        for s in r["report"]["static"]:
-            v = match(verdicts[r["app"]], r, s, norm)
-            k = v["verdict"] if v else "not analysed"
-            tally[k] = tally.get(k, 0) + 1
+    for v in verdict_of.values():
+        k = v["verdict"] if v else "not analysed"
+        tally[k] = tally.get(k, 0) + 1
     w("| verdict | static vulnerabilities |\n|---|---|")
     for k, n in sorted(tally.items()):
         w(f"| {VERDICTS.get(k, k)} | {n} |")
@@ -166,16 +156,13 @@ def main():
       "reported on the saved example state, the verdict and its argument, and a command that shows the "
       "consequence on a temporary copy of the saved state (`study/out/<run>/failing/v<N>/crash`, "
       "written by `study/run.sh`; `.../README` reruns the checker).\n")
-    for r in runs:
-        if r.get("failed"):
-            continue
+    for r in done:
         w(f"### {r['name']}\n")
-        notes = here / r["app"] / "README.md"
         w(f"{r['title']}. Workload, checker and expectations: [`study/{r['app']}/README.md`](../study/{r['app']}/README.md).\n")
         if not r["report"]["static"]:
             w("No static vulnerability under any APM.\n")
         for s in r["report"]["static"]:
-            v = match(verdicts[r["app"]], r, s, norm)
+            v = verdict_of[(r["name"], s["id"])]
             cls, detail = consequence(s["example"]["checker_message"])
             cats = ", ".join(dict(CATS).get(c, c) for c in s["categories"])
             w(f"**#{s['id']}** [{cats}] {md(norm(title(s)))}  ")

@@ -475,6 +475,12 @@ impl Program {
         })
     }
 
+    /// Whether some unit of call `g` must follow a unit in `removed`: dropping `removed`
+    /// drops the whole call (the reordering phase and its report walk calls this way).
+    pub fn call_follows(&self, g: usize, removed: &FixedBitSet) -> bool {
+        self.calls[g].units.clone().any(|u| !self.preds[u].is_disjoint(removed))
+    }
+
     /// Whether a set of units is closed under the ordering constraints.
     pub fn closed(&self, set: &FixedBitSet) -> bool {
         set.ones().all(|u| self.preds[u].is_subset(set))

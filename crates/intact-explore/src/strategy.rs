@@ -289,7 +289,7 @@ impl<'a> Explorer<'a> {
             let mut running = self.prefix[a].clone();
             for b in a + 1..n {
                 let units = self.prog.calls[b].units.clone();
-                if units.clone().any(|u| !self.prog.preds[u].is_disjoint(&removed)) {
+                if self.prog.call_follows(b, &removed) {
                     for u in units {
                         removed.insert(u);
                     }

@@ -3,6 +3,7 @@
 //! 4.2 category), grouped into static vulnerabilities by the source location of the calls.
 //! The JSON form is documented in `docs/report.md` (schema "intact-report/1").
 
+use fixedbitset::FixedBitSet;
 use intact_apm::{Micro, Program};
 use intact_explore::{Provenance, StateHash};
 use intact_model::op::{LogicalOp, Op};
@@ -220,11 +221,11 @@ impl ApmRun<'_> {
     /// the protocol and only output got ahead of the disk. (The same walk as
     /// `Explorer::reorderings`.)
     fn prefix_like(&self, a: usize, b: usize) -> bool {
-        let mut removed: BTreeSet<usize> = self.prog.calls[a].units.clone().collect();
+        let mut removed = FixedBitSet::with_capacity(self.prog.units.len());
+        removed.extend(self.prog.calls[a].units.clone());
         for g in a + 1..b {
-            let units = self.prog.calls[g].units.clone();
-            if units.clone().any(|u| removed.iter().any(|&r| self.prog.preds[u].contains(r))) {
-                removed.extend(units);
+            if self.prog.call_follows(g, &removed) {
+                removed.extend(self.prog.calls[g].units.clone());
             } else if self.call_ops(g).iter().any(|o| !matches!(o.op, LogicalOp::Output { .. } | LogicalOp::Sync { .. })) {
                 return false;
             }
@@ -323,22 +324,29 @@ impl ApmRun<'_> {
         // there) fails for every earlier a too, since a prefix that stops earlier only loses
         // more; under ext3-j that blamed every call since the last sync. Only the latest
         // such a before the same output is reported: the call whose loss breaks the promise.
-        let latest_prefix_a: BTreeMap<usize, usize> = per_pair
-            .iter()
-            .filter(|(&a, &(_, b, _, _))| self.ordering_category(a, b) == Category::Durability && self.prefix_like(a, b))
-            .fold(BTreeMap::new(), |mut m, (&a, &(_, b, _, _))| {
-                let e = m.entry(b).or_insert(a);
+        let pairs: Vec<_> = per_pair
+            .into_iter()
+            .map(|(a, (n, b, p, v))| {
+                let category = self.ordering_category(a, b);
+                let prefix_durability = category == Category::Durability && self.prefix_like(a, b);
+                (a, n, b, p, v, category, prefix_durability)
+            })
+            .collect();
+        let mut latest_prefix_a: BTreeMap<usize, usize> = BTreeMap::new();
+        for &(a, _, b, _, _, _, prefix_durability) in &pairs {
+            if prefix_durability {
+                let e = latest_prefix_a.entry(b).or_insert(a);
                 *e = (*e).max(a);
-                m
-            });
-        for (a, (n, b, p, v)) in per_pair {
-            if latest_prefix_a.get(&b).is_some_and(|&latest| latest != a) && self.prefix_like(a, b) && self.ordering_category(a, b) == Category::Durability {
+            }
+        }
+        for (a, n, b, p, v, category, prefix_durability) in pairs {
+            if prefix_durability && latest_prefix_a.get(&b) != Some(&a) {
                 continue;
             }
             out.push(Dynamic {
                 apm: apm.clone(),
                 kind: Kind::Ordering,
-                category: self.ordering_category(a, b),
+                category,
                 calls: vec![self.call_ref(a, loc, summary), self.call_ref(b, loc, summary)],
                 failing_states: n,
                 example: example(p, &v),
