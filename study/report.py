@@ -80,8 +80,11 @@ def main():
         if r["app"] not in verdicts:
             verdicts[r["app"]] = tomllib.load(open(vf, "rb")).get("vuln", []) if vf.exists() else []
 
+    built = re.compile(re.escape(str(out)) + r"/build/[^/]+/(?:src/tree|leveldb-src/tree|amalgamation)/")
+
     def norm(s):
-        return s.replace(str(root) + "/", "./").replace(str(out) + "/", "study/out/")
+        # Sources built by the study read as their own paths (sqlite3.c:1234, refs/files-backend.c:...).
+        return built.sub("", s).replace(str(root) + "/", "./").replace(str(out) + "/", "study/out/")
 
     L = []
     w = L.append

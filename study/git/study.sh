@@ -3,15 +3,28 @@
 CONFIGS=(fsync default)
 QUICK_CONFIGS=(fsync)
 case "${STUDY_CONFIG:-}" in
-  fsync)   APP_TITLE="git (Debian 12 package /usr/bin/git), core.fsync=all, core.fsyncMethod=fsync" ;;
-  default) APP_TITLE="git (Debian 12 package /usr/bin/git), git's default settings" ;;
+  fsync)   APP_TITLE="git (Debian 12 source of the installed package, built with -g), core.fsync=all, core.fsyncMethod=fsync" ;;
+  default) APP_TITLE="git (Debian 12 source of the installed package, built with -g), git's default settings" ;;
   *) echo "git: unknown configuration ${STUDY_CONFIG:-}" >&2; return 1 ;;
 esac
 
+# The traced git is Debian's own source of the installed version (patches applied), built
+# with -g: the same code as /usr/bin/git, but with line tables, so each vulnerability is
+# named by a git source line (Debian's binary is stripped: offsets only; the source comes
+# from study/debian-source.sh); the checker and study_init use /usr/bin/git, a user's git.
 study_build() {
-  if ! [ -x /usr/bin/git ] || ! [ -x /usr/bin/python3 ]; then
-    apt-get update -qq && apt-get install -y -qq git python3 >/dev/null
+  if ! [ -x /usr/bin/git ] || ! [ -x /usr/bin/python3 ] || ! dpkg -s zlib1g-dev >/dev/null 2>&1; then
+    apt-get update -qq && apt-get install -y -qq git python3 zlib1g-dev make gcc >/dev/null
   fi
+  local version; version=$(dpkg-query -W -f '${Version}' git)
+  if [ -x "$BUILD/git" ] && [ "$(cat "$BUILD/git.version" 2>/dev/null)" = "$version" ]; then
+    return
+  fi
+  local tree; tree=$(bash "$APP_DIR/../debian-source.sh" git "$BUILD/src")
+  make -C "$tree" -j"$(nproc)" CFLAGS="-g -O2" NO_CURL=1 NO_GETTEXT=1 NO_TCLTK=1 \
+    NO_PERL=1 NO_PYTHON=1 NO_EXPAT=1 NO_OPENSSL=1 git >"$BUILD/build.log" 2>&1 ||
+    { tail -5 "$BUILD/build.log" >&2; return 1; }
+  cp "$tree/git" "$BUILD/git" && echo "$version" >"$BUILD/git.version"
 }
 study_version() { dpkg-query -W -f '${Version}' git; }
 
@@ -53,10 +66,13 @@ study_init() {
 WORKLOAD=(env "${GIT_STUDY_ENV[@]}" GIT_AUTHOR_DATE='1700000100 +0000'
   GIT_COMMITTER_DATE='1700000100 +0000' /bin/sh -c
   'printf "first file\n" > one.txt && printf "second file\n" > two.txt &&
-/usr/bin/git add one.txt two.txt && echo added &&
-/usr/bin/git commit -q -m "add two files" && echo committed')
+"$0" add one.txt two.txt && echo added &&
+"$0" commit -q -m "add two files" && echo committed' "$BUILD/git")
 RECORD_OPTS=()
 # Debian's python3, isolated (-I) and without site (-S): ~35 ms to start; a pyenv shim
 # first on PATH costs ~150 ms per crash state.
 CHECKER="/usr/bin/python3 -I -S $APP_DIR/check.py"
-CHECK_OPTS=()
+# git's I/O wrappers (wrapper.c: xwrite, write_in_full, xopen...; write-or-die.c:
+# fsync_or_die; lockfile.c / tempfile.c: commit and rename of lock files) serve every
+# caller: skipping them names the code that asked (index, refs, object files).
+CHECK_OPTS=(--frame-skip '\|[^|]*/(?:wrapper|write-or-die|lockfile|tempfile)\.c$')

@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 
-PG_BIN = "/usr/lib/postgresql/15/bin"
+PG_BIN = os.environ.get("PG_BIN", "/usr/lib/postgresql/15/bin")  # study.sh sets the -g build
 START_WAIT = 20.0      # seconds for startup + crash recovery
 QUERY_WAIT = 10.0      # seconds per psql call
 BUDGET = 45.0          # seconds for start + queries: stays below intact's --timeout (60 s)

@@ -1,17 +1,32 @@
 # PostgreSQL 15 (Debian package postgresql-15): sourced by study/run.sh, see study/README.md
 # and study/postgres/README.md.
 
-PG_BIN=/usr/lib/postgresql/15/bin
+# The traced server, initdb and the checker's server are PostgreSQL built with -g from
+# Debian's source of the installed postgresql-15 (study/debian-source.sh: same version,
+# Debian's patches), installed under $BUILD/pg: each vulnerability is then named by a
+# PostgreSQL source line (Debian's binary is stripped to its exported symbols). The
+# optional libraries the study does not use (readline, ICU, zstd, lz4) are left out.
+export PG_BIN=$BUILD/pg/bin
 
 CONFIGS=(default)
 QUICK_CONFIGS=()
-APP_TITLE="PostgreSQL 15 (Debian 12 package postgresql-15), default durability settings (fsync, synchronous_commit, full_page_writes on)"
+APP_TITLE="PostgreSQL 15 (Debian source of postgresql-15, built with -g), default durability settings (fsync, synchronous_commit, full_page_writes on)"
 
 study_build() {
-  if [ ! -x "$PG_BIN/postgres" ] || [ ! -x "$PG_BIN/psql" ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15 >/dev/null
+  if ! dpkg -s postgresql-15 >/dev/null 2>&1 || ! dpkg -s zlib1g-dev >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15 zlib1g-dev gcc make >/dev/null
   fi
   command -v setpriv >/dev/null && command -v python3 >/dev/null
+  local version; version=$(study_version)
+  if [ -x "$PG_BIN/postgres" ] && [ "$(cat "$BUILD/pg.version" 2>/dev/null)" = "$version" ]; then
+    return
+  fi
+  local tree; tree=$(bash "$APP_DIR/../debian-source.sh" postgresql-15 "$BUILD/src")
+  rm -rf "$BUILD/bld" "$BUILD/pg" && mkdir -p "$BUILD/bld"
+  (cd "$BUILD/bld" && "$tree/configure" --prefix="$BUILD/pg" --without-readline --without-icu \
+      --without-zstd --without-lz4 CFLAGS="-g -O2" && make -j"$(nproc)" && make install) \
+    >"$BUILD/build.log" 2>&1 || { tail -5 "$BUILD/build.log" >&2; return 1; }
+  echo "$version" >"$BUILD/pg.version"
 }
 
 study_version() { dpkg-query -W -f '${Version}' postgresql-15; }
@@ -55,12 +70,7 @@ RECORD_OPTS=(
   --ignore 'pgdata/pg_stat/*'                 # cumulative statistics: discarded by crash recovery
 )
 CHECKER="python3 $APP_DIR/check.py"
-# Representative frames: skip PostgreSQL's file-access layer (fd.c: every open, write,
-# fsync and durable_rename goes through it) so that the caller that decided the I/O is
-# named (mdcreate, mdextend, mdwrite, CheckPointReplicationOrigin, ...). The last three
-# names are not frames at all: Debian's binary is stripped to its exported symbols, and
-# the static XLogWrite, issue_xlog_fsync and SlruPhysicalWritePage show up as the nearest
-# exported symbol before them (GetRedoRecPtr, do_pg_abort_backup,
-# pg_get_wal_resource_managers); skipping those names makes XLogFlush and
-# SimpleLruWriteAll, their real callers, the representative frames.
-CHECK_OPTS=(--frame-skip '^[^|]*/postgres\|(?:BasicOpenFile\w*|PathNameOpenFile\w*|OpenTransientFile\w*|AllocateFile|File(?:Write|Read|Sync|Writeback|Truncate|Zero|Fallocate)|pg_fsync\w*|pg_fdatasync|pg_flush_data|fsync_fname\w*|durable_rename|durable_unlink|pg_pwrite\w*|do_pg_abort_backup|GetRedoRecPtr|pg_get_wal_resource_managers)\|')
+# Representative frames: skip PostgreSQL's file-access layer (storage/file/fd.c: every
+# open, write, fsync and durable_rename goes through it, and src/port's pwrite wrappers) so
+# that the caller that decided the I/O is named (mdcreate, mdextend, XLogWrite, ...).
+CHECK_OPTS=(--frame-skip '\|[^|]*/src/(?:backend/storage/file/fd\.c|port/pg_?pwrite\w*\.c)$')

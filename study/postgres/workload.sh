@@ -6,7 +6,7 @@
 # After every statement returns, one line goes to stdout (created, committed N, checkpoint,
 # stopped): the checker's durability expectations. Everything else goes to stderr.
 set -euo pipefail
-PG_BIN=/usr/lib/postgresql/15/bin
+PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}   # study.sh sets the -g build
 PORT=${PG_STUDY_PORT:-54329}
 data=$PWD/pgdata
 
