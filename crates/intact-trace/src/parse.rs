@@ -168,6 +168,13 @@ pub fn parse_trace(text: &[u8]) -> Result<Trace, ParseError> {
             let name = &r[..close];
             let tail = &r[close + " resumed>".len()..];
             match pending.remove(&tid) {
+                // `<... clone3 resumed> <unfinished ...>) = ?`: the call resumed and was cut
+                // off again (another thread's execve ended this one); it never returned.
+                Some((_, l)) if tail.trim_start().starts_with("<unfinished ...>") => {
+                    trace.unfinished.push((tid, name.to_string(), l));
+                    last_call = None;
+                    continue;
+                }
                 Some((head, _)) => {
                     full = format!("{head}{tail}");
                     &full
@@ -578,6 +585,15 @@ mod tests {
     fn unfinished_at_end_is_reported() {
         let t = parse_trace(b"5  write(3</a>, \"x\", 1 <unfinished ...>\n5  +++ killed by SIGKILL +++\n").unwrap();
         assert_eq!(t.unfinished, vec![(5, "write(3</a>, \"x\", 1".to_string(), 1)]);
+    }
+
+    #[test]
+    fn resumed_then_cut_off_again_is_unfinished() {
+        // Seen when one thread execs while another is inside clone3.
+        let raw = b"8218  clone3({flags=CLONE_VM, exit_signal=0, stack=0x7f, stack_size=0x7ff00} <unfinished ...>\n8217  execve(\"/bin/true\", [\"true\"], 0x7ffc /* 3 vars */ <unfinished ...>\n8218  <... clone3 resumed> <unfinished ...>) = ?\n8218  +++ exited with 0 +++\n8217  <... execve resumed>) = 0\n";
+        let t = parse_trace(raw).expect("a cut-off resumed call parses");
+        assert_eq!(t.unfinished.iter().map(|u| (u.0, u.1.as_str())).collect::<Vec<_>>(), vec![(8218, "clone3")]);
+        assert!(t.events.iter().any(|e| matches!(e, Event::Call(c) if c.name == "execve")));
     }
 
     #[test]
