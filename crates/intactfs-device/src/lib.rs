@@ -44,6 +44,29 @@ pub trait BlockDevice {
     fn write(&mut self, block: u64, data: &[u8]) -> Result<(), DeviceError>;
     /// Makes every earlier write durable.
     fn flush(&mut self) -> Result<(), DeviceError>;
+    /// Writes consecutive blocks from `block` (`data` is a whole number of blocks). Each
+    /// block is a separate volatile write; a file device issues one `pwrite`.
+    fn write_run(&mut self, block: u64, data: &[u8]) -> Result<(), DeviceError> {
+        let bs = self.block_size();
+        if data.is_empty() || !data.len().is_multiple_of(bs) {
+            return Err(DeviceError::BadLength { got: data.len(), block_size: bs });
+        }
+        for (k, chunk) in data.chunks(bs).enumerate() {
+            self.write(block + k as u64, chunk)?;
+        }
+        Ok(())
+    }
+    /// Reads consecutive blocks from `block` into `buf` (a whole number of blocks).
+    fn read_run(&mut self, block: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
+        let bs = self.block_size();
+        if buf.is_empty() || !buf.len().is_multiple_of(bs) {
+            return Err(DeviceError::BadLength { got: buf.len(), block_size: bs });
+        }
+        for (k, chunk) in buf.chunks_mut(bs).enumerate() {
+            self.read(block + k as u64, chunk)?;
+        }
+        Ok(())
+    }
 }
 
 pub(crate) fn check_block_size(block_size: usize) -> Result<(), DeviceError> {

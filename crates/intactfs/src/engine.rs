@@ -1,0 +1,1144 @@
+//! The engine: POSIX operations with streams over a block device.
+//!
+//! Two copies of the metadata are kept: `live` (what calls see, including every stream's
+//! uncommitted work) and `durable` (the checkpoint plus every committed record: what a
+//! crash now would recover). A call changes `live` through [`Meta::apply`] and appends the
+//! same logical operation to its stream's running transaction; a commit writes the
+//! transaction as one journal record and applies it to `durable`. File data waits in a
+//! per-inode cache of dirty blocks until its inode's transaction commits; then every dirty
+//! block gets a newly allocated device block (allocation at commit), is written in place,
+//! and is covered by a checksum in the record, so data is written once and an overwrite
+//! never touches a block durable metadata refers to (copy on write).
+
+use crate::alloc::Allocator;
+use crate::error::{FsError, Result};
+use crate::layout::{self, Checkpoint, Record, Superblock, CHECKPOINT_SLOTS, CP_MAGIC, JOURNAL_START, MAX_SNAPSHOT_EXTENTS, REC_MAGIC, SB_MAGIC};
+use crate::meta::{map_block, valid_name, Body, FileType, Ino, Inode, LogOp, Meta, NewKind, Time, BLOCK, NAME_MAX, ROOT, SYMLINK_MAX};
+use crate::recovery::{self, Loaded};
+use crate::streams::{Key, StreamFlags, StreamId, Streams};
+use intactfs_device::BlockDevice;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// Largest file size: 2^50 bytes (1 PiB).
+pub const MAX_FILE_SIZE: u64 = 1 << 50;
+const MAX_LINKS: u32 = 65_000;
+
+pub type Clock = Box<dyn FnMut() -> Time + Send>;
+
+pub struct MkfsOptions {
+    /// Journal size in blocks; default: 1/32 of the device, between 64 blocks and 32 MiB.
+    pub journal_blocks: Option<u64>,
+    pub uuid: u64,
+    pub time: Time,
+}
+
+impl Default for MkfsOptions {
+    fn default() -> Self {
+        MkfsOptions { journal_blocks: None, uuid: 0, time: now_wall() }
+    }
+}
+
+pub struct MountOptions {
+    /// Commit a stream's group once this many bytes of dirty data wait in memory.
+    pub dirty_limit: u64,
+    /// Checkpoint when the journal is this full (0..1).
+    pub checkpoint_fill: f64,
+    /// Recover in memory only; write nothing (fsck, dump).
+    pub read_only: bool,
+    /// Time source; default: the system clock.
+    pub clock: Option<Clock>,
+    /// Keep a log of every commit (which streams, how far): simulation and tests.
+    pub keep_commit_log: bool,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        MountOptions { dirty_limit: 256 << 20, checkpoint_fill: 0.75, read_only: false, clock: None, keep_commit_log: false }
+    }
+}
+
+pub fn now_wall() -> Time {
+    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    Time { sec: d.as_secs() as i64, nsec: d.subsec_nanos() }
+}
+
+/// What the device saw, for benchmarks and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub data_bytes: u64,
+    pub journal_bytes: u64,
+    pub snapshot_bytes: u64,
+    pub header_bytes: u64,
+    pub flushes: u64,
+    pub commits: u64,
+    pub checkpoints: u64,
+}
+
+impl Stats {
+    pub fn bytes_written(&self) -> u64 {
+        self.data_bytes + self.journal_bytes + self.snapshot_bytes + self.header_bytes
+    }
+}
+
+/// One commit: its sequence number and, for each stream it covered, how many of that
+/// stream's mutating calls are now durable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommitInfo {
+    pub seq: u64,
+    pub streams: Vec<(StreamId, u64)>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attr {
+    pub ino: Ino,
+    pub kind: FileType,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub nlink: u32,
+    pub size: u64,
+    /// 512-byte units allocated (including dirty data not yet allocated).
+    pub blocks: u64,
+    pub atime: Time,
+    pub mtime: Time,
+    pub ctime: Time,
+    pub rdev: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirEntry {
+    pub name: Vec<u8>,
+    pub ino: Ino,
+    pub kind: FileType,
+    /// Pass this back to continue after this entry.
+    pub cookie: u64,
+}
+
+/// Who creates a file: the new inode's owner.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Owner {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetAttr {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<Time>,
+    pub mtime: Option<Time>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RenameFlags {
+    pub noreplace: bool,
+    pub exchange: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatFs {
+    pub block_size: u64,
+    pub blocks: u64,
+    pub free_blocks: u64,
+    pub files: u64,
+    pub name_max: u64,
+}
+
+/// What mount found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MountReport {
+    pub checkpoint_generation: u64,
+    pub records_replayed: usize,
+    pub stop: String,
+    pub orphans_freed: usize,
+}
+
+pub struct Fs<D: BlockDevice> {
+    dev: D,
+    sb: Superblock,
+    cp: Checkpoint,
+    cp_slot: usize,
+    live: Meta,
+    durable: Meta,
+    alloc: Allocator,
+    free_inos: BTreeSet<Ino>,
+    pending_inos: Vec<Ino>,
+    streams: Streams,
+    dirty: HashMap<Ino, BTreeMap<u64, Box<[u8]>>>,
+    dirty_blocks: u64,
+    /// Preallocation waiting for its commit: inode → block ranges.
+    falloc: HashMap<Ino, (Vec<(u64, u64)>, u64)>,
+    /// Blocks promised to dirty data and preallocation (so commits never run out).
+    reserved: u64,
+    /// Kept free for the next metadata snapshot.
+    meta_reserve: u64,
+    open: HashMap<Ino, u32>,
+    jhead: u64,
+    next_seq: u64,
+    durable_upto: u64,
+    opts: MountOptions,
+    clock: Clock,
+    stats: Stats,
+    commit_log: Vec<CommitInfo>,
+    /// Set when a device write failed mid-commit: memory and disk may disagree.
+    poisoned: Option<String>,
+}
+
+/// Writes an empty file system.
+pub fn mkfs<D: BlockDevice>(dev: &mut D, opts: &MkfsOptions) -> Result<Superblock> {
+    if dev.block_size() != BLOCK {
+        return Err(FsError::Invalid(format!("device block size {} (intactfs needs {BLOCK})", dev.block_size())));
+    }
+    let blocks = dev.blocks();
+    let journal = opts.journal_blocks.unwrap_or((blocks / 32).clamp(64, (32 << 20) / BLOCK as u64));
+    if blocks < JOURNAL_START + journal + 16 {
+        return Err(FsError::Invalid(format!(
+            "{blocks} blocks of {BLOCK} bytes is too small for a {journal}-block journal (need at least {} blocks)",
+            JOURNAL_START + journal + 16
+        )));
+    }
+    let sb = Superblock { version: layout::FORMAT_VERSION, block_size: BLOCK as u32, blocks, journal_start: JOURNAL_START, journal_blocks: journal, uuid: opts.uuid };
+    let meta = Meta::new(opts.time);
+    let snap = postcard::to_stdvec(&meta).expect("in-memory serialization");
+    let n = snap.len().div_ceil(BLOCK) as u64;
+    let at = sb.data_start();
+    let mut padded = snap.clone();
+    padded.resize(n as usize * BLOCK, 0);
+    dev.write_run(at, &padded)?;
+    // A stale record at the journal's start could otherwise match epoch 1 of a reused uuid.
+    dev.write(JOURNAL_START, &vec![0; BLOCK])?;
+    let cp = Checkpoint {
+        uuid: sb.uuid,
+        generation: 1,
+        snapshot: vec![(at, n)],
+        snapshot_bytes: snap.len() as u64,
+        snapshot_crc: layout::snapshot_crc(&snap),
+        journal_pos: JOURNAL_START,
+        next_seq: 1,
+        durable_upto: 0,
+    };
+    dev.write(CHECKPOINT_SLOTS[0], &layout::encode(CP_MAGIC, &cp))?;
+    dev.write(CHECKPOINT_SLOTS[1], &vec![0; BLOCK])?;
+    dev.flush()?;
+    // The superblock last: a device without one is not a file system yet.
+    dev.write(layout::SUPERBLOCK, &layout::encode(SB_MAGIC, &sb))?;
+    dev.flush()?;
+    Ok(sb)
+}
+
+fn kind_of(k: &NewKind) -> FileType {
+    match k {
+        NewKind::File => FileType::File,
+        NewKind::Dir => FileType::Dir,
+        NewKind::Symlink(_) => FileType::Symlink,
+        NewKind::Fifo => FileType::Fifo,
+        NewKind::Socket => FileType::Socket,
+        NewKind::CharDev(_) => FileType::CharDev,
+        NewKind::BlockDev(_) => FileType::BlockDev,
+    }
+}
+
+impl<D: BlockDevice> Fs<D> {
+    /// Recovers (replaying the journal) and, unless read-only, writes a fresh checkpoint.
+    pub fn mount(mut dev: D, mut opts: MountOptions) -> Result<(Fs<D>, MountReport)> {
+        let Loaded { sb, cp, slot, mut meta, replayed, stop, journal_head, next_seq, durable_upto } = recovery::load(&mut dev)?;
+        let mut alloc = Allocator::new(sb.data_start(), sb.blocks);
+        for &(s, l) in &cp.snapshot {
+            if !alloc.take(s, l) {
+                return Err(FsError::Corrupt(format!("snapshot block {s} is used twice")));
+            }
+        }
+        let orphans = recovery::orphans(&meta);
+        let mut orphan_blocks = Vec::new();
+        for &o in &orphans {
+            let f = meta.apply(&LogOp::Free { ino: o }).map_err(|e| FsError::Corrupt(format!("freeing orphan {o}: {e}")))?;
+            orphan_blocks.extend(f.extents);
+        }
+        for n in meta.inodes.values() {
+            if let Some(ex) = n.extents() {
+                for e in ex.values() {
+                    if !alloc.take(e.pblk, e.len) {
+                        return Err(FsError::Corrupt(format!("device block {} is used twice", e.pblk)));
+                    }
+                }
+            }
+        }
+        let free_inos = (ROOT + 1..meta.next_ino).filter(|i| !meta.inodes.contains_key(i)).collect();
+        let report = MountReport { checkpoint_generation: cp.generation, records_replayed: replayed.len(), stop, orphans_freed: orphans.len() };
+        let clock = opts.clock.take_or_default();
+        let mut fs = Fs {
+            dev,
+            sb,
+            cp,
+            cp_slot: slot,
+            live: meta.clone(),
+            durable: meta,
+            alloc,
+            free_inos,
+            pending_inos: Vec::new(),
+            streams: Streams::default(),
+            dirty: HashMap::new(),
+            dirty_blocks: 0,
+            falloc: HashMap::new(),
+            reserved: 0,
+            meta_reserve: 0,
+            open: HashMap::new(),
+            jhead: journal_head,
+            next_seq,
+            durable_upto,
+            opts,
+            clock,
+            stats: Stats::default(),
+            commit_log: Vec::new(),
+            poisoned: None,
+        };
+        fs.update_meta_reserve();
+        if !fs.opts.read_only {
+            // Orphans' blocks were freed in memory only: the new checkpoint makes that durable.
+            fs.checkpoint()?;
+            for (s, l) in orphan_blocks {
+                fs.alloc.release(s, l);
+            }
+        }
+        Ok((fs, report))
+    }
+
+    /// Commits everything, checkpoints, and returns the device.
+    pub fn unmount(mut self) -> Result<D> {
+        if !self.opts.read_only {
+            self.sync()?;
+            self.checkpoint()?;
+        }
+        Ok(self.dev)
+    }
+
+    /// Drops everything not committed, as a crash would (the device keeps what it has).
+    pub fn into_device(self) -> D {
+        self.dev
+    }
+
+    pub fn device(&self) -> &D {
+        &self.dev
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    pub fn commit_log(&self) -> &[CommitInfo] {
+        &self.commit_log
+    }
+
+    pub fn superblock(&self) -> &Superblock {
+        &self.sb
+    }
+
+    /// The state a crash right now would recover (before orphan cleanup).
+    pub fn durable_meta(&self) -> &Meta {
+        &self.durable
+    }
+
+    pub fn live_meta(&self) -> &Meta {
+        &self.live
+    }
+
+    /// Times the stream machinery merged two groups because of related operations.
+    pub fn merges(&self) -> u64 {
+        self.streams.merges
+    }
+
+    fn now(&mut self) -> Time {
+        (self.clock)()
+    }
+
+    fn writable(&self) -> Result<()> {
+        if self.opts.read_only {
+            return Err(FsError::ReadOnly);
+        }
+        if let Some(p) = &self.poisoned {
+            return Err(FsError::Corrupt(format!("an earlier device error left this mount inconsistent ({p}); unmount and mount again")));
+        }
+        Ok(())
+    }
+
+    // ----- streams -----
+
+    pub fn set_stream_flags(&mut self, s: StreamId, flags: StreamFlags) {
+        self.streams.stream(s).flags = flags;
+    }
+
+    pub fn stream_flags(&mut self, s: StreamId) -> StreamFlags {
+        self.streams.stream(s).flags
+    }
+
+    /// Commits the caller's stream (with any stream merged into it), ignoring IGNORE_FSYNC.
+    pub fn streamsync(&mut self, s: StreamId) -> Result<()> {
+        self.writable()?;
+        let g = self.streams.group(s);
+        self.commit(&g)
+    }
+
+    /// fsync/fdatasync: the caller's stream, and the group holding the file's uncommitted
+    /// changes if another. A no-op in an IGNORE_FSYNC stream.
+    pub fn fsync(&mut self, s: StreamId, ino: Ino, _datasync: bool) -> Result<()> {
+        self.node(ino)?;
+        if self.streams.stream(s).flags.ignore_fsync || self.opts.read_only {
+            return Ok(());
+        }
+        self.writable()?;
+        let g = self.streams.group(s);
+        self.commit(&g)?;
+        if let Some(o) = self.streams.owner_of(&Key::Ino(ino)) {
+            let g = self.streams.group(o);
+            self.commit(&g)?;
+        }
+        Ok(())
+    }
+
+    /// Commits every stream, as one record.
+    pub fn sync(&mut self) -> Result<()> {
+        if self.opts.read_only {
+            return Ok(());
+        }
+        self.writable()?;
+        let all: Vec<StreamId> = self.streams.busy_groups().into_iter().flatten().collect();
+        self.commit(&all)
+    }
+
+    // ----- reading -----
+
+    fn node(&self, ino: Ino) -> Result<&Inode> {
+        self.live.get(ino).ok_or(FsError::NotFound)
+    }
+
+    fn attr_of(&self, ino: Ino, n: &Inode) -> Attr {
+        let dirty = self.dirty.get(&ino).map(|d| d.len() as u64).unwrap_or(0);
+        Attr {
+            ino,
+            kind: n.kind,
+            mode: n.mode,
+            uid: n.uid,
+            gid: n.gid,
+            nlink: n.nlink,
+            size: n.size,
+            blocks: (n.blocks() + dirty) * (BLOCK as u64 / 512),
+            atime: n.atime,
+            mtime: n.mtime,
+            ctime: n.ctime,
+            rdev: match n.body {
+                Body::Special { rdev } => rdev,
+                _ => 0,
+            },
+        }
+    }
+
+    pub fn getattr(&self, ino: Ino) -> Result<Attr> {
+        Ok(self.attr_of(ino, self.node(ino)?))
+    }
+
+    fn dir(&self, ino: Ino) -> Result<&Inode> {
+        let n = self.node(ino)?;
+        if n.kind != FileType::Dir {
+            return Err(FsError::NotDir);
+        }
+        Ok(n)
+    }
+
+    fn check_name(name: &[u8]) -> Result<()> {
+        if name.len() > NAME_MAX {
+            return Err(FsError::NameTooLong);
+        }
+        if !valid_name(name) {
+            return Err(FsError::Invalid(format!("file name {:?}", String::from_utf8_lossy(name))));
+        }
+        Ok(())
+    }
+
+    pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Attr> {
+        self.dir(parent)?;
+        if name.len() > NAME_MAX {
+            return Err(FsError::NameTooLong);
+        }
+        let ino = self.live.lookup(parent, name).ok_or(FsError::NotFound)?;
+        self.getattr(ino)
+    }
+
+    pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
+        match &self.node(ino)?.body {
+            Body::Symlink { target } => Ok(target.clone()),
+            _ => Err(FsError::Invalid("not a symbolic link".into())),
+        }
+    }
+
+    /// Up to `max` entries after `cookie` (0: from the start), in hash order.
+    pub fn readdir(&self, ino: Ino, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
+        let entries = self.dir(ino)?.entries().expect("directory body");
+        let start = (cookie.saturating_add(1), Vec::new());
+        Ok(entries
+            .range(start..)
+            .take(max)
+            .map(|((h, name), &i)| DirEntry { name: name.clone(), ino: i, kind: self.live.get(i).map(|n| n.kind).unwrap_or(FileType::File), cookie: *h })
+            .collect())
+    }
+
+    pub fn statfs(&self) -> StatFs {
+        let free = self.alloc.free_blocks().saturating_sub(self.reserved + self.meta_reserve);
+        StatFs { block_size: BLOCK as u64, blocks: self.sb.blocks - self.sb.data_start(), free_blocks: free, files: self.live.inodes.len() as u64, name_max: NAME_MAX as u64 }
+    }
+
+    /// Reads a block of a file as it is now: dirty cache, then the device.
+    fn file_block(&mut self, ino: Ino, lblk: u64) -> Result<Vec<u8>> {
+        if let Some(b) = self.dirty.get(&ino).and_then(|d| d.get(&lblk)) {
+            return Ok(b.to_vec());
+        }
+        let ext = self.node(ino)?.extents().ok_or(FsError::IsDir)?;
+        match map_block(ext, lblk) {
+            Some((p, Some(crc))) => {
+                let buf = recovery::read_block(&mut self.dev, p)?;
+                if layout::block_crc(&buf) != crc {
+                    return Err(FsError::Corrupt(format!("inode {ino} block {lblk} (device block {p}) does not match its checksum")));
+                }
+                Ok(buf)
+            }
+            _ => Ok(vec![0; BLOCK]),
+        }
+    }
+
+    pub fn read(&mut self, ino: Ino, off: u64, len: usize) -> Result<Vec<u8>> {
+        let n = self.node(ino)?;
+        match n.kind {
+            FileType::File => {}
+            FileType::Dir => return Err(FsError::IsDir),
+            _ => return Err(FsError::Invalid("not a regular file".into())),
+        }
+        let size = n.size;
+        if off >= size || len == 0 {
+            return Ok(Vec::new());
+        }
+        let end = size.min(off.saturating_add(len as u64));
+        let mut out = Vec::with_capacity((end - off) as usize);
+        let mut pos = off;
+        while pos < end {
+            let lblk = pos / BLOCK as u64;
+            let within = (pos % BLOCK as u64) as usize;
+            let take = ((BLOCK - within) as u64).min(end - pos) as usize;
+            let b = self.file_block(ino, lblk)?;
+            out.extend_from_slice(&b[within..within + take]);
+            pos += take as u64;
+        }
+        Ok(out)
+    }
+
+    // ----- changing -----
+
+    /// Applies `op` to the live state and logs it in stream `s`'s transaction.
+    fn log(&mut self, s: StreamId, op: LogOp, claims: &[Key], checks: &[Key]) -> Result<()> {
+        self.live.apply(&op).map_err(|e| FsError::Internal(format!("{op:?}: {e}")))?;
+        self.streams.relate(s, claims, checks);
+        self.streams.log(s, op);
+        Ok(())
+    }
+
+    fn alloc_ino(&mut self) -> Ino {
+        self.free_inos.pop_first().unwrap_or(self.live.next_ino)
+    }
+
+    pub fn create(&mut self, s: StreamId, parent: Ino, name: &[u8], kind: NewKind, mode: u32, owner: Owner) -> Result<Attr> {
+        self.writable()?;
+        self.dir(parent)?;
+        Self::check_name(name)?;
+        if self.live.lookup(parent, name).is_some() {
+            return Err(FsError::Exists);
+        }
+        if let NewKind::Symlink(t) = &kind {
+            if t.is_empty() || t.len() > SYMLINK_MAX {
+                return Err(FsError::Invalid(format!("symlink target of {} bytes", t.len())));
+            }
+        }
+        if kind_of(&kind) == FileType::Dir && self.node(parent)?.nlink >= MAX_LINKS {
+            return Err(FsError::TooManyLinks);
+        }
+        let ino = self.alloc_ino();
+        let time = self.now();
+        let op = LogOp::Create { parent, name: name.to_vec(), ino, kind, mode, uid: owner.uid, gid: owner.gid, time };
+        self.log(s, op, &[Key::Entry(parent, name.to_vec()), Key::Ino(ino)], &[Key::Ino(parent)])?;
+        self.streams.mark(s, &[Key::Inside(parent)]);
+        self.streams.count_call(s);
+        self.getattr(ino)
+    }
+
+    pub fn mkdir(&mut self, s: StreamId, parent: Ino, name: &[u8], mode: u32, owner: Owner) -> Result<Attr> {
+        self.create(s, parent, name, NewKind::Dir, mode, owner)
+    }
+
+    pub fn symlink(&mut self, s: StreamId, parent: Ino, name: &[u8], target: &[u8], owner: Owner) -> Result<Attr> {
+        self.create(s, parent, name, NewKind::Symlink(target.to_vec()), 0o777, owner)
+    }
+
+    pub fn link(&mut self, s: StreamId, ino: Ino, parent: Ino, name: &[u8]) -> Result<Attr> {
+        self.writable()?;
+        let n = self.node(ino)?;
+        if n.kind == FileType::Dir {
+            return Err(FsError::NotPermitted("hard links to directories".into()));
+        }
+        if n.nlink >= MAX_LINKS {
+            return Err(FsError::TooManyLinks);
+        }
+        if n.nlink == 0 {
+            return Err(FsError::NotFound);
+        }
+        self.dir(parent)?;
+        Self::check_name(name)?;
+        if self.live.lookup(parent, name).is_some() {
+            return Err(FsError::Exists);
+        }
+        let time = self.now();
+        let op = LogOp::Link { parent, name: name.to_vec(), ino, time };
+        self.log(s, op, &[Key::Entry(parent, name.to_vec()), Key::Ino(ino)], &[Key::Ino(parent)])?;
+        self.streams.mark(s, &[Key::Inside(parent)]);
+        self.streams.count_call(s);
+        self.getattr(ino)
+    }
+
+    /// Frees an inode whose last link and last opener are gone.
+    fn maybe_free(&mut self, s: StreamId, ino: Ino) -> Result<()> {
+        let Some(n) = self.live.get(ino) else { return Ok(()) };
+        if n.nlink == 0 && self.open.get(&ino).copied().unwrap_or(0) == 0 {
+            self.drop_dirty(ino, 0);
+            if let Some((_, r)) = self.falloc.remove(&ino) {
+                self.reserved -= r;
+            }
+            self.log(s, LogOp::Free { ino }, &[Key::Ino(ino)], &[])?;
+        }
+        Ok(())
+    }
+
+    /// Drops dirty blocks from `from` on, returning their reservation.
+    fn drop_dirty(&mut self, ino: Ino, from: u64) {
+        if let Some(d) = self.dirty.get_mut(&ino) {
+            let gone = d.split_off(&from).len() as u64;
+            self.dirty_blocks -= gone;
+            self.reserved -= gone;
+            if d.is_empty() {
+                self.dirty.remove(&ino);
+            }
+        }
+    }
+
+    fn remove(&mut self, s: StreamId, parent: Ino, name: &[u8], want_dir: bool) -> Result<()> {
+        self.writable()?;
+        self.dir(parent)?;
+        if name.len() > NAME_MAX {
+            return Err(FsError::NameTooLong);
+        }
+        if name == b"." || name == b".." {
+            return Err(FsError::Invalid("cannot remove . or ..".into()));
+        }
+        let target = self.live.lookup(parent, name).ok_or(FsError::NotFound)?;
+        let t = self.node(target)?;
+        match (want_dir, t.kind == FileType::Dir) {
+            (true, false) => return Err(FsError::NotDir),
+            (false, true) => return Err(FsError::IsDir),
+            (true, true) if !t.entries().is_some_and(|e| e.is_empty()) => return Err(FsError::NotEmpty),
+            _ => {}
+        }
+        let time = self.now();
+        let op = LogOp::Unlink { parent, name: name.to_vec(), time };
+        let checks = if want_dir { vec![Key::Inside(target)] } else { Vec::new() };
+        self.log(s, op, &[Key::Entry(parent, name.to_vec()), Key::Ino(target)], &checks)?;
+        self.streams.mark(s, &[Key::Inside(parent)]);
+        self.maybe_free(s, target)?;
+        self.streams.count_call(s);
+        Ok(())
+    }
+
+    pub fn unlink(&mut self, s: StreamId, parent: Ino, name: &[u8]) -> Result<()> {
+        self.remove(s, parent, name, false)
+    }
+
+    pub fn rmdir(&mut self, s: StreamId, parent: Ino, name: &[u8]) -> Result<()> {
+        self.remove(s, parent, name, true)
+    }
+
+    pub fn rename(&mut self, s: StreamId, sp: Ino, sn: &[u8], dp: Ino, dn: &[u8], flags: RenameFlags) -> Result<()> {
+        self.writable()?;
+        if flags.noreplace && flags.exchange {
+            return Err(FsError::Invalid("RENAME_NOREPLACE with RENAME_EXCHANGE".into()));
+        }
+        self.dir(sp)?;
+        self.dir(dp)?;
+        if sn.len() > NAME_MAX || dn.len() > NAME_MAX {
+            return Err(FsError::NameTooLong);
+        }
+        let src = self.live.lookup(sp, sn).ok_or(FsError::NotFound)?;
+        Self::check_name(dn)?;
+        let dst = self.live.lookup(dp, dn);
+        let src_dir = self.node(src)?.kind == FileType::Dir;
+        if flags.noreplace && dst.is_some() {
+            return Err(FsError::Exists);
+        }
+        if flags.exchange && dst.is_none() {
+            return Err(FsError::NotFound);
+        }
+        if dst == Some(src) {
+            // POSIX: two links to one file, nothing happens (and nothing enters the stream).
+            return Ok(());
+        }
+        if src_dir && self.live.is_ancestor(src, dp) {
+            return Err(FsError::Invalid("a directory cannot move into itself".into()));
+        }
+        let mut claims = vec![Key::Entry(sp, sn.to_vec()), Key::Entry(dp, dn.to_vec())];
+        let mut checks = vec![Key::Ino(dp)];
+        if src_dir {
+            claims.push(Key::Ino(src));
+        }
+        if let Some(d) = dst {
+            let dn_ = self.node(d)?;
+            let dst_dir = dn_.kind == FileType::Dir;
+            if flags.exchange {
+                if dst_dir && self.live.is_ancestor(d, sp) {
+                    return Err(FsError::Invalid("a directory cannot move into itself".into()));
+                }
+            } else {
+                match (src_dir, dst_dir) {
+                    (true, false) => return Err(FsError::NotDir),
+                    (false, true) => return Err(FsError::IsDir),
+                    (true, true) if !dn_.entries().is_some_and(|e| e.is_empty()) => return Err(FsError::NotEmpty),
+                    (true, true) => checks.push(Key::Inside(d)),
+                    _ => {}
+                }
+            }
+            claims.push(Key::Ino(d));
+        }
+        let time = self.now();
+        let op = LogOp::Rename { sp, sn: sn.to_vec(), dp, dn: dn.to_vec(), exchange: flags.exchange, time };
+        self.log(s, op, &claims, &checks)?;
+        self.streams.mark(s, &[Key::Inside(sp), Key::Inside(dp)]);
+        if let (Some(d), false) = (dst, flags.exchange) {
+            self.maybe_free(s, d)?;
+        }
+        self.streams.count_call(s);
+        Ok(())
+    }
+
+    pub fn open(&mut self, ino: Ino) -> Result<()> {
+        self.node(ino)?;
+        *self.open.entry(ino).or_default() += 1;
+        Ok(())
+    }
+
+    /// The last close of an unlinked file frees it.
+    pub fn release(&mut self, s: StreamId, ino: Ino) -> Result<()> {
+        let Some(c) = self.open.get_mut(&ino) else { return Ok(()) };
+        *c -= 1;
+        if *c == 0 {
+            self.open.remove(&ino);
+            if !self.opts.read_only && self.poisoned.is_none() && self.live.get(ino).is_some_and(|n| n.nlink == 0) {
+                self.maybe_free(s, ino)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn file(&self, ino: Ino) -> Result<&Inode> {
+        let n = self.node(ino)?;
+        match n.kind {
+            FileType::File => Ok(n),
+            FileType::Dir => Err(FsError::IsDir),
+            _ => Err(FsError::Invalid("not a regular file".into())),
+        }
+    }
+
+    fn available(&self) -> u64 {
+        self.alloc.free_blocks().saturating_sub(self.reserved + self.meta_reserve)
+    }
+
+    pub fn setattr(&mut self, s: StreamId, ino: Ino, a: SetAttr) -> Result<Attr> {
+        self.writable()?;
+        self.node(ino)?;
+        if let Some(size) = a.size {
+            self.truncate_inner(s, ino, size)?;
+        }
+        if a.mode.is_some() || a.uid.is_some() || a.gid.is_some() || a.atime.is_some() || a.mtime.is_some() {
+            let ctime = self.now();
+            let op = LogOp::SetAttr { ino, mode: a.mode, uid: a.uid, gid: a.gid, atime: a.atime, mtime: a.mtime, ctime };
+            self.log(s, op, &[Key::Ino(ino)], &[])?;
+        }
+        self.streams.count_call(s);
+        self.getattr(ino)
+    }
+
+    pub fn truncate(&mut self, s: StreamId, ino: Ino, size: u64) -> Result<()> {
+        self.setattr(s, ino, SetAttr { size: Some(size), ..Default::default() }).map(|_| ())
+    }
+
+    fn truncate_inner(&mut self, s: StreamId, ino: Ino, size: u64) -> Result<()> {
+        let old = self.file(ino)?.size;
+        if size > MAX_FILE_SIZE {
+            return Err(FsError::TooBig);
+        }
+        let keep = size.div_ceil(BLOCK as u64);
+        if size < old {
+            let tail = size % BLOCK as u64;
+            let lb = size / BLOCK as u64;
+            if tail != 0 {
+                // Bytes past the new end must read as zeros if the file grows again.
+                let mapped = self.dirty.get(&ino).is_some_and(|d| d.contains_key(&lb))
+                    || self.node(ino)?.extents().and_then(|e| map_block(e, lb)).is_some_and(|(_, c)| c.is_some());
+                if mapped {
+                    let mut b = self.file_block(ino, lb)?;
+                    b[tail as usize..].fill(0);
+                    self.put_dirty(ino, lb, b.into_boxed_slice())?;
+                }
+            }
+            self.drop_dirty(ino, keep);
+            if let Some((r, res)) = self.falloc.get_mut(&ino) {
+                for (a, b) in r.iter_mut() {
+                    *b = (*b).min(keep).max(*a);
+                }
+                r.retain(|(a, b)| a < b);
+                let left: u64 = r.iter().map(|(a, b)| b - a).sum();
+                if left < *res {
+                    self.reserved -= *res - left;
+                    *res = left;
+                }
+            }
+        }
+        let time = self.now();
+        self.log(s, LogOp::SetSize { ino, size, time }, &[Key::Ino(ino)], &[])
+    }
+
+    fn put_dirty(&mut self, ino: Ino, lblk: u64, b: Box<[u8]>) -> Result<()> {
+        let d = self.dirty.entry(ino).or_default();
+        if d.insert(lblk, b).is_none() {
+            self.dirty_blocks += 1;
+            self.reserved += 1;
+        }
+        Ok(())
+    }
+
+    pub fn write(&mut self, s: StreamId, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
+        self.writable()?;
+        let size = self.file(ino)?.size;
+        if data.is_empty() {
+            return Ok(0);
+        }
+        let end = off.checked_add(data.len() as u64).filter(|&e| e <= MAX_FILE_SIZE).ok_or(FsError::TooBig)?;
+        let (b0, b1) = (off / BLOCK as u64, (end - 1) / BLOCK as u64);
+        let have = self.dirty.get(&ino);
+        let new_blocks = (b0..=b1).filter(|b| !have.is_some_and(|d| d.contains_key(b))).count() as u64;
+        if new_blocks > self.available() {
+            return Err(FsError::NoSpace(format!("{new_blocks} blocks needed, {} available", self.available())));
+        }
+        self.streams.relate(s, &[Key::Ino(ino)], &[]);
+        let mut pos = off;
+        for lb in b0..=b1 {
+            let within = (pos % BLOCK as u64) as usize;
+            let take = (BLOCK - within).min((end - pos) as usize);
+            let src = &data[(pos - off) as usize..(pos - off) as usize + take];
+            if let Some(b) = self.dirty.get_mut(&ino).and_then(|d| d.get_mut(&lb)) {
+                b[within..within + take].copy_from_slice(src);
+            } else {
+                let whole = within == 0 && take == BLOCK;
+                let mut b = if whole || lb * BLOCK as u64 >= size { vec![0; BLOCK] } else { self.file_block(ino, lb)? };
+                b[within..within + take].copy_from_slice(src);
+                self.put_dirty(ino, lb, b.into_boxed_slice())?;
+            }
+            pos += take as u64;
+        }
+        let time = self.now();
+        let n = self.live.inodes.get_mut(&ino).expect("checked above");
+        n.size = n.size.max(end);
+        n.mtime = time;
+        n.ctime = time;
+        self.streams.count_call(s);
+        if self.dirty_blocks * BLOCK as u64 > self.opts.dirty_limit {
+            let g = self.streams.group(s);
+            self.commit(&g)?;
+        }
+        Ok(data.len())
+    }
+
+    /// Preallocates [off, off+len); the blocks are allocated when the transaction commits
+    /// (reserved now). `keep_size`: FALLOC_FL_KEEP_SIZE.
+    pub fn fallocate(&mut self, s: StreamId, ino: Ino, off: u64, len: u64, keep_size: bool) -> Result<()> {
+        self.writable()?;
+        if len == 0 {
+            return Err(FsError::Invalid("fallocate of length 0".into()));
+        }
+        let end = off.checked_add(len).filter(|&e| e <= MAX_FILE_SIZE).ok_or(FsError::TooBig)?;
+        let (b0, b1) = (off / BLOCK as u64, end.div_ceil(BLOCK as u64));
+        let n = self.file(ino)?;
+        let size = n.size;
+        let ext = n.extents().expect("file body");
+        let dirty = self.dirty.get(&ino);
+        let pending = self.falloc.get(&ino);
+        // Count the holes to reserve for, run by run (a 1 TiB request must not loop per block).
+        let mut need = 0u64;
+        let mut lb = b0;
+        while lb < b1 {
+            if map_block(ext, lb).is_some() {
+                let (k, e) = ext.range(..=lb).next_back().expect("mapped");
+                lb = (k + e.len).min(b1);
+                continue;
+            }
+            let next_ext = ext.range(lb..).next().map(|(k, _)| *k).unwrap_or(u64::MAX).min(b1);
+            let mut run = next_ext - lb;
+            if let Some(d) = dirty {
+                run -= d.range(lb..next_ext).count() as u64;
+            }
+            if let Some((p, _)) = pending {
+                for (a, b) in p {
+                    let (x, y) = ((*a).max(lb), (*b).min(next_ext));
+                    if x < y {
+                        run = run.saturating_sub(y - x);
+                    }
+                }
+            }
+            need += run;
+            lb = next_ext;
+        }
+        if need > self.available() {
+            return Err(FsError::NoSpace(format!("{need} blocks needed, {} available", self.available())));
+        }
+        if need > 0 {
+            self.reserved += need;
+            let e = self.falloc.entry(ino).or_default();
+            e.0.push((b0, b1));
+            e.1 += need;
+        }
+        self.streams.relate(s, &[Key::Ino(ino)], &[]);
+        if !keep_size && end > size {
+            let time = self.now();
+            self.log(s, LogOp::SetSize { ino, size: end, time }, &[Key::Ino(ino)], &[])?;
+        }
+        self.streams.count_call(s);
+        Ok(())
+    }
+
+    // ----- committing -----
+
+    fn update_meta_reserve(&mut self) {
+        // Room for the next snapshot: twice the current one, plus slack.
+        let last: u64 = self.cp.snapshot.iter().map(|r| r.1).sum();
+        self.meta_reserve = 2 * last + 16 + self.live.inodes.len() as u64 / 16;
+    }
+
+    /// Commits the running transactions of `members` (one group, or all) as one record.
+    fn commit(&mut self, members: &[StreamId]) -> Result<()> {
+        self.writable()?;
+        let (mut ops, keys, progress) = self.streams.take_group(members);
+        let logical = ops.len();
+        let inos: BTreeSet<Ino> = keys
+            .iter()
+            .filter_map(|k| match k {
+                Key::Ino(i) if self.dirty.contains_key(i) || self.falloc.contains_key(i) => Some(*i),
+                _ => None,
+            })
+            .collect();
+        let mut data_bytes = 0u64;
+        for ino in inos {
+            let Some(node) = self.live.get(ino) else {
+                self.drop_dirty(ino, 0);
+                self.falloc.remove(&ino);
+                continue;
+            };
+            let (size, mtime, ctime) = (node.size, node.mtime, node.ctime);
+            let ext = node.extents().cloned().unwrap_or_default();
+            let dirty = self.dirty.remove(&ino).unwrap_or_default();
+            if let Some((ranges, res)) = self.falloc.remove(&ino) {
+                self.reserved -= res;
+                let mut holes = BTreeSet::new();
+                for (a, b) in ranges {
+                    for lb in a..b {
+                        if map_block(&ext, lb).is_none() && !dirty.contains_key(&lb) {
+                            holes.insert(lb);
+                        }
+                    }
+                }
+                let want = holes.len() as u64;
+                let runs = self.alloc.alloc(want);
+                let got: u64 = runs.iter().map(|r| r.1).sum();
+                if got < want {
+                    return Err(self.poison(format!("preallocation found {got} of {want} blocks")));
+                }
+                let mut it = holes.into_iter();
+                for (p, l) in runs {
+                    let lbs: Vec<u64> = it.by_ref().take(l as usize).collect();
+                    for (lbk, pb) in group_runs(&lbs, p) {
+                        ops.push(LogOp::Map { ino, lblk: lbk, pblk: pb.0, len: pb.1, crcs: Vec::new() });
+                    }
+                }
+            }
+            if !dirty.is_empty() {
+                ops.push(LogOp::SetSize { ino, size, time: mtime });
+                let n = dirty.len() as u64;
+                let runs = self.alloc.alloc(n);
+                if runs.iter().map(|r| r.1).sum::<u64>() < n {
+                    return Err(self.poison(format!("allocation at commit found fewer than the {n} reserved blocks")));
+                }
+                self.reserved -= n;
+                self.dirty_blocks -= n;
+                let mut blocks = dirty.into_iter();
+                for (p, l) in runs {
+                    let chunk: Vec<(u64, Box<[u8]>)> = blocks.by_ref().take(l as usize).collect();
+                    let mut buf = Vec::with_capacity(l as usize * BLOCK);
+                    for (_, b) in &chunk {
+                        buf.extend_from_slice(b);
+                    }
+                    if let Err(e) = self.dev.write_run(p, &buf) {
+                        return Err(self.poison(format!("writing data: {e}")));
+                    }
+                    data_bytes += buf.len() as u64;
+                    // One Map per stretch contiguous in the file too.
+                    let mut i = 0;
+                    while i < chunk.len() {
+                        let mut j = i + 1;
+                        while j < chunk.len() && chunk[j].0 == chunk[j - 1].0 + 1 {
+                            j += 1;
+                        }
+                        let crcs = chunk[i..j].iter().map(|(_, b)| layout::block_crc(b)).collect();
+                        ops.push(LogOp::Map { ino, lblk: chunk[i].0, pblk: p + i as u64, len: (j - i) as u64, crcs });
+                        i = j;
+                    }
+                }
+                ops.push(LogOp::SetAttr { ino, mode: None, uid: None, gid: None, atime: None, mtime: Some(mtime), ctime });
+            }
+        }
+        if ops.is_empty() {
+            return Ok(());
+        }
+        for op in &ops[logical..] {
+            self.live.apply(op).map_err(|e| FsError::Internal(format!("data operation {op:?}: {e}")))?;
+        }
+        let mut rec = Record { uuid: self.sb.uuid, epoch: self.cp.generation, seq: self.next_seq, durable_upto: self.durable_upto, streams: progress.clone(), ops };
+        let mut bytes = layout::encode(REC_MAGIC, &rec);
+        if self.jhead + (bytes.len() / BLOCK) as u64 > self.sb.journal_end() {
+            self.checkpoint()?;
+            rec.epoch = self.cp.generation;
+            bytes = layout::encode(REC_MAGIC, &rec);
+            if self.jhead + (bytes.len() / BLOCK) as u64 > self.sb.journal_end() {
+                return Err(self.poison(format!("a commit of {} bytes does not fit in the {}-block journal", bytes.len(), self.sb.journal_blocks)));
+            }
+        }
+        if let Err(e) = self.dev.write_run(self.jhead, &bytes).and_then(|_| self.dev.flush()) {
+            return Err(self.poison(format!("writing journal record {}: {e}", rec.seq)));
+        }
+        self.jhead += (bytes.len() / BLOCK) as u64;
+        self.stats.data_bytes += data_bytes;
+        self.stats.journal_bytes += bytes.len() as u64;
+        self.stats.flushes += 1;
+        self.stats.commits += 1;
+        for op in &rec.ops {
+            let freed = self.durable.apply(op).map_err(|e| FsError::Internal(format!("committed operation {op:?} does not apply to the durable state: {e}")))?;
+            for (s, l) in freed.extents {
+                self.alloc.defer(s, l);
+            }
+            if let Some(i) = freed.ino {
+                self.pending_inos.push(i);
+            }
+        }
+        // The flush above made this record durable: what it freed may be reused now.
+        self.alloc.durable();
+        self.free_inos.extend(self.pending_inos.drain(..));
+        self.durable_upto = rec.seq;
+        self.next_seq = rec.seq + 1;
+        if self.opts.keep_commit_log {
+            self.commit_log.push(CommitInfo { seq: rec.seq, streams: progress });
+        }
+        let used = self.jhead - self.sb.journal_start;
+        if used as f64 >= self.opts.checkpoint_fill * self.sb.journal_blocks as f64 {
+            self.checkpoint()?;
+        }
+        Ok(())
+    }
+
+    fn poison(&mut self, why: String) -> FsError {
+        self.poisoned = Some(why.clone());
+        FsError::Internal(why)
+    }
+
+    /// Writes the durable metadata as a new snapshot and points the other checkpoint slot
+    /// at it; the journal restarts at its first block.
+    pub fn checkpoint(&mut self) -> Result<()> {
+        self.writable()?;
+        let snap = postcard::to_stdvec(&self.durable).expect("in-memory serialization");
+        let n = (snap.len().div_ceil(BLOCK) as u64).max(1);
+        let runs = self.alloc.alloc(n);
+        let got: u64 = runs.iter().map(|r| r.1).sum();
+        if got < n || runs.len() > MAX_SNAPSHOT_EXTENTS {
+            for (s, l) in runs {
+                self.alloc.release(s, l);
+            }
+            return Err(FsError::NoSpace(format!("no room for a {n}-block metadata snapshot")));
+        }
+        let mut padded = snap.clone();
+        padded.resize(n as usize * BLOCK, 0);
+        let mut at = 0;
+        for &(s, l) in &runs {
+            let len = l as usize * BLOCK;
+            if let Err(e) = self.dev.write_run(s, &padded[at..at + len]) {
+                return Err(self.poison(format!("writing the snapshot: {e}")));
+            }
+            at += len;
+        }
+        if let Err(e) = self.dev.flush() {
+            return Err(self.poison(format!("flushing the snapshot: {e}")));
+        }
+        let cp = Checkpoint {
+            uuid: self.sb.uuid,
+            generation: self.cp.generation + 1,
+            snapshot: runs,
+            snapshot_bytes: snap.len() as u64,
+            snapshot_crc: layout::snapshot_crc(&snap),
+            journal_pos: self.sb.journal_start,
+            next_seq: self.next_seq,
+            durable_upto: self.next_seq - 1,
+        };
+        let slot = 1 - self.cp_slot;
+        let hdr = layout::encode(CP_MAGIC, &cp);
+        if hdr.len() != BLOCK {
+            return Err(FsError::Internal(format!("checkpoint header of {} bytes", hdr.len())));
+        }
+        if let Err(e) = self.dev.write(CHECKPOINT_SLOTS[slot], &hdr).and_then(|_| self.dev.flush()) {
+            return Err(self.poison(format!("writing the checkpoint header: {e}")));
+        }
+        for &(s, l) in &self.cp.snapshot.clone() {
+            self.alloc.release(s, l);
+        }
+        self.stats.snapshot_bytes += padded.len() as u64;
+        self.stats.header_bytes += BLOCK as u64;
+        self.stats.flushes += 2;
+        self.stats.checkpoints += 1;
+        self.cp = cp;
+        self.cp_slot = slot;
+        self.jhead = self.sb.journal_start;
+        self.update_meta_reserve();
+        Ok(())
+    }
+}
+
+/// Splits consecutive file blocks `lbs` placed from device block `p` into maps of
+/// (first file block, (first device block, length)) where both are contiguous.
+fn group_runs(lbs: &[u64], p: u64) -> Vec<(u64, (u64, u64))> {
+    let mut out: Vec<(u64, (u64, u64))> = Vec::new();
+    for (i, &lb) in lbs.iter().enumerate() {
+        match out.last_mut() {
+            Some((l, (_, n))) if *l + *n == lb => *n += 1,
+            _ => out.push((lb, (p + i as u64, 1))),
+        }
+    }
+    out
+}
+
+trait TakeOrDefault {
+    fn take_or_default(&mut self) -> Clock;
+}
+
+impl TakeOrDefault for Option<Clock> {
+    fn take_or_default(&mut self) -> Clock {
+        self.take().unwrap_or_else(|| Box::new(now_wall))
+    }
+}

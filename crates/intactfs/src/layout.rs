@@ -1,0 +1,161 @@
+//! On-disk layout (format version 1), all in 4 KiB blocks:
+//!
+//! | blocks | what |
+//! |---|---|
+//! | 0 | superblock: geometry, written once by mkfs |
+//! | 1, 2 | checkpoint headers, written alternately; the valid one with the higher generation wins |
+//! | 3 .. 3+J | journal: commit records, restarted at its first block by every checkpoint |
+//! | rest | data area: file blocks and metadata snapshots |
+//!
+//! Every structure carries a CRC-32C over its bytes. Headers and records are postcard
+//! encodings behind a fixed 16-byte frame: magic (8), payload length (4), CRC (4).
+
+use crate::meta::{LogOp, BLOCK};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+
+pub const FORMAT_VERSION: u32 = 1;
+pub const SB_MAGIC: &[u8; 8] = b"INTACTSB";
+pub const CP_MAGIC: &[u8; 8] = b"INTACTCP";
+pub const REC_MAGIC: &[u8; 8] = b"INTACTJR";
+pub const SUPERBLOCK: u64 = 0;
+pub const CHECKPOINT_SLOTS: [u64; 2] = [1, 2];
+pub const JOURNAL_START: u64 = 3;
+const FRAME: usize = 16;
+/// A checkpoint header holds the snapshot's extent list inline.
+pub const MAX_SNAPSHOT_EXTENTS: usize = 200;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Superblock {
+    pub version: u32,
+    pub block_size: u32,
+    pub blocks: u64,
+    pub journal_start: u64,
+    pub journal_blocks: u64,
+    /// Chosen at mkfs; records and checkpoints of another file system never match.
+    pub uuid: u64,
+}
+
+impl Superblock {
+    pub fn data_start(&self) -> u64 {
+        self.journal_start + self.journal_blocks
+    }
+    pub fn journal_end(&self) -> u64 {
+        self.journal_start + self.journal_blocks
+    }
+    pub fn check(&self, device_blocks: u64) -> Result<(), String> {
+        if self.version != FORMAT_VERSION {
+            return Err(format!("format version {} (this build reads version {FORMAT_VERSION})", self.version));
+        }
+        if self.block_size as usize != BLOCK {
+            return Err(format!("block size {} (intactfs uses {BLOCK})", self.block_size));
+        }
+        if self.blocks > device_blocks {
+            return Err(format!("the superblock says {} blocks but the device has {device_blocks}", self.blocks));
+        }
+        if self.journal_start != JOURNAL_START || self.journal_blocks < 2 || self.data_start() >= self.blocks {
+            return Err(format!("journal at {}+{} does not fit {} blocks", self.journal_start, self.journal_blocks, self.blocks));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub uuid: u64,
+    /// Higher wins; also the epoch of the journal records that follow it.
+    pub generation: u64,
+    /// Where the metadata snapshot lives: (first block, count).
+    pub snapshot: Vec<(u64, u64)>,
+    pub snapshot_bytes: u64,
+    pub snapshot_crc: u32,
+    /// The first record to replay: at this block, with this sequence number.
+    pub journal_pos: u64,
+    pub next_seq: u64,
+    /// Every record up to this sequence number is known durable.
+    pub durable_upto: u64,
+}
+
+/// One commit: a transaction of one stream or of streams merged because their operations
+/// were related.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub uuid: u64,
+    pub epoch: u64,
+    pub seq: u64,
+    /// Every record up to this one was durable when this one was written (its data blocks
+    /// may have been reused since, so recovery checks data only for later records).
+    pub durable_upto: u64,
+    /// For each stream the record covers: how many of its operations are committed with it.
+    pub streams: Vec<(u64, u64)>,
+    pub ops: Vec<LogOp>,
+}
+
+/// Frames `value` with `magic`, its length and a CRC, padded to whole blocks.
+pub fn encode<T: Serialize>(magic: &[u8; 8], value: &T) -> Vec<u8> {
+    let payload = postcard::to_stdvec(value).expect("in-memory serialization of plain data cannot fail");
+    let mut out = Vec::with_capacity(FRAME + payload.len());
+    out.extend_from_slice(magic);
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    let mut crc = crc32c::crc32c(&out[..12]);
+    crc = crc32c::crc32c_append(crc, &payload);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out.extend_from_slice(&payload);
+    let padded = out.len().div_ceil(BLOCK) * BLOCK;
+    out.resize(padded, 0);
+    out
+}
+
+/// How a framed structure failed to read.
+#[derive(Debug, PartialEq, Eq)]
+pub enum FrameError {
+    /// Not this structure at all (or never written).
+    Magic,
+    /// The frame claims more bytes than `available`.
+    Length(u64),
+    Crc,
+    Decode(String),
+}
+
+impl std::fmt::Display for FrameError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FrameError::Magic => write!(f, "bad magic number"),
+            FrameError::Length(n) => write!(f, "claims {n} bytes, more than there is room for"),
+            FrameError::Crc => write!(f, "checksum mismatch"),
+            FrameError::Decode(e) => write!(f, "checksum matches but the content does not decode: {e}"),
+        }
+    }
+}
+
+/// Total bytes (frame + payload, before padding) a frame in `head` claims, if its magic
+/// matches: lets a reader fetch the rest of a multi-block record.
+pub fn framed_len(magic: &[u8; 8], head: &[u8]) -> Result<u64, FrameError> {
+    if head.len() < FRAME || &head[..8] != magic {
+        return Err(FrameError::Magic);
+    }
+    Ok(FRAME as u64 + u32::from_le_bytes(head[8..12].try_into().expect("4 bytes")) as u64)
+}
+
+/// Checks and decodes a frame written by [`encode`].
+pub fn decode<T: DeserializeOwned>(magic: &[u8; 8], bytes: &[u8]) -> Result<T, FrameError> {
+    let total = framed_len(magic, bytes)?;
+    if total > bytes.len() as u64 {
+        return Err(FrameError::Length(total));
+    }
+    let want = u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes"));
+    let mut crc = crc32c::crc32c(&bytes[..12]);
+    crc = crc32c::crc32c_append(crc, &bytes[FRAME..total as usize]);
+    if crc != want {
+        return Err(FrameError::Crc);
+    }
+    postcard::from_bytes(&bytes[FRAME..total as usize]).map_err(|e| FrameError::Decode(e.to_string()))
+}
+
+/// The snapshot is raw postcard bytes, checked by the CRC in the checkpoint header.
+pub fn snapshot_crc(bytes: &[u8]) -> u32 {
+    crc32c::crc32c(bytes)
+}
+
+pub fn block_crc(block: &[u8]) -> u32 {
+    crc32c::crc32c(block)
+}

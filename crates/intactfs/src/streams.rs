@@ -1,0 +1,188 @@
+//! Streams (ccfs §3.2) and the related-operation rule (ccfs §3.5).
+//!
+//! Every stream has a running transaction. Uncommitted operations *claim* keys: the inode
+//! whose content or attributes they change, the directory entry name they change. An
+//! operation that touches a key claimed by another stream's uncommitted operation is
+//! related to it, and the two streams are merged (union-find) until their transaction
+//! commits; a merged group commits as one record, its operations in real-time order.
+//! Creating an entry inside a directory also *checks* the directory's inode, so it is
+//! related to that directory's creation (or attribute change) in another stream.
+
+use crate::meta::{Ino, LogOp};
+use std::collections::{BTreeMap, HashMap};
+
+pub type StreamId = u64;
+/// Every caller not in a stream of its own is in the init stream (ccfs).
+pub const INIT_STREAM: StreamId = 0;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamFlags {
+    /// fsync/fdatasync in this stream are no-ops; streamsync still commits.
+    pub ignore_fsync: bool,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub enum Key {
+    Ino(Ino),
+    Entry(Ino, Vec<u8>),
+    /// Entries inside a directory changed: marked (never claimed) by entry operations, and
+    /// checked by the directory's removal, which must not overtake them.
+    Inside(Ino),
+}
+
+#[derive(Debug, Default)]
+pub struct Stream {
+    pub flags: StreamFlags,
+    /// The running transaction: (global sequence, operation).
+    pub ops: Vec<(u64, LogOp)>,
+    /// Mutating calls of this stream: committed so far, and made so far.
+    pub committed: u64,
+    pub logged: u64,
+    claimed: Vec<Key>,
+}
+
+#[derive(Debug, Default)]
+pub struct Streams {
+    pub streams: BTreeMap<StreamId, Stream>,
+    /// Union-find parent; a stream absent from the map is its own root.
+    parent: HashMap<StreamId, StreamId>,
+    owner: HashMap<Key, StreamId>,
+    /// Keys marked by several streams at once (no merge among the markers).
+    marked: HashMap<Key, Vec<StreamId>>,
+    next_gseq: u64,
+    /// How many times two groups were merged (for tests and statistics).
+    pub merges: u64,
+}
+
+impl Streams {
+    pub fn stream(&mut self, id: StreamId) -> &mut Stream {
+        self.streams.entry(id).or_default()
+    }
+
+    pub fn find(&mut self, id: StreamId) -> StreamId {
+        let mut r = id;
+        while let Some(&p) = self.parent.get(&r) {
+            if p == r {
+                break;
+            }
+            r = p;
+        }
+        // Path compression.
+        let mut c = id;
+        while c != r {
+            let next = self.parent.get(&c).copied().unwrap_or(r);
+            self.parent.insert(c, r);
+            c = next;
+        }
+        r
+    }
+
+    fn union(&mut self, a: StreamId, b: StreamId) {
+        let (ra, rb) = (self.find(a), self.find(b));
+        if ra != rb {
+            // The smaller id stays root: deterministic.
+            let (root, child) = if ra < rb { (ra, rb) } else { (rb, ra) };
+            self.parent.insert(child, root);
+            self.merges += 1;
+        }
+    }
+
+    /// Relates an operation of stream `s` to uncommitted work on `claims` and `checks`,
+    /// merging groups as needed, and claims `claims` for `s`.
+    pub fn relate(&mut self, s: StreamId, claims: &[Key], checks: &[Key]) {
+        self.stream(s);
+        for k in claims.iter().chain(checks) {
+            if let Some(&o) = self.owner.get(k) {
+                self.union(s, o);
+            }
+        }
+        for k in checks {
+            for o in self.marked.get(k).cloned().unwrap_or_default() {
+                self.union(s, o);
+            }
+        }
+        for k in claims {
+            if self.owner.get(k) != Some(&s) {
+                self.owner.insert(k.clone(), s);
+                self.stream(s).claimed.push(k.clone());
+            }
+        }
+    }
+
+    /// Marks `keys` for `s` without relating markers to each other.
+    pub fn mark(&mut self, s: StreamId, keys: &[Key]) {
+        for k in keys {
+            let m = self.marked.entry(k.clone()).or_default();
+            if !m.contains(&s) {
+                m.push(s);
+                self.stream(s).claimed.push(k.clone());
+            }
+        }
+    }
+
+    /// Appends an operation to the running transaction of `s`.
+    pub fn log(&mut self, s: StreamId, op: LogOp) {
+        let g = self.next_gseq;
+        self.next_gseq += 1;
+        self.stream(s).ops.push((g, op));
+    }
+
+    /// One more mutating call of `s` done (the unit a stream's history is counted in).
+    pub fn count_call(&mut self, s: StreamId) {
+        self.stream(s).logged += 1;
+    }
+
+    /// The group of uncommitted work `s` belongs to.
+    pub fn group(&mut self, s: StreamId) -> Vec<StreamId> {
+        let r = self.find(s);
+        let ids: Vec<StreamId> = self.streams.keys().copied().collect();
+        ids.into_iter().filter(|&i| self.find(i) == r).collect()
+    }
+
+    /// The stream whose uncommitted work claims `key`.
+    pub fn owner_of(&self, key: &Key) -> Option<StreamId> {
+        self.owner.get(key).copied()
+    }
+
+    /// Every group with uncommitted work, each as its member list.
+    pub fn busy_groups(&mut self) -> Vec<Vec<StreamId>> {
+        let ids: Vec<StreamId> = self.streams.iter().filter(|(_, s)| !s.ops.is_empty() || !s.claimed.is_empty()).map(|(i, _)| *i).collect();
+        let mut roots: BTreeMap<StreamId, ()> = BTreeMap::new();
+        for i in ids {
+            let r = self.find(i);
+            roots.insert(r, ());
+        }
+        roots.keys().map(|&r| self.group(r)).collect()
+    }
+
+    /// Takes the running transactions of `members`, merged in real-time order, and the
+    /// keys they claimed; the members become separate streams again.
+    pub fn take_group(&mut self, members: &[StreamId]) -> (Vec<LogOp>, Vec<Key>, Vec<(StreamId, u64)>) {
+        let mut ops: Vec<(u64, LogOp)> = Vec::new();
+        let mut keys = Vec::new();
+        let mut progress = Vec::new();
+        for &m in members {
+            let st = self.stream(m);
+            ops.append(&mut st.ops);
+            keys.append(&mut st.claimed);
+            st.committed = st.logged;
+            progress.push((m, st.committed));
+        }
+        for k in &keys {
+            if self.owner.get(k).is_some_and(|o| members.contains(o)) {
+                self.owner.remove(k);
+            }
+            if let Some(m) = self.marked.get_mut(k) {
+                m.retain(|o| !members.contains(o));
+                if m.is_empty() {
+                    self.marked.remove(k);
+                }
+            }
+        }
+        for &m in members {
+            self.parent.remove(&m);
+        }
+        ops.sort_by_key(|(g, _)| *g);
+        (ops.into_iter().map(|(_, o)| o).collect(), keys, progress)
+    }
+}
