@@ -6,6 +6,7 @@
 
 mod apm_cmd;
 mod check;
+mod fs_cmd;
 mod ops_view;
 mod record;
 
@@ -65,6 +66,11 @@ enum Cmd {
         #[command(subcommand)]
         cmd: apm_cmd::ApmCmd,
     },
+    /// intactfs, the crash-consistent file system: make, check and inspect images.
+    Fs {
+        #[command(subcommand)]
+        cmd: fs_cmd::FsCmd,
+    },
 }
 
 #[derive(clap::Args)]
@@ -114,6 +120,7 @@ fn main() -> ExitCode {
         }
         Cmd::Run(a) => check::run(a),
         Cmd::Apm { cmd } => apm_cmd::apm(cmd),
+        Cmd::Fs { cmd } => fs_cmd::fs(cmd),
     };
     match r {
         Ok(code) => ExitCode::from(code),

@@ -2,6 +2,7 @@
 
 use crate::{check, check_block_size, BlockDevice, DeviceError};
 use std::fs::{File, OpenOptions};
+use std::io::Seek;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -30,7 +31,8 @@ impl FileDevice {
         check_block_size(block_size)?;
         let io = |what, source| DeviceError::Io { what, path: path.display().to_string(), source };
         let file = OpenOptions::new().read(true).write(true).open(path).map_err(|e| io("opening", e))?;
-        let len = file.metadata().map_err(|e| io("reading the size of", e))?.len();
+        // A block device's metadata says 0 bytes; its end is its size.
+        let len = (&file).seek(std::io::SeekFrom::End(0)).map_err(|e| io("reading the size of", e))?;
         Ok(FileDevice { file, path: path.to_path_buf(), block_size, blocks: len / block_size as u64 })
     }
 

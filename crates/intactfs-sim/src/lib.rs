@@ -38,11 +38,14 @@ pub struct SimConfig {
     /// Only every n-th crash point (1: all of them).
     pub point_stride: usize,
     pub dirty_limit: u64,
+    /// At a crash point that allows at most this many distinct images, check every one
+    /// of them instead of sampling.
+    pub exhaustive_up_to: usize,
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { seed: 0, streams: 3, calls: 60, device_blocks: 384, journal_blocks: 24, images_per_point: 3, point_stride: 1, dirty_limit: 48 << 10 }
+        SimConfig { seed: 0, streams: 3, calls: 60, device_blocks: 384, journal_blocks: 24, images_per_point: 3, point_stride: 1, dirty_limit: 48 << 10, exhaustive_up_to: 0 }
     }
 }
 
@@ -58,6 +61,8 @@ pub struct SimReport {
     /// Images that recovered to the newest commit allowed, and to an older one.
     pub newest: u64,
     pub older: u64,
+    /// Crash points where every allowed image was checked.
+    pub exhaustive_points: usize,
 }
 
 /// A failed check: everything needed to reproduce it.
@@ -448,9 +453,16 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
                 }
             }
         }
-        for j in 0..cfg.images_per_point {
-            let img_seed = seed.wrapping_mul(1_000_003) ^ ((c as u64) << 16) ^ j;
-            let img = dev.crash(img_seed);
+        let all = if cfg.exhaustive_up_to > 0 { dev.all_images(cfg.exhaustive_up_to) } else { None };
+        let images: Vec<intactfs_device::CrashImage> = match all {
+            Some(v) => {
+                report.exhaustive_points += 1;
+                let n = v.len();
+                v.into_iter().enumerate().map(|(i, bytes)| intactfs_device::CrashImage { bytes, description: format!("{} of all {n} allowed images", i + 1) }).collect()
+            }
+            None => (0..cfg.images_per_point).map(|j| dev.crash(seed.wrapping_mul(1_000_003) ^ ((c as u64) << 16) ^ j)).collect(),
+        };
+        for img in images {
             report.images += 1;
             let f = |m: String| SimFailure { seed, crash_point: Some(c), image: Some(img.description.clone()), message: m, bytes: Some(img.bytes.clone()) };
             let k = check_image(&img.bytes, &cands, k_min, k_max, &acked, cfg).map_err(f)?;

@@ -1008,6 +1008,11 @@ impl<D: BlockDevice> Fs<D> {
             }
         }
         if ops.is_empty() {
+            // Calls that changed nothing on disk (e.g. preallocating blocks already
+            // allocated) are as durable as everything before them.
+            if self.opts.keep_commit_log && !progress.is_empty() {
+                self.commit_log.push(CommitInfo { seq: self.durable_upto, streams: progress });
+            }
             return Ok(());
         }
         for op in &ops[logical..] {
@@ -1015,13 +1020,16 @@ impl<D: BlockDevice> Fs<D> {
         }
         let mut rec = Record { uuid: self.sb.uuid, epoch: self.cp.generation, seq: self.next_seq, durable_upto: self.durable_upto, streams: progress.clone(), ops };
         let mut bytes = layout::encode(REC_MAGIC, &rec);
-        if self.jhead + (bytes.len() / BLOCK) as u64 > self.sb.journal_end() {
+        let fits = |fs: &Self, b: &[u8]| fs.jhead + (b.len() / BLOCK) as u64 <= fs.sb.journal_end();
+        if !fits(self, &bytes) && (bytes.len() / BLOCK) as u64 <= self.sb.journal_blocks {
             self.checkpoint()?;
             rec.epoch = self.cp.generation;
             bytes = layout::encode(REC_MAGIC, &rec);
-            if self.jhead + (bytes.len() / BLOCK) as u64 > self.sb.journal_end() {
-                return Err(self.poison(format!("a commit of {} bytes does not fit in the {}-block journal", bytes.len(), self.sb.journal_blocks)));
-            }
+        }
+        if !fits(self, &bytes) {
+            // A transaction larger than the journal commits as a checkpoint: the new
+            // snapshot already contains it, and the header flip makes it atomic.
+            return self.commit_by_checkpoint(rec, data_bytes);
         }
         if let Err(e) = self.dev.write_run(self.jhead, &bytes).and_then(|_| self.dev.flush()) {
             return Err(self.poison(format!("writing journal record {}: {e}", rec.seq)));
@@ -1051,6 +1059,31 @@ impl<D: BlockDevice> Fs<D> {
         let used = self.jhead - self.sb.journal_start;
         if used as f64 >= self.opts.checkpoint_fill * self.sb.journal_blocks as f64 {
             self.checkpoint()?;
+        }
+        Ok(())
+    }
+
+    fn commit_by_checkpoint(&mut self, rec: Record, data_bytes: u64) -> Result<()> {
+        for op in &rec.ops {
+            let freed = self.durable.apply(op).map_err(|e| FsError::Internal(format!("committed operation {op:?} does not apply to the durable state: {e}")))?;
+            for (s, l) in freed.extents {
+                self.alloc.defer(s, l);
+            }
+            if let Some(i) = freed.ino {
+                self.pending_inos.push(i);
+            }
+        }
+        // The checkpoint records `next_seq` as its first sequence number: this transaction
+        // takes the sequence number it would have had as a record.
+        self.next_seq = rec.seq + 1;
+        self.durable_upto = rec.seq;
+        self.checkpoint()?;
+        self.alloc.durable();
+        self.free_inos.extend(self.pending_inos.drain(..));
+        self.stats.data_bytes += data_bytes;
+        self.stats.commits += 1;
+        if self.opts.keep_commit_log {
+            self.commit_log.push(CommitInfo { seq: rec.seq, streams: rec.streams });
         }
         Ok(())
     }

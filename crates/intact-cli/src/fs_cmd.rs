@@ -1,0 +1,142 @@
+//! `intact fs mkfs | fsck | dump`: the intactfs tools that work on an image or device.
+
+use crate::Failure;
+use intactfs::fsck::fsck;
+use intactfs::{mkfs, MkfsOptions, BLOCK};
+use intactfs_device::FileDevice;
+use std::path::{Path, PathBuf};
+
+#[derive(clap::Subcommand)]
+pub enum FsCmd {
+    /// Write an empty intactfs onto IMAGE (a file, created if missing, or a block device).
+    Mkfs {
+        image: PathBuf,
+        /// Size of a new image file, e.g. 512M, 4G (suffixes K, M, G, T; powers of 1024).
+        #[arg(long)]
+        size: Option<String>,
+        /// Journal size (default: 1/32 of the device, 256 KiB to 32 MiB).
+        #[arg(long)]
+        journal: Option<String>,
+        /// Overwrite an existing non-empty image or device.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Check every structural invariant of IMAGE without changing it.
+    /// Exit 0: clean; 1: damage found (each problem is listed); 2: cannot be read.
+    Fsck {
+        image: PathBuf,
+        /// Skip reading every data block to compare it with its checksum.
+        #[arg(long)]
+        no_data: bool,
+        /// Print the report as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the on-disk structures of IMAGE (superblock, checkpoints, inodes; with
+    /// --journal every record in the journal area) for debugging.
+    Dump {
+        image: PathBuf,
+        #[arg(long)]
+        journal: bool,
+    },
+}
+
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('M') => (&t[..t.len() - 1], 1 << 20),
+        Some('G') => (&t[..t.len() - 1], 1 << 30),
+        Some('T') => (&t[..t.len() - 1], 1 << 40),
+        _ => (t, 1),
+    };
+    let n: u64 = num.trim().parse().map_err(|_| format!("size {s:?}: expected a number with an optional K, M, G or T suffix"))?;
+    n.checked_mul(mult).ok_or(format!("size {s:?} is too large"))
+}
+
+fn open(image: &Path) -> Result<FileDevice, Failure> {
+    if !image.exists() {
+        return Err(Failure::input(format!("{}: no such file (create one with `intact fs mkfs {} --size 1G`)", image.display(), image.display())));
+    }
+    FileDevice::open(image, BLOCK).map_err(|e| Failure::input(e.to_string()))
+}
+
+pub fn fs(cmd: FsCmd) -> Result<u8, Failure> {
+    match cmd {
+        FsCmd::Mkfs { image, size, journal, force } => {
+            let journal_blocks = journal.map(|j| parse_size(&j).map(|b| b / BLOCK as u64)).transpose().map_err(Failure::input)?;
+            let created = !image.exists();
+            let mut dev = match (size, image.exists()) {
+                (Some(s), exists) => {
+                    let bytes = parse_size(&s).map_err(Failure::input)?;
+                    if exists && !force && std::fs::metadata(&image).map(|m| m.len() > 0 || !m.is_file()).unwrap_or(true) {
+                        return Err(Failure::input(format!("{} exists and is not empty: pass --force to overwrite it", image.display())));
+                    }
+                    if exists && !std::fs::metadata(&image).map(|m| m.is_file()).unwrap_or(false) {
+                        return Err(Failure::input(format!("{} is not a regular file: --size applies to image files; omit it for a device", image.display())));
+                    }
+                    FileDevice::create(&image, BLOCK, bytes / BLOCK as u64).map_err(|e| Failure::input(e.to_string()))?
+                }
+                (None, true) => {
+                    if !force {
+                        return Err(Failure::input(format!("{} exists: pass --force to write a new file system over it (everything on it is lost)", image.display())));
+                    }
+                    open(&image)?
+                }
+                (None, false) => return Err(Failure::input(format!("{} does not exist: give --size to create an image file", image.display()))),
+            };
+            let sb = match mkfs(&mut dev, &MkfsOptions { journal_blocks, uuid: uuid(), ..Default::default() }) {
+                Ok(sb) => sb,
+                Err(e) => {
+                    // Leave nothing behind that looks like an image.
+                    if created {
+                        let _ = std::fs::remove_file(&image);
+                    }
+                    return Err(Failure::input(format!("mkfs {}: {e}", image.display())));
+                }
+            };
+            println!(
+                "intactfs on {}: {} blocks of {BLOCK} bytes ({} MiB), journal {} blocks, data area from block {}",
+                image.display(),
+                sb.blocks,
+                sb.blocks * BLOCK as u64 >> 20,
+                sb.journal_blocks,
+                sb.data_start()
+            );
+            Ok(0)
+        }
+        FsCmd::Fsck { image, no_data, json } => {
+            let mut dev = open(&image)?;
+            let r = fsck(&mut dev, !no_data);
+            if json {
+                let v = serde_json::json!({"image": image.display().to_string(), "clean": r.clean(), "problems": r.problems, "notes": r.notes});
+                println!("{v}");
+            } else {
+                for n in &r.notes {
+                    println!("{n}");
+                }
+                for p in &r.problems {
+                    println!("DAMAGE: {p}");
+                }
+                println!("{}: {}", image.display(), if r.clean() { "clean".to_string() } else { format!("{} problem(s) found", r.problems.len()) });
+            }
+            Ok(if r.clean() { 0 } else { 1 })
+        }
+        FsCmd::Dump { image, journal } => {
+            let mut dev = open(&image)?;
+            match intactfs::dump::dump(&mut dev, journal) {
+                Ok(s) => {
+                    print!("{s}");
+                    Ok(0)
+                }
+                Err(e) => Err(Failure { code: 1, message: format!("{}: {e} (run `intact fs fsck` for a full report)", image.display()) }),
+            }
+        }
+    }
+}
+
+/// A file system id: distinguishes records of an earlier file system on the same device.
+fn uuid() -> u64 {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    (t.as_nanos() as u64) ^ ((std::process::id() as u64) << 32)
+}
