@@ -250,12 +250,6 @@ impl<D: BlockDevice> Fs<D> {
                 return Err(FsError::Corrupt(format!("snapshot block {s} is used twice")));
             }
         }
-        let orphans = recovery::orphans(&meta);
-        let mut orphan_blocks = Vec::new();
-        for &o in &orphans {
-            let f = meta.apply(&LogOp::Free { ino: o }).map_err(|e| FsError::Corrupt(format!("freeing orphan {o}: {e}")))?;
-            orphan_blocks.extend(f.extents);
-        }
         for n in meta.inodes.values() {
             if let Some(ex) = n.extents() {
                 for e in ex.values() {
@@ -264,6 +258,14 @@ impl<D: BlockDevice> Fs<D> {
                     }
                 }
             }
+        }
+        // Orphans are freed in memory now, but their blocks stay taken until the
+        // checkpoint below makes that durable: the journal still maps them.
+        let orphans = recovery::orphans(&meta);
+        let mut orphan_blocks = Vec::new();
+        for &o in &orphans {
+            let f = meta.apply(&LogOp::Free { ino: o }).map_err(|e| FsError::Corrupt(format!("freeing orphan {o}: {e}")))?;
+            orphan_blocks.extend(f.extents);
         }
         let free_inos = (ROOT + 1..meta.next_ino).filter(|i| !meta.inodes.contains_key(i)).collect();
         let report = MountReport { checkpoint_generation: cp.generation, records_replayed: replayed.len(), stop, orphans_freed: orphans.len() };

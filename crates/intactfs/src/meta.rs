@@ -140,7 +140,7 @@ pub enum LogOp {
     Unlink { parent: Ino, name: Vec<u8>, time: Time },
     Rename { sp: Ino, sn: Vec<u8>, dp: Ino, dn: Vec<u8>, exchange: bool, time: Time },
     SetAttr { ino: Ino, mode: Option<u32>, uid: Option<u32>, gid: Option<u32>, atime: Option<Time>, mtime: Option<Time>, ctime: Time },
-    /// Sets a file's size; blocks wholly past the new end are freed.
+    /// Sets a file's size; when it shrinks, blocks wholly past the new end are freed.
     SetSize { ino: Ino, size: u64, time: Time },
     /// Maps `len` file blocks from `lblk` to device blocks from `pblk` (replacing what was
     /// mapped there). `crcs` empty: preallocated, reads as zeros.
@@ -388,8 +388,10 @@ impl Meta {
             LogOp::SetSize { ino, size, time } => {
                 let n = self.node_mut(*ino)?;
                 let Body::File { extents } = &mut n.body else { return Err(format!("inode {ino} is not a regular file")) };
-                let keep = size.div_ceil(BLOCK as u64);
-                freed.extents = punch(extents, keep, u64::MAX);
+                // Only shrinking frees blocks: growing keeps preallocation past the end.
+                if *size < n.size {
+                    freed.extents = punch(extents, size.div_ceil(BLOCK as u64), u64::MAX);
+                }
                 n.size = *size;
                 later(&mut n.mtime, *time);
                 later(&mut n.ctime, *time);

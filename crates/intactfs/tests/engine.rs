@@ -1,0 +1,277 @@
+//! The engine's POSIX and stream semantics, call by call (the crash behaviour is proven by
+//! `intactfs-sim`; the on-disk format's robustness by `hostile.rs`).
+
+use intactfs::fsck::fsck;
+use intactfs::{mkfs, FileType, Fs, FsError, MkfsOptions, MountOptions, NewKind, Owner, RenameFlags, SetAttr, StreamFlags, Time, BLOCK, ROOT};
+use intactfs_device::{FileDevice, SimDevice};
+
+const O: Owner = Owner { uid: 1000, gid: 100 };
+
+fn fresh(blocks: u64) -> Fs<SimDevice> {
+    let mut dev = SimDevice::new(BLOCK, blocks).unwrap();
+    mkfs(&mut dev, &MkfsOptions { uuid: 7, ..Default::default() }).unwrap();
+    Fs::mount(dev, MountOptions::default()).unwrap().0
+}
+
+fn remount(fs: Fs<SimDevice>) -> Fs<SimDevice> {
+    let dev = fs.unmount().unwrap();
+    Fs::mount(dev, MountOptions::default()).unwrap().0
+}
+
+fn file(fs: &mut Fs<SimDevice>, parent: u64, name: &str) -> u64 {
+    fs.create(0, parent, name.as_bytes(), NewKind::File, 0o644, O).unwrap().ino
+}
+
+#[test]
+fn namespace_operations_and_their_errors() {
+    let mut fs = fresh(1024);
+    let d = fs.mkdir(0, ROOT, b"d", 0o750, O).unwrap();
+    assert_eq!((d.kind, d.mode, d.uid, d.gid, d.nlink), (FileType::Dir, 0o750, 1000, 100, 2));
+    assert_eq!(fs.getattr(ROOT).unwrap().nlink, 3);
+    let f = file(&mut fs, d.ino, "f");
+    assert!(matches!(fs.create(0, d.ino, b"f", NewKind::File, 0o644, O), Err(FsError::Exists)));
+    assert!(matches!(fs.lookup(d.ino, b"nope"), Err(FsError::NotFound)));
+    assert!(matches!(fs.lookup(f, b"x"), Err(FsError::NotDir)));
+    assert!(matches!(fs.create(0, ROOT, &[b'a'; 256], NewKind::File, 0o644, O), Err(FsError::NameTooLong)));
+    assert!(matches!(fs.create(0, ROOT, b"a/b", NewKind::File, 0o644, O), Err(FsError::Invalid(_))));
+    assert!(matches!(fs.rmdir(0, ROOT, b"d"), Err(FsError::NotEmpty)));
+    assert!(matches!(fs.unlink(0, ROOT, b"d"), Err(FsError::IsDir)));
+    assert!(matches!(fs.rmdir(0, d.ino, b"f"), Err(FsError::NotDir)));
+    // Hard links and symlinks.
+    fs.link(0, f, ROOT, b"g").unwrap();
+    assert_eq!(fs.getattr(f).unwrap().nlink, 2);
+    assert!(matches!(fs.link(0, d.ino, ROOT, b"dd"), Err(FsError::NotPermitted(_))));
+    let l = fs.symlink(0, ROOT, b"l", b"d/f", O).unwrap();
+    assert_eq!((l.kind, l.size), (FileType::Symlink, 3));
+    assert_eq!(fs.readlink(l.ino).unwrap(), b"d/f");
+    // Rename: NOREPLACE, EXCHANGE, over an existing file, a directory into itself.
+    let h = file(&mut fs, ROOT, "h");
+    assert!(matches!(fs.rename(0, ROOT, b"h", ROOT, b"g", RenameFlags { noreplace: true, ..Default::default() }), Err(FsError::Exists)));
+    fs.rename(0, ROOT, b"h", d.ino, b"f", RenameFlags { exchange: true, ..Default::default() }).unwrap();
+    assert_eq!(fs.lookup(ROOT, b"h").unwrap().ino, f);
+    assert_eq!(fs.lookup(d.ino, b"f").unwrap().ino, h);
+    fs.rename(0, ROOT, b"h", ROOT, b"g", RenameFlags::default()).unwrap(); // two links of one file: nothing happens
+    assert_eq!(fs.lookup(ROOT, b"g").unwrap().ino, f);
+    fs.rename(0, d.ino, b"f", ROOT, b"g", RenameFlags::default()).unwrap(); // replaces one link of f
+    assert_eq!(fs.getattr(f).unwrap().nlink, 1);
+    assert!(matches!(fs.rename(0, ROOT, b"d", d.ino, b"x", RenameFlags::default()), Err(FsError::Invalid(_))));
+    assert!(matches!(fs.rename(0, ROOT, b"nope", ROOT, b"x", RenameFlags { exchange: true, ..Default::default() }), Err(FsError::NotFound)));
+    // Attributes.
+    let t = Time { sec: 12345, nsec: 6 };
+    let a = fs.setattr(0, f, SetAttr { mode: Some(0o600), uid: Some(5), gid: Some(6), atime: Some(t), mtime: Some(t), ..Default::default() }).unwrap();
+    assert_eq!((a.mode, a.uid, a.gid, a.atime, a.mtime), (0o600, 5, 6, t, t));
+    // Everything survives an unmount, and fsck is clean.
+    let names = |fs: &Fs<SimDevice>| fs.readdir(ROOT, 0, 100).unwrap().into_iter().map(|e| String::from_utf8(e.name).unwrap()).collect::<std::collections::BTreeSet<_>>();
+    let before = names(&fs);
+    let mut fs = remount(fs);
+    assert_eq!(names(&fs), before);
+    assert_eq!(fs.getattr(f).unwrap().mtime, t);
+    let mut dev = fs.unmount().unwrap();
+    assert!(fsck(&mut dev, true).clean());
+}
+
+#[test]
+fn data_holes_truncate_and_fallocate() {
+    let mut fs = fresh(2048);
+    let f = file(&mut fs, ROOT, "f");
+    fs.write(0, f, 10, b"hello").unwrap();
+    assert_eq!(fs.read(f, 0, 100).unwrap(), [&[0u8; 10][..], b"hello"].concat());
+    // A sparse file of several GiB: one block allocated, the rest reads as zeros.
+    let far = 5u64 << 30;
+    fs.write(0, f, far, b"end").unwrap();
+    fs.sync().unwrap();
+    let a = fs.getattr(f).unwrap();
+    assert_eq!(a.size, far + 3);
+    assert_eq!(a.blocks, 2 * (BLOCK as u64 / 512));
+    assert_eq!(fs.read(f, far - 2, 10).unwrap(), b"\0\0end");
+    // Truncating inside a block zeroes its tail for when the file grows again.
+    fs.truncate(0, f, 12).unwrap();
+    fs.truncate(0, f, 20).unwrap();
+    assert_eq!(fs.read(f, 0, 100).unwrap(), [&[0u8; 10][..], b"he", &[0u8; 8][..]].concat());
+    // fallocate: default mode grows the file, KEEP_SIZE only reserves.
+    fs.fallocate(0, f, 0, 3 * BLOCK as u64, true).unwrap();
+    assert_eq!(fs.getattr(f).unwrap().size, 20);
+    fs.sync().unwrap();
+    assert_eq!(fs.getattr(f).unwrap().blocks, 3 * (BLOCK as u64 / 512));
+    fs.fallocate(0, f, 0, 5 * BLOCK as u64, false).unwrap();
+    assert_eq!(fs.getattr(f).unwrap().size, 5 * BLOCK as u64);
+    let mut fs = remount(fs);
+    assert_eq!(fs.read(f, 0, 20).unwrap(), [&[0u8; 10][..], b"he", &[0u8; 8][..]].concat());
+    assert_eq!(fs.read(f, 4 * BLOCK as u64, BLOCK).unwrap(), vec![0u8; BLOCK]);
+    assert_eq!(fs.getattr(f).unwrap().blocks, 5 * (BLOCK as u64 / 512));
+    let mut dev = fs.unmount().unwrap();
+    assert!(fsck(&mut dev, true).clean());
+}
+
+#[test]
+fn statfs_and_running_out_of_space() {
+    let mut fs = fresh(256);
+    let s0 = fs.statfs();
+    assert!(s0.free_blocks > 100 && s0.free_blocks < s0.blocks, "{s0:?}");
+    let f = file(&mut fs, ROOT, "big");
+    let chunk = vec![7u8; 16 * BLOCK];
+    let mut off = 0u64;
+    let err = loop {
+        match fs.write(0, f, off, &chunk) {
+            Ok(_) => off += chunk.len() as u64,
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(err, FsError::NoSpace(_)), "{err}");
+    // Whatever was accepted commits: space was reserved at write time.
+    fs.sync().unwrap();
+    assert!(fs.statfs().free_blocks < 16);
+    fs.unlink(0, ROOT, b"big").unwrap();
+    fs.sync().unwrap();
+    assert!(fs.statfs().free_blocks + 2 >= s0.free_blocks, "{:?} vs {s0:?}", fs.statfs());
+    let mut dev = fs.unmount().unwrap();
+    assert!(fsck(&mut dev, true).clean());
+}
+
+#[test]
+fn unrelated_streams_commit_independently() {
+    let mut fs = fresh(8192);
+    let a = file(&mut fs, ROOT, "a");
+    let b = file(&mut fs, ROOT, "b");
+    fs.sync().unwrap();
+    fs.write(1, a, 0, &vec![1u8; 4 << 20]).unwrap();
+    fs.write(2, b, 0, b"x").unwrap();
+    let before = fs.stats();
+    fs.fsync(2, b, false).unwrap();
+    let d = fs.stats().bytes_written() - before.bytes_written();
+    assert!(d < 64 << 10, "B's fsync wrote {d} bytes");
+    // A's data is still only in memory: a crash now loses it but keeps B.
+    let dev = fs.into_device();
+    let mut img = SimDevice::from_image(BLOCK, dev.durable().to_vec()).unwrap();
+    assert!(fsck(&mut img, true).clean());
+    let (mut fs, _) = Fs::mount(img, MountOptions::default()).unwrap();
+    assert_eq!(fs.getattr(a).unwrap().size, 0);
+    assert_eq!(fs.read(b, 0, 10).unwrap(), b"x");
+}
+
+#[test]
+fn one_stream_has_write_dependence() {
+    let mut fs = fresh(8192);
+    let a = file(&mut fs, ROOT, "a");
+    let b = file(&mut fs, ROOT, "b");
+    fs.sync().unwrap();
+    fs.write(1, a, 0, &vec![1u8; 4 << 20]).unwrap();
+    fs.write(1, b, 0, b"x").unwrap();
+    let before = fs.stats();
+    fs.fsync(1, b, false).unwrap();
+    assert!(fs.stats().bytes_written() - before.bytes_written() >= 4 << 20);
+}
+
+#[test]
+fn related_operations_merge_streams() {
+    let mut fs = fresh(4096);
+    // Stream 1 creates a directory and writes a big file; stream 2 creates a file inside
+    // the directory (related: ccfs §3.5), so fsync in stream 2 must commit stream 1 too.
+    let d = fs.mkdir(1, ROOT, b"d", 0o755, O).unwrap().ino;
+    let big = fs.create(1, ROOT, b"big", NewKind::File, 0o644, O).unwrap().ino;
+    fs.write(1, big, 0, &vec![3u8; 1 << 20]).unwrap();
+    let f = fs.create(2, d, b"f", NewKind::File, 0o644, O).unwrap().ino;
+    assert_eq!(fs.merges(), 1);
+    fs.fsync(2, f, false).unwrap();
+    let dev = fs.into_device();
+    let (mut fs, _) = Fs::mount(SimDevice::from_image(BLOCK, dev.durable().to_vec()).unwrap(), MountOptions::default()).unwrap();
+    assert_eq!(fs.lookup(d, b"f").unwrap().ino, f);
+    assert_eq!(fs.read(big, 0, 4).unwrap(), [3u8; 4]);
+}
+
+#[test]
+fn fsync_of_a_file_another_stream_wrote() {
+    let mut fs = fresh(4096);
+    let f = file(&mut fs, ROOT, "f");
+    fs.sync().unwrap();
+    fs.write(1, f, 0, b"from stream 1").unwrap();
+    fs.fsync(2, f, false).unwrap();
+    let dev = fs.into_device();
+    let (mut fs, _) = Fs::mount(SimDevice::from_image(BLOCK, dev.durable().to_vec()).unwrap(), MountOptions::default()).unwrap();
+    assert_eq!(fs.read(f, 0, 100).unwrap(), b"from stream 1");
+}
+
+#[test]
+fn ignore_fsync_and_streamsync() {
+    let mut fs = fresh(4096);
+    fs.set_stream_flags(3, StreamFlags { ignore_fsync: true });
+    assert!(fs.stream_flags(3).ignore_fsync);
+    let f = fs.create(3, ROOT, b"f", NewKind::File, 0o644, O).unwrap().ino;
+    fs.write(3, f, 0, b"data").unwrap();
+    let c = fs.stats().commits;
+    fs.fsync(3, f, false).unwrap();
+    assert_eq!(fs.stats().commits, c, "fsync is a no-op in an IGNORE_FSYNC stream");
+    fs.streamsync(3).unwrap();
+    assert_eq!(fs.stats().commits, c + 1);
+    let dev = fs.into_device();
+    let (mut fs, _) = Fs::mount(SimDevice::from_image(BLOCK, dev.durable().to_vec()).unwrap(), MountOptions::default()).unwrap();
+    assert_eq!(fs.read(f, 0, 10).unwrap(), b"data");
+}
+
+#[test]
+fn unlinked_open_files_live_until_closed_or_recovered() {
+    let mut fs = fresh(4096);
+    let f = file(&mut fs, ROOT, "f");
+    fs.open(f).unwrap();
+    fs.unlink(0, ROOT, b"f").unwrap();
+    fs.write(0, f, 0, b"still here").unwrap();
+    assert_eq!(fs.read(f, 0, 100).unwrap(), b"still here");
+    fs.sync().unwrap();
+    // A crash now: recovery frees the orphan.
+    let img = fs.device().durable().to_vec();
+    let mut dev = SimDevice::from_image(BLOCK, img.clone()).unwrap();
+    let r = fsck(&mut dev, true);
+    assert!(r.clean() && r.notes.iter().any(|n| n.contains("orphan")), "{r:?}");
+    let (fs2, report) = Fs::mount(dev, MountOptions::default()).unwrap();
+    assert_eq!(report.orphans_freed, 1);
+    assert!(fs2.getattr(f).is_err());
+    // Without a crash, the last close frees it.
+    fs.release(0, f).unwrap();
+    assert!(fs.getattr(f).is_err());
+    let mut dev = fs.unmount().unwrap();
+    assert!(fsck(&mut dev, true).clean());
+}
+
+#[test]
+fn a_directory_of_100000_entries() {
+    let mut fs = fresh(16384);
+    let d = fs.mkdir(0, ROOT, b"big", 0o755, O).unwrap().ino;
+    for i in 0..100_000u32 {
+        fs.create(0, d, format!("file-{i:06}").as_bytes(), NewKind::File, 0o644, O).unwrap();
+    }
+    fs.sync().unwrap();
+    let mut fs = remount(fs);
+    assert!(fs.lookup(d, b"file-054321").is_ok());
+    // readdir in pages of 1000 via cookies sees every entry once.
+    let mut seen = std::collections::HashSet::new();
+    let mut cookie = 0;
+    loop {
+        let page = fs.readdir(d, cookie, 1000).unwrap();
+        let Some(last) = page.last() else { break };
+        cookie = last.cookie;
+        for e in page {
+            assert!(seen.insert(e.name));
+        }
+    }
+    assert_eq!(seen.len(), 100_000);
+    fs.unlink(0, d, b"file-000007").unwrap();
+    let mut dev = fs.unmount().unwrap();
+    assert!(fsck(&mut dev, false).clean());
+}
+
+#[test]
+fn file_device_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fs.img");
+    let mut dev = FileDevice::create(&path, BLOCK, 2048).unwrap();
+    mkfs(&mut dev, &MkfsOptions::default()).unwrap();
+    let (mut fs, _) = Fs::mount(dev, MountOptions::default()).unwrap();
+    let f = fs.create(0, ROOT, b"f", NewKind::File, 0o644, O).unwrap().ino;
+    fs.write(0, f, 0, b"on a file").unwrap();
+    fs.fsync(0, f, false).unwrap();
+    drop(fs.into_device());
+    let dev = FileDevice::open(&path, BLOCK).unwrap();
+    let (mut fs, report) = Fs::mount(dev, MountOptions::default()).unwrap();
+    assert_eq!(report.records_replayed, 1);
+    assert_eq!(fs.read(f, 0, 100).unwrap(), b"on a file");
+}
