@@ -49,6 +49,19 @@ impl Default for SimConfig {
     }
 }
 
+/// The configurations the CI test and the long run rotate through, by seed: journal of 24
+/// blocks (frequent checkpoints) or 4 (transactions overflow it and commit by checkpoint;
+/// small crash points checked exhaustively), 1, 3 or 5 streams.
+pub fn mixed(seed: u64) -> SimConfig {
+    let base = match seed % 4 {
+        0 => SimConfig { streams: 3, journal_blocks: 24, ..Default::default() },
+        1 => SimConfig { streams: 3, journal_blocks: 4, exhaustive_up_to: 256, ..Default::default() },
+        2 => SimConfig { streams: 1, journal_blocks: 24, ..Default::default() },
+        _ => SimConfig { streams: 5, journal_blocks: 12, calls: 90, ..Default::default() },
+    };
+    SimConfig { seed, ..base }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SimReport {
     pub calls: usize,

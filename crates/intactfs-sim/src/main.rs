@@ -1,11 +1,11 @@
 //! `intactfs-sim`: runs the crash simulation over a range of seeds.
 //!
-//! `cargo run --release -p intactfs-sim -- --seeds 0..40 --images 3` (CI size is in the
+//! `cargo run --release -p intactfs-sim -- --seeds 40 --images 3` (CI size is in the
 //! test `crash_simulation`); `--min-images 1000000` keeps adding seeds until that many
-//! crash images were checked.
+//! crash images were checked; `--mixed` rotates through the CI test's configurations.
 
 use clap::Parser;
-use intactfs_sim::{run, SimConfig};
+use intactfs_sim::{mixed, run, SimConfig};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -30,6 +30,10 @@ struct Args {
     /// Streams per workload.
     #[arg(long, default_value_t = 3)]
     streams: u64,
+    /// Rotate through the CI test's configurations (journal size, 1/3/5 streams) instead
+    /// of --streams/--calls.
+    #[arg(long)]
+    mixed: bool,
     /// Where to save the image of a failure.
     #[arg(long, default_value = "intactfs-sim-failure.img")]
     save: PathBuf,
@@ -42,10 +46,10 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let start = std::time::Instant::now();
-    let (mut images, mut points, mut seeds, mut commits, mut merges, mut older) = (0u64, 0usize, 0u64, 0usize, 0u64, 0u64);
+    let (mut images, mut points, mut seeds, mut commits, mut merges, mut older, mut checkpoints, mut exhaustive) = (0u64, 0usize, 0u64, 0usize, 0u64, 0u64, 0u64, 0usize);
     let mut seed = a.first_seed;
     while seeds < a.seeds || images < a.min_images {
-        let cfg = SimConfig { seed, streams: a.streams, calls: a.calls, images_per_point: a.images, ..Default::default() };
+        let cfg = if a.mixed { mixed(seed) } else { SimConfig { seed, streams: a.streams, calls: a.calls, images_per_point: a.images, ..Default::default() } };
         match run(&cfg) {
             Ok(r) => {
                 images += r.images;
@@ -53,6 +57,8 @@ fn main() -> ExitCode {
                 commits += r.commits;
                 merges += r.merges;
                 older += r.older;
+                checkpoints += r.checkpoints;
+                exhaustive += r.exhaustive_points;
             }
             Err(f) => {
                 eprintln!("intactfs-sim: FAILED: {f}");
@@ -72,7 +78,7 @@ fn main() -> ExitCode {
         }
     }
     println!(
-        "intactfs-sim: seeds {}..{}: {points} crash points, {images} crash images, {commits} commits, {merges} stream merges; {older} images recovered to an older allowed commit; all passed in {:.1} s",
+        "intactfs-sim: seeds {}..{}: {points} crash points ({exhaustive} exhaustive), {images} crash images, {commits} commits, {checkpoints} checkpoints, {merges} stream merges; {older} images recovered to an older allowed commit; all passed in {:.1} s",
         a.first_seed,
         seed,
         start.elapsed().as_secs_f64()

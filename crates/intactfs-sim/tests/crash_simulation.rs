@@ -5,22 +5,15 @@
 //! the number of streams. Longer runs: `INTACTFS_SIM_IMAGES=1000000 cargo test --release
 //! -p intactfs-sim --test crash_simulation -- --nocapture`, or the `intactfs-sim` binary.
 
-use intactfs_sim::{run, SimConfig};
+use intactfs_sim::{mixed, run};
 
 #[test]
 fn crash_simulation() {
     let target: u64 = std::env::var("INTACTFS_SIM_IMAGES").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
-    let configs = [
-        SimConfig { streams: 3, journal_blocks: 24, ..Default::default() },
-        SimConfig { streams: 3, journal_blocks: 4, exhaustive_up_to: 256, ..Default::default() },
-        SimConfig { streams: 1, journal_blocks: 24, ..Default::default() },
-        SimConfig { streams: 5, journal_blocks: 12, calls: 90, ..Default::default() },
-    ];
     let (mut images, mut points, mut commits, mut merges, mut checkpoints, mut older, mut exhaustive) = (0, 0, 0, 0, 0, 0, 0);
     let mut seed = 0u64;
     while images < target {
-        let cfg = SimConfig { seed, ..configs[(seed % configs.len() as u64) as usize].clone() };
-        match run(&cfg) {
+        match run(&mixed(seed)) {
             Ok(r) => {
                 images += r.images;
                 points += r.crash_points;
