@@ -184,6 +184,8 @@ pub struct Fs<D: BlockDevice> {
     commit_log: Vec<CommitInfo>,
     /// Set when a device write failed mid-commit: memory and disk may disagree.
     poisoned: Option<String>,
+    /// Caller → stream, for `setstream`/`getstream`.
+    callers: HashMap<u64, StreamId>,
 }
 
 /// Writes an empty file system.
@@ -295,6 +297,7 @@ impl<D: BlockDevice> Fs<D> {
             stats: Stats::default(),
             commit_log: Vec::new(),
             poisoned: None,
+            callers: HashMap::new(),
         };
         fs.update_meta_reserve();
         if !fs.opts.read_only {
@@ -366,6 +369,19 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     // ----- streams -----
+
+    /// ccfs `setstream(id, flags)` for a caller (a process id in the FUSE layer): its
+    /// later calls go to `stream`, with `flags`.
+    pub fn setstream(&mut self, caller: u64, stream: StreamId, flags: StreamFlags) {
+        self.callers.insert(caller, stream);
+        self.set_stream_flags(stream, flags);
+    }
+
+    /// ccfs `getstream()`: the caller's stream; callers that never set one are in the init
+    /// stream.
+    pub fn getstream(&self, caller: u64) -> StreamId {
+        self.callers.get(&caller).copied().unwrap_or(crate::streams::INIT_STREAM)
+    }
 
     pub fn set_stream_flags(&mut self, s: StreamId, flags: StreamFlags) {
         self.streams.stream(s).flags = flags;

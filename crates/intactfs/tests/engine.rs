@@ -194,7 +194,9 @@ fn fsync_of_a_file_another_stream_wrote() {
 #[test]
 fn ignore_fsync_and_streamsync() {
     let mut fs = fresh(4096);
-    fs.set_stream_flags(3, StreamFlags { ignore_fsync: true });
+    assert_eq!(fs.getstream(42), intactfs::INIT_STREAM);
+    fs.setstream(42, 3, StreamFlags { ignore_fsync: true });
+    assert_eq!(fs.getstream(42), 3);
     assert!(fs.stream_flags(3).ignore_fsync);
     let f = fs.create(3, ROOT, b"f", NewKind::File, 0o644, O).unwrap().ino;
     fs.write(3, f, 0, b"data").unwrap();
