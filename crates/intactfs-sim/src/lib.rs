@@ -356,7 +356,10 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
     }
     fs.sync().map_err(|e| fail(seed, format!("final sync: {e}")))?;
     if fs.durable_meta() != fs.live_meta() {
-        return Err(fail(seed, "after sync the durable metadata differs from the live metadata"));
+        let (d, l) = (fs.durable_meta(), fs.live_meta());
+        let first = l.inodes.iter().find(|(i, n)| d.inodes.get(i) != Some(n)).map(|(i, n)| format!("inode {i}: live {n:?}, durable {:?}", d.inodes.get(i)));
+        let extra = d.inodes.keys().find(|i| !l.inodes.contains_key(i)).map(|i| format!("inode {i} only in durable"));
+        return Err(fail(seed, format!("after sync the durable metadata differs from the live metadata: {}", first.or(extra).unwrap_or_else(|| format!("next_ino {} vs {}", l.next_ino, d.next_ino)))));
     }
     done.push(Done { stream: 0, op: None, touch: Touch::default(), dev_after: fs.device().log.len(), commits_after: fs.commit_log().len(), acks: (0..cfg.streams).collect() });
     let commits = fs.commit_log().to_vec();

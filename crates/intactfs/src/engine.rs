@@ -825,7 +825,7 @@ impl<D: BlockDevice> Fs<D> {
             }
         }
         let time = self.now();
-        self.log(s, LogOp::SetSize { ino, size, time }, &[Key::Ino(ino)], &[])
+        self.log(s, LogOp::SetSize { ino, size, time, free_past_end: size < old }, &[Key::Ino(ino)], &[])
     }
 
     fn put_dirty(&mut self, ino: Ino, lblk: u64, b: Box<[u8]>) -> Result<()> {
@@ -930,7 +930,7 @@ impl<D: BlockDevice> Fs<D> {
         self.streams.relate(s, &[Key::Ino(ino)], &[]);
         if !keep_size && end > size {
             let time = self.now();
-            self.log(s, LogOp::SetSize { ino, size: end, time }, &[Key::Ino(ino)], &[])?;
+            self.log(s, LogOp::SetSize { ino, size: end, time, free_past_end: false }, &[Key::Ino(ino)], &[])?;
         }
         self.streams.count_call(s);
         Ok(())
@@ -991,7 +991,7 @@ impl<D: BlockDevice> Fs<D> {
                 }
             }
             if !dirty.is_empty() {
-                ops.push(LogOp::SetSize { ino, size, time: mtime });
+                ops.push(LogOp::SetSize { ino, size, time: mtime, free_past_end: false });
                 let n = dirty.len() as u64;
                 let runs = self.alloc.alloc(n);
                 if runs.iter().map(|r| r.1).sum::<u64>() < n {

@@ -52,7 +52,9 @@ impl Superblock {
         if self.blocks > device_blocks {
             return Err(format!("the superblock says {} blocks but the device has {device_blocks}", self.blocks));
         }
-        if self.journal_start != JOURNAL_START || self.journal_blocks < 2 || self.data_start() >= self.blocks {
+        // checked_add: a damaged journal size must not overflow (data_start() is used only
+        // after this check).
+        if self.journal_start != JOURNAL_START || self.journal_blocks < 2 || self.journal_start.checked_add(self.journal_blocks).is_none_or(|e| e >= self.blocks) {
             return Err(format!("journal at {}+{} does not fit {} blocks", self.journal_start, self.journal_blocks, self.blocks));
         }
         Ok(())

@@ -141,7 +141,10 @@ pub enum LogOp {
     Rename { sp: Ino, sn: Vec<u8>, dp: Ino, dn: Vec<u8>, exchange: bool, time: Time },
     SetAttr { ino: Ino, mode: Option<u32>, uid: Option<u32>, gid: Option<u32>, atime: Option<Time>, mtime: Option<Time>, ctime: Time },
     /// Sets a file's size; when it shrinks, blocks wholly past the new end are freed.
-    SetSize { ino: Ino, size: u64, time: Time },
+    /// `free_past_end`: also free blocks wholly past the new end. Decided when the call
+    /// ran (a truncate that shrank the file as the caller saw it), never from the size at
+    /// replay, which may lack uncommitted writes the caller saw.
+    SetSize { ino: Ino, size: u64, time: Time, free_past_end: bool },
     /// Maps `len` file blocks from `lblk` to device blocks from `pblk` (replacing what was
     /// mapped there). `crcs` empty: preallocated, reads as zeros.
     Map { ino: Ino, lblk: u64, pblk: u64, len: u64, crcs: Vec<u32> },
@@ -156,7 +159,9 @@ impl LogOp {
             LogOp::Map { pblk, crcs, .. } => (*pblk, crcs.as_slice()),
             _ => (0, &[][..]),
         };
-        crcs.iter().enumerate().map(move |(k, c)| (pblk + k as u64, *c))
+        // Saturating: a damaged record may map past u64::MAX; recovery then finds the
+        // block outside the device instead of overflowing.
+        crcs.iter().enumerate().map(move |(k, c)| (pblk.saturating_add(k as u64), *c))
     }
 }
 
@@ -249,6 +254,14 @@ impl Meta {
                 if self.inodes.contains_key(ino) || *ino == 0 {
                     return Err(format!("inode {ino} already exists"));
                 }
+                // Checked before anything changes (a refused operation leaves the state as
+                // it was); u64::MAX would overflow next_ino.
+                let next_ino = ino.checked_add(1).ok_or(format!("inode number {ino} is out of range"))?;
+                if let NewKind::Symlink(t) = kind {
+                    if t.is_empty() || t.len() > SYMLINK_MAX {
+                        return Err("bad symlink target length".into());
+                    }
+                }
                 let is_dir = matches!(kind, NewKind::Dir);
                 {
                     let entries = self.dir_mut(*parent)?;
@@ -260,12 +273,7 @@ impl Meta {
                 let (ft, body, size) = match kind {
                     NewKind::File => (FileType::File, Body::File { extents: BTreeMap::new() }, 0),
                     NewKind::Dir => (FileType::Dir, Body::Dir { entries: BTreeMap::new(), parent: *parent }, 0),
-                    NewKind::Symlink(t) => {
-                        if t.is_empty() || t.len() > SYMLINK_MAX {
-                            return Err("bad symlink target length".into());
-                        }
-                        (FileType::Symlink, Body::Symlink { target: t.clone() }, t.len() as u64)
-                    }
+                    NewKind::Symlink(t) => (FileType::Symlink, Body::Symlink { target: t.clone() }, t.len() as u64),
                     NewKind::Fifo => (FileType::Fifo, Body::Special { rdev: 0 }, 0),
                     NewKind::Socket => (FileType::Socket, Body::Special { rdev: 0 }, 0),
                     NewKind::CharDev(r) => (FileType::CharDev, Body::Special { rdev: *r }, 0),
@@ -288,7 +296,7 @@ impl Meta {
                     self.node_mut(*parent)?.nlink += 1;
                 }
                 self.touch_dir(*parent, *time);
-                self.next_ino = self.next_ino.max(ino + 1);
+                self.next_ino = self.next_ino.max(next_ino);
             }
             LogOp::Link { parent, name, ino, time } => {
                 if !valid_name(name) {
@@ -385,11 +393,11 @@ impl Meta {
                 }
                 later(&mut n.ctime, *ctime);
             }
-            LogOp::SetSize { ino, size, time } => {
+            LogOp::SetSize { ino, size, time, free_past_end } => {
                 let n = self.node_mut(*ino)?;
                 let Body::File { extents } = &mut n.body else { return Err(format!("inode {ino} is not a regular file")) };
-                // Only shrinking frees blocks: growing keeps preallocation past the end.
-                if *size < n.size {
+                // Only a shrinking truncate frees blocks: growing keeps preallocation past the end.
+                if *free_past_end {
                     freed.extents = punch(extents, size.div_ceil(BLOCK as u64), u64::MAX);
                 }
                 n.size = *size;

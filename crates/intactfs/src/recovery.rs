@@ -7,6 +7,7 @@
 //! that *is* intact but does not apply, or a snapshot that breaks an invariant, is damage:
 //! mount refuses with the reason rather than guessing.
 
+use crate::engine::MAX_FILE_SIZE;
 use crate::error::{FsError, Result};
 use crate::layout::{self, Checkpoint, FrameError, Record, Superblock, CHECKPOINT_SLOTS, CP_MAGIC, MAX_SNAPSHOT_EXTENTS, REC_MAGIC, SB_MAGIC, SUPERBLOCK};
 use crate::meta::{dir_key, valid_name, Body, FileType, Ino, Meta, BLOCK, ROOT, SYMLINK_MAX};
@@ -79,8 +80,11 @@ fn read_snapshot<D: BlockDevice>(dev: &mut D, sb: &Superblock, cp: &Checkpoint) 
         }
         total += l;
     }
-    if cp.snapshot_bytes > total * BLOCK as u64 {
-        return Err(bad(format!("{} bytes do not fit in {total} blocks", cp.snapshot_bytes)));
+    // The engine writes exactly the blocks the snapshot needs. Anything else is damage, and
+    // extents repeated or overlapping (checked only later) must not make this read allocate
+    // up to 200 times the device.
+    if total != cp.snapshot_bytes.div_ceil(BLOCK as u64).max(1) || total > sb.blocks - sb.data_start() {
+        return Err(bad(format!("{} bytes in {total} blocks", cp.snapshot_bytes)));
     }
     let mut bytes = vec![0u8; (total as usize) * BLOCK];
     let mut at = 0;
@@ -111,6 +115,14 @@ pub fn load<D: BlockDevice>(dev: &mut D) -> Result<Loaded> {
         })?;
     if cp.journal_pos < sb.journal_start || cp.journal_pos >= sb.journal_end() {
         return Err(FsError::Corrupt(format!("checkpoint generation {}: journal position {} is outside the journal", cp.generation, cp.journal_pos)));
+    }
+    // Counters the engine never writes (a header whose checksum matches them is damage);
+    // they would overflow the sequence arithmetic below and the next checkpoint's generation.
+    if cp.generation == 0 || cp.generation >= MAX_COUNTER || cp.next_seq == 0 || cp.next_seq >= MAX_COUNTER || cp.durable_upto >= cp.next_seq {
+        return Err(FsError::Corrupt(format!(
+            "checkpoint header (block {}): generation {}, next sequence number {}, durable up to {}: out of range",
+            CHECKPOINT_SLOTS[slot], cp.generation, cp.next_seq, cp.durable_upto
+        )));
     }
     let mut meta = read_snapshot(dev, &sb, &cp)?;
     let problems = check_meta(&meta, &sb, &cp.snapshot);
@@ -153,13 +165,41 @@ pub fn load<D: BlockDevice>(dev: &mut D) -> Result<Loaded> {
                 break;
             }
         };
+        // Records of epoch E are written only after checkpoint header E is durable: one of a
+        // later epoch means that header was written and is now unreadable. Replaying from
+        // the older header would silently drop everything since.
+        if rec.uuid == sb.uuid && rec.epoch > cp.generation {
+            let why: Vec<String> = cps.iter().enumerate().filter_map(|(i, c)| c.as_ref().err().map(|e| format!("block {}: {e}", CHECKPOINT_SLOTS[i]))).collect();
+            return Err(FsError::Corrupt(format!(
+                "checkpoint header damaged: journal record at block {pos} belongs to epoch {}, newer than the newest readable checkpoint (generation {}) ({})",
+                rec.epoch,
+                cp.generation,
+                why.join("; ")
+            )));
+        }
         if rec.uuid != sb.uuid || rec.epoch != cp.generation || rec.seq != seq {
             stop = format!("record at block {pos} is stale (epoch {}, seq {}; expected epoch {}, seq {seq})", rec.epoch, rec.seq, cp.generation);
             break;
         }
+        // The engine writes durable_upto = the previous record; a record claiming itself
+        // durable would exempt its data blocks from verification.
+        if rec.durable_upto >= rec.seq {
+            return Err(FsError::Corrupt(format!("journal record {} at block {pos}: claims records up to {} durable, itself included", rec.seq, rec.durable_upto)));
+        }
         records.push((pos, nb, rec));
         pos += nb;
         seq += 1;
+    }
+    // Records are written one at a time, each flushed before the next: a crash can tear
+    // only the last. An intact later record of this epoch that counts the one replay
+    // stopped at as durable proves that one was complete, so it is damaged: refuse rather
+    // than silently drop it and everything after it.
+    if pos < sb.journal_end() {
+        if let Some((q, later)) = later_record(dev, &sb, pos + 1, cp.generation, seq)? {
+            return Err(FsError::Corrupt(format!(
+                "journal record {seq} at block {pos} is damaged ({stop}), but record {later} at block {q} was written after it was durable"
+            )));
+        }
     }
     let durable = records.iter().map(|r| r.2.durable_upto).chain([cp.durable_upto]).max().unwrap_or(0);
 
@@ -195,6 +235,35 @@ pub fn load<D: BlockDevice>(dev: &mut D) -> Result<Loaded> {
     Ok(Loaded { sb, cp, slot, meta, replayed, stop, journal_head: head, next_seq, durable_upto: next_seq - 1 })
 }
 
+/// Generations and sequence numbers at or past this are damage (the engine would need
+/// centuries of commits to reach it), and stay far from overflowing.
+const MAX_COUNTER: u64 = 1 << 62;
+
+/// The first intact record from block `from` on of `epoch` (and this file system) that
+/// counts record `seq` as durable: (block, its sequence number).
+fn later_record<D: BlockDevice>(dev: &mut D, sb: &Superblock, from: u64, epoch: u64, seq: u64) -> Result<Option<(u64, u64)>> {
+    let mut pos = from;
+    while pos < sb.journal_end() {
+        let head = read_block(dev, pos)?;
+        if let Ok(len) = layout::framed_len(REC_MAGIC, &head) {
+            let nb = len.div_ceil(BLOCK as u64);
+            if pos + nb <= sb.journal_end() {
+                let mut raw = vec![0u8; nb as usize * BLOCK];
+                dev.read_run(pos, &mut raw)?;
+                if let Ok(r) = layout::decode::<Record>(REC_MAGIC, &raw) {
+                    if r.uuid == sb.uuid && r.epoch == epoch && r.seq > seq && r.durable_upto >= seq {
+                        return Ok(Some((pos, r.seq)));
+                    }
+                    pos += nb;
+                    continue;
+                }
+            }
+        }
+        pos += 1;
+    }
+    Ok(None)
+}
+
 fn summarize(p: &[String]) -> String {
     let mut s = p.iter().take(3).cloned().collect::<Vec<_>>().join("; ");
     if p.len() > 3 {
@@ -211,6 +280,12 @@ pub fn orphans(meta: &Meta) -> Vec<Ino> {
 /// Every structural invariant of the metadata; each problem is one line naming the object.
 pub fn check_meta(meta: &Meta, sb: &Superblock, snapshot: &[(u64, u64)]) -> Vec<String> {
     let mut p = Vec::new();
+    // Inode numbers are reused lowest first, so every number below next_ino was in use at
+    // once, each inode taking at least 4 bytes of snapshot or journal: a larger next_ino is
+    // damage (and mount would build a set of that many free numbers).
+    if meta.next_ino > sb.blocks.saturating_mul(BLOCK as u64 / 4).saturating_add(2) {
+        p.push(format!("next inode number {} is more than {} blocks could ever have held", meta.next_ino, sb.blocks));
+    }
     match meta.inodes.get(&ROOT) {
         Some(r) if r.kind == FileType::Dir && matches!(r.body, Body::Dir { parent: ROOT, .. }) => {}
         Some(_) => p.push("the root (inode 1) is not a directory that is its own parent".into()),
@@ -272,10 +347,18 @@ pub fn check_meta(meta: &Meta, sb: &Superblock, snapshot: &[(u64, u64)]) -> Vec<
             Body::File { extents } => {
                 let mut end = 0u64;
                 let size_blocks = n.size.div_ceil(BLOCK as u64);
+                if n.size > MAX_FILE_SIZE {
+                    p.push(format!("file {ino}: size {} is past the largest file size", n.size));
+                }
                 for (&l, e) in extents {
                     if e.len == 0 || (e.written() && e.crcs.len() as u64 != e.len) {
                         p.push(format!("file {ino}: extent at block {l} has length {} and {} checksums", e.len, e.crcs.len()));
                         continue;
+                    }
+                    // An unwritten extent may lie past the size (KEEP_SIZE preallocation), but
+                    // not past the largest file: its end would overflow block arithmetic.
+                    if l.checked_add(e.len).is_none_or(|x| x > MAX_FILE_SIZE / BLOCK as u64) {
+                        p.push(format!("file {ino}: extent at block {l} of {} blocks reaches past the largest file size", e.len));
                     }
                     if l < end {
                         p.push(format!("file {ino}: extent at block {l} overlaps the one before"));
