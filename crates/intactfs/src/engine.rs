@@ -729,6 +729,12 @@ impl<D: BlockDevice> Fs<D> {
                 }
             }
             claims.push(Key::Ino(d));
+            if flags.exchange && dst_dir && sp != dp {
+                claims.push(Key::DirTree);
+            }
+        }
+        if src_dir && sp != dp {
+            claims.push(Key::DirTree);
         }
         let time = self.now();
         let op = LogOp::Rename { sp, sn: sn.to_vec(), dp, dn: dn.to_vec(), exchange: flags.exchange, time };

@@ -28,6 +28,10 @@ pub enum Key {
     /// Entries inside a directory changed: marked (never claimed) by entry operations, and
     /// checked by the directory's removal, which must not overtake them.
     Inside(Ino),
+    /// The shape of the directory tree: claimed by every rename that moves a directory to
+    /// another parent. Whether such a move would create a cycle depends on every earlier
+    /// move, so these moves never commit out of real-time order across streams.
+    DirTree,
 }
 
 #[derive(Debug, Default)]
