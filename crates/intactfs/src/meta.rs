@@ -159,9 +159,7 @@ impl LogOp {
             LogOp::Map { pblk, crcs, .. } => (*pblk, crcs.as_slice()),
             _ => (0, &[][..]),
         };
-        // Saturating: a damaged record may map past u64::MAX; recovery then finds the
-        // block outside the device instead of overflowing.
-        crcs.iter().enumerate().map(move |(k, c)| (pblk.saturating_add(k as u64), *c))
+        crcs.iter().enumerate().map(move |(k, c)| (pblk + k as u64, *c))
     }
 }
 

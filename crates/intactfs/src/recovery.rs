@@ -165,10 +165,12 @@ pub fn load<D: BlockDevice>(dev: &mut D) -> Result<Loaded> {
                 break;
             }
         };
-        // Records of epoch E are written only after checkpoint header E is durable: one of a
-        // later epoch means that header was written and is now unreadable. Replaying from
-        // the older header would silently drop everything since.
-        if rec.uuid == sb.uuid && rec.epoch > cp.generation {
+        // Records of epoch E are written only after checkpoint header E is durable, from the
+        // journal's first block on: one of a later epoch there means that header was written
+        // and is now unreadable. Replaying from the older header would silently drop
+        // everything since. (Only there: mkfs zeroed that block, so it is never left over
+        // from an earlier file system with the same uuid.)
+        if pos == cp.journal_pos && rec.uuid == sb.uuid && rec.epoch > cp.generation {
             let why: Vec<String> = cps.iter().enumerate().filter_map(|(i, c)| c.as_ref().err().map(|e| format!("block {}: {e}", CHECKPOINT_SLOTS[i]))).collect();
             return Err(FsError::Corrupt(format!(
                 "checkpoint header damaged: journal record at block {pos} belongs to epoch {}, newer than the newest readable checkpoint (generation {}) ({})",
@@ -180,11 +182,6 @@ pub fn load<D: BlockDevice>(dev: &mut D) -> Result<Loaded> {
         if rec.uuid != sb.uuid || rec.epoch != cp.generation || rec.seq != seq {
             stop = format!("record at block {pos} is stale (epoch {}, seq {}; expected epoch {}, seq {seq})", rec.epoch, rec.seq, cp.generation);
             break;
-        }
-        // The engine writes durable_upto = the previous record; a record claiming itself
-        // durable would exempt its data blocks from verification.
-        if rec.durable_upto >= rec.seq {
-            return Err(FsError::Corrupt(format!("journal record {} at block {pos}: claims records up to {} durable, itself included", rec.seq, rec.durable_upto)));
         }
         records.push((pos, nb, rec));
         pos += nb;

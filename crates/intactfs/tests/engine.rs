@@ -63,7 +63,7 @@ fn namespace_operations_and_their_errors() {
     // Everything survives an unmount, and fsck is clean.
     let names = |fs: &Fs<SimDevice>| fs.readdir(ROOT, 0, 100).unwrap().into_iter().map(|e| String::from_utf8(e.name).unwrap()).collect::<std::collections::BTreeSet<_>>();
     let before = names(&fs);
-    let mut fs = remount(fs);
+    let fs = remount(fs);
     assert_eq!(names(&fs), before);
     assert_eq!(fs.getattr(f).unwrap().mtime, t);
     let mut dev = fs.unmount().unwrap();
