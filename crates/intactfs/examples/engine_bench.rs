@@ -2,8 +2,8 @@
 //! calls on a kernel file system (the ext4 baseline of `bench/fs/engine.sh`).
 //!
 //! ```text
-//! engine_bench [--backend engine|posix] [--dir DIR] [--blockdev loopN] [--unmount-at-end]
-//!              [--device-mib N] WORKLOAD [workload options]
+//! engine_bench [--backend engine|posix] [--dir DIR] [--device-mib N | --device-file F]
+//!              [--blockdev loopN] [--unmount-at-end] [--label L] WORKLOAD [options]
 //!
 //!   create    --files 10000 --dirs 100 --size 4096 [--fsync-each]
 //!   append    --n 2000 --size 4096
@@ -11,21 +11,24 @@
 //!   table53   --variant append|truncate|overwrite --streams 1|2 --a-mib 100
 //! ```
 //!
-//! `--backend engine` (default): mkfs + mount of the engine on a `FileDevice`, a sparse file
-//! of `--device-mib` MiB (default 1024) created in `--dir` (default /var/tmp: the root disk,
-//! so flushes are real `fdatasync`s) and removed at the end. Bytes and flushes are counted
-//! by a wrapper around the device (everything the engine sent to it), and the engine's own
-//! [`Stats`] give the split by kind.
+//! `--backend engine` (default): mkfs + mount of the engine on a `FileDevice`: the existing
+//! file `--device-file` (kept), or else a sparse file of `--device-mib` MiB (default 1024)
+//! created in `--dir` (default /var/tmp: the root disk, so flushes are real `fdatasync`s)
+//! and removed at the end. `--device-file` may also be a block device node (e.g. the loop
+//! device the ext4 baseline uses). Bytes and flushes are counted by a wrapper around the
+//! device (everything the engine sent to it); the engine's own [`Stats`] split them by kind.
 //!
-//! `--backend posix`: the same operations with `open`/`pwrite`/`ftruncate`/`fsync`/
-//! `syncfs` in `--dir` (a mount point). With `--blockdev loopN`, bytes written are read from
-//! `/sys/block/loopN/stat` (field 7, sectors written; field 16, flushes) around each step.
-//! With `--unmount-at-end`, the program unmounts `--dir` at the end (`umount`), so the
-//! total includes what the file system writes at unmount (journal checkpoint, superblock),
-//! like the engine's unmount (its final checkpoint).
+//! `--backend posix` (alias `ext4`): the same operations as system calls (`open`, `pwrite`,
+//! `ftruncate`, `fsync`, `syncfs`, `mkdir`) under `--dir`, a mount point. With `--blockdev
+//! loopN`, bytes written and flushes are read from `/sys/block/loopN/stat` (field 7, sectors
+//! written; field 16, flushes) around each step. With `--unmount-at-end` the program
+//! unmounts `--dir` at the end (`umount`), so the total includes what the file system writes
+//! at unmount (journal checkpoint, superblock), like the engine's unmount (a checkpoint).
 //!
-//! Every workload prints one JSON line. Timings are wall-clock (`Instant`). "Streams" only
-//! exist in the engine: the posix backend ignores stream ids.
+//! Every workload prints one JSON line; `--label L` sets its "system" field (default: the
+//! backend), and table53's "config" is L-1 or L-2 for the engine's one or two streams.
+//! Timings are wall-clock (`Instant`). Streams exist only in the engine: the posix backend
+//! ignores stream ids.
 
 use intactfs::{mkfs, Fs, MkfsOptions, MountOptions, NewKind, Owner, Stats, ROOT};
 use intactfs_device::{BlockDevice, DeviceError, FileDevice};
@@ -118,38 +121,53 @@ trait Target {
     fn sync(&mut self) -> Res<()>;
     fn counters(&mut self) -> Res<Counters>;
     fn engine_stats(&self) -> Option<Stats>;
+    /// Engine: everything its device received since mkfs (a cross-check for `--blockdev`).
+    fn device_total(&self) -> Option<Counters> {
+        None
+    }
     /// Closes everything, syncs, unmounts: counters after the sync and after the unmount.
     fn finish(&mut self) -> Res<(Counters, Counters)>;
+}
+
+/// Removes a file when dropped (the engine's own device file, whatever happens).
+struct Remove(Option<PathBuf>);
+
+impl Drop for Remove {
+    fn drop(&mut self) {
+        if let Some(p) = &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
 }
 
 struct Engine {
     fs: Option<Fs<Counting<FileDevice>>>,
     c: Rc<Cell<Counters>>,
-    path: PathBuf,
+    // Dropped after `fs` (fields drop in order).
+    _file: Remove,
 }
 
 impl Engine {
-    fn new(dir: &Path, device_mib: u64) -> Res<Engine> {
-        let path = dir.join(format!("intactfs-engine-bench-{}.img", std::process::id()));
+    /// mkfs + mount on `device_file` (an existing file, kept: e.g. pre-written so that no
+    /// write allocates in the host file system) or on a new sparse file in `dir` (removed).
+    fn new(dir: &Path, device_file: Option<&Path>, device_mib: u64) -> Res<Engine> {
+        let (inner, file) = match device_file {
+            Some(p) => (FileDevice::open(p, 4096)?, Remove(None)),
+            None => {
+                let p = dir.join(format!("intactfs-engine-bench-{}.img", std::process::id()));
+                let file = Remove(Some(p.clone()));
+                (FileDevice::create(&p, 4096, device_mib * MIB / 4096)?, file)
+            }
+        };
         let c = Rc::new(Cell::new(Counters::default()));
-        // From here on, Drop removes the file whatever happens.
-        let mut e = Engine { fs: None, c: c.clone(), path };
-        let blocks = device_mib * MIB / 4096;
-        let mut dev = Counting { inner: FileDevice::create(&e.path, 4096, blocks)?, c };
+        let mut dev = Counting { inner, c: c.clone() };
         mkfs(&mut dev, &MkfsOptions::default())?;
         let (fs, _) = Fs::mount(dev, MountOptions::default())?;
-        e.fs = Some(fs);
-        Ok(e)
+        Ok(Engine { fs: Some(fs), c, _file: file })
     }
 
     fn fs(&mut self) -> &mut Fs<Counting<FileDevice>> {
         self.fs.as_mut().expect("mounted")
-    }
-}
-
-impl Drop for Engine {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
     }
 }
 
@@ -186,6 +204,9 @@ impl Target for Engine {
     fn engine_stats(&self) -> Option<Stats> {
         self.fs.as_ref().map(|f| f.stats())
     }
+    fn device_total(&self) -> Option<Counters> {
+        Some(self.c.get())
+    }
     fn finish(&mut self) -> Res<(Counters, Counters)> {
         self.sync()?;
         let synced = self.c.get();
@@ -209,11 +230,22 @@ struct Posix {
     unmount: bool,
 }
 
+fn stat_path(blockdev: &str) -> PathBuf {
+    PathBuf::from(format!("/sys/block/{}/stat", blockdev.trim_start_matches("/dev/")))
+}
+
+/// Sectors written (field 7) and flushes (field 16) of a block device.
+fn read_stat(path: &Path) -> Res<Counters> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let f: Vec<u64> = text.split_whitespace().map(|x| x.parse().unwrap_or(0)).collect();
+    Ok(Counters { bytes: f.get(6).copied().unwrap_or(0) * 512, flushes: f.get(15).copied().unwrap_or(0) })
+}
+
 impl Posix {
     fn new(dir: &Path, blockdev: Option<&str>, unmount: bool) -> Res<Posix> {
-        let stat = blockdev.map(|b| PathBuf::from(format!("/sys/block/{}/stat", b.trim_start_matches("/dev/"))));
+        let stat = blockdev.map(stat_path);
         if let Some(s) = &stat {
-            std::fs::metadata(s).map_err(|e| format!("{}: {e}", s.display()))?;
+            read_stat(s)?;
         }
         let mut dirs = HashMap::new();
         dirs.insert(0, dir.to_path_buf());
@@ -267,10 +299,10 @@ impl Target for Posix {
         Ok(())
     }
     fn counters(&mut self) -> Res<Counters> {
-        let Some(s) = &self.stat else { return Ok(Counters::default()) };
-        let text = std::fs::read_to_string(s)?;
-        let f: Vec<u64> = text.split_whitespace().map(|x| x.parse().unwrap_or(0)).collect();
-        Ok(Counters { bytes: f.get(6).copied().unwrap_or(0) * 512, flushes: f.get(15).copied().unwrap_or(0) })
+        match &self.stat {
+            Some(s) => read_stat(s),
+            None => Ok(Counters::default()),
+        }
     }
     fn engine_stats(&self) -> Option<Stats> {
         None
@@ -475,7 +507,7 @@ fn ops_fsync(t: &mut dyn Target, a: &Args, overwrite: bool) -> Res<Value> {
 
 /// Thesis Table 5.3: A (`--a-mib`) and B in one stream or two; 100 MiB appended to A, 1 byte
 /// written to B, fsync(B) timed; then nothing / truncate A to 0 / overwrite all of A.
-fn table53(t: &mut dyn Target, a: &Args, backend: &str) -> Res<Value> {
+fn table53(t: &mut dyn Target, a: &Args, system: &str, engine: bool) -> Res<Value> {
     let variant = a.str("variant", "append").to_string();
     if !["append", "truncate", "overwrite"].contains(&variant.as_str()) {
         return Err(format!("--variant {variant}: append, truncate or overwrite").into());
@@ -508,7 +540,7 @@ fn table53(t: &mut dyn Target, a: &Args, backend: &str) -> Res<Value> {
     t.sync()?;
     let s3 = t.engine_stats();
     let (synced, end) = t.finish()?;
-    let config = if backend == "engine" { format!("engine-{streams}") } else { backend.to_string() };
+    let config = if engine { format!("{system}-{streams}") } else { system.to_string() };
     Ok(json!({
         "workload": "table53", "variant": variant, "config": config, "streams": streams,
         "a_bytes": a_bytes,
@@ -525,25 +557,38 @@ fn table53(t: &mut dyn Target, a: &Args, backend: &str) -> Res<Value> {
 fn run() -> Res<()> {
     let a = Args::parse()?;
     let Some(workload) = a.positional.first().cloned() else {
-        eprintln!("usage: engine_bench [--backend engine|posix] [--dir DIR] [--blockdev loopN] [--unmount-at-end] [--device-mib N] create|append|overwrite|table53 [options]");
+        eprintln!("usage: engine_bench [--backend engine|posix] [--dir DIR] [--blockdev loopN] [--unmount-at-end] [--device-mib N | --device-file F] [--label L] create|append|overwrite|table53 [options]");
         std::process::exit(2);
     };
     let backend = a.str("backend", "engine").to_string();
+    let blockdev = a.opts.get("blockdev").map(|b| stat_path(b));
+    let before = blockdev.as_deref().map(read_stat).transpose()?;
     let dir = PathBuf::from(a.str("dir", "/var/tmp"));
     let mut target: Box<dyn Target> = match backend.as_str() {
-        "engine" => Box::new(Engine::new(&dir, a.num("device-mib", 1024)?)?),
+        "engine" => Box::new(Engine::new(&dir, a.opts.get("device-file").map(Path::new), a.num("device-mib", 1024)?)?),
         "posix" | "ext4" => Box::new(Posix::new(&dir, a.opts.get("blockdev").map(|s| s.as_str()), a.flags.contains("unmount-at-end"))?),
         b => return Err(format!("--backend {b}: engine or posix").into()),
     };
+    let system = a.str("label", &backend).to_string();
     let t = target.as_mut();
     let mut out = match workload.as_str() {
         "create" => create(t, &a)?,
         "append" => ops_fsync(t, &a, false)?,
         "overwrite" => ops_fsync(t, &a, true)?,
-        "table53" => table53(t, &a, &backend)?,
+        "table53" => table53(t, &a, &system, backend == "engine")?,
         w => return Err(format!("unknown workload {w}").into()),
     };
+    if let (Some(b), Some(d), Some(dev)) = (before, target.device_total(), &blockdev) {
+        // The engine on a block device: what the device counted over the whole run (mkfs,
+        // mount, workload, unmount) against what the engine sent it.
+        let now = read_stat(dev)?;
+        out["whole_run_engine_bytes"] = json!(d.bytes);
+        out["whole_run_blockdev_bytes"] = json!(now.since(b).bytes);
+        out["whole_run_engine_flushes"] = json!(d.flushes);
+        out["whole_run_blockdev_flushes"] = json!(now.since(b).flushes);
+    }
     out["backend"] = json!(backend);
+    out["system"] = json!(system);
     println!("{out}");
     Ok(())
 }

@@ -970,7 +970,9 @@ impl<D: BlockDevice> Fs<D> {
                 continue;
             };
             let (size, mtime, ctime) = (node.size, node.mtime, node.ctime);
-            let ext = node.extents().cloned().unwrap_or_default();
+            // Only preallocation needs the extent map (to find holes): cloning it for every
+            // commit cost time in proportion to the file's extents (random overwrites).
+            let ext = if self.falloc.contains_key(&ino) { node.extents().cloned().unwrap_or_default() } else { BTreeMap::new() };
             let dirty = self.dirty.remove(&ino).unwrap_or_default();
             if let Some((ranges, res)) = self.falloc.remove(&ino) {
                 self.reserved -= res;
