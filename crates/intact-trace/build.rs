@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn main() {
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shim/intact_preload.c");
+    // The manifest directory at run time: `env!` would bake in wherever this build script
+    // was first compiled, and a cached build script then points at a stale checkout.
+    let src = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("../../shim/intact_preload.c");
     println!("cargo:rerun-if-changed={}", src.display());
     println!("cargo:rerun-if-env-changed=INTACT_SHIM_SOURCE");
     // Developers may build against another copy of the shim.

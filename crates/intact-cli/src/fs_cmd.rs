@@ -99,7 +99,7 @@ pub fn fs(cmd: FsCmd) -> Result<u8, Failure> {
                 "intactfs on {}: {} blocks of {BLOCK} bytes ({} MiB), journal {} blocks, data area from block {}",
                 image.display(),
                 sb.blocks,
-                sb.blocks * BLOCK as u64 >> 20,
+                (sb.blocks * BLOCK as u64) >> 20,
                 sb.journal_blocks,
                 sb.data_start()
             );

@@ -1,6 +1,6 @@
 //! A device on a regular file (or a block device node).
 
-use crate::{check, check_block_size, BlockDevice, DeviceError};
+use crate::{check, check_block_size, check_run, BlockDevice, DeviceError};
 use std::fs::{File, OpenOptions};
 use std::io::Seek;
 use std::os::unix::fs::FileExt;
@@ -60,19 +60,13 @@ impl BlockDevice for FileDevice {
         self.file.sync_data().map_err(|e| self.io("flushing", e))
     }
     fn write_run(&mut self, block: u64, data: &[u8]) -> Result<(), DeviceError> {
-        let n = data.len() / self.block_size;
-        if data.is_empty() || !data.len().is_multiple_of(self.block_size) {
-            return Err(DeviceError::BadLength { got: data.len(), block_size: self.block_size });
-        }
-        check(block + n as u64 - 1, self.block_size, self.blocks, self.block_size)?;
+        let n = check_run(data.len(), self.block_size)?;
+        check(block + n - 1, self.block_size, self.blocks, self.block_size)?;
         self.file.write_all_at(data, block * self.block_size as u64).map_err(|e| self.io("writing", e))
     }
     fn read_run(&mut self, block: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
-        let n = buf.len() / self.block_size;
-        if buf.is_empty() || !buf.len().is_multiple_of(self.block_size) {
-            return Err(DeviceError::BadLength { got: buf.len(), block_size: self.block_size });
-        }
-        check(block + n as u64 - 1, self.block_size, self.blocks, self.block_size)?;
+        let n = check_run(buf.len(), self.block_size)?;
+        check(block + n - 1, self.block_size, self.blocks, self.block_size)?;
         self.file.read_exact_at(buf, block * self.block_size as u64).map_err(|e| self.io("reading", e))
     }
 }

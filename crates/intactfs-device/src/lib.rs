@@ -48,9 +48,7 @@ pub trait BlockDevice {
     /// block is a separate volatile write; a file device issues one `pwrite`.
     fn write_run(&mut self, block: u64, data: &[u8]) -> Result<(), DeviceError> {
         let bs = self.block_size();
-        if data.is_empty() || !data.len().is_multiple_of(bs) {
-            return Err(DeviceError::BadLength { got: data.len(), block_size: bs });
-        }
+        check_run(data.len(), bs)?;
         for (k, chunk) in data.chunks(bs).enumerate() {
             self.write(block + k as u64, chunk)?;
         }
@@ -59,9 +57,7 @@ pub trait BlockDevice {
     /// Reads consecutive blocks from `block` into `buf` (a whole number of blocks).
     fn read_run(&mut self, block: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
         let bs = self.block_size();
-        if buf.is_empty() || !buf.len().is_multiple_of(bs) {
-            return Err(DeviceError::BadLength { got: buf.len(), block_size: bs });
-        }
+        check_run(buf.len(), bs)?;
         for (k, chunk) in buf.chunks_mut(bs).enumerate() {
             self.read(block + k as u64, chunk)?;
         }
@@ -74,6 +70,14 @@ pub(crate) fn check_block_size(block_size: usize) -> Result<(), DeviceError> {
         return Err(DeviceError::BadBlockSize(block_size));
     }
     Ok(())
+}
+
+/// A run of whole blocks, at least one: its block count.
+pub(crate) fn check_run(len: usize, block_size: usize) -> Result<u64, DeviceError> {
+    if len == 0 || !len.is_multiple_of(block_size) {
+        return Err(DeviceError::BadLength { got: len, block_size });
+    }
+    Ok((len / block_size) as u64)
 }
 
 /// Argument checks shared by the implementations.

@@ -78,6 +78,32 @@ pub struct SimReport {
     pub exhaustive_points: usize,
 }
 
+/// Totals over several runs.
+impl std::ops::AddAssign for SimReport {
+    fn add_assign(&mut self, r: SimReport) {
+        self.calls += r.calls;
+        self.device_ops += r.device_ops;
+        self.crash_points += r.crash_points;
+        self.images += r.images;
+        self.commits += r.commits;
+        self.checkpoints += r.checkpoints;
+        self.merges += r.merges;
+        self.newest += r.newest;
+        self.older += r.older;
+        self.exhaustive_points += r.exhaustive_points;
+    }
+}
+
+impl std::fmt::Display for SimReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} crash points ({} checked exhaustively), {} crash images, {} commits, {} checkpoints, {} stream merges, {} images recovered to an older allowed commit",
+            self.crash_points, self.exhaustive_points, self.images, self.commits, self.checkpoints, self.merges, self.older
+        )
+    }
+}
+
 /// A failed check: everything needed to reproduce it.
 #[derive(Debug)]
 pub struct SimFailure {

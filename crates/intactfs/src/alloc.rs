@@ -34,10 +34,6 @@ impl Allocator {
         self.free_blocks
     }
 
-    pub fn pending_blocks(&self) -> u64 {
-        self.pending.iter().map(|p| p.1).sum()
-    }
-
     /// Marks [start, start+len) used; false if any of it was not free (a double use).
     pub fn take(&mut self, start: u64, len: u64) -> bool {
         if len == 0 {

@@ -13,7 +13,7 @@
 use crate::alloc::Allocator;
 use crate::error::{FsError, Result};
 use crate::layout::{self, Checkpoint, Record, Superblock, CHECKPOINT_SLOTS, CP_MAGIC, JOURNAL_START, MAX_SNAPSHOT_EXTENTS, REC_MAGIC, SB_MAGIC};
-use crate::meta::{map_block, valid_name, Body, FileType, Ino, Inode, LogOp, Meta, NewKind, Time, BLOCK, NAME_MAX, ROOT, SYMLINK_MAX};
+use crate::meta::{map_block, valid_name, Body, Extent, FileType, Ino, Inode, LogOp, Meta, NewKind, Time, BLOCK, NAME_MAX, ROOT, SYMLINK_MAX};
 use crate::recovery::{self, Loaded};
 use crate::streams::{Key, StreamFlags, StreamId, Streams};
 use intactfs_device::BlockDevice;
@@ -211,16 +211,7 @@ pub fn mkfs<D: BlockDevice>(dev: &mut D, opts: &MkfsOptions) -> Result<Superbloc
     dev.write_run(at, &padded)?;
     // A stale record at the journal's start could otherwise match epoch 1 of a reused uuid.
     dev.write(JOURNAL_START, &vec![0; BLOCK])?;
-    let cp = Checkpoint {
-        uuid: sb.uuid,
-        generation: 1,
-        snapshot: vec![(at, n)],
-        snapshot_bytes: snap.len() as u64,
-        snapshot_crc: layout::snapshot_crc(&snap),
-        journal_pos: JOURNAL_START,
-        next_seq: 1,
-        durable_upto: 0,
-    };
+    let cp = Checkpoint::new(&sb, 1, vec![(at, n)], &snap, 1);
     dev.write(CHECKPOINT_SLOTS[0], &layout::encode(CP_MAGIC, &cp))?;
     dev.write(CHECKPOINT_SLOTS[1], &vec![0; BLOCK])?;
     dev.flush()?;
@@ -897,33 +888,12 @@ impl<D: BlockDevice> Fs<D> {
         let n = self.file(ino)?;
         let size = n.size;
         let ext = n.extents().expect("file body");
-        let dirty = self.dirty.get(&ino);
-        let pending = self.falloc.get(&ino);
-        // Count the holes to reserve for, run by run (a 1 TiB request must not loop per block).
-        let mut need = 0u64;
-        let mut lb = b0;
-        while lb < b1 {
-            if map_block(ext, lb).is_some() {
-                let (k, e) = ext.range(..=lb).next_back().expect("mapped");
-                lb = (k + e.len).min(b1);
-                continue;
-            }
-            let next_ext = ext.range(lb..).next().map(|(k, _)| *k).unwrap_or(u64::MAX).min(b1);
-            let mut run = next_ext - lb;
-            if let Some(d) = dirty {
-                run -= d.range(lb..next_ext).count() as u64;
-            }
-            if let Some((p, _)) = pending {
-                for (a, b) in p {
-                    let (x, y) = ((*a).max(lb), (*b).min(next_ext));
-                    if x < y {
-                        run = run.saturating_sub(y - x);
-                    }
-                }
-            }
-            need += run;
-            lb = next_ext;
-        }
+        let pending = self.falloc.get(&ino).map(|p| p.0.as_slice()).unwrap_or_default();
+        // Holes not yet reserved for, run by run (a 1 TiB request must not loop per block).
+        let need: u64 = holes(ext, self.dirty.get(&ino), b0, b1)
+            .into_iter()
+            .map(|(h, n)| n - pending.iter().map(|&(a, b)| b.min(h + n).saturating_sub(a.max(h))).sum::<u64>().min(n))
+            .sum();
         if need > self.available() {
             return Err(FsError::NoSpace(format!("{need} blocks needed, {} available", self.available())));
         }
@@ -970,31 +940,20 @@ impl<D: BlockDevice> Fs<D> {
                 continue;
             };
             let (size, mtime, ctime) = (node.size, node.mtime, node.ctime);
-            // Only preallocation needs the extent map (to find holes): cloning it for every
-            // commit cost time in proportion to the file's extents (random overwrites).
-            let ext = if self.falloc.contains_key(&ino) { node.extents().cloned().unwrap_or_default() } else { BTreeMap::new() };
             let dirty = self.dirty.remove(&ino).unwrap_or_default();
             if let Some((ranges, res)) = self.falloc.remove(&ino) {
                 self.reserved -= res;
-                let mut holes = BTreeSet::new();
-                for (a, b) in ranges {
-                    for lb in a..b {
-                        if map_block(&ext, lb).is_none() && !dirty.contains_key(&lb) {
-                            holes.insert(lb);
-                        }
+                let ext = self.live.get(ino).and_then(|n| n.extents()).expect("a file with preallocation");
+                let holes: Vec<(u64, u64)> = merge_ranges(ranges).into_iter().flat_map(|(a, b)| holes(ext, Some(&dirty), a, b)).collect();
+                for (mut lblk, len) in holes {
+                    let runs = self.alloc.alloc(len);
+                    let got: u64 = runs.iter().map(|r| r.1).sum();
+                    if got < len {
+                        return Err(self.poison(format!("preallocation found {got} of {len} blocks")));
                     }
-                }
-                let want = holes.len() as u64;
-                let runs = self.alloc.alloc(want);
-                let got: u64 = runs.iter().map(|r| r.1).sum();
-                if got < want {
-                    return Err(self.poison(format!("preallocation found {got} of {want} blocks")));
-                }
-                let mut it = holes.into_iter();
-                for (p, l) in runs {
-                    let lbs: Vec<u64> = it.by_ref().take(l as usize).collect();
-                    for (lbk, pb) in group_runs(&lbs, p) {
-                        ops.push(LogOp::Map { ino, lblk: lbk, pblk: pb.0, len: pb.1, crcs: Vec::new() });
+                    for (pblk, l) in runs {
+                        ops.push(LogOp::Map { ino, lblk, pblk, len: l, crcs: Vec::new() });
+                        lblk += l;
                     }
                 }
             }
@@ -1036,8 +995,8 @@ impl<D: BlockDevice> Fs<D> {
         if ops.is_empty() {
             // Calls that changed nothing on disk (e.g. preallocating blocks already
             // allocated) are as durable as everything before them.
-            if self.opts.keep_commit_log && !progress.is_empty() {
-                self.commit_log.push(CommitInfo { seq: self.durable_upto, streams: progress });
+            if !progress.is_empty() {
+                self.log_commit(self.durable_upto, progress);
             }
             return Ok(());
         }
@@ -1065,23 +1024,12 @@ impl<D: BlockDevice> Fs<D> {
         self.stats.journal_bytes += bytes.len() as u64;
         self.stats.flushes += 1;
         self.stats.commits += 1;
-        for op in &rec.ops {
-            let freed = self.durable.apply(op).map_err(|e| FsError::Internal(format!("committed operation {op:?} does not apply to the durable state: {e}")))?;
-            for (s, l) in freed.extents {
-                self.alloc.defer(s, l);
-            }
-            if let Some(i) = freed.ino {
-                self.pending_inos.push(i);
-            }
-        }
+        self.apply_durable(&rec.ops)?;
         // The flush above made this record durable: what it freed may be reused now.
-        self.alloc.durable();
-        self.free_inos.extend(self.pending_inos.drain(..));
+        self.released();
         self.durable_upto = rec.seq;
         self.next_seq = rec.seq + 1;
-        if self.opts.keep_commit_log {
-            self.commit_log.push(CommitInfo { seq: rec.seq, streams: progress });
-        }
+        self.log_commit(rec.seq, progress);
         let used = self.jhead - self.sb.journal_start;
         if used as f64 >= self.opts.checkpoint_fill * self.sb.journal_blocks as f64 {
             self.checkpoint()?;
@@ -1090,7 +1038,23 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     fn commit_by_checkpoint(&mut self, rec: Record, data_bytes: u64) -> Result<()> {
-        for op in &rec.ops {
+        self.apply_durable(&rec.ops)?;
+        // The checkpoint records `next_seq` as its first sequence number: this transaction
+        // takes the sequence number it would have had as a record.
+        self.next_seq = rec.seq + 1;
+        self.durable_upto = rec.seq;
+        self.checkpoint()?;
+        self.released();
+        self.stats.data_bytes += data_bytes;
+        self.stats.commits += 1;
+        self.log_commit(rec.seq, rec.streams);
+        Ok(())
+    }
+
+    /// Applies committed operations to the durable state; what they free waits in the
+    /// pending lists until [`Self::released`].
+    fn apply_durable(&mut self, ops: &[LogOp]) -> Result<()> {
+        for op in ops {
             let freed = self.durable.apply(op).map_err(|e| FsError::Internal(format!("committed operation {op:?} does not apply to the durable state: {e}")))?;
             for (s, l) in freed.extents {
                 self.alloc.defer(s, l);
@@ -1099,19 +1063,19 @@ impl<D: BlockDevice> Fs<D> {
                 self.pending_inos.push(i);
             }
         }
-        // The checkpoint records `next_seq` as its first sequence number: this transaction
-        // takes the sequence number it would have had as a record.
-        self.next_seq = rec.seq + 1;
-        self.durable_upto = rec.seq;
-        self.checkpoint()?;
+        Ok(())
+    }
+
+    /// Everything committed so far is on disk: what it freed may be reused.
+    fn released(&mut self) {
         self.alloc.durable();
         self.free_inos.extend(self.pending_inos.drain(..));
-        self.stats.data_bytes += data_bytes;
-        self.stats.commits += 1;
+    }
+
+    fn log_commit(&mut self, seq: u64, streams: Vec<(StreamId, u64)>) {
         if self.opts.keep_commit_log {
-            self.commit_log.push(CommitInfo { seq: rec.seq, streams: rec.streams });
+            self.commit_log.push(CommitInfo { seq, streams });
         }
-        Ok(())
     }
 
     fn poison(&mut self, why: String) -> FsError {
@@ -1146,16 +1110,7 @@ impl<D: BlockDevice> Fs<D> {
         if let Err(e) = self.dev.flush() {
             return Err(self.poison(format!("flushing the snapshot: {e}")));
         }
-        let cp = Checkpoint {
-            uuid: self.sb.uuid,
-            generation: self.cp.generation + 1,
-            snapshot: runs,
-            snapshot_bytes: snap.len() as u64,
-            snapshot_crc: layout::snapshot_crc(&snap),
-            journal_pos: self.sb.journal_start,
-            next_seq: self.next_seq,
-            durable_upto: self.next_seq - 1,
-        };
+        let cp = Checkpoint::new(&self.sb, self.cp.generation + 1, runs, &snap, self.next_seq);
         let slot = 1 - self.cp_slot;
         let hdr = layout::encode(CP_MAGIC, &cp);
         if hdr.len() != BLOCK {
@@ -1179,14 +1134,41 @@ impl<D: BlockDevice> Fs<D> {
     }
 }
 
-/// Splits consecutive file blocks `lbs` placed from device block `p` into maps of
-/// (first file block, (first device block, length)) where both are contiguous.
-fn group_runs(lbs: &[u64], p: u64) -> Vec<(u64, (u64, u64))> {
-    let mut out: Vec<(u64, (u64, u64))> = Vec::new();
-    for (i, &lb) in lbs.iter().enumerate() {
+/// The runs of file blocks in [a, b) that are neither mapped nor dirty: (first, length).
+fn holes(ext: &BTreeMap<u64, Extent>, dirty: Option<&BTreeMap<u64, Box<[u8]>>>, a: u64, b: u64) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut lb = a;
+    while lb < b {
+        if map_block(ext, lb).is_some() {
+            let (k, e) = ext.range(..=lb).next_back().expect("mapped");
+            lb = (k + e.len).min(b);
+            continue;
+        }
+        let end = ext.range(lb..).next().map(|(k, _)| *k).unwrap_or(u64::MAX).min(b);
+        // Dirty blocks inside the gap split it.
+        let start = lb;
+        for &d in dirty.into_iter().flat_map(|d| d.range(start..end).map(|(k, _)| k)) {
+            if d > lb {
+                out.push((lb, d - lb));
+            }
+            lb = d + 1;
+        }
+        if end > lb {
+            out.push((lb, end - lb));
+        }
+        lb = end;
+    }
+    out
+}
+
+/// Sorted, overlapping or touching ranges merged.
+fn merge_ranges(mut r: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    r.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for (a, b) in r {
         match out.last_mut() {
-            Some((l, (_, n))) if *l + *n == lb => *n += 1,
-            _ => out.push((lb, (p + i as u64, 1))),
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
         }
     }
     out

@@ -77,6 +77,23 @@ pub struct Checkpoint {
     pub durable_upto: u64,
 }
 
+impl Checkpoint {
+    /// The header for snapshot bytes `snap` stored at `runs`: the journal restarts at its
+    /// first block with sequence number `next_seq`, and every earlier record is durable.
+    pub fn new(sb: &Superblock, generation: u64, runs: Vec<(u64, u64)>, snap: &[u8], next_seq: u64) -> Checkpoint {
+        Checkpoint {
+            uuid: sb.uuid,
+            generation,
+            snapshot: runs,
+            snapshot_bytes: snap.len() as u64,
+            snapshot_crc: snapshot_crc(snap),
+            journal_pos: sb.journal_start,
+            next_seq,
+            durable_upto: next_seq - 1,
+        }
+    }
+}
+
 /// One commit: a transaction of one stream or of streams merged because their operations
 /// were related.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -1303,16 +1303,7 @@ fn recheckpoint(base: &Base, img: &mut [u8], meta: &Meta, skip: usize) -> Checkp
     for (k, &b) in blocks.iter().enumerate() {
         put(img, b, &padded[k * BLOCK..(k + 1) * BLOCK]);
     }
-    let cp = Checkpoint {
-        uuid: base.sb.uuid,
-        generation: base.cp.generation + 1,
-        snapshot: runs,
-        snapshot_bytes: snap.len() as u64,
-        snapshot_crc: layout::snapshot_crc(&snap),
-        journal_pos: base.sb.journal_start,
-        next_seq: base.next_seq,
-        durable_upto: base.next_seq - 1,
-    };
+    let cp = Checkpoint::new(&base.sb, base.cp.generation + 1, runs, &snap, base.next_seq);
     put(img, CHECKPOINT_SLOTS[1 - base.slot], &layout::encode(CP_MAGIC, &cp));
     cp
 }
