@@ -4,6 +4,7 @@ use crate::Failure;
 use intactfs::fsck::fsck;
 use intactfs::{mkfs, MkfsOptions, BLOCK};
 use intactfs_device::FileDevice;
+use intactfs_fuse::mount::ImageLock;
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Subcommand)]
@@ -39,6 +40,14 @@ pub enum FsCmd {
         #[arg(long)]
         journal: bool,
     },
+    /// Mount IMAGE on MOUNTPOINT (FUSE). Foreground until unmounted (Ctrl-C, SIGTERM,
+    /// `intact fs umount`), or --daemon.
+    Mount(crate::fs_mount::MountArgs),
+    /// Unmount, and wait until the daemon has written everything back.
+    Umount(crate::fs_mount::UmountArgs),
+    /// Run a program in a stream: `intact fs exec --mount MNT --stream NAME -- CMD ARGS`.
+    /// The program and its children write in that stream; fsync in it commits only it.
+    Exec(crate::fs_mount::ExecArgs),
 }
 
 pub fn parse_size(s: &str) -> Result<u64, String> {
@@ -54,11 +63,17 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     n.checked_mul(mult).ok_or(format!("size {s:?} is too large"))
 }
 
-fn open(image: &Path) -> Result<FileDevice, Failure> {
+fn open(image: &Path) -> Result<(FileDevice, ImageLock), Failure> {
     if !image.exists() {
         return Err(Failure::input(format!("{}: no such file (create one with `intact fs mkfs {} --size 1G`)", image.display(), image.display())));
     }
-    FileDevice::open(image, BLOCK).map_err(|e| Failure::input(e.to_string()))
+    let lock = lock(image)?;
+    Ok((FileDevice::open(image, BLOCK).map_err(|e| Failure::input(e.to_string()))?, lock))
+}
+
+/// A mounted image must not be checked, dumped or overwritten meanwhile.
+fn lock(image: &Path) -> Result<ImageLock, Failure> {
+    intactfs_fuse::mount::lock_image(image).map_err(|e| Failure::input(e.to_string()))
 }
 
 pub fn fs(cmd: FsCmd) -> Result<u8, Failure> {
@@ -66,6 +81,8 @@ pub fn fs(cmd: FsCmd) -> Result<u8, Failure> {
         FsCmd::Mkfs { image, size, journal, force } => {
             let journal_blocks = journal.map(|j| parse_size(&j).map(|b| b / BLOCK as u64)).transpose().map_err(Failure::input)?;
             let created = !image.exists();
+            // Held until mkfs is done: a mounted image is never overwritten.
+            let mut held = None;
             let mut dev = match (size, image.exists()) {
                 (Some(s), exists) => {
                     let bytes = parse_size(&s).map_err(Failure::input)?;
@@ -75,17 +92,24 @@ pub fn fs(cmd: FsCmd) -> Result<u8, Failure> {
                     if exists && !std::fs::metadata(&image).map(|m| m.is_file()).unwrap_or(false) {
                         return Err(Failure::input(format!("{} is not a regular file: --size applies to image files; omit it for a device", image.display())));
                     }
+                    if exists {
+                        held = Some(lock(&image)?);
+                    }
                     FileDevice::create(&image, BLOCK, bytes / BLOCK as u64).map_err(|e| Failure::input(e.to_string()))?
                 }
                 (None, true) => {
                     if !force {
                         return Err(Failure::input(format!("{} exists: pass --force to write a new file system over it (everything on it is lost)", image.display())));
                     }
-                    open(&image)?
+                    let (dev, l) = open(&image)?;
+                    held = Some(l);
+                    dev
                 }
                 (None, false) => return Err(Failure::input(format!("{} does not exist: give --size to create an image file", image.display()))),
             };
-            let sb = match mkfs(&mut dev, &MkfsOptions { journal_blocks, uuid: uuid(), ..Default::default() }) {
+            let sb = mkfs(&mut dev, &MkfsOptions { journal_blocks, uuid: uuid(), ..Default::default() });
+            drop(held);
+            let sb = match sb {
                 Ok(sb) => sb,
                 Err(e) => {
                     // Leave nothing behind that looks like an image.
@@ -106,7 +130,7 @@ pub fn fs(cmd: FsCmd) -> Result<u8, Failure> {
             Ok(0)
         }
         FsCmd::Fsck { image, no_data, json } => {
-            let mut dev = open(&image)?;
+            let (mut dev, _lock) = open(&image)?;
             let r = fsck(&mut dev, !no_data);
             if json {
                 let v = serde_json::json!({"image": image.display().to_string(), "clean": r.clean(), "problems": r.problems, "notes": r.notes});
@@ -122,8 +146,11 @@ pub fn fs(cmd: FsCmd) -> Result<u8, Failure> {
             }
             Ok(if r.clean() { 0 } else { 1 })
         }
+        FsCmd::Mount(a) => crate::fs_mount::mount(a),
+        FsCmd::Umount(a) => crate::fs_mount::umount(a),
+        FsCmd::Exec(a) => crate::fs_mount::exec(a),
         FsCmd::Dump { image, journal } => {
-            let mut dev = open(&image)?;
+            let (mut dev, _lock) = open(&image)?;
             match intactfs::dump::dump(&mut dev, journal) {
                 Ok(s) => {
                     print!("{s}");

@@ -7,6 +7,7 @@
 mod apm_cmd;
 mod check;
 mod fs_cmd;
+mod fs_mount;
 mod ops_view;
 mod record;
 

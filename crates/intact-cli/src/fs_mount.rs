@@ -1,0 +1,300 @@
+//! `intact fs mount | umount | exec`: the FUSE mount and putting programs in streams.
+
+use crate::Failure;
+use intactfs_fuse::control;
+use intactfs_fuse::mount::{self, MountConfig, MountError};
+use intactfs_fuse::FsyncMode;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args)]
+pub struct MountArgs {
+    /// The image (file or block device) written by `intact fs mkfs`.
+    pub image: PathBuf,
+    /// An existing directory.
+    pub mountpoint: PathBuf,
+    /// Run in the background once mounted (the command returns when the mount is ready).
+    #[arg(long)]
+    pub daemon: bool,
+    /// Write the serving process's pid here.
+    #[arg(long)]
+    pub pid_file: Option<PathBuf>,
+    /// Where a --daemon's messages go (default: a file in the runtime directory, printed).
+    #[arg(long)]
+    pub log: Option<PathBuf>,
+    /// Mount options, comma-separated: fsync=durable (default: fsync and fdatasync commit
+    /// the caller's stream) or fsync=ignore (they return at once in every stream;
+    /// streamsync and sync stay durable); private (only the mounting user may enter).
+    #[arg(short = 'o', value_delimiter = ',')]
+    pub options: Vec<String>,
+    /// Request-handling threads.
+    #[arg(long, default_value_t = 4)]
+    pub threads: usize,
+    #[arg(long, hide = true)]
+    pub daemon_child: bool,
+}
+
+#[derive(clap::Args)]
+pub struct UmountArgs {
+    pub mountpoint: PathBuf,
+    /// Detach now even if files are open there; the image is written back when they close.
+    #[arg(long)]
+    pub lazy: bool,
+    /// Seconds to wait for the write-back.
+    #[arg(long, default_value_t = 120)]
+    pub timeout: u64,
+}
+
+#[derive(clap::Args)]
+pub struct ExecArgs {
+    /// Any directory of an intactfs mount.
+    #[arg(long)]
+    pub mount: PathBuf,
+    /// Stream name (same name, same stream, in any program; "init" is the init stream).
+    #[arg(long)]
+    pub stream: String,
+    /// fsync and fdatasync in this stream return at once; `streamsync` stays durable.
+    #[arg(long)]
+    pub ignore_fsync: bool,
+    /// The program and its arguments (after `--`).
+    #[arg(trailing_var_arg = true, required = true, allow_hyphen_values = true)]
+    pub command: Vec<String>,
+}
+
+fn failure(e: MountError) -> Failure {
+    match e {
+        MountError::Input(m) => Failure::input(m),
+        MountError::Failed(m) => Failure { code: 1, message: m },
+    }
+}
+
+/// Where mounts leave their pid and log: /run/intact as root, else a per-user directory.
+fn runtime_dir() -> PathBuf {
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    if uid == 0 {
+        return PathBuf::from("/run/intact");
+    }
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(d) => PathBuf::from(d).join("intact"),
+        None => PathBuf::from(format!("/tmp/intact-{uid}")),
+    }
+}
+
+/// The state file of a mount point: "pid\nimage\nlog\n".
+fn state_file(mnt: &Path) -> PathBuf {
+    let abs = std::path::absolute(mnt).unwrap_or_else(|_| mnt.to_path_buf());
+    runtime_dir().join(format!("mount-{:016x}", control::stream_id(&abs.display().to_string())))
+}
+
+struct MountState {
+    pid: i32,
+    image: String,
+}
+
+fn read_state(mnt: &Path) -> Option<MountState> {
+    let s = std::fs::read_to_string(state_file(mnt)).ok()?;
+    let mut l = s.lines();
+    Some(MountState { pid: l.next()?.parse().ok()?, image: l.next()?.to_string() })
+}
+
+/// Alive and not a zombie.
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => s.rfind(')').and_then(|i| s[i + 1..].split_whitespace().next()).is_some_and(|st| st != "Z" && st != "X"),
+        Err(_) => false,
+    }
+}
+
+fn parse_options(opts: &[String]) -> Result<(FsyncMode, bool), Failure> {
+    let mut fsync = FsyncMode::Durable;
+    let mut private = false;
+    for o in opts.iter().filter(|o| !o.is_empty()) {
+        match o.as_str() {
+            "fsync=durable" => fsync = FsyncMode::Durable,
+            "fsync=ignore" => fsync = FsyncMode::Ignore,
+            "private" => private = true,
+            _ => return Err(Failure::input(format!("unknown mount option {o:?}: expected fsync=durable, fsync=ignore or private"))),
+        }
+    }
+    Ok((fsync, private))
+}
+
+pub fn mount(a: MountArgs) -> Result<u8, Failure> {
+    let (fsync, private) = parse_options(&a.options)?;
+    if !a.image.exists() {
+        return Err(Failure::input(format!("{}: no such file (create one with `intact fs mkfs {} --size 1G`)", a.image.display(), a.image.display())));
+    }
+    mount::check_mountpoint(&a.mountpoint).map_err(failure)?;
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if a.daemon && !a.daemon_child {
+        // Fail early, in the foreground, on what can be checked here.
+        drop(mount::lock_image(&a.image).map_err(failure)?);
+        return spawn_daemon(&a);
+    }
+    let cfg = MountConfig { image: a.image.clone(), mountpoint: a.mountpoint.clone(), fsync, threads: a.threads, allow_other: root && !private };
+    let state = state_file(&a.mountpoint);
+    let child = a.daemon_child;
+    let r = mount::run(&cfg, |rec| {
+        let pid = std::process::id();
+        let _ = std::fs::create_dir_all(runtime_dir());
+        let _ = std::fs::write(&state, format!("{pid}\n{}\n", a.image.display()));
+        if let Some(p) = &a.pid_file {
+            let _ = std::fs::write(p, format!("{pid}\n"));
+        }
+        let msg = format!(
+            "intactfs: {} mounted on {} (pid {pid}; recovered from checkpoint {} + {} journal records)",
+            a.image.display(),
+            a.mountpoint.display(),
+            rec.checkpoint_generation,
+            rec.records_replayed
+        );
+        if child {
+            // The launcher waits for this line, then returns; our stdout goes nowhere after.
+            println!("ready {msg}");
+            let _ = std::io::stdout().flush();
+            // SAFETY: replacing fd 1 with /dev/null; the launcher has closed its end.
+            unsafe {
+                let fd = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY);
+                if fd >= 0 {
+                    libc::dup2(fd, 1);
+                    libc::close(fd);
+                }
+            }
+            eprintln!("{msg}");
+        } else {
+            eprintln!("{msg}; Ctrl-C or `intact fs umount {}` unmounts", a.mountpoint.display());
+        }
+    });
+    let _ = std::fs::remove_file(&state);
+    if let Some(p) = &a.pid_file {
+        let _ = std::fs::remove_file(p);
+    }
+    let u = r.map_err(failure)?;
+    eprintln!(
+        "intactfs: {} unmounted and written back ({} commits, {} flushes, {} bytes written)",
+        a.mountpoint.display(),
+        u.stats.commits,
+        u.stats.flushes,
+        u.stats.bytes_written()
+    );
+    Ok(0)
+}
+
+fn spawn_daemon(a: &MountArgs) -> Result<u8, Failure> {
+    let log = a.log.clone().unwrap_or_else(|| {
+        let mut p = state_file(&a.mountpoint).into_os_string();
+        p.push(".log");
+        PathBuf::from(p)
+    });
+    if let Some(d) = log.parent() {
+        std::fs::create_dir_all(d).map_err(|e| Failure::input(format!("{}: {e}", d.display())))?;
+    }
+    let logf = std::fs::File::create(&log).map_err(|e| Failure::input(format!("log {}: {e}", log.display())))?;
+    let exe = std::env::current_exe().map_err(|e| Failure::internal(format!("finding this program: {e}")))?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("fs").arg("mount").arg(&a.image).arg(&a.mountpoint).arg("--daemon").arg("--daemon-child").arg("--threads").arg(a.threads.to_string());
+    if !a.options.is_empty() {
+        cmd.arg("-o").arg(a.options.join(","));
+    }
+    if let Some(p) = &a.pid_file {
+        cmd.arg("--pid-file").arg(p);
+    }
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::from(logf));
+    // SAFETY: setsid is async-signal-safe; the daemon leaves the terminal's session so
+    // that a Ctrl-C meant for the shell does not unmount it.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(|e| Failure::internal(format!("starting the mount daemon: {e}")))?;
+    let mut line = String::new();
+    let _ = BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line);
+    if let Some(msg) = line.strip_prefix("ready ") {
+        println!("{} (log: {})", msg.trim_end(), log.display());
+        return Ok(0);
+    }
+    let status = child.wait().map_err(|e| Failure::internal(e.to_string()))?;
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let code = status.code().unwrap_or(3).clamp(1, 3) as u8;
+    Err(Failure { code, message: format!("the mount daemon failed: {}", text.trim()) })
+}
+
+pub fn umount(a: UmountArgs) -> Result<u8, Failure> {
+    let mnt = &a.mountpoint;
+    let state = read_state(mnt);
+    if let Some(st) = state.as_ref().filter(|s| !alive(s.pid)) {
+        // The daemon died: only the kernel's side of the mount is left.
+        let _ = mount::detach(mnt);
+        let _ = std::fs::remove_file(state_file(mnt));
+        println!(
+            "the intactfs daemon (pid {}) that served {} is gone (crashed or killed); removed the stale mount. {} holds everything committed before: mount it again to recover (`intact fs fsck {}` checks it)",
+            st.pid,
+            mnt.display(),
+            st.image,
+            st.image
+        );
+        return Ok(0);
+    }
+    if state.is_none() && !is_intactfs_mount(mnt) {
+        if mount::is_stale_mount(mnt) {
+            mount::detach(mnt).map_err(|e| Failure::input(format!("{}: {e}", mnt.display())))?;
+            println!("removed the stale mount {} (its daemon is gone)", mnt.display());
+            return Ok(0);
+        }
+        return Err(Failure::input(format!("{} is not an intactfs mount", mnt.display())));
+    }
+    let flags = if a.lazy { libc::MNT_DETACH } else { 0 };
+    if let Err(e) = mount::umount(mnt, flags) {
+        if e.raw_os_error() == Some(libc::EBUSY) {
+            return Err(Failure { code: 1, message: format!("{} is busy (a process has a file open or its working directory there): close them, or pass --lazy to detach now and write back when they close", mnt.display()) });
+        }
+        if e.raw_os_error() != Some(libc::EINVAL) {
+            return Err(Failure { code: 1, message: format!("unmounting {}: {e}", mnt.display()) });
+        }
+    }
+    if let Some(st) = state {
+        let start = Instant::now();
+        while alive(st.pid) {
+            if start.elapsed() > Duration::from_secs(a.timeout) {
+                return Err(Failure { code: 1, message: format!("{} is unmounted but its daemon (pid {}) is still writing back after {} s; it will finish on its own", mnt.display(), st.pid, a.timeout) });
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        println!("{} unmounted; {} written back", mnt.display(), st.image);
+    } else {
+        println!("{} unmounted", mnt.display());
+    }
+    Ok(0)
+}
+
+fn is_intactfs_mount(mnt: &Path) -> bool {
+    let Ok(abs) = std::path::absolute(mnt) else { return false };
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return false };
+    info.lines().any(|l| {
+        let f: Vec<&str> = l.split(' ').collect();
+        let sep = f.iter().position(|x| *x == "-");
+        f.get(4).is_some_and(|m| Path::new(m) == abs) && sep.and_then(|i| f.get(i + 1)).is_some_and(|t| *t == "fuse" || *t == "fuse.intactfs")
+    })
+}
+
+pub fn exec(a: ExecArgs) -> Result<u8, Failure> {
+    let dir = std::fs::File::open(&a.mount).map_err(|e| Failure::input(format!("{}: {e}", a.mount.display())))?;
+    let id = control::stream_id(&a.stream);
+    let flags = if a.ignore_fsync { control::FLAG_IGNORE_FSYNC } else { 0 };
+    use std::os::unix::io::AsRawFd;
+    if let Err(e) = control::setstream(dir.as_raw_fd(), id, flags) {
+        let why = if e.raw_os_error() == Some(libc::ENOTTY) { "not an intactfs mount".to_string() } else { e.to_string() };
+        return Err(Failure::input(format!("{}: cannot set the stream: {why}", a.mount.display())));
+    }
+    drop(dir);
+    // The stream belongs to this process id, which exec keeps; children inherit it.
+    let e = Command::new(&a.command[0]).args(&a.command[1..]).exec();
+    Err(Failure { code: 127, message: format!("{}: {e}", a.command[0]) })
+}

@@ -1,0 +1,505 @@
+//! `fuser::Filesystem` over the engine: each request resolves its stream from the calling
+//! process, locks the engine, and maps the engine's answer (or errno) back.
+
+use crate::control::{self, StreamArg, FLAG_IGNORE_FSYNC};
+use crate::procs::ProcTable;
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType as FType, FopenFlags, Generation, INodeNo, IoctlFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags as FRename, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+use intactfs::meta::Body;
+use intactfs::{Attr, FileType, Fs, FsError, Ino, NewKind, Owner, RenameFlags, SetAttr, StreamFlags, StreamId, Time, BLOCK, ROOT};
+use intactfs_device::FileDevice;
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// How long the kernel may cache attributes and entries: every change goes through the
+/// kernel, which updates its caches itself, so this only bounds staleness after a crash.
+const TTL: Duration = Duration::from_secs(1);
+/// Largest write request (the kernel's default page limit is 256 pages).
+pub const MAX_WRITE: u32 = 1 << 20;
+
+/// How fsync behaves on this mount.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FsyncMode {
+    /// fsync/fdatasync commit the caller's stream durably (unless the stream ignores fsync).
+    #[default]
+    Durable,
+    /// fsync/fdatasync return at once in every stream; streamsync and sync stay durable.
+    Ignore,
+}
+
+/// The engine and the kernel's references to its inodes, behind one lock.
+pub struct State {
+    pub fs: Option<Fs<FileDevice>>,
+    /// Kernel lookup counts. An inode the kernel knows is kept open in the engine, so an
+    /// unlinked file lives (and its number is not reused) until the kernel forgets it.
+    lookups: HashMap<Ino, u64>,
+    procs: ProcTable,
+    /// First engine failure that makes further changes unsafe, for the log.
+    pub failure: Option<String>,
+}
+
+pub struct IntactFuse {
+    pub state: Arc<Mutex<State>>,
+    fsync: FsyncMode,
+}
+
+fn errno(e: &FsError) -> Errno {
+    Errno::from_i32(e.errno())
+}
+
+fn to_system(t: Time) -> SystemTime {
+    if t.sec >= 0 {
+        UNIX_EPOCH + Duration::new(t.sec as u64, t.nsec)
+    } else {
+        UNIX_EPOCH - Duration::from_secs(t.sec.unsigned_abs()) + Duration::from_nanos(t.nsec as u64)
+    }
+}
+
+fn from_system(t: SystemTime) -> Time {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => Time { sec: d.as_secs() as i64, nsec: d.subsec_nanos() },
+        Err(e) => {
+            let d = e.duration();
+            let (mut sec, mut nsec) = (-(d.as_secs() as i64), d.subsec_nanos());
+            if nsec > 0 {
+                sec -= 1;
+                nsec = 1_000_000_000 - nsec;
+            }
+            Time { sec, nsec }
+        }
+    }
+}
+
+fn kind(k: FileType) -> FType {
+    match k {
+        FileType::File => FType::RegularFile,
+        FileType::Dir => FType::Directory,
+        FileType::Symlink => FType::Symlink,
+        FileType::Fifo => FType::NamedPipe,
+        FileType::Socket => FType::Socket,
+        FileType::CharDev => FType::CharDevice,
+        FileType::BlockDev => FType::BlockDevice,
+    }
+}
+
+fn file_attr(a: &Attr) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(a.ino),
+        size: a.size,
+        blocks: a.blocks,
+        atime: to_system(a.atime),
+        mtime: to_system(a.mtime),
+        ctime: to_system(a.ctime),
+        crtime: to_system(a.ctime),
+        kind: kind(a.kind),
+        perm: (a.mode & 0o7777) as u16,
+        nlink: a.nlink,
+        uid: a.uid,
+        gid: a.gid,
+        rdev: a.rdev,
+        blksize: BLOCK as u32,
+        flags: 0,
+    }
+}
+
+const S_IFMT: u32 = 0o170000;
+const S_ISGID: u32 = 0o2000;
+
+impl State {
+    fn fs(&mut self) -> Result<&mut Fs<FileDevice>, Errno> {
+        self.fs.as_mut().ok_or(Errno::EIO)
+    }
+
+    /// The kernel now holds one more reference to `ino`.
+    fn remember(&mut self, ino: Ino) {
+        if ino == ROOT {
+            return;
+        }
+        let c = self.lookups.entry(ino).or_insert(0);
+        *c += 1;
+        if *c == 1 {
+            if let Some(fs) = self.fs.as_mut() {
+                // Cannot fail: the inode was just returned by the engine.
+                let _ = fs.open(ino);
+            }
+        }
+    }
+
+    fn forget(&mut self, ino: Ino, n: u64) {
+        let Some(c) = self.lookups.get_mut(&ino) else { return };
+        *c = c.saturating_sub(n);
+        if *c == 0 {
+            self.lookups.remove(&ino);
+            if let Some(fs) = self.fs.as_mut() {
+                if let Err(e) = fs.release(intactfs::INIT_STREAM, ino) {
+                    self.failure.get_or_insert(format!("freeing inode {ino}: {e}"));
+                }
+            }
+        }
+    }
+}
+
+impl IntactFuse {
+    pub fn new(fs: Fs<FileDevice>, fsync: FsyncMode) -> IntactFuse {
+        let state = State { fs: Some(fs), lookups: HashMap::new(), procs: ProcTable::default(), failure: None };
+        IntactFuse { state: Arc::new(Mutex::new(state)), fsync }
+    }
+
+    fn lock(&self) -> Result<MutexGuard<'_, State>, Errno> {
+        // A panic while holding the lock left the engine in an unknown state: refuse.
+        self.state.lock().map_err(|_| Errno::EIO)
+    }
+
+    /// Locks the engine and finds the caller's stream.
+    fn begin(&self, req: &Request) -> Result<(MutexGuard<'_, State>, StreamId), Errno> {
+        let mut st = self.lock()?;
+        let s = st.procs.stream_of(req.pid());
+        Ok((st, s))
+    }
+
+    fn owner(st: &mut State, req: &Request, parent: Ino) -> Result<(Owner, bool), Errno> {
+        // A directory with the set-group-id bit gives new entries its group (and new
+        // directories the bit itself), as Linux file systems do.
+        let p = st.fs()?.getattr(parent).map_err(|e| errno(&e))?;
+        let sgid = p.mode & S_ISGID != 0;
+        Ok((Owner { uid: req.uid(), gid: if sgid { p.gid } else { req.gid() } }, sgid))
+    }
+
+    fn make(&self, req: &Request, parent: INodeNo, name: &OsStr, k: NewKind, mode: u32) -> Result<Attr, Errno> {
+        let (mut st, s) = self.begin(req)?;
+        let (owner, sgid) = Self::owner(&mut st, req, parent.0)?;
+        let is_dir = matches!(k, NewKind::Dir);
+        let mut mode = mode & 0o7777;
+        if is_dir && sgid {
+            mode |= S_ISGID;
+        }
+        let a = st.fs()?.create(s, parent.0, name.as_bytes(), k, mode, owner).map_err(|e| errno(&e))?;
+        st.remember(a.ino);
+        Ok(a)
+    }
+
+    fn reply_entry(r: Result<Attr, Errno>, reply: ReplyEntry) {
+        match r {
+            Ok(a) => reply.entry(&TTL, &file_attr(&a), Generation(0)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn empty(r: Result<(), Errno>, reply: ReplyEmpty) {
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+}
+
+fn time_arg(t: Option<TimeOrNow>) -> Option<Time> {
+    t.map(|t| match t {
+        TimeOrNow::SpecificTime(t) => from_system(t),
+        TimeOrNow::Now => intactfs::engine::now_wall(),
+    })
+}
+
+impl fuser::Filesystem for IntactFuse {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let _ = config.set_max_write(MAX_WRITE);
+        let _ = config.set_max_readahead(MAX_WRITE);
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let r = (|| {
+            let mut st = self.lock()?;
+            let a = st.fs()?.lookup(parent.0, name.as_bytes()).map_err(|e| errno(&e))?;
+            st.remember(a.ino);
+            Ok(a)
+        })();
+        Self::reply_entry(r, reply)
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        if let Ok(mut st) = self.lock() {
+            st.forget(ino.0, nlookup);
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let r = (|| self.lock()?.fs()?.getattr(ino.0).map_err(|e| errno(&e)))();
+        match r {
+            Ok(a) => reply.attr(&TTL, &file_attr(&a)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let r = (|| {
+            let (mut st, s) = self.begin(req)?;
+            let a = SetAttr { mode: mode.map(|m| m & 0o7777), uid, gid, size, atime: time_arg(atime), mtime: time_arg(mtime) };
+            st.fs()?.setattr(s, ino.0, a).map_err(|e| errno(&e))
+        })();
+        match r {
+            Ok(a) => reply.attr(&TTL, &file_attr(&a)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match (|| self.lock()?.fs()?.readlink(ino.0).map_err(|e| errno(&e)))() {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, rdev: u32, reply: ReplyEntry) {
+        let k = match mode & S_IFMT {
+            0o100000 | 0 => Some(NewKind::File),
+            0o010000 => Some(NewKind::Fifo),
+            0o140000 => Some(NewKind::Socket),
+            0o020000 => Some(NewKind::CharDev(rdev)),
+            0o060000 => Some(NewKind::BlockDev(rdev)),
+            _ => None,
+        };
+        match k {
+            Some(k) => Self::reply_entry(self.make(req, parent, name, k, mode), reply),
+            None => reply.error(Errno::EINVAL),
+        }
+    }
+
+    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
+        Self::reply_entry(self.make(req, parent, name, NewKind::Dir, mode), reply)
+    }
+
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let r = (|| {
+            let (mut st, s) = self.begin(req)?;
+            st.fs()?.unlink(s, parent.0, name.as_bytes()).map_err(|e| errno(&e))
+        })();
+        Self::empty(r, reply)
+    }
+
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let r = (|| {
+            let (mut st, s) = self.begin(req)?;
+            st.fs()?.rmdir(s, parent.0, name.as_bytes()).map_err(|e| errno(&e))
+        })();
+        Self::empty(r, reply)
+    }
+
+    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        let r = (|| {
+            let (mut st, s) = self.begin(req)?;
+            let (owner, _) = Self::owner(&mut st, req, parent.0)?;
+            let a = st.fs()?.symlink(s, parent.0, link_name.as_bytes(), target.as_os_str().as_bytes(), owner).map_err(|e| errno(&e))?;
+            st.remember(a.ino);
+            Ok(a)
+        })();
+        Self::reply_entry(r, reply)
+    }
+
+    fn rename(&self, req: &Request, parent: INodeNo, name: &OsStr, newparent: INodeNo, newname: &OsStr, flags: FRename, reply: ReplyEmpty) {
+        let r = (|| {
+            if flags.contains(FRename::RENAME_WHITEOUT) {
+                return Err(Errno::EINVAL);
+            }
+            let f = RenameFlags { noreplace: flags.contains(FRename::RENAME_NOREPLACE), exchange: flags.contains(FRename::RENAME_EXCHANGE) };
+            let (mut st, s) = self.begin(req)?;
+            st.fs()?.rename(s, parent.0, name.as_bytes(), newparent.0, newname.as_bytes(), f).map_err(|e| errno(&e))
+        })();
+        Self::empty(r, reply)
+    }
+
+    fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        let r = (|| {
+            let (mut st, s) = self.begin(req)?;
+            let a = st.fs()?.link(s, ino.0, newparent.0, newname.as_bytes()).map_err(|e| errno(&e))?;
+            st.remember(a.ino);
+            Ok(a)
+        })();
+        Self::reply_entry(r, reply)
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match (|| self.lock()?.fs()?.getattr(ino.0).map_err(|e| errno(&e)))() {
+            // Writes go through to the engine (no writeback cache: it would lose the
+            // writer's identity and program order), so the kernel's page cache is coherent.
+            Ok(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn read(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, size: u32, _flags: OpenFlags, _lock: Option<LockOwner>, reply: ReplyData) {
+        match (|| self.lock()?.fs()?.read(ino.0, offset, size as usize).map_err(|e| errno(&e)))() {
+            Ok(d) => reply.data(&d),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn write(&self, req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, data: &[u8], _wf: WriteFlags, _flags: OpenFlags, _lock: Option<LockOwner>, reply: ReplyWrite) {
+        let r = (|| {
+            let (mut st, s) = self.begin(req)?;
+            st.fs()?.write(s, ino.0, offset, data).map_err(|e| errno(&e))
+        })();
+        match r {
+            Ok(n) => reply.written(n as u32),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock: LockOwner, reply: ReplyEmpty) {
+        reply.ok()
+    }
+
+    fn fsync(&self, req: &Request, ino: INodeNo, _fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+        let r = (|| {
+            let (mut st, s) = self.begin(req)?;
+            if self.fsync == FsyncMode::Ignore {
+                return st.fs()?.getattr(ino.0).map(|_| ()).map_err(|e| errno(&e));
+            }
+            st.fs()?.fsync(s, ino.0, datasync).map_err(|e| errno(&e))
+        })();
+        Self::empty(r, reply)
+    }
+
+    fn fsyncdir(&self, req: &Request, ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+        self.fsync(req, ino, fh, datasync, reply)
+    }
+
+    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        // Offsets: 1 after ".", 2 after "..", and an entry's name-hash cookie + 2 after it.
+        let r = (|| {
+            let mut st = self.lock()?;
+            let fs = st.fs()?;
+            let me = fs.getattr(ino.0).map_err(|e| errno(&e))?;
+            if me.kind != FileType::Dir {
+                return Err(Errno::ENOTDIR);
+            }
+            let mut out = Vec::new();
+            if offset == 0 {
+                out.push((ino.0, 1, FType::Directory, b".".to_vec()));
+            }
+            if offset <= 1 {
+                let parent = match fs.live_meta().get(ino.0).map(|n| &n.body) {
+                    Some(Body::Dir { parent, .. }) => *parent,
+                    _ => ino.0,
+                };
+                out.push((parent, 2, FType::Directory, b"..".to_vec()));
+            }
+            let cookie = offset.saturating_sub(2);
+            for e in fs.readdir(ino.0, cookie, 512).map_err(|e| errno(&e))? {
+                out.push((e.ino, e.cookie + 2, kind(e.kind), e.name));
+            }
+            Ok(out)
+        })();
+        match r {
+            Ok(entries) => {
+                for (i, off, k, name) in entries {
+                    if reply.add(INodeNo(i), off, k, OsStr::from_bytes(&name)) {
+                        break;
+                    }
+                }
+                reply.ok()
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        match (|| Ok::<_, Errno>(self.lock()?.fs()?.statfs()))() {
+            Ok(s) => {
+                // Inodes are allocated on demand: at most one per free block is a fair
+                // bound for `df -i`.
+                reply.statfs(s.blocks, s.free_blocks, s.free_blocks, s.files + s.free_blocks, s.free_blocks, s.block_size as u32, s.name_max as u32, s.block_size as u32)
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    // No extended attributes: ENOSYS tells the kernel once, and it answers EOPNOTSUPP to
+    // every later call without asking (tar, rsync and cp -a carry on without them).
+    fn setxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _value: &[u8], _flags: i32, _position: u32, reply: ReplyEmpty) {
+        reply.error(Errno::ENOSYS)
+    }
+    fn getxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _size: u32, reply: ReplyXattr) {
+        reply.error(Errno::ENOSYS)
+    }
+    fn listxattr(&self, _req: &Request, _ino: INodeNo, _size: u32, reply: ReplyXattr) {
+        reply.error(Errno::ENOSYS)
+    }
+    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(Errno::ENOSYS)
+    }
+
+    fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, _flags: i32, reply: ReplyCreate) {
+        match self.make(req, parent, name, NewKind::File, mode) {
+            Ok(a) => reply.created(&TTL, &file_attr(&a), Generation(0), FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn ioctl(&self, req: &Request, ino: INodeNo, _fh: FileHandle, _flags: IoctlFlags, cmd: u32, in_data: &[u8], _out_size: u32, reply: ReplyIoctl) {
+        let r: Result<Vec<u8>, Errno> = (|| {
+            let (mut st, s) = self.begin(req)?;
+            match cmd {
+                control::IOC_SETSTREAM => {
+                    let a = StreamArg::decode(in_data).ok_or(Errno::EINVAL)?;
+                    if a.flags & !FLAG_IGNORE_FSYNC != 0 {
+                        return Err(Errno::EINVAL);
+                    }
+                    st.procs.set(req.pid(), a.id).map_err(|_| Errno::ESRCH)?;
+                    st.fs()?.set_stream_flags(a.id, StreamFlags { ignore_fsync: a.flags & FLAG_IGNORE_FSYNC != 0 });
+                    Ok(Vec::new())
+                }
+                control::IOC_GETSTREAM => {
+                    let f = st.fs()?.stream_flags(s);
+                    Ok(StreamArg { id: s, flags: if f.ignore_fsync { FLAG_IGNORE_FSYNC } else { 0 } }.encode().to_vec())
+                }
+                control::IOC_STREAMSYNC => {
+                    let fs = st.fs()?;
+                    fs.getattr(ino.0).map_err(|e| errno(&e))?;
+                    fs.streamsync(s).map_err(|e| errno(&e))?;
+                    Ok(Vec::new())
+                }
+                _ => Err(Errno::ENOTTY),
+            }
+        })();
+        match r {
+            Ok(d) => reply.ioctl(0, &d),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn fallocate(&self, req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
+        let r = (|| {
+            let keep_size = match mode {
+                0 => false,
+                libc::FALLOC_FL_KEEP_SIZE => true,
+                _ => return Err(Errno::from_i32(libc::EOPNOTSUPP)),
+            };
+            let (mut st, s) = self.begin(req)?;
+            st.fs()?.fallocate(s, ino.0, offset, length, keep_size).map_err(|e| errno(&e))
+        })();
+        Self::empty(r, reply)
+    }
+}

@@ -1,0 +1,15 @@
+//! The intactfs FUSE mount: a thin layer over the engine ([`intactfs::Fs`]).
+//!
+//! * [`control`]: the ioctl ABI (setstream, getstream, streamsync) shared with
+//!   `libintact` and the Python module.
+//! * [`procs`]: which stream a request's process is in (inheritance from ancestors).
+//! * [`fs`]: the `fuser::Filesystem` implementation.
+//! * [`mount`]: locking the image, serving, signals, write-back at unmount.
+
+pub mod control;
+pub mod fs;
+pub mod mount;
+pub mod procs;
+
+pub use fs::FsyncMode;
+pub use mount::{run, MountConfig, MountError};

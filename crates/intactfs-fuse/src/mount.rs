@@ -1,0 +1,150 @@
+//! Mounting: lock the image, recover it, serve FUSE requests until unmounted (by
+//! `umount`, `intact fs umount`, or SIGINT/SIGTERM/SIGHUP), then write everything back.
+
+use crate::fs::{FsyncMode, IntactFuse};
+use fuser::{Config, MountOption, Session, SessionACL};
+use intactfs::{Fs, MountOptions, MountReport, BLOCK};
+use intactfs_device::FileDevice;
+use std::fs::File;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum MountError {
+    #[error("{0}")]
+    Input(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+pub struct MountConfig {
+    pub image: PathBuf,
+    pub mountpoint: PathBuf,
+    pub fsync: FsyncMode,
+    /// Request-handling threads.
+    pub threads: usize,
+    /// Let every user reach the mount (root only; permissions are then checked by the
+    /// kernel from the files' modes, `default_permissions`).
+    pub allow_other: bool,
+}
+
+/// What a mount ended with.
+#[derive(Debug)]
+pub struct Unmounted {
+    pub recovery: MountReport,
+    pub stats: intactfs::Stats,
+}
+
+/// An exclusive lock on an image: one mount, fsck or dump at a time.
+pub struct ImageLock(#[allow(dead_code)] File);
+
+pub fn lock_image(image: &Path) -> Result<ImageLock, MountError> {
+    let f = File::open(image).map_err(|e| MountError::Input(format!("{}: {e}", image.display())))?;
+    // SAFETY: flock on a descriptor we own.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            return Err(MountError::Input(format!(
+                "{} is in use by another intactfs process (a mount, fsck or dump); unmount it first (`intact fs umount MOUNTPOINT`)",
+                image.display()
+            )));
+        }
+        return Err(MountError::Input(format!("{}: cannot lock: {e}", image.display())));
+    }
+    Ok(ImageLock(f))
+}
+
+/// Whether `p` is a mount whose FUSE daemon is gone ("Transport endpoint is not connected").
+pub fn is_stale_mount(p: &Path) -> bool {
+    matches!(std::fs::metadata(p), Err(e) if e.raw_os_error() == Some(libc::ENOTCONN))
+}
+
+pub fn check_mountpoint(p: &Path) -> Result<(), MountError> {
+    if is_stale_mount(p) {
+        return Err(MountError::Input(format!(
+            "{} is a stale mount: the file-system daemon that served it is gone (crashed or killed). Its image is recoverable: run `intact fs umount {}` to remove the stale mount, then mount the image again (mount replays the journal)",
+            p.display(),
+            p.display()
+        )));
+    }
+    match std::fs::metadata(p) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(MountError::Input(format!("{}: not a directory (the mount point must be an existing directory)", p.display()))),
+        Err(e) => Err(MountError::Input(format!("{}: {e} (the mount point must be an existing directory)", p.display()))),
+    }
+}
+
+/// Mounts and serves until unmounted. `ready` runs once the mount is visible.
+pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmounted, MountError> {
+    check_mountpoint(&cfg.mountpoint)?;
+    let lock = lock_image(&cfg.image)?;
+    let dev = FileDevice::open(&cfg.image, BLOCK).map_err(|e| MountError::Input(format!("{}: {e}", cfg.image.display())))?;
+    let (fs, recovery) = Fs::mount(dev, MountOptions::default()).map_err(|e| MountError::Input(format!("{}: cannot mount: {e} (run `intact fs fsck {}` for a full report)", cfg.image.display(), cfg.image.display())))?;
+    let fuse = IntactFuse::new(fs, cfg.fsync);
+    let state = fuse.state.clone();
+
+    let mut options = vec![MountOption::FSName(std::path::absolute(&cfg.image).unwrap_or_else(|_| cfg.image.clone()).display().to_string()), MountOption::Subtype("intactfs".into()), MountOption::DefaultPermissions, MountOption::RW, MountOption::Dev, MountOption::Suid];
+    if !cfg.allow_other {
+        options.retain(|o| *o != MountOption::Dev && *o != MountOption::Suid);
+    }
+    let mut config = Config::default();
+    config.mount_options = options;
+    config.acl = if cfg.allow_other { SessionACL::All } else { SessionACL::Owner };
+    config.n_threads = Some(cfg.threads.max(1));
+    config.clone_fd = true;
+    let session = Session::new(fuse, &cfg.mountpoint, &config).map_err(|e| MountError::Failed(format!("mounting on {}: {e}", cfg.mountpoint.display())))?;
+
+    // Signals detach the mount (lazily, so open files keep working until closed); the
+    // request loop then ends and everything is written back below.
+    let mnt = cfg.mountpoint.clone();
+    let mut signals = signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM, libc::SIGHUP]).map_err(|e| MountError::Failed(format!("signal handlers: {e}")))?;
+    let sig_handle = signals.handle();
+    let sig_thread = std::thread::spawn(move || {
+        if signals.forever().next().is_some() {
+            if let Err(e) = detach(&mnt) {
+                eprintln!("intactfs: unmounting {} on signal: {e}", mnt.display());
+            }
+        }
+    });
+
+    ready(&recovery);
+    let served = session.run();
+    sig_handle.close();
+    let _ = sig_thread.join();
+
+    // A panic in a request handler poisons the lock: the engine's memory is then not to be
+    // trusted, and nothing more is written. The image holds the last commit.
+    let fs = match state.lock() {
+        Ok(mut st) => st.fs.take(),
+        Err(_) => None,
+    };
+    let Some(fs) = fs else {
+        return Err(MountError::Failed(format!(
+            "a request handler failed ({}); nothing more was written: {} holds everything committed before (check it with `intact fs fsck`)",
+            served.err().map(|e| e.to_string()).unwrap_or_else(|| "internal error".into()),
+            cfg.image.display()
+        )));
+    };
+    let stats = fs.stats();
+    fs.unmount().map_err(|e| MountError::Failed(format!("writing back {} at unmount: {e}", cfg.image.display())))?;
+    drop(lock);
+    if let Err(e) = served {
+        return Err(MountError::Failed(format!("the FUSE session ended with an error: {e} (everything was written back)")));
+    }
+    Ok(Unmounted { recovery, stats })
+}
+
+/// Lazy unmount (MNT_DETACH): the name disappears now, the file system when unused.
+pub fn detach(mnt: &Path) -> std::io::Result<()> {
+    umount(mnt, libc::MNT_DETACH)
+}
+
+pub fn umount(mnt: &Path, flags: i32) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(mnt.as_os_str().as_bytes()).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: a valid C string.
+    if unsafe { libc::umount2(c.as_ptr(), flags) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -1,0 +1,145 @@
+//! Which stream a FUSE request belongs to.
+//!
+//! A request carries the calling thread's id. A process that called SETSTREAM is in that
+//! stream; any other process is in the stream of its nearest ancestor that did (ccfs §3.2:
+//! children adopt their parent's stream), else in the init stream. The ancestry is read
+//! from `/proc`.
+//!
+//! Two approximations, both documented in docs/fs-api.md: the ancestor walk happens when a
+//! process first touches the mount (and again at most once a second), not at fork, so a
+//! child that starts after its parent changed streams follows the parent's new stream;
+//! and a process whose ancestor exited is re-parented by the kernel and loses the stream.
+
+use intactfs::{StreamId, INIT_STREAM};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// How long a resolved thread → stream answer is trusted.
+const TTL: Duration = Duration::from_secs(1);
+
+#[derive(Default)]
+pub struct ProcTable {
+    /// Process (thread-group id) → (stream, the process's start time, to detect pid reuse).
+    explicit: HashMap<u32, (StreamId, u64)>,
+    /// Thread id → resolved stream.
+    cache: HashMap<u32, (StreamId, Instant)>,
+}
+
+/// `Tgid` and `PPid` from /proc/PID/status.
+fn status(pid: u32) -> Option<(u32, u32)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |k: &str| s.lines().find_map(|l| l.strip_prefix(k)).and_then(|v| v.trim().parse::<u32>().ok());
+    Some((field("Tgid:")?, field("PPid:")?))
+}
+
+/// Field 22 of /proc/PID/stat (start time in clock ticks since boot).
+fn start_time(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: split after the last ')'.
+    let rest = &s[s.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+impl ProcTable {
+    /// Puts the process of thread `tid` in stream `s`. Fails if the process is gone.
+    pub fn set(&mut self, tid: u32, s: StreamId) -> Result<(), String> {
+        let (tgid, _) = status(tid).ok_or_else(|| format!("process of thread {tid} not found in /proc"))?;
+        let start = start_time(tgid).ok_or_else(|| format!("process {tgid} not found in /proc"))?;
+        if s == INIT_STREAM {
+            // Explicitly back in init: record it so that the ancestor walk stops here.
+            self.explicit.insert(tgid, (INIT_STREAM, start));
+        } else {
+            self.explicit.insert(tgid, (s, start));
+        }
+        // Inheritance changed for this process and every descendant.
+        self.cache.clear();
+        Ok(())
+    }
+
+    /// The stream of thread `tid` (0, from the kernel itself, is in the init stream).
+    pub fn stream_of(&mut self, tid: u32) -> StreamId {
+        if self.explicit.is_empty() || tid == 0 {
+            return INIT_STREAM;
+        }
+        let now = Instant::now();
+        if let Some(&(s, at)) = self.cache.get(&tid) {
+            if now.duration_since(at) < TTL {
+                return s;
+            }
+        }
+        let s = self.resolve(tid);
+        if self.cache.len() > 65_536 {
+            self.cache.clear();
+        }
+        self.cache.insert(tid, (s, now));
+        s
+    }
+
+    fn resolve(&mut self, tid: u32) -> StreamId {
+        let Some((mut pid, _)) = status(tid) else { return INIT_STREAM };
+        // Bounded: pid chains are short, and a cycle can only come from pid reuse mid-walk.
+        for _ in 0..64 {
+            if pid <= 1 {
+                return INIT_STREAM;
+            }
+            if let Some(&(s, start)) = self.explicit.get(&pid) {
+                if start_time(pid) == Some(start) {
+                    return s;
+                }
+                // That process exited and its pid was reused.
+                self.explicit.remove(&pid);
+            }
+            match status(pid) {
+                Some((_, ppid)) => pid = ppid,
+                None => return INIT_STREAM,
+            }
+        }
+        INIT_STREAM
+    }
+
+    /// Processes that set a stream and are still the same process.
+    pub fn explicit_count(&self) -> usize {
+        self.explicit.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn children_inherit_and_others_stay_in_init() {
+        let mut t = ProcTable::default();
+        let me = std::process::id();
+        assert_eq!(t.stream_of(me), INIT_STREAM);
+        // A child of this test process, started before and after the stream was set.
+        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        t.set(me, 42).unwrap();
+        assert_eq!(t.stream_of(me), 42);
+        assert_eq!(t.stream_of(child.id()), 42, "a child adopts its parent's stream");
+        // Our parent (the test harness' parent) is not in the stream.
+        let (_, ppid) = status(me).unwrap();
+        assert_eq!(t.stream_of(ppid), INIT_STREAM);
+        // The child sets its own stream; the parent keeps its own.
+        t.set(child.id(), 7).unwrap();
+        assert_eq!(t.stream_of(child.id()), 7);
+        assert_eq!(t.stream_of(me), 42);
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    #[test]
+    fn a_reused_pid_does_not_inherit() {
+        let mut t = ProcTable::default();
+        let me = std::process::id();
+        // Pretend an earlier process with our pid set a stream: its start time differs.
+        t.explicit.insert(me, (9, u64::MAX));
+        assert_eq!(t.stream_of(me), INIT_STREAM);
+        assert_eq!(t.explicit_count(), 0);
+    }
+
+    #[test]
+    fn start_time_parses_names_with_parentheses() {
+        assert!(start_time(std::process::id()).is_some());
+    }
+}
