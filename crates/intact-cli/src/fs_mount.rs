@@ -175,6 +175,12 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
         let _ = std::fs::remove_file(p);
     }
     let u = r.map_err(failure)?;
+    if child && a.log.is_none() {
+        // A clean unmount: the default log has nothing worth keeping.
+        let mut log = state.clone().into_os_string();
+        log.push(".log");
+        let _ = std::fs::remove_file(log);
+    }
     eprintln!(
         "intactfs: {} unmounted and written back ({} commits, {} flushes, {} bytes written)",
         a.mountpoint.display(),

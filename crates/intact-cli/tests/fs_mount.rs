@@ -1,0 +1,354 @@
+//! The FUSE mount end to end, through the real `intact` binary: streams decide what a
+//! crash (the daemon killed with SIGKILL) keeps; unmounting writes everything back; bad
+//! input, busy and stale mounts get clear errors. Needs root and /dev/fuse, as the
+//! machines this project runs on have (docs/platform facts).
+
+mod common;
+use common::intact;
+use intactfs_fuse::control;
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn run(c: &mut Command) -> Output {
+    c.output().expect("running intact")
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn mounted_on(mnt: &Path) -> bool {
+    let m = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    m.lines().any(|l| l.split(' ').nth(4) == Some(mnt.to_str().unwrap()))
+}
+
+/// An image and a mount point in a temporary directory; dropping unmounts (killing the
+/// daemon if it hangs) so that a failing test leaves nothing mounted.
+struct Mount {
+    dir: tempfile::TempDir,
+    img: PathBuf,
+    mnt: PathBuf,
+    pidfile: PathBuf,
+}
+
+impl Mount {
+    fn new(size: &str) -> Mount {
+        // SAFETY: geteuid cannot fail.
+        assert_eq!(unsafe { libc::geteuid() }, 0, "the mount tests need root (FUSE mount(2))");
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("img");
+        let mnt = dir.path().join("mnt");
+        fs::create_dir(&mnt).unwrap();
+        let o = run(intact().args(["fs", "mkfs"]).arg(&img).args(["--size", size]));
+        assert!(o.status.success(), "mkfs: {}", text(&o));
+        let pidfile = dir.path().join("pid");
+        Mount { dir, img, mnt, pidfile }
+    }
+
+    fn mount(&self, opts: &[&str]) {
+        let o = run(intact().args(["fs", "mount"]).arg(&self.img).arg(&self.mnt).arg("--daemon").arg("--pid-file").arg(&self.pidfile).args(opts));
+        assert!(o.status.success(), "mount: {}", text(&o));
+        assert!(mounted_on(&self.mnt));
+    }
+
+    fn pid(&self) -> i32 {
+        fs::read_to_string(&self.pidfile).unwrap().trim().parse().unwrap()
+    }
+
+    fn umount(&self) -> Output {
+        run(intact().args(["fs", "umount"]).arg(&self.mnt))
+    }
+
+    /// A power cut as far as the daemon is concerned: what it had not committed is gone.
+    fn crash(&self) {
+        let pid = self.pid();
+        // SAFETY: signalling the daemon this test started.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        while fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z")) {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let o = self.umount();
+        assert!(o.status.success(), "umount of the stale mount: {}", text(&o));
+        assert!(text(&o).contains("is gone"), "{}", text(&o));
+        assert!(!mounted_on(&self.mnt));
+    }
+
+    fn fsck_clean(&self) {
+        let o = run(intact().args(["fs", "fsck"]).arg(&self.img));
+        assert_eq!(o.status.code(), Some(0), "fsck: {}", text(&o));
+    }
+
+    fn p(&self, name: &str) -> PathBuf {
+        self.mnt.join(name)
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if mounted_on(&self.mnt) {
+            let o = self.umount();
+            if !o.status.success() {
+                let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
+            }
+        }
+        if let Ok(pid) = fs::read_to_string(&self.pidfile).map(|s| s.trim().parse::<i32>().unwrap_or(0)) {
+            if pid > 0 {
+                // SAFETY: only the daemon this test started.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+        let _ = &self.dir;
+    }
+}
+
+/// Runs `f` in a child process in stream `name` (fork keeps the test single-purpose:
+/// the stream belongs to a process, and the test harness's own process stays in init).
+fn in_stream(m: &Mount, name: &str, flags: u32, f: impl FnOnce()) {
+    // SAFETY: the child only does file I/O and exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let d = fs::File::open(&m.mnt).unwrap();
+            control::setstream(d.as_raw_fd(), control::stream_id(name), flags).unwrap();
+            assert_eq!(control::getstream(d.as_raw_fd()).unwrap().id, control::stream_id(name));
+            f();
+        }))
+        .map(|_| 0)
+        .unwrap_or(1);
+        // SAFETY: leave the forked child without running the harness's destructors.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waiting for our own child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child in stream {name} failed");
+}
+
+fn write_file(p: &Path, data: &[u8], sync: bool) {
+    let mut f = fs::OpenOptions::new().create(true).write(true).truncate(true).mode(0o644).open(p).unwrap();
+    f.write_all(data).unwrap();
+    if sync {
+        f.sync_all().unwrap();
+    }
+}
+
+/// Thesis Table 5.3 through the mount: B's fsync in its own stream does not carry A's
+/// unsynced 8 MiB; in A's stream it must (program order within a stream).
+#[test]
+fn streams_decide_what_a_crash_keeps() {
+    for same in [false, true] {
+        let m = Mount::new("1G");
+        m.mount(&[]);
+        let big = vec![7u8; 8 << 20];
+        in_stream(&m, "A", 0, || write_file(&m.p("a"), &big, false));
+        in_stream(&m, if same { "A" } else { "B" }, 0, || write_file(&m.p("b"), b"x", true));
+        m.crash();
+        m.fsck_clean();
+        m.mount(&[]);
+        assert_eq!(fs::read(m.p("b")).unwrap(), b"x", "B was fsynced");
+        if same {
+            assert_eq!(fs::read(m.p("a")).unwrap(), big, "one stream: A precedes B in program order");
+        } else {
+            assert!(!m.p("a").exists(), "two streams: A was never synced and is not related to B");
+        }
+        let o = m.umount();
+        assert!(o.status.success(), "{}", text(&o));
+        m.fsck_clean();
+    }
+}
+
+#[test]
+fn children_adopt_the_stream_and_exec_wrapper_sets_it() {
+    let m = Mount::new("256M");
+    m.mount(&[]);
+    // A shell run by `intact fs exec` and the python it starts both report stream "S".
+    let script = format!(
+        "import fcntl, struct, os\nfd = os.open({:?}, os.O_RDONLY)\nb = fcntl.ioctl(fd, 0x8010CC02, bytes(16))\nprint(struct.unpack('QII', b)[0], struct.unpack('QII', b)[1])",
+        m.mnt.to_str().unwrap()
+    );
+    let o = run(intact().args(["fs", "exec", "--mount"]).arg(&m.mnt).args(["--stream", "S", "--ignore-fsync", "--", "sh", "-c"]).arg(format!("python3 -c \"$0\"")).arg(&script));
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), format!("{} {}", control::stream_id("S"), control::FLAG_IGNORE_FSYNC));
+    // The harness itself is still in the init stream.
+    let d = fs::File::open(&m.mnt).unwrap();
+    assert_eq!(control::getstream(d.as_raw_fd()).unwrap(), control::StreamArg { id: 0, flags: 0 });
+    // Not an intactfs directory: a clear refusal, exit 2.
+    let o = run(intact().args(["fs", "exec", "--mount", "/tmp", "--stream", "S", "--", "true"]));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("not an intactfs mount"), "{}", text(&o));
+}
+
+/// IGNORE_FSYNC (per stream, or for the whole mount): fsync returns without committing;
+/// streamsync still commits.
+#[test]
+fn ignore_fsync_stream_and_mount_option() {
+    for mount_option in [false, true] {
+        let opts: &[&str] = if mount_option { &["-o", "fsync=ignore"] } else { &[] };
+        let flags = if mount_option { 0 } else { control::FLAG_IGNORE_FSYNC };
+        let m = Mount::new("256M");
+        m.mount(opts);
+        in_stream(&m, "S", flags, || write_file(&m.p("fsynced"), b"1", true));
+        m.crash();
+        m.mount(opts);
+        assert!(!m.p("fsynced").exists(), "fsync was ignored (mount option: {mount_option})");
+        in_stream(&m, "S", flags, || {
+            write_file(&m.p("streamsynced"), b"2", false);
+            let d = fs::File::open(&m.mnt).unwrap();
+            control::streamsync(d.as_raw_fd()).unwrap();
+        });
+        m.crash();
+        m.mount(&[]);
+        assert_eq!(fs::read(m.p("streamsynced")).unwrap(), b"2", "streamsync is durable (mount option: {mount_option})");
+        assert!(m.umount().status.success());
+        m.fsck_clean();
+    }
+}
+
+#[test]
+fn unmount_and_sigterm_write_everything_back() {
+    let m = Mount::new("256M");
+    m.mount(&[]);
+    fs::create_dir(m.p("d")).unwrap();
+    write_file(&m.p("d/f"), &vec![3u8; 300_000], false);
+    std::os::unix::fs::symlink("d/f", m.p("s")).unwrap();
+    fs::hard_link(m.p("d/f"), m.p("h")).unwrap();
+    let o = m.umount();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("written back"));
+    m.fsck_clean();
+    m.mount(&[]);
+    assert_eq!(fs::read(m.p("s")).unwrap().len(), 300_000);
+    assert_eq!(fs::metadata(m.p("h")).unwrap().len(), 300_000);
+    write_file(&m.p("later"), b"later", false);
+    let pid = m.pid();
+    // SAFETY: the daemon this test started.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let start = std::time::Instant::now();
+    while fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z")) {
+        assert!(start.elapsed().as_secs() < 60, "the daemon did not stop on SIGTERM");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(!mounted_on(&m.mnt));
+    m.fsck_clean();
+    m.mount(&[]);
+    assert_eq!(fs::read(m.p("later")).unwrap(), b"later");
+}
+
+#[test]
+fn bad_input_busy_and_stale_mounts_get_clear_errors() {
+    let m = Mount::new("256M");
+    let expect = |o: Output, code: i32, needle: &str| {
+        assert_eq!(o.status.code(), Some(code), "{}", text(&o));
+        assert!(text(&o).contains(needle), "expected {needle:?} in: {}", text(&o));
+    };
+    // No image, a file as mount point, an unknown option, garbage instead of an image.
+    expect(run(intact().args(["fs", "mount", "/nonexistent/img"]).arg(&m.mnt)), 2, "no such file");
+    expect(run(intact().args(["fs", "mount"]).arg(&m.img).arg(&m.img)), 2, "not a directory");
+    expect(run(intact().args(["fs", "mount"]).arg(&m.img).arg(&m.mnt).args(["-o", "fsync=sometimes"])), 2, "unknown mount option");
+    let junk = m.dir.path().join("junk");
+    fs::write(&junk, vec![0x5au8; 1 << 20]).unwrap();
+    expect(run(intact().args(["fs", "mount"]).arg(&junk).arg(&m.mnt).arg("--daemon")), 2, "cannot mount");
+    assert!(!mounted_on(&m.mnt), "a refused mount leaves nothing mounted");
+    // In use: a second mount, fsck and mkfs --force are refused while mounted.
+    m.mount(&[]);
+    let other = m.dir.path().join("other");
+    fs::create_dir(&other).unwrap();
+    expect(run(intact().args(["fs", "mount"]).arg(&m.img).arg(&other).arg("--daemon")), 2, "in use");
+    expect(run(intact().args(["fs", "fsck"]).arg(&m.img)), 2, "in use");
+    expect(run(intact().args(["fs", "mkfs", "--force"]).arg(&m.img)), 2, "in use");
+    // Busy: a process with its working directory on the mount.
+    let mut sleeper = Command::new("sleep").arg("30").current_dir(&m.mnt).spawn().unwrap();
+    expect(m.umount(), 1, "busy");
+    assert!(mounted_on(&m.mnt));
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    // Stale: the daemon dies; mount and the kernel say so; umount cleans up.
+    let pid = m.pid();
+    // SAFETY: the daemon this test started.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    expect(run(intact().args(["fs", "mount"]).arg(&m.img).arg(&m.mnt)), 2, "stale mount");
+    expect(m.umount(), 0, "is gone");
+    m.fsck_clean();
+    expect(run(intact().args(["fs", "umount"]).arg(&m.mnt)), 2, "not an intactfs mount");
+}
+
+#[test]
+fn unlinked_open_files_live_until_closed_and_statfs_is_real() {
+    let m = Mount::new("256M");
+    m.mount(&[]);
+    let st0 = nix_statvfs(&m.mnt);
+    let mut f = fs::OpenOptions::new().create(true).read(true).write(true).open(m.p("tmp")).unwrap();
+    f.write_all(&vec![1u8; 4 << 20]).unwrap();
+    f.sync_all().unwrap();
+    fs::remove_file(m.p("tmp")).unwrap();
+    let st1 = nix_statvfs(&m.mnt);
+    assert!(st1.1 + 1000 <= st0.1, "4 MiB in use while open: free {} -> {}", st0.1, st1.1);
+    use std::io::{Read, Seek};
+    f.seek(std::io::SeekFrom::Start(0)).unwrap();
+    let mut back = vec![0u8; 4 << 20];
+    f.read_exact(&mut back).unwrap();
+    assert!(back.iter().all(|&b| b == 1));
+    drop(f);
+    // Freed once the kernel forgets the inode and the freeing commit is durable.
+    let mut freed = false;
+    for _ in 0..200 {
+        let d = fs::File::open(&m.mnt).unwrap();
+        d.sync_all().unwrap();
+        if nix_statvfs(&m.mnt).1 + 16 >= st0.1 {
+            freed = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(freed, "space of the unlinked file came back after close");
+    // df agrees with statvfs and reports the image's size.
+    let o = run(Command::new("df").arg("-B4096").arg(&m.mnt));
+    let line = String::from_utf8_lossy(&o.stdout).lines().nth(1).unwrap_or("").to_string();
+    let total: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(total > 60_000 && total <= 65_536, "df total {total} blocks of a 256 MiB image");
+}
+
+/// (blocks, free blocks) from statvfs.
+fn nix_statvfs(p: &Path) -> (u64, u64) {
+    let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+    // SAFETY: a zeroed statvfs filled by the kernel.
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut s) }, 0);
+    (s.f_blocks, s.f_bfree)
+}
+
+/// Several processes at once (the daemon serves with several threads): each one's files
+/// are complete and correct.
+#[test]
+fn concurrent_writers() {
+    let m = Mount::new("512M");
+    m.mount(&[]);
+    let kids: Vec<_> = (0..4)
+        .map(|i| {
+            let dir = m.p(&format!("w{i}"));
+            Command::new("sh")
+                .arg("-c")
+                .arg(format!("mkdir {0} && for j in $(seq 1 200); do head -c $((j * 97)) /dev/zero | tr '\\0' '{i}' > {0}/f$j; done; sync", dir.display()))
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut k in kids {
+        assert!(k.wait().unwrap().success());
+    }
+    assert!(m.umount().status.success());
+    m.fsck_clean();
+    m.mount(&[]);
+    for i in 0..4 {
+        for j in 1..=200u64 {
+            let d = fs::read(m.p(&format!("w{i}/f{j}"))).unwrap();
+            assert_eq!(d.len() as u64, j * 97);
+            assert!(d.iter().all(|&b| b == b'0' + i as u8));
+        }
+    }
+}
