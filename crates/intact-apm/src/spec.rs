@@ -232,7 +232,7 @@ impl Apm {
 }
 
 /// The built-in APMs, in the order `intact apm list` shows them.
-pub const BUILTINS: [(&str, &str); 7] = [
+pub const BUILTINS: [(&str, &str); 8] = [
     ("default", include_str!("../apms/default.toml")),
     ("ext3-j", include_str!("../apms/ext3-j.toml")),
     ("ext3-o", include_str!("../apms/ext3-o.toml")),
@@ -240,6 +240,7 @@ pub const BUILTINS: [(&str, &str); 7] = [
     ("ext4-o", include_str!("../apms/ext4-o.toml")),
     ("btrfs", include_str!("../apms/btrfs.toml")),
     ("strict", include_str!("../apms/strict.toml")),
+    ("intactfs", include_str!("../apms/intactfs.toml")),
 ];
 
 #[cfg(test)]

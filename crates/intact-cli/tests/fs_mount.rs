@@ -170,7 +170,7 @@ fn children_adopt_the_stream_and_exec_wrapper_sets_it() {
         "import fcntl, struct, os\nfd = os.open({:?}, os.O_RDONLY)\nb = fcntl.ioctl(fd, 0x8010CC02, bytes(16))\nprint(struct.unpack('QII', b)[0], struct.unpack('QII', b)[1])",
         m.mnt.to_str().unwrap()
     );
-    let o = run(intact().args(["fs", "exec", "--mount"]).arg(&m.mnt).args(["--stream", "S", "--ignore-fsync", "--", "sh", "-c"]).arg(format!("python3 -c \"$0\"")).arg(&script));
+    let o = run(intact().args(["fs", "exec", "--mount"]).arg(&m.mnt).args(["--stream", "S", "--ignore-fsync", "--", "sh", "-c"]).arg("python3 -c \"$0\"").arg(&script));
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), format!("{} {}", control::stream_id("S"), control::FLAG_IGNORE_FSYNC));
     // The harness itself is still in the init stream.
@@ -282,7 +282,7 @@ fn unlinked_open_files_live_until_closed_and_statfs_is_real() {
     let m = Mount::new("256M");
     m.mount(&[]);
     let st0 = nix_statvfs(&m.mnt);
-    let mut f = fs::OpenOptions::new().create(true).read(true).write(true).open(m.p("tmp")).unwrap();
+    let mut f = fs::OpenOptions::new().create(true).truncate(true).read(true).write(true).open(m.p("tmp")).unwrap();
     f.write_all(&vec![1u8; 4 << 20]).unwrap();
     f.sync_all().unwrap();
     fs::remove_file(m.p("tmp")).unwrap();
