@@ -29,3 +29,8 @@ bash examples/kvstore/selftest.sh >/dev/null && echo "kvstore example self-test:
 log=$(mktemp)
 if bash study/selftest.sh >"$log" 2>&1; then tail -1 "$log"; rm -f "$log"
 else cat "$log"; rm -f "$log"; exit 1; fi
+# intactfs through a real FUSE mount: the C library and the Python module against the
+# ioctls, including three crash cycles (docs/fs-api.md).
+log=$(mktemp)
+if bash libintact/test.sh >"$log" 2>&1; then tail -1 "$log"; rm -f "$log"
+else cat "$log"; rm -f "$log"; exit 1; fi

@@ -293,6 +293,9 @@ fn is_intactfs_mount(mnt: &Path) -> bool {
 pub fn exec(a: ExecArgs) -> Result<u8, Failure> {
     let dir = std::fs::File::open(&a.mount).map_err(|e| Failure::input(format!("{}: {e}", a.mount.display())))?;
     let id = control::stream_id(&a.stream);
+    if id == intactfs::INIT_STREAM && a.ignore_fsync {
+        return Err(Failure::input("--ignore-fsync needs a stream of its own: the init stream is shared by every program that did not choose one"));
+    }
     let flags = if a.ignore_fsync { control::FLAG_IGNORE_FSYNC } else { 0 };
     use std::os::unix::io::AsRawFd;
     if let Err(e) = control::setstream(dir.as_raw_fd(), id, flags) {

@@ -352,3 +352,38 @@ fn concurrent_writers() {
         }
     }
 }
+
+/// Writes through a shared mapping reach the daemon from the kernel (pid 0); they belong
+/// to the stream of the process that opened the file, so a later fsync in that stream
+/// makes them durable (program order within the stream).
+#[test]
+fn shared_mapping_writes_stay_in_the_openers_stream() {
+    let m = Mount::new("256M");
+    m.mount(&[]);
+    in_stream(&m, "M", 0, || {
+        let f = fs::OpenOptions::new().create(true).truncate(true).read(true).write(true).open(m.p("x")).unwrap();
+        f.set_len(4096).unwrap();
+        f.sync_all().unwrap();
+        // SAFETY: a 4096-byte shared mapping of a 4096-byte file, unmapped below.
+        unsafe {
+            let p = libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, f.as_raw_fd(), 0);
+            assert_ne!(p, libc::MAP_FAILED);
+            std::ptr::write_bytes(p as *mut u8, b'X', 4096);
+            // Push the pages to the daemon without an fsync of x.
+            let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+            assert_eq!(libc::sync_file_range(f.as_raw_fd(), 0, 4096, flags), 0);
+            libc::munmap(p, 4096);
+        }
+        write_file(&m.p("y"), b"y", true);
+    });
+    m.crash();
+    m.mount(&[]);
+    assert_eq!(fs::read(m.p("y")).unwrap(), b"y");
+    assert_eq!(fs::read(m.p("x")).unwrap(), vec![b'X'; 4096], "the mapping's writes precede y's fsync in stream M");
+    // Nobody may turn off fsync for the init stream, which every other program shares.
+    let d = fs::File::open(&m.mnt).unwrap();
+    let e = control::setstream(d.as_raw_fd(), 0, control::FLAG_IGNORE_FSYNC).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+    let o = run(intact().args(["fs", "exec", "--mount"]).arg(&m.mnt).args(["--stream", "init", "--ignore-fsync", "--", "true"]));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}

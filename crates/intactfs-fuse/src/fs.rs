@@ -39,6 +39,10 @@ pub struct State {
     /// unlinked file lives (and its number is not reused) until the kernel forgets it.
     lookups: HashMap<Ino, u64>,
     procs: ProcTable,
+    /// Open file handle → the opener's stream, for writes the kernel sends on its own
+    /// behalf (pid 0: write-back of shared mappings).
+    handles: HashMap<u64, StreamId>,
+    next_fh: u64,
     /// First engine failure that makes further changes unsafe, for the log.
     pub failure: Option<String>,
 }
@@ -111,6 +115,13 @@ const S_IFMT: u32 = 0o170000;
 const S_ISGID: u32 = 0o2000;
 
 impl State {
+    fn new_handle(&mut self, s: StreamId) -> FileHandle {
+        let fh = self.next_fh;
+        self.next_fh += 1;
+        self.handles.insert(fh, s);
+        FileHandle(fh)
+    }
+
     fn fs(&mut self) -> Result<&mut Fs<FileDevice>, Errno> {
         self.fs.as_mut().ok_or(Errno::EIO)
     }
@@ -146,7 +157,7 @@ impl State {
 
 impl IntactFuse {
     pub fn new(fs: Fs<FileDevice>, fsync: FsyncMode) -> IntactFuse {
-        let state = State { fs: Some(fs), lookups: HashMap::new(), procs: ProcTable::default(), failure: None };
+        let state = State { fs: Some(fs), lookups: HashMap::new(), procs: ProcTable::default(), handles: HashMap::new(), next_fh: 1, failure: None };
         IntactFuse { state: Arc::new(Mutex::new(state)), fsync }
     }
 
@@ -340,13 +351,25 @@ impl fuser::Filesystem for IntactFuse {
         Self::reply_entry(r, reply)
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match (|| self.lock()?.fs()?.getattr(ino.0).map_err(|e| errno(&e)))() {
+    fn open(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let r = (|| {
+            let (mut st, s) = self.begin(req)?;
+            st.fs()?.getattr(ino.0).map_err(|e| errno(&e))?;
+            Ok(st.new_handle(s))
+        })();
+        match r {
             // Writes go through to the engine (no writeback cache: it would lose the
             // writer's identity and program order), so the kernel's page cache is coherent.
-            Ok(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
+            Ok(fh) => reply.opened(fh, FopenFlags::FOPEN_KEEP_CACHE),
             Err(e) => reply.error(e),
         }
+    }
+
+    fn release(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, _lock: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
+        if let Ok(mut st) = self.lock() {
+            st.handles.remove(&fh.0);
+        }
+        reply.ok()
     }
 
     fn read(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, size: u32, _flags: OpenFlags, _lock: Option<LockOwner>, reply: ReplyData) {
@@ -356,9 +379,14 @@ impl fuser::Filesystem for IntactFuse {
         }
     }
 
-    fn write(&self, req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, data: &[u8], _wf: WriteFlags, _flags: OpenFlags, _lock: Option<LockOwner>, reply: ReplyWrite) {
+    fn write(&self, req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, data: &[u8], _wf: WriteFlags, _flags: OpenFlags, _lock: Option<LockOwner>, reply: ReplyWrite) {
         let r = (|| {
-            let (mut st, s) = self.begin(req)?;
+            let (mut st, mut s) = self.begin(req)?;
+            if req.pid() == 0 {
+                // Write-back of a shared mapping: the kernel writes for some process that
+                // opened the file writable; the opener's stream is the best we know.
+                s = st.handles.get(&fh.0).copied().unwrap_or(s);
+            }
             st.fs()?.write(s, ino.0, offset, data).map_err(|e| errno(&e))
         })();
         match r {
@@ -452,8 +480,12 @@ impl fuser::Filesystem for IntactFuse {
     }
 
     fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, _flags: i32, reply: ReplyCreate) {
-        match self.make(req, parent, name, NewKind::File, mode) {
-            Ok(a) => reply.created(&TTL, &file_attr(&a), Generation(0), FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
+        let r = self.make(req, parent, name, NewKind::File, mode).and_then(|a| {
+            let (mut st, s) = self.begin(req)?;
+            Ok((a, st.new_handle(s)))
+        });
+        match r {
+            Ok((a, fh)) => reply.created(&TTL, &file_attr(&a), Generation(0), fh, FopenFlags::FOPEN_KEEP_CACHE),
             Err(e) => reply.error(e),
         }
     }
@@ -464,7 +496,8 @@ impl fuser::Filesystem for IntactFuse {
             match cmd {
                 control::IOC_SETSTREAM => {
                     let a = StreamArg::decode(in_data).ok_or(Errno::EINVAL)?;
-                    if a.flags & !FLAG_IGNORE_FSYNC != 0 {
+                    // The init stream is every other program's: nobody may turn off its fsync.
+                    if a.flags & !FLAG_IGNORE_FSYNC != 0 || (a.id == intactfs::INIT_STREAM && a.flags != 0) {
                         return Err(Errno::EINVAL);
                     }
                     st.procs.set(req.pid(), a.id).map_err(|_| Errno::ESRCH)?;

@@ -1,0 +1,273 @@
+#!/usr/bin/env bash
+# libintact and the Python module (python/intact) against a REAL intactfs mount.
+#
+#   bash libintact/test.sh        (root or a user who may mount FUSE; exit 0 = all passed)
+#
+# Builds the library (make -C libintact, into a temporary BUILD unless BUILD= is given)
+# and the intact binary (cargo build -j 1 -p intact-cli, unless INTACT= names one), makes
+# a 1 GiB image in a temporary directory, mounts it with `intact fs mount --daemon`, and
+# checks: the ABI numbers agree with crates/intactfs-fuse/src/control.rs; (a) getstream /
+# setstream round trips in C and Python; (b) stream ids agree between C, Python and
+# `intact fs exec`; (c) children inherit the stream; (d) the crash behaviour: the daemon
+# is killed with SIGKILL after writes in one or two streams, the image is mounted again,
+# and what survived is compared with ccfs's promise; (e) the calls fail with ENOTTY off
+# the mount. Whatever happens, the trap unmounts, stops the daemon it started (by pid)
+# and removes the temporary directory.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(dirname "$HERE")
+PY=${PYTHON:-python3}
+TIMEOUT=${TIMEOUT:-120}
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/libintact-test.XXXXXX")
+MNT=$T/mnt
+IMG=$T/img
+PIDF=$T/daemon.pid
+LOG=$T/daemon.log
+OFF=$T/off-mount
+BUILD=${BUILD:-$T/build}
+INTACT=${INTACT:-}
+BUILD_INTACT=
+[ -n "$INTACT" ] || { BUILD_INTACT=1; INTACT=$ROOT/target/debug/intact; }
+DAEMON_PID=
+mkdir -p "$MNT" "$OFF"
+
+export PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONDONTWRITEBYTECODE=1
+PYCHECK=$ROOT/python/tests/check_mount.py
+
+# ---- cleanup ---------------------------------------------------------------------------
+
+is_mounted() { awk -v m="$MNT" '$5 == m { f = 1 } END { exit !f }' /proc/self/mountinfo; }
+
+# The daemon we started: alive, not a zombie, and still running the intact binary (a
+# recycled pid is left alone).
+daemon_alive() {
+    local pid=$1 st
+    [ -n "$pid" ] && [ -r "/proc/$pid/stat" ] || return 1
+    st=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1) || return 1
+    [ "$st" != Z ] && [ "$st" != X ] || return 1
+    [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$(readlink -f "$INTACT")" ]
+}
+
+wait_dead() {
+    local pid=$1 i
+    for i in $(seq 1 200); do
+        daemon_alive "$pid" || return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+cleanup() {
+    local rc=$?
+    set +e
+    trap - EXIT INT TERM
+    if [ -n "$DAEMON_PID" ] && daemon_alive "$DAEMON_PID"; then
+        # Unmount normally (writes back); if that does not work, the daemon unmounts on
+        # SIGTERM; SIGKILL as the last resort.
+        timeout 60 "$INTACT" fs umount "$MNT" >/dev/null 2>&1 ||
+            { kill -TERM "$DAEMON_PID" 2>/dev/null; wait_dead "$DAEMON_PID"; } ||
+            { kill -KILL "$DAEMON_PID" 2>/dev/null; wait_dead "$DAEMON_PID"; }
+    fi
+    if is_mounted; then
+        # A stale mount (the daemon is gone): `intact fs umount` removes it and the
+        # daemon's state file; umount -l if even that fails.
+        timeout 60 "$INTACT" fs umount "$MNT" >/dev/null 2>&1 || umount -l "$MNT" 2>/dev/null
+    fi
+    if is_mounted; then
+        echo "cleanup: $MNT is still mounted" >&2
+        rc=1
+    fi
+    rm -rf "$T"
+    if [ $rc -ne 0 ]; then echo "libintact test: FAILED (exit $rc)"; fi
+    exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---- helpers ---------------------------------------------------------------------------
+
+FAILS=0
+PASSES=0
+ok() { PASSES=$((PASSES + 1)); echo "ok: $*"; }
+bad() { FAILS=$((FAILS + 1)); echo "FAIL: $*"; }
+section() { echo; echo "== $*"; }
+
+# run NAME CMD...: passes if CMD exits 0; its output is shown indented.
+run() {
+    local name=$1 out rc=0
+    shift
+    out=$(timeout "$TIMEOUT" "$@" 2>&1) || rc=$?
+    [ -z "$out" ] || printf '%s\n' "$out" | sed 's/^/    /'
+    if [ $rc -eq 0 ]; then ok "$name"; else bad "$name (exit $rc)"; fi
+}
+
+# eq NAME GOT WANT
+eq() {
+    if [ "$2" = "$3" ]; then ok "$1: $2"; else bad "$1: got '$2', want '$3'"; fi
+}
+
+# out CMD...: CMD's stdout, or "<exit N>" if it failed (so that eq reports it).
+out() {
+    local o rc=0
+    o=$(timeout "$TIMEOUT" "$@" 2>/dev/null) || rc=$?
+    if [ $rc -eq 0 ]; then printf '%s' "$o"; else printf '<exit %d>' "$rc"; fi
+}
+
+mount_fs() {
+    rm -f "$PIDF"
+    timeout "$TIMEOUT" "$INTACT" fs mount "$IMG" "$MNT" --daemon --pid-file "$PIDF" --log "$LOG" >/dev/null
+    DAEMON_PID=$(cat "$PIDF")
+    daemon_alive "$DAEMON_PID" || { echo "the mount daemon (pid $DAEMON_PID) is not running" >&2; exit 1; }
+    is_mounted || { echo "$MNT is not mounted" >&2; exit 1; }
+}
+
+# crash: SIGKILL the daemon (nothing is written back), remove the stale mount, mount the
+# image again (which recovers from the journal).
+crash() {
+    kill -KILL "$DAEMON_PID"
+    wait_dead "$DAEMON_PID" || { echo "the daemon $DAEMON_PID survived SIGKILL" >&2; exit 1; }
+    DAEMON_PID=
+    if stat "$MNT/." >/dev/null 2>&1; then bad "the mount still answers after the daemon was killed"; fi
+    run "intact fs umount removes the stale mount" "$INTACT" fs umount "$MNT"
+    mount_fs
+    echo "    remounted: $(sed -n 's/.*recovered from/recovered from/p' "$LOG" | tail -1)"
+}
+
+size_of() { if [ -e "$1" ]; then stat -c %s "$1"; else echo absent; fi; }
+sha_of() { if [ -e "$1" ]; then sha256sum <"$1" | cut -d' ' -f1; else echo absent; fi; }
+
+# ---- build -----------------------------------------------------------------------------
+
+section "build"
+if [ -n "$BUILD_INTACT" ]; then
+    (cd "$ROOT" && cargo build -j 1 -q -p intact-cli)
+fi
+[ -x "$INTACT" ] || { echo "no intact binary at $INTACT" >&2; exit 2; }
+make -s -C "$HERE" BUILD="$BUILD" all
+C=$BUILD/t_intact
+ok "libintact built with -Wall -Wextra -Werror ($BUILD: $(cd "$BUILD" && ls libintact.a libintact.so streams t_intact | tr '\n' ' '))"
+# The header also compiles as C99 (no _Static_assert) and as C++.
+printf '#include <intact.h>\nint main(void) { return (int)intact_stream_id("x") & 0; }\n' >"$T/c99.c"
+run "intact.h compiles as C99 with -Wall -Wextra -Werror -pedantic" cc -std=c99 -Wall -Wextra -Werror -Wpedantic -I"$HERE/include" -c "$T/c99.c" -o "$T/c99.o"
+if command -v c++ >/dev/null; then
+    cp "$T/c99.c" "$T/cxx.cc"
+    run "intact.h compiles as C++11" c++ -std=c++11 -Wall -Wextra -Werror -I"$HERE/include" -c "$T/cxx.cc" -o "$T/cxx.o"
+fi
+
+section "the ABI agrees with crates/intactfs-fuse/src/control.rs"
+rust_nr() { grep -o "assert_eq!($1, 0x[0-9A-Fa-f_]*)" "$ROOT/crates/intactfs-fuse/src/control.rs" | sed 's/.*, 0x//; s/)//; s/_//g' | tr 'A-F' 'a-f'; }
+for n in SETSTREAM GETSTREAM STREAMSYNC; do
+    want=$(printf '0x%08x' "0x$(rust_nr "IOC_$n")")
+    eq "C $n" "$("$C" abi | awk -v k="$n" '$1 == k { print $2 }')" "$want"
+    eq "Python $n" "$("$PY" -c "import intact.fs as f; print('0x%08x' % f.$n)")" "$want"
+done
+eq "C IGNORE_FSYNC" "$("$C" abi | awk '$1 == "IGNORE_FSYNC" { print $2 }')" \
+    "$(sed -n 's/^pub const FLAG_IGNORE_FSYNC: u32 = \([0-9]*\);/\1/p' "$ROOT/crates/intactfs-fuse/src/control.rs")"
+eq "sizeof(struct intact_stream)" "$("$C" abi | awk '$1 == "SIZE" { print $2 }')" \
+    "$(sed -n 's/^pub const STREAM_ARG_SIZE: usize = \([0-9]*\);/\1/p' "$ROOT/crates/intactfs-fuse/src/control.rs")"
+run "Python unit tests (no mount)" "$PY" -m unittest discover -s "$ROOT/python/tests" -p 'test_*.py'
+
+section "mount"
+timeout "$TIMEOUT" "$INTACT" fs mkfs "$IMG" --size 1G >/dev/null
+mount_fs
+ok "mounted $IMG on $MNT (daemon pid $DAEMON_PID)"
+
+# ---- (a) getstream / setstream ------------------------------------------------------
+
+section "(a) getstream and setstream"
+eq "a fresh process (C) is in init" "$(out "$C" get "$MNT")" "0x0000000000000000 0"
+eq "a fresh process (Python) is in init" "$(out "$PY" "$PYCHECK" get "$MNT")" "0x0000000000000000 0"
+run "C: round trips, fds, flags, EINVAL" "$C" basic "$MNT"
+run "Python: round trips, fds, files, the stream() context manager" "$PY" "$PYCHECK" basic "$MNT"
+
+# ---- (b) stream ids -------------------------------------------------------------------
+
+section "(b) stream ids: C, Python and intact fs exec agree"
+eq 'C intact_stream_id("a")' "$(out "$C" id a)" 0xaf63dc4c8601ec8c
+eq 'Python stream_id("a")' "$(out "$PY" -c 'import intact.fs as f; print("0x%016x" % f.stream_id("a"))')" 0xaf63dc4c8601ec8c
+eq "intact fs exec --stream a (getstream from Python)" \
+    "$(out "$INTACT" fs exec --mount "$MNT" --stream a -- "$PY" "$PYCHECK" get "$MNT")" "0xaf63dc4c8601ec8c 0"
+eq "intact fs exec --stream a --ignore-fsync" \
+    "$(out "$INTACT" fs exec --mount "$MNT" --stream a --ignore-fsync -- "$PY" "$PYCHECK" get "$MNT")" "0xaf63dc4c8601ec8c 1"
+eq "the example: streams run MNT a -i (getstream from C)" \
+    "$(out "$BUILD/streams" run "$MNT" a -i -- "$C" get "$MNT")" "0xaf63dc4c8601ec8c 1"
+for name in init "" A B libintact-x "a b" "é" "$(printf 'x%.0s' $(seq 1 300))"; do
+    c=$(out "$C" id "$name")
+    p=$(out "$PY" -c 'import sys, intact.fs as f; print("0x%016x" % f.stream_id(sys.argv[1]))' "$name")
+    x=$(out "$INTACT" fs exec --mount "$MNT" --stream "$name" -- "$C" get "$MNT")
+    eq "\"${name:0:12}\": C = Python = exec" "$c $p ${x%% *}" "$c $c $c"
+done
+eq "streams id init" "$(out "$BUILD/streams" id init)" 0x0000000000000000
+
+# ---- (c) inheritance ------------------------------------------------------------------
+
+section "(c) children inherit the stream"
+run "C: fork, grandchild, exec, a child's own setstream" "$C" fork "$MNT" libintact-fork
+run "Python: subprocess, grandchild, os.fork" "$PY" "$PYCHECK" inherit "$MNT" py-inherit
+eq "intact fs exec -- sh -c '... python get': the grandchild is in the stream" \
+    "$(out "$INTACT" fs exec --mount "$MNT" --stream exec-child -- sh -c '"$0" "$1" get "$2"' "$PY" "$PYCHECK" "$MNT" | cut -d' ' -f1)" \
+    "$(out "$C" id exec-child)"
+
+# ---- (d) crashes ----------------------------------------------------------------------
+
+section "(d) crash: 4 MiB in stream A (no sync), 1 byte in stream B + fsync, SIGKILL"
+A4=$((4 << 20))
+SHA4=$("$C" pattern $A4 | sha256sum | cut -d' ' -f1)
+SHA1=$("$C" pattern 1 | sha256sum | cut -d' ' -f1)
+run "C: write s1-a (4 MiB) in stream A, no sync" "$C" write "$MNT/s1-a" A $A4 none
+run "C: write s1-b (1 byte) in stream B, fsync" "$C" write "$MNT/s1-b" B 1 fsync
+eq "before the crash s1-a has" "$(size_of "$MNT/s1-a")" $A4
+crash
+eq "s1-b (fsynced in B) survived, 1 byte" "$(size_of "$MNT/s1-b")" 1
+eq "s1-b holds its byte" "$(sha_of "$MNT/s1-b")" "$SHA1"
+eq "s1-a (stream A, never synced) is absent" "$(size_of "$MNT/s1-a")" absent
+
+section "(d) crash: the same writes with both in one stream (write dependence)"
+run "C: write s2-a (4 MiB) in stream S, no sync" "$C" write "$MNT/s2-a" S $A4 none
+run "C: write s2-b (1 byte) in stream S (another process), fsync" "$C" write "$MNT/s2-b" S 1 fsync
+crash
+eq "s2-b survived" "$(size_of "$MNT/s2-b")" 1
+eq "s2-a is present: b's fsync committed a, which came first in the stream" "$(size_of "$MNT/s2-a")" $A4
+eq "s2-a holds its 4 MiB" "$(sha_of "$MNT/s2-a")" "$SHA4"
+
+section "(d) crash: IGNORE_FSYNC and streamsync (Python under intact fs exec)"
+run "python write s3-c + fsync in stream C --ignore-fsync" \
+    "$INTACT" fs exec --mount "$MNT" --stream C --ignore-fsync -- "$PY" "$PYCHECK" write "$MNT/s3-c" 1 fsync
+run "python write s3-d + streamsync in stream D" \
+    "$INTACT" fs exec --mount "$MNT" --stream D -- "$PY" "$PYCHECK" write "$MNT/s3-d" 65536 streamsync
+run "python write s3-e + streamsync in stream E --ignore-fsync" \
+    "$INTACT" fs exec --mount "$MNT" --stream E --ignore-fsync -- "$PY" "$PYCHECK" write "$MNT/s3-e" 4096 streamsync
+crash
+eq "s3-c is absent: fsync in an IGNORE_FSYNC stream does not commit" "$(size_of "$MNT/s3-c")" absent
+eq "s3-d survived (streamsync)" "$(sha_of "$MNT/s3-d")" "$("$C" pattern 65536 | sha256sum | cut -d' ' -f1)"
+eq "s3-e survived (streamsync commits even with IGNORE_FSYNC)" "$(sha_of "$MNT/s3-e")" "$("$C" pattern 4096 | sha256sum | cut -d' ' -f1)"
+eq "earlier crashes' survivors are still there" "$(size_of "$MNT/s1-b") $(size_of "$MNT/s2-a") $(size_of "$MNT/s1-a")" "1 $A4 absent"
+
+# ---- (e) off the mount ----------------------------------------------------------------
+
+section "(e) off the mount: ENOTTY"
+run "C on $OFF: -1/ENOTTY" "$C" notty "$OFF"
+run "C on /tmp: -1/ENOTTY" "$C" notty /tmp
+run "Python on $OFF: OSError(ENOTTY)" "$PY" "$PYCHECK" notty "$OFF"
+rc=0
+msg=$("$BUILD/streams" get "$OFF" 2>&1) || rc=$?
+eq "the example fails off the mount (exit, message)" "$rc ${msg##*: }" "1 Inappropriate ioctl for device (not on an intactfs mount)"
+rc=0
+msg=$("$INTACT" fs exec --mount "$OFF" --stream x -- true 2>&1) || rc=$?
+[ $rc -ne 0 ] && ok "intact fs exec off the mount fails (exit $rc: $msg)" || bad "intact fs exec off the mount succeeded"
+
+# ---- unmount --------------------------------------------------------------------------
+
+section "unmount"
+run "intact fs umount" "$INTACT" fs umount "$MNT"
+wait_dead "$DAEMON_PID" && DAEMON_PID= || bad "the daemon did not exit after umount"
+is_mounted && bad "$MNT is still mounted" || ok "$MNT unmounted"
+run "intact fs fsck: the image is clean" "$INTACT" fs fsck "$IMG"
+
+echo
+echo "libintact test: $PASSES passed, $FAILS failed"
+[ "$FAILS" -eq 0 ]
