@@ -34,3 +34,8 @@ else cat "$log"; rm -f "$log"; exit 1; fi
 log=$(mktemp)
 if bash libintact/test.sh >"$log" 2>&1; then tail -1 "$log"; rm -f "$log"
 else cat "$log"; rm -f "$log"; exit 1; fi
+# The POSIX conformance suite (tests/posix) on an intactfs mount against tmpfs: passes if
+# exactly the documented known failures fail, and fsck is clean afterwards.
+log=$(mktemp)
+if bash tests/posix/run-intactfs.sh >"$log" 2>&1; then tail -3 "$log"; rm -f "$log"
+else cat "$log"; rm -f "$log"; exit 1; fi

@@ -211,9 +211,19 @@ impl IntactFuse {
 
 fn time_arg(t: Option<TimeOrNow>) -> Option<Time> {
     t.map(|t| match t {
-        TimeOrNow::SpecificTime(t) => from_system(t),
+        TimeOrNow::SpecificTime(t) => from_fuser(t),
         TimeOrNow::Now => intactfs::engine::now_wall(),
     })
+}
+
+/// A time fuser decoded from the kernel's (seconds, nanoseconds). For times before 1970,
+/// fuser 0.18 subtracts `Duration::new(-sec, nsec)` from the epoch, one second too early
+/// whenever nsec > 0 (its src/time.rs); the kernel's pair is recovered exactly from it.
+fn from_fuser(t: SystemTime) -> Time {
+    match UNIX_EPOCH.duration_since(t) {
+        Ok(d) if !d.is_zero() => Time { sec: -(d.as_secs() as i64), nsec: d.subsec_nanos() },
+        _ => from_system(t),
+    }
 }
 
 impl fuser::Filesystem for IntactFuse {
@@ -267,7 +277,13 @@ impl fuser::Filesystem for IntactFuse {
     ) {
         let r = (|| {
             let (mut st, s) = self.begin(req)?;
-            let a = SetAttr { mode: mode.map(|m| m & 0o7777), uid, gid, size, atime: time_arg(atime), mtime: time_arg(mtime) };
+            let mut a = SetAttr { mode: mode.map(|m| m & 0o7777), uid, gid, size, atime: time_arg(atime), mtime: time_arg(mtime) };
+            if a == SetAttr::default() {
+                // chown(f, -1, -1) reaches us with no field set (the kernel sends ctime only
+                // with a writeback cache); POSIX still wants ctime marked: set the owner to
+                // itself, which the engine logs with a new ctime.
+                a.uid = Some(st.fs()?.getattr(ino.0).map_err(|e| errno(&e))?.uid);
+            }
             st.fs()?.setattr(s, ino.0, a).map_err(|e| errno(&e))
         })();
         match r {
@@ -534,5 +550,21 @@ impl fuser::Filesystem for IntactFuse {
             st.fs()?.fallocate(s, ino.0, offset, length, keep_size).map_err(|e| errno(&e))
         })();
         Self::empty(r, reply)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_before_1970_survive_fusers_decoding() {
+        // What fuser 0.18 hands us for the kernel's (-2 s, 500,000,000 ns), i.e. -1.5 s.
+        let from_fuser_lib = UNIX_EPOCH - Duration::new(2, 500_000_000);
+        assert_eq!(from_fuser(from_fuser_lib), Time { sec: -2, nsec: 500_000_000 });
+        assert_eq!(to_system(Time { sec: -2, nsec: 500_000_000 }), UNIX_EPOCH - Duration::from_millis(1500));
+        let t = Time { sec: 1_700_000_000, nsec: 123 };
+        assert_eq!(from_fuser(to_system(t)), t);
+        assert_eq!(from_system(to_system(Time { sec: -5, nsec: 7 })), Time { sec: -5, nsec: 7 });
     }
 }

@@ -423,7 +423,14 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     fn attr_of(&self, ino: Ino, n: &Inode) -> Attr {
-        let dirty = self.dirty.get(&ino).map(|d| d.len() as u64).unwrap_or(0);
+        let d = self.dirty.get(&ino);
+        let dirty = d.map(|d| d.len() as u64).unwrap_or(0);
+        // Preallocation waiting for its commit counts as allocated (minus blocks already
+        // counted as dirty data inside it), as st_blocks does on other file systems.
+        let prealloc = self.falloc.get(&ino).map_or(0, |(ranges, res)| {
+            let inside: u64 = d.map_or(0, |d| ranges.iter().map(|&(a, b)| d.range(a..b).count() as u64).sum());
+            res.saturating_sub(inside)
+        });
         Attr {
             ino,
             kind: n.kind,
@@ -432,7 +439,7 @@ impl<D: BlockDevice> Fs<D> {
             gid: n.gid,
             nlink: n.nlink,
             size: n.size,
-            blocks: (n.blocks() + dirty) * (BLOCK as u64 / 512),
+            blocks: (n.blocks() + dirty + prealloc) * (BLOCK as u64 / 512),
             atime: n.atime,
             mtime: n.mtime,
             ctime: n.ctime,
