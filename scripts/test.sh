@@ -39,3 +39,9 @@ else cat "$log"; rm -f "$log"; exit 1; fi
 log=$(mktemp)
 if bash tests/posix/run-intactfs.sh >"$log" 2>&1; then tail -3 "$log"; rm -f "$log"
 else cat "$log"; rm -f "$log"; exit 1; fi
+# Real applications on an intactfs mount against tmpfs (tests/fs-apps): SQLite rollback and
+# WAL, git, LevelDB, PostgreSQL, tar, rsync; fsck clean after unmount; results re-read after
+# a remount.
+log=$(mktemp)
+if bash tests/fs-apps/run.sh >"$log" 2>&1; then tail -1 "$log"; rm -f "$log"
+else cat "$log"; rm -f "$log"; exit 1; fi

@@ -209,6 +209,24 @@ impl IntactFuse {
     }
 }
 
+fn xattr_name(name: &OsStr) -> Result<&[u8], Errno> {
+    let b = name.as_bytes();
+    if b.starts_with(b"system.") {
+        return Err(Errno::from_i32(libc::EOPNOTSUPP));
+    }
+    Ok(b)
+}
+
+/// getxattr/listxattr: size 0 asks for the length; a smaller buffer is ERANGE.
+fn sized(r: Result<Vec<u8>, Errno>, size: u32, reply: ReplyXattr) {
+    match r {
+        Ok(v) if size == 0 => reply.size(v.len() as u32),
+        Ok(v) if v.len() > size as usize => reply.error(Errno::ERANGE),
+        Ok(v) => reply.data(&v),
+        Err(e) => reply.error(e),
+    }
+}
+
 fn time_arg(t: Option<TimeOrNow>) -> Option<Time> {
     t.map(|t| match t {
         TimeOrNow::SpecificTime(t) => from_fuser(t),
@@ -480,19 +498,44 @@ impl fuser::Filesystem for IntactFuse {
         }
     }
 
-    // No extended attributes: ENOSYS tells the kernel once, and it answers EOPNOTSUPP to
-    // every later call without asking (tar, rsync and cp -a carry on without them).
-    fn setxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _value: &[u8], _flags: i32, _position: u32, reply: ReplyEmpty) {
-        reply.error(Errno::ENOSYS)
+    // Extended attributes in the user, trusted and security namespaces (the kernel checks
+    // who may touch which). system.* holds POSIX ACLs, which the kernel would expect us
+    // to enforce: refused, so that no one believes an ACL protects a file.
+    fn setxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32, _position: u32, reply: ReplyEmpty) {
+        let r = (|| {
+            let name = xattr_name(name)?;
+            let (mut st, s) = self.begin(req)?;
+            st.fs()?.setxattr(s, ino.0, name, value, flags & libc::XATTR_CREATE != 0, flags & libc::XATTR_REPLACE != 0).map_err(|e| errno(&e))
+        })();
+        Self::empty(r, reply)
     }
-    fn getxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _size: u32, reply: ReplyXattr) {
-        reply.error(Errno::ENOSYS)
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let r = (|| {
+            let name = xattr_name(name)?;
+            self.lock()?.fs()?.getxattr(ino.0, name).map_err(|e| errno(&e))
+        })();
+        sized(r, size, reply)
     }
-    fn listxattr(&self, _req: &Request, _ino: INodeNo, _size: u32, reply: ReplyXattr) {
-        reply.error(Errno::ENOSYS)
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let r = (|| {
+            let names = self.lock()?.fs()?.listxattr(ino.0).map_err(|e| errno(&e))?;
+            Ok(names.into_iter().flat_map(|mut n| {
+                n.push(0);
+                n
+            }).collect())
+        })();
+        sized(r, size, reply)
     }
-    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        reply.error(Errno::ENOSYS)
+
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let r = (|| {
+            let name = xattr_name(name)?;
+            let (mut st, s) = self.begin(req)?;
+            st.fs()?.removexattr(s, ino.0, name).map_err(|e| errno(&e))
+        })();
+        Self::empty(r, reply)
     }
 
     fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, _flags: i32, reply: ReplyCreate) {
@@ -535,6 +578,23 @@ impl fuser::Filesystem for IntactFuse {
         })();
         match r {
             Ok(d) => reply.ioctl(0, &d),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn lseek(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: i64, whence: i32, reply: fuser::ReplyLseek) {
+        // The kernel handles SEEK_SET/CUR/END itself; only holes need the file system.
+        let r = (|| {
+            let data = match whence {
+                libc::SEEK_DATA => true,
+                libc::SEEK_HOLE => false,
+                _ => return Err(Errno::EINVAL),
+            };
+            let off = u64::try_from(offset).map_err(|_| Errno::ENXIO)?;
+            self.lock()?.fs()?.seek_data(ino.0, off, data).map_err(|e| errno(&e))
+        })();
+        match r {
+            Ok(o) => reply.offset(o as i64),
             Err(e) => reply.error(e),
         }
     }

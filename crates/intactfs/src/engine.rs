@@ -13,7 +13,7 @@
 use crate::alloc::Allocator;
 use crate::error::{FsError, Result};
 use crate::layout::{self, Checkpoint, Record, Superblock, CHECKPOINT_SLOTS, CP_MAGIC, JOURNAL_START, MAX_SNAPSHOT_EXTENTS, REC_MAGIC, SB_MAGIC};
-use crate::meta::{map_block, valid_name, Body, Extent, FileType, Ino, Inode, LogOp, Meta, NewKind, Time, BLOCK, NAME_MAX, ROOT, SYMLINK_MAX};
+use crate::meta::{map_block, valid_name, valid_xattr_name, xattr_bytes, XATTR_NAME_MAX, XATTR_VALUE_MAX, XATTR_TOTAL_MAX, Body, Extent, FileType, Ino, Inode, LogOp, Meta, NewKind, Time, BLOCK, NAME_MAX, ROOT, SYMLINK_MAX};
 use crate::recovery::{self, Loaded};
 use crate::streams::{Key, StreamFlags, StreamId, Streams};
 use intactfs_device::BlockDevice;
@@ -547,6 +547,57 @@ impl<D: BlockDevice> Fs<D> {
         Ok(out)
     }
 
+    /// lseek SEEK_DATA (`data`) or SEEK_HOLE from `off`, at block granularity: written and
+    /// dirty blocks are data; holes and preallocated blocks are holes (as on ext4). Walks
+    /// extents run by run, not block by block. Past the end: `PastEnd` (ENXIO).
+    pub fn seek_data(&self, ino: Ino, off: u64, data: bool) -> Result<u64> {
+        let n = self.file(ino)?;
+        let size = n.size;
+        if off >= size {
+            return Err(FsError::PastEnd);
+        }
+        let ext = n.extents().expect("file body");
+        let empty = BTreeMap::new();
+        let dirty = self.dirty.get(&ino).unwrap_or(&empty);
+        let bs = BLOCK as u64;
+        // End of the data run starting at block b, or None if b is a hole.
+        let run_end = |b: u64| -> Option<u64> {
+            if let Some((k, e)) = ext.range(..=b).next_back() {
+                if b < k + e.len && e.written() {
+                    return Some(k + e.len);
+                }
+            }
+            dirty.contains_key(&b).then_some(b + 1)
+        };
+        let mut b = off / bs;
+        if data {
+            loop {
+                if run_end(b).is_some() {
+                    break;
+                }
+                // Next candidate: the next dirty block or written extent after b.
+                let d = dirty.range(b + 1..).next().map(|(k, _)| *k);
+                let e = ext.range(b + 1..).find(|(_, e)| e.written()).map(|(k, _)| *k);
+                match d.into_iter().chain(e).min() {
+                    Some(nb) => b = nb,
+                    None => return Err(FsError::PastEnd),
+                }
+                if b * bs >= size {
+                    return Err(FsError::PastEnd);
+                }
+            }
+            Ok((b * bs).max(off))
+        } else {
+            while let Some(end) = run_end(b) {
+                b = end;
+                if b * bs >= size {
+                    return Ok(size);
+                }
+            }
+            Ok((b * bs).max(off).min(size))
+        }
+    }
+
     // ----- changing -----
 
     /// Applies `op` to the live state and logs it in stream `s`'s transaction.
@@ -790,6 +841,51 @@ impl<D: BlockDevice> Fs<D> {
         }
         self.streams.count_call(s);
         self.getattr(ino)
+    }
+
+    /// Sets extended attribute `name`; `create`: fail if it exists, `replace`: fail if not.
+    pub fn setxattr(&mut self, s: StreamId, ino: Ino, name: &[u8], value: &[u8], create: bool, replace: bool) -> Result<()> {
+        self.writable()?;
+        let n = self.node(ino)?;
+        if !valid_xattr_name(name) {
+            return Err(if name.len() > XATTR_NAME_MAX { FsError::NameTooLong } else { FsError::Invalid("extended attribute name".into()) });
+        }
+        if value.len() > XATTR_VALUE_MAX {
+            return Err(FsError::TooBig);
+        }
+        let old = n.xattrs.get(name);
+        match (old.is_some(), create, replace) {
+            (true, true, _) => return Err(FsError::Exists),
+            (false, _, true) => return Err(FsError::NoData),
+            _ => {}
+        }
+        let old_len = old.map_or(0, |o| name.len() + o.len());
+        if xattr_bytes(&n.xattrs) - old_len + name.len() + value.len() > XATTR_TOTAL_MAX {
+            return Err(FsError::NoSpace(format!("extended attributes of one inode are limited to {XATTR_TOTAL_MAX} bytes")));
+        }
+        let ctime = self.now();
+        self.log(s, LogOp::SetXattr { ino, name: name.to_vec(), value: Some(value.to_vec()), ctime }, &[Key::Ino(ino)], &[])?;
+        self.streams.count_call(s);
+        Ok(())
+    }
+
+    pub fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
+        self.node(ino)?.xattrs.get(name).cloned().ok_or(FsError::NoData)
+    }
+
+    pub fn listxattr(&self, ino: Ino) -> Result<Vec<Vec<u8>>> {
+        Ok(self.node(ino)?.xattrs.keys().cloned().collect())
+    }
+
+    pub fn removexattr(&mut self, s: StreamId, ino: Ino, name: &[u8]) -> Result<()> {
+        self.writable()?;
+        if !self.node(ino)?.xattrs.contains_key(name) {
+            return Err(FsError::NoData);
+        }
+        let ctime = self.now();
+        self.log(s, LogOp::SetXattr { ino, name: name.to_vec(), value: None, ctime }, &[Key::Ino(ino)], &[])?;
+        self.streams.count_call(s);
+        Ok(())
     }
 
     pub fn truncate(&mut self, s: StreamId, ino: Ino, size: u64) -> Result<()> {

@@ -26,6 +26,10 @@ pub enum FsError {
     NotPermitted(String),
     #[error("file too large")]
     TooBig,
+    #[error("no such extended attribute")]
+    NoData,
+    #[error("no data past the end of the file")]
+    PastEnd,
     #[error("not supported: {0}")]
     Unsupported(String),
     #[error("the file system is read-only")]
@@ -52,6 +56,8 @@ impl FsError {
             FsError::TooManyLinks => 31,
             FsError::NotPermitted(_) => 1,
             FsError::TooBig => 27,
+            FsError::NoData => 61,
+            FsError::PastEnd => 6,
             FsError::Unsupported(_) => 95,
             FsError::ReadOnly => 30,
             FsError::Corrupt(_) | FsError::Device(_) | FsError::Internal(_) => 5,

@@ -1,4 +1,4 @@
-//! On-disk layout (format version 1), all in 4 KiB blocks:
+//! On-disk layout (format version 2), all in 4 KiB blocks:
 //!
 //! | blocks | what |
 //! |---|---|
@@ -13,7 +13,8 @@
 use crate::meta::{LogOp, BLOCK};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
-pub const FORMAT_VERSION: u32 = 1;
+/// 2: inodes carry extended attributes.
+pub const FORMAT_VERSION: u32 = 2;
 pub const SB_MAGIC: &[u8; 8] = b"INTACTSB";
 pub const CP_MAGIC: &[u8; 8] = b"INTACTCP";
 pub const REC_MAGIC: &[u8; 8] = b"INTACTJR";

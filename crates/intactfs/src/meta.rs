@@ -89,6 +89,23 @@ pub struct Inode {
     pub mtime: Time,
     pub ctime: Time,
     pub body: Body,
+    /// Extended attributes: name → value.
+    pub xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+/// Longest extended-attribute name and value (Linux's XATTR_NAME_MAX and XATTR_SIZE_MAX),
+/// and most bytes of names and values on one inode.
+pub const XATTR_NAME_MAX: usize = 255;
+pub const XATTR_VALUE_MAX: usize = 65_536;
+pub const XATTR_TOTAL_MAX: usize = 256 * 1024;
+
+pub fn valid_xattr_name(name: &[u8]) -> bool {
+    !name.is_empty() && name.len() <= XATTR_NAME_MAX && !name.contains(&0)
+}
+
+/// Bytes of names and values an inode's extended attributes take.
+pub fn xattr_bytes(x: &BTreeMap<Vec<u8>, Vec<u8>>) -> usize {
+    x.iter().map(|(k, v)| k.len() + v.len()).sum()
 }
 
 impl Inode {
@@ -150,6 +167,8 @@ pub enum LogOp {
     Map { ino: Ino, lblk: u64, pblk: u64, len: u64, crcs: Vec<u32> },
     /// Drops an inode with no links left (the last close of an unlinked file).
     Free { ino: Ino },
+    /// Sets (`Some`) or removes (`None`) an extended attribute.
+    SetXattr { ino: Ino, name: Vec<u8>, value: Option<Vec<u8>>, ctime: Time },
 }
 
 impl LogOp {
@@ -196,6 +215,7 @@ impl Meta {
             mtime: time,
             ctime: time,
             body: Body::Dir { entries: BTreeMap::new(), parent: ROOT },
+            xattrs: BTreeMap::new(),
         };
         Meta { inodes: BTreeMap::from([(ROOT, root)]), next_ino: ROOT + 1 }
     }
@@ -288,6 +308,7 @@ impl Meta {
                     mtime: *time,
                     ctime: *time,
                     body,
+                    xattrs: BTreeMap::new(),
                 };
                 self.inodes.insert(*ino, node);
                 if is_dir {
@@ -371,6 +392,27 @@ impl Meta {
                 }
                 self.touch_dir(*sp, *time);
                 self.touch_dir(*dp, *time);
+            }
+            LogOp::SetXattr { ino, name, value, ctime } => {
+                if !valid_xattr_name(name) {
+                    return Err(format!("invalid extended attribute name {:?}", String::from_utf8_lossy(name)));
+                }
+                let n = self.node_mut(*ino)?;
+                match value {
+                    Some(v) => {
+                        let old = n.xattrs.get(name).map_or(0, |o| name.len() + o.len());
+                        if v.len() > XATTR_VALUE_MAX || xattr_bytes(&n.xattrs) - old + name.len() + v.len() > XATTR_TOTAL_MAX {
+                            return Err(format!("extended attributes of inode {ino} too large"));
+                        }
+                        n.xattrs.insert(name.clone(), v.clone());
+                    }
+                    None => {
+                        if n.xattrs.remove(name).is_none() {
+                            return Err(format!("inode {ino} has no extended attribute {:?}", String::from_utf8_lossy(name)));
+                        }
+                    }
+                }
+                later(&mut n.ctime, *ctime);
             }
             LogOp::SetAttr { ino, mode, uid, gid, atime, mtime, ctime } => {
                 let n = self.node_mut(*ino)?;

@@ -298,6 +298,9 @@ pub fn check_meta(meta: &Meta, sb: &Superblock, snapshot: &[(u64, u64)]) -> Vec<
         if n.mode & !0o7777 != 0 {
             p.push(format!("inode {ino}: mode {:o} has bits beyond 07777", n.mode));
         }
+        if n.xattrs.iter().any(|(k, v)| !crate::meta::valid_xattr_name(k) || v.len() > crate::meta::XATTR_VALUE_MAX) || crate::meta::xattr_bytes(&n.xattrs) > crate::meta::XATTR_TOTAL_MAX {
+            p.push(format!("inode {ino}: an extended attribute with a bad name or size"));
+        }
         let body_ok = matches!(
             (&n.kind, &n.body),
             (FileType::File, Body::File { .. })

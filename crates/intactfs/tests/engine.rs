@@ -277,3 +277,66 @@ fn file_device_round_trip() {
     assert_eq!(report.records_replayed, 1);
     assert_eq!(fs.read(f, 0, 100).unwrap(), b"on a file");
 }
+
+#[test]
+fn extended_attributes_are_journaled_with_their_stream() {
+    let mut fs = fresh(4096);
+    let f = file(&mut fs, ROOT, "f");
+    fs.setxattr(0, f, b"user.a", b"1", false, false).unwrap();
+    assert!(matches!(fs.setxattr(0, f, b"user.a", b"2", true, false), Err(FsError::Exists)), "XATTR_CREATE of an existing name");
+    assert!(matches!(fs.setxattr(0, f, b"user.b", b"2", false, true), Err(FsError::NoData)), "XATTR_REPLACE of a missing name");
+    fs.setxattr(0, f, b"user.a", b"22", false, true).unwrap();
+    fs.setxattr(0, f, b"user.big", &vec![9u8; intactfs::meta::XATTR_VALUE_MAX], false, false).unwrap();
+    assert!(matches!(fs.setxattr(0, f, b"user.c", &vec![0u8; intactfs::meta::XATTR_VALUE_MAX + 1], false, false), Err(FsError::TooBig)));
+    assert!(matches!(fs.setxattr(0, f, &[b'x'; 256], b"", false, false), Err(FsError::NameTooLong)));
+    assert_eq!(fs.listxattr(f).unwrap(), vec![b"user.a".to_vec(), b"user.big".to_vec()]);
+    fs.removexattr(0, f, b"user.big").unwrap();
+    assert!(matches!(fs.removexattr(0, f, b"user.big"), Err(FsError::NoData)));
+    assert!(matches!(fs.getxattr(f, b"user.big"), Err(FsError::NoData)));
+    // Durable after fsync, in the stream that set it: a crash keeps it.
+    fs.setstream(1, 5, StreamFlags::default());
+    fs.setxattr(5, f, b"user.s", b"five", false, false).unwrap();
+    fs.fsync(5, f, false).unwrap();
+    // Another stream's unsynced attribute on another file is lost by a crash.
+    let g = file(&mut fs, ROOT, "g");
+    fs.fsync(0, g, false).unwrap();
+    fs.setxattr(6, g, b"user.lost", b"x", false, false).unwrap();
+    let dev = fs.into_device();
+    let (fs, _) = Fs::mount(SimDevice::from_image(BLOCK, dev.durable().to_vec()).unwrap(), MountOptions::default()).unwrap();
+    assert_eq!(fs.getxattr(f, b"user.a").unwrap(), b"22");
+    assert_eq!(fs.getxattr(f, b"user.s").unwrap(), b"five");
+    assert!(matches!(fs.getxattr(g, b"user.lost"), Err(FsError::NoData)));
+    // And through a checkpoint (unmount writes one).
+    let mut fs = remount(fs);
+    assert_eq!(fs.listxattr(f).unwrap(), vec![b"user.a".to_vec(), b"user.s".to_vec()]);
+    let dev = fs.unmount().unwrap();
+    let mut dev2 = SimDevice::from_image(BLOCK, dev.durable().to_vec()).unwrap();
+    assert!(fsck(&mut dev2, true).clean());
+}
+
+#[test]
+fn seek_data_and_hole_follow_written_blocks() {
+    let mut fs = fresh(8192);
+    let f = file(&mut fs, ROOT, "f");
+    let b = BLOCK as u64;
+    fs.write(0, f, 0, b"head").unwrap();
+    fs.write(0, f, 256 * b + 10, b"tail").unwrap();
+    for committed in [false, true] {
+        // Dirty blocks count before the commit, extents after it.
+        assert_eq!(fs.seek_data(f, 0, false).unwrap(), b, "committed: {committed}");
+        assert_eq!(fs.seek_data(f, 2, true).unwrap(), 2);
+        assert_eq!(fs.seek_data(f, 8192, true).unwrap(), 256 * b);
+        assert_eq!(fs.seek_data(f, 256 * b + 1, false).unwrap(), 256 * b + 14, "the end is a hole");
+        assert!(matches!(fs.seek_data(f, 256 * b + 14, true), Err(FsError::PastEnd)));
+        fs.fsync(0, f, false).unwrap();
+    }
+    // Preallocated blocks read as zeros and are holes; a file of one huge hole answers at once.
+    fs.fallocate(0, f, 8 * b, 8 * b, false).unwrap();
+    fs.fsync(0, f, false).unwrap();
+    assert_eq!(fs.seek_data(f, 8 * b, true).unwrap(), 256 * b);
+    let g = file(&mut fs, ROOT, "g");
+    fs.truncate(0, g, 1 << 40).unwrap();
+    fs.write(0, g, (1 << 40) - 1, b"z").unwrap();
+    assert_eq!(fs.seek_data(g, 0, true).unwrap(), (1 << 40) - b);
+    assert_eq!(fs.seek_data(g, 0, false).unwrap(), 0);
+}

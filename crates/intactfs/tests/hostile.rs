@@ -1510,6 +1510,7 @@ fn mutate_meta(c: &mut Ch, m: &mut Meta, base: &Base, snap_first: u64) -> bool {
                 mtime: t0(),
                 ctime: t0(),
                 body: Body::Dir { entries: BTreeMap::from([(dir_key(name), child)]), parent },
+                xattrs: BTreeMap::new(),
             };
             m.inodes.insert(x, dir(y, y, b"y"));
             m.inodes.insert(y, dir(x, x, b"x"));
