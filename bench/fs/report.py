@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Tables for bench/fs/engine.sh: reads the JSON lines of engine_bench runs, takes each
-metric's median over the runs of one configuration, prints the tables and writes the
-Markdown report (docs/benchmarks.md)."""
+metric's median over the runs of one configuration, prints the tables and writes its
+section of the Markdown report (docs/benchmarks.md, between the bench/fs/engine.sh markers;
+bench/fs/mount.sh's section, after it, is left alone)."""
 
 import argparse
 import json
@@ -45,6 +46,25 @@ def machine():
         "load": " ".join(load),
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
     }
+
+
+def write_section(path, name, text):
+    """Replaces the part of `path` between the markers of `name` (docs/benchmarks.md holds
+    one section per script: engine.sh's, then mount.sh's) or, if absent, appends it; the
+    other sections are left as they are."""
+    begin, end = f"<!-- {name}: begin (generated; do not edit by hand) -->", f"<!-- {name}: end -->"
+    block = f"{begin}\n{text.rstrip()}\n{end}\n"
+    try:
+        doc = open(path).read()
+    except FileNotFoundError:
+        doc = ""
+    i, j = doc.find(begin), doc.find(end)
+    if i >= 0 and j > i:
+        doc = doc[:i] + block + doc[j + len(end):].lstrip("\n")
+    else:
+        doc = (doc.rstrip() + "\n\n" if doc.strip() else "") + block
+    with open(path, "w") as f:
+        f.write(doc)
 
 
 def flatten(d, prefix=""):
@@ -293,8 +313,7 @@ def main():
     w("")
     w(READING.replace("{A}", fmt_bytes(g(("table53", "append", "engine-1"), "a_bytes"))))
     text = "\n".join(out)
-    with open(a.out, "w") as f:
-        f.write(text)
+    write_section(a.out, "bench/fs/engine.sh", text)
     # The tables on stdout.
     start = text.index("## Throughput")
     print(text[start:text.index("## Reading")])

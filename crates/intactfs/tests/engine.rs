@@ -307,7 +307,7 @@ fn extended_attributes_are_journaled_with_their_stream() {
     assert_eq!(fs.getxattr(f, b"user.s").unwrap(), b"five");
     assert!(matches!(fs.getxattr(g, b"user.lost"), Err(FsError::NoData)));
     // And through a checkpoint (unmount writes one).
-    let mut fs = remount(fs);
+    let fs = remount(fs);
     assert_eq!(fs.listxattr(f).unwrap(), vec![b"user.a".to_vec(), b"user.s".to_vec()]);
     let dev = fs.unmount().unwrap();
     let mut dev2 = SimDevice::from_image(BLOCK, dev.durable().to_vec()).unwrap();
