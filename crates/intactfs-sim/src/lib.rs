@@ -217,7 +217,12 @@ pub fn engine_view<D: BlockDevice>(fs: &mut Fs<D>) -> Result<View, String> {
             FileType::Symlink => What::Symlink(fs.readlink(ino).map_err(|e| format!("readlink {path}: {e}"))?),
             other => return Err(format!("{path}: unexpected {other:?}")),
         };
-        v.0.insert(path, (what, a.mode, f));
+        let mut x = model::Xattrs::new();
+        for k in fs.listxattr(ino).map_err(|e| format!("listxattr {path}: {e}"))? {
+            let v = fs.getxattr(ino, &k).map_err(|e| format!("getxattr {path}: {e}"))?;
+            x.insert(k, v);
+        }
+        v.0.insert(path, (what, a.mode, x, f));
     }
     Ok(v)
 }
@@ -291,7 +296,14 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
                 let ino = pick(&mut rng, &files);
                 Some(MOp::Fallocate { ino, off: rng.random_range(0..4 * BLOCK as u64), len: rng.random_range(1..3 * BLOCK as u64), keep_size: rng.random_bool(0.5) })
             }
-            52..=54 => {
+            54 if !files.is_empty() || !dirs.is_empty() => {
+                // Two names, so that sets replace and removes sometimes find nothing.
+                let all: Vec<MIno> = files.iter().chain(dirs.iter()).copied().collect();
+                let name = if rng.random_bool(0.5) { b"user.a".to_vec() } else { b"user.b".to_vec() };
+                let value = rng.random_bool(0.7).then(|| vec![rng.random::<u8>(); rng.random_range(0..300)]);
+                Some(MOp::SetXattr { ino: pick(&mut rng, &all), name, value })
+            }
+            52..=53 => {
                 let all: Vec<MIno> = model.nodes.keys().copied().filter(|&i| i != MROOT && !matches!(model.nodes[&i].kind, model::MKind::Symlink(_))).collect();
                 (!all.is_empty()).then(|| MOp::Chmod { ino: pick(&mut rng, &all), mode: [0o600, 0o640, 0o700, 0o755][rng.random_range(0..4)] })
             }
@@ -340,6 +352,8 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
             MOp::Truncate { ino, size } => fs.truncate(s, e(*ino), *size).map(|_| None),
             MOp::Fallocate { ino, off, len, keep_size } => fs.fallocate(s, e(*ino), *off, *len, *keep_size).map(|_| None),
             MOp::Chmod { ino, mode } => fs.setattr(s, e(*ino), SetAttr { mode: Some(*mode), ..Default::default() }).map(|_| None),
+            MOp::SetXattr { ino, name, value: Some(v) } => fs.setxattr(s, e(*ino), name, v, false, false).map(|_| None),
+            MOp::SetXattr { ino, name, value: None } => fs.removexattr(s, e(*ino), name).map(|_| None),
             MOp::Link { ino, parent, name } => fs.link(s, e(*ino), e(*parent), name).map(|_| None),
             MOp::Unlink { parent, name } => fs.unlink(s, e(*parent), name).map(|_| None),
             MOp::Rmdir { parent, name } => fs.rmdir(s, e(*parent), name).map(|_| None),

@@ -16,6 +16,7 @@ pub enum MKind {
 pub struct MNode {
     pub kind: MKind,
     pub mode: u32,
+    pub xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
 }
 
 /// One mutating call, with model inode numbers resolved when it ran.
@@ -28,6 +29,8 @@ pub enum MOp {
     Truncate { ino: MIno, size: u64 },
     Fallocate { ino: MIno, off: u64, len: u64, keep_size: bool },
     Chmod { ino: MIno, mode: u32 },
+    /// Set (`Some`) or remove (`None`) an extended attribute.
+    SetXattr { ino: MIno, name: Vec<u8>, value: Option<Vec<u8>> },
     Link { ino: MIno, parent: MIno, name: Vec<u8> },
     Unlink { parent: MIno, name: Vec<u8> },
     Rmdir { parent: MIno, name: Vec<u8> },
@@ -43,7 +46,7 @@ pub struct Model {
 
 impl Default for Model {
     fn default() -> Self {
-        Model { nodes: BTreeMap::from([(MROOT, MNode { kind: MKind::Dir(BTreeMap::new()), mode: 0o755 })]) }
+        Model { nodes: BTreeMap::from([(MROOT, MNode { kind: MKind::Dir(BTreeMap::new()), mode: 0o755, xattrs: BTreeMap::new() })]) }
     }
 }
 
@@ -135,7 +138,7 @@ impl Model {
                 t.in_dirs.push(*parent);
                 t.creates_dir = Some(*ino);
             }
-            MOp::Write { ino, .. } | MOp::Truncate { ino, .. } | MOp::Fallocate { ino, .. } | MOp::Chmod { ino, .. } => t.inodes.push(*ino),
+            MOp::Write { ino, .. } | MOp::Truncate { ino, .. } | MOp::Fallocate { ino, .. } | MOp::Chmod { ino, .. } | MOp::SetXattr { ino, .. } => t.inodes.push(*ino),
             MOp::Link { parent, name, ino } => {
                 t.entries.push((*parent, name.clone()));
                 t.in_dirs.push(*parent);
@@ -171,14 +174,14 @@ impl Model {
                     return false;
                 }
                 let kind = if matches!(op, MOp::Mkdir { .. }) { MKind::Dir(BTreeMap::new()) } else { MKind::File(Vec::new()) };
-                self.nodes.insert(*ino, MNode { kind, mode: *mode });
+                self.nodes.insert(*ino, MNode { kind, mode: *mode, xattrs: BTreeMap::new() });
                 self.dir_mut(*parent).insert(name.clone(), *ino);
             }
             MOp::Symlink { parent, name, ino, target } => {
                 if self.dir(*parent).is_none() || self.lookup(*parent, name).is_some() || self.nodes.contains_key(ino) {
                     return false;
                 }
-                self.nodes.insert(*ino, MNode { kind: MKind::Symlink(target.clone()), mode: 0o777 });
+                self.nodes.insert(*ino, MNode { kind: MKind::Symlink(target.clone()), mode: 0o777, xattrs: BTreeMap::new() });
                 self.dir_mut(*parent).insert(name.clone(), *ino);
             }
             MOp::Write { ino, off, data } => {
@@ -203,6 +206,19 @@ impl Model {
             MOp::Chmod { ino, mode } => {
                 let Some(n) = self.nodes.get_mut(ino) else { return false };
                 n.mode = *mode;
+            }
+            MOp::SetXattr { ino, name, value } => {
+                let Some(n) = self.nodes.get_mut(ino) else { return false };
+                match value {
+                    Some(v) => {
+                        n.xattrs.insert(name.clone(), v.clone());
+                    }
+                    None => {
+                        if n.xattrs.remove(name).is_none() {
+                            return false;
+                        }
+                    }
+                }
             }
             MOp::Link { ino, parent, name } => {
                 if !self.is_file(*ino) || self.dir(*parent).is_none() || self.lookup(*parent, name).is_some() {
@@ -297,7 +313,7 @@ impl Model {
                 MKind::Dir(_) => What::Dir,
                 MKind::Symlink(t) => What::Symlink(t.clone()),
             };
-            v.0.insert(path, (what, n.mode, f));
+            v.0.insert(path, (what, n.mode, n.xattrs.clone(), f));
         }
         v
     }
@@ -311,7 +327,10 @@ pub enum What {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct View(pub BTreeMap<String, (What, u32, String)>);
+/// Path → (what, mode, extended attributes, the path under which the inode was first seen).
+pub struct View(pub BTreeMap<String, (What, u32, Xattrs, String)>);
+
+pub type Xattrs = BTreeMap<Vec<u8>, Vec<u8>>;
 
 impl View {
     /// The first difference, for messages.
@@ -332,13 +351,14 @@ impl View {
     }
 }
 
-fn short(e: &(What, u32, String)) -> String {
+fn short(e: &(What, u32, Xattrs, String)) -> String {
     let w = match &e.0 {
         What::File(c) => format!("file of {} bytes (crc {:08x})", c.len(), crc(c)),
         What::Dir => "directory".into(),
         What::Symlink(t) => format!("symlink to {}", String::from_utf8_lossy(t)),
     };
-    format!("{w}, mode {:o}, inode first seen at {}", e.1, e.2)
+    let x: Vec<String> = e.2.iter().map(|(k, v)| format!("{}={} bytes", String::from_utf8_lossy(k), v.len())).collect();
+    format!("{w}, mode {:o}, xattrs [{}], inode first seen at {}", e.1, x.join(" "), e.3)
 }
 
 fn crc(c: &[u8]) -> u32 {
