@@ -2,9 +2,12 @@
 # CI subset of the application study: runs `study/run.sh --quick` into a temporary
 # directory and checks known answers (thesis 004 §4.4 where it has them):
 #   - SQLite rollback + synchronous=FULL: the journal unlink's durability vulnerability
-#     (pager_end_transaction), under every APM including ext3-j (thesis: Sqlite-Roll, 1);
+#     (pager_end_transaction), under every APM including ext3-j (thesis: Sqlite-Roll, 1)
+#     and intactfs (ordering cannot make an unsynced unlink durable);
 #   - dbm.dumb: the index rewrite in _commit needs atomicity across calls; reported at
-#     dbm/dumb.py lines (Python frames kept with --frame-keep);
+#     dbm/dumb.py lines (Python frames kept with --frame-keep); it remains under intactfs,
+#     and nothing else but durability does (intactfs keeps every update in order), while
+#     ext4-o has ordering vulnerabilities;
 #   - every static vulnerability has a saved example state on which the checker fails again;
 #   - report.py writes a study document from the results.
 set -euo pipefail
@@ -21,12 +24,19 @@ def report(name):
     return json.load(open(os.path.join(out, name, "report.json")))
 r = report("sqlite-rollback-full")
 dur = [s for s in r["static"] if "durability" in s["categories"] and "pager_end_transaction" in s["locations"][0]]
-if len(dur) != 1 or "ext3-j" not in dur[0]["apms"]:
-    bad.append(f"sqlite-rollback-full: expected one durability vulnerability at pager_end_transaction under ext3-j, got {[ (s['locations'], s['apms']) for s in r['static']]}")
+if len(dur) != 1 or "ext3-j" not in dur[0]["apms"] or "intactfs" not in dur[0]["apms"]:
+    bad.append(f"sqlite-rollback-full: expected one durability vulnerability at pager_end_transaction under ext3-j and intactfs, got {[ (s['locations'], s['apms']) for s in r['static']]}")
 r = report("python-dbm")
 acr = [s for s in r["static"] if s["kind"] == "across_calls" and all("dbm/dumb.py" in l and "_commit" in l for l in s["locations"])]
 if not acr:
     bad.append("python-dbm: no atomicity-across-calls vulnerability in dbm/dumb.py _commit")
+elif not any("intactfs" in s["apms"] for s in acr):
+    bad.append("python-dbm: the _commit atomicity across calls should remain under intactfs")
+left = [s for s in r["static"] if "intactfs" in s["apms"] and not set(s["categories"]) <= {"durability", "across_calls_atomicity"}]
+if left:
+    bad.append(f"python-dbm: ordering/atomicity vulnerabilities under intactfs: {[(s['id'], s['categories']) for s in left]}")
+if not any("ext4-o" in s["apms"] and "durability" not in s["categories"] and s["kind"] == "ordering" for s in r["static"]):
+    bad.append("python-dbm: expected an ordering vulnerability under ext4-o")
 for name in sorted(os.listdir(out)):
     meta = os.path.join(out, name, "meta.json")
     if not os.path.exists(meta) or name == "build":
@@ -50,6 +60,8 @@ for name in sorted(os.listdir(out)):
 doc = open(os.path.join(out, "study.md")).read()
 if "## Static vulnerabilities per APM" not in doc:
     bad.append("study.md lacks the per-APM table")
+if "## intactfs's promise, checked" not in doc or "not explained" in doc:
+    bad.append("study.md lacks the intactfs table, or a vulnerability left under intactfs is not explained")
 for b in bad:
     print("study selftest: FAIL:", b)
 print("study selftest:", "ok" if not bad else f"{len(bad)} failure(s)")
