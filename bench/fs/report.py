@@ -60,7 +60,8 @@ def write_section(path, name, text):
         doc = ""
     i, j = doc.find(begin), doc.find(end)
     if i >= 0 and j > i:
-        doc = doc[:i] + block + doc[j + len(end):].lstrip("\n")
+        rest = doc[j + len(end):].lstrip("\n")
+        doc = doc[:i] + block + ("\n" + rest if rest else "")
     else:
         doc = (doc.rstrip() + "\n\n" if doc.strip() else "") + block
     with open(path, "w") as f:

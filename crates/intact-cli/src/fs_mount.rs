@@ -27,7 +27,9 @@ pub struct MountArgs {
     pub log: Option<PathBuf>,
     /// Mount options, comma-separated: fsync=durable (default: fsync and fdatasync commit
     /// the caller's stream) or fsync=ignore (they return at once in every stream;
-    /// streamsync and sync stay durable); private (only the mounting user may enter).
+    /// streamsync and sync stay durable); private (only the mounting user may enter);
+    /// noxattr (no extended attributes: saves the kernel's extended-attribute request
+    /// before every write; default xattr).
     #[arg(short = 'o', value_delimiter = ',')]
     pub options: Vec<String>,
     /// Request-handling threads.
@@ -109,22 +111,31 @@ fn alive(pid: i32) -> bool {
     }
 }
 
-fn parse_options(opts: &[String]) -> Result<(FsyncMode, bool), Failure> {
+struct Options {
+    fsync: FsyncMode,
+    private: bool,
+    xattr: bool,
+}
+
+fn parse_options(opts: &[String]) -> Result<Options, Failure> {
     let mut fsync = FsyncMode::Durable;
     let mut private = false;
+    let mut xattr = true;
     for o in opts.iter().filter(|o| !o.is_empty()) {
         match o.as_str() {
             "fsync=durable" => fsync = FsyncMode::Durable,
             "fsync=ignore" => fsync = FsyncMode::Ignore,
             "private" => private = true,
-            _ => return Err(Failure::input(format!("unknown mount option {o:?}: expected fsync=durable, fsync=ignore or private"))),
+            "xattr" => xattr = true,
+            "noxattr" => xattr = false,
+            _ => return Err(Failure::input(format!("unknown mount option {o:?}: expected fsync=durable, fsync=ignore, private, xattr or noxattr"))),
         }
     }
-    Ok((fsync, private))
+    Ok(Options { fsync, private, xattr })
 }
 
 pub fn mount(a: MountArgs) -> Result<u8, Failure> {
-    let (fsync, private) = parse_options(&a.options)?;
+    let o = parse_options(&a.options)?;
     if !a.image.exists() {
         return Err(Failure::input(format!("{}: no such file (create one with `intact fs mkfs {} --size 1G`)", a.image.display(), a.image.display())));
     }
@@ -136,7 +147,7 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
         drop(mount::lock_image(&a.image).map_err(failure)?);
         return spawn_daemon(&a);
     }
-    let cfg = MountConfig { image: a.image.clone(), mountpoint: a.mountpoint.clone(), fsync, threads: a.threads, allow_other: root && !private };
+    let cfg = MountConfig { image: a.image.clone(), mountpoint: a.mountpoint.clone(), fsync: o.fsync, xattr: o.xattr, threads: a.threads, allow_other: root && !o.private };
     let state = state_file(&a.mountpoint);
     let child = a.daemon_child;
     let r = mount::run(&cfg, |rec| {

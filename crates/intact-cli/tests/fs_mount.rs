@@ -387,3 +387,32 @@ fn shared_mapping_writes_stay_in_the_openers_stream() {
     let o = run(intact().args(["fs", "exec", "--mount"]).arg(&m.mnt).args(["--stream", "init", "--ignore-fsync", "--", "true"]));
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
+
+/// Extended attributes are kept (and survive unmount); `-o noxattr` turns them off.
+#[test]
+fn extended_attributes_and_noxattr() {
+    let set = |p: &Path, v: &[u8]| {
+        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        // SAFETY: valid C strings and buffer.
+        let r = unsafe { libc::setxattr(c.as_ptr(), c"user.k".as_ptr(), v.as_ptr().cast(), v.len(), 0) };
+        if r == 0 { Ok(()) } else { Err(std::io::Error::last_os_error().raw_os_error()) }
+    };
+    let get = |p: &Path| {
+        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        let mut buf = [0u8; 64];
+        // SAFETY: valid C strings and a 64-byte buffer.
+        let n = unsafe { libc::getxattr(c.as_ptr(), c"user.k".as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        (n >= 0).then(|| buf[..n as usize].to_vec())
+    };
+    let m = Mount::new("256M");
+    m.mount(&[]);
+    write_file(&m.p("f"), b"f", false);
+    set(&m.p("f"), b"value").unwrap();
+    assert!(m.umount().status.success());
+    m.mount(&["-o", "noxattr"]);
+    assert_eq!(set(&m.p("f"), b"v2"), Err(Some(libc::EOPNOTSUPP)));
+    assert_eq!(get(&m.p("f")), None);
+    assert!(m.umount().status.success());
+    m.mount(&[]);
+    assert_eq!(get(&m.p("f")).as_deref(), Some(&b"value"[..]), "kept through unmount, untouched by the noxattr mount");
+}

@@ -1,20 +1,28 @@
 //! A passthrough FUSE file system: the baseline of bench/fs/mount.sh, the bare cost of FUSE.
 //!
 //!   cargo run --release -p intactfs-fuse --example passthrough -- BACKING_DIR MNT [--threads N]
+//!       [--no-xattr]
 //!
 //! Every request is forwarded to the same operation on `BACKING_DIR` (in the benchmarks, a
 //! directory of an ext4 loop image), so a program on MNT pays FUSE plus ext4. The fuser
 //! configuration is the intactfs mount's (crates/intactfs-fuse/src/mount.rs and fs.rs): 4
 //! request threads, one cloned /dev/fuse descriptor per thread, max_write and max_readahead
 //! 1 MiB, no writeback cache, FOPEN_KEEP_CACHE on open and create, 1 s entry and attribute
-//! TTL, `default_permissions`, and as root `allow_other` (with dev, suid). Like intactfs it
-//! answers ENOSYS to extended attributes and to POSIX locks (the kernel then keeps locks
-//! locally) and implements no copy_file_range.
+//! TTL, `default_permissions`, and as root `allow_other` (with dev, suid). Extended
+//! attributes are forwarded, as intactfs keeps them (`--no-xattr`: ENOSYS instead). Like
+//! intactfs it answers ENOSYS to POSIX locks (the kernel then keeps locks locally) and
+//! implements no copy_file_range.
 //!
-//! Inodes follow libfuse's passthrough_ll: a looked-up inode is held by an `O_PATH`
-//! descriptor until the kernel forgets it (so the backing inode number, used as the FUSE
-//! inode number, cannot be reused meanwhile); operations use the `*at` calls on it. An open
-//! file's handle is its backing descriptor; fsync and fdatasync forward to fsync and
+//! Inodes: the backing inode number is the FUSE inode number (the backing root is 1). A
+//! directory the kernel knows is held by an `O_PATH` descriptor until the kernel forgets it
+//! (as libfuse's passthrough_ll holds every inode), so it can be renamed or moved freely;
+//! any other inode is found again by (parent directory, name), checked against its inode
+//! number on use (ESTALE when the name now holds another file), and updated on rename: one
+//! descriptor per file would exceed the descriptor limit after a create-heavy run (the kernel
+//! forgets inodes only under memory pressure, and the hard limit cannot be raised here).
+//! So an unlinked file is still readable and writable through its open handles, but not
+//! reachable by inode alone once its attributes expire. Operations use the `*at` calls. An
+//! open file's handle is its backing descriptor; fsync and fdatasync forward to fsync and
 //! fdatasync. No lock is held while a system call runs, so the four threads work in parallel.
 //!
 //! SIGINT, SIGTERM and SIGHUP detach the mount (lazily, like `intact fs mount`); the request
@@ -36,9 +44,37 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 const TTL: Duration = Duration::from_secs(1);
 const MAX_WRITE: u32 = 1 << 20;
 
+enum Node {
+    /// A directory, held open (`O_PATH`).
+    Dir(Arc<OwnedFd>),
+    /// Anything else: a name in a directory the table holds.
+    Other { parent: u64, name: CString },
+}
+
 struct Inode {
-    fd: Arc<OwnedFd>,
+    node: Node,
     nlookup: u64,
+}
+
+/// Where an inode is now: a directory descriptor and a name in it ("" for the directory).
+struct At {
+    fd: Arc<OwnedFd>,
+    name: CString,
+    dir: bool,
+    ino: u64,
+}
+
+impl At {
+    fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+    fn empty(&self) -> libc::c_int {
+        if self.dir {
+            libc::AT_EMPTY_PATH
+        } else {
+            0
+        }
+    }
 }
 
 struct DirHandle {
@@ -52,6 +88,7 @@ struct Passthrough {
     inodes: Mutex<HashMap<u64, Inode>>,
     dirs: Mutex<HashMap<u64, Arc<DirHandle>>>,
     next_dir: AtomicU64,
+    no_xattr: bool,
 }
 
 fn err() -> Errno {
@@ -106,12 +143,16 @@ fn dtype(t: u8) -> FileType {
     }
 }
 
-fn fstat(fd: RawFd) -> Result<libc::stat, Errno> {
+fn fstatat(fd: RawFd, name: &CString, flags: libc::c_int) -> Result<libc::stat, Errno> {
     // SAFETY: an all-zero stat is a valid value; fstatat writes it.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: valid descriptor, empty C string, and a stat buffer.
-    check(unsafe { libc::fstatat(fd, c"".as_ptr(), &mut st, libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW) })?;
+    // SAFETY: valid descriptor, C string, and a stat buffer.
+    check(unsafe { libc::fstatat(fd, name.as_ptr(), &mut st, flags | libc::AT_SYMLINK_NOFOLLOW) })?;
     Ok(st)
+}
+
+fn fstat(fd: RawFd) -> Result<libc::stat, Errno> {
+    fstatat(fd, &CString::default(), libc::AT_EMPTY_PATH)
 }
 
 fn timespec(t: Option<TimeOrNow>) -> libc::timespec {
@@ -145,8 +186,8 @@ impl Passthrough {
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let st = fstat(fd.as_raw_fd()).map_err(|e| std::io::Error::from_raw_os_error(e.code()))?;
         let mut inodes = HashMap::new();
-        inodes.insert(1, Inode { fd: Arc::new(fd), nlookup: 1 });
-        Ok(Passthrough { backing, root_ino: st.st_ino, inodes: Mutex::new(inodes), dirs: Mutex::new(HashMap::new()), next_dir: AtomicU64::new(1) })
+        inodes.insert(1, Inode { node: Node::Dir(Arc::new(fd)), nlookup: 1 });
+        Ok(Passthrough { backing, root_ino: st.st_ino, inodes: Mutex::new(inodes), dirs: Mutex::new(HashMap::new()), next_dir: AtomicU64::new(1), no_xattr: false })
     }
 
     /// The FUSE inode number of a backing inode number (the backing root is FUSE's 1).
@@ -178,32 +219,97 @@ impl Passthrough {
         }
     }
 
-    /// The O_PATH descriptor of a known inode.
-    fn fd(&self, ino: INodeNo) -> Result<Arc<OwnedFd>, Errno> {
-        self.inodes.lock().unwrap().get(&ino.0).map(|i| i.fd.clone()).ok_or(Errno::ESTALE)
+    /// The descriptor of a directory the kernel knows.
+    fn dir(&self, ino: INodeNo) -> Result<Arc<OwnedFd>, Errno> {
+        match self.inodes.lock().unwrap().get(&ino.0).map(|i| &i.node) {
+            Some(Node::Dir(fd)) => Ok(fd.clone()),
+            Some(Node::Other { .. }) => Err(Errno::ENOTDIR),
+            None => Err(Errno::ESTALE),
+        }
     }
 
-    /// Looks `name` up in `parent` and takes one kernel reference on the result.
-    fn lookup_at(&self, parent: RawFd, name: &OsStr) -> Result<FileAttr, Errno> {
-        let c = cstr(name)?;
-        // SAFETY: valid descriptor and C string.
-        let fd = unsafe { libc::openat(parent, c.as_ptr(), libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
-        if fd < 0 {
-            return Err(err());
+    /// Where inode `ino` is.
+    fn at(&self, ino: INodeNo) -> Result<At, Errno> {
+        let inodes = self.inodes.lock().unwrap();
+        match inodes.get(&ino.0).map(|i| &i.node) {
+            Some(Node::Dir(fd)) => Ok(At { fd: fd.clone(), name: CString::default(), dir: true, ino: ino.0 }),
+            Some(Node::Other { parent, name }) => match inodes.get(parent).map(|i| &i.node) {
+                Some(Node::Dir(fd)) => Ok(At { fd: fd.clone(), name: name.clone(), dir: false, ino: ino.0 }),
+                _ => Err(Errno::ESTALE),
+            },
+            None => Err(Errno::ESTALE),
         }
-        // SAFETY: just opened.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let st = fstat(fd.as_raw_fd())?;
-        let ino = self.fuse_ino(st.st_ino);
+    }
+
+    /// The attributes of what `at` names, if it is still the same inode.
+    fn stat_at(&self, at: &At) -> Result<libc::stat, Errno> {
+        let st = fstatat(at.fd(), &at.name, at.empty())?;
+        if self.fuse_ino(st.st_ino) != at.ino {
+            return Err(Errno::ESTALE);
+        }
+        Ok(st)
+    }
+
+    /// Looks `name` up in directory `parent` and takes one kernel reference on the result.
+    fn lookup_at(&self, parent: INodeNo, pfd: RawFd, name: &OsStr) -> Result<FileAttr, Errno> {
+        let c = cstr(name)?;
+        let mut st = fstatat(pfd, &c, 0)?;
+        let mut ino = self.fuse_ino(st.st_ino);
+        if let Some(i) = self.inodes.lock().unwrap().get_mut(&ino) {
+            // Known: one more reference; a file is now reached by this name.
+            i.nlookup += 1;
+            if let Node::Other { parent: p, name: n } = &mut i.node {
+                (*p, *n) = (parent.0, c);
+            }
+            return Ok(self.attr(&st));
+        }
+        let node = if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+            // SAFETY: valid descriptor and C string.
+            let fd = unsafe { libc::openat(pfd, c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
+            if fd < 0 {
+                return Err(err());
+            }
+            // SAFETY: just opened.
+            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+            st = fstat(fd.as_raw_fd())?;
+            ino = self.fuse_ino(st.st_ino);
+            Node::Dir(Arc::new(fd))
+        } else {
+            Node::Other { parent: parent.0, name: c }
+        };
         let mut inodes = self.inodes.lock().unwrap();
         match inodes.get_mut(&ino) {
-            // Already held (the new descriptor is dropped): same inode, one more reference.
+            // Another thread got there first: same inode, one more reference.
             Some(i) => i.nlookup += 1,
             None => {
-                inodes.insert(ino, Inode { fd: Arc::new(fd), nlookup: 1 });
+                inodes.insert(ino, Inode { node, nlookup: 1 });
             }
         }
         Ok(self.attr(&st))
+    }
+
+    /// A path for the xattr calls (there are no `*at` forms before Linux 6.13) and whether
+    /// to follow it: a directory through its descriptor's /proc link (followed), anything
+    /// else as that link plus its name (not followed, so a symlink's own attributes).
+    fn xattr_path(&self, ino: INodeNo) -> Result<(CString, bool), Errno> {
+        let at = self.at(ino)?;
+        if at.dir {
+            return Ok((proc_path(at.fd()), true));
+        }
+        self.stat_at(&at)?;
+        let mut p = format!("/proc/self/fd/{}/", at.fd()).into_bytes();
+        p.extend_from_slice(at.name.as_bytes());
+        Ok((CString::new(p).map_err(|_| Errno::EINVAL)?, false))
+    }
+
+    /// getxattr/listxattr: size 0 asks for the length; a smaller buffer is ERANGE (the
+    /// backing call already answered ERANGE then).
+    fn xattr_reply(r: Result<Vec<u8>, Errno>, size: u32, reply: ReplyXattr) {
+        match r {
+            Ok(b) if size == 0 => reply.size(b.len() as u32),
+            Ok(b) => reply.data(&b),
+            Err(e) => reply.error(e),
+        }
     }
 
     fn entry(r: Result<FileAttr, Errno>, reply: ReplyEntry) {
@@ -245,8 +351,8 @@ impl Filesystem for Passthrough {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let r = (|| {
-            let p = self.fd(parent)?;
-            self.lookup_at(p.as_raw_fd(), name)
+            let p = self.dir(parent)?;
+            self.lookup_at(parent, p.as_raw_fd(), name)
         })();
         Self::entry(r, reply)
     }
@@ -267,7 +373,7 @@ impl Filesystem for Passthrough {
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         let r = (|| match fh {
             Some(fh) => fstat(fh.0 as RawFd),
-            None => fstat(self.fd(ino)?.as_raw_fd()),
+            None => self.stat_at(&self.at(ino)?),
         })();
         match r {
             Ok(st) => reply.attr(&TTL, &self.attr(&st)),
@@ -294,35 +400,57 @@ impl Filesystem for Passthrough {
         reply: ReplyAttr,
     ) {
         let r = (|| {
-            let fd = self.fd(ino)?;
-            let path = proc_path(fd.as_raw_fd());
+            let at = self.at(ino)?;
             let fh = fh.map(|f| f.0 as RawFd);
+            if fh.is_none() {
+                // Still the same inode under that name?
+                self.stat_at(&at)?;
+            }
+            // A directory by its descriptor's /proc path (chmod, utimes do not take AT_EMPTY_PATH).
+            let path = if at.dir { proc_path(at.fd()) } else { at.name.clone() };
+            let base = if at.dir { libc::AT_FDCWD } else { at.fd() };
             // SAFETY (all calls below): valid descriptors and C strings.
             if let Some(m) = mode {
                 check(match fh {
                     Some(f) => unsafe { libc::fchmod(f, m & 0o7777) },
-                    None => unsafe { libc::fchmodat(libc::AT_FDCWD, path.as_ptr(), m & 0o7777, 0) },
+                    None => unsafe { libc::fchmodat(base, path.as_ptr(), m & 0o7777, 0) },
                 })?;
             }
             if uid.is_some() || gid.is_some() {
                 let u = uid.unwrap_or(u32::MAX);
                 let g = gid.unwrap_or(u32::MAX);
-                check(unsafe { libc::fchownat(fd.as_raw_fd(), c"".as_ptr(), u, g, libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW) })?;
+                check(unsafe { libc::fchownat(at.fd(), at.name.as_ptr(), u, g, at.empty() | libc::AT_SYMLINK_NOFOLLOW) })?;
             }
             if let Some(s) = size {
                 check(match fh {
                     Some(f) => unsafe { libc::ftruncate(f, s as i64) },
-                    None => unsafe { libc::truncate(path.as_ptr(), s as i64) },
+                    None => {
+                        let f = unsafe { libc::openat(base, path.as_ptr(), libc::O_WRONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
+                        if f < 0 {
+                            -1
+                        } else {
+                            let r = unsafe { libc::ftruncate(f, s as i64) };
+                            let e = std::io::Error::last_os_error();
+                            unsafe { libc::close(f) };
+                            if r < 0 {
+                                return Err(Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO)));
+                            }
+                            0
+                        }
+                    }
                 })?;
             }
             if atime.is_some() || mtime.is_some() {
                 let ts = [timespec(atime), timespec(mtime)];
                 check(match fh {
                     Some(f) => unsafe { libc::futimens(f, ts.as_ptr()) },
-                    None => unsafe { libc::utimensat(libc::AT_FDCWD, path.as_ptr(), ts.as_ptr(), 0) },
+                    None => unsafe { libc::utimensat(base, path.as_ptr(), ts.as_ptr(), if at.dir { 0 } else { libc::AT_SYMLINK_NOFOLLOW }) },
                 })?;
             }
-            fstat(fd.as_raw_fd())
+            match fh {
+                Some(f) => fstat(f),
+                None => self.stat_at(&at),
+            }
         })();
         match r {
             Ok(st) => reply.attr(&TTL, &self.attr(&st)),
@@ -332,10 +460,10 @@ impl Filesystem for Passthrough {
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
         let r = (|| {
-            let fd = self.fd(ino)?;
+            let at = self.at(ino)?;
             let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
-            // SAFETY: valid descriptor and buffer of the given length.
-            let n = unsafe { libc::readlinkat(fd.as_raw_fd(), c"".as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+            // SAFETY: valid descriptor, C string and buffer of the given length.
+            let n = unsafe { libc::readlinkat(at.fd(), at.name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
             if n < 0 {
                 return Err(err());
             }
@@ -350,31 +478,31 @@ impl Filesystem for Passthrough {
 
     fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, rdev: u32, reply: ReplyEntry) {
         let r = (|| {
-            let p = self.fd(parent)?;
+            let p = self.dir(parent)?;
             let c = cstr(name)?;
             // SAFETY: valid descriptor and C string.
             check(unsafe { libc::mknodat(p.as_raw_fd(), c.as_ptr(), mode, rdev as libc::dev_t) })?;
             Self::chown_to(req, p.as_raw_fd(), Some(&c));
-            self.lookup_at(p.as_raw_fd(), name)
+            self.lookup_at(parent, p.as_raw_fd(), name)
         })();
         Self::entry(r, reply)
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
         let r = (|| {
-            let p = self.fd(parent)?;
+            let p = self.dir(parent)?;
             let c = cstr(name)?;
             // SAFETY: valid descriptor and C string.
             check(unsafe { libc::mkdirat(p.as_raw_fd(), c.as_ptr(), mode) })?;
             Self::chown_to(req, p.as_raw_fd(), Some(&c));
-            self.lookup_at(p.as_raw_fd(), name)
+            self.lookup_at(parent, p.as_raw_fd(), name)
         })();
         Self::entry(r, reply)
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let r = (|| {
-            let p = self.fd(parent)?;
+            let p = self.dir(parent)?;
             let c = cstr(name)?;
             // SAFETY: valid descriptor and C string.
             check(unsafe { libc::unlinkat(p.as_raw_fd(), c.as_ptr(), 0) })
@@ -384,7 +512,7 @@ impl Filesystem for Passthrough {
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let r = (|| {
-            let p = self.fd(parent)?;
+            let p = self.dir(parent)?;
             let c = cstr(name)?;
             // SAFETY: valid descriptor and C string.
             check(unsafe { libc::unlinkat(p.as_raw_fd(), c.as_ptr(), libc::AT_REMOVEDIR) })
@@ -394,48 +522,67 @@ impl Filesystem for Passthrough {
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
         let r = (|| {
-            let p = self.fd(parent)?;
+            let p = self.dir(parent)?;
             let c = cstr(link_name)?;
             let t = cstr(target.as_os_str())?;
             // SAFETY: valid descriptor and C strings.
             check(unsafe { libc::symlinkat(t.as_ptr(), p.as_raw_fd(), c.as_ptr()) })?;
             Self::chown_to(req, p.as_raw_fd(), Some(&c));
-            self.lookup_at(p.as_raw_fd(), link_name)
+            self.lookup_at(parent, p.as_raw_fd(), link_name)
         })();
         Self::entry(r, reply)
     }
 
     fn rename(&self, _req: &Request, parent: INodeNo, name: &OsStr, newparent: INodeNo, newname: &OsStr, flags: RenameFlags, reply: ReplyEmpty) {
         let r = (|| {
-            let p = self.fd(parent)?;
-            let np = self.fd(newparent)?;
+            let p = self.dir(parent)?;
+            let np = self.dir(newparent)?;
             let (c, nc) = (cstr(name)?, cstr(newname)?);
+            let src = fstatat(p.as_raw_fd(), &c, 0).map(|st| self.fuse_ino(st.st_ino)).ok();
+            let dst = if flags.contains(RenameFlags::RENAME_EXCHANGE) { fstatat(np.as_raw_fd(), &nc, 0).map(|st| self.fuse_ino(st.st_ino)).ok() } else { None };
             // SAFETY: valid descriptors and C strings.
-            check(unsafe { libc::renameat2(p.as_raw_fd(), c.as_ptr(), np.as_raw_fd(), nc.as_ptr(), flags.bits()) })
+            check(unsafe { libc::renameat2(p.as_raw_fd(), c.as_ptr(), np.as_raw_fd(), nc.as_ptr(), flags.bits()) })?;
+            // Files are found by name: follow them (directories are held by descriptor).
+            let mut inodes = self.inodes.lock().unwrap();
+            for (ino, to) in [(src, (newparent.0, nc)), (dst, (parent.0, c))] {
+                if let Some(Node::Other { parent: p, name: n }) = ino.and_then(|i| inodes.get_mut(&i)).map(|i| &mut i.node) {
+                    (*p, *n) = to;
+                }
+            }
+            Ok(())
         })();
         Self::empty(r, reply)
     }
 
     fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
         let r = (|| {
-            let fd = self.fd(ino)?;
-            let np = self.fd(newparent)?;
+            let at = self.at(ino)?;
+            let np = self.dir(newparent)?;
             let nc = cstr(newname)?;
-            // SAFETY: valid descriptors and C strings (AT_EMPTY_PATH: the daemon runs as root).
-            check(unsafe { libc::linkat(fd.as_raw_fd(), c"".as_ptr(), np.as_raw_fd(), nc.as_ptr(), libc::AT_EMPTY_PATH) })?;
-            self.lookup_at(np.as_raw_fd(), newname)
+            self.stat_at(&at)?;
+            // SAFETY: valid descriptors and C strings.
+            check(unsafe { libc::linkat(at.fd(), at.name.as_ptr(), np.as_raw_fd(), nc.as_ptr(), at.empty()) })?;
+            self.lookup_at(newparent, np.as_raw_fd(), newname)
         })();
         Self::entry(r, reply)
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let r = (|| {
-            let fd = self.fd(ino)?;
-            let f = (flags.0 & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_NOFOLLOW)) | libc::O_CLOEXEC;
-            // SAFETY: a C string; the descriptor becomes the file handle, closed at release.
-            let h = unsafe { libc::open(proc_path(fd.as_raw_fd()).as_ptr(), f) };
+            let at = self.at(ino)?;
+            let f = (flags.0 & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY)) | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+            let (base, path) = if at.dir { (libc::AT_FDCWD, proc_path(at.fd())) } else { (at.fd(), at.name.clone()) };
+            // SAFETY: valid descriptor and C string; the descriptor becomes the file handle,
+            // closed at release.
+            let h = unsafe { libc::openat(base, path.as_ptr(), f) };
             if h < 0 {
                 return Err(err());
+            }
+            // The same inode the kernel means?
+            if fstat(h).map(|st| self.fuse_ino(st.st_ino)) != Ok(at.ino) {
+                // SAFETY: ours.
+                unsafe { libc::close(h) };
+                return Err(Errno::ESTALE);
             }
             Ok(h)
         })();
@@ -507,9 +654,9 @@ impl Filesystem for Passthrough {
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let r = (|| {
-            let fd = self.fd(ino)?;
-            // SAFETY: a C string; the descriptor is owned below.
-            let d = unsafe { libc::open(proc_path(fd.as_raw_fd()).as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+            let fd = self.dir(ino)?;
+            // SAFETY: a valid descriptor and C string; the descriptor is owned below.
+            let d = unsafe { libc::openat(fd.as_raw_fd(), c".".as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
             if d < 0 {
                 return Err(err());
             }
@@ -591,23 +738,100 @@ impl Filesystem for Passthrough {
         }
     }
 
-    // As intactfs: no extended attributes (ENOSYS once, then the kernel stops asking).
-    fn setxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _value: &[u8], _flags: i32, _position: u32, reply: ReplyEmpty) {
-        reply.error(Errno::ENOSYS)
+    // Extended attributes are forwarded (intactfs keeps them too). The kernel asks for
+    // security.capability before every write(2) to a FUSE file (FUSE sets no SB_NOSEC), so a
+    // file system that answers them pays one GETXATTR round trip per write; with
+    // --no-xattr the passthrough answers ENOSYS once and the kernel stops asking.
+    fn setxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32, _position: u32, reply: ReplyEmpty) {
+        if self.no_xattr {
+            return reply.error(Errno::ENOSYS);
+        }
+        let r = (|| {
+            let (p, follow) = self.xattr_path(ino)?;
+            let n = cstr(name)?;
+            // SAFETY: C strings and a buffer of the given length.
+            check(unsafe {
+                if follow {
+                    libc::setxattr(p.as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), flags)
+                } else {
+                    libc::lsetxattr(p.as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), flags)
+                }
+            })
+        })();
+        Self::empty(r, reply)
     }
-    fn getxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _size: u32, reply: ReplyXattr) {
-        reply.error(Errno::ENOSYS)
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        if self.no_xattr {
+            return reply.error(Errno::ENOSYS);
+        }
+        let r = (|| {
+            let (p, follow) = self.xattr_path(ino)?;
+            let n = cstr(name)?;
+            let mut buf = vec![0u8; size as usize];
+            // SAFETY: C strings and a buffer of the given length (0: the size is asked).
+            let got = unsafe {
+                if follow {
+                    libc::getxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len())
+                } else {
+                    libc::lgetxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len())
+                }
+            };
+            if got < 0 {
+                return Err(err());
+            }
+            buf.truncate(got as usize);
+            Ok(buf)
+        })();
+        Self::xattr_reply(r, size, reply)
     }
-    fn listxattr(&self, _req: &Request, _ino: INodeNo, _size: u32, reply: ReplyXattr) {
-        reply.error(Errno::ENOSYS)
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        if self.no_xattr {
+            return reply.error(Errno::ENOSYS);
+        }
+        let r = (|| {
+            let (p, follow) = self.xattr_path(ino)?;
+            let mut buf = vec![0u8; size as usize];
+            // SAFETY: a C string and a buffer of the given length (0: the size is asked).
+            let got = unsafe {
+                if follow {
+                    libc::listxattr(p.as_ptr(), buf.as_mut_ptr().cast(), buf.len())
+                } else {
+                    libc::llistxattr(p.as_ptr(), buf.as_mut_ptr().cast(), buf.len())
+                }
+            };
+            if got < 0 {
+                return Err(err());
+            }
+            buf.truncate(got as usize);
+            Ok(buf)
+        })();
+        Self::xattr_reply(r, size, reply)
     }
-    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        reply.error(Errno::ENOSYS)
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        if self.no_xattr {
+            return reply.error(Errno::ENOSYS);
+        }
+        let r = (|| {
+            let (p, follow) = self.xattr_path(ino)?;
+            let n = cstr(name)?;
+            // SAFETY: C strings.
+            check(unsafe {
+                if follow {
+                    libc::removexattr(p.as_ptr(), n.as_ptr())
+                } else {
+                    libc::lremovexattr(p.as_ptr(), n.as_ptr())
+                }
+            })
+        })();
+        Self::empty(r, reply)
     }
 
     fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, flags: i32, reply: ReplyCreate) {
         let r = (|| {
-            let p = self.fd(parent)?;
+            let p = self.dir(parent)?;
             let c = cstr(name)?;
             let f = (flags & !libc::O_NOCTTY) | libc::O_CREAT | libc::O_CLOEXEC;
             // SAFETY: valid descriptor and C string; the descriptor becomes the file handle.
@@ -616,7 +840,7 @@ impl Filesystem for Passthrough {
                 return Err(err());
             }
             Self::chown_to(req, h, None);
-            match self.lookup_at(p.as_raw_fd(), name) {
+            match self.lookup_at(parent, p.as_raw_fd(), name) {
                 Ok(a) => Ok((a, h)),
                 Err(e) => {
                     // SAFETY: ours.
@@ -652,7 +876,7 @@ impl Filesystem for Passthrough {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: passthrough BACKING_DIR MOUNTPOINT [--threads N]");
+    eprintln!("usage: passthrough BACKING_DIR MOUNTPOINT [--threads N] [--no-xattr]");
     std::process::exit(2)
 }
 
@@ -660,9 +884,11 @@ fn main() {
     let mut args = std::env::args_os().skip(1);
     let (Some(backing), Some(mnt)) = (args.next(), args.next()) else { usage() };
     let mut threads = 4usize;
+    let mut no_xattr = false;
     while let Some(a) = args.next() {
         match a.to_str() {
             Some("--threads") => threads = args.next().and_then(|v| v.to_str().and_then(|s| s.parse().ok())).unwrap_or_else(|| usage()),
+            Some("--no-xattr") => no_xattr = true,
             _ => usage(),
         }
     }
@@ -675,17 +901,19 @@ fn main() {
     unsafe {
         // Modes arrive with the caller's umask already applied by the kernel.
         libc::umask(0);
-        // One O_PATH descriptor per inode the kernel holds: lift the soft limit.
+        // One descriptor per directory the kernel knows and per open file: lift the soft
+        // limit to the hard one.
         let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0 {
             rl.rlim_cur = rl.rlim_max;
             libc::setrlimit(libc::RLIMIT_NOFILE, &rl);
         }
     }
-    let fs = Passthrough::new(backing.clone()).unwrap_or_else(|e| {
+    let mut fs = Passthrough::new(backing.clone()).unwrap_or_else(|e| {
         eprintln!("passthrough: {}: {e}", backing.display());
         std::process::exit(2)
     });
+    fs.no_xattr = no_xattr;
     // SAFETY: geteuid cannot fail.
     let root = unsafe { libc::geteuid() } == 0;
     let mut options = vec![MountOption::FSName(backing.display().to_string()), MountOption::Subtype("passthrough".into()), MountOption::DefaultPermissions, MountOption::RW];

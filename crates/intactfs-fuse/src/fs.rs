@@ -50,6 +50,10 @@ pub struct State {
 pub struct IntactFuse {
     pub state: Arc<Mutex<State>>,
     fsync: FsyncMode,
+    /// Serve extended attributes. Off, the daemon answers ENOSYS once and the kernel stops
+    /// asking: without FUSE_HANDLE_KILLPRIV_V2 (not in fuser 0.18) the kernel otherwise
+    /// asks for `security.capability` before every write, one more round trip each.
+    xattr: bool,
 }
 
 fn errno(e: &FsError) -> Errno {
@@ -156,9 +160,9 @@ impl State {
 }
 
 impl IntactFuse {
-    pub fn new(fs: Fs<FileDevice>, fsync: FsyncMode) -> IntactFuse {
+    pub fn new(fs: Fs<FileDevice>, fsync: FsyncMode, xattr: bool) -> IntactFuse {
         let state = State { fs: Some(fs), lookups: HashMap::new(), procs: ProcTable::default(), handles: HashMap::new(), next_fh: 1, failure: None };
-        IntactFuse { state: Arc::new(Mutex::new(state)), fsync }
+        IntactFuse { state: Arc::new(Mutex::new(state)), fsync, xattr }
     }
 
     fn lock(&self) -> Result<MutexGuard<'_, State>, Errno> {
@@ -502,6 +506,9 @@ impl fuser::Filesystem for IntactFuse {
     // who may touch which). system.* holds POSIX ACLs, which the kernel would expect us
     // to enforce: refused, so that no one believes an ACL protects a file.
     fn setxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32, _position: u32, reply: ReplyEmpty) {
+        if !self.xattr {
+            return reply.error(Errno::ENOSYS);
+        }
         let r = (|| {
             let name = xattr_name(name)?;
             let (mut st, s) = self.begin(req)?;
@@ -511,6 +518,9 @@ impl fuser::Filesystem for IntactFuse {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        if !self.xattr {
+            return reply.error(Errno::ENOSYS);
+        }
         let r = (|| {
             let name = xattr_name(name)?;
             self.lock()?.fs()?.getxattr(ino.0, name).map_err(|e| errno(&e))
@@ -519,6 +529,9 @@ impl fuser::Filesystem for IntactFuse {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        if !self.xattr {
+            return reply.error(Errno::ENOSYS);
+        }
         let r = (|| {
             let names = self.lock()?.fs()?.listxattr(ino.0).map_err(|e| errno(&e))?;
             Ok(names.into_iter().flat_map(|mut n| {
@@ -530,6 +543,9 @@ impl fuser::Filesystem for IntactFuse {
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        if !self.xattr {
+            return reply.error(Errno::ENOSYS);
+        }
         let r = (|| {
             let name = xattr_name(name)?;
             let (mut st, s) = self.begin(req)?;

@@ -21,6 +21,8 @@ pub struct MountConfig {
     pub image: PathBuf,
     pub mountpoint: PathBuf,
     pub fsync: FsyncMode,
+    /// Serve extended attributes (see `IntactFuse`).
+    pub xattr: bool,
     /// Request-handling threads.
     pub threads: usize,
     /// Let every user reach the mount (root only; permissions are then checked by the
@@ -80,7 +82,7 @@ pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmoun
     let lock = lock_image(&cfg.image)?;
     let dev = FileDevice::open(&cfg.image, BLOCK).map_err(|e| MountError::Input(format!("{}: {e}", cfg.image.display())))?;
     let (fs, recovery) = Fs::mount(dev, MountOptions::default()).map_err(|e| MountError::Input(format!("{}: cannot mount: {e} (run `intact fs fsck {}` for a full report)", cfg.image.display(), cfg.image.display())))?;
-    let fuse = IntactFuse::new(fs, cfg.fsync);
+    let fuse = IntactFuse::new(fs, cfg.fsync, cfg.xattr);
     let state = fuse.state.clone();
 
     let mut options = vec![MountOption::FSName(std::path::absolute(&cfg.image).unwrap_or_else(|_| cfg.image.clone()).display().to_string()), MountOption::Subtype("intactfs".into()), MountOption::DefaultPermissions, MountOption::RW, MountOption::Dev, MountOption::Suid];
