@@ -50,7 +50,7 @@ impl Mount {
     }
 
     fn mount(&self, opts: &[&str]) {
-        let o = run(intact().args(["fs", "mount"]).arg(&self.img).arg(&self.mnt).arg("--daemon").arg("--pid-file").arg(&self.pidfile).args(opts));
+        let o = run(intact().args(["fs", "mount"]).arg(&self.img).arg(&self.mnt).arg("--daemon").arg("--pid-file").arg(&self.pidfile).arg("--log").arg(self.dir.path().join("log")).args(opts));
         assert!(o.status.success(), "mount: {}", text(&o));
         assert!(mounted_on(&self.mnt));
     }
