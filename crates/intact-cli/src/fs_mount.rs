@@ -239,6 +239,10 @@ fn spawn_daemon(a: &MountArgs) -> Result<u8, Failure> {
     }
     let status = child.wait().map_err(|e| Failure::internal(e.to_string()))?;
     let text = std::fs::read_to_string(&log).unwrap_or_default();
+    if a.log.is_none() {
+        // Shown below in full: nothing left to keep.
+        let _ = std::fs::remove_file(&log);
+    }
     let code = status.code().unwrap_or(3).clamp(1, 3) as u8;
     Err(Failure { code, message: format!("the mount daemon failed: {}", text.trim()) })
 }
