@@ -29,7 +29,8 @@ pub struct MountArgs {
     /// the caller's stream) or fsync=ignore (they return at once in every stream;
     /// streamsync and sync stay durable); private (only the mounting user may enter);
     /// noxattr (no extended attributes: saves the kernel's extended-attribute request
-    /// before every write; default xattr).
+    /// before every write; default xattr); dirty_limit=SIZE (commit a stream once this
+    /// much written data waits in memory; default 256M; larger suits big writers).
     #[arg(short = 'o', value_delimiter = ',')]
     pub options: Vec<String>,
     /// Request-handling threads.
@@ -115,12 +116,14 @@ struct Options {
     fsync: FsyncMode,
     private: bool,
     xattr: bool,
+    dirty_limit: Option<u64>,
 }
 
 fn parse_options(opts: &[String]) -> Result<Options, Failure> {
     let mut fsync = FsyncMode::Durable;
     let mut private = false;
     let mut xattr = true;
+    let mut dirty_limit = None;
     for o in opts.iter().filter(|o| !o.is_empty()) {
         match o.as_str() {
             "fsync=durable" => fsync = FsyncMode::Durable,
@@ -128,10 +131,17 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
             "private" => private = true,
             "xattr" => xattr = true,
             "noxattr" => xattr = false,
-            _ => return Err(Failure::input(format!("unknown mount option {o:?}: expected fsync=durable, fsync=ignore, private, xattr or noxattr"))),
+            _ if o.starts_with("dirty_limit=") => {
+                let v = crate::fs_cmd::parse_size(&o["dirty_limit=".len()..]).map_err(|e| Failure::input(format!("mount option {o}: {e}")))?;
+                if v < 1 << 20 {
+                    return Err(Failure::input(format!("mount option {o}: at least 1M")));
+                }
+                dirty_limit = Some(v);
+            }
+            _ => return Err(Failure::input(format!("unknown mount option {o:?}: expected fsync=durable, fsync=ignore, private, xattr, noxattr or dirty_limit=SIZE"))),
         }
     }
-    Ok(Options { fsync, private, xattr })
+    Ok(Options { fsync, private, xattr, dirty_limit })
 }
 
 pub fn mount(a: MountArgs) -> Result<u8, Failure> {
@@ -147,7 +157,7 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
         drop(mount::lock_image(&a.image).map_err(failure)?);
         return spawn_daemon(&a);
     }
-    let cfg = MountConfig { image: a.image.clone(), mountpoint: a.mountpoint.clone(), fsync: o.fsync, xattr: o.xattr, threads: a.threads, allow_other: root && !o.private };
+    let cfg = MountConfig { image: a.image.clone(), mountpoint: a.mountpoint.clone(), fsync: o.fsync, xattr: o.xattr, dirty_limit: o.dirty_limit, threads: a.threads, allow_other: root && !o.private };
     let state = state_file(&a.mountpoint);
     let child = a.daemon_child;
     let r = mount::run(&cfg, |rec| {

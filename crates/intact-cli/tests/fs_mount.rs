@@ -249,6 +249,7 @@ fn bad_input_busy_and_stale_mounts_get_clear_errors() {
     expect(run(intact().args(["fs", "mount", "/nonexistent/img"]).arg(&m.mnt)), 2, "no such file");
     expect(run(intact().args(["fs", "mount"]).arg(&m.img).arg(&m.img)), 2, "not a directory");
     expect(run(intact().args(["fs", "mount"]).arg(&m.img).arg(&m.mnt).args(["-o", "fsync=sometimes"])), 2, "unknown mount option");
+    expect(run(intact().args(["fs", "mount"]).arg(&m.img).arg(&m.mnt).args(["-o", "dirty_limit=lots"])), 2, "dirty_limit=lots");
     let junk = m.dir.path().join("junk");
     fs::write(&junk, vec![0x5au8; 1 << 20]).unwrap();
     expect(run(intact().args(["fs", "mount"]).arg(&junk).arg(&m.mnt).arg("--daemon")), 2, "cannot mount");
@@ -327,7 +328,8 @@ fn nix_statvfs(p: &Path) -> (u64, u64) {
 #[test]
 fn concurrent_writers() {
     let m = Mount::new("512M");
-    m.mount(&[]);
+    // A small dirty limit: commits forced by writes, concurrently with other writers.
+    m.mount(&["-o", "dirty_limit=1M"]);
     let kids: Vec<_> = (0..4)
         .map(|i| {
             let dir = m.p(&format!("w{i}"));

@@ -23,6 +23,8 @@ pub struct MountConfig {
     pub fsync: FsyncMode,
     /// Serve extended attributes (see `IntactFuse`).
     pub xattr: bool,
+    /// Commit a stream group once this many bytes of dirty data wait (engine default if None).
+    pub dirty_limit: Option<u64>,
     /// Request-handling threads.
     pub threads: usize,
     /// Let every user reach the mount (root only; permissions are then checked by the
@@ -81,7 +83,7 @@ pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmoun
     check_mountpoint(&cfg.mountpoint)?;
     let lock = lock_image(&cfg.image)?;
     let dev = FileDevice::open(&cfg.image, BLOCK).map_err(|e| MountError::Input(format!("{}: {e}", cfg.image.display())))?;
-    let (fs, recovery) = Fs::mount(dev, MountOptions::default()).map_err(|e| MountError::Input(format!("{}: cannot mount: {e} (run `intact fs fsck {}` for a full report)", cfg.image.display(), cfg.image.display())))?;
+    let (fs, recovery) = Fs::mount(dev, MountOptions { dirty_limit: cfg.dirty_limit.unwrap_or(MountOptions::default().dirty_limit), ..MountOptions::default() }).map_err(|e| MountError::Input(format!("{}: cannot mount: {e} (run `intact fs fsck {}` for a full report)", cfg.image.display(), cfg.image.display())))?;
     let fuse = IntactFuse::new(fs, cfg.fsync, cfg.xattr);
     let state = fuse.state.clone();
 
