@@ -106,10 +106,7 @@ fn read_state(mnt: &Path) -> Option<MountState> {
 
 /// Alive and not a zombie.
 fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => s.rfind(')').and_then(|i| s[i + 1..].split_whitespace().next()).is_some_and(|st| st != "Z" && st != "X"),
-        Err(_) => false,
-    }
+    u32::try_from(pid).ok().and_then(intactfs_fuse::procs::stat_fields).is_some_and(|f| f.first().is_some_and(|st| st != "Z" && st != "X"))
 }
 
 struct Options {

@@ -68,9 +68,7 @@ impl Mount {
         let pid = self.pid();
         // SAFETY: signalling the daemon this test started.
         unsafe { libc::kill(pid, libc::SIGKILL) };
-        while fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z")) {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        wait_exit(pid, "the daemon did not die on SIGKILL");
         let o = self.umount();
         assert!(o.status.success(), "umount of the stale mount: {}", text(&o));
         assert!(text(&o).contains("is gone"), "{}", text(&o));
@@ -102,6 +100,15 @@ impl Drop for Mount {
             }
         }
         let _ = &self.dir;
+    }
+}
+
+/// Waits (at most a minute) until `pid` has exited (gone, or a zombie nobody reaped).
+fn wait_exit(pid: i32, why: &str) {
+    let start = std::time::Instant::now();
+    while fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z")) {
+        assert!(start.elapsed().as_secs() < 60, "{why}");
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
 
@@ -227,11 +234,7 @@ fn unmount_and_sigterm_write_everything_back() {
     let pid = m.pid();
     // SAFETY: the daemon this test started.
     unsafe { libc::kill(pid, libc::SIGTERM) };
-    let start = std::time::Instant::now();
-    while fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z")) {
-        assert!(start.elapsed().as_secs() < 60, "the daemon did not stop on SIGTERM");
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    wait_exit(pid, "the daemon did not stop on SIGTERM");
     assert!(!mounted_on(&m.mnt));
     m.fsck_clean();
     m.mount(&[]);

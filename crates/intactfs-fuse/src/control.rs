@@ -59,12 +59,7 @@ pub fn stream_id(name: &str) -> StreamId {
     if name.is_empty() || name == "init" {
         return intactfs::INIT_STREAM;
     }
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in name.as_bytes() {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h.max(1)
+    intactfs::meta::fnv1a(name.as_bytes()).max(1)
 }
 
 /// Issues SETSTREAM on `fd` for the calling process.

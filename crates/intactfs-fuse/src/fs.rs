@@ -187,7 +187,11 @@ impl IntactFuse {
 
     fn make(&self, req: &Request, parent: INodeNo, name: &OsStr, k: NewKind, mode: u32) -> Result<Attr, Errno> {
         let (mut st, s) = self.begin(req)?;
-        let (owner, sgid) = Self::owner(&mut st, req, parent.0)?;
+        Self::make_locked(&mut st, s, req, parent, name, k, mode)
+    }
+
+    fn make_locked(st: &mut State, s: StreamId, req: &Request, parent: INodeNo, name: &OsStr, k: NewKind, mode: u32) -> Result<Attr, Errno> {
+        let (owner, sgid) = Self::owner(st, req, parent.0)?;
         let is_dir = matches!(k, NewKind::Dir);
         let mut mode = mode & 0o7777;
         if is_dir && sgid {
@@ -555,10 +559,11 @@ impl fuser::Filesystem for IntactFuse {
     }
 
     fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, _flags: i32, reply: ReplyCreate) {
-        let r = self.make(req, parent, name, NewKind::File, mode).and_then(|a| {
+        let r = (|| {
             let (mut st, s) = self.begin(req)?;
+            let a = Self::make_locked(&mut st, s, req, parent, name, NewKind::File, mode)?;
             Ok((a, st.new_handle(s)))
-        });
+        })();
         match r {
             Ok((a, fh)) => reply.created(&TTL, &file_attr(&a), Generation(0), fh, FopenFlags::FOPEN_KEEP_CACHE),
             Err(e) => reply.error(e),

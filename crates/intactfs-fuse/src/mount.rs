@@ -87,9 +87,11 @@ pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmoun
     let fuse = IntactFuse::new(fs, cfg.fsync, cfg.xattr);
     let state = fuse.state.clone();
 
-    let mut options = vec![MountOption::FSName(std::path::absolute(&cfg.image).unwrap_or_else(|_| cfg.image.clone()).display().to_string()), MountOption::Subtype("intactfs".into()), MountOption::DefaultPermissions, MountOption::RW, MountOption::Dev, MountOption::Suid];
-    if !cfg.allow_other {
-        options.retain(|o| *o != MountOption::Dev && *o != MountOption::Suid);
+    let source = std::path::absolute(&cfg.image).unwrap_or_else(|_| cfg.image.clone()).display().to_string();
+    let mut options = vec![MountOption::FSName(source), MountOption::Subtype("intactfs".into()), MountOption::DefaultPermissions, MountOption::RW];
+    if cfg.allow_other {
+        // Shared with every user (as root): device files and set-user-id work as on disk.
+        options.extend([MountOption::Dev, MountOption::Suid]);
     }
     let mut config = Config::default();
     config.mount_options = options;

@@ -32,12 +32,16 @@ fn status(pid: u32) -> Option<(u32, u32)> {
     Some((field("Tgid:")?, field("PPid:")?))
 }
 
-/// Field 22 of /proc/PID/stat (start time in clock ticks since boot).
-fn start_time(pid: u32) -> Option<u64> {
+/// The fields of /proc/PID/stat after the command name: [0] is the state (field 3).
+pub fn stat_fields(pid: u32) -> Option<Vec<String>> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces and parentheses: split after the last ')'.
-    let rest = &s[s.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    Some(s[s.rfind(')')? + 1..].split_whitespace().map(str::to_string).collect())
+}
+
+/// Field 22 of /proc/PID/stat (start time in clock ticks since boot).
+fn start_time(pid: u32) -> Option<u64> {
+    stat_fields(pid)?.get(19)?.parse().ok()
 }
 
 impl ProcTable {
@@ -45,12 +49,8 @@ impl ProcTable {
     pub fn set(&mut self, tid: u32, s: StreamId) -> Result<(), String> {
         let (tgid, _) = status(tid).ok_or_else(|| format!("process of thread {tid} not found in /proc"))?;
         let start = start_time(tgid).ok_or_else(|| format!("process {tgid} not found in /proc"))?;
-        if s == INIT_STREAM {
-            // Explicitly back in init: record it so that the ancestor walk stops here.
-            self.explicit.insert(tgid, (INIT_STREAM, start));
-        } else {
-            self.explicit.insert(tgid, (s, start));
-        }
+        // Recorded for the init stream too, so that the ancestor walk stops here.
+        self.explicit.insert(tgid, (s, start));
         // Inheritance changed for this process and every descendant.
         self.cache.clear();
         Ok(())

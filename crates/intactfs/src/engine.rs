@@ -13,7 +13,7 @@
 use crate::alloc::Allocator;
 use crate::error::{FsError, Result};
 use crate::layout::{self, Checkpoint, Record, Superblock, CHECKPOINT_SLOTS, CP_MAGIC, JOURNAL_START, MAX_SNAPSHOT_EXTENTS, REC_MAGIC, SB_MAGIC};
-use crate::meta::{map_block, valid_name, valid_xattr_name, xattr_bytes, XATTR_NAME_MAX, XATTR_VALUE_MAX, XATTR_TOTAL_MAX, Body, Extent, FileType, Ino, Inode, LogOp, Meta, NewKind, Time, BLOCK, NAME_MAX, ROOT, SYMLINK_MAX};
+use crate::meta::{map_block, valid_name, valid_xattr_name, xattr_fits, XATTR_NAME_MAX, XATTR_VALUE_MAX, XATTR_TOTAL_MAX, Body, Extent, FileType, Ino, Inode, LogOp, Meta, NewKind, Time, BLOCK, NAME_MAX, ROOT, SYMLINK_MAX};
 use crate::recovery::{self, Loaded};
 use crate::streams::{Key, StreamFlags, StreamId, Streams};
 use intactfs_device::BlockDevice;
@@ -853,14 +853,12 @@ impl<D: BlockDevice> Fs<D> {
         if value.len() > XATTR_VALUE_MAX {
             return Err(FsError::TooBig);
         }
-        let old = n.xattrs.get(name);
-        match (old.is_some(), create, replace) {
+        match (n.xattrs.contains_key(name), create, replace) {
             (true, true, _) => return Err(FsError::Exists),
             (false, _, true) => return Err(FsError::NoData),
             _ => {}
         }
-        let old_len = old.map_or(0, |o| name.len() + o.len());
-        if xattr_bytes(&n.xattrs) - old_len + name.len() + value.len() > XATTR_TOTAL_MAX {
+        if !xattr_fits(&n.xattrs, name, value.len()) {
             return Err(FsError::NoSpace(format!("extended attributes of one inode are limited to {XATTR_TOTAL_MAX} bytes")));
         }
         let ctime = self.now();

@@ -53,14 +53,19 @@ impl Extent {
 /// is the readdir cookie, stable across mounts.
 pub type DirKey = (u64, Vec<u8>);
 
-pub fn name_hash(name: &[u8]) -> u64 {
-    // FNV-1a, top bit cleared and never 0: cookies 1..2^63 (0 means "from the start").
+/// FNV-1a, 64 bits: directory-entry cookies and stream ids from names.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in name {
+    for &b in bytes {
         h ^= b as u64;
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
-    (h >> 1).max(1)
+    h
+}
+
+pub fn name_hash(name: &[u8]) -> u64 {
+    // Top bit cleared and never 0: cookies 1..2^63 (0 means "from the start").
+    (fnv1a(name) >> 1).max(1)
 }
 
 pub fn dir_key(name: &[u8]) -> DirKey {
@@ -106,6 +111,12 @@ pub fn valid_xattr_name(name: &[u8]) -> bool {
 /// Bytes of names and values an inode's extended attributes take.
 pub fn xattr_bytes(x: &BTreeMap<Vec<u8>, Vec<u8>>) -> usize {
     x.iter().map(|(k, v)| k.len() + v.len()).sum()
+}
+
+/// Whether setting `name` to a value of `len` bytes keeps the inode within the limits.
+pub fn xattr_fits(x: &BTreeMap<Vec<u8>, Vec<u8>>, name: &[u8], len: usize) -> bool {
+    let old = x.get(name).map_or(0, |o| name.len() + o.len());
+    len <= XATTR_VALUE_MAX && xattr_bytes(x) - old + name.len() + len <= XATTR_TOTAL_MAX
 }
 
 impl Inode {
@@ -400,8 +411,7 @@ impl Meta {
                 let n = self.node_mut(*ino)?;
                 match value {
                     Some(v) => {
-                        let old = n.xattrs.get(name).map_or(0, |o| name.len() + o.len());
-                        if v.len() > XATTR_VALUE_MAX || xattr_bytes(&n.xattrs) - old + name.len() + v.len() > XATTR_TOTAL_MAX {
+                        if !xattr_fits(&n.xattrs, name, v.len()) {
                             return Err(format!("extended attributes of inode {ino} too large"));
                         }
                         n.xattrs.insert(name.clone(), v.clone());
