@@ -2810,9 +2810,8 @@ def _(c):
 # ========================================================================================
 
 def _settle(c):
-    """Commit pending work before a free-space measurement.  A file system may return the
-    blocks of files removed by earlier cases only at its next commit (intactfs does, at the
-    next fsync); without this, that late credit would blur the measurement."""
+    """Commit pending work before a free-space measurement, so that late credit for files
+    removed by earlier cases does not blur it."""
     fd = os.open(c.d, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -2857,7 +2856,15 @@ def _(c):
     dfd = c.fd(c.d, os.O_RDONLY | os.O_DIRECTORY)
     os.fsync(dfd)
     os.sync()
-    v2 = os.statvfs(c.d)
+    # A FUSE file system learns that the last reference to an unlinked file is gone from
+    # the kernel's FORGET/RELEASE, which are sent asynchronously after close() and
+    # unlink() return: wait for the credit (bounded), rather than expect it at once.
+    deadline = time.monotonic() + 10
+    while True:
+        v2 = os.statvfs(c.d)
+        if v2.f_bfree > v1.f_bfree or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
     c.rec("f_bfree raised after unlink", v2.f_bfree > v1.f_bfree)
 
 

@@ -174,6 +174,10 @@ pub struct Fs<D: BlockDevice> {
     reserved: u64,
     /// Kept free for the next metadata snapshot.
     meta_reserve: u64,
+    /// Durable blocks that uncommitted calls (unlink, truncate, replacing rename) have
+    /// released: free as soon as those calls commit. `statfs` counts them as free, and a
+    /// call short of space commits everything to get them.
+    freeing: u64,
     open: HashMap<Ino, u32>,
     jhead: u64,
     next_seq: u64,
@@ -279,6 +283,7 @@ impl<D: BlockDevice> Fs<D> {
             falloc: HashMap::new(),
             reserved: 0,
             meta_reserve: 0,
+            freeing: 0,
             open: HashMap::new(),
             jhead: journal_head,
             next_seq,
@@ -413,7 +418,9 @@ impl<D: BlockDevice> Fs<D> {
         }
         self.writable()?;
         let all: Vec<StreamId> = self.streams.busy_groups().into_iter().flatten().collect();
-        self.commit(&all)
+        self.commit(&all)?;
+        debug_assert_eq!(self.freeing, 0, "everything is committed, yet blocks wait to be freed");
+        Ok(())
     }
 
     // ----- reading -----
@@ -500,7 +507,8 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     pub fn statfs(&self) -> StatFs {
-        let free = self.alloc.free_blocks().saturating_sub(self.reserved + self.meta_reserve);
+        // As other file systems do, space an unlink released is free now, not at its commit.
+        let free = (self.alloc.free_blocks() + self.freeing).saturating_sub(self.reserved + self.meta_reserve);
         StatFs { block_size: BLOCK as u64, blocks: self.sb.blocks - self.sb.data_start(), free_blocks: free, files: self.live.inodes.len() as u64, name_max: NAME_MAX as u64 }
     }
 
@@ -602,7 +610,9 @@ impl<D: BlockDevice> Fs<D> {
 
     /// Applies `op` to the live state and logs it in stream `s`'s transaction.
     fn log(&mut self, s: StreamId, op: LogOp, claims: &[Key], checks: &[Key]) -> Result<()> {
-        self.live.apply(&op).map_err(|e| FsError::Internal(format!("{op:?}: {e}")))?;
+        let freed = self.live.apply(&op).map_err(|e| FsError::Internal(format!("{op:?}: {e}")))?;
+        // Live extents are all committed ones (data is allocated at commit).
+        self.freeing += freed.extents.iter().map(|e| e.1).sum::<u64>();
         self.streams.relate(s, claims, checks);
         self.streams.log(s, op);
         Ok(())
@@ -828,6 +838,23 @@ impl<D: BlockDevice> Fs<D> {
         self.alloc.free_blocks().saturating_sub(self.reserved + self.meta_reserve)
     }
 
+    /// `need` blocks can be reserved; if only uncommitted frees stand in the way, commit
+    /// everything first (a full file system must not refuse a write right after an unlink
+    /// that `statfs` already counts as free).
+    /// `need` is recomputed after such a commit (it may count dirty blocks, which the commit
+    /// cleans). Returns the number of blocks to reserve.
+    fn room_for(&mut self, need: impl Fn(&Self) -> u64) -> Result<u64> {
+        let mut n = need(self);
+        if n > self.available() && self.freeing > 0 {
+            self.sync()?;
+            n = need(self);
+        }
+        if n > self.available() {
+            return Err(FsError::NoSpace(format!("{n} blocks needed, {} available", self.available())));
+        }
+        Ok(n)
+    }
+
     pub fn setattr(&mut self, s: StreamId, ino: Ino, a: SetAttr) -> Result<Attr> {
         self.writable()?;
         self.node(ino)?;
@@ -943,11 +970,10 @@ impl<D: BlockDevice> Fs<D> {
         }
         let end = off.checked_add(data.len() as u64).filter(|&e| e <= MAX_FILE_SIZE).ok_or(FsError::TooBig)?;
         let (b0, b1) = (off / BLOCK as u64, (end - 1) / BLOCK as u64);
-        let have = self.dirty.get(&ino);
-        let new_blocks = (b0..=b1).filter(|b| !have.is_some_and(|d| d.contains_key(b))).count() as u64;
-        if new_blocks > self.available() {
-            return Err(FsError::NoSpace(format!("{new_blocks} blocks needed, {} available", self.available())));
-        }
+        self.room_for(|fs| {
+            let have = fs.dirty.get(&ino);
+            (b0..=b1).filter(|b| !have.is_some_and(|d| d.contains_key(b))).count() as u64
+        })?;
         self.streams.relate(s, &[Key::Ino(ino)], &[]);
         let mut pos = off;
         for lb in b0..=b1 {
@@ -986,18 +1012,16 @@ impl<D: BlockDevice> Fs<D> {
         }
         let end = off.checked_add(len).filter(|&e| e <= MAX_FILE_SIZE).ok_or(FsError::TooBig)?;
         let (b0, b1) = (off / BLOCK as u64, end.div_ceil(BLOCK as u64));
-        let n = self.file(ino)?;
-        let size = n.size;
-        let ext = n.extents().expect("file body");
-        let pending = self.falloc.get(&ino).map(|p| p.0.as_slice()).unwrap_or_default();
+        let size = self.file(ino)?.size;
         // Holes not yet reserved for, run by run (a 1 TiB request must not loop per block).
-        let need: u64 = holes(ext, self.dirty.get(&ino), b0, b1)
-            .into_iter()
-            .map(|(h, n)| n - pending.iter().map(|&(a, b)| b.min(h + n).saturating_sub(a.max(h))).sum::<u64>().min(n))
-            .sum();
-        if need > self.available() {
-            return Err(FsError::NoSpace(format!("{need} blocks needed, {} available", self.available())));
-        }
+        let need = self.room_for(|fs| {
+            let ext = fs.live.get(ino).and_then(|n| n.extents()).expect("a regular file, checked above");
+            let pending = fs.falloc.get(&ino).map(|p| p.0.as_slice()).unwrap_or_default();
+            holes(ext, fs.dirty.get(&ino), b0, b1)
+                .into_iter()
+                .map(|(h, n)| n - pending.iter().map(|&(a, b)| b.min(h + n).saturating_sub(a.max(h))).sum::<u64>().min(n))
+                .sum()
+        })?;
         if need > 0 {
             self.reserved += need;
             let e = self.falloc.entry(ino).or_default();
@@ -1115,7 +1139,7 @@ impl<D: BlockDevice> Fs<D> {
         if !fits(self, &bytes) {
             // A transaction larger than the journal commits as a checkpoint: the new
             // snapshot already contains it, and the header flip makes it atomic.
-            return self.commit_by_checkpoint(rec, data_bytes);
+            return self.commit_by_checkpoint(rec, logical, data_bytes);
         }
         if let Err(e) = self.dev.write_run(self.jhead, &bytes).and_then(|_| self.dev.flush()) {
             return Err(self.poison(format!("writing journal record {}: {e}", rec.seq)));
@@ -1125,7 +1149,7 @@ impl<D: BlockDevice> Fs<D> {
         self.stats.journal_bytes += bytes.len() as u64;
         self.stats.flushes += 1;
         self.stats.commits += 1;
-        self.apply_durable(&rec.ops)?;
+        self.apply_durable(&rec.ops, logical)?;
         // The flush above made this record durable: what it freed may be reused now.
         self.released();
         self.durable_upto = rec.seq;
@@ -1138,8 +1162,8 @@ impl<D: BlockDevice> Fs<D> {
         Ok(())
     }
 
-    fn commit_by_checkpoint(&mut self, rec: Record, data_bytes: u64) -> Result<()> {
-        self.apply_durable(&rec.ops)?;
+    fn commit_by_checkpoint(&mut self, rec: Record, logical: usize, data_bytes: u64) -> Result<()> {
+        self.apply_durable(&rec.ops, logical)?;
         // The checkpoint records `next_seq` as its first sequence number: this transaction
         // takes the sequence number it would have had as a record.
         self.next_seq = rec.seq + 1;
@@ -1153,12 +1177,17 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     /// Applies committed operations to the durable state; what they free waits in the
-    /// pending lists until [`Self::released`].
-    fn apply_durable(&mut self, ops: &[LogOp]) -> Result<()> {
-        for op in ops {
+    /// pending lists until [`Self::released`]. The first `logical` operations are calls
+    /// logged earlier: what they free was counted in `freeing` then.
+    fn apply_durable(&mut self, ops: &[LogOp], logical: usize) -> Result<()> {
+        for (k, op) in ops.iter().enumerate() {
             let freed = self.durable.apply(op).map_err(|e| FsError::Internal(format!("committed operation {op:?} does not apply to the durable state: {e}")))?;
             for (s, l) in freed.extents {
                 self.alloc.defer(s, l);
+                if k < logical {
+                    debug_assert!(self.freeing >= l, "freeing {} < {l} freed by {op:?}", self.freeing);
+                    self.freeing = self.freeing.saturating_sub(l);
+                }
             }
             if let Some(i) = freed.ino {
                 self.pending_inos.push(i);

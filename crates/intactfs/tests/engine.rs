@@ -121,9 +121,48 @@ fn statfs_and_running_out_of_space() {
     // Whatever was accepted commits: space was reserved at write time.
     fs.sync().unwrap();
     assert!(fs.statfs().free_blocks < 16);
+    // An unlink's space is free at once (statfs), before the unlink commits...
     fs.unlink(0, ROOT, b"big").unwrap();
+    let freed = fs.statfs();
+    assert!(freed.free_blocks + 2 >= s0.free_blocks, "{freed:?} vs {s0:?}");
+    // ...and a write that needs it commits the unlink instead of failing.
+    let g = file(&mut fs, ROOT, "again");
+    fs.write(0, g, 0, &vec![9u8; (off as usize).min(32 * BLOCK)]).unwrap();
+    fs.sync().unwrap();
+    fs.unlink(0, ROOT, b"again").unwrap();
     fs.sync().unwrap();
     assert!(fs.statfs().free_blocks + 2 >= s0.free_blocks, "{:?} vs {s0:?}", fs.statfs());
+    let mut dev = fs.unmount().unwrap();
+    assert!(fsck(&mut dev, true).clean());
+}
+
+#[test]
+fn a_full_file_system_reuses_space_freed_by_uncommitted_calls() {
+    let mut fs = fresh(256);
+    let f = file(&mut fs, ROOT, "old");
+    let chunk = vec![3u8; 8 * BLOCK];
+    let mut off = 0u64;
+    while fs.write(0, f, off, &chunk).is_ok() {
+        off += chunk.len() as u64;
+    }
+    fs.sync().unwrap();
+    let full = fs.statfs().free_blocks;
+    // Truncate (not yet committed) releases the old blocks: statfs sees them, and a
+    // rewrite of the same size succeeds by committing the truncate first.
+    fs.truncate(0, f, 0).unwrap();
+    assert!(fs.statfs().free_blocks >= full + off / BLOCK as u64 - 2, "{:?}", fs.statfs());
+    let mut pos = 0u64;
+    while pos < off {
+        fs.write(0, f, pos, &chunk).unwrap();
+        pos += chunk.len() as u64;
+    }
+    // fallocate takes the same path.
+    let h = file(&mut fs, ROOT, "h");
+    fs.sync().unwrap();
+    fs.unlink(0, ROOT, b"old").unwrap();
+    fs.fallocate(0, h, 0, off, false).unwrap();
+    fs.sync().unwrap();
+    assert_eq!(fs.getattr(h).unwrap().size, off);
     let mut dev = fs.unmount().unwrap();
     assert!(fsck(&mut dev, true).clean());
 }
