@@ -119,7 +119,8 @@ out() {
 
 mount_fs() {
     rm -f "$PIDF"
-    timeout "$TIMEOUT" "$INTACT" fs mount "$IMG" "$MNT" --daemon --pid-file "$PIDF" --log "$LOG" >/dev/null
+    # commit=0: the crash sections decide what is committed (no periodic commits).
+    timeout "$TIMEOUT" "$INTACT" fs mount "$IMG" "$MNT" --daemon --pid-file "$PIDF" --log "$LOG" -o commit=0 >/dev/null
     DAEMON_PID=$(cat "$PIDF")
     daemon_alive "$DAEMON_PID" || { echo "the mount daemon (pid $DAEMON_PID) is not running" >&2; exit 1; }
     is_mounted || { echo "$MNT is not mounted" >&2; exit 1; }

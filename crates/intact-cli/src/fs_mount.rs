@@ -30,7 +30,10 @@ pub struct MountArgs {
     /// streamsync and sync stay durable); private (only the mounting user may enter);
     /// noxattr (no extended attributes: saves the kernel's extended-attribute request
     /// before every write; default xattr); dirty_limit=SIZE (commit a stream once this
-    /// much written data waits in memory; default 256M; larger suits big writers).
+    /// much written data waits in memory; default a tenth of the machine's memory, between
+    /// 64M and 2G); commit=SECONDS (commit everything uncommitted this often, bounding what
+    /// a crash loses; default 5; 0: only on fsync, streamsync, sync, the dirty limit and
+    /// unmount).
     #[arg(short = 'o', value_delimiter = ',')]
     pub options: Vec<String>,
     /// Request-handling threads.
@@ -114,6 +117,7 @@ struct Options {
     private: bool,
     xattr: bool,
     dirty_limit: Option<u64>,
+    commit_interval: Option<Duration>,
 }
 
 fn parse_options(opts: &[String]) -> Result<Options, Failure> {
@@ -121,6 +125,7 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
     let mut private = false;
     let mut xattr = true;
     let mut dirty_limit = None;
+    let mut commit_interval = Some(mount::DEFAULT_COMMIT_INTERVAL);
     for o in opts.iter().filter(|o| !o.is_empty()) {
         match o.as_str() {
             "fsync=durable" => fsync = FsyncMode::Durable,
@@ -135,10 +140,17 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
                 }
                 dirty_limit = Some(v);
             }
-            _ => return Err(Failure::input(format!("unknown mount option {o:?}: expected fsync=durable, fsync=ignore, private, xattr, noxattr or dirty_limit=SIZE"))),
+            _ if o.starts_with("commit=") => {
+                let v: u64 = o["commit=".len()..].parse().map_err(|_| Failure::input(format!("mount option {o}: expected whole seconds, e.g. commit=5 (0: no periodic commits)")))?;
+                if v > 86_400 {
+                    return Err(Failure::input(format!("mount option {o}: at most 86400 seconds (use commit=0 for no periodic commits)")));
+                }
+                commit_interval = (v > 0).then(|| Duration::from_secs(v));
+            }
+            _ => return Err(Failure::input(format!("unknown mount option {o:?}: expected fsync=durable, fsync=ignore, private, xattr, noxattr, dirty_limit=SIZE or commit=SECONDS"))),
         }
     }
-    Ok(Options { fsync, private, xattr, dirty_limit })
+    Ok(Options { fsync, private, xattr, dirty_limit, commit_interval })
 }
 
 pub fn mount(a: MountArgs) -> Result<u8, Failure> {
@@ -154,7 +166,7 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
         drop(mount::lock_image(&a.image).map_err(failure)?);
         return spawn_daemon(&a);
     }
-    let cfg = MountConfig { image: a.image.clone(), mountpoint: a.mountpoint.clone(), fsync: o.fsync, xattr: o.xattr, dirty_limit: o.dirty_limit, threads: a.threads, allow_other: root && !o.private };
+    let cfg = MountConfig { image: a.image.clone(), mountpoint: a.mountpoint.clone(), fsync: o.fsync, xattr: o.xattr, dirty_limit: o.dirty_limit, commit_interval: o.commit_interval, threads: a.threads, allow_other: root && !o.private };
     let state = state_file(&a.mountpoint);
     let child = a.daemon_child;
     let r = mount::run(&cfg, |rec| {

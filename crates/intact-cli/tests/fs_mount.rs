@@ -49,8 +49,10 @@ impl Mount {
         Mount { dir, img, mnt, pidfile }
     }
 
+    /// Mounts with periodic commits off (`commit=0`, which `opts` may override): the crash
+    /// tests decide what is committed, and a slow machine must not commit it for them.
     fn mount(&self, opts: &[&str]) {
-        let o = run(intact().args(["fs", "mount"]).arg(&self.img).arg(&self.mnt).arg("--daemon").arg("--pid-file").arg(&self.pidfile).arg("--log").arg(self.dir.path().join("log")).args(opts));
+        let o = run(intact().args(["fs", "mount"]).arg(&self.img).arg(&self.mnt).arg("--daemon").arg("--pid-file").arg(&self.pidfile).arg("--log").arg(self.dir.path().join("log")).args(["-o", "commit=0"]).args(opts));
         assert!(o.status.success(), "mount: {}", text(&o));
         assert!(mounted_on(&self.mnt));
     }
@@ -253,6 +255,7 @@ fn bad_input_busy_and_stale_mounts_get_clear_errors() {
     expect(run(intact().args(["fs", "mount"]).arg(&m.img).arg(&m.img)), 2, "not a directory");
     expect(run(intact().args(["fs", "mount"]).arg(&m.img).arg(&m.mnt).args(["-o", "fsync=sometimes"])), 2, "unknown mount option");
     expect(run(intact().args(["fs", "mount"]).arg(&m.img).arg(&m.mnt).args(["-o", "dirty_limit=lots"])), 2, "dirty_limit=lots");
+    expect(run(intact().args(["fs", "mount"]).arg(&m.img).arg(&m.mnt).args(["-o", "commit=soon"])), 2, "whole seconds");
     let junk = m.dir.path().join("junk");
     fs::write(&junk, vec![0x5au8; 1 << 20]).unwrap();
     expect(run(intact().args(["fs", "mount"]).arg(&junk).arg(&m.mnt).arg("--daemon")), 2, "cannot mount");
@@ -420,4 +423,65 @@ fn extended_attributes_and_noxattr() {
     assert!(m.umount().status.success());
     m.mount(&[]);
     assert_eq!(get(&m.p("f")).as_deref(), Some(&b"value"[..]), "kept through unmount, untouched by the noxattr mount");
+}
+
+/// `commit=SECONDS`: what nobody synced is committed within the interval, so a crash after
+/// it keeps it; with `commit=0` the same crash loses it (nothing else commits).
+#[test]
+fn periodic_commits_bound_what_a_crash_loses() {
+    for every in [1, 0] {
+        let m = Mount::new("256M");
+        m.mount(&["-o", &format!("commit={every}")]);
+        let data = vec![5u8; 300_000];
+        write_file(&m.p("unsynced"), &data, false);
+        let mtime = || fs::metadata(&m.img).unwrap().modified().unwrap();
+        let before = mtime();
+        if every > 0 {
+            // The engine writes its image only when it commits: wait for that (bounded).
+            let start = std::time::Instant::now();
+            while mtime() == before {
+                assert!(start.elapsed().as_secs() < 60, "no periodic commit within a minute");
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        } else {
+            std::thread::sleep(std::time::Duration::from_millis(2500));
+            assert_eq!(mtime(), before, "commit=0: nothing was written");
+        }
+        m.crash();
+        m.fsck_clean();
+        m.mount(&[]);
+        if every > 0 {
+            assert_eq!(fs::read(m.p("unsynced")).unwrap(), data, "committed by the periodic commit");
+        } else {
+            assert!(!m.p("unsynced").exists(), "commit=0: never committed, lost in the crash");
+        }
+        let o = m.umount();
+        assert!(o.status.success(), "{}", text(&o));
+    }
+}
+
+/// Missing names are answered as negative entries the kernel caches: creates, renames and
+/// mkdirs through the mount must still be seen at once.
+#[test]
+fn negative_entries_never_hide_new_names() {
+    let m = Mount::new("256M");
+    m.mount(&[]);
+    for _ in 0..3 {
+        assert_eq!(fs::metadata(m.p("x")).unwrap_err().kind(), std::io::ErrorKind::NotFound);
+    }
+    write_file(&m.p("x"), b"1", false);
+    assert_eq!(fs::read(m.p("x")).unwrap(), b"1");
+    assert!(!m.p("y").exists());
+    fs::rename(m.p("x"), m.p("y")).unwrap();
+    assert!(!m.p("x").exists());
+    assert_eq!(fs::read(m.p("y")).unwrap(), b"1");
+    fs::create_dir(m.p("x")).unwrap();
+    assert!(fs::metadata(m.p("x")).unwrap().is_dir());
+    assert!(!m.p("x/z").exists());
+    // Another process (a shell) creates the name the test process just failed to find.
+    let st = Command::new("sh").arg("-c").arg("echo 2 > x/z && ln -s z x/l").current_dir(&m.mnt).status().unwrap();
+    assert!(st.success());
+    assert_eq!(fs::read(m.p("x/l")).unwrap(), b"2\n");
+    let o = m.umount();
+    assert!(o.status.success(), "{}", text(&o));
 }

@@ -115,6 +115,27 @@ fn file_attr(a: &Attr) -> FileAttr {
     }
 }
 
+/// The attributes of a negative entry: only node id 0 matters to the kernel.
+fn negative_attr() -> FileAttr {
+    FileAttr {
+        ino: INodeNo(0),
+        size: 0,
+        blocks: 0,
+        atime: UNIX_EPOCH,
+        mtime: UNIX_EPOCH,
+        ctime: UNIX_EPOCH,
+        crtime: UNIX_EPOCH,
+        kind: FType::RegularFile,
+        perm: 0,
+        nlink: 0,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: BLOCK as u32,
+        flags: 0,
+    }
+}
+
 const S_IFMT: u32 = 0o170000;
 const S_ISGID: u32 = 0o2000;
 
@@ -266,7 +287,13 @@ impl fuser::Filesystem for IntactFuse {
             st.remember(a.ino);
             Ok(a)
         })();
-        Self::reply_entry(r, reply)
+        match r {
+            // A negative entry (node 0) the kernel may cache for TTL: every create goes
+            // through the kernel, which replaces it, and repeated stats of a missing file
+            // (SQLite's journal, git's lock files) stop costing a round trip each.
+            Err(e) if e == Errno::ENOENT => reply.entry(&TTL, &negative_attr(), Generation(0)),
+            r => Self::reply_entry(r, reply),
+        }
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {

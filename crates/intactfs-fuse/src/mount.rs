@@ -8,6 +8,11 @@ use intactfs_device::FileDevice;
 use std::fs::File;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// The default of `MountConfig::commit_interval` (ext4's and ccfs's journal commit interval).
+pub const DEFAULT_COMMIT_INTERVAL: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum MountError {
@@ -23,8 +28,12 @@ pub struct MountConfig {
     pub fsync: FsyncMode,
     /// Serve extended attributes (see `IntactFuse`).
     pub xattr: bool,
-    /// Commit a stream group once this many bytes of dirty data wait (engine default if None).
+    /// Commit a stream group once this many bytes of dirty data wait
+    /// ([`default_dirty_limit`] if None).
     pub dirty_limit: Option<u64>,
+    /// Commit everything uncommitted this often (None: only on fsync, streamsync, sync, the
+    /// dirty limit and unmount). Bounds what a crash can lose, as ext4's `commit=`.
+    pub commit_interval: Option<Duration>,
     /// Request-handling threads.
     pub threads: usize,
     /// Let every user reach the mount (root only; permissions are then checked by the
@@ -58,6 +67,22 @@ pub fn lock_image(image: &Path) -> Result<ImageLock, MountError> {
     Ok(ImageLock(f))
 }
 
+/// The dirty limit when none is given: a tenth of the machine's memory (the kernel's
+/// default background write-back threshold for its page cache), between 64 MiB and 2 GiB.
+/// Dirty data lives in the daemon's memory until its commit; the periodic commit bounds
+/// how long. The engine's own default (256 MiB) if the memory size cannot be read.
+pub fn default_dirty_limit() -> u64 {
+    let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib * 1024)
+    });
+    match total {
+        Some(t) => (t / 10).clamp(64 << 20, 2 << 30),
+        None => MountOptions::default().dirty_limit,
+    }
+}
+
 /// Whether `p` is a mount whose FUSE daemon is gone ("Transport endpoint is not connected").
 pub fn is_stale_mount(p: &Path) -> bool {
     matches!(std::fs::metadata(p), Err(e) if e.raw_os_error() == Some(libc::ENOTCONN))
@@ -83,7 +108,7 @@ pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmoun
     check_mountpoint(&cfg.mountpoint)?;
     let lock = lock_image(&cfg.image)?;
     let dev = FileDevice::open(&cfg.image, BLOCK).map_err(|e| MountError::Input(format!("{}: {e}", cfg.image.display())))?;
-    let (fs, recovery) = Fs::mount(dev, MountOptions { dirty_limit: cfg.dirty_limit.unwrap_or(MountOptions::default().dirty_limit), ..MountOptions::default() }).map_err(|e| MountError::Input(format!("{}: cannot mount: {e} (run `intact fs fsck {}` for a full report)", cfg.image.display(), cfg.image.display())))?;
+    let (fs, recovery) = Fs::mount(dev, MountOptions { dirty_limit: cfg.dirty_limit.unwrap_or_else(default_dirty_limit), ..MountOptions::default() }).map_err(|e| MountError::Input(format!("{}: cannot mount: {e} (run `intact fs fsck {}` for a full report)", cfg.image.display(), cfg.image.display())))?;
     let fuse = IntactFuse::new(fs, cfg.fsync, cfg.xattr);
     let state = fuse.state.clone();
 
@@ -113,10 +138,35 @@ pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmoun
         }
     });
 
+    // Periodic commits: the thread ends when `stop` is dropped (after the session).
+    let (stop, stopped) = mpsc::channel::<()>();
+    let committer = cfg.commit_interval.map(|every| {
+        let state = state.clone();
+        std::thread::spawn(move || {
+            while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
+                let Ok(mut st) = state.lock() else { return };
+                let st = &mut *st;
+                let Some(fs) = st.fs.as_mut() else { return };
+                if fs.has_uncommitted() {
+                    if let Err(e) = fs.sync() {
+                        // The engine refuses further changes now; requests report EIO.
+                        eprintln!("intactfs: periodic commit failed: {e}");
+                        st.failure.get_or_insert(format!("periodic commit: {e}"));
+                        return;
+                    }
+                }
+            }
+        })
+    });
+
     ready(&recovery);
     let served = session.run();
     sig_handle.close();
     let _ = sig_thread.join();
+    drop(stop);
+    if let Some(t) = committer {
+        let _ = t.join();
+    }
 
     // A panic in a request handler poisons the lock: the engine's memory is then not to be
     // trusted, and nothing more is written. The image holds the last commit.

@@ -412,6 +412,11 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     /// Commits every stream, as one record.
+    /// Something is not yet committed (what a crash now would lose).
+    pub fn has_uncommitted(&self) -> bool {
+        self.streams.any_busy() || !self.dirty.is_empty() || !self.falloc.is_empty()
+    }
+
     pub fn sync(&mut self) -> Result<()> {
         if self.opts.read_only {
             return Ok(());

@@ -148,6 +148,11 @@ impl Streams {
         self.owner.get(key).copied()
     }
 
+    /// Some stream has uncommitted work.
+    pub fn any_busy(&self) -> bool {
+        self.streams.values().any(|s| !s.ops.is_empty() || !s.claimed.is_empty())
+    }
+
     /// Every group with uncommitted work, each as its member list.
     pub fn busy_groups(&mut self) -> Vec<Vec<StreamId>> {
         let ids: Vec<StreamId> = self.streams.iter().filter(|(_, s)| !s.ops.is_empty() || !s.claimed.is_empty()).map(|(i, _)| *i).collect();

@@ -137,6 +137,24 @@ fn statfs_and_running_out_of_space() {
 }
 
 #[test]
+fn has_uncommitted_until_committed() {
+    let mut fs = fresh(256);
+    assert!(!fs.has_uncommitted());
+    let f = file(&mut fs, ROOT, "f");
+    assert!(fs.has_uncommitted(), "a create");
+    fs.sync().unwrap();
+    assert!(!fs.has_uncommitted());
+    fs.write(3, f, 0, b"data").unwrap();
+    assert!(fs.has_uncommitted(), "a write in another stream");
+    fs.fsync(3, f, false).unwrap();
+    assert!(!fs.has_uncommitted());
+    fs.fallocate(0, f, 0, 64 << 10, true).unwrap();
+    assert!(fs.has_uncommitted(), "a preallocation");
+    fs.sync().unwrap();
+    assert!(!fs.has_uncommitted());
+}
+
+#[test]
 fn a_full_file_system_reuses_space_freed_by_uncommitted_calls() {
     let mut fs = fresh(256);
     let f = file(&mut fs, ROOT, "old");
