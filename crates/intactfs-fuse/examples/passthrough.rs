@@ -8,7 +8,7 @@
 //! configuration is the intactfs mount's (crates/intactfs-fuse/src/mount.rs and fs.rs): 4
 //! request threads, one cloned /dev/fuse descriptor per thread, max_write and max_readahead
 //! 1 MiB, no writeback cache, FOPEN_KEEP_CACHE on open and create, 1 s entry and attribute
-//! TTL, `default_permissions`, and as root `allow_other` (with dev, suid). Extended
+//! TTL (missing names too, as negative entries), `default_permissions`, and as root `allow_other` (with dev, suid). Extended
 //! attributes are forwarded, as intactfs keeps them (`--no-xattr`: ENOSYS instead). Like
 //! intactfs it answers ENOSYS to POSIX locks (the kernel then keeps locks locally) and
 //! implements no copy_file_range.
@@ -354,7 +354,15 @@ impl Filesystem for Passthrough {
             let p = self.dir(parent)?;
             self.lookup_at(parent, p.as_raw_fd(), name)
         })();
-        Self::entry(r, reply)
+        match r {
+            // A negative entry (node 0) cached for TTL, as intactfs answers missing names.
+            Err(e) if e == Errno::ENOENT => {
+                let t = UNIX_EPOCH;
+                let a = FileAttr { ino: INodeNo(0), size: 0, blocks: 0, atime: t, mtime: t, ctime: t, crtime: t, kind: FileType::RegularFile, perm: 0, nlink: 0, uid: 0, gid: 0, rdev: 0, blksize: 4096, flags: 0 };
+                reply.entry(&TTL, &a, Generation(0))
+            }
+            r => Self::entry(r, reply),
+        }
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
