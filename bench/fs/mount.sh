@@ -17,7 +17,8 @@
 #                default mount options, on loop device 1 over ext4.img;
 #   passthrough  crates/intactfs-fuse/examples/passthrough.rs (the intactfs mount's fuser
 #                configuration) over a directory of a second such ext4, loop 2 over pt.img;
-#   intactfs     `intact fs mount --daemon` (4 threads, fsync=durable) of an image made by
+#   intactfs     `intact fs mount --daemon` (its defaults: 4 threads, fsync=durable, commit=5,
+#                dirty limit a tenth of RAM) of an image made by
 #                `intact fs mkfs`, a zero-filled file in a third ext4 (loop 3 over host.img)
 #                that holds nothing else: loop 3 counts the engine's writes (its pwrites and
 #                fdatasyncs of the image file), plus that ext4's own journal (a few KiB).
