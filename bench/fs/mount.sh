@@ -333,9 +333,18 @@ pressure="CPU $(( ($(psi cpu) - psi_cpu0) / 10000 / (elapsed > 0 ? elapsed : 1) 
 cmd="bash bench/fs/mount.sh"
 if ((quick)); then cmd+=" --quick"; fi
 if [[ -n ${REPS:-} ]]; then cmd="REPS=$REPS $cmd"; fi
-if [[ -n ${RESULTS:-} ]]; then cp "$results" "$RESULTS"; fi
-python3 bench/fs/mount_report.py "$results" docs/benchmarks.md \
-  --command "$cmd" --reps "$reps" --elapsed "$elapsed" --image-mib "$img_mib" --pressure "$pressure" \
-  --load-start "$load0" --load-end "$(cut -d' ' -f1-3 /proc/loadavg)" --date "$(date -u '+%Y-%m-%d %H:%M UTC')" --others "$others" --tree "$tree_desc" --failures "$failures" --intactfs-totals "$ifs_totals" \
-  --params "$(printf '%s\n' "${personalities[@]}")" --a-mib "$a_mib" --sqlite-rows "$sqlite_rows" \
-  --ldb-num "$ldb_num" --ldb-sync-num "$ldb_sync_num" --duration "$dur"
+rev="$(git rev-parse --short HEAD)"
+if [[ -n $(git status --porcelain --untracked-files=no || true) ]]; then rev+=" + uncommitted changes"; fi
+report_args=(
+  --command "$cmd" --reps "$reps" --elapsed "$elapsed" --image-mib "$img_mib" --pressure "$pressure"
+  --load-start "$load0" --load-end "$(cut -d' ' -f1-3 /proc/loadavg)" --date "$(date -u '+%Y-%m-%d %H:%M UTC')" --others "$others" --tree "$tree_desc" --failures "$failures" --intactfs-totals "$ifs_totals"
+  --params "$(printf '%s\n' "${personalities[@]}")" --a-mib "$a_mib" --sqlite-rows "$sqlite_rows"
+  --ldb-num "$ldb_num" --ldb-sync-num "$ldb_sync_num" --duration "$dur" --commit "$rev"
+)
+if [[ -n ${RESULTS:-} ]]; then
+  # Keep the raw results and the report's arguments: the report can be regenerated from them
+  # (python3 bench/fs/mount_report.py RESULTS docs/benchmarks.md $(cat RESULTS.args), via eval).
+  cp "$results" "$RESULTS"
+  printf '%q ' "${report_args[@]}" > "$RESULTS.args"
+fi
+python3 bench/fs/mount_report.py "$results" docs/benchmarks.md "${report_args[@]}"
