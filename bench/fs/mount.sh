@@ -7,7 +7,8 @@
 #
 # About 7 minutes per repetition plus ~2 minutes of set-up (13 GiB of images written); --quick
 # (1 GiB images, small sizes, 3 s runs, one repetition) takes about 1.5 minutes. Needs jq,
-# gcc, g++, git, libleveldb-dev; RESULTS=FILE keeps the raw JSON lines.
+# gcc, g++, git, libleveldb-dev; RESULTS=FILE keeps the raw JSON lines (and FILE.args, the
+# report's arguments, to regenerate the report from them).
 #
 # Three systems, each on its own loop device over a file in a fresh /var/tmp/intact-bench.*
 # directory on the root disk (the files are written full of zeros first, so no block write
