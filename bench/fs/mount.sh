@@ -334,8 +334,8 @@ pressure="CPU $(( ($(psi cpu) - psi_cpu0) / 10000 / (elapsed > 0 ? elapsed : 1) 
 cmd="bash bench/fs/mount.sh"
 if ((quick)); then cmd+=" --quick"; fi
 if [[ -n ${REPS:-} ]]; then cmd="REPS=$REPS $cmd"; fi
-rev="$(git rev-parse --short HEAD)"
-if [[ -n $(git status --porcelain --untracked-files=no || true) ]]; then rev+=" + uncommitted changes"; fi
+# The commit as the report states it (report.py's machine()), kept in the saved arguments.
+rev=$(cd bench/fs && python3 -c 'import report; print(report.machine()["commit"])')
 report_args=(
   --command "$cmd" --reps "$reps" --elapsed "$elapsed" --image-mib "$img_mib" --pressure "$pressure"
   --load-start "$load0" --load-end "$(cut -d' ' -f1-3 /proc/loadavg)" --date "$(date -u '+%Y-%m-%d %H:%M UTC')" --others "$others" --tree "$tree_desc" --failures "$failures" --intactfs-totals "$ifs_totals"

@@ -429,10 +429,9 @@ def reading(R, a, g1, g2, sx):
     w("  throttling: when the 1 GiB may stay dirty, their writer only fills the page cache (loop only up to")
     w(f"  {num(lp_max[0])} and {num(lp_max[1])} MB/s) and the final syncfs alone waits for the disk; when writeback throttles it, they fall")
     ss = [R.m("seqwrite", s_, "sync_secs") for s_ in SYSTEMS]
-    ssr = [(min((r["sync_secs"] for r in R.rows("seqwrite", s_)), default=None), max((r["sync_secs"] for r in R.rows("seqwrite", s_)), default=None)) for s_ in SYSTEMS]
     w(f"  to {num(sm[0])} and {num(sm[1])} MB/s. intactfs's writer only fills the daemon's memory (the 1 GiB stays under the")
     w(f"  dirty limit: loop only {num(lp[2])} MB/s, median), and its final STREAMSYNC then writes the whole file in one commit")
-    w(f"  under the engine lock: {num(ss[2], 2)} s ({num(ssr[2][0], 2)}–{num(ssr[2][1], 2)}) against {num(ss[1], 2)} s ({num(ssr[1][0], 2)}–{num(ssr[1][1], 2)}) for the passthrough's syncfs, which")
+    w(f"  under the engine lock: {num(ss[2], 2)} s{R.spread('seqwrite', 'intactfs', 'sync_secs', digits=2)} against {num(ss[1], 2)} s{R.spread('seqwrite', 'passthrough', 'sync_secs', digits=2)} for the passthrough's syncfs, which")
     w("  writes back pages the kernel already holds. The commit gathers the dirty 4 KiB blocks into one buffer,")
     w("  checksums each, and `pwrite`s the buffer into the image file (another copy, into the host's page")
     w(f"  cache) before the `fdatasync`: the daemon spends {num(cpu[1], 1)} s of CPU per GiB against {num(cpu[0], 1)} s for the")

@@ -183,6 +183,15 @@ static void create_whole(long i, worker *w) {
   close_file(fd, w, p);
 }
 
+// openfile, readwholefile, closefile.
+static void read_file(long i, worker *w) {
+  char p[4096];
+  path_of(i, p, sizeof p);
+  int fd = open_file(p, O_RDONLY, w);
+  read_whole(fd, w, p);
+  close_file(fd, w, p);
+}
+
 static void delete_file(long i, worker *w) {
   char p[4096];
   path_of(i, p, sizeof p);
@@ -244,10 +253,7 @@ static void *run_varmail(void *arg) {
     }
     i = pick(&w->rng, EXISTS);
     if (i >= 0) {
-      path_of(i, p, sizeof p);
-      int fd = open_file(p, O_RDONLY, w);
-      read_whole(fd, w, p);
-      close_file(fd, w, p);
+      read_file(i, w);
       put(i, EXISTS);
     }
   }
@@ -274,10 +280,7 @@ static void *run_fileserver(void *arg) {
     }
     i = pick(&w->rng, EXISTS);
     if (i >= 0) {
-      path_of(i, p, sizeof p);
-      int fd = open_file(p, O_RDONLY, w);
-      read_whole(fd, w, p);
-      close_file(fd, w, p);
+      read_file(i, w);
       put(i, EXISTS);
     }
     i = pick(&w->rng, EXISTS);
@@ -302,17 +305,12 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void *run_webserver(void *arg) {
   worker *w = arg;
-  char p[4096];
   int logfd = open(logpath, O_WRONLY | O_APPEND);
   if (logfd < 0) die("%s: open", logpath);
   while (!done(w)) {
     for (int k = 0; k < 10; k++) {
       // The fileset is read-only: threads may read the same file at once.
-      long i = rnd(&w->rng) % nfiles;
-      path_of(i, p, sizeof p);
-      int fd = open_file(p, O_RDONLY, w);
-      read_whole(fd, w, p);
-      close_file(fd, w, p);
+      read_file(rnd(&w->rng) % nfiles, w);
     }
     long long n = 1 + rnd(&w->rng) % appendsize;
     write_all(logfd, w->buf, n, w, logpath);

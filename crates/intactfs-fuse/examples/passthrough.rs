@@ -41,8 +41,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-const TTL: Duration = Duration::from_secs(1);
-const MAX_WRITE: u32 = 1 << 20;
+// The intactfs mount's request size, cache lifetime and negative entries, by construction.
+use intactfs_fuse::fs::{negative_attr, MAX_WRITE, TTL};
 
 enum Node {
     /// A directory, held open (`O_PATH`).
@@ -356,11 +356,7 @@ impl Filesystem for Passthrough {
         })();
         match r {
             // A negative entry (node 0) cached for TTL, as intactfs answers missing names.
-            Err(e) if e == Errno::ENOENT => {
-                let t = UNIX_EPOCH;
-                let a = FileAttr { ino: INodeNo(0), size: 0, blocks: 0, atime: t, mtime: t, ctime: t, crtime: t, kind: FileType::RegularFile, perm: 0, nlink: 0, uid: 0, gid: 0, rdev: 0, blksize: 4096, flags: 0 };
-                reply.entry(&TTL, &a, Generation(0))
-            }
+            Err(e) if e == Errno::ENOENT => reply.entry(&TTL, &negative_attr(), Generation(0)),
             r => Self::entry(r, reply),
         }
     }

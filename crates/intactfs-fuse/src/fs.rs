@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// How long the kernel may cache attributes and entries: every change goes through the
 /// kernel, which updates its caches itself, so this only bounds staleness after a crash.
-const TTL: Duration = Duration::from_secs(1);
+pub const TTL: Duration = Duration::from_secs(1);
 /// Largest write request (the kernel's default page limit is 256 pages).
 pub const MAX_WRITE: u32 = 1 << 20;
 
@@ -116,7 +116,7 @@ fn file_attr(a: &Attr) -> FileAttr {
 }
 
 /// The attributes of a negative entry: only node id 0 matters to the kernel.
-fn negative_attr() -> FileAttr {
+pub fn negative_attr() -> FileAttr {
     FileAttr {
         ino: INodeNo(0),
         size: 0,
