@@ -85,6 +85,10 @@ pub struct RunnerConfig {
 /// Writes a crash state into the given (existing, empty) directory.
 pub type Materialise = Box<dyn FnOnce(&Path) -> Result<(), String> + Send>;
 
+/// Runs after the checker (or after a failed materialisation, or a cancellation), before
+/// the crash dir is removed: e.g. unmounts a file system that `materialise` mounted there.
+pub type Release = Box<dyn FnOnce() + Send>;
+
 /// One crash state to check.
 pub struct Job {
     /// Caller's identifier, copied to the [`Outcome`].
@@ -95,6 +99,8 @@ pub struct Job {
     pub stdout: Vec<u8>,
     /// Writes the crash state into the given (existing, empty) directory.
     pub materialise: Materialise,
+    /// Undoes what `materialise` set up outside the crash dir; always run once.
+    pub release: Option<Release>,
 }
 
 impl std::fmt::Debug for Job {
@@ -434,6 +440,16 @@ fn kill_group(pgid: i32) {
     }
 }
 
+struct ReleaseGuard(Option<Release>);
+
+impl Drop for ReleaseGuard {
+    fn drop(&mut self) {
+        if let Some(r) = self.0.take() {
+            r();
+        }
+    }
+}
+
 /// Owns a running checker: on drop (normal, timeout, cancel, or unwinding)
 /// kills its process group and reaps it, so no path leaks a process.
 struct ChildGuard {
@@ -494,7 +510,9 @@ impl Worker {
 
     /// `None` when the job was cancelled before it produced a verdict.
     fn run_job(&self, job: Job) -> Option<Outcome> {
-        let Job { id, state_id, stdout, materialise } = job;
+        let Job { id, state_id, stdout, materialise, release } = job;
+        // Dropped last, on every path out of here (and on unwinding).
+        let _release = ReleaseGuard(release);
         if let Err(e) = self.prepare(&stdout) {
             return Some(self.error(id, e));
         }

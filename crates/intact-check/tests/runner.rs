@@ -64,6 +64,7 @@ fn job(id: u64, state: &str, stdout: &str, files: &[(&str, &str)]) -> Job {
             }
             Ok(())
         }),
+        release: None,
     }
 }
 
@@ -364,6 +365,7 @@ fn materialise_failure_is_error_and_worker_continues() {
         state_id: "s".into(),
         stdout: vec![],
         materialise: Box::new(|_| Err("boom: cannot build state".into())),
+        release: None,
     })
     .unwrap();
     r.submit(Job {
@@ -371,6 +373,7 @@ fn materialise_failure_is_error_and_worker_continues() {
         state_id: "s".into(),
         stdout: vec![],
         materialise: Box::new(|_| panic!("materialiser bug")),
+        release: None,
     })
     .unwrap();
     r.submit(job(3, "s", "", &[("f", "x")])).unwrap();
@@ -415,6 +418,7 @@ fn cancel_kills_running_checker_and_drops_queue() {
             flag.store(true, Ordering::SeqCst);
             Ok(())
         }),
+        release: None,
     })
     .unwrap();
 
@@ -526,5 +530,54 @@ fn many_jobs_all_reported() {
     for o in out {
         assert_eq!(matches!(o.verdict, Verdict::Pass), o.id % 2 == 0, "{o:?}");
     }
+    env.assert_scratch_clean();
+}
+
+#[test]
+fn release_runs_once_after_the_checker_on_every_path() {
+    // Pass, failing checker, failed and panicking materialisation, time limit: each job's
+    // release runs exactly once, after its checker, while the crash dir still exists.
+    let env = Env::new();
+    let checker = env.script("check", r#"test -f "$1/ok" && sleep "$(cat "$1/ok")""#);
+    let r = Runner::start(env.config(vec![checker], 2, Some(Duration::from_millis(300)))).unwrap();
+    let log = Arc::new(std::sync::Mutex::new(Vec::<(u64, bool)>::new()));
+    let kinds: [(u64, Option<&str>, bool, bool); 5] = [(1, Some("0"), false, false), (2, None, false, false), (3, None, true, false), (4, None, false, true), (5, Some("5"), false, false)];
+    for (id, sleep, fail, panics) in kinds {
+        let seen: Arc<std::sync::Mutex<Option<std::path::PathBuf>>> = Arc::default();
+        let (seen2, log2) = (seen.clone(), log.clone());
+        r.submit(Job {
+            id,
+            state_id: format!("s{id}"),
+            stdout: vec![],
+            materialise: Box::new(move |dir: &Path| {
+                *seen.lock().unwrap() = Some(dir.to_path_buf());
+                if panics {
+                    panic!("materialiser bug");
+                }
+                if fail {
+                    return Err("no image".into());
+                }
+                if let Some(s) = sleep {
+                    fs::write(dir.join("ok"), s).map_err(|e| e.to_string())?;
+                }
+                Ok(())
+            }),
+            release: Some(Box::new(move || {
+                let dir = seen2.lock().unwrap().clone();
+                log2.lock().unwrap().push((id, dir.is_some_and(|d| d.is_dir())));
+            })),
+        })
+        .unwrap();
+    }
+    let out = sorted(guarded("finish", move || r.finish()));
+    assert_eq!(out.len(), 5);
+    assert_eq!(out[0].verdict, Verdict::Pass);
+    assert!(matches!(out[1].verdict, Verdict::Fail { .. }), "{:?}", out[1].verdict);
+    assert!(matches!(out[2].verdict, Verdict::Error(_)));
+    assert!(matches!(out[3].verdict, Verdict::Error(_)));
+    assert!(matches!(out[4].verdict, Verdict::Timeout { .. }), "{:?}", out[4].verdict);
+    let mut released = log.lock().unwrap().clone();
+    released.sort();
+    assert_eq!(released, vec![(1, true), (2, true), (3, true), (4, true), (5, true)]);
     env.assert_scratch_clean();
 }

@@ -247,7 +247,7 @@ impl Driver<'_> {
             self.stats[apm].checked += 1;
             let keep_copy = (self.keep.is_some() || self.failing.is_some()).then(|| fs.clone());
             let stdout = fs.stdout.to_vec();
-            let job = Job { id, state_id: sid, stdout, materialise: Box::new(move |d: &Path| fs.materialise(d).map_err(|e| e.to_string())) };
+            let job = Job { id, state_id: sid, stdout, materialise: Box::new(move |d: &Path| fs.materialise(d).map_err(|e| e.to_string())), release: None };
             self.pending.insert(id, Pending { hash, apm, state: keep_copy });
             if self.runner().submit(job).is_err() {
                 return Ok(false);

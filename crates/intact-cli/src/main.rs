@@ -5,6 +5,7 @@
 //! input error (nothing written), 3 internal error, 130 interrupted.
 
 mod apm_cmd;
+mod blk_cmd;
 mod check;
 mod fs_cmd;
 mod fs_mount;
@@ -72,6 +73,12 @@ enum Cmd {
         #[command(subcommand)]
         cmd: fs_cmd::FsCmd,
     },
+    /// The block-level validator: record what a real file system writes and flushes, build
+    /// the crash images a device may leave, check file systems and applications on them.
+    Blk {
+        #[command(subcommand)]
+        cmd: blk_cmd::BlkCmd,
+    },
 }
 
 #[derive(clap::Args)]
@@ -122,6 +129,7 @@ fn main() -> ExitCode {
         Cmd::Run(a) => check::run(a),
         Cmd::Apm { cmd } => apm_cmd::apm(cmd),
         Cmd::Fs { cmd } => fs_cmd::fs(cmd),
+        Cmd::Blk { cmd } => blk_cmd::blk(cmd),
     };
     match r {
         Ok(code) => ExitCode::from(code),
