@@ -10,7 +10,8 @@
 //!   the epoch has at most `exhaustive` writes, otherwise the in-order prefixes, every
 //!   "all but one", every "only one", and `samples` random subsets from the seed;
 //! * **torn**: epochs < j, the writes of epoch j before w in log order, and a proper
-//!   subset of w's sectors, for up to `torn` multi-sector writes w per epoch;
+//!   subset of w's sectors (in units of `tear` bytes), for up to `torn` writes w per epoch
+//!   larger than one unit;
 //! * **final**: everything (what the file system left at unmount).
 //!
 //! Images with the same content (same sector map) are kept once. Above `max_images`,
@@ -26,11 +27,14 @@ pub struct GenConfig {
     pub torn: usize,
     pub seed: u64,
     pub max_images: usize,
+    /// Torn writes keep or lose whole units of this many bytes (a multiple of 512): 512 for
+    /// a disk that writes sectors atomically, 4096 for one with 4 KiB atomic writes.
+    pub tear: u64,
 }
 
 impl Default for GenConfig {
     fn default() -> Self {
-        GenConfig { exhaustive: 8, samples: 32, torn: 4, seed: 0, max_images: 5000 }
+        GenConfig { exhaustive: 8, samples: 32, torn: 4, seed: 0, max_images: 5000, tear: SECTOR }
     }
 }
 
@@ -104,16 +108,16 @@ fn h64(b: &[u8]) -> u64 {
     u64::from_le_bytes(h.as_bytes()[..8].try_into().unwrap_or_default())
 }
 
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
     }
-    fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         (self.next() % n.max(1) as u64) as usize
     }
 }
@@ -257,7 +261,8 @@ impl<'a> Generator<'a> {
                 }
             }
             // Torn writes: the crash hit while w was being written, after the ones before it.
-            let mut multi: Vec<usize> = (0..n).filter(|&k| self.log.records[w[k]].len > SECTOR).collect();
+            let unit = (cfg.tear / SECTOR).max(1) as u32;
+            let mut multi: Vec<usize> = (0..n).filter(|&k| self.log.records[w[k]].len > u64::from(unit) * SECTOR).collect();
             for i in (1..multi.len()).rev() {
                 multi.swap(i, rng.below(i + 1));
             }
@@ -265,10 +270,12 @@ impl<'a> Generator<'a> {
             multi.sort_unstable();
             for k in multi {
                 let sectors = (self.log.records[w[k]].len / SECTOR) as u32;
-                let mut chosen: Vec<u32> = (0..sectors).filter(|_| rng.next() & 1 == 1).collect();
-                if chosen.is_empty() || chosen.len() == sectors as usize {
-                    chosen = vec![0]; // the first sector only: the commonest tear
+                let units = sectors.div_ceil(unit);
+                let mut kept: Vec<u32> = (0..units).filter(|_| rng.next() & 1 == 1).collect();
+                if kept.is_empty() || kept.len() == units as usize {
+                    kept = vec![0]; // the first unit only: the commonest tear
                 }
+                let chosen: Vec<u32> = kept.iter().flat_map(|u| (u * unit..((u + 1) * unit).min(sectors)).collect::<Vec<_>>()).collect();
                 push(self, &base, ImageKind::Torn, j, w[..k].to_vec(), Some(Torn { record: w[k], sectors: chosen }), &mut out);
             }
             for &i in w {

@@ -10,6 +10,8 @@
 //! * [`check`]: materialise each image, mount it (recovery), run the application's checker
 //!   and the file system's fsck;
 //! * [`fskind`]: ext4, xfs, btrfs, intactfs — how to make, mount and check each;
+//! * [`validate`]: `validate-apm` — are the images a real file system leaves crash states
+//!   its APM allows?
 //! * [`sys`]: programs, loop devices and mounts as guards; image copies.
 
 pub mod check;
@@ -20,3 +22,4 @@ pub mod logdir;
 pub mod record;
 pub mod recorder;
 pub mod sys;
+pub mod validate;

@@ -21,6 +21,9 @@ pub struct RecordConfig {
     pub mount_options: String,
     pub out: PathBuf,
     pub command: Vec<String>,
+    /// Run with `sh -c` in the fresh file system before recording starts (its effects are
+    /// part of the initial image, unmounted cleanly): e.g. `mkdir w` or loading a database.
+    pub setup: Option<String>,
     /// Where the working image lives while recording (default: the temp dir).
     pub scratch: Option<PathBuf>,
     pub tools: Tools,
@@ -78,6 +81,22 @@ pub fn record(cfg: &RecordConfig, interrupted: &dyn Fn() -> bool) -> Result<Meta
         .map_err(|e| Failed(format!("cannot create the {}-byte image {}: {e}", cfg.size, backing.display())))?;
     // A file system that refuses the size is an input problem (e.g. xfs under 300 MiB).
     let mkfs = cfg.fs.mkfs(&backing, &cfg.mkfs_options, &cfg.tools).map_err(Input)?;
+    if let Some(setup) = &cfg.setup {
+        let daemon_log = work.path().join("setup-intactfs.log");
+        let attached = cfg.fs.mount(&backing, &mnt, &cfg.mount_options, false, &cfg.tools, &daemon_log).map_err(Failed)?;
+        let st = Command::new("sh")
+            .arg("-c")
+            .arg(setup)
+            .current_dir(&mnt)
+            .env("INTACT_MNT", &mnt)
+            .stdin(Stdio::null())
+            .status()
+            .map_err(|e| Failed(format!("running the setup command: {e}")))?;
+        attached.unmount().map_err(Failed)?;
+        if !st.success() {
+            return Err(Input(format!("the setup command {setup:?} failed ({st}); nothing was recorded")));
+        }
+    }
     clone_file(&backing, &staging.path().join("initial.img")).map_err(|e| Failed(format!("saving the initial image: {e}")))?;
     if interrupted() {
         return Err(RecordError::Interrupted);

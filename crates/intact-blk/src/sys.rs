@@ -72,6 +72,16 @@ impl Drop for Loop {
     }
 }
 
+/// The kernel's last messages about a device (why a mount failed), from the kernel log.
+fn kernel_says(dev: &Path) -> Option<String> {
+    let name = dev.file_name()?.to_string_lossy().into_owned();
+    let out = Command::new("dmesg").arg("--notime").stdin(Stdio::null()).stderr(Stdio::null()).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains(&format!("({name})")) || l.contains(&format!("{name}:"))).collect();
+    let last: Vec<&str> = lines.iter().rev().take(2).rev().copied().collect();
+    (!last.is_empty()).then(|| last.join("; "))
+}
+
 /// A mounted file system, unmounted on drop (lazily if it stays busy).
 pub struct Mounted {
     pub dir: PathBuf,
@@ -85,7 +95,12 @@ impl Mounted {
         if !options.is_empty() {
             c.arg("-o").arg(options);
         }
-        run(&format!("mounting {} ({fstype}) on {}", source.display(), dir.display()), c.arg(source).arg(dir))?;
+        if let Err(e) = run(&format!("mounting {} ({fstype}) on {}", source.display(), dir.display()), c.arg(source).arg(dir)) {
+            return Err(match kernel_says(source) {
+                Some(k) => format!("{k} ({e})"),
+                None => e,
+            });
+        }
         Ok(Mounted { dir: dir.to_path_buf(), done: false })
     }
 

@@ -23,6 +23,66 @@ pub enum BlkCmd {
     #[command(after_help = "Exit status: 0 every image consistent; 1 some image did not mount, failed fsck or \
 failed the checker; 2 usage or input error; 3 internal error; 130 interrupted (no report).")]
     Check(CheckArgs),
+    /// Check built-in APMs against real file systems: run workloads (the explorer's and
+    /// generated ones) under `intact record` inside `intact blk record`, and verify that every
+    /// crash image the device allows recovers to a state the file system's APM allows.
+    #[command(name = "validate-apm", after_help = "Exit status: 0 every image is allowed; 1 findings (printed, and in --json); \
+2 usage or input error; 3 internal error; 130 interrupted.")]
+    ValidateApm(ValidateArgs),
+    /// (Internal: the checker validate-apm runs on each image.)
+    #[command(hide = true)]
+    Snapshot {
+        #[arg(long)]
+        sub: String,
+        outdir: PathBuf,
+        crash: PathBuf,
+        stdout: PathBuf,
+    },
+}
+
+#[derive(clap::Args)]
+pub struct ValidateArgs {
+    /// File systems, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "ext4,xfs,btrfs,intactfs")]
+    pub fs: Vec<String>,
+    /// Use APM for file system FS instead of its default (ext4: ext4-o, xfs: ext4-o,
+    /// btrfs: btrfs, intactfs: intactfs), e.g. --apm xfs=ext4-o. Repeatable.
+    #[arg(long, value_name = "FS=APM")]
+    pub apm: Vec<String>,
+    /// Mount options for file system FS, e.g. --mount-opts ext4=dioread_lock. Repeatable.
+    #[arg(long, value_name = "FS=OPTS")]
+    pub mount_opts: Vec<String>,
+    /// A workload command (run from the mount's root; the directory that matters is `w`,
+    /// created before recording). Repeatable.
+    #[arg(long, value_name = "CMD")]
+    pub workload: Vec<String>,
+    /// Also this many generated workloads (small random sequences of file operations and syncs).
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub generated: usize,
+    /// Seed for the generated workloads and the image sampling.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Bound on the allowed states enumerated per workload.
+    #[arg(long, default_value_t = 200_000, value_name = "N")]
+    pub max_states: usize,
+    /// At most N crash images per workload and file system.
+    #[arg(long, default_value_t = 2000, value_name = "N")]
+    pub max_images: usize,
+    /// Torn-write granularity in bytes (as for `intact blk check`).
+    #[arg(long, default_value_t = 512, value_name = "BYTES")]
+    pub tear: u64,
+    /// Images checked in parallel (default: all cores).
+    #[arg(long, short = 'j', value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Where images and recordings are built (default: the temp dir).
+    #[arg(long, value_name = "DIR")]
+    pub scratch: Option<PathBuf>,
+    /// Write every result (with findings) as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Print at most N findings per workload.
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub show: usize,
 }
 
 #[derive(clap::Args)]
@@ -42,6 +102,10 @@ pub struct RecordArgs {
     /// The log directory to write (must not exist).
     #[arg(long, value_name = "LOG")]
     pub out: PathBuf,
+    /// A shell command run in the new file system before recording starts (e.g. to load
+    /// data); what it leaves is part of the initial image.
+    #[arg(long, value_name = "SH")]
+    pub setup: Option<String>,
     /// Where the working image lives while recording (default: the temp dir).
     #[arg(long, value_name = "DIR")]
     pub scratch: Option<PathBuf>,
@@ -79,6 +143,10 @@ pub struct CheckArgs {
     /// Seed for sampling (same seed, same images).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Torn writes keep or lose units of this many bytes: 512 (a disk that writes sectors
+    /// atomically) or 4096 (4 KiB atomic writes, as most SSDs).
+    #[arg(long, default_value_t = 512, value_name = "BYTES")]
+    pub tear: u64,
     /// At most N images (prefixes and the final image are always kept; the rest sampled).
     #[arg(long, default_value_t = 5000, value_name = "N")]
     pub max_images: usize,
@@ -106,6 +174,11 @@ pub fn blk(cmd: BlkCmd) -> Result<u8, Failure> {
     match cmd {
         BlkCmd::Record(a) => record_cmd(a),
         BlkCmd::Check(a) => check_cmd(a),
+        BlkCmd::ValidateApm(a) => validate_cmd(a),
+        BlkCmd::Snapshot { sub, outdir, crash, stdout: _ } => match intact_blk::validate::snapshot(&sub, &outdir, &crash) {
+            Ok(()) => Ok(0),
+            Err(e) => Err(Failure { code: 1, message: e }),
+        },
     }
 }
 
@@ -128,7 +201,7 @@ fn record_cmd(a: RecordArgs) -> Result<u8, Failure> {
         None => Vec::new(),
     };
     need_root()?;
-    let cfg = RecordConfig { fs, size, mkfs_options, mount_options: a.mount_opts.clone(), out: a.out.clone(), command: a.cmd.clone(), scratch: a.scratch.clone(), tools: tools()? };
+    let cfg = RecordConfig { fs, size, mkfs_options, mount_options: a.mount_opts.clone(), out: a.out.clone(), command: a.cmd.clone(), setup: a.setup.clone(), scratch: a.scratch.clone(), tools: tools()? };
     match record(&cfg, &interrupted) {
         Ok(meta) => {
             eprintln!("intact: recorded {}", describe(&meta));
@@ -173,6 +246,7 @@ fn check_cmd(a: CheckArgs) -> Result<u8, Failure> {
     if a.max_images == 0 {
         return Err(Failure::input("--max-images must be at least 1"));
     }
+    check_tear(a.tear)?;
     if a.exhaustive > 16 {
         return Err(Failure::input("--exhaustive: at most 16 (2^16 subsets per epoch)"));
     }
@@ -183,7 +257,7 @@ fn check_cmd(a: CheckArgs) -> Result<u8, Failure> {
     need_root()?;
     let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
     let cfg = CheckConfig {
-        gen: GenConfig { exhaustive: a.exhaustive, samples: a.samples, torn: a.torn, seed: a.seed, max_images: a.max_images },
+        gen: GenConfig { exhaustive: a.exhaustive, samples: a.samples, torn: a.torn, seed: a.seed, max_images: a.max_images, tear: a.tear },
         checker,
         jobs,
         timeout: Some(Duration::from_secs_f64(a.timeout)),
@@ -270,4 +344,158 @@ fn render(r: &CheckReport, ld: &LogDir) -> String {
 fn first_line(s: &str) -> String {
     let l = s.trim().lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
     l.chars().take(200).collect()
+}
+
+fn validate_cmd(a: ValidateArgs) -> Result<u8, Failure> {
+    use intact_blk::validate::{generated, validate_workload, ValidateConfig, WorkloadSpec};
+    let mut fses = Vec::new();
+    for f in &a.fs {
+        fses.push(FsKind::parse(f.trim()).map_err(|e| Failure::input(format!("--fs: {e}")))?);
+    }
+    let mut apms: std::collections::HashMap<FsKind, String> = fses.iter().map(|f| (*f, f.apm().to_string())).collect();
+    for o in &a.apm {
+        let (f, m) = o.split_once('=').ok_or_else(|| Failure::input(format!("--apm {o:?}: expected FS=APM, e.g. xfs=ext4-o")))?;
+        let f = FsKind::parse(f.trim()).map_err(|e| Failure::input(format!("--apm: {e}")))?;
+        intact_apm::Apm::resolve(m.trim()).map_err(|e| Failure::input(format!("--apm {o}: {e}")))?;
+        apms.insert(f, m.trim().to_string());
+    }
+    let mut mopts: std::collections::HashMap<FsKind, String> = std::collections::HashMap::new();
+    for o in &a.mount_opts {
+        let (f, m) = o.split_once('=').ok_or_else(|| Failure::input(format!("--mount-opts {o:?}: expected FS=OPTS, e.g. ext4=dioread_lock")))?;
+        let f = FsKind::parse(f.trim()).map_err(|e| Failure::input(format!("--mount-opts: {e}")))?;
+        mopts.insert(f, m.trim().to_string());
+    }
+    for f in &fses {
+        intact_apm::Apm::resolve(&apms[f]).map_err(|e| Failure::input(format!("APM {} for {}: {e} (choose one with --apm {}=NAME)", apms[f], f.name(), f.name())))?;
+        f.check_tools().map_err(Failure::input)?;
+    }
+    if a.jobs == Some(0) {
+        return Err(Failure::input("--jobs must be at least 1"));
+    }
+    check_tear(a.tear)?;
+    let mut workloads = Vec::new();
+    for (i, w) in a.workload.iter().enumerate() {
+        let argv = shlex::split(w).filter(|v| !v.is_empty()).ok_or_else(|| Failure::input(format!("--workload {w:?}: empty or unbalanced quotes")))?;
+        let name = std::path::Path::new(&argv[0]).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| format!("workload-{i}"));
+        workloads.push(WorkloadSpec { name, argv });
+    }
+    if workloads.is_empty() && a.generated == 0 {
+        return Err(Failure::input("no workloads: give --workload CMD or --generated N"));
+    }
+    if let Some(j) = &a.json {
+        std::fs::OpenOptions::new().create(true).append(true).open(j).map_err(|e| Failure::input(format!("--json {}: {e}", j.display())))?;
+    }
+    need_root()?;
+    let gen_dir = tempfile::Builder::new().prefix("intact-blk-workloads.").tempdir().map_err(|e| Failure::internal(format!("temp dir: {e}")))?;
+    workloads.extend(generated(a.seed, a.generated, gen_dir.path()).map_err(Failure::internal)?);
+    let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    let tools = tools()?;
+    let mut results = Vec::new();
+    let mut failed = Vec::new();
+    for fs in &fses {
+        let cfg = ValidateConfig {
+            fs: *fs,
+            apm: apms[fs].clone(),
+            mount_options: mopts.get(fs).cloned().unwrap_or_default(),
+            gen: GenConfig { seed: a.seed, max_images: a.max_images, tear: a.tear, ..GenConfig::default() },
+            jobs,
+            max_states: a.max_states,
+            scratch: a.scratch.clone(),
+            tools: tools.clone(),
+        };
+        for w in &workloads {
+            if interrupted() {
+                return Err(Failure { code: 130, message: "interrupted; no report".into() });
+            }
+            match validate_workload(w, &cfg, &interrupted) {
+                Ok(r) => {
+                    eprintln!(
+                        "intact: {} {} under {}: {} images, {} allowed, {} forbidden, {} unmountable, {} fsck errors ({} allowed states{}, {:.1} s)",
+                        fs.name(),
+                        w.name,
+                        r.apm,
+                        r.images,
+                        r.allowed,
+                        r.forbidden,
+                        r.unmountable,
+                        r.fsck_errors,
+                        r.allowed_states,
+                        if r.enumeration_complete { "" } else { ", enumeration INCOMPLETE" },
+                        r.seconds
+                    );
+                    results.push(r);
+                }
+                Err(e) if e == "interrupted" => return Err(Failure { code: 130, message: "interrupted; no report".into() }),
+                Err(e) => {
+                    eprintln!("intact: {} {}: {e}", fs.name(), w.name);
+                    failed.push(format!("{} {}: {e}", fs.name(), w.name));
+                }
+            }
+        }
+    }
+    print!("{}", render_validation(&results, a.show));
+    if let Some(j) = &a.json {
+        let v = serde_json::json!({ "schema": "intact-blk-validate/1", "seed": a.seed, "results": results, "failed_workloads": failed });
+        std::fs::write(j, serde_json::to_string_pretty(&v).unwrap_or_default() + "\n").map_err(|e| Failure::input(format!("--json {}: {e}", j.display())))?;
+    }
+    if !failed.is_empty() {
+        return Err(Failure::internal(format!("{} workload runs could not be validated:\n  {}", failed.len(), failed.join("\n  "))));
+    }
+    Ok(u8::from(results.iter().any(|r| !r.findings.is_empty())))
+}
+
+fn render_validation(results: &[intact_blk::validate::WorkloadResult], show: usize) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let _ = writeln!(o, "| file system | APM | workloads | crash images | allowed | forbidden | did not mount | fsck errors | workloads with findings |");
+    let _ = writeln!(o, "|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    let mut order: Vec<(FsKind, &str, &str)> = Vec::new();
+    for r in results {
+        if !order.iter().any(|(f, a, m)| *f == r.fs && *a == r.apm && *m == r.mount_options) {
+            order.push((r.fs, &r.apm, &r.mount_options));
+        }
+    }
+    for (fs, apm, mo) in order {
+        let rs: Vec<_> = results.iter().filter(|r| r.fs == fs && r.apm == apm && r.mount_options == mo).collect();
+        let sum = |f: &dyn Fn(&&intact_blk::validate::WorkloadResult) -> usize| rs.iter().map(f).sum::<usize>();
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            if mo.is_empty() { fs.name().to_string() } else { format!("{} -o {mo}", fs.name()) },
+            apm,
+            rs.len(),
+            sum(&|r| r.images),
+            sum(&|r| r.allowed),
+            sum(&|r| r.forbidden),
+            sum(&|r| r.unmountable),
+            sum(&|r| r.fsck_errors),
+            rs.iter().filter(|r| !r.findings.is_empty()).count()
+        );
+    }
+    for r in results.iter().filter(|r| !r.findings.is_empty()) {
+        let _ = writeln!(o, "\nfindings: {} on {} under {} ({} findings)", r.workload.name, r.fs.name(), r.apm, r.findings.len());
+        let _ = writeln!(o, "  workload: {}", r.workload.argv.join(" "));
+        let _ = writeln!(o, "  operations:");
+        for op in &r.ops {
+            let _ = writeln!(o, "    {op}");
+        }
+        for f in r.findings.iter().take(show) {
+            let torn = f.torn.as_ref().map(|t| format!(", record {} torn", t.record)).unwrap_or_default();
+            let _ = writeln!(o, "  image {} ({:?}: epochs < {} + records {:?}{torn}): {}", f.image, f.kind, f.epoch, f.members, f.what);
+            for l in &f.recovered {
+                let _ = writeln!(o, "      recovered: {l}");
+            }
+            for l in f.detail.iter().take(8) {
+                let _ = writeln!(o, "      {}", first_line(l));
+            }
+        }
+    }
+    o
+}
+
+fn check_tear(t: u64) -> Result<(), Failure> {
+    if t == 0 || !t.is_multiple_of(512) || t > 1 << 20 {
+        return Err(Failure::input(format!("--tear {t}: a multiple of 512 bytes, at most 1 MiB (512 or 4096 are usual)")));
+    }
+    Ok(())
 }
