@@ -28,6 +28,9 @@ pub struct CheckConfig {
     pub scratch: Option<PathBuf>,
     /// Replaces the recorded mount options.
     pub mount_options: Option<String>,
+    /// Build every image as a full byte copy of the device (the baseline the benchmark
+    /// compares copy-on-write materialisation with).
+    pub full_copy: bool,
     pub tools: Tools,
 }
 
@@ -150,12 +153,14 @@ pub fn check(ld: &LogDir, cfg: &CheckConfig, interrupted: &dyn Fn() -> bool, pro
         let (img2, base2, opts, tools, tools2, log2) = (img.clone(), base.clone(), options.clone(), cfg.tools.clone(), cfg.tools.clone(), log.clone());
         let daemon_log = images.join(format!("img-{id}.daemon.log"));
         let do_fsck = cfg.fsck;
+        let full_copy = cfg.full_copy;
         let job = Job {
             id: id as u64,
             state_id: format!("image-{id}"),
             stdout: ld.stdout.clone(),
             materialise: Box::new(move |crash: &Path| {
-                clone_file(&base2, &img2).map_err(|e| format!("copying the initial image to {}: {e}", img2.display()))?;
+                let copied = if full_copy { full_copy_file(&base2, &img2) } else { clone_file(&base2, &img2).map(|_| ()) };
+                copied.map_err(|e| format!("copying the initial image to {}: {e}", img2.display()))?;
                 let f = std::fs::OpenOptions::new().write(true).open(&img2).map_err(|e| format!("{}: {e}", img2.display()))?;
                 write_pieces(&log2, &f, &pieces).map_err(|e| format!("writing the crash image {}: {e}", img2.display()))?;
                 drop(f);
@@ -255,6 +260,21 @@ pub fn check(ld: &LogDir, cfg: &CheckConfig, interrupted: &dyn Fn() -> bool, pro
         seconds: started.elapsed().as_secs_f64(),
         images: results,
     })
+}
+
+/// Every byte, holes included.
+fn full_copy_file(from: &Path, to: &Path) -> std::io::Result<()> {
+    use std::io::{Read, Write};
+    let mut src = std::fs::File::open(from)?;
+    let mut dst = std::fs::OpenOptions::new().write(true).create_new(true).open(to)?;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = src.read(&mut buf)?;
+        if n == 0 {
+            return Ok(());
+        }
+        dst.write_all(&buf[..n])?;
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -158,6 +158,11 @@ impl FsKind {
             run(&format!("mounting intactfs {} on {}", image.display(), dir.display()), &mut c)?;
             return Ok(Attached { mount: Some(Mounted::adopt(dir)), loop_dev: None, intact: Some(tools.intact.clone()) });
         }
+        if !direct_io {
+            // Checking images: the fast path (system calls, autoclear loop device).
+            let m = crate::sys::mount_image(self.name(), image, dir, options)?;
+            return Ok(Attached { mount: Some(m), loop_dev: None, intact: None });
+        }
         let lo = Loop::attach(image, direct_io)?;
         let m = Mounted::kernel(self.name(), &lo.dev, dir, options)?;
         Ok(Attached { mount: Some(m), loop_dev: Some(lo), intact: None })

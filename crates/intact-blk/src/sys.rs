@@ -29,18 +29,22 @@ pub fn tail(s: &str, n: usize) -> String {
     format!("...{}", &s[cut..])
 }
 
-/// Whether `prog` can be found on PATH (or is an existing path).
+/// Whether `prog` can be found on PATH (or is an existing path). Only PATH: programs are
+/// run by name, so one found elsewhere (say /usr/sbin when PATH lacks it) would still fail
+/// to start.
 pub fn have(prog: &str) -> bool {
     if prog.contains('/') {
         return Path::new(prog).exists();
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path).chain([PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")]).any(|d| d.join(prog).is_file())
+    std::env::split_paths(&path).any(|d| d.join(prog).is_file())
 }
 
 /// An attached loop device, detached on drop.
 pub struct Loop {
     pub dev: PathBuf,
+    /// The backing file, as the kernel names it (`/sys/block/loopN/loop/backing_file`).
+    file: PathBuf,
 }
 
 impl Loop {
@@ -55,7 +59,21 @@ impl Loop {
         if dev.is_empty() {
             return Err("losetup printed no device name".into());
         }
-        Ok(Loop { dev: PathBuf::from(dev) })
+        Ok(Loop { dev: PathBuf::from(dev), file: std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf()) })
+    }
+
+    /// `losetup -d` on a device someone else still has open (a concurrent mount or losetup
+    /// scanning devices) only marks it to be detached on the last close: wait for that
+    /// (briefly), so that nothing of ours is left attached when we return.
+    fn wait_detached(&self) {
+        let Some(name) = self.dev.file_name() else { return };
+        let sys = Path::new("/sys/block").join(name).join("loop/backing_file");
+        for _ in 0..200 {
+            match std::fs::read_to_string(&sys) {
+                Ok(b) if Path::new(b.trim().trim_end_matches(" (deleted)")) == self.file => std::thread::sleep(std::time::Duration::from_millis(10)),
+                _ => return, // detached (or already reused for another file)
+            }
+        }
     }
 }
 
@@ -64,12 +82,91 @@ impl Drop for Loop {
         // A device still busy right after umount (udev probing) frees itself shortly.
         for attempt in 0..20 {
             match run("detaching", Command::new("losetup").arg("-d").arg(&self.dev)) {
-                Ok(_) => return,
+                Ok(_) => return self.wait_detached(),
                 Err(e) if attempt == 19 => eprintln!("intact: warning: cannot detach {}: {e}", self.dev.display()),
                 Err(_) => std::thread::sleep(std::time::Duration::from_millis(50)),
             }
         }
     }
+}
+
+#[repr(C)]
+struct LoopInfo64 {
+    lo_device: u64,
+    lo_inode: u64,
+    lo_rdevice: u64,
+    lo_offset: u64,
+    lo_sizelimit: u64,
+    lo_number: u32,
+    lo_encrypt_type: u32,
+    lo_encrypt_key_size: u32,
+    lo_flags: u32,
+    lo_file_name: [u8; 64],
+    lo_crypt_name: [u8; 64],
+    lo_encrypt_key: [u8; 32],
+    lo_init: [u64; 2],
+}
+
+#[repr(C)]
+struct LoopConfig {
+    fd: u32,
+    block_size: u32,
+    info: LoopInfo64,
+    reserved: [u64; 8],
+}
+
+const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
+const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
+const LO_FLAGS_AUTOCLEAR: u32 = 4;
+
+fn cstr(p: &Path) -> Result<std::ffi::CString, String> {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(|_| format!("{}: path contains a NUL byte", p.display()))
+}
+
+/// Mounts an image file through a loop device that detaches itself when unmounted
+/// (autoclear), with system calls instead of losetup(8) and mount(8): checking thousands
+/// of images, the two programs per image would cost more than the mount.
+pub fn mount_image(fstype: &str, image: &Path, dir: &Path, options: &str) -> Result<Mounted, String> {
+    let what = |e: std::io::Error| format!("mounting {} ({fstype}) on {}: {e}", image.display(), dir.display());
+    let backing = std::fs::OpenOptions::new().read(true).write(true).open(image).map_err(what)?;
+    let ctl = std::fs::OpenOptions::new().read(true).write(true).open("/dev/loop-control").map_err(|e| format!("/dev/loop-control: {e} (loop devices are needed)"))?;
+    for _ in 0..100 {
+        // SAFETY: ioctl without arguments on our descriptor.
+        let n = unsafe { libc::ioctl(ctl.as_raw_fd(), LOOP_CTL_GET_FREE) };
+        if n < 0 {
+            return Err(what(std::io::Error::last_os_error()));
+        }
+        let dev = PathBuf::from(format!("/dev/loop{n}"));
+        let lo = match std::fs::OpenOptions::new().read(true).write(true).open(&dev) {
+            Ok(f) => f,
+            Err(_) => continue, // udev has not made the node yet, or it went away
+        };
+        // SAFETY: zeroed plain-data struct.
+        let mut cfg: LoopConfig = unsafe { std::mem::zeroed() };
+        cfg.fd = backing.as_raw_fd() as u32;
+        cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+        // SAFETY: LOOP_CONFIGURE reads a loop_config we own.
+        if unsafe { libc::ioctl(lo.as_raw_fd(), LOOP_CONFIGURE, &cfg as *const LoopConfig) } != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EBUSY) {
+                continue; // another thread took this device first
+            }
+            return Err(what(e));
+        }
+        let (src, target, ty, data) = (cstr(&dev)?, cstr(dir)?, std::ffi::CString::new(fstype).map_err(|_| "bad fs type".to_string())?, std::ffi::CString::new(options).map_err(|_| "mount options contain a NUL byte".to_string())?);
+        // SAFETY: valid C strings; data is a NUL-terminated option string.
+        let rc = unsafe { libc::mount(src.as_ptr(), target.as_ptr(), ty.as_ptr(), 0, data.as_ptr() as *const libc::c_void) };
+        if rc != 0 {
+            let e = std::io::Error::last_os_error();
+            // Closing `lo` with autoclear set detaches the device.
+            drop(lo);
+            let k = kernel_says(&dev).map(|k| format!("{k}; ")).unwrap_or_default();
+            return Err(format!("{k}mounting {} ({fstype}) on {}: {e}", image.display(), dir.display()));
+        }
+        return Ok(Mounted { dir: dir.to_path_buf(), done: false });
+    }
+    Err(format!("mounting {}: no free loop device after 100 attempts", image.display()))
 }
 
 /// The kernel's last messages about a device (why a mount failed), from the kernel log.
@@ -121,16 +218,25 @@ impl Mounted {
 }
 
 pub fn unmount(dir: &Path) -> Result<(), String> {
+    let c = cstr(dir)?;
     let mut last = String::new();
     for attempt in 0..40 {
-        match run(&format!("unmounting {}", dir.display()), Command::new("umount").arg(dir)) {
-            Ok(_) => return Ok(()),
-            Err(e) => last = e,
+        // SAFETY: a valid C string.
+        if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
+            return Ok(());
         }
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EINVAL) {
+            return Ok(()); // not mounted (any more)
+        }
+        last = format!("unmounting {}: {e}", dir.display());
         std::thread::sleep(std::time::Duration::from_millis(25 * (attempt + 1).min(8)));
     }
     // Busy for two seconds: detach it so nothing stays mounted, and say so.
-    let _ = Command::new("umount").arg("-l").arg(dir).stderr(Stdio::null()).status();
+    // SAFETY: as above.
+    unsafe {
+        libc::umount2(c.as_ptr(), libc::MNT_DETACH);
+    }
     Err(last)
 }
 

@@ -326,7 +326,7 @@ pub fn validate_workload(w: &WorkloadSpec, cfg: &ValidateConfig, interrupted: &d
     let snaps = work.path().join("snapshots");
     std::fs::create_dir(&snaps).map_err(|e| format!("{}: {e}", snaps.display()))?;
     let checker = vec![cfg.tools.intact.display().to_string(), "blk".into(), "snapshot".into(), "--sub".into(), SNAPSHOT_DIR.into(), snaps.display().to_string()];
-    let cc = CheckConfig { gen: cfg.gen.clone(), checker, jobs: cfg.jobs, timeout: Some(std::time::Duration::from_secs(120)), fsck: true, scratch: cfg.scratch.clone(), mount_options: None, tools: cfg.tools.clone() };
+    let cc = CheckConfig { gen: cfg.gen.clone(), checker, jobs: cfg.jobs, timeout: Some(std::time::Duration::from_secs(120)), fsck: true, scratch: cfg.scratch.clone(), mount_options: None, full_copy: false, tools: cfg.tools.clone() };
     let report = check(&ld, &cc, interrupted, &mut |_, _, _| {}).map_err(|e| match e {
         CheckError::Input(m) | CheckError::Failed(m) => m,
         CheckError::Interrupted => "interrupted".into(),

@@ -162,6 +162,9 @@ pub struct CheckArgs {
     /// No progress bar.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// (Benchmark baseline: build each image as a full copy instead of copy-on-write.)
+    #[arg(long, hide = true)]
+    pub full_copy: bool,
 }
 
 pub fn tools() -> Result<Tools, Failure> {
@@ -264,6 +267,7 @@ fn check_cmd(a: CheckArgs) -> Result<u8, Failure> {
         fsck: !a.no_fsck,
         scratch: a.scratch.clone(),
         mount_options: a.mount_opts.clone(),
+        full_copy: a.full_copy,
         tools: tools()?,
     };
     // Refuse an unwritable --json before the run, not after it.
