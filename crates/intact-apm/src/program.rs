@@ -40,6 +40,8 @@ pub struct MicroOp {
     pub range: Option<(u64, u64)>,
     /// For entry operations of a rename: the renamed inode.
     pub renamed: Option<InodeId>,
+    /// For entry operations of a rename: it replaces an existing name (or exchanges two).
+    pub replacing: bool,
     /// For entry operations: the inode the entry names.
     pub names: Option<InodeId>,
     /// For syncs of a file: the file and its ancestor directories at the time.
@@ -143,7 +145,7 @@ impl Builder<'_> {
             _ => None,
         };
         self.tie.push(tie_prev);
-        self.micros.push(MicroOp { micro, op: o.id, call: o.call, classes, entity, range, renamed: None, names, path: Vec::new() });
+        self.micros.push(MicroOp { micro, op: o.id, call: o.call, classes, entity, range, renamed: None, replacing: false, names, path: Vec::new() });
         self.micros.last_mut().unwrap()
     }
 
@@ -185,6 +187,7 @@ impl Builder<'_> {
         let cls = if renamed.is_some() { bit(Class::Dir) | bit(Class::Rename) } else { bit(Class::Dir) };
         let m = self.push(o, Micro::DeleteEntry { dir, name: name.to_string(), inode }, cls, false);
         m.renamed = renamed;
+        m.replacing = renamed.is_some();
         let is_file = matches!(self.meta.inodes.get(&inode).map(|i| &i.node), Some(Node::File { .. }));
         let size = self.file_size(inode);
         if last && is_file && size > 0 {
@@ -243,8 +246,10 @@ impl Builder<'_> {
                     let other = replaced.ok_or_else(|| err("exchange without a destination inode".into()))?;
                     let m = self.push(o, Micro::CreateEntry { dir: *dst_dir, name: dst_name.clone(), inode: *inode }, cls, false);
                     m.renamed = Some(*inode);
+                    m.replacing = true;
                     let m = self.push(o, Micro::CreateEntry { dir: *src_dir, name: src_name.clone(), inode: other }, cls, false);
                     m.renamed = Some(other);
+                    m.replacing = true;
                 } else {
                     if let Some(old) = replaced {
                         if old != inode {
@@ -253,10 +258,13 @@ impl Builder<'_> {
                         }
                     }
                     if replaced != &Some(*inode) {
+                        let replacing = replaced.is_some();
                         let m = self.push(o, Micro::CreateEntry { dir: *dst_dir, name: dst_name.clone(), inode: *inode }, cls, false);
                         m.renamed = Some(*inode);
+                        m.replacing = replacing;
                         let m = self.push(o, Micro::DeleteEntry { dir: *src_dir, name: src_name.clone(), inode: *inode }, cls, false);
                         m.renamed = Some(*inode);
+                        m.replacing = replacing;
                     }
                     // else: rename between two names of one inode changes nothing (POSIX).
                 }
@@ -337,6 +345,7 @@ fn rule_matches(r: &Rule, a: &MicroOp, b: &MicroOp) -> bool {
         },
         When::SameBytes => same_bytes(a, b),
         When::RenamedFile => b.renamed.is_some() && a.entity == b.renamed,
+        When::ReplacingRename => b.replacing && b.renamed.is_some() && a.entity == b.renamed,
         When::FilePath => match b.micro {
             Micro::Sync { inode: Some(_) } => a.names.map(|n| b.path.contains(&n)).unwrap_or(false),
             Micro::Sync { inode: None } => a.names.is_some(),
@@ -523,6 +532,32 @@ mod tests {
         assert!(matches!(d.micros[r.start + 3].micro, Micro::SetSize { size: 8192, .. }));
         assert!((r.start..r.start + 3).all(|i| !d.preds[size2].contains(d.unit_of[i] as usize)), "default: pieces unordered");
         assert_eq!(d.op_micros[2].len(), 2, "default: shrink piece by piece");
+    }
+
+    /// Safe rename: under ext4-o a file's data precedes every rename of it; under xfs
+    /// ("replacing-rename") only a rename over an existing name.
+    #[test]
+    fn replacing_rename_orders_data_only_before_replacing_renames() {
+        let ops = |replaced: Option<InodeId>| {
+            let mut v = vec![
+                op(0, LogicalOp::Link { dir: 1, name: "old".into(), inode: 3, link_count: 1, created: true }),
+                op(1, LogicalOp::Link { dir: 1, name: "tmp".into(), inode: 2, link_count: 1, created: true }),
+                op(2, LogicalOp::Append { inode: 2, old_size: 0, new_size: 100, data: Data::Zeros { zeros: 100 } }),
+            ];
+            let dst = if replaced.is_some() { "old" } else { "new" };
+            v.push(op(3, LogicalOp::Rename { src_dir: 1, src_name: "tmp".into(), dst_dir: 1, dst_name: dst.into(), inode: 2, replaced, exchange: false }));
+            v
+        };
+        let data_before_rename = |apm: &str, replaced: Option<InodeId>| {
+            let ops = ops(replaced);
+            let p = Program::build(&Apm::resolve(apm).unwrap(), &ops, &State::empty(), 0).unwrap();
+            let data = p.op_micros[2].clone().find(|&i| matches!(p.micros[i].micro, Micro::Write { .. })).unwrap();
+            let create = p.op_micros[3].clone().find(|&i| matches!(p.micros[i].micro, Micro::CreateEntry { .. })).unwrap();
+            p.preds[p.unit_of[create] as usize].contains(p.unit_of[data] as usize)
+        };
+        assert!(data_before_rename("ext4-o", None) && data_before_rename("ext4-o", Some(3)));
+        assert!(!data_before_rename("xfs", None), "xfs: a rename to a new name may persist before the data");
+        assert!(data_before_rename("xfs", Some(3)), "xfs: a replacing rename waits for the data");
     }
 
     /// Under every APM, even the default one with non-atomic directory operations, the

@@ -85,17 +85,21 @@ pub enum When {
     SameBytes,
     /// `after` is part of a rename of the file that `before` acts on (safe rename).
     RenamedFile,
+    /// As `RenamedFile`, but only for a rename that replaces an existing name (what
+    /// ext4's auto_da_alloc and xfs do today: a rename to a new name is not safe).
+    ReplacingRename,
     /// `after` is a sync of a file, `before` a directory-entry operation naming that file
     /// or one of its ancestor directories (safe file flush).
     FilePath,
 }
 
 impl When {
-    pub const ALL: [(&'static str, When); 5] = [
+    pub const ALL: [(&'static str, When); 6] = [
         ("always", When::Always),
         ("same-inode", When::SameInode),
         ("same-bytes", When::SameBytes),
         ("renamed-file", When::RenamedFile),
+        ("replacing-rename", When::ReplacingRename),
         ("file-path", When::FilePath),
     ];
 }
@@ -199,8 +203,8 @@ impl Apm {
             if when == When::FilePath && !rule.after.iter().all(|c| *c == Class::Sync) {
                 return Err(bad(format!("{at}: when = \"file-path\" needs after = [\"sync\"]")));
             }
-            if when == When::RenamedFile && !rule.after.iter().all(|c| *c == Class::Rename) {
-                return Err(bad(format!("{at}: when = \"renamed-file\" needs after = [\"rename\"]")));
+            if matches!(when, When::RenamedFile | When::ReplacingRename) && !rule.after.iter().all(|c| *c == Class::Rename) {
+                return Err(bad(format!("{at}: when = \"renamed-file\" and \"replacing-rename\" need after = [\"rename\"]")));
             }
             order.push(rule);
         }
@@ -232,12 +236,13 @@ impl Apm {
 }
 
 /// The built-in APMs, in the order `intact apm list` shows them.
-pub const BUILTINS: [(&str, &str); 8] = [
+pub const BUILTINS: [(&str, &str); 9] = [
     ("default", include_str!("../apms/default.toml")),
     ("ext3-j", include_str!("../apms/ext3-j.toml")),
     ("ext3-o", include_str!("../apms/ext3-o.toml")),
     ("ext3-w", include_str!("../apms/ext3-w.toml")),
     ("ext4-o", include_str!("../apms/ext4-o.toml")),
+    ("xfs", include_str!("../apms/xfs.toml")),
     ("btrfs", include_str!("../apms/btrfs.toml")),
     ("strict", include_str!("../apms/strict.toml")),
     ("intactfs", include_str!("../apms/intactfs.toml")),

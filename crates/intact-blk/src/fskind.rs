@@ -85,9 +85,9 @@ impl FsKind {
     pub fn apm(self) -> &'static str {
         match self {
             FsKind::Ext4 => "ext4-o",
-            // xfs journals metadata and allocates data late, like ext4 in ordered mode;
-            // validate-apm checks that this APM holds for it.
-            FsKind::Xfs => "ext4-o",
+            // Written from validate-apm's findings (ext4-o's safe rename does not hold for
+            // renames to a new name on xfs).
+            FsKind::Xfs => "xfs",
             FsKind::Btrfs => "btrfs",
             FsKind::Intactfs => "intactfs",
         }

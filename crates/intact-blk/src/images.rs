@@ -34,7 +34,7 @@ pub struct GenConfig {
 
 impl Default for GenConfig {
     fn default() -> Self {
-        GenConfig { exhaustive: 8, samples: 32, torn: 4, seed: 0, max_images: 5000, tear: SECTOR }
+        GenConfig { exhaustive: 8, samples: 32, torn: 4, seed: 0, max_images: 5000, tear: 4096 }
     }
 }
 
@@ -262,7 +262,7 @@ impl<'a> Generator<'a> {
             }
             // Torn writes: the crash hit while w was being written, after the ones before it.
             let unit = (cfg.tear / SECTOR).max(1) as u32;
-            let mut multi: Vec<usize> = (0..n).filter(|&k| self.log.records[w[k]].len > u64::from(unit) * SECTOR).collect();
+            let mut multi: Vec<usize> = (0..n).filter(|&k| matches!(self.log.records[w[k]].kind, Kind::Write { .. }) && self.log.records[w[k]].len > u64::from(unit) * SECTOR).collect();
             for i in (1..multi.len()).rev() {
                 multi.swap(i, rng.below(i + 1));
             }

@@ -66,13 +66,19 @@ impl Loop {
     /// scanning devices) only marks it to be detached on the last close: wait for that
     /// (briefly), so that nothing of ours is left attached when we return.
     fn wait_detached(&self) {
-        let Some(name) = self.dev.file_name() else { return };
-        let sys = Path::new("/sys/block").join(name).join("loop/backing_file");
-        for _ in 0..200 {
-            match std::fs::read_to_string(&sys) {
-                Ok(b) if Path::new(b.trim().trim_end_matches(" (deleted)")) == self.file => std::thread::sleep(std::time::Duration::from_millis(10)),
-                _ => return, // detached (or already reused for another file)
-            }
+        wait_detached(&self.dev, &self.file);
+    }
+}
+
+/// Waits (up to 2 s) until loop device `dev` no longer serves `file`: a detach, or an
+/// autoclear after unmount, completes only when every opener (udev, blkid) has closed it.
+fn wait_detached(dev: &Path, file: &Path) {
+    let Some(name) = dev.file_name() else { return };
+    let sys = Path::new("/sys/block").join(name).join("loop/backing_file");
+    for i in 0..400 {
+        match std::fs::read_to_string(&sys) {
+            Ok(b) if Path::new(b.trim().trim_end_matches(" (deleted)")) == file => std::thread::sleep(std::time::Duration::from_millis(if i < 100 { 1 } else { 10 })),
+            _ => return, // detached (or already reused for another file)
         }
     }
 }
@@ -164,7 +170,8 @@ pub fn mount_image(fstype: &str, image: &Path, dir: &Path, options: &str) -> Res
             let k = kernel_says(&dev).map(|k| format!("{k}; ")).unwrap_or_default();
             return Err(format!("{k}mounting {} ({fstype}) on {}: {e}", image.display(), dir.display()));
         }
-        return Ok(Mounted { dir: dir.to_path_buf(), done: false });
+        let file = std::fs::canonicalize(image).unwrap_or_else(|_| image.to_path_buf());
+        return Ok(Mounted { dir: dir.to_path_buf(), done: false, lo: Some((dev, file)) });
     }
     Err(format!("mounting {}: no free loop device after 100 attempts", image.display()))
 }
@@ -183,6 +190,9 @@ fn kernel_says(dev: &Path) -> Option<String> {
 pub struct Mounted {
     pub dir: PathBuf,
     done: bool,
+    /// An autoclear loop device under the mount and its backing file: unmounting waits
+    /// until it is gone, so nothing stays attached after us.
+    lo: Option<(PathBuf, PathBuf)>,
 }
 
 impl Mounted {
@@ -198,17 +208,21 @@ impl Mounted {
                 None => e,
             });
         }
-        Ok(Mounted { dir: dir.to_path_buf(), done: false })
+        Ok(Mounted { dir: dir.to_path_buf(), done: false, lo: None })
     }
 
     /// A mount someone else made (e.g. an intactfs daemon); we only unmount it.
     pub fn adopt(dir: &Path) -> Mounted {
-        Mounted { dir: dir.to_path_buf(), done: false }
+        Mounted { dir: dir.to_path_buf(), done: false, lo: None }
     }
 
     pub fn unmount(mut self) -> Result<(), String> {
         self.done = true;
-        unmount(&self.dir)
+        unmount(&self.dir)?;
+        if let Some((dev, file)) = &self.lo {
+            wait_detached(dev, file);
+        }
+        Ok(())
     }
 
     /// Someone else unmounted it.
@@ -243,8 +257,13 @@ pub fn unmount(dir: &Path) -> Result<(), String> {
 impl Drop for Mounted {
     fn drop(&mut self) {
         if !self.done {
-            if let Err(e) = unmount(&self.dir) {
-                eprintln!("intact: warning: {e} (detached lazily)");
+            match unmount(&self.dir) {
+                Err(e) => eprintln!("intact: warning: {e} (detached lazily)"),
+                Ok(()) => {
+                    if let Some((dev, file)) = &self.lo {
+                        wait_detached(dev, file);
+                    }
+                }
             }
         }
     }

@@ -45,7 +45,7 @@ pub struct ValidateArgs {
     /// File systems, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "ext4,xfs,btrfs,intactfs")]
     pub fs: Vec<String>,
-    /// Use APM for file system FS instead of its default (ext4: ext4-o, xfs: ext4-o,
+    /// Use APM for file system FS instead of its default (ext4: ext4-o, xfs: xfs,
     /// btrfs: btrfs, intactfs: intactfs), e.g. --apm xfs=ext4-o. Repeatable.
     #[arg(long, value_name = "FS=APM")]
     pub apm: Vec<String>,
@@ -69,7 +69,7 @@ pub struct ValidateArgs {
     #[arg(long, default_value_t = 2000, value_name = "N")]
     pub max_images: usize,
     /// Torn-write granularity in bytes (as for `intact blk check`).
-    #[arg(long, default_value_t = 512, value_name = "BYTES")]
+    #[arg(long, default_value_t = 4096, value_name = "BYTES")]
     pub tear: u64,
     /// Images checked in parallel (default: all cores).
     #[arg(long, short = 'j', value_name = "N")]
@@ -143,9 +143,10 @@ pub struct CheckArgs {
     /// Seed for sampling (same seed, same images).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Torn writes keep or lose units of this many bytes: 512 (a disk that writes sectors
-    /// atomically) or 4096 (4 KiB atomic writes, as most SSDs).
-    #[arg(long, default_value_t = 512, value_name = "BYTES")]
+    /// Torn writes keep or lose units of this many bytes: 4096 (the physical sector of
+    /// today's disks and SSDs) or 512 (a legacy 512-byte-sector disk: then ext4's
+    /// superblock can tear, and such images do not mount).
+    #[arg(long, default_value_t = 4096, value_name = "BYTES")]
     pub tear: u64,
     /// At most N images (prefixes and the final image are always kept; the rest sampled).
     #[arg(long, default_value_t = 5000, value_name = "N")]
