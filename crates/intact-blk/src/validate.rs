@@ -337,7 +337,7 @@ pub fn validate_workload(w: &WorkloadSpec, cfg: &ValidateConfig, interrupted: &d
         apm: cfg.apm.clone(),
         mount_options: cfg.mount_options.clone(),
         workload: w.clone(),
-        ops: ops.iter().map(|o| format!("#{} {} {}{}", o.id, o.syscall, o.path.as_deref().unwrap_or(""), o.path2.as_deref().map(|p| format!(" -> {p}")).unwrap_or_default())).collect(),
+        ops: ops.iter().map(describe_op).collect(),
         allowed_states: allowed.count,
         enumeration_complete: complete,
         images: report.summary.checked,
@@ -392,6 +392,24 @@ pub fn validate_workload(w: &WorkloadSpec, cfg: &ValidateConfig, interrupted: &d
     }
     r.seconds = started.elapsed().as_secs_f64();
     Ok(r)
+}
+
+/// One line per logical operation: the call, its paths, and what it does (sizes, offsets).
+fn describe_op(o: &intact_model::op::Op) -> String {
+    use intact_model::op::LogicalOp as L;
+    let what = match &o.op {
+        L::Append { old_size, new_size, .. } => format!("append {old_size} -> {new_size}"),
+        L::Overwrite { offset, count, .. } => format!("overwrite {count} bytes at {offset}"),
+        L::Truncate { old_size, new_size, .. } => format!("truncate {old_size} -> {new_size}"),
+        L::Rename { replaced, .. } => if replaced.is_some() { "rename (replacing)".into() } else { "rename".into() },
+        other => other.name().to_string(),
+    };
+    let paths = match (&o.path, &o.path2) {
+        (Some(a), Some(b)) => format!("{a} -> {b}"),
+        (Some(a), None) => a.clone(),
+        _ => String::new(),
+    };
+    format!("#{} {} {paths}: {what}", o.id, o.syscall)
 }
 
 /// The hidden checker `intact blk snapshot --sub w OUTDIR CRASH STDOUT`: writes the tree
