@@ -8,7 +8,7 @@
 //! is what the file system allocated plus what the log changed, not the device size.
 
 use crate::fskind::{Attached, FsKind, FsckResult, Tools};
-use crate::images::{write_pieces, GenConfig, Generator, ImageSpec, Piece};
+use crate::images::{write_pieces, GenConfig, Generator, ImageSpec};
 use crate::logdir::LogDir;
 use crate::sys::clone_file;
 use intact_check::{Job, Runner, RunnerConfig, Verdict};
@@ -120,7 +120,6 @@ pub fn check(ld: &LogDir, cfg: &CheckConfig, interrupted: &dyn Fn() -> bool, pro
     fs.check_tools().map_err(Input)?;
     let gen = Generator::new(&ld.log).map_err(|e| Input(format!("{}: {e}", ld.dir.display())))?;
     let (specs, distinct) = gen.generate(&cfg.gen);
-    let pieces: Vec<Vec<Piece>> = specs.iter().map(|s| gen.pieces(&gen.sector_map(s))).collect();
 
     let checker = if cfg.checker.is_empty() { vec!["true".to_string()] } else { cfg.checker.clone() };
     let runner = Runner::start(RunnerConfig { checker, jobs: cfg.jobs, timeout: cfg.timeout, scratch_parent: cfg.scratch.clone(), keep_output_bytes: 4096 }).map_err(|e| Input(e.to_string()))?;
@@ -129,8 +128,16 @@ pub fn check(ld: &LogDir, cfg: &CheckConfig, interrupted: &dyn Fn() -> bool, pro
     // their own beside the crash directories.
     let images = root.join("images");
     std::fs::create_dir(&images).map_err(|e| Failed(format!("{}: {e}", images.display())))?;
-    let base = images.join("initial.img");
-    clone_file(&ld.initial(), &base).map_err(|e| Failed(format!("copying {} into {}: {e}", ld.initial().display(), images.display())))?;
+    // Where the scratch directory shares blocks (--scratch on xfs or btrfs), each epoch gets
+    // a base image (a reflink of the previous one plus that epoch's writes) and an image is
+    // a reflink of its base plus its own few sectors. Elsewhere (the default, tmpfs) an
+    // image is a sparse copy of the initial image plus every sector changed since: on
+    // tmpfs that is faster than reflinks through an xfs made for the purpose
+    // (docs/benchmarks.md).
+    let reflink = !cfg.full_copy && crate::sys::supports_reflink(&images);
+    let base0 = images.join("base-0.img");
+    clone_file(&ld.initial(), &base0).map_err(|e| Failed(format!("copying {} into {}: {e}", ld.initial().display(), images.display())))?;
+    let mut bases: Vec<PathBuf> = vec![base0];
 
     let mut options = cfg.mount_options.clone().unwrap_or_else(|| ld.meta.mount_options.clone());
     let extra = fs.clone_mount_options();
@@ -142,15 +149,29 @@ pub fn check(ld: &LogDir, cfg: &CheckConfig, interrupted: &dyn Fn() -> bool, pro
     let total = specs.len();
     let mut outcomes = Vec::new();
     let mut failing = 0;
-    for (spec, pieces) in specs.iter().zip(pieces) {
+    for spec in specs.iter() {
         if interrupted() {
             runner.cancel_handle().cancel();
             return Err(CheckError::Interrupted);
         }
+        let (base, pieces) = if reflink {
+            while bases.len() <= spec.epoch {
+                let j = bases.len();
+                let next = images.join(format!("base-{j}.img"));
+                clone_file(&bases[j - 1], &next)
+                    .and_then(|_| std::fs::OpenOptions::new().write(true).open(&next))
+                    .and_then(|f| write_pieces(&ld.log, &f, &gen.pieces(&gen.epoch_map(j - 1))))
+                    .map_err(|e| Failed(format!("building the base image of epoch {j} in {}: {e}", images.display())))?;
+                bases.push(next);
+            }
+            (bases[spec.epoch].clone(), gen.pieces(&gen.overlay_map(spec)))
+        } else {
+            (bases[0].clone(), gen.pieces(&gen.sector_map(spec)))
+        };
         let id = spec.id;
         let img = images.join(format!("img-{id}.img"));
         let (slot, slot2) = (slots[id].clone(), slots[id].clone());
-        let (img2, base2, opts, tools, tools2, log2) = (img.clone(), base.clone(), options.clone(), cfg.tools.clone(), cfg.tools.clone(), log.clone());
+        let (img2, base2, opts, tools, tools2, log2) = (img.clone(), base, options.clone(), cfg.tools.clone(), cfg.tools.clone(), log.clone());
         let daemon_log = images.join(format!("img-{id}.daemon.log"));
         let do_fsck = cfg.fsck;
         let full_copy = cfg.full_copy;

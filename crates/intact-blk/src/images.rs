@@ -170,6 +170,22 @@ impl<'a> Generator<'a> {
         map
     }
 
+    /// Only what an image adds to its epoch's base (every epoch before it on media).
+    pub fn overlay_map(&self, spec: &ImageSpec) -> SectorMap {
+        let mut map = SectorMap::new();
+        self.overlay(&mut map, &spec.members, spec.torn.as_ref());
+        map
+    }
+
+    /// What epoch `j`'s writes change, all of them in log order (base j+1 = base j + this).
+    pub fn epoch_map(&self, j: usize) -> SectorMap {
+        let mut map = SectorMap::new();
+        for &i in self.epochs.get(j).map(|v| v.as_slice()).unwrap_or(&[]) {
+            self.apply(&mut map, i, None);
+        }
+        map
+    }
+
     fn overlay(&self, map: &mut SectorMap, members: &[usize], torn: Option<&Torn>) {
         for &i in members {
             self.apply(map, i, None);

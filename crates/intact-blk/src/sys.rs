@@ -269,6 +269,22 @@ impl Drop for Mounted {
     }
 }
 
+/// Whether files in `dir` can share blocks (FICLONE works there).
+pub fn supports_reflink(dir: &Path) -> bool {
+    let (a, b) = (dir.join(".reflink-probe-a"), dir.join(".reflink-probe-b"));
+    let ok = (|| -> std::io::Result<bool> {
+        std::fs::write(&a, [0u8; 4096])?;
+        let src = File::open(&a)?;
+        let dst = std::fs::OpenOptions::new().write(true).create_new(true).open(&b)?;
+        // SAFETY: ioctl(FICLONE) with two descriptors we own.
+        Ok(unsafe { libc::ioctl(dst.as_raw_fd(), libc::FICLONE, src.as_raw_fd()) } == 0)
+    })()
+    .unwrap_or(false);
+    let _ = std::fs::remove_file(&a);
+    let _ = std::fs::remove_file(&b);
+    ok
+}
+
 /// Copies `from` to a new file `to`: a reflink (FICLONE) where the file system shares
 /// blocks, otherwise a sparse copy of the allocated ranges (SEEK_DATA/SEEK_HOLE with
 /// copy_file_range), so an image costs what its file system has allocated, not its size.
