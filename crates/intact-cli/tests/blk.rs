@@ -245,6 +245,44 @@ fn record_logs_flushes_and_check_builds_the_promised_images() {
     assert_eq!(hex(&intact_blk::recorder::hash_file(&img).unwrap()), meta["final_hash"].as_str().unwrap());
 }
 
+/// Images built as reflinks of per-epoch base images (a scratch directory on a file system
+/// that shares blocks) are the same images, with the same verdicts, as the default sparse
+/// copies plus changed sectors.
+#[test]
+fn reflink_materialisation_gives_the_same_images_and_verdicts() {
+    let Some(env) = Env::new("reflink_materialisation_gives_the_same_images_and_verdicts") else { return };
+    let w = env.script("w.sh", "i=0\nwhile [ $i -lt 12 ]; do printf 'record %s\\n' $i > f$i.tmp; [ $((i % 3)) -eq 0 ] && sync f$i.tmp; mv f$i.tmp f$i; i=$((i + 1)); done\n");
+    let o = env.record("log", &["--fs", "ext4", "--size", "64M"], &[w.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // A scratch xfs (reflink=1) in a file of this test's directory.
+    let xfs_img = env.p("scratch.xfs");
+    fs::File::create(&xfs_img).unwrap().set_len(1 << 30).unwrap();
+    assert!(Command::new("mkfs.xfs").args(["-q", "-f", "-m", "reflink=1"]).arg(&xfs_img).status().unwrap().success());
+    let xfs = env.p("xfs");
+    fs::create_dir(&xfs).unwrap();
+    assert!(Command::new("mount").args(["-o", "loop"]).arg(&xfs_img).arg(&xfs).status().unwrap().success());
+    assert!(intact_blk::sys::supports_reflink(&xfs));
+    let checker = env.script("check.sh", "cd \"$1\"\nfor f in f*; do case \"$(cat \"$f\")\" in 'record '*) ;; *) echo \"$f: torn\" >&2; exit 1;; esac; done\n");
+    let (a, b) = (env.p("a.json"), env.p("b.json"));
+    let o = env.check("log", &["--checker", checker.to_str().unwrap(), "--json", a.to_str().unwrap()]);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    let o2 = intact().args(["blk", "check"]).arg(env.p("log")).arg("--scratch").arg(&xfs).args(["-j", "2", "-q", "--checker", checker.to_str().unwrap(), "--json", b.to_str().unwrap()]).output().unwrap();
+    assert_eq!(o2.status.code(), o.status.code(), "{}\n{}", text(&o), text(&o2));
+    // The reflink run really built base images (its scratch is gone, so look at the report).
+    let (ra, rb) = (json(&a), json(&b));
+    let (ia, ib) = (ra["images"].as_array().unwrap(), rb["images"].as_array().unwrap());
+    assert!(ia.len() >= 10, "{}", ia.len());
+    assert_eq!(ia.len(), ib.len());
+    for (x, y) in ia.iter().zip(ib) {
+        for k in ["id", "kind", "epoch", "members", "hash", "consistent"] {
+            assert_eq!(x[k], y[k], "image {}: {k}", x["id"]);
+        }
+        assert_eq!(x["checker"]["verdict"], y["checker"]["verdict"], "image {}", x["id"]);
+    }
+    assert!(Command::new("umount").arg(&xfs).status().unwrap().success());
+    env.assert_clean("reflink check");
+}
+
 /// Replacing a file by rename without fsync loses it on ext4 (data=writeback, and
 /// noauto_da_alloc so that ext4 does not flush the data for the application): some crash
 /// image has `data` neither old nor new. With fsync of the new file before the rename (and
