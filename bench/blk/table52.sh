@@ -3,11 +3,15 @@
 # LevelDB and git (default configuration) recorded at the block level with `intact blk
 # record` on ext4 (data=ordered, the default) and on intactfs, every crash image checked with
 # `intact blk check` and the study's own checkers (study/leveldb, study/git).
-#   bash bench/blk/table52.sh [--apps leveldb,git] [--fs ext4,intactfs] [--seed S]
-#                             [--max-images N] [--jobs N] [--out DIR]
+#   bash bench/blk/table52.sh [--apps leveldb,git] [--fs ext4,intactfs,ext4:commit=1]
+#        [--variants unmount,sleep] [--seed 1] [--tear 4096] [--max-images 2000] [--jobs 2]
+#        [--out DIR]
+# --fs: FS or FS:MOUNT_OPTS. --variants: "unmount" = the workload, then the unmount writes
+# back whatever is dirty; "sleep" = the workload, then 40 s of sleep inside the recording
+# so the kernel's flusher and journal write back on their own, as the thesis did.
 # Builds what it needs (idempotent: release intact, LevelDB's workload and checker through
 # bench/leveldb/build.sh into target/table52/leveldb). Results go to DIR (default
-# target/table52/results): per run <app>-<fs>/ with the block log (log/), the report
+# target/table52/results): per run <app>-<variant>-<fs>/ with the block log (log/), the report
 # (report.json, report.txt), record and check times; table.md (the markdown table, also
 # printed on stdout). docs/validation.md, "Table 5.2(b) on today's software", explains them.
 # INTACT=path uses that intact binary instead of building one. Exit 0 when every run
@@ -61,17 +65,18 @@ case "${1:-}" in
 esac
 
 # ---- Main --------------------------------------------------------------------------
-apps=leveldb,git fss=ext4,intactfs,ext4:commit=1 variants=unmount,sleep seed=1 max_images=2000 jobs=2 out=$root/target/table52/results
+apps=leveldb,git fss=ext4,intactfs,ext4:commit=1 variants=unmount,sleep seed=1 tear=4096 max_images=2000 jobs=2 out=$root/target/table52/results
 while [ $# -gt 0 ]; do
   case "$1" in
     --apps) apps=$2; shift ;;
     --fs) fss=$2; shift ;;
     --variants) variants=$2; shift ;;
     --seed) seed=$2; shift ;;
+    --tear) tear=$2; shift ;;
     --max-images) max_images=$2; shift ;;
     --jobs|-j) jobs=$2; shift ;;
     --out) out=$2; shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "table52.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -81,10 +86,10 @@ done
 child="" current=""
 cleanup() {
   local rc=$?
-  trap - EXIT INT TERM
+  trap - EXIT INT TERM HUP
   if [ -n "$child" ] && kill -0 "$child" 2>/dev/null; then
-    # intact undoes its own mounts, loop devices and temp files on SIGINT.
-    kill -INT "$child" 2>/dev/null || true
+    # intact undoes its own mounts, loop devices and temp files on SIGTERM (and SIGINT).
+    kill -TERM "$child" 2>/dev/null || true
     wait "$child" 2>/dev/null || true
   fi
   # A run that did not finish leaves no half results.
@@ -92,7 +97,7 @@ cleanup() {
   exit "$rc"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'exit 130' INT TERM HUP
 # Runs a command in the background and waits, so the traps can forward an interrupt.
 run() {
   "$@" &
@@ -107,7 +112,7 @@ started=$EPOCHREALTIME
 if [ -n "${INTACT:-}" ]; then
   intact=$INTACT
 else
-  (cd "$root" && run cargo build --release -q -p intact-cli -j 1)
+  run cargo build --release -q -p intact-cli -j 1 --manifest-path "$root/Cargo.toml"
   intact=$root/target/release/intact
 fi
 ldb=$root/target/table52/leveldb
@@ -144,10 +149,10 @@ for app in "${app_list[@]}"; do
     mkdir -p "$o"
     current=$o
     case "$app" in
-      leveldb) workload=(bash "$self" __leveldb-workload "$ldb/workload" "$nap"); checker="bash $self __leveldb-check $ldb/checker"
+      leveldb) workload=(bash "$self" __leveldb-workload "$ldb/workload" "$nap"); checker="bash '$self' __leveldb-check '$ldb/checker'"
                setup=() ;;
-      git) workload=(bash "$self" __git-workload "$out/git-bin" "$nap"); checker="bash $self __git-check"
-           setup=(--setup "bash $self __git-setup $out/git-bin") ;;
+      git) workload=(bash "$self" __git-workload "$out/git-bin" "$nap"); checker="bash '$self' __git-check"
+           setup=(--setup "bash '$self' __git-setup '$out/git-bin'") ;;
       *) echo "table52.sh: unknown application $app" >&2; exit 2 ;;
     esac
     echo "== $app, $variant, on $fs_spec" >&2
@@ -157,15 +162,15 @@ for app in "${app_list[@]}"; do
     fi
     t1=$EPOCHREALTIME
     crc=0
-    run "$intact" blk check "$o/log" --checker "$checker" -j "$jobs" --seed "$seed" \
+    run "$intact" blk check "$o/log" --checker "$checker" -j "$jobs" --seed "$seed" --tear "$tear" \
       --max-images "$max_images" -q --json "$o/report.json" >"$o/report.txt" 2>"$o/check.err" || crc=$?
     t2=$EPOCHREALTIME
     if [ "$crc" -gt 1 ]; then
       echo "check failed (exit $crc):" >&2; tail -5 "$o/check.err" >&2; failed=1; current=""; continue
     fi
     sed -n '2,4p' "$o/report.txt" >&2
-    python3 -c 'import json,sys; json.dump({"record_seconds": float(sys.argv[2]) - float(sys.argv[1]), "check_seconds": float(sys.argv[3]) - float(sys.argv[2]), "seed": int(sys.argv[4]), "max_images": int(sys.argv[5]), "jobs": int(sys.argv[6]), "checker": sys.argv[7], "variant": sys.argv[8], "sleep": int(sys.argv[9])}, open(sys.argv[10], "w"), indent=1)' \
-      "$t0" "$t1" "$t2" "$seed" "$max_images" "$jobs" "$checker" "$variant" "$nap" "$o/times.json"
+    python3 -c 'import json,sys; json.dump({"record_seconds": float(sys.argv[2]) - float(sys.argv[1]), "check_seconds": float(sys.argv[3]) - float(sys.argv[2]), "seed": int(sys.argv[4]), "max_images": int(sys.argv[5]), "jobs": int(sys.argv[6]), "checker": sys.argv[7], "variant": sys.argv[8], "sleep": int(sys.argv[9]), "tear": int(sys.argv[10])}, open(sys.argv[11], "w"), indent=1)' \
+      "$t0" "$t1" "$t2" "$seed" "$max_images" "$jobs" "$checker" "$variant" "$nap" "$tear" "$o/times.json"
     current=""
   done
  done

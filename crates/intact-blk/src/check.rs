@@ -8,7 +8,7 @@
 //! is what the file system allocated plus what the log changed, not the device size.
 
 use crate::fskind::{Attached, FsKind, FsckResult, Tools};
-use crate::images::{write_pieces, GenConfig, Generator, ImageSpec};
+use crate::images::{write_pieces, GenConfig, Generator, ImageKind, ImageSpec};
 use crate::logdir::LogDir;
 use crate::sys::clone_file;
 use intact_check::{Job, Runner, RunnerConfig, Verdict};
@@ -175,10 +175,16 @@ pub fn check(ld: &LogDir, cfg: &CheckConfig, interrupted: &dyn Fn() -> bool, pro
         let daemon_log = images.join(format!("img-{id}.daemon.log"));
         let do_fsck = cfg.fsck;
         let full_copy = cfg.full_copy;
+        // What had been printed when this crash happened: everything before the flush that
+        // ends the image's epoch (a crash after that flush would leave the whole epoch).
+        let printed = match spec.kind {
+            ImageKind::Final => ld.log.output_before(usize::MAX),
+            _ => ld.log.output_before(ld.log.flush_ending(spec.epoch).unwrap_or(usize::MAX)),
+        };
         let job = Job {
             id: id as u64,
             state_id: format!("image-{id}"),
-            stdout: ld.stdout.clone(),
+            stdout: printed.unwrap_or_else(|| ld.stdout.clone()),
             materialise: Box::new(move |crash: &Path| {
                 let copied = if full_copy { full_copy_file(&base2, &img2) } else { clone_file(&base2, &img2).map(|_| ()) };
                 copied.map_err(|e| format!("copying the initial image to {}: {e}", img2.display()))?;

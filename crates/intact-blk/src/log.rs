@@ -8,6 +8,8 @@
 //!   2 flush
 //!   3 discard  u64 offset u64 len
 //!   4 end      u64 records_before u64 bytes_written [u8; 32] blake3 of the final image
+//!   5 output   u32 len, bytes the workload printed (version 2; where in the order of the
+//!              device's requests it printed them)
 //! ```
 //!
 //! The end record is written only when recording finished cleanly, so a log without it
@@ -20,7 +22,8 @@ use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 pub const MAGIC: &[u8; 10] = b"INTACTBLK\n";
-pub const VERSION: u32 = 1;
+/// Version 2 added output records; version 1 logs (no output records) are still read.
+pub const VERSION: u32 = 2;
 /// Torn writes are modelled at this granularity (the smallest unit a disk writes atomically).
 pub const SECTOR: u64 = 512;
 const HEADER: usize = 10 + 4 + 4 + 8 + 4;
@@ -29,6 +32,7 @@ const T_WRITE: u8 = 1;
 const T_FLUSH: u8 = 2;
 const T_DISCARD: u8 = 3;
 const T_END: u8 = 4;
+const T_OUTPUT: u8 = 5;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
@@ -122,6 +126,12 @@ impl LogWriter {
         self.emit(T_FLUSH, &[])
     }
 
+    /// What the workload printed, at this point of the device's request order.
+    pub fn output(&mut self, bytes: &[u8]) -> Result<(), LogError> {
+        let len = u32::try_from(bytes.len()).map_err(|_| LogError::Io { path: self.path.clone(), source: std::io::Error::other("output chunk larger than 4 GiB") })?;
+        self.emit(T_OUTPUT, &[&len.to_le_bytes(), bytes])
+    }
+
     pub fn discard(&mut self, offset: u64, len: u64) -> Result<(), LogError> {
         self.counts.discards += 1;
         self.emit(T_DISCARD, &[&offset.to_le_bytes(), &len.to_le_bytes()])
@@ -143,8 +153,12 @@ impl LogWriter {
 #[derive(Debug)]
 pub struct BlockLog {
     pub path: PathBuf,
+    pub version: u32,
     pub device_size: u64,
     pub records: Vec<Rec>,
+    /// Output the workload printed: (number of `records` logged before it, where its bytes
+    /// start in the buffer, length).
+    pub outputs: Vec<(usize, usize, usize)>,
     pub final_hash: [u8; 32],
     bytes: Vec<u8>,
 }
@@ -162,7 +176,7 @@ impl BlockLog {
             return Err(LogError::NotALog { path: p(), what: "no INTACTBLK header".into() });
         }
         let version = u32::from_le_bytes(bytes[10..14].try_into().unwrap_or_default());
-        if version != VERSION {
+        if version != VERSION && version != 1 {
             return Err(LogError::Version { path: p(), version });
         }
         let sector = u32::from_le_bytes(bytes[14..18].try_into().unwrap_or_default());
@@ -174,10 +188,11 @@ impl BlockLog {
             return Err(LogError::Damaged { path: p(), at: 0, index: 0, what: "header checksum mismatch".into() });
         }
         let mut records = Vec::new();
+        let mut outputs = Vec::new();
         let mut at = HEADER;
         let mut bytes_written = 0u64;
         loop {
-            let index = records.len();
+            let index = records.len() + outputs.len();
             if at >= bytes.len() {
                 return Err(LogError::Truncated { path: p(), at, index });
             }
@@ -188,6 +203,7 @@ impl BlockLog {
                 T_FLUSH => 0,
                 T_DISCARD => 16,
                 T_END => 8 + 8 + 32,
+                T_OUTPUT if version >= 2 => 4,
                 t => return Err(damaged(format!("unknown record type {t}"))),
             };
             let body = at + 1;
@@ -198,6 +214,9 @@ impl BlockLog {
             let mut payload = fixed;
             if tag == T_WRITE {
                 payload += u32::from_le_bytes(bytes[body + 8..body + 12].try_into().unwrap_or_default()) as usize;
+            }
+            if tag == T_OUTPUT {
+                payload += u32::from_le_bytes(bytes[body..body + 4].try_into().unwrap_or_default()) as usize;
             }
             let end = body + payload;
             if end + 4 > bytes.len() {
@@ -219,6 +238,7 @@ impl BlockLog {
                     records.push(Rec { kind: Kind::Write { fua: bytes[body + 12] & 1 != 0 }, offset, len, data_at: body + fixed });
                 }
                 T_FLUSH => records.push(Rec { kind: Kind::Flush, offset: 0, len: 0, data_at: 0 }),
+                T_OUTPUT => outputs.push((records.len(), body + 4, payload - 4)),
                 T_DISCARD => {
                     let (offset, len) = (u64_at(body), u64_at(body + 8));
                     if !in_device(offset, len) {
@@ -236,7 +256,7 @@ impl BlockLog {
                     }
                     let mut final_hash = [0u8; 32];
                     final_hash.copy_from_slice(&bytes[body + 16..body + 48]);
-                    return Ok(BlockLog { path: path.to_path_buf(), device_size, records, final_hash, bytes });
+                    return Ok(BlockLog { path: path.to_path_buf(), version, device_size, records, outputs, final_hash, bytes });
                 }
             }
             at = end + 4;
@@ -250,6 +270,26 @@ impl BlockLog {
             Kind::Write { .. } => &self.bytes[r.data_at..r.data_at + r.len as usize],
             _ => &[],
         }
+    }
+
+    /// Everything the workload printed before the device saw record `before` (all of it
+    /// for `usize::MAX`). `None` for a version 1 log, which has no output records.
+    pub fn output_before(&self, before: usize) -> Option<Vec<u8>> {
+        if self.version < 2 {
+            return None;
+        }
+        let mut out = Vec::new();
+        for &(pos, at, len) in &self.outputs {
+            if pos <= before {
+                out.extend_from_slice(&self.bytes[at..at + len]);
+            }
+        }
+        Some(out)
+    }
+
+    /// Index of the flush that ends epoch `j` (`None` for the last epoch).
+    pub fn flush_ending(&self, j: usize) -> Option<usize> {
+        self.records.iter().enumerate().filter(|(_, r)| r.kind == Kind::Flush).nth(j).map(|(i, _)| i)
     }
 
     /// Record indices of the writes and discards of each epoch; epoch k ends with flush
@@ -291,6 +331,7 @@ mod tests {
         let mut w = LogWriter::create(&p, 1 << 20).unwrap();
         w.write(0, &[1u8; 1024], false).unwrap();
         w.flush().unwrap();
+        w.output(b"synced\n").unwrap();
         w.write(4096, &[2u8; 512], true).unwrap();
         w.discard(8192, 4096).unwrap();
         w.finish([7; 32]).unwrap();
@@ -307,6 +348,11 @@ mod tests {
         assert_eq!(log.epochs(), vec![vec![0], vec![2, 3]]);
         assert_eq!(log.final_hash, [7; 32]);
         assert_eq!(log.counts(), Counts { writes: 2, bytes: 1536, flushes: 1, fua: 1, discards: 1 });
+        // Printed after the flush ending epoch 0: not part of what a crash in epoch 0 saw.
+        assert_eq!(log.flush_ending(0), Some(1));
+        assert_eq!(log.output_before(1).unwrap(), b"");
+        assert_eq!(log.output_before(2).unwrap(), b"synced\n");
+        assert_eq!(log.output_before(usize::MAX).unwrap(), b"synced\n");
     }
 
     #[test]

@@ -113,17 +113,38 @@ pub fn record(cfg: &RecordConfig, interrupted: &dyn Fn() -> bool) -> Result<Meta
     })?;
 
     let stdout_path = staging.path().join("stdout");
-    let stdout = std::fs::File::create(&stdout_path).map_err(|e| Failed(format!("{}: {e}", stdout_path.display())))?;
+    let mut stdout = std::fs::File::create(&stdout_path).map_err(|e| Failed(format!("{}: {e}", stdout_path.display())))?;
     let start = Instant::now();
     let mut child = Command::new(&cfg.command[0])
         .args(&cfg.command[1..])
         .current_dir(&mnt)
         .env("INTACT_MNT", &mnt)
         .stdin(Stdio::null())
-        .stdout(stdout)
+        .stdout(Stdio::piped())
         .process_group(0)
         .spawn()
         .map_err(|e| Input(format!("cannot run the workload {:?}: {e}", cfg.command[0])))?;
+    // What the workload prints goes into the log as it arrives, between the device
+    // requests around it (a checker's durability test needs to know what was printed
+    // before each crash point), and into `stdout`. Read late, a chunk is logged after
+    // requests that really followed it: a crash image then sees less output, never more.
+    let pipe = child.stdout.take().ok_or_else(|| Failed("the workload's stdout".into()))?;
+    let sink = recorder.output_sink();
+    let reader = std::thread::spawn(move || -> Result<(), String> {
+        use std::io::{Read, Write};
+        let mut pipe = pipe;
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            let n = match pipe.read(&mut buf) {
+                Ok(0) => return Ok(()),
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(format!("reading the workload's output: {e}")),
+            };
+            sink.output(&buf[..n])?;
+            stdout.write_all(&buf[..n]).map_err(|e| format!("saving the workload's output: {e}"))?;
+        }
+    });
     let pgid = child.id() as i32;
     let status = loop {
         match child.try_wait() {
@@ -138,11 +159,20 @@ pub fn record(cfg: &RecordConfig, interrupted: &dyn Fn() -> bool) -> Result<Meta
         std::thread::sleep(Duration::from_millis(10));
     };
     let seconds = start.elapsed().as_secs_f64();
-    // Helpers it left running would keep the mount busy.
+    // Helpers it left running would keep the mount busy (and the output pipe open).
     // SAFETY: signalling a process group we created.
     unsafe {
         libc::kill(-pgid, libc::SIGKILL);
     }
+    // The group is gone; a process that left it (setsid) may still hold the output open.
+    let waited = Instant::now();
+    while !reader.is_finished() && waited.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    if !reader.is_finished() {
+        return Err(Failed("a process the workload started (outside its process group) still holds its standard output open; stop it and record again".into()));
+    }
+    reader.join().map_err(|_| Failed("the output reader failed".into()))?.map_err(Failed)?;
 
     attached.unmount().map_err(|e| Failed(format!("{e} (the workload may have left a process using the mount)")))?;
     let counts = recorder.finish().map_err(Failed)?;

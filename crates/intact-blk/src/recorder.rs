@@ -230,6 +230,11 @@ impl Recorder {
         Ok(Recorder { session: Some(session), inner, dir: dir.to_path_buf(), backing: backing.to_path_buf() })
     }
 
+    /// A handle that logs what the workload prints, in order with the device's requests.
+    pub fn output_sink(&self) -> OutputSink {
+        OutputSink(self.inner.clone())
+    }
+
     pub fn file(&self) -> PathBuf {
         self.dir.join(FILE_NAME)
     }
@@ -260,6 +265,26 @@ impl Drop for Recorder {
         if let Err(e) = self.stop() {
             eprintln!("intact: warning: {e}");
         }
+    }
+}
+
+/// Logs output chunks (see [`Recorder::output_sink`]); usable from another thread.
+#[derive(Clone)]
+pub struct OutputSink(Arc<Mutex<Inner>>);
+
+impl OutputSink {
+    pub fn output(&self, bytes: &[u8]) -> Result<(), String> {
+        let mut g = self.0.lock().map_err(|_| "the recorder failed".to_string())?;
+        if let Some(f) = &g.failed {
+            return Err(f.clone());
+        }
+        let Some(log) = g.log.as_mut() else { return Err("the block log is closed".into()) };
+        if let Err(e) = log.output(bytes) {
+            let m = e.to_string();
+            g.failed = Some(m.clone());
+            return Err(m);
+        }
+        Ok(())
     }
 }
 

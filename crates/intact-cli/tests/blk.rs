@@ -245,6 +245,29 @@ fn record_logs_flushes_and_check_builds_the_promised_images() {
     assert_eq!(hex(&intact_blk::recorder::hash_file(&img).unwrap()), meta["final_hash"].as_str().unwrap());
 }
 
+/// The stdout file each image's checker gets holds what the workload had printed before
+/// that crash point (the log keeps output in order with the device's requests): a durability
+/// check holds for a file synced before the message, and fails for one that was not.
+#[test]
+fn each_image_sees_only_the_output_printed_before_its_crash() {
+    let Some(env) = Env::new("each_image_sees_only_the_output_printed_before_its_crash") else { return };
+    let w = env.script("w.sh", "echo start\necho one > a\nsync a\necho 'a synced'\necho two > b\necho 'b written'\n");
+    let o = env.record("log", &["--fs", "ext4", "--size", "64M"], &[w.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let synced = env.script("synced.sh", "if grep -q 'a synced' \"$2\"; then [ \"$(cat \"$1/a\" 2>/dev/null)\" = one ] || { echo 'a lost after a synced' >&2; exit 1; }; fi\n");
+    let o = env.check("log", &["--checker", synced.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "a was synced before its message: {}", text(&o));
+    let unsynced = env.script("unsynced.sh", "if grep -q 'b written' \"$2\"; then [ \"$(cat \"$1/b\" 2>/dev/null)\" = two ] || { echo 'b lost after b written' >&2; exit 1; }; fi\n");
+    let report = env.p("r.json");
+    let o = env.check("log", &["--checker", unsynced.to_str().unwrap(), "--json", report.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "b was never synced: {}", text(&o));
+    let r = json(&report);
+    assert!(r["summary"]["checker_failures"].as_u64().unwrap() >= 1, "{}", r["summary"]);
+    // The final image has everything: b is there.
+    assert_eq!(kinds(&r, "final")[0]["checker"]["verdict"], "pass");
+    env.assert_clean("checks");
+}
+
 /// Images built as reflinks of per-epoch base images (a scratch directory on a file system
 /// that shares blocks) are the same images, with the same verdicts, as the default sparse
 /// copies plus changed sectors.
