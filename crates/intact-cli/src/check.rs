@@ -89,6 +89,8 @@ pub struct CheckOpts {
     /// No progress bar.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    #[command(flatten)]
+    pub outputs: crate::report_cmd::Outputs,
 }
 
 #[derive(clap::Args)]
@@ -365,6 +367,7 @@ pub fn check_bundle(bundle_path: &Path, o: &CheckOpts, apms: Vec<Apm>, checker: 
         return Err(Failure::input("--jobs must be at least 1"));
     }
     let filter = ops_view::refilter(&b, &o.frame_skip, &o.frame_keep)?;
+    o.outputs.check_writable()?;
     for (flag, k) in [("--keep-failing", &o.keep_failing), ("--keep-examples", &o.keep_examples)] {
         let Some(k) = k else { continue };
         if k.exists() && std::fs::read_dir(k).map(|mut d| d.next().is_some()).unwrap_or(true) {
@@ -566,6 +569,10 @@ pub fn check_bundle(bundle_path: &Path, o: &CheckOpts, apms: Vec<Apm>, checker: 
         let text = serde_json::to_string_pretty(&report).map_err(|e| Failure::internal(e.to_string()))?;
         let tmp = j.with_extension("json.partial");
         std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, j)).map_err(|e| Failure::input(format!("--json {}: {e}", j.display())))?;
+    }
+    if !o.outputs.is_empty() {
+        let v = serde_json::to_value(&report).map_err(|e| Failure::internal(e.to_string()))?;
+        o.outputs.write(&v)?;
     }
     if !d.errors.is_empty() {
         return Err(Failure::internal(format!("{} state(s) could not be checked; first: {}", d.errors.len(), d.errors[0])));

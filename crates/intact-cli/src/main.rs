@@ -11,6 +11,7 @@ mod fs_cmd;
 mod fs_mount;
 mod ops_view;
 mod record;
+mod report_cmd;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -63,6 +64,8 @@ enum Cmd {
     Check(check::CheckArgs),
     /// Record a workload and check it in one step.
     Run(check::RunArgs),
+    /// Render a saved JSON report (`intact check --json`) as HTML, SARIF or JUnit XML.
+    Report(report_cmd::ReportArgs),
     /// Abstract persistence models: list the built-ins, show one.
     Apm {
         #[command(subcommand)]
@@ -127,6 +130,7 @@ fn main() -> ExitCode {
             check::check(a)
         }
         Cmd::Run(a) => check::run(a),
+        Cmd::Report(a) => report_cmd::report(a),
         Cmd::Apm { cmd } => apm_cmd::apm(cmd),
         Cmd::Fs { cmd } => fs_cmd::fs(cmd),
         Cmd::Blk { cmd } => blk_cmd::blk(cmd),

@@ -12,6 +12,20 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 pub const SCHEMA: &str = "intact-report/1";
 
+pub mod html;
+pub mod junit;
+pub mod sarif;
+
+/// What the renderers of other formats (HTML, SARIF, JUnit) work from: the report as JSON
+/// (the schema of docs/report.md, whether just computed or read from a saved file), the
+/// bundle's logical operations when the bundle is still there (for protocol diagrams), and
+/// a way to read source files named by locations ("file:line:function").
+pub struct Context<'a> {
+    pub report: &'a serde_json::Value,
+    pub ops: Option<&'a [intact_model::op::Op]>,
+    pub source: &'a dyn Fn(&str) -> Option<String>,
+}
+
 /// Thesis Table 4.2's classes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
