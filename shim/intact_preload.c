@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
@@ -149,7 +150,7 @@ static TLS_IE int t_fork_locked;
     X(fsync) X(fdatasync) X(sync_file_range) X(syncfs) X(sync) X(msync)        \
     X(munmap) X(mmap) X(mmap64) X(mremap) X(mprotect)                          \
     X(copy_file_range) X(sendfile) X(sendfile64) X(close) X(lseek) X(lseek64)  \
-    X(exit) X(sigaction)
+    X(exit) X(sigaction) X(ioctl)
 
 #define REAL_DECL(name) static __typeof__(name) *real_##name;
 FOR_EACH_REAL(REAL_DECL)
@@ -1374,6 +1375,43 @@ int mprotect(void *addr, size_t len, int prot)
         });
     }
     return rc;
+}
+
+/* ---- intactfs streams ---- */
+
+/* SETSTREAM is _IOW(0xCC, 1, struct intact_stream { u64 id; u32 flags; u32 reserved; }).
+ * strace cannot read the argument of an ioctl it does not know, so the shim tells the
+ * tracer which stream the program asks for: "ST <id hex> <flags hex>". */
+static void st_note(const void *arg)
+{
+    unsigned long long id;
+    unsigned int flags;
+    char buf[64];
+    size_t n;
+    memcpy(&id, arg, sizeof id);
+    memcpy(&flags, (const char *)arg + 8, sizeof flags);
+    memcpy(buf, MARKER_MAGIC "ST ", 11);
+    n = 11;
+    n += fmt_hex(buf + n, id);
+    buf[n++] = ' ';
+    n += fmt_hex(buf + n, flags);
+    buf[n++] = '\n';
+    marker_write(buf, n);
+}
+
+int ioctl(int fd, unsigned long request, ...)
+{
+    va_list ap;
+    void *arg;
+    __typeof__(ioctl) *fn = REAL(ioctl);
+    va_start(ap, request);
+    arg = va_arg(ap, void *);
+    va_end(ap);
+    if (((request >> 8) & 0xff) == 0xCC && (request & 0xff) == 1 && ((request >> 16) & 0x3fff) == 16 && arg)
+        SHIM(st_note(arg));
+    if (!fn)
+        ENOSYS_RET(-1);
+    return fn(fd, request, arg);
 }
 
 /* ---- copies ---- */

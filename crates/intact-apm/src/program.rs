@@ -42,6 +42,11 @@ pub struct MicroOp {
     pub renamed: Option<InodeId>,
     /// For entry operations of a rename: it replaces an existing name (or exchanges two).
     pub replacing: bool,
+    /// The intactfs stream of the operation it came from.
+    pub stream: u64,
+    /// A sync of one stream (intactfs STREAMSYNC), not of the whole file system: under
+    /// `related` it relates only to what its stream relates to.
+    pub stream_scoped: bool,
     /// For entry operations: the inode the entry names.
     pub names: Option<InodeId>,
     /// For syncs of a file: the file and its ancestor directories at the time.
@@ -145,7 +150,7 @@ impl Builder<'_> {
             _ => None,
         };
         self.tie.push(tie_prev);
-        self.micros.push(MicroOp { micro, op: o.id, call: o.call, classes, entity, range, renamed: None, replacing: false, names, path: Vec::new() });
+        self.micros.push(MicroOp { micro, op: o.id, call: o.call, classes, entity, range, renamed: None, replacing: false, stream: o.stream, stream_scoped: false, names, path: Vec::new() });
         self.micros.last_mut().unwrap()
     }
 
@@ -281,13 +286,14 @@ impl Builder<'_> {
             LogicalOp::Sync { how: SyncKind::SyncFileRange, .. } => {
                 self.push(o, Micro::Nop, 0, false);
             }
-            LogicalOp::Sync { inode, .. } => {
+            LogicalOp::Sync { inode, how, .. } => {
                 let path = match inode {
                     Some(i) => ancestry(&self.meta, *i),
                     None => Vec::new(),
                 };
                 let m = self.push(o, Micro::Sync { inode: *inode }, bit(Class::Sync), false);
                 m.path = path;
+                m.stream_scoped = *how == SyncKind::StreamSync;
             }
             LogicalOp::Output { data } => {
                 self.push(o, Micro::Output { data: *data }, bit(Class::Output), false);
@@ -346,11 +352,36 @@ fn rule_matches(r: &Rule, a: &MicroOp, b: &MicroOp) -> bool {
         When::SameBytes => same_bytes(a, b),
         When::RenamedFile => b.renamed.is_some() && a.entity == b.renamed,
         When::ReplacingRename => b.replacing && b.renamed.is_some() && a.entity == b.renamed,
+        When::SameStream => a.stream == b.stream,
+        When::Related => related(a, b),
         When::FilePath => match b.micro {
             Micro::Sync { inode: Some(_) } => a.names.map(|n| b.path.contains(&n)).unwrap_or(false),
             Micro::Sync { inode: None } => a.names.is_some(),
             _ => false,
         },
+    }
+}
+
+/// Operations related in ccfs's sense (`000` §3.5), which intactfs orders even across
+/// streams: on the same file; on the same directory entry (directory and name); a
+/// directory entry and the inode it names (its creation, its data); a directory and the
+/// entries inside it; a global sync and everything.
+fn related(a: &MicroOp, b: &MicroOp) -> bool {
+    fn entry(m: &MicroOp) -> Option<(InodeId, &str, InodeId)> {
+        match &m.micro {
+            Micro::CreateEntry { dir, name, inode } | Micro::DeleteEntry { dir, name, inode } => Some((*dir, name.as_str(), *inode)),
+            _ => None,
+        }
+    }
+    let global = |m: &MicroOp| matches!(m.micro, Micro::Sync { inode: None }) && !m.stream_scoped;
+    if global(a) || global(b) {
+        return true;
+    }
+    match (entry(a), entry(b)) {
+        (Some((da, na, ia)), Some((db, nb, ib))) => (da == db && na == nb) || ia == ib || ia == db || ib == da,
+        (Some((da, _, ia)), None) => b.entity.is_some_and(|e| e == ia || e == da),
+        (None, Some((db, _, ib))) => a.entity.is_some_and(|e| e == ib || e == db),
+        (None, None) => a.entity.is_some() && a.entity == b.entity,
     }
 }
 
@@ -502,7 +533,7 @@ mod tests {
     use intact_model::op::Data;
 
     fn op(id: usize, op: LogicalOp) -> Op {
-        Op { id, call: id, pid: 1, tid: 1, syscall: "x".into(), op, path: None, path2: None, stack: vec![], loc: None }
+        Op { id, call: id, pid: 1, tid: 1, syscall: "x".into(), op, path: None, path2: None, stack: vec![], loc: None, stream: 0 }
     }
 
     fn protocol() -> (Vec<Op>, State) {
@@ -532,6 +563,42 @@ mod tests {
         assert!(matches!(d.micros[r.start + 3].micro, Micro::SetSize { size: 8192, .. }));
         assert!((r.start..r.start + 3).all(|i| !d.preds[size2].contains(d.unit_of[i] as usize)), "default: pieces unordered");
         assert_eq!(d.op_micros[2].len(), 2, "default: shrink piece by piece");
+    }
+
+    /// intactfs streams: a stream's updates persist in order, unrelated updates of another
+    /// stream do not wait for them, related ones (the same file) do; a STREAMSYNC makes its
+    /// own stream durable before the output after it, not the other stream.
+    #[test]
+    fn intactfs_orders_within_a_stream_and_related_updates_across() {
+        let mut ops = vec![
+            op(0, LogicalOp::Link { dir: 1, name: "a".into(), inode: 2, link_count: 1, created: true }),
+            op(1, LogicalOp::Append { inode: 2, old_size: 0, new_size: 10, data: Data::Zeros { zeros: 10 } }),
+            op(2, LogicalOp::Link { dir: 1, name: "b".into(), inode: 3, link_count: 1, created: true }),
+            op(3, LogicalOp::Append { inode: 3, old_size: 0, new_size: 10, data: Data::Zeros { zeros: 10 } }),
+            op(4, LogicalOp::Append { inode: 2, old_size: 10, new_size: 20, data: Data::Zeros { zeros: 10 } }),
+            op(5, LogicalOp::Sync { inode: None, how: SyncKind::StreamSync, range: None }),
+            op(6, LogicalOp::Output { data: Data::Zeros { zeros: 1 } }),
+        ];
+        // Stream A: a's creation and first append. Stream B: b, then the second append to a
+        // (related to A's updates of a), its streamsync and the output.
+        for o in ops.iter_mut() {
+            o.stream = if o.id < 2 { 1 } else { 2 };
+        }
+        let p = Program::build(&Apm::resolve("intactfs").unwrap(), &ops, &State::empty(), 0).unwrap();
+        let unit = |op: usize| p.unit_of[p.op_micros[op].start] as usize;
+        let last = |op: usize| p.unit_of[p.op_micros[op].end - 1] as usize;
+        assert!(p.preds[unit(3)].contains(unit(2)), "within stream B: b's data after b's creation");
+        assert!(!p.preds[unit(2)].contains(last(1)), "b's creation does not wait for stream A's unrelated append");
+        assert!(p.preds[unit(4)].contains(last(1)), "related across streams: a's second append after its first");
+        assert!(p.preds[unit(6)].contains(unit(5)) && p.preds[unit(5)].contains(last(3)), "the streamsync persists stream B before the output");
+        // One stream: the same program is totally ordered.
+        for o in ops.iter_mut() {
+            o.stream = 0;
+        }
+        let p = Program::build(&Apm::resolve("intactfs").unwrap(), &ops, &State::empty(), 0).unwrap();
+        let unit = |op: usize| p.unit_of[p.op_micros[op].start] as usize;
+        let last = |op: usize| p.unit_of[p.op_micros[op].end - 1] as usize;
+        assert!(p.preds[unit(2)].contains(last(1)), "one stream: program order");
     }
 
     /// Safe rename: under ext4-o a file's data precedes every rename of it; under xfs

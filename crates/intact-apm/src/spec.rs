@@ -88,18 +88,26 @@ pub enum When {
     /// As `RenamedFile`, but only for a rename that replaces an existing name (what
     /// ext4's auto_da_alloc and xfs do today: a rename to a new name is not safe).
     ReplacingRename,
+    /// Both come from operations of the same intactfs stream (SETSTREAM).
+    SameStream,
+    /// ccfs's related operations (`000` §3.5): the same file, the same directory entry, an
+    /// entry and the inode it names, a directory and the entries in it; a global sync and
+    /// everything.
+    Related,
     /// `after` is a sync of a file, `before` a directory-entry operation naming that file
     /// or one of its ancestor directories (safe file flush).
     FilePath,
 }
 
 impl When {
-    pub const ALL: [(&'static str, When); 6] = [
+    pub const ALL: [(&'static str, When); 8] = [
         ("always", When::Always),
         ("same-inode", When::SameInode),
         ("same-bytes", When::SameBytes),
         ("renamed-file", When::RenamedFile),
         ("replacing-rename", When::ReplacingRename),
+        ("same-stream", When::SameStream),
+        ("related", When::Related),
         ("file-path", When::FilePath),
     ];
 }

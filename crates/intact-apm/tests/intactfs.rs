@@ -18,7 +18,7 @@ const LOG: u64 = 3;
 const LOG_LEN: u64 = 8033;
 
 fn op(id: usize, op: LogicalOp) -> Op {
-    Op { id, call: id, pid: 1, tid: 1, syscall: "x".into(), op, path: None, path2: None, stack: vec![], loc: None }
+    Op { id, call: id, pid: 1, tid: 1, syscall: "x".into(), op, path: None, path2: None, stack: vec![], loc: None, stream: 0 }
 }
 
 /// `dbfile` (12288 bytes) exists before the workload.

@@ -146,7 +146,9 @@ pub fn ops(a: OpsArgs) -> Result<u8, Failure> {
             let loc = location(filter.as_ref(), op).map(|f| f.display()).unwrap_or_else(|| "?".into());
             let call = if op.call == last_call { format!("{:>14}", "\"") } else { format!("{:>14}", op.syscall) };
             last_call = op.call;
-            writeln!(w, "{:>5}  {call}  {}  @ {loc}  [pid {}]", op.id, describe(op, &blob), op.pid)?;
+            let who = if op.tid != op.pid { format!("pid {} tid {}", op.pid, op.tid) } else { format!("pid {}", op.pid) };
+            let stream = if op.stream != 0 { format!(" stream {:#x}", op.stream) } else { String::new() };
+            writeln!(w, "{:>5}  {call}  {}  @ {loc}  [{who}{stream}]", op.id, describe(op, &blob))?;
             if a.stacks {
                 for f in &op.stack {
                     writeln!(w, "{:>24}{}", "", f.display())?;

@@ -184,11 +184,12 @@ pub fn record(a: RecordArgs) -> Result<u8, Failure> {
     let hist = bundle::op_histogram(&conv.ops);
     let hist: Vec<String> = hist.iter().map(|(k, v)| format!("{v} {k}")).collect();
     eprintln!(
-        "intact: {} system calls in {} tasks -> {} logical operations ({})",
+        "intact: {} system calls in {} tasks -> {} logical operations ({}){}",
         conv.calls,
         conv.tasks,
         conv.ops.len(),
-        if hist.is_empty() { "none".to_string() } else { hist.join(", ") }
+        if hist.is_empty() { "none".to_string() } else { hist.join(", ") },
+        if conv.ignored_calls > 0 { format!("; {} calls on ignored paths left out", conv.ignored_calls) } else { String::new() }
     );
     for u in &conv.unsupported {
         let at = opts.filter.select(&u.first_stack).map(|f| f.display()).unwrap_or_default();

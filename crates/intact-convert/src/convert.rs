@@ -65,6 +65,8 @@ pub struct Conversion {
     pub stdout: Vec<u8>,
     pub calls: usize,
     pub tasks: usize,
+    /// Calls that named a path under an `--ignore` pattern (left out of the operations).
+    pub ignored_calls: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -108,6 +110,9 @@ struct Task {
     py: Vec<Frame>,
     /// Bytes announced by a CP marker for the next copy.
     copy: Option<Option<Vec<u8>>>,
+    /// The process's intactfs stream and its flags (shared by threads, copied by fork:
+    /// children start in their parent's stream).
+    stream: Rc<std::cell::Cell<(u64, u32)>>,
 }
 
 struct Birth {
@@ -128,6 +133,8 @@ struct Conv<'a> {
     root_dev: Option<u64>,
     // per-call cache
     cur_stack: Option<Vec<Frame>>,
+    /// A path of the current call resolved into an ignored part of the directory.
+    hit_ignored: std::cell::Cell<bool>,
     /// Last name given to each inode (parent, name): paths for display without scanning.
     names: HashMap<InodeId, (InodeId, String)>,
 }
@@ -147,6 +154,7 @@ pub fn convert(trace: &Trace, initial: State, opts: &ConvertOptions) -> Result<C
         stdout: Vec::new(),
         root_dev: std::fs::metadata(&opts.root_abs).ok().map(|m| m.dev()),
         cur_stack: None,
+        hit_ignored: std::cell::Cell::new(false),
         names: HashMap::new(),
     };
     for (path, id) in c.state.reachable() {
@@ -185,6 +193,7 @@ pub fn convert(trace: &Trace, initial: State, opts: &ConvertOptions) -> Result<C
     let mut root_tid = None;
     let mut root_exit = None;
     let mut calls = 0;
+    let mut ignored_calls = 0;
     for ev in &trace.events {
         match ev {
             Event::Call(call) => {
@@ -193,7 +202,9 @@ pub fn convert(trace: &Trace, initial: State, opts: &ConvertOptions) -> Result<C
                     root_tid = Some(call.tid);
                 }
                 c.cur_stack = None;
+                c.hit_ignored.set(false);
                 c.call(call, calls - 1)?;
+                ignored_calls += usize::from(c.hit_ignored.get());
             }
             Event::Exited { tid, code, .. } if Some(*tid) == root_tid => root_exit = Some(TaskExit::Exited { code: *code }),
             Event::Killed { tid, signal, .. } if Some(*tid) == root_tid => root_exit = Some(TaskExit::Killed { signal: signal.clone() }),
@@ -221,6 +232,7 @@ pub fn convert(trace: &Trace, initial: State, opts: &ConvertOptions) -> Result<C
         stdout: c.stdout,
         calls,
         tasks,
+        ignored_calls,
     })
 }
 
@@ -256,7 +268,7 @@ impl Conv<'_> {
     }
 
     fn resolver(&self) -> Resolver<'_> {
-        Resolver { state: &self.state, root_abs: &self.opts.root_abs, ignore: &self.opts.ignore }
+        Resolver { state: &self.state, root_abs: &self.opts.root_abs, ignore: &self.opts.ignore, hit_ignored: Some(&self.hit_ignored) }
     }
 
     fn task(&mut self, tid: u32) -> Task {
@@ -275,6 +287,7 @@ impl Conv<'_> {
                     maps: if share("CLONE_VM") { parent.maps.clone() } else { Rc::new(RefCell::new(parent.maps.borrow().clone())) },
                     py: Vec::new(),
                     copy: None,
+                    stream: if share("CLONE_THREAD") { parent.stream.clone() } else { Rc::new(std::cell::Cell::new(parent.stream.get())) },
                 }
             }
             None => {
@@ -289,6 +302,7 @@ impl Conv<'_> {
                     maps: Rc::new(RefCell::new(Vec::new())),
                     py: Vec::new(),
                     copy: None,
+                    stream: Rc::new(std::cell::Cell::new((0, 0))),
                 }
             }
         };
@@ -342,7 +356,7 @@ impl Conv<'_> {
         }
         let stack = self.stack(call, task);
         let loc = self.opts.filter.select(&stack).cloned();
-        self.ops.push(Op { id: self.ops.len(), call: idx, pid: task.tgid, tid: call.tid, syscall: call.name.clone(), op, path, path2, stack, loc });
+        self.ops.push(Op { id: self.ops.len(), call: idx, pid: task.tgid, tid: call.tid, syscall: call.name.clone(), op, path, path2, stack, loc, stream: task.stream.get().0 });
         Ok(())
     }
 
@@ -570,6 +584,12 @@ impl Conv<'_> {
                 if let Some(t) = self.tasks.get_mut(&call.tid) {
                     t.copy = Some(bytes);
                 }
+            }
+            Marker::Stream { id, flags } => {
+                // What the program asks for, whether or not the file system under the
+                // recording is intactfs (elsewhere the ioctl fails with ENOTTY): the
+                // protocol is checked under the intactfs APM either way.
+                task.stream.set((id, flags));
             }
             Marker::MapWrite { addr, data } => {
                 let maps = task.maps.borrow().clone();
@@ -806,6 +826,9 @@ impl Conv<'_> {
                     self.unsupported(call, task, "special files are not modelled", Some(p));
                 }
             }
+            "fsync" | "fdatasync" if task.stream.get().1 & STREAM_IGNORE_FSYNC != 0 => {
+                // IGNORE_FSYNC: intactfs returns at once without committing anything.
+            }
             "fsync" | "fdatasync" | "sync_file_range" | "syncfs" => {
                 let target = self.fd(call, task, &call.args[0]).map(|o| o.borrow().target.clone());
                 if name == "syncfs" {
@@ -922,6 +945,10 @@ impl Conv<'_> {
                         if let Some(f) = task.fds.borrow_mut().get_mut(&fd) {
                             f.cloexec = req == "FIOCLEX";
                         }
+                    }
+                    r if is_streamsync(r) => {
+                        // intactfs STREAMSYNC, `_IO(0xCC, 3)`: the caller's stream is durable.
+                        self.emit(call, idx, task, LogicalOp::Sync { inode: None, how: SyncKind::StreamSync, range: None }, None, None)?;
                     }
                     r if r.starts_with("FICLONE") || r.starts_with("FIDEDUPERANGE") => {
                         if let Some(Target::File(t)) = self.fd(call, task, &call.args[0]).map(|o| o.borrow().target.clone()) {
@@ -1288,5 +1315,24 @@ impl Conv<'_> {
             (s, d) => return Err(format!("link from {s:?} to {d:?} does not fit the recorded state").into()),
         }
         Ok(())
+    }
+}
+
+/// intactfs's IGNORE_FSYNC stream flag (crates/intactfs-fuse/src/control.rs).
+const STREAM_IGNORE_FSYNC: u32 = 1;
+
+/// strace prints intactfs's STREAMSYNC, `_IO(0xCC, 3)`, as `_IOC(_IOC_NONE, 0xcc, 0x3, 0)`.
+fn is_streamsync(req: &str) -> bool {
+    let r: String = req.chars().filter(|c| !c.is_whitespace()).collect();
+    r.eq_ignore_ascii_case("_IOC(_IOC_NONE,0xcc,0x3,0)")
+}
+
+#[cfg(test)]
+mod stream_tests {
+    #[test]
+    fn streamsync_is_recognised_as_strace_prints_it() {
+        assert!(super::is_streamsync("_IOC(_IOC_NONE, 0xcc, 0x3, 0)"));
+        assert!(!super::is_streamsync("_IOC(_IOC_WRITE, 0xcc, 0x1, 0x10)"));
+        assert!(!super::is_streamsync("FIOCLEX"));
     }
 }

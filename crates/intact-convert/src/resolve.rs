@@ -27,6 +27,8 @@ pub struct Resolver<'a> {
     pub state: &'a State,
     pub root_abs: &'a Path,
     pub ignore: &'a IgnoreSet,
+    /// Set when a path resolved into an ignored part of the directory.
+    pub hit_ignored: Option<&'a std::cell::Cell<bool>>,
 }
 
 impl Resolver<'_> {
@@ -86,6 +88,9 @@ impl Resolver<'_> {
                 }
                 Loc::In(d) => {
                     if !self.ignore.is_empty() && self.ignore.is_ignored(&self.state.join(d, &c)) {
+                        if let Some(h) = self.hit_ignored {
+                            h.set(true);
+                        }
                         let rel = self.state.join(d, &c);
                         let mut p = self.root_abs.join(rel);
                         for rest in comps {
@@ -140,7 +145,7 @@ mod tests {
         s.apply(&LogicalOp::Symlink { dir: 1, name: "l".into(), inode: 4, target: "d".into() }, b"").unwrap();
         s.apply(&LogicalOp::Symlink { dir: 1, name: "abs".into(), inode: 5, target: "/r/d/f".into() }, b"").unwrap();
         let ig = IgnoreSet::new(&["*.lock".into()]).unwrap();
-        let r = Resolver { state: &s, root_abs: Path::new("/r"), ignore: &ig };
+        let r = Resolver { state: &s, root_abs: Path::new("/r"), ignore: &ig, hit_ignored: None };
         let out = Loc::Out("/".into());
         assert_eq!(r.resolve(&out, "/r/d/f", true).unwrap(), Res::In { parent: 2, name: "f".into(), target: Some(3) });
         assert_eq!(r.resolve(&Loc::In(2), "../l/f", true).unwrap(), Res::In { parent: 2, name: "f".into(), target: Some(3) });

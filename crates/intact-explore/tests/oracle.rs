@@ -52,7 +52,7 @@ fn protocol(acts: &[Act]) -> (Vec<Op>, Vec<u8>, State, State) {
     let push = |s: &mut State, ops: &mut Vec<Op>, blob: &[u8], op: LogicalOp| {
         s.apply(&op, blob).expect("generated op applies");
         let id = ops.len();
-        ops.push(Op { id, call: id, pid: 1, tid: 1, syscall: op.name().into(), op, path: None, path2: None, stack: vec![], loc: None });
+        ops.push(Op { id, call: id, pid: 1, tid: 1, syscall: op.name().into(), op, path: None, path2: None, stack: vec![], loc: None, stream: 0 });
     };
     let size = |s: &State, i: u64| match &s.inodes[&i].node {
         Node::File { data } => data.len() as u64,

@@ -65,6 +65,8 @@ pub enum SyncKind {
     ODsync,
     Syncfs,
     Sync,
+    /// intactfs STREAMSYNC: the caller's stream (and streams merged with it) is durable.
+    StreamSync,
 }
 
 /// One logical operation (thesis Table 3.1), over logical entities (inode ids).
@@ -157,4 +159,11 @@ pub struct Op {
     /// The representative frame chosen by the frame filter at record time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loc: Option<Frame>,
+    /// The intactfs stream the process was in (SETSTREAM; 0 = init, the default).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stream: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }

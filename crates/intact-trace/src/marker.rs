@@ -13,6 +13,9 @@ pub enum Marker {
     MapWrite { addr: u64, data: Vec<u8> },
     /// The bytes the next copy_file_range/sendfile of this task copies (None: too large).
     Copy(Option<Vec<u8>>),
+    /// The process asks for intactfs stream `id` (SETSTREAM, whose argument strace cannot
+    /// decode), with its flags (bit 0: IGNORE_FSYNC).
+    Stream { id: u64, flags: u32 },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,6 +76,14 @@ pub fn decode(buf: &[u8]) -> Option<Result<Marker, String>> {
             },
             None => Err(format!("bad CP marker header {header:?}")),
         },
+        "ST" => {
+            let id = parts.next().and_then(|a| u64::from_str_radix(a, 16).ok());
+            let flags = parts.next().and_then(|a| u32::from_str_radix(a, 16).ok());
+            match (id, flags) {
+                (Some(id), Some(flags)) => Ok(Marker::Stream { id, flags }),
+                _ => Err(format!("bad ST marker header {header:?}")),
+            }
+        }
         other => Err(format!("unknown marker kind {other:?}")),
     })
 }
@@ -96,5 +107,7 @@ mod tests {
         assert!(decode(b"INTACT1 MW 7f00 4\nabc").unwrap().is_err());
         assert_eq!(decode(b"INTACT1 CP -1\n").unwrap().unwrap(), Marker::Copy(None));
         assert_eq!(decode(b"INTACT1 CP 2\nhi").unwrap().unwrap(), Marker::Copy(Some(b"hi".to_vec())));
+        assert_eq!(decode(b"INTACT1 ST 9e3779b97f4a7c15 1\n").unwrap().unwrap(), Marker::Stream { id: 0x9e37_79b9_7f4a_7c15, flags: 1 });
+        assert!(decode(b"INTACT1 ST zz 1\n").unwrap().is_err());
     }
 }

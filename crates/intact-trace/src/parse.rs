@@ -636,3 +636,13 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod ioc_tests {
+    #[test]
+    fn an_unknown_ioctl_request_is_one_symbol() {
+        let t = super::parse_trace(b"100 ioctl(3</tmp>, _IOC(_IOC_NONE, 0xcc, 0x3, 0), 0) = 0\n").unwrap();
+        let super::Event::Call(call) = &t.events[0] else { panic!("{:?}", t.events) };
+        assert_eq!(call.args[1].flags().join("|"), "_IOC(_IOC_NONE, 0xcc, 0x3, 0)", "{:?}", call.args);
+    }
+}
