@@ -9,6 +9,8 @@ need=()
 for t in strace:strace gcc:gcc sqlite3:sqlite3 git:git python3:python3 javac:default-jdk-headless mkfs.xfs:xfsprogs mkfs.btrfs:btrfs-progs; do
   command -v "${t%%:*}" >/dev/null || need+=("${t##*:}")
 done
+# The SARIF and JUnit tests validate against the official schemas with these.
+python3 -c 'import jsonschema, xmlschema' 2>/dev/null || need+=(python3-jsonschema python3-xmlschema)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}" >&2
   if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null

@@ -127,6 +127,8 @@ pub struct Static {
     pub dynamic: Vec<usize>,
     pub calls: Vec<CallRef>,
     pub example: Example,
+    /// `title()`, kept in the JSON so that readers of the report need not re-derive it.
+    pub title: String,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -306,24 +308,27 @@ impl ApmRun<'_> {
             out.push(Dynamic { apm: apm.clone(), kind: Kind::AcrossCalls, category: Category::AcrossCallsAtomicity, calls, failing_states: 1, example: example(p, &v) });
         }
         // Per call.
-        let mut per_call: BTreeMap<usize, (usize, &Probe, Verdict)> = BTreeMap::new();
-        let mut per_pair: BTreeMap<usize, (usize, usize, &Probe, Verdict)> = BTreeMap::new();
+        // Failing states are counted once each: several probes can build the same state.
+        let mut per_call: BTreeMap<usize, (std::collections::BTreeSet<StateHash>, &Probe, Verdict)> = BTreeMap::new();
+        let mut per_pair: BTreeMap<usize, (std::collections::BTreeSet<StateHash>, usize, &Probe, Verdict)> = BTreeMap::new();
         for p in self.probes {
             let Some(v) = failing(p) else { continue };
             match p.prov {
                 Provenance::Atomicity { group } => {
-                    per_call.entry(group).and_modify(|e| e.0 += 1).or_insert((1, p, v));
+                    per_call.entry(group).or_insert_with(|| (Default::default(), p, v)).0.insert(p.hash);
                 }
                 Provenance::Reorder { a, b } => {
-                    let e = per_pair.entry(a).or_insert((0, b, p, v.clone()));
-                    e.0 += 1;
+                    let e = per_pair.entry(a).or_insert_with(|| (Default::default(), b, p, v.clone()));
+                    e.0.insert(p.hash);
                     if b < e.1 {
-                        *e = (e.0, b, p, v);
+                        (e.1, e.2, e.3) = (b, p, v);
                     }
                 }
                 Provenance::Prefix { .. } => {}
             }
         }
+        let per_call: BTreeMap<usize, (usize, &Probe, Verdict)> = per_call.into_iter().map(|(g, (h, p, v))| (g, (h.len(), p, v))).collect();
+        let per_pair: BTreeMap<usize, (usize, usize, &Probe, Verdict)> = per_pair.into_iter().map(|(a, (h, b, p, v))| (a, (h.len(), b, p, v))).collect();
         for (g, (n, p, v)) in per_call {
             out.push(Dynamic {
                 apm: apm.clone(),
@@ -432,6 +437,7 @@ pub fn statics(dynamic: &[Dynamic]) -> Vec<Static> {
                 dynamic: members.clone(),
                 calls: first.calls.clone(),
                 example: first.example.clone(),
+                title: String::new(),
             }
         })
         .collect();
@@ -439,6 +445,7 @@ pub fn statics(dynamic: &[Dynamic]) -> Vec<Static> {
     out.sort_by_key(|s| (s.calls.first().map(|c| c.index).unwrap_or(0), s.kind));
     for (i, s) in out.iter_mut().enumerate() {
         s.id = i + 1;
+        s.title = s.title();
     }
     out
 }
