@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
-for t in strace:strace gcc:gcc sqlite3:sqlite3 git:git python3:python3 javac:default-jdk-headless mkfs.xfs:xfsprogs mkfs.btrfs:btrfs-progs; do
+for t in strace:strace gcc:gcc sqlite3:sqlite3 git:git python3:python3 javac:default-jdk-headless mkfs.xfs:xfsprogs mkfs.btrfs:btrfs-progs chromium:chromium; do
   command -v "${t%%:*}" >/dev/null || need+=("${t##*:}")
 done
 # The SARIF and JUnit tests validate against the official schemas with these.
