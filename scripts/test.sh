@@ -22,6 +22,12 @@ if ! command -v cargo >/dev/null; then
 fi
 cargo test --workspace --quiet -- --test-threads=2
 bash shim/test_shim.sh
+# Checking on Dask (docs/distributed.md): a LocalCluster reproduces a local run's report,
+# also with a worker killed mid-run. Skipped, saying why, if dask cannot be installed.
+python3 -c 'import distributed' 2>/dev/null || python3 -m pip install -q "dask[distributed]" 2>/dev/null \
+  || python3 -m pip install -q --break-system-packages "dask[distributed]" 2>/dev/null \
+  || echo "dask[distributed] could not be installed: the Dask tests will be skipped" >&2
+INTACT_DASK_TESTS=1 INTACT=$PWD/target/debug/intact PYTHONPATH=python python3 -m unittest discover -s python/tests -p test_dask.py
 # The example checkers against hand-made crash states (the explorer tests use them).
 bash examples/undolog/selftest.sh >/dev/null && echo "undolog example self-test: ok"
 bash examples/kvstore/selftest.sh >/dev/null && echo "kvstore example self-test: ok"

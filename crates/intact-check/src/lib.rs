@@ -261,6 +261,12 @@ pub struct Runner {
 
 impl Runner {
     pub fn start(cfg: RunnerConfig) -> Result<Runner, RunnerError> {
+        Runner::start_numbered(cfg, 0)
+    }
+
+    /// As [`Runner::start`], with `INTACT_WORKER` numbered from `first` (`first..first+jobs`):
+    /// for one of several runners on a host, e.g. `intact check-unit --worker N`.
+    pub fn start_numbered(cfg: RunnerConfig, first: usize) -> Result<Runner, RunnerError> {
         let Some(program) = cfg.checker.first() else {
             return Err(RunnerError::EmptyChecker);
         };
@@ -292,7 +298,7 @@ impl Runner {
             let dir = root.join(format!("w{index}"));
             fs::create_dir(&dir).map_err(|source| RunnerError::Scratch { path: dir.clone(), source })?;
             let worker = Worker {
-                index,
+                index: first + index,
                 crash: dir.join("crash"),
                 stdout_file: dir.join("stdout"),
                 out_capture: dir.join("checker.out"),

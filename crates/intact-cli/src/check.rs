@@ -10,7 +10,6 @@ use intact_model::op::Op;
 use intact_report::{ApmRun, ApmStats, Example, Probe, Report, Verdict};
 use intact_symbol::FrameFilter;
 use std::collections::HashMap;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -91,6 +90,9 @@ pub struct CheckOpts {
     pub quiet: bool,
     #[command(flatten)]
     pub outputs: crate::report_cmd::Outputs,
+    /// --emit-states, --from-verdicts, --dask (docs/distributed.md).
+    #[command(flatten)]
+    pub dist: crate::units::Distributed,
 }
 
 #[derive(clap::Args)]
@@ -136,6 +138,7 @@ pub fn run(a: RunArgs) -> Result<u8, Failure> {
         }
     };
     // Validate the check options before spending time on the workload.
+    a.opts.dist.refuse_in_run()?;
     let apms = resolve_apms(&a.opts.apm)?;
     let checker = parse_checker(&a.opts.checker)?;
     let rec = crate::record::RecordArgs {
@@ -163,6 +166,9 @@ pub fn run(a: RunArgs) -> Result<u8, Failure> {
 }
 
 pub fn check(a: CheckArgs) -> Result<u8, Failure> {
+    if let Some(s) = &a.opts.dist.dask {
+        return crate::units::exec_dask(s);
+    }
     let apms = resolve_apms(&a.opts.apm)?;
     let checker = parse_checker(&a.opts.checker)?;
     check_bundle(&a.bundle, &a.opts, apms, checker)
@@ -216,6 +222,8 @@ struct Pending {
 struct Driver<'a> {
     /// Taken by `finish` once exploration is over.
     runner: Option<Runner>,
+    /// Instead of the runner: verdicts from files, units for the others (--emit-states, --from-verdicts).
+    units: Option<crate::units::Store>,
     seen: HashMap<StateHash, Seen>,
     pending: HashMap<u64, Pending>,
     next_id: u64,
@@ -227,7 +235,7 @@ struct Driver<'a> {
     stats: Vec<ApmStats>,
     errors: Vec<String>,
     timeouts: Vec<Example>,
-    bar: Option<indicatif::ProgressBar>,
+    progress: crate::progress::Progress,
 }
 
 impl Driver<'_> {
@@ -248,11 +256,15 @@ impl Driver<'_> {
             self.seen.insert(hash, Seen { id: sid.clone(), desc: desc.clone(), verdict: None });
             self.stats[apm].checked += 1;
             let keep_copy = (self.keep.is_some() || self.failing.is_some()).then(|| fs.clone());
-            let stdout = fs.stdout.to_vec();
-            let job = Job { id, state_id: sid, stdout, materialise: Box::new(move |d: &Path| fs.materialise(d).map_err(|e| e.to_string())), release: None };
             self.pending.insert(id, Pending { hash, apm, state: keep_copy });
-            if self.runner().submit(job).is_err() {
-                return Ok(false);
+            if let Some(u) = &mut self.units {
+                u.submit(id, &sid, hash, &prov, &fs)?;
+            } else {
+                let stdout = fs.stdout.to_vec();
+                let job = Job { id, state_id: sid, stdout, materialise: Box::new(move |d: &Path| fs.materialise(d).map_err(|e| e.to_string())), release: None };
+                if self.runner().submit(job).is_err() {
+                    return Ok(false);
+                }
             }
         }
         probes.push(Probe { prov, hash, desc });
@@ -265,14 +277,17 @@ impl Driver<'_> {
     }
 
     fn collect(&mut self) {
-        for o in self.runner().drain() {
+        let done = match &mut self.units {
+            Some(u) => u.drain(),
+            None => self.runner().drain(),
+        };
+        for o in done {
             self.record(o);
         }
-        if let Some(b) = &self.bar {
-            let failed: usize = self.stats.iter().map(|s| s.failed).sum();
-            b.set_message(format!("{} built, {} distinct, {} pending, {} failing", self.stats.iter().map(|s| s.constructed).sum::<usize>(), self.seen.len(), self.pending.len(), failed));
-            b.tick();
-        }
+        let failed: usize = self.stats.iter().map(|s| s.failed).sum();
+        let built: usize = self.stats.iter().map(|s| s.constructed).sum();
+        let (distinct, pending) = (self.seen.len(), self.pending.len());
+        self.progress.update(built, distinct, distinct - pending.min(distinct), failed);
     }
 
     fn record(&mut self, o: intact_check::Outcome) {
@@ -316,6 +331,11 @@ impl Driver<'_> {
 
     /// Waits until every submitted state has a verdict.
     fn settle(&mut self) -> bool {
+        if self.units.is_some() {
+            // Verdicts from files are there at once; the missing ones stay missing.
+            self.collect();
+            return !interrupted();
+        }
         while !self.pending.is_empty() {
             if interrupted() {
                 return false;
@@ -355,6 +375,9 @@ fn save_state(d: &Path, id: &str, state: &CrashFs, checker: &[String], message: 
 
 pub fn check_bundle(bundle_path: &Path, o: &CheckOpts, apms: Vec<Apm>, checker: Vec<String>) -> Result<u8, Failure> {
     let started = Instant::now();
+    // --emit-states writes no report: leave its outputs alone.
+    let emit_opts = crate::units::emit_view(o);
+    let o = emit_opts.as_ref().unwrap_or(o);
     let b = Bundle::open(bundle_path).map_err(|e| Failure::input(e.to_string()))?;
     let ops = b.ops().map_err(|e| Failure::input(e.to_string()))?;
     let blob = b.data().map_err(|e| Failure::input(e.to_string()))?;
@@ -382,24 +405,25 @@ pub fn check_bundle(bundle_path: &Path, o: &CheckOpts, apms: Vec<Apm>, checker: 
         programs.push(p);
     }
     let jobs = o.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
-    let runner = Runner::start(RunnerConfig {
-        checker: checker.clone(),
-        jobs,
-        timeout: Some(Duration::from_secs_f64(o.timeout)),
-        scratch_parent: o.scratch.clone(),
-        keep_output_bytes: 4096,
-    })
-    .map_err(|e| Failure::input(format!("--checker: {e}")))?;
-    let bar = if !o.quiet && std::io::stderr().is_terminal() {
-        let b = indicatif::ProgressBar::new_spinner();
-        b.set_style(indicatif::ProgressStyle::with_template("{spinner} {elapsed} {prefix} {msg}").unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()));
-        b.enable_steady_tick(Duration::from_millis(200));
-        Some(b)
-    } else {
+    let units = crate::units::Store::open(o, bundle_path, &apms, &checker)?;
+    let runner = if units.is_some() {
         None
+    } else {
+        Some(
+            Runner::start(RunnerConfig {
+                checker: checker.clone(),
+                jobs,
+                timeout: Some(Duration::from_secs_f64(o.timeout)),
+                scratch_parent: o.scratch.clone(),
+                keep_output_bytes: 4096,
+            })
+            .map_err(|e| Failure::input(format!("--checker: {e}")))?,
+        )
     };
+    let progress = crate::progress::Progress::new(o.quiet);
     let mut d = Driver {
-        runner: Some(runner),
+        runner,
+        units,
         seen: HashMap::new(),
         pending: HashMap::new(),
         next_id: 0,
@@ -414,16 +438,17 @@ pub fn check_bundle(bundle_path: &Path, o: &CheckOpts, apms: Vec<Apm>, checker: 
             .collect(),
         errors: Vec::new(),
         timeouts: Vec::new(),
-        bar,
+        progress,
     };
     let internal = |e: CrashFsError| Failure::internal(format!("building crash states: {e}"));
     let mut all_probes: Vec<Vec<Probe>> = Vec::new();
     for (ai, prog) in programs.iter().enumerate() {
         let t0 = Instant::now();
-        if let Some(bar) = &d.bar {
-            bar.set_prefix(format!("APM {}", prog.apm));
-        }
+        d.progress.set_prefix(format!("APM {}", prog.apm));
         let exp = Explorer::new(prog, &ops, &blob, universe.clone()).map_err(internal)?;
+        if let Some(u) = &mut d.units {
+            u.begin_apm(ai, &exp);
+        }
         // The replay oracle, on micro-operations: all of them give the final directory.
         if let Some(diff) = exp.full().to_state().diff(&final_state) {
             return Err(Failure::internal(format!("APM {}: applying every micro-operation does not reproduce the recorded final directory: {diff}", prog.apm)));
@@ -466,7 +491,8 @@ pub fn check_bundle(bundle_path: &Path, o: &CheckOpts, apms: Vec<Apm>, checker: 
                 Explore::Alice => {
                     let mut emit = |p: Provenance, s: CrashFs, desc: String| d.submit(ai, &mut probes, p, s, desc);
                     exp.prefixes(&mut emit).map_err(internal)?;
-                    if !d.settle() {
+                    // Work units: the prefix verdicts come in a later round.
+                    if !d.settle() || d.units.as_ref().is_some_and(|u| u.blocked()) {
                         go = false;
                     }
                     // Calls in atomic groups take no part in the later phases.
@@ -519,16 +545,20 @@ pub fn check_bundle(bundle_path: &Path, o: &CheckOpts, apms: Vec<Apm>, checker: 
         }
     }
     let interrupted_run = interrupted();
-    let runner = d.runner.take().expect("the runner lives until here");
-    if interrupted_run {
-        runner.cancel_handle().cancel();
+    if let Some(runner) = d.runner.take() {
+        if interrupted_run {
+            runner.cancel_handle().cancel();
+        }
+        let rest = runner.finish();
+        for out in rest {
+            d.record(out);
+        }
     }
-    let rest = runner.finish();
-    for out in rest {
-        d.record(out);
-    }
-    if let Some(b) = &d.bar {
-        b.finish_and_clear();
+    d.progress.finish();
+    if let Some(u) = d.units.take().filter(|_| !interrupted_run) {
+        if let Some(code) = u.finish()? {
+            return Ok(code);
+        }
     }
     if interrupted_run {
         return Err(Failure { code: 130, message: "interrupted: no report written (scratch space removed)".into() });

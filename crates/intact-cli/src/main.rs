@@ -10,8 +10,10 @@ mod check;
 mod fs_cmd;
 mod fs_mount;
 mod ops_view;
+mod progress;
 mod record;
 mod report_cmd;
+mod units;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -64,6 +66,9 @@ enum Cmd {
     Check(check::CheckArgs),
     /// Record a workload and check it in one step.
     Run(check::RunArgs),
+    /// Check one work unit written by `intact check --emit-states` (on a worker; see
+    /// docs/distributed.md): rebuild its crash state, run the checker, write the verdict.
+    CheckUnit(units::CheckUnitArgs),
     /// Render a saved JSON report (`intact check --json`) as HTML, SARIF or JUnit XML.
     Report(report_cmd::ReportArgs),
     /// Abstract persistence models: list the built-ins, show one.
@@ -130,6 +135,10 @@ fn main() -> ExitCode {
             check::check(a)
         }
         Cmd::Run(a) => check::run(a),
+        Cmd::CheckUnit(a) => {
+            install_interrupt_handler();
+            units::check_unit(a)
+        }
         Cmd::Report(a) => report_cmd::report(a),
         Cmd::Apm { cmd } => apm_cmd::apm(cmd),
         Cmd::Fs { cmd } => fs_cmd::fs(cmd),

@@ -41,6 +41,35 @@ pub struct CrashFs {
     pub stdout: Arc<Vec<u8>>,
 }
 
+/// How one crash state differs from another of the same universe: see [`CrashFs::delta_from`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Delta {
+    /// Regular files whose visible contents differ.
+    pub files: Vec<FileDelta>,
+    /// Directories whose entries differ.
+    pub dirs: Vec<DirDelta>,
+    /// The whole output, when it differs.
+    pub stdout: Option<Vec<u8>>,
+}
+
+/// A file's new size and the byte runs (offset, bytes) that differ below it; bytes the base
+/// does not have yet read as [`garbage`] before the runs are applied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileDelta {
+    pub inode: InodeId,
+    pub size: u64,
+    pub runs: Vec<(u64, Vec<u8>)>,
+}
+
+/// Entries a directory has (name, inode) that the base lacks or names differently, and names
+/// the base has that it lacks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirDelta {
+    pub inode: InodeId,
+    pub set: Vec<(String, InodeId)>,
+    pub remove: Vec<String>,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum CrashFsError {
     #[error("inode id {0} is too large for a dense table")]
@@ -266,6 +295,113 @@ impl CrashFs {
                 use std::os::unix::fs::PermissionsExt;
                 let _ = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode & 0o7777 | 0o700));
             }
+        }
+        Ok(())
+    }
+
+    /// What turns `base` into `self`, for shipping a state to another machine as "a base state
+    /// both sides can build (a prefix of the program) plus this" (`intact check --emit-states`).
+    /// Both states must come from the same [`CrashFs::universe`]; `None` when they do not
+    /// (different inode kinds or roots). Only what the checker can see is kept: file contents
+    /// up to their sizes, directory entries, the output.
+    pub fn delta_from(&self, base: &CrashFs) -> Option<Delta> {
+        if self.root != base.root {
+            return None;
+        }
+        let mut d = Delta::default();
+        for i in 0..self.nodes.len().max(base.nodes.len()) {
+            let (a, b) = (self.nodes.get(i).unwrap_or(&CNode::Absent), base.nodes.get(i).unwrap_or(&CNode::Absent));
+            match (a, b) {
+                (CNode::File { buf, size, .. }, CNode::File { buf: bbuf, size: bsize, .. }) => {
+                    if Arc::ptr_eq(buf, bbuf) && size == bsize {
+                        continue;
+                    }
+                    let n = *size as usize;
+                    let old = |k: usize| bbuf.get(k).copied().unwrap_or_else(|| garbage(k as u64));
+                    let new = |k: usize| buf.get(k).copied().unwrap_or_else(|| garbage(k as u64));
+                    let mut runs: Vec<(u64, Vec<u8>)> = Vec::new();
+                    let mut k = 0;
+                    let both = n.min(buf.len()).min(bbuf.len());
+                    while k < n {
+                        if k < both {
+                            // Skip equal bytes both buffers hold without per-byte calls.
+                            k += buf[k..both].iter().zip(&bbuf[k..both]).position(|(x, y)| x != y).unwrap_or(both - k);
+                            if k == both {
+                                continue;
+                            }
+                        } else if new(k) == old(k) {
+                            k += 1;
+                            continue;
+                        }
+                        // A run ends after 16 equal bytes in a row (fewer, longer runs).
+                        let start = k;
+                        let mut end = k + 1;
+                        let mut j = k + 1;
+                        while j < n && j < end + 16 {
+                            if new(j) != old(j) {
+                                end = j + 1;
+                            }
+                            j += 1;
+                        }
+                        runs.push((start as u64, (start..end).map(new).collect()));
+                        k = end;
+                    }
+                    if runs.is_empty() && size == bsize {
+                        continue;
+                    }
+                    d.files.push(FileDelta { inode: i as InodeId, size: *size, runs });
+                }
+                (CNode::Dir { entries, .. }, CNode::Dir { entries: bent, .. }) => {
+                    if Arc::ptr_eq(entries, bent) || entries == bent {
+                        continue;
+                    }
+                    let set: Vec<(String, InodeId)> = entries.iter().filter(|(n, id)| bent.get(*n) != Some(id)).map(|(n, id)| (n.clone(), *id)).collect();
+                    let remove: Vec<String> = bent.keys().filter(|n| !entries.contains_key(*n)).cloned().collect();
+                    d.dirs.push(DirDelta { inode: i as InodeId, set, remove });
+                }
+                (CNode::Symlink { target }, CNode::Symlink { target: bt }) if target == bt => {}
+                (CNode::Absent, CNode::Absent) => {}
+                _ => return None,
+            }
+        }
+        if self.stdout != base.stdout {
+            d.stdout = Some(self.stdout.to_vec());
+        }
+        Some(d)
+    }
+
+    /// Applies a [`Delta`] made by [`CrashFs::delta_from`] against this state. An error means
+    /// the delta does not belong to this state (the caller should compare hashes anyway).
+    pub fn patch(&mut self, d: &Delta) -> Result<(), CrashFsError> {
+        for f in &d.files {
+            if f.size > 1 << 40 {
+                return Err(CrashFsError::Data(format!("inode {}: size {} is implausible", f.inode, f.size)));
+            }
+            let (buf, size) = self.file(f.inode)?;
+            let b = Arc::make_mut(buf);
+            let n = f.size as usize;
+            if b.len() < n {
+                let from = b.len() as u64;
+                b.extend((from..n as u64).map(garbage));
+            }
+            for (off, bytes) in &f.runs {
+                let o = *off as usize;
+                let end = o.checked_add(bytes.len()).filter(|e| *e <= n).ok_or_else(|| CrashFsError::Data(format!("inode {}: run at {off} beyond the size {n}", f.inode)))?;
+                b[o..end].copy_from_slice(bytes);
+            }
+            *size = f.size;
+        }
+        for dd in &d.dirs {
+            let e = self.entries(dd.inode)?;
+            for n in &dd.remove {
+                e.remove(n);
+            }
+            for (n, id) in &dd.set {
+                e.insert(n.clone(), *id);
+            }
+        }
+        if let Some(out) = &d.stdout {
+            self.stdout = Arc::new(out.clone());
         }
         Ok(())
     }

@@ -6,5 +6,5 @@
 pub mod crashfs;
 pub mod strategy;
 
-pub use crashfs::{garbage, CrashFs, CrashFsError, StateHash};
+pub use crashfs::{garbage, CrashFs, CrashFsError, Delta, DirDelta, FileDelta, StateHash};
 pub use strategy::{describe_set, Explorer, Provenance};

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Dask benchmark (docs/distributed.md): distinct crash states checked per second by
+# `intact check -j 2` (local) and by `intact check --dask ADDRESS` on a local Dask cluster of 2
+# single-threaded worker processes (started once, before the timings: scheduler + 2 workers,
+# no nanny), on the same bundle in the same run; ratio = Dask / local. Wall time of the whole
+# command each way (the Dask run includes emitting units, shipping the bundle once, the
+# rounds, and assembling the report). Rows:
+#   kv:    examples/kvstore recorded as in the quick start; its checker (python3 check.py),
+#          and the same checker after a 0.2 s sleep (a costlier checker);
+#   gen:   bench/gen_workload.c (seed 1, --no-stacks), the no-op checker `true`, 400 random
+#          states (--explore random --samples 400): the per-state overhead alone.
+# Default APM. Checks that both ways give the same JSON report (timings aside).
+#   bash bench/dask.sh [REPEATS]        (default 3; medians are printed)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+reps=${1:-3}
+python3 -c "import distributed" 2>/dev/null || { echo "bench/dask.sh needs dask.distributed: pip install 'dask[distributed]'" >&2; exit 2; }
+source bench/lib.sh
+py=$(python3 -c 'import sys; print(sys.executable)')   # not a version manager's shim
+export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
+pids=()
+cleanup() {
+  # Workers first; a worker whose scheduler is gone may not stop on SIGTERM: SIGKILL after 5 s.
+  local p i alive
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill "${pids[i]}" 2>/dev/null || true; done
+  for i in $(seq 50); do
+    alive=0
+    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ "$alive" = 0 ] && break
+    sleep 0.1
+  done
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# Recordings.
+gcc -g -O0 -o "$tmp/kv" examples/kvstore/kv.c
+gcc -O2 -Wall -o "$tmp/gen_workload" bench/gen_workload.c
+mkdir "$tmp/kvdb" "$tmp/gen"
+(cd "$tmp/kvdb" && "$intact" record --out "$tmp/kv.bundle" -- "$tmp/kv" x foo1 y foo2 >/dev/null 2>&1)
+(cd "$tmp/gen" && "$intact" record --no-stacks --out "$tmp/gen.bundle" -- "$tmp/gen_workload" 1 >/dev/null 2>&1)
+printf '#!/bin/sh\nsleep 0.2\nexec %s %s "$@"\n' "$py" "$PWD/examples/kvstore/check.py" >"$tmp/slow-check"
+chmod +x "$tmp/slow-check"
+
+# The cluster: a scheduler and 2 workers of 1 thread each, killed by PID on exit.
+export DASK_TEMPORARY_DIRECTORY=$tmp/dask
+"$py" -m distributed.cli.dask_scheduler --host 127.0.0.1 --port 0 --no-dashboard \
+  --scheduler-file "$tmp/sched.json" >"$tmp/sched.log" 2>&1 &
+pids+=($!)
+for i in 1 2; do
+  mkdir -p "$tmp/w$i"
+  "$py" -m distributed.cli.dask_worker --scheduler-file "$tmp/sched.json" --nthreads 1 --no-nanny \
+    --no-dashboard --local-directory "$tmp/w$i" >"$tmp/w$i.log" 2>&1 &
+  pids+=($!)
+done
+"$py" - "$tmp/sched.json" <<'EOF'
+import sys, time
+from distributed import Client
+for _ in range(600):
+    try:
+        c = Client(scheduler_file=sys.argv[1], timeout=5)
+        break
+    except Exception:
+        time.sleep(0.1)
+c.wait_for_workers(2, timeout=60)
+c.close()
+EOF
+addr=$("$py" -c "import json,sys; print(json.load(open(sys.argv[1]))['address'])" "$tmp/sched.json")
+
+json() { "$py" -c "import json,sys; r=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
+same() {
+  "$py" - "$1" "$2" <<'EOF'
+import json, sys
+def n(p):
+    r = json.load(open(p)); r.pop("seconds")
+    for a in r["apms"]: a.pop("seconds")
+    r["timeouts"].sort(key=json.dumps)
+    return r
+print("yes" if n(sys.argv[1]) == n(sys.argv[2]) else "NO")
+EOF
+}
+
+echo "machine: $(nproc) cores, $(uname -r), load average $(cut -d' ' -f1-3 /proc/loadavg); medians of $reps runs"
+echo "local: intact check BUNDLE --checker C -q --json R -j 2;  Dask: the same with --dask $addr (2 workers x 1 thread)"
+echo
+echo "| bundle | checker | states checked | local s | local states/s | Dask s | Dask states/s | Dask / local | same report |"
+echo "|---|---|---|---|---|---|---|---|---|"
+row() {  # NAME BUNDLE CHECKER-LABEL CHECKER [intact check options...]
+  local name=$1 bundle=$2 label=$3 checker=$4; shift 4
+  local lw=() dw=() t0 t1
+  for r in $(seq "$reps"); do
+    t0=$EPOCHREALTIME
+    "$intact" check "$bundle" --checker "$checker" "$@" -q --json "$tmp/l.json" -j 2 >/dev/null || [ $? -le 1 ]
+    t1=$EPOCHREALTIME
+    lw+=("$(echo "$t1 - $t0" | bc -l)")
+    t0=$EPOCHREALTIME
+    "$intact" check "$bundle" --checker "$checker" "$@" -q --json "$tmp/d.json" --dask "$addr" >/dev/null 2>"$tmp/d.err" \
+      || [ $? -le 1 ] || { cat "$tmp/d.err" >&2; exit 1; }
+    t1=$EPOCHREALTIME
+    dw+=("$(echo "$t1 - $t0" | bc -l)")
+  done
+  local n l d
+  n=$(json "$tmp/l.json" "sum(a['checked'] for a in r['apms'])")
+  l=$(median "${lw[@]}") d=$(median "${dw[@]}")
+  printf '| %s | %s | %s | %.2f | %.1f | %.2f | %.1f | %.2f | %s |\n' "$name" "$label" "$n" "$l" "$(echo "$n / $l" | bc -l)" \
+    "$d" "$(echo "$n / $d" | bc -l)" "$(echo "$l / $d" | bc -l)" "$(same "$tmp/l.json" "$tmp/d.json")"
+}
+row kv "$tmp/kv.bundle" "check.py" "$py $PWD/examples/kvstore/check.py"
+row kv "$tmp/kv.bundle" "sleep 0.2; check.py" "$tmp/slow-check"
+row gen "$tmp/gen.bundle" "true" "true" --explore random --samples 400

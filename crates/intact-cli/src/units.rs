@@ -1,0 +1,924 @@
+//! Checking beyond one machine (docs/distributed.md): exploration and checking split into
+//! work units.
+//!
+//! - `intact check BUNDLE ... --emit-states DIR` explores as usual but, instead of running
+//!   the checker, writes every distinct state that has no verdict in `DIR/verdicts/` yet as
+//!   `DIR/units/<state>.json` and lists them in `DIR/manifest.json`. ALICE's strategy needs
+//!   the prefix states' verdicts before it builds the rest, so exploration stops there when
+//!   they are missing: run the units, put the verdicts in `DIR/verdicts/`, emit again, until
+//!   the manifest says `"complete": true` (2 rounds for one APM; at most 1 + the number of
+//!   APMs). State ids are assigned in exploration order, so they are the local run's.
+//! - `intact check-unit --bundle B --unit U --out V` (on a worker) rebuilds the state of one
+//!   unit — a prefix state of the program (APM + bundle) plus a [`Delta`] — checks its
+//!   content hash, runs the checker on it exactly as `intact check` does (intact-check's
+//!   runner, one job), and writes the verdict.
+//! - `intact check BUNDLE ... --from-verdicts DIR` explores again, takes every verdict from
+//!   `DIR/verdicts/` and prints the report a local run would have printed.
+//! - `intact check ... --dask SCHEDULER` runs `python3 -m intact.dask_run`, which drives the
+//!   three steps on a Dask cluster.
+
+use crate::check::CheckOpts;
+use crate::Failure;
+use intact_apm::{Apm, Program};
+use intact_bundle::Bundle;
+use intact_check::{Job, Outcome, Runner, RunnerConfig, Verdict as RVerdict};
+use intact_explore::{CrashFs, CrashFsError, Delta, DirDelta, Explorer, FileDelta, Provenance, StateHash};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const UNITS_FORMAT: &str = "intact-units";
+const UNIT_FORMAT: &str = "intact-unit";
+const VERDICT_FORMAT: &str = "intact-verdict";
+const VERSION: u32 = 1;
+/// As `intact check`: the tail of the checker's output kept per failing run.
+const KEEP_OUTPUT: usize = 4096;
+
+/// `intact check` options for distributed runs (flattened into its options).
+#[derive(clap::Args, Clone, Default)]
+pub struct Distributed {
+    /// Do not run the checker: write each distinct state without a verdict in DIR/verdicts/ as
+    /// a work unit DIR/units/<state>.json, listed in DIR/manifest.json ("pending"). Repeat after
+    /// adding verdicts (`intact check-unit`) until the manifest says "complete", then
+    /// --from-verdicts DIR. See docs/distributed.md.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["from_verdicts", "dask"])]
+    pub emit_states: Option<PathBuf>,
+    /// Do not run the checker: take every verdict from DIR/verdicts/ (after --emit-states DIR)
+    /// and report as a local run would. A state without a verdict is an error (exit 2, no report).
+    #[arg(long, value_name = "DIR", conflicts_with = "dask")]
+    pub from_verdicts: Option<PathBuf>,
+    /// Run the checkers on a Dask cluster: a scheduler address (tcp://HOST:8786), local:N (a
+    /// cluster of N worker processes here), slurm:N or pbs:N (dask-jobqueue). Runs
+    /// `python3 -m intact.dask_run` (the intact Python package and dask.distributed; its own
+    /// options, e.g. --env NAME, from $INTACT_DASK_OPTS; the interpreter from $INTACT_PYTHON).
+    #[arg(long, value_name = "SCHEDULER")]
+    pub dask: Option<String>,
+}
+
+impl Distributed {
+    /// `intact run` keeps its bundle in a temporary directory: these flags need a kept one.
+    pub fn refuse_in_run(&self) -> Result<(), Failure> {
+        if self.emit_states.is_some() || self.from_verdicts.is_some() || self.dask.is_some() {
+            return Err(Failure::input("--emit-states, --from-verdicts and --dask work on a recorded bundle: `intact record`, then `intact check`"));
+        }
+        Ok(())
+    }
+}
+
+/// With --emit-states: the options without the outputs, which only the report step writes
+/// (`--json`, `--html`, ..., `--keep-failing`, `--keep-examples`).
+pub fn emit_view(o: &CheckOpts) -> Option<CheckOpts> {
+    o.dist.emit_states.as_ref()?;
+    let mut v = o.clone();
+    v.json = None;
+    v.keep_failing = None;
+    v.keep_examples = None;
+    v.outputs = Default::default();
+    Some(v)
+}
+
+// ---------------------------------------------------------------------------------------
+// Files.
+
+/// What must be equal between the emitting run, the workers and the report step.
+#[derive(Serialize, Deserialize, Clone, PartialEq, Debug)]
+struct RunId {
+    bundle_hash: String,
+    checker: Vec<String>,
+    timeout: f64,
+    apms: Vec<ApmText>,
+    explore: String,
+    max_states: usize,
+    samples: u64,
+    seed: u64,
+}
+
+#[derive(Serialize, Deserialize, Clone, PartialEq, Debug)]
+struct ApmText {
+    name: String,
+    /// The APM's TOML text, so that workers need not have its file.
+    source: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Manifest {
+    format: String,
+    version: u32,
+    intact_version: String,
+    /// The bundle path as given to `intact check`, and absolute.
+    bundle: String,
+    bundle_abs: String,
+    #[serde(flatten)]
+    run: RunId,
+    /// How many times --emit-states ran on this directory.
+    round: u32,
+    /// Every state of the run has a verdict: --from-verdicts can report.
+    complete: bool,
+    /// States whose verdict was found in verdicts/ in this round.
+    verdicts: usize,
+    /// Every unit written so far (all rounds).
+    units: Vec<UnitRef>,
+    /// The states that need a verdict now (their units are in `units`).
+    pending: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone)]
+struct UnitRef {
+    state: String,
+    hash: String,
+    apm: String,
+    /// Relative to the manifest's directory.
+    file: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Unit {
+    format: String,
+    version: u32,
+    /// The INTACT_STATE value.
+    state: String,
+    /// Content hash of the state (blake3, as intact deduplicates states), hex.
+    hash: String,
+    bundle_hash: String,
+    checker: Vec<String>,
+    timeout: f64,
+    apm: UnitApm,
+    /// The state = the state after the first `base` call groups of the APM's program …
+    base: usize,
+    /// … with this applied.
+    delta: DeltaJson,
+}
+
+/// A built-in APM by name (when the text is the built-in's), any other with its text.
+#[derive(Serialize, Deserialize)]
+struct UnitApm {
+    name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    source: Option<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct DeltaJson {
+    files: Vec<FileJson>,
+    dirs: Vec<DirJson>,
+    /// Base64.
+    stdout: Option<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct FileJson {
+    inode: u64,
+    size: u64,
+    /// (offset, base64 bytes)
+    runs: Vec<(u64, String)>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct DirJson {
+    inode: u64,
+    set: Vec<(String, u64)>,
+    remove: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct VerdictFile {
+    format: String,
+    version: u32,
+    state: String,
+    hash: String,
+    verdict: VerdictJson,
+    /// Checker wall time, seconds.
+    elapsed: f64,
+    host: String,
+    worker: usize,
+}
+
+#[derive(Serialize, Deserialize, Clone)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+enum VerdictJson {
+    Pass,
+    Fail { code: Option<i32>, signal: Option<i32>, stderr: String, stdout: String },
+    Timeout { after: f64 },
+    Error { message: String },
+}
+
+impl VerdictJson {
+    fn of(v: &RVerdict) -> VerdictJson {
+        match v {
+            RVerdict::Pass => VerdictJson::Pass,
+            RVerdict::Fail { code, signal, stderr, stdout } => VerdictJson::Fail { code: *code, signal: *signal, stderr: stderr.clone(), stdout: stdout.clone() },
+            RVerdict::Timeout { after } => VerdictJson::Timeout { after: after.as_secs_f64() },
+            RVerdict::Error(m) => VerdictJson::Error { message: m.clone() },
+        }
+    }
+    fn verdict(&self) -> RVerdict {
+        match self {
+            VerdictJson::Pass => RVerdict::Pass,
+            VerdictJson::Fail { code, signal, stderr, stdout } => RVerdict::Fail { code: *code, signal: *signal, stderr: stderr.clone(), stdout: stdout.clone() },
+            VerdictJson::Timeout { after } => RVerdict::Timeout { after: Duration::from_secs_f64(after.max(0.0)) },
+            VerdictJson::Error { message } => RVerdict::Error(message.clone()),
+        }
+    }
+}
+
+fn delta_json(d: &Delta) -> DeltaJson {
+    DeltaJson {
+        files: d.files.iter().map(|f| FileJson { inode: f.inode, size: f.size, runs: f.runs.iter().map(|(o, b)| (*o, b64_encode(b))).collect() }).collect(),
+        dirs: d.dirs.iter().map(|x| DirJson { inode: x.inode, set: x.set.clone(), remove: x.remove.clone() }).collect(),
+        stdout: d.stdout.as_ref().map(|s| b64_encode(s)),
+    }
+}
+
+fn delta_of(j: &DeltaJson) -> Result<Delta, String> {
+    let mut files = Vec::new();
+    for f in &j.files {
+        let mut runs = Vec::new();
+        for (o, b) in &f.runs {
+            runs.push((*o, b64_decode(b).ok_or_else(|| format!("inode {}: a run at {o} is not base64", f.inode))?));
+        }
+        files.push(FileDelta { inode: f.inode, size: f.size, runs });
+    }
+    let stdout = match &j.stdout {
+        Some(s) => Some(b64_decode(s).ok_or("stdout is not base64")?),
+        None => None,
+    };
+    Ok(Delta { files, dirs: j.dirs.iter().map(|x| DirDelta { inode: x.inode, set: x.set.clone(), remove: x.remove.clone() }).collect(), stdout })
+}
+
+fn write_whole(path: &Path, text: &[u8]) -> std::io::Result<()> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.partial-{}", std::process::id()));
+    std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, path)).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn apm_text(a: &Apm) -> ApmText {
+    ApmText { name: a.name.clone(), source: a.source.clone() }
+}
+
+fn run_id(bundle_hash: String, o: &CheckOpts, apms: &[Apm], checker: &[String]) -> RunId {
+    use clap::ValueEnum;
+    RunId {
+        bundle_hash,
+        checker: checker.to_vec(),
+        timeout: o.timeout,
+        apms: apms.iter().map(apm_text).collect(),
+        explore: o.explore.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default(),
+        max_states: o.max_states,
+        samples: o.samples,
+        seed: o.seed,
+    }
+}
+
+/// What differs between two runs, for the message.
+fn run_id_diff(a: &RunId, b: &RunId) -> String {
+    let mut d = Vec::new();
+    if a.bundle_hash != b.bundle_hash {
+        d.push("the bundle's contents");
+    }
+    if a.checker != b.checker {
+        d.push("--checker");
+    }
+    if a.timeout != b.timeout {
+        d.push("--timeout");
+    }
+    if a.apms != b.apms {
+        d.push("--apm");
+    }
+    if a.explore != b.explore || a.max_states != b.max_states || a.samples != b.samples || a.seed != b.seed {
+        d.push("--explore/--max-states/--samples/--seed");
+    }
+    d.join(", ")
+}
+
+// ---------------------------------------------------------------------------------------
+// The bundle's content hash.
+
+/// The bundle files `intact check` reads (and a worker needs), in hash order.
+pub const BUNDLE_FILES: [&str; 7] = ["bundle.json", "ops.jsonl", "data.bin", "initial/manifest.json", "initial/contents.bin", "final/manifest.json", "final/contents.bin"];
+
+/// SHA-256 over, for each of [`BUNDLE_FILES`]: its name, a NUL byte, its length as 8
+/// little-endian bytes, its contents. (The raw trace is not part of it: it is not needed
+/// to build states and is not shipped to workers.)
+pub fn bundle_hash(bundle: &Path) -> Result<String, String> {
+    let mut h = Sha256::new();
+    for f in BUNDLE_FILES {
+        let p = bundle.join(f);
+        let data = std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        h.update(f.as_bytes());
+        h.update(&[0]);
+        h.update(&(data.len() as u64).to_le_bytes());
+        h.update(&data);
+    }
+    Ok(hex(&h.finish()))
+}
+
+struct Sha256 {
+    state: [u32; 8],
+    buf: Vec<u8>,
+    len: u64,
+}
+
+const K256: [u32; 64] = [
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+];
+
+impl Sha256 {
+    fn new() -> Sha256 {
+        Sha256 { state: [0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19], buf: Vec::with_capacity(64), len: 0 }
+    }
+
+    fn update(&mut self, mut data: &[u8]) {
+        self.len += data.len() as u64;
+        if !self.buf.is_empty() {
+            let take = (64 - self.buf.len()).min(data.len());
+            self.buf.extend_from_slice(&data[..take]);
+            data = &data[take..];
+            if self.buf.len() == 64 {
+                let block: [u8; 64] = self.buf[..].try_into().expect("64 bytes");
+                self.block(&block);
+                self.buf.clear();
+            }
+        }
+        let mut chunks = data.chunks_exact(64);
+        for c in &mut chunks {
+            self.block(c.try_into().expect("64 bytes"));
+        }
+        self.buf.extend_from_slice(chunks.remainder());
+    }
+
+    fn block(&mut self, b: &[u8; 64]) {
+        let mut w = [0u32; 64];
+        for i in 0..16 {
+            w[i] = u32::from_be_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]]);
+        }
+        for i in 16..64 {
+            let s0 = w[i - 15].rotate_right(7) ^ w[i - 15].rotate_right(18) ^ (w[i - 15] >> 3);
+            let s1 = w[i - 2].rotate_right(17) ^ w[i - 2].rotate_right(19) ^ (w[i - 2] >> 10);
+            w[i] = w[i - 16].wrapping_add(s0).wrapping_add(w[i - 7]).wrapping_add(s1);
+        }
+        let [mut a, mut b_, mut c, mut d, mut e, mut f, mut g, mut h] = self.state;
+        for i in 0..64 {
+            let s1 = e.rotate_right(6) ^ e.rotate_right(11) ^ e.rotate_right(25);
+            let ch = (e & f) ^ (!e & g);
+            let t1 = h.wrapping_add(s1).wrapping_add(ch).wrapping_add(K256[i]).wrapping_add(w[i]);
+            let s0 = a.rotate_right(2) ^ a.rotate_right(13) ^ a.rotate_right(22);
+            let maj = (a & b_) ^ (a & c) ^ (b_ & c);
+            let t2 = s0.wrapping_add(maj);
+            h = g;
+            g = f;
+            f = e;
+            e = d.wrapping_add(t1);
+            d = c;
+            c = b_;
+            b_ = a;
+            a = t1.wrapping_add(t2);
+        }
+        for (s, v) in self.state.iter_mut().zip([a, b_, c, d, e, f, g, h]) {
+            *s = s.wrapping_add(v);
+        }
+    }
+
+    fn finish(mut self) -> [u8; 32] {
+        let bits = self.len.wrapping_mul(8);
+        let mut pad = vec![0x80u8];
+        while (self.buf.len() + pad.len()) % 64 != 56 {
+            pad.push(0);
+        }
+        pad.extend_from_slice(&bits.to_be_bytes());
+        let len = self.len;
+        self.update(&pad);
+        self.len = len;
+        let mut out = [0u8; 32];
+        for (i, s) in self.state.iter().enumerate() {
+            out[4 * i..4 * i + 4].copy_from_slice(&s.to_be_bytes());
+        }
+        out
+    }
+}
+
+const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+fn b64_encode(data: &[u8]) -> String {
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for c in data.chunks(3) {
+        let n = (c[0] as u32) << 16 | (*c.get(1).unwrap_or(&0) as u32) << 8 | *c.get(2).unwrap_or(&0) as u32;
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(B64[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn b64_decode(s: &str) -> Option<Vec<u8>> {
+    let s = s.as_bytes();
+    if !s.len().is_multiple_of(4) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(s.len() / 4 * 3);
+    for (ci, c) in s.chunks(4).enumerate() {
+        let last = ci == s.len() / 4 - 1;
+        let mut n = 0u32;
+        let mut pad = 0;
+        for (i, &ch) in c.iter().enumerate() {
+            let v = match ch {
+                b'=' if last && i >= 2 => {
+                    pad += 1;
+                    0
+                }
+                _ if pad > 0 => return None,
+                _ => B64.iter().position(|&x| x == ch)? as u32,
+            };
+            n = n << 6 | v;
+        }
+        let bytes = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
+        out.extend_from_slice(&bytes[..3 - pad]);
+    }
+    Some(out)
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_else(|_| "?".into())
+}
+
+// ---------------------------------------------------------------------------------------
+// The store: `intact check`'s source of verdicts with --emit-states / --from-verdicts.
+
+enum Mode {
+    Emit,
+    Assemble,
+}
+
+/// Stands in for the checker runner: verdicts come from `DIR/verdicts/`; states without
+/// one are written as units (--emit-states) or counted as missing (--from-verdicts).
+pub struct Store {
+    mode: Mode,
+    dir: PathBuf,
+    bundle: String,
+    bundle_abs: String,
+    run: RunId,
+    round: u32,
+    verdicts: HashMap<StateHash, VerdictJson>,
+    used: usize,
+    ready: Vec<Outcome>,
+    /// States without a verdict: (id, hash).
+    missing: Vec<(String, StateHash)>,
+    units: Vec<UnitRef>,
+    /// Per APM of the exploration: the prefix states, bases of the units' deltas.
+    bases: Vec<CrashFs>,
+    apm: usize,
+}
+
+impl Store {
+    /// `None` for a local run (the checker runs here).
+    pub fn open(o: &CheckOpts, bundle: &Path, apms: &[Apm], checker: &[String]) -> Result<Option<Store>, Failure> {
+        let (mode, dir, flag) = match (&o.dist.emit_states, &o.dist.from_verdicts) {
+            (Some(d), _) => (Mode::Emit, d.clone(), "--emit-states"),
+            (None, Some(d)) => (Mode::Assemble, d.clone(), "--from-verdicts"),
+            (None, None) => return Ok(None),
+        };
+        let hash = bundle_hash(bundle).map_err(|e| Failure::input(format!("bundle {}: {e}", bundle.display())))?;
+        let run = run_id(hash, o, apms, checker);
+        let mpath = dir.join("manifest.json");
+        let previous: Option<Manifest> = if mpath.exists() {
+            let text = std::fs::read(&mpath).map_err(|e| Failure::input(format!("{flag} {}: {e}", mpath.display())))?;
+            let m: Manifest = serde_json::from_slice(&text).map_err(|e| Failure::input(format!("{flag} {}: not a work-unit manifest: {e}", mpath.display())))?;
+            if m.format != UNITS_FORMAT || m.version != VERSION {
+                return Err(Failure::input(format!("{flag} {}: not a version {VERSION} {UNITS_FORMAT} manifest", mpath.display())));
+            }
+            if m.run != run {
+                return Err(Failure::input(format!(
+                    "{flag} {}: its units belong to another run ({} differ); use a new directory",
+                    dir.display(),
+                    run_id_diff(&m.run, &run)
+                )));
+            }
+            Some(m)
+        } else {
+            None
+        };
+        match (&mode, &previous) {
+            (Mode::Assemble, None) => return Err(Failure::input(format!("--from-verdicts {}: no manifest.json here (write the units with --emit-states first)", dir.display()))),
+            (Mode::Emit, None) if dir.exists() && std::fs::read_dir(&dir).map(|mut d| d.next().is_some()).unwrap_or(true) => {
+                return Err(Failure::input(format!("--emit-states {}: exists, is not empty and holds no manifest.json (choose a new directory)", dir.display())));
+            }
+            _ => {}
+        }
+        if let Mode::Emit = mode {
+            for sub in ["units", "verdicts"] {
+                std::fs::create_dir_all(dir.join(sub)).map_err(|e| Failure::input(format!("--emit-states {}: {e}", dir.join(sub).display())))?;
+            }
+        }
+        let verdicts = load_verdicts(&dir.join("verdicts"), flag)?;
+        Ok(Some(Store {
+            mode,
+            bundle: bundle.display().to_string(),
+            bundle_abs: std::path::absolute(bundle).unwrap_or_else(|_| bundle.to_path_buf()).display().to_string(),
+            run,
+            round: previous.as_ref().map(|m| m.round + 1).unwrap_or(1),
+            verdicts,
+            used: 0,
+            ready: Vec::new(),
+            missing: Vec::new(),
+            units: previous.map(|m| m.units).unwrap_or_default(),
+            bases: Vec::new(),
+            apm: 0,
+            dir,
+        }))
+    }
+
+    /// The exploration of APM `apm` starts.
+    pub fn begin_apm(&mut self, apm: usize, exp: &Explorer) {
+        self.apm = apm;
+        if let Mode::Emit = self.mode {
+            self.bases = (0..=exp.prog.calls.len()).map(|k| exp.prefix_state(k)).collect();
+        }
+    }
+
+    /// A new distinct state: its verdict if known, else a unit (or a missing verdict).
+    pub fn submit(&mut self, id: u64, state: &str, hash: StateHash, prov: &Provenance, fs: &CrashFs) -> Result<(), CrashFsError> {
+        if let Some(v) = self.verdicts.get(&hash) {
+            self.used += 1;
+            self.ready.push(Outcome { id, verdict: v.verdict(), elapsed: Duration::ZERO, worker: 0 });
+            return Ok(());
+        }
+        self.missing.push((state.to_string(), hash));
+        if let Mode::Assemble = self.mode {
+            return Ok(());
+        }
+        let n = self.bases.len().saturating_sub(1);
+        let base = match prov {
+            Provenance::Prefix { calls } => *calls,
+            Provenance::Atomicity { group } => *group,
+            Provenance::Reorder { b, .. } => b + 1,
+        }
+        .min(n);
+        let delta = self.bases.get(base).and_then(|b| fs.delta_from(b)).ok_or_else(|| CrashFsError::Data(format!("state {state}: no delta against its base state")))?;
+        let apm = self.run.apms.get(self.apm).cloned().ok_or_else(|| CrashFsError::Data("APM index out of range".into()))?;
+        let unit = Unit {
+            format: UNIT_FORMAT.into(),
+            version: VERSION,
+            state: state.to_string(),
+            hash: hex(&hash),
+            bundle_hash: self.run.bundle_hash.clone(),
+            checker: self.run.checker.clone(),
+            timeout: self.run.timeout,
+            apm: UnitApm {
+                name: apm.name.clone(),
+                source: match Apm::resolve(&apm.name) {
+                    Ok(b) if !apm.name.contains('/') && !apm.name.ends_with(".toml") && b.source == apm.source => None,
+                    _ => Some(apm.source.clone()),
+                },
+            },
+            base,
+            delta: delta_json(&delta),
+        };
+        let file = format!("units/{state}.json");
+        let path = self.dir.join(&file);
+        let text = serde_json::to_vec(&unit).map_err(|e| CrashFsError::Data(e.to_string()))?;
+        write_whole(&path, &text).map_err(|err| CrashFsError::Io { path: path.display().to_string(), err })?;
+        if !self.units.iter().any(|u| u.state == state) {
+            self.units.push(UnitRef { state: state.to_string(), hash: hex(&hash), apm: apm.name, file });
+        }
+        Ok(())
+    }
+
+    /// Verdicts found since the last call.
+    pub fn drain(&mut self) -> Vec<Outcome> {
+        std::mem::take(&mut self.ready)
+    }
+
+    /// Some state has no verdict: the exploration cannot go past a point that needs them.
+    pub fn blocked(&self) -> bool {
+        !self.missing.is_empty()
+    }
+
+    /// End of the exploration. --emit-states: writes the manifest, `Some(0)`. --from-verdicts:
+    /// `None` (go on and report) when every state had a verdict.
+    pub fn finish(self) -> Result<Option<u8>, Failure> {
+        match self.mode {
+            Mode::Assemble => {
+                if let Some((first, _)) = self.missing.first() {
+                    return Err(Failure::input(format!(
+                        "--from-verdicts {}: {} state(s) have no verdict (first: {first}); no report written. Emit and check their units (`intact check ... --emit-states {}`, `intact check-unit`) first",
+                        self.dir.display(),
+                        self.missing.len(),
+                        self.dir.display()
+                    )));
+                }
+                Ok(None)
+            }
+            Mode::Emit => {
+                let complete = self.missing.is_empty();
+                let m = Manifest {
+                    format: UNITS_FORMAT.into(),
+                    version: VERSION,
+                    intact_version: env!("CARGO_PKG_VERSION").into(),
+                    bundle: self.bundle,
+                    bundle_abs: self.bundle_abs,
+                    run: self.run,
+                    round: self.round,
+                    complete,
+                    verdicts: self.used,
+                    units: self.units,
+                    pending: self.missing.iter().map(|(s, _)| s.clone()).collect(),
+                };
+                let path = self.dir.join("manifest.json");
+                let text = serde_json::to_vec_pretty(&m).map_err(|e| Failure::internal(e.to_string()))?;
+                write_whole(&path, &text).map_err(|e| Failure::input(format!("--emit-states {}: {e}", path.display())))?;
+                if complete {
+                    eprintln!("intact: every state has a verdict ({} states); report with --from-verdicts {}", self.used, self.dir.display());
+                } else {
+                    eprintln!(
+                        "intact: round {}: {} unit(s) to check (\"pending\" in {}), {} state(s) with verdicts",
+                        self.round,
+                        self.missing.len(),
+                        path.display(),
+                        self.used
+                    );
+                }
+                Ok(Some(0))
+            }
+        }
+    }
+}
+
+fn load_verdicts(dir: &Path, flag: &str) -> Result<HashMap<StateHash, VerdictJson>, Failure> {
+    let mut out = HashMap::new();
+    let rd = match std::fs::read_dir(dir) {
+        Ok(r) => r,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(Failure::input(format!("{flag} {}: {e}", dir.display()))),
+    };
+    for e in rd {
+        let e = e.map_err(|e| Failure::input(format!("{flag} {}: {e}", dir.display())))?;
+        let p = e.path();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') || !name.ends_with(".json") {
+            continue;
+        }
+        let bad = |m: String| Failure::input(format!("{flag}: verdict {}: {m}", p.display()));
+        let text = std::fs::read(&p).map_err(|e| bad(e.to_string()))?;
+        let v: VerdictFile = serde_json::from_slice(&text).map_err(|e| bad(format!("not a verdict: {e}")))?;
+        if v.format != VERDICT_FORMAT || v.version != VERSION {
+            return Err(bad(format!("not a version {VERSION} {VERDICT_FORMAT} file")));
+        }
+        let h = parse_hash(&v.hash).ok_or_else(|| bad("\"hash\" is not 64 hex digits".into()))?;
+        out.insert(h, v.verdict);
+    }
+    Ok(out)
+}
+
+fn parse_hash(s: &str) -> Option<StateHash> {
+    if s.len() != 64 || !s.is_ascii() {
+        return None;
+    }
+    let mut h = [0u8; 32];
+    for (i, b) in h.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(h)
+}
+
+// ---------------------------------------------------------------------------------------
+// `intact check-unit`: one unit on a worker.
+
+#[derive(clap::Args)]
+#[command(after_help = "Exit status: 0 verdict written (whatever the checker said); 2 bad unit, bundle or checker \
+(nothing written); 3 internal error; 130 interrupted (nothing written).")]
+pub struct CheckUnitArgs {
+    /// The bundle the unit was emitted from (a copy: bundle.json, ops.jsonl, data.bin,
+    /// initial/, final/ suffice); its content hash must match the unit's.
+    #[arg(long, value_name = "DIR")]
+    pub bundle: PathBuf,
+    /// The work unit: DIR/units/<state>.json from `intact check --emit-states DIR`.
+    #[arg(long, value_name = "FILE")]
+    pub unit: PathBuf,
+    /// Where to write the verdict (JSON, written whole or not at all; put it in
+    /// DIR/verdicts/ for --from-verdicts).
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// INTACT_WORKER for the checker: make it distinct among checkers running at the same
+    /// time on this host.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub worker: usize,
+    /// Where to build the crash state (default: /dev/shm when writable, else the temp dir).
+    #[arg(long, value_name = "DIR")]
+    pub scratch: Option<PathBuf>,
+    /// Stop (as on Ctrl-C: the checker killed, nothing written, exit 130) when the process
+    /// that started this one dies, e.g. a Dask worker killed while it waits for us.
+    #[arg(long)]
+    pub exit_with_parent: bool,
+}
+
+/// SIGTERM when the parent dies (the interrupt handler turns it into a clean stop).
+fn exit_with_parent() {
+    // SAFETY: plain system calls without pointers.
+    unsafe {
+        let parent = libc::getppid();
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong);
+        // The parent may have died before prctl: then we were reparented already.
+        if libc::getppid() != parent {
+            libc::raise(libc::SIGTERM);
+        }
+    }
+}
+
+pub fn check_unit(a: CheckUnitArgs) -> Result<u8, Failure> {
+    if a.exit_with_parent {
+        exit_with_parent();
+    }
+    let host = hostname();
+    let bad_unit = |m: String| Failure::input(format!("unit {}: {m}", a.unit.display()));
+    let text = std::fs::read(&a.unit).map_err(|e| bad_unit(e.to_string()))?;
+    let u: Unit = serde_json::from_slice(&text).map_err(|e| bad_unit(format!("not a valid work unit (corrupt or truncated?): {e}")))?;
+    if u.format != UNIT_FORMAT || u.version != VERSION {
+        return Err(bad_unit(format!("not a version {VERSION} {UNIT_FORMAT} file")));
+    }
+    let want = parse_hash(&u.hash).ok_or_else(|| bad_unit("\"hash\" is not 64 hex digits".into()))?;
+    let delta = delta_of(&u.delta).map_err(|e| bad_unit(format!("corrupt delta: {e}")))?;
+    if !u.timeout.is_finite() || u.timeout <= 0.0 {
+        return Err(bad_unit("\"timeout\" must be a positive number of seconds".into()));
+    }
+    let bh = bundle_hash(&a.bundle).map_err(|e| Failure::input(format!("bundle {}: {e}", a.bundle.display())))?;
+    if bh != u.bundle_hash {
+        return Err(Failure::input(format!(
+            "bundle {} on {host} is not the bundle unit {} was emitted from (content hash {bh}, expected {})",
+            a.bundle.display(),
+            a.unit.display(),
+            u.bundle_hash
+        )));
+    }
+    let b = Bundle::open(&a.bundle).map_err(|e| Failure::input(e.to_string()))?;
+    let ops = b.ops().map_err(|e| Failure::input(e.to_string()))?;
+    let blob = b.data().map_err(|e| Failure::input(e.to_string()))?;
+    let initial = b.initial().map_err(|e| Failure::input(e.to_string()))?;
+    let apm = match &u.apm.source {
+        Some(text) => Apm::parse(text, &format!("APM {} of unit {}", u.apm.name, a.unit.display())),
+        None if u.apm.name.contains('/') || u.apm.name.ends_with(".toml") => return Err(bad_unit(format!("APM {:?} has no text", u.apm.name))),
+        None => Apm::resolve(&u.apm.name),
+    }
+    .map_err(|e| bad_unit(e.to_string()))?;
+    if apm.name != u.apm.name {
+        return Err(bad_unit(format!("APM text names {}, not {}", apm.name, u.apm.name)));
+    }
+    let prog = Program::build(&apm, &ops, &initial, blob.len() as u64).map_err(|e| Failure::input(format!("bundle {} under APM {}: {e}", a.bundle.display(), apm.name)))?;
+    let universe = CrashFs::universe(&initial, &ops).map_err(|e| Failure::input(format!("bundle {}: {e}", a.bundle.display())))?;
+    let exp = Explorer::new(&prog, &ops, &blob, universe).map_err(|e| Failure::internal(format!("building crash states: {e}")))?;
+    if u.base > prog.calls.len() {
+        return Err(bad_unit(format!("base state {} does not exist (the program has {} calls)", u.base, prog.calls.len())));
+    }
+    let mut state = exp.prefix_state(u.base);
+    state.patch(&delta).map_err(|e| bad_unit(format!("its delta does not apply (corrupt unit): {e}")))?;
+    let got = state.hash(&mut HashMap::new());
+    if got != want {
+        return Err(bad_unit(format!("the rebuilt state {} has content hash {}, not {} (corrupt unit)", u.state, hex(&got), u.hash)));
+    }
+    // Nothing written unless the verdict is: check the output path first.
+    if let Some(d) = a.out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !d.is_dir() {
+            return Err(Failure::input(format!("--out {}: the directory {} does not exist", a.out.display(), d.display())));
+        }
+    }
+    let runner = Runner::start_numbered(
+        RunnerConfig { checker: u.checker.clone(), jobs: 1, timeout: Some(Duration::from_secs_f64(u.timeout)), scratch_parent: a.scratch.clone(), keep_output_bytes: KEEP_OUTPUT },
+        a.worker,
+    )
+    .map_err(|e| Failure::input(format!("--checker on {host}: {e}")))?;
+    let stdout = state.stdout.to_vec();
+    let job = Job { id: 0, state_id: u.state.clone(), stdout, materialise: Box::new(move |d: &Path| state.materialise(d).map_err(|e| e.to_string())), release: None };
+    if runner.submit(job).is_err() {
+        return Err(Failure::internal("the checker runner stopped"));
+    }
+    let mut outcome = None;
+    while outcome.is_none() {
+        if crate::interrupted() {
+            runner.cancel_handle().cancel();
+            drop(runner);
+            return Err(Failure { code: 130, message: "interrupted: no verdict written".into() });
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        outcome = runner.drain().pop();
+    }
+    drop(runner.finish());
+    let o = outcome.expect("loop ends with an outcome");
+    let v = VerdictFile {
+        format: VERDICT_FORMAT.into(),
+        version: VERSION,
+        state: u.state,
+        hash: u.hash,
+        verdict: VerdictJson::of(&o.verdict),
+        elapsed: o.elapsed.as_secs_f64(),
+        host,
+        worker: o.worker,
+    };
+    let text = serde_json::to_vec_pretty(&v).map_err(|e| Failure::internal(e.to_string()))?;
+    write_whole(&a.out, &text).map_err(|e| Failure::input(format!("--out {}: {e}", a.out.display())))?;
+    Ok(0)
+}
+
+// ---------------------------------------------------------------------------------------
+// `intact check --dask`: the Python driver.
+
+/// Replaces this process by `python3 -m intact.dask_run --scheduler S --intact THIS -- ARGS`,
+/// ARGS being this `intact check`'s arguments without --dask.
+pub fn exec_dask(scheduler: &str) -> Result<u8, Failure> {
+    use std::os::unix::process::CommandExt;
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let Some(at) = argv.iter().position(|a| a == "check") else {
+        return Err(Failure::input("--dask: only `intact check` runs on Dask"));
+    };
+    let mut rest = Vec::new();
+    let mut it = argv[at + 1..].iter();
+    while let Some(a) = it.next() {
+        if a == "--dask" {
+            it.next();
+        } else if !a.to_string_lossy().starts_with("--dask=") {
+            rest.push(a.clone());
+        }
+    }
+    let python = std::env::var_os("INTACT_PYTHON").unwrap_or_else(|| "python3".into());
+    let me = std::env::current_exe().map_err(|e| Failure::internal(format!("--dask: where is intact? {e}")))?;
+    // A development build finds the package in its source tree; an installed one needs
+    // `pip install ./python`.
+    let mut pypath = std::env::var_os("PYTHONPATH").unwrap_or_default();
+    let tree = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python");
+    if tree.join("intact/dask_run.py").is_file() {
+        let mut p = tree.into_os_string();
+        if !pypath.is_empty() {
+            p.push(":");
+            p.push(&pypath);
+        }
+        pypath = p;
+    }
+    let probe = std::process::Command::new(&python)
+        .args(["-c", "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('intact.dask_run') else 3)"])
+        .env("PYTHONPATH", &pypath)
+        .stdout(std::process::Stdio::null())
+        .status();
+    match probe {
+        Ok(s) if s.success() => {}
+        Ok(_) => return Err(Failure::input(format!("--dask: {} cannot import intact.dask_run: `pip install ./python` (and \"dask[distributed]\") or set PYTHONPATH", python.to_string_lossy()))),
+        Err(e) => return Err(Failure::input(format!("--dask: cannot run {} (set INTACT_PYTHON): {e}", python.to_string_lossy()))),
+    }
+    // Options of the driver itself (--env, --retries, --cluster-opt, ...).
+    let extra = match std::env::var("INTACT_DASK_OPTS") {
+        Ok(s) => shlex::split(&s).ok_or_else(|| Failure::input("INTACT_DASK_OPTS: unbalanced quotes"))?,
+        Err(_) => Vec::new(),
+    };
+    let err = std::process::Command::new(&python)
+        .args(["-m", "intact.dask_run", "--scheduler", scheduler, "--intact"])
+        .arg(&me)
+        .args(&extra)
+        .arg("--")
+        .args(&rest)
+        .env("PYTHONPATH", &pypath)
+        .exec();
+    Err(Failure::input(format!("--dask: cannot run {}: {err}", python.to_string_lossy())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sha256_known_answers() {
+        let h = |d: &[u8]| {
+            let mut s = Sha256::new();
+            s.update(d);
+            hex(&s.finish())
+        };
+        assert_eq!(h(b""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+        assert_eq!(h(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        assert_eq!(h(b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"), "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+        // Split updates give the same digest.
+        let data: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
+        let mut s = Sha256::new();
+        for c in data.chunks(37) {
+            s.update(c);
+        }
+        assert_eq!(hex(&s.finish()), h(&data));
+    }
+
+    #[test]
+    fn base64_round_trip() {
+        for n in 0..20 {
+            let d: Vec<u8> = (0..n).map(|i| (i * 37 + 5) as u8).collect();
+            assert_eq!(b64_decode(&b64_encode(&d)).unwrap(), d);
+        }
+        assert_eq!(b64_encode(b"foobar"), "Zm9vYmFy");
+        assert_eq!(b64_encode(b"fo"), "Zm8=");
+        assert!(b64_decode("Zm8").is_none());
+        assert!(b64_decode("Z=8=").is_none());
+    }
+}

@@ -1,0 +1,394 @@
+"""Run intact's checker on a Dask cluster (docs/distributed.md).
+
+    python3 -m intact.dask_run --scheduler tcp://HOST:8786 -- BUNDLE --checker CMD [intact check options]
+    python3 -m intact.dask_run --scheduler local:3 --bundle BUNDLE --checker CMD --apm default,ext4-o --json r.json
+    intact check BUNDLE --checker CMD --dask local:3 ...      (the same, started by intact)
+
+Steps: `intact check ... --emit-states DIR` writes the distinct crash states as work units;
+the bundle is shipped once to every worker (a worker plugin carrying a tarball of the files
+intact needs, unpacked into the worker's local directory, also on workers that join later);
+one Dask task per unit runs `intact check-unit` in a subprocess there and returns the
+verdict; the verdicts go to DIR/verdicts/; emission repeats while ALICE's strategy needs
+verdicts to go on (2 rounds for one APM); finally `intact check ... --from-verdicts DIR`
+prints the report (and writes --json etc.) exactly as a local run would.
+
+Scheduler: an address (tcp://HOST:PORT, or a scheduler file with --scheduler-file), local:N
+(a LocalCluster of N single-threaded worker processes here), slurm:N or pbs:N (dask-jobqueue:
+N workers as batch jobs; options with --cluster-opt KEY=VALUE, e.g. cores=1 memory=2GB
+queue=normal walltime=01:00:00 account=ABC, or from ~/.config/dask/jobqueue.yaml).
+
+Exit status as `intact check`: 0 no vulnerability, 1 vulnerabilities, 2 usage or input
+error (unreachable scheduler, checker missing on a worker, corrupt unit, ...: no report),
+3 internal error (a unit failed on every retry: no report), 130 interrupted.
+
+Standard library plus dask.distributed (pip install "dask[distributed]"; dask-jobqueue for
+slurm:/pbs:).
+"""
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+
+# The bundle files intact needs to build states (units.rs BUNDLE_FILES): the raw trace stays home.
+BUNDLE_FILES = ["bundle.json", "ops.jsonl", "data.bin", "initial/manifest.json", "initial/contents.bin",
+                "final/manifest.json", "final/contents.bin"]
+
+
+class Fatal(Exception):
+    """An error that ends the run without a report: (exit code, message)."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def log(msg):
+    print(f"intact dask: {msg}", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------------------------
+# Worker side. These functions are shipped by value (cloudpickle), so workers need Python and
+# dask but not this package; they need the intact binary (--worker-intact, or on PATH).
+
+def _bundle_dir(local_directory, bundle_hash):
+    return os.path.join(local_directory, "intact-bundle-" + bundle_hash[:16])
+
+
+def _unpack(local_directory, bundle_hash, tarball):
+    """Unpacks the bundle tarball into the worker's local directory, once."""
+    dest = _bundle_dir(local_directory, bundle_hash)
+    if os.path.isfile(os.path.join(dest, "bundle.json")):
+        return dest
+    tmp = tempfile.mkdtemp(prefix=".intact-bundle-", dir=local_directory)
+    try:
+        with tarfile.open(fileobj=io.BytesIO(tarball), mode="r:gz") as t:
+            for m in t.getmembers():
+                if not (m.isfile() or m.isdir()) or m.name.startswith("/") or ".." in m.name.split("/"):
+                    raise RuntimeError(f"unexpected member {m.name!r} in the bundle tarball")
+            t.extractall(tmp)
+        try:
+            os.rename(tmp, dest)
+        except OSError:
+            if not os.path.isfile(os.path.join(dest, "bundle.json")):
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+@contextlib.contextmanager
+def _slot():
+    """A number free among the checkers running on this host right now (INTACT_WORKER): the
+    lowest N whose abstract Unix socket name nobody holds (freed when the holder closes it or
+    dies; nothing is left in the file system)."""
+    n = 0
+    while True:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.bind(f"\0intact-worker-slot-{os.getuid()}-{n}")
+        except OSError:
+            s.close()
+            n += 1
+            continue
+        try:
+            yield n
+        finally:
+            s.close()
+        return
+
+
+def _run_unit(state, unit_text, bundle_hash, intact_hint, env, cwd):
+    """One task: rebuild and check one unit with `intact check-unit`. Returns
+    {"verdict": TEXT} or, for errors retrying cannot fix (exit 2: checker missing, corrupt
+    unit, different bundle), {"error": MESSAGE}; raises (Dask retries) on anything else."""
+    from distributed import get_worker
+    w = get_worker()
+    host = socket.gethostname()
+    where = f"worker {w.address} (host {host})"
+    bundle = _bundle_dir(w.local_directory, bundle_hash)
+    if not os.path.isfile(os.path.join(bundle, "bundle.json")):
+        raise RuntimeError(f"{where}: the bundle was not unpacked in {bundle}")
+    exe = intact_hint if intact_hint and os.access(intact_hint, os.X_OK) else shutil.which("intact")
+    if not exe:
+        return {"error": f"{where}: no intact executable ({intact_hint} does not exist there and none is on PATH)"}
+    full_env = dict(os.environ)
+    full_env.update(env)
+    with tempfile.TemporaryDirectory(prefix="intact-unit-", dir=w.local_directory) as d:
+        unit = os.path.join(d, "unit.json")
+        out = os.path.join(d, "verdict.json")
+        with open(unit, "w") as f:
+            f.write(unit_text)
+        with _slot() as n:
+            p = subprocess.run([exe, "check-unit", "--bundle", bundle, "--unit", unit, "--out", out,
+                                "--worker", str(n), "--exit-with-parent"],
+                               env=full_env, cwd=cwd if os.path.isdir(cwd) else d,
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        err = p.stderr.decode(errors="replace").strip()
+        if p.returncode == 0:
+            with open(out) as f:
+                return {"verdict": f.read()}
+        if p.returncode == 2:
+            return {"error": f"{where}: unit {state}: {err}"}
+        raise RuntimeError(f"{where}: intact check-unit for {state} exited with status {p.returncode}: {err}")
+
+
+def _make_plugin(bundle_hash, tarball):
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class IntactBundle(WorkerPlugin):
+        """Unpacks the bundle on every worker, present and future."""
+        name = "intact-bundle-" + bundle_hash[:16]
+
+        def __init__(self):
+            self.bundle_hash = bundle_hash
+            self.tarball = tarball
+
+        def setup(self, worker):
+            _unpack(worker.local_directory, self.bundle_hash, self.tarball)
+
+    return IntactBundle()
+
+
+# ------------------------------------------------------------------------------------------
+# Client side.
+
+def _cluster(spec, opts, connect_timeout, scheduler_file, scratch):
+    """(client, cluster or None) for --scheduler SPEC."""
+    from distributed import Client
+    kind, _, n = spec.partition(":")
+    if kind in ("local", "slurm", "pbs") and n:
+        try:
+            n = int(n)
+            if n < 1:
+                raise ValueError
+        except ValueError:
+            raise Fatal(2, f"--scheduler {spec}: {kind}:N needs a positive number of workers")
+        if kind == "local":
+            import dask
+            import logging
+            from distributed import LocalCluster
+            # Everything the cluster writes (lock files too) goes under the work directory.
+            dask.config.set({"temporary-directory": scratch})
+            kw = dict(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=logging.ERROR, local_directory=scratch)
+            kw.update(opts)
+            cluster = LocalCluster(**kw)
+        else:
+            try:
+                import dask_jobqueue
+            except ImportError:
+                raise Fatal(2, f"--scheduler {spec}: needs dask-jobqueue (pip install dask-jobqueue)")
+            cls = dask_jobqueue.SLURMCluster if kind == "slurm" else dask_jobqueue.PBSCluster
+            try:
+                cluster = cls(**opts)
+            except Exception as e:
+                raise Fatal(2, f"--scheduler {spec}: cannot set up the {cls.__name__}: {e} "
+                               "(give cores=, memory= ... with --cluster-opt or in jobqueue.yaml)")
+            cluster.scale(n)
+        return Client(cluster), cluster
+    if opts:
+        raise Fatal(2, "--cluster-opt is for local:N, slurm:N and pbs:N")
+    try:
+        if scheduler_file:
+            return Client(scheduler_file=spec, timeout=connect_timeout), None
+        return Client(spec, timeout=connect_timeout), None
+    except Exception as e:  # OSError, TimeoutError, ValueError (bad address), ...
+        raise Fatal(2, f"cannot reach the Dask scheduler at {spec}: {e}")
+
+
+def _tarball(bundle):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1) as t:
+        for f in BUNDLE_FILES:
+            p = os.path.join(bundle, f)
+            if not os.path.isfile(p):
+                raise Fatal(2, f"bundle {bundle}: {f} is missing")
+            t.add(p, arcname=f)
+    return buf.getvalue()
+
+
+def _register(client, plugin):
+    if hasattr(client, "register_plugin"):
+        client.register_plugin(plugin)
+    else:  # distributed < 2023.9
+        client.register_worker_plugin(plugin)
+
+
+def _opt_value(v):
+    if v[:1] in "[{\"":
+        try:
+            return json.loads(v)  # e.g. job_extra_directives=["--constraint=fast"]
+        except ValueError:
+            pass
+    for conv in (int, float):
+        try:
+            return conv(v)
+        except ValueError:
+            pass
+    return {"true": True, "false": False, "none": None}.get(v.lower(), v)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python3 -m intact.dask_run", description=__doc__.split("\n\n")[0], allow_abbrev=False,
+                                epilog="Everything after -- (and every option not listed here) goes to `intact check`.")
+    p.add_argument("--scheduler", required=True, metavar="ADDR|local:N|slurm:N|pbs:N",
+                   help="Dask scheduler address, or a cluster to start")
+    p.add_argument("--scheduler-file", action="store_true", help="--scheduler names a scheduler file")
+    p.add_argument("--cluster-opt", action="append", default=[], metavar="KEY=VALUE",
+                   help="keyword argument for LocalCluster / SLURMCluster / PBSCluster (repeatable)")
+    p.add_argument("--bundle", help="the bundle (or give it after --)")
+    p.add_argument("--checker", help="the checker command (or give --checker after --)")
+    p.add_argument("--intact", default=None, help="intact here (default: `intact` on PATH)")
+    p.add_argument("--worker-intact", default=None,
+                   help="intact on the workers (default: the same path if it exists there, else `intact` on PATH)")
+    p.add_argument("--retries", type=int, default=3, help="retries of a unit whose task fails (default 3)")
+    p.add_argument("--env", action="append", default=[], metavar="NAME[=VALUE]",
+                   help="pass this environment variable (from here, or VALUE) to the checker on the workers (repeatable)")
+    p.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="how long to try to reach the scheduler (default 10)")
+    p.add_argument("--work-dir", default=None, metavar="DIR",
+                   help="keep units and verdicts in DIR (new or empty) instead of a temporary directory")
+    args, rest = p.parse_known_args(argv)
+    if rest and rest[0] == "--":
+        rest = rest[1:]
+    check_args = ([args.bundle] if args.bundle else []) + (["--checker", args.checker] if args.checker else []) + rest
+    if "--dask" in check_args or any(a.startswith("--dask=") for a in check_args):
+        p.error("--dask is not an intact check option here")
+    return args, check_args
+
+
+def run(args, check_args):
+    intact = args.intact or shutil.which("intact")
+    if not intact or not os.access(intact, os.X_OK):
+        raise Fatal(2, "no intact executable: give --intact PATH or put intact on PATH")
+    intact = os.path.abspath(intact)
+    quiet = any(a in ("-q", "--quiet") or (a.startswith("-") and not a.startswith("--") and "q" in a[1:] and a[1:].isalpha())
+                for a in check_args)
+    env = {}
+    for e in args.env:
+        name, eq, value = e.partition("=")
+        if not eq:
+            if name not in os.environ:
+                raise Fatal(2, f"--env {name}: not set here")
+            value = os.environ[name]
+        env[name] = value
+    opts = {}
+    for o in args.cluster_opt:
+        k, eq, v = o.partition("=")
+        if not eq or not k:
+            raise Fatal(2, f"--cluster-opt {o!r}: expected KEY=VALUE")
+        opts[k] = _opt_value(v)
+
+    work_tmp = None
+    if args.work_dir:
+        work = os.path.abspath(args.work_dir)
+        if os.path.exists(work) and os.listdir(work):
+            raise Fatal(2, f"--work-dir {work}: exists and is not empty")
+    else:
+        work_tmp = tempfile.mkdtemp(prefix="intact-dask-")
+        work = work_tmp
+    units_dir = os.path.join(work, "run")
+    client = cluster = None
+    futures = []
+    try:
+        t0 = time.monotonic()
+        client, cluster = _cluster(args.scheduler, opts, args.connect_timeout, args.scheduler_file,
+                                   os.path.join(work, "dask"))
+        if not quiet:
+            log(f"scheduler {client.scheduler.address}")
+        try:
+            import cloudpickle
+            cloudpickle.register_pickle_by_value(sys.modules[__name__])
+        except Exception:
+            pass  # run as __main__ (pickled by value anyway), or an old cloudpickle
+        shipped = False
+        rnd = 0
+        checked = 0
+        while True:
+            rnd += 1
+            p = subprocess.run([intact, "check", *check_args, "--emit-states", units_dir] + ([] if quiet else ["-q"]),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            err = p.stderr.decode(errors="replace")
+            if p.returncode != 0:
+                sys.stderr.write(err)
+                raise Fatal(p.returncode, None)
+            with open(os.path.join(units_dir, "manifest.json")) as f:
+                m = json.load(f)
+            if m["complete"]:
+                break
+            if not shipped:
+                tarball = _tarball(m["bundle_abs"])
+                _register(client, _make_plugin(m["bundle_hash"], tarball))
+                shipped = True
+            pending = m["pending"]
+            if not quiet:
+                log(f"round {rnd}: {len(pending)} unit(s) on {len(client.scheduler_info().get('workers', {}))} worker(s)")
+            files = {u["state"]: u["file"] for u in m["units"]}
+            futures = []
+            for s in pending:
+                with open(os.path.join(units_dir, files[s])) as f:
+                    text = f.read()
+                futures.append(client.submit(_run_unit, s, text, m["bundle_hash"], args.worker_intact or intact, env,
+                                             os.getcwd(), key=f"intact-unit-{s}-r{rnd}-{m['bundle_hash'][:8]}-{os.getpid()}",
+                                             retries=args.retries, pure=False))
+            from distributed import as_completed
+            for fut in as_completed(futures):
+                if fut.status == "error":
+                    e = fut.exception()
+                    raise Fatal(3, f"a unit failed on every try ({args.retries} retries): {type(e).__name__}: {e}")
+                if fut.status != "finished":
+                    raise Fatal(3, f"a unit's task ended as {fut.status}")
+                r = fut.result()
+                if "error" in r:
+                    raise Fatal(2, r["error"])
+                v = json.loads(r["verdict"])
+                with open(os.path.join(units_dir, "verdicts", f".{v['state']}.tmp"), "w") as f:
+                    f.write(r["verdict"])
+                os.rename(os.path.join(units_dir, "verdicts", f".{v['state']}.tmp"),
+                          os.path.join(units_dir, "verdicts", f"{v['state']}.json"))
+                checked += 1
+            futures = []
+        if not quiet:
+            log(f"{checked} unit(s) checked in {rnd - 1} round(s), {time.monotonic() - t0:.1f} s")
+        # The report, as a local run prints it (and --json etc.).
+        sys.stdout.flush()
+        p = subprocess.run([intact, "check", *check_args, "--from-verdicts", units_dir])
+        return p.returncode
+    finally:
+        for f in futures:
+            f.cancel()
+        if client is not None:
+            with contextlib.suppress(Exception):
+                client.close(timeout=10)
+        if cluster is not None:
+            with contextlib.suppress(Exception):
+                cluster.close(timeout=20)
+        if work_tmp:
+            shutil.rmtree(work_tmp, ignore_errors=True)
+
+
+def main(argv=None):
+    args, check_args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        return run(args, check_args)
+    except Fatal as f:
+        if f.message:
+            print(f"intact: error: {f.message}; no report written", file=sys.stderr)
+        return f.code
+    except KeyboardInterrupt:
+        print("intact: interrupted: no report written (scratch space removed)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

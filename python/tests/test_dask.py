@@ -1,0 +1,250 @@
+"""intact's checker on Dask (intact.dask_run, docs/distributed.md), against a local run of
+the key-value store example (examples/kvstore):
+
+    INTACT_DASK_TESTS=1 INTACT=target/debug/intact PYTHONPATH=python \\
+        python3 -m unittest discover -s python/tests -p test_dask.py
+
+Opt-in (INTACT_DASK_TESTS=1; about two minutes on two cores), because libintact/test.sh
+runs every test_*.py. Needs gcc, strace, the intact binary ($INTACT, else the newer of
+target/debug and target/release) and dask.distributed (pip-installed here if missing; the
+tests are skipped, with the reason printed, if that fails).
+"""
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+APMS = "default,ext4-o"
+
+
+def _skip(reason):
+    print(f"\ntest_dask: skipped: {reason}", file=sys.stderr)
+    raise unittest.SkipTest(reason)
+
+
+def _find_intact():
+    if os.environ.get("INTACT"):
+        return os.path.abspath(os.environ["INTACT"])
+    found = [p for p in (os.path.join(REPO, "target", d, "intact") for d in ("debug", "release")) if os.access(p, os.X_OK)]
+    return max(found, key=os.path.getmtime) if found else None
+
+
+def _normalized(path, drop_checker=False):
+    """The JSON report without timings; timed-out states sorted (arrival order)."""
+    with open(path) as f:
+        r = json.load(f)
+    r.pop("seconds")
+    for a in r["apms"]:
+        a.pop("seconds")
+    r["timeouts"].sort(key=lambda t: json.dumps(t, sort_keys=True))
+    if drop_checker:
+        r.pop("checker")
+    return r
+
+
+def _untimed(text):
+    return re.sub(r"\(\d+\.\d s\)|in \d+\.\d s", "", text)
+
+
+def _procs_mentioning(needle):
+    """PIDs whose command line mentions `needle` (read-only scan of /proc)."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if needle.encode() in f.read():
+                    out.append(int(pid))
+        except OSError:
+            pass
+    return out
+
+
+class DaskRun(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if os.environ.get("INTACT_DASK_TESTS") != "1":
+            _skip("set INTACT_DASK_TESTS=1 to run the Dask tests")
+        try:
+            import distributed  # noqa: F401
+        except ImportError:
+            p = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "dask[distributed]"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            try:
+                import distributed  # noqa: F401,F811
+            except ImportError:
+                _skip("dask.distributed is missing and `pip install dask[distributed]` failed: "
+                      + p.stdout.decode(errors="replace").strip()[-300:])
+        cls.intact = _find_intact()
+        if not cls.intact:
+            _skip("no intact binary: set INTACT or run cargo build")
+        for tool in ("gcc", "strace"):
+            if not shutil.which(tool):
+                _skip(f"{tool} is not installed")
+        cls.tmp = tempfile.mkdtemp(prefix="intact-dask-test-")
+        # Temporary files of everything started here go to a directory checked for leftovers.
+        cls.tmpdir = os.path.join(cls.tmp, "tmp")
+        os.mkdir(cls.tmpdir)
+        cls.env = dict(os.environ, TMPDIR=cls.tmpdir,
+                       PYTHONPATH=os.path.join(REPO, "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        kv = os.path.join(cls.tmp, "kv")
+        subprocess.run(["gcc", "-g", "-O0", "-o", kv, os.path.join(REPO, "examples/kvstore/kv.c")], check=True)
+        db = os.path.join(cls.tmp, "db")
+        os.mkdir(db)
+        cls.bundle = os.path.join(cls.tmp, "b")
+        subprocess.run([cls.intact, "record", "--out", cls.bundle, "--", kv, "x", "foo1", "y", "foo2"], cwd=db,
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # The interpreter itself, not a version manager's shim (~0.3 s per run).
+        cls.checker = f"{sys.executable} {os.path.join(REPO, 'examples/kvstore/check.py')}"
+        cls.local_json = os.path.join(cls.tmp, "local.json")
+        p = cls.intact_check("--checker", cls.checker, "--apm", APMS, "-j", "2", "-q", "--json", cls.local_json)
+        assert p.returncode == 1, p.stderr
+        cls.local_text = p.stdout
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    @classmethod
+    def intact_check(cls, *args, **kw):
+        return subprocess.run([cls.intact, "check", cls.bundle, *args], env=cls.env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, **kw)
+
+    def assert_no_leftovers(self):
+        self.assertEqual(os.listdir(self.tmpdir), [], "temporary files left behind")
+        time.sleep(0.5)
+        self.assertEqual(_procs_mentioning(self.bundle), [], "processes left behind")
+
+    def test_local_cluster_gives_the_local_report(self):
+        out = os.path.join(self.tmp, "dask.json")
+        p = self.intact_check("--checker", self.checker, "--apm", APMS, "--json", out, "--dask", "local:3")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertEqual(_normalized(out), _normalized(self.local_json))
+        self.assertEqual(_untimed(p.stdout), _untimed(self.local_text))
+        self.assertIn("round 2", p.stderr)
+        self.assert_no_leftovers()
+
+    def test_a_killed_worker_loses_no_state(self):
+        # A checker that takes a while, so that tasks are running when a worker dies.
+        slow = os.path.join(self.tmp, "slow-check")
+        with open(slow, "w") as f:
+            f.write(f"#!/bin/sh\nsleep 0.5\nexec {self.checker} \"$@\"\n")
+        os.chmod(slow, 0o755)
+        sfile = os.path.join(self.tmp, "scheduler.json")
+        # The cluster's own scratch space (lock files) is the cluster's business.
+        cenv = dict(self.env, DASK_TEMPORARY_DIRECTORY=os.path.join(self.tmp, "cluster"))
+        procs = []
+        slog = open(os.path.join(self.tmp, "scheduler.log"), "w")
+        try:
+            procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                                           "--port", "0", "--no-dashboard", "--scheduler-file", sfile],
+                                          env=cenv, stdout=subprocess.DEVNULL, stderr=slog))
+            for i in range(3):
+                wdir = os.path.join(self.tmp, f"w{i}")
+                os.mkdir(wdir)
+                procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file", sfile,
+                                               "--nthreads", "1", "--no-nanny", "--no-dashboard", "--name", f"w{i}",
+                                               "--local-directory", wdir],
+                                              env=cenv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            out = os.path.join(self.tmp, "killed.json")
+            drv = subprocess.Popen([sys.executable, "-m", "intact.dask_run", "--scheduler", sfile, "--scheduler-file",
+                                    "--connect-timeout", "30", "--intact", self.intact, "--bundle", self.bundle,
+                                    "--checker", slow, "--apm", APMS, "--json", out],
+                                   env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            err_lines = []
+            killed = threading.Event()
+            running = []
+            w0 = os.path.join(self.tmp, "w0") + "/"
+
+            def watch():
+                for line in drv.stderr:
+                    err_lines.append(line)
+                    if "round 2" in line and not killed.is_set():
+                        # Kill worker w0 (by its PID) while it runs a unit's checker.
+                        deadline = time.monotonic() + 30
+                        while not running and time.monotonic() < deadline:
+                            time.sleep(0.05)
+                            running.extend(p for p in _procs_mentioning(w0) if p != procs[1].pid)
+                        time.sleep(0.2)
+                        procs[1].kill()
+                        killed.set()
+            t = threading.Thread(target=watch)
+            t.start()
+            stdout = drv.stdout.read()
+            drv.wait(timeout=600)
+            t.join()
+            drv.stdout.close()
+            drv.stderr.close()
+            err = "".join(err_lines)
+            self.assertTrue(killed.is_set(), err)
+            self.assertTrue(running, "w0 was running no unit when killed")
+            # Its `intact check-unit` (and checker) stopped with it (--exit-with-parent).
+            time.sleep(0.5)
+            self.assertEqual([p for p in running if os.path.exists(f"/proc/{p}")], [])
+            self.assertEqual(procs[1].wait(timeout=10), -signal.SIGKILL)
+            self.assertEqual(drv.returncode, 1, err)
+            self.assertEqual(_normalized(out, drop_checker=True), _normalized(self.local_json, drop_checker=True))
+            self.assertEqual(_untimed(stdout), _untimed(self.local_text))
+            with open(out) as f:
+                self.assertEqual(json.load(f)["checker"], [slow])
+        finally:
+            slog.close()
+            for p in procs:
+                if p.poll() is None:
+                    p.terminate()
+            for p in procs:
+                try:
+                    p.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        for d in ["cluster"] + [f"w{i}" for i in range(3)]:
+            shutil.rmtree(os.path.join(self.tmp, d), ignore_errors=True)
+        self.assert_no_leftovers()
+
+    def test_unreachable_scheduler(self):
+        out = os.path.join(self.tmp, "unreachable.json")
+        p = subprocess.run([sys.executable, "-m", "intact.dask_run", "--scheduler", "tcp://127.0.0.1:9", "--connect-timeout", "2",
+                            "--intact", self.intact, "--bundle", self.bundle, "--checker", self.checker, "--json", out],
+                           env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("cannot reach the Dask scheduler at tcp://127.0.0.1:9", p.stderr)
+        self.assertIn("no report written", p.stderr)
+        self.assertEqual(p.stdout, "")
+        self.assertFalse(os.path.exists(out))
+        self.assert_no_leftovers()
+
+    def test_a_worker_without_the_checker(self):
+        out = os.path.join(self.tmp, "nochecker.json")
+        p = self.intact_check("--checker", "intact-no-such-checker --flag", "--apm", APMS, "--json", out, "--dask", "local:2")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("checker `intact-no-such-checker` not found", p.stderr)
+        self.assertRegex(p.stderr, r"worker tcp://127\.0\.0\.1:\d+ \(host ")
+        self.assertIn("no report written", p.stderr)
+        self.assertEqual(p.stdout, "")
+        self.assertFalse(os.path.exists(out))
+        self.assert_no_leftovers()
+
+    def test_bad_arguments(self):
+        p = self.intact_check("--checker", self.checker, "--dask", "local:0")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("positive number of workers", p.stderr)
+        p = subprocess.run([self.intact, "run", "--checker", "true", "--dask", "local:1", "--", "true"], env=self.env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=self.tmp)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assert_no_leftovers()
+
+
+if __name__ == "__main__":
+    unittest.main()
