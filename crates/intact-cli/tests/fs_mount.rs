@@ -443,6 +443,19 @@ fn periodic_commits_bound_what_a_crash_loses() {
                 assert!(start.elapsed().as_secs() < 60, "no periodic commit within a minute");
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
+            // The first write of a commit changes the mtime before its record is written and
+            // flushed: wait until the image stays unchanged (the commit is over; nothing else
+            // is dirty, so nothing else writes).
+            let mut last = mtime();
+            let mut quiet_since = std::time::Instant::now();
+            while quiet_since.elapsed() < std::time::Duration::from_millis(500) {
+                assert!(start.elapsed().as_secs() < 60, "the image never stopped changing");
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                let now = mtime();
+                if now != last {
+                    (last, quiet_since) = (now, std::time::Instant::now());
+                }
+            }
         } else {
             std::thread::sleep(std::time::Duration::from_millis(2500));
             assert_eq!(mtime(), before, "commit=0: nothing was written");
@@ -455,7 +468,16 @@ fn periodic_commits_bound_what_a_crash_loses() {
         } else {
             assert!(!m.p("unsynced").exists(), "commit=0: never committed, lost in the crash");
         }
-        let o = m.umount();
+        // A process that briefly looks at the mount (under load: a concurrent test's child
+        // between fork and exec) can make the unmount busy for a moment: retry a little.
+        let mut o = m.umount();
+        for _ in 0..20 {
+            if o.status.success() || !text(&o).contains("busy") {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(250));
+            o = m.umount();
+        }
         assert!(o.status.success(), "{}", text(&o));
     }
 }
