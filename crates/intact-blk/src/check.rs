@@ -291,17 +291,9 @@ pub fn check(ld: &LogDir, cfg: &CheckConfig, interrupted: &dyn Fn() -> bool, pro
 
 /// Every byte, holes included.
 fn full_copy_file(from: &Path, to: &Path) -> std::io::Result<()> {
-    use std::io::{Read, Write};
-    let mut src = std::fs::File::open(from)?;
-    let mut dst = std::fs::OpenOptions::new().write(true).create_new(true).open(to)?;
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = src.read(&mut buf)?;
-        if n == 0 {
-            return Ok(());
-        }
-        dst.write_all(&buf[..n])?;
-    }
+    let src = std::fs::File::open(from)?;
+    let dst = std::fs::OpenOptions::new().write(true).create_new(true).open(to)?;
+    crate::sys::copy_range(&src, &dst, 0, src.metadata()?.len())
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -68,7 +68,7 @@ pub struct ImageSpec {
 }
 
 fn hex<S: serde::Serializer>(h: &[u8; 32], s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&h.iter().map(|b| format!("{b:02x}")).collect::<String>())
+    s.serialize_str(&crate::logdir::hex(h))
 }
 
 #[derive(Debug, thiserror::Error)]

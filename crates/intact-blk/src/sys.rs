@@ -337,7 +337,8 @@ pub fn clone_file(from: &Path, to: &Path) -> std::io::Result<bool> {
     Ok(false)
 }
 
-fn copy_range(src: &File, dst: &File, at: u64, len: u64) -> std::io::Result<()> {
+/// Copies `len` bytes at `at` by reading and writing (where copy_file_range cannot).
+pub fn copy_range(src: &File, dst: &File, at: u64, len: u64) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
     let mut buf = vec![0u8; 1 << 20];
     let mut done = 0;

@@ -303,11 +303,11 @@ fn run_id_diff(a: &RunId, b: &RunId) -> String {
 /// The bundle files `intact check` reads (and a worker needs), in hash order.
 pub const BUNDLE_FILES: [&str; 7] = ["bundle.json", "ops.jsonl", "data.bin", "initial/manifest.json", "initial/contents.bin", "final/manifest.json", "final/contents.bin"];
 
-/// SHA-256 over, for each of [`BUNDLE_FILES`]: its name, a NUL byte, its length as 8
-/// little-endian bytes, its contents. (The raw trace is not part of it: it is not needed
-/// to build states and is not shipped to workers.)
+/// blake3 (as intact hashes states) over, for each of [`BUNDLE_FILES`]: its name, a NUL
+/// byte, its length as 8 little-endian bytes, its contents. (The raw trace is not part of
+/// it: it is not needed to build states and is not shipped to workers.)
 pub fn bundle_hash(bundle: &Path) -> Result<String, String> {
-    let mut h = Sha256::new();
+    let mut h = blake3::Hasher::new();
     for f in BUNDLE_FILES {
         let p = bundle.join(f);
         let data = std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?;
@@ -316,91 +316,7 @@ pub fn bundle_hash(bundle: &Path) -> Result<String, String> {
         h.update(&(data.len() as u64).to_le_bytes());
         h.update(&data);
     }
-    Ok(hex(&h.finish()))
-}
-
-struct Sha256 {
-    state: [u32; 8],
-    buf: Vec<u8>,
-    len: u64,
-}
-
-const K256: [u32; 64] = [
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-];
-
-impl Sha256 {
-    fn new() -> Sha256 {
-        Sha256 { state: [0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19], buf: Vec::with_capacity(64), len: 0 }
-    }
-
-    fn update(&mut self, mut data: &[u8]) {
-        self.len += data.len() as u64;
-        if !self.buf.is_empty() {
-            let take = (64 - self.buf.len()).min(data.len());
-            self.buf.extend_from_slice(&data[..take]);
-            data = &data[take..];
-            if self.buf.len() == 64 {
-                let block: [u8; 64] = self.buf[..].try_into().expect("64 bytes");
-                self.block(&block);
-                self.buf.clear();
-            }
-        }
-        let mut chunks = data.chunks_exact(64);
-        for c in &mut chunks {
-            self.block(c.try_into().expect("64 bytes"));
-        }
-        self.buf.extend_from_slice(chunks.remainder());
-    }
-
-    fn block(&mut self, b: &[u8; 64]) {
-        let mut w = [0u32; 64];
-        for i in 0..16 {
-            w[i] = u32::from_be_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]]);
-        }
-        for i in 16..64 {
-            let s0 = w[i - 15].rotate_right(7) ^ w[i - 15].rotate_right(18) ^ (w[i - 15] >> 3);
-            let s1 = w[i - 2].rotate_right(17) ^ w[i - 2].rotate_right(19) ^ (w[i - 2] >> 10);
-            w[i] = w[i - 16].wrapping_add(s0).wrapping_add(w[i - 7]).wrapping_add(s1);
-        }
-        let [mut a, mut b_, mut c, mut d, mut e, mut f, mut g, mut h] = self.state;
-        for i in 0..64 {
-            let s1 = e.rotate_right(6) ^ e.rotate_right(11) ^ e.rotate_right(25);
-            let ch = (e & f) ^ (!e & g);
-            let t1 = h.wrapping_add(s1).wrapping_add(ch).wrapping_add(K256[i]).wrapping_add(w[i]);
-            let s0 = a.rotate_right(2) ^ a.rotate_right(13) ^ a.rotate_right(22);
-            let maj = (a & b_) ^ (a & c) ^ (b_ & c);
-            let t2 = s0.wrapping_add(maj);
-            h = g;
-            g = f;
-            f = e;
-            e = d.wrapping_add(t1);
-            d = c;
-            c = b_;
-            b_ = a;
-            a = t1.wrapping_add(t2);
-        }
-        for (s, v) in self.state.iter_mut().zip([a, b_, c, d, e, f, g, h]) {
-            *s = s.wrapping_add(v);
-        }
-    }
-
-    fn finish(mut self) -> [u8; 32] {
-        let bits = self.len.wrapping_mul(8);
-        let mut pad = vec![0x80u8];
-        while (self.buf.len() + pad.len()) % 64 != 56 {
-            pad.push(0);
-        }
-        pad.extend_from_slice(&bits.to_be_bytes());
-        let len = self.len;
-        self.update(&pad);
-        self.len = len;
-        let mut out = [0u8; 32];
-        for (i, s) in self.state.iter().enumerate() {
-            out[4 * i..4 * i + 4].copy_from_slice(&s.to_be_bytes());
-        }
-        out
-    }
+    Ok(h.finalize().to_hex().to_string())
 }
 
 const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -890,25 +806,6 @@ pub fn exec_dask(scheduler: &str) -> Result<u8, Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sha256_known_answers() {
-        let h = |d: &[u8]| {
-            let mut s = Sha256::new();
-            s.update(d);
-            hex(&s.finish())
-        };
-        assert_eq!(h(b""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-        assert_eq!(h(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-        assert_eq!(h(b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"), "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-        // Split updates give the same digest.
-        let data: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
-        let mut s = Sha256::new();
-        for c in data.chunks(37) {
-            s.update(c);
-        }
-        assert_eq!(hex(&s.finish()), h(&data));
-    }
 
     #[test]
     fn base64_round_trip() {

@@ -26,14 +26,7 @@ struct Kv {
 
 fn kv() -> Kv {
     let tmp = tempfile::tempdir().unwrap();
-    let kv = tmp.path().join("kv");
-    let st = Command::new("gcc").args(["-g", "-O0", "-o"]).arg(&kv).arg(repo().join("examples/kvstore/kv.c")).status().expect("gcc must be installed");
-    assert!(st.success());
-    let db = tmp.path().join("db");
-    std::fs::create_dir(&db).unwrap();
-    let bundle = tmp.path().join("b");
-    let out = intact().arg("record").arg("--out").arg(&bundle).arg("--").arg(&kv).args(["x", "foo1", "y", "foo2"]).current_dir(&db).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let bundle = common::record_kv(tmp.path());
     let checker = format!("{} {}", python(), repo().join("examples/kvstore/check.py").display());
     Kv { tmp, bundle, checker }
 }

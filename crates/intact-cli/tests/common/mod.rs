@@ -157,3 +157,18 @@ pub fn assert_ops(r: &Recorded, expected: &[&str]) {
     let exp: Vec<String> = expected.iter().map(|s| s.to_string()).collect();
     assert_eq!(got, exp, "\n--- got:\n{}\n--- expected:\n{}\n", got.join("\n"), exp.join("\n"));
 }
+
+/// Builds examples/kvstore/kv.c into `dir` and records `kv x foo1 y foo2` (the quick
+/// start's run) in `dir/db`; returns the bundle `dir/b`.
+pub fn record_kv(dir: &Path) -> PathBuf {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let kv = dir.join("kv");
+    let st = Command::new("gcc").args(["-g", "-O0", "-o"]).arg(&kv).arg(repo.join("examples/kvstore/kv.c")).status().expect("gcc must be installed");
+    assert!(st.success());
+    let db = dir.join("db");
+    std::fs::create_dir(&db).unwrap();
+    let bundle = dir.join("b");
+    let out = intact().arg("record").arg("--out").arg(&bundle).arg("--").arg(&kv).args(["x", "foo1", "y", "foo2"]).current_dir(&db).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    bundle
+}
