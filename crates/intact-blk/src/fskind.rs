@@ -1,6 +1,6 @@
 //! The file systems the validator knows: how to make, mount, unmount and check each.
 
-use crate::sys::{have, run, tail, Loop, Mounted};
+use crate::sys::{have, run, tail, Mounted};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -19,11 +19,10 @@ pub struct Tools {
     pub intact: PathBuf,
 }
 
-/// A file system mounted from an image; unmounting happens on drop, mount first, then the
-/// loop device (fields drop in declaration order).
+/// A file system mounted from an image (through an autoclear loop device, or an intactfs
+/// daemon); unmounted on drop.
 pub struct Attached {
     pub mount: Option<Mounted>,
-    pub loop_dev: Option<Loop>,
     intact: Option<PathBuf>,
 }
 
@@ -42,7 +41,6 @@ impl Attached {
             (Some(m), None) => m.unmount(),
             (None, _) => Ok(()),
         };
-        drop(self.loop_dev.take());
         r
     }
 }
@@ -95,9 +93,9 @@ impl FsKind {
 
     fn programs(self) -> &'static [(&'static str, &'static str)] {
         match self {
-            FsKind::Ext4 => &[("mkfs.ext4", "e2fsprogs"), ("e2fsck", "e2fsprogs"), ("losetup", "mount"), ("mount", "mount")],
-            FsKind::Xfs => &[("mkfs.xfs", "xfsprogs"), ("xfs_repair", "xfsprogs"), ("losetup", "mount"), ("mount", "mount")],
-            FsKind::Btrfs => &[("mkfs.btrfs", "btrfs-progs"), ("btrfs", "btrfs-progs"), ("losetup", "mount"), ("mount", "mount")],
+            FsKind::Ext4 => &[("mkfs.ext4", "e2fsprogs"), ("e2fsck", "e2fsprogs")],
+            FsKind::Xfs => &[("mkfs.xfs", "xfsprogs"), ("xfs_repair", "xfsprogs")],
+            FsKind::Btrfs => &[("mkfs.btrfs", "btrfs-progs"), ("btrfs", "btrfs-progs")],
             FsKind::Intactfs => &[("umount", "mount")],
         }
     }
@@ -156,16 +154,10 @@ impl FsKind {
                 c.arg("-o").arg(options);
             }
             run(&format!("mounting intactfs {} on {}", image.display(), dir.display()), &mut c)?;
-            return Ok(Attached { mount: Some(Mounted::adopt(dir)), loop_dev: None, intact: Some(tools.intact.clone()) });
+            return Ok(Attached { mount: Some(Mounted::adopt(dir)), intact: Some(tools.intact.clone()) });
         }
-        if !direct_io {
-            // Checking images: the fast path (system calls, autoclear loop device).
-            let m = crate::sys::mount_image(self.name(), image, dir, options)?;
-            return Ok(Attached { mount: Some(m), loop_dev: None, intact: None });
-        }
-        let lo = Loop::attach(image, direct_io)?;
-        let m = Mounted::kernel(self.name(), &lo.dev, dir, options)?;
-        Ok(Attached { mount: Some(m), loop_dev: Some(lo), intact: None })
+        let m = crate::sys::mount_image(self.name(), image, dir, options, direct_io)?;
+        Ok(Attached { mount: Some(m), intact: None })
     }
 
     /// Mount options a check adds so that clones of one image can be mounted at once.

@@ -1,4 +1,4 @@
-//! The system steps: programs (mkfs, losetup, mount, fsck), loop devices and mounts as
+//! The system steps: programs (mkfs, fsck), loop devices and mounts (system calls) as
 //! guards that undo themselves on every exit path, and image copies.
 
 use std::fs::File;
@@ -40,36 +40,6 @@ pub fn have(prog: &str) -> bool {
     std::env::split_paths(&path).any(|d| d.join(prog).is_file())
 }
 
-/// An attached loop device, detached on drop.
-pub struct Loop {
-    pub dev: PathBuf,
-    /// The backing file, as the kernel names it (`/sys/block/loopN/loop/backing_file`).
-    file: PathBuf,
-}
-
-impl Loop {
-    pub fn attach(file: &Path, direct_io: bool) -> Result<Loop, String> {
-        let mut c = Command::new("losetup");
-        c.args(["--find", "--show"]);
-        if direct_io {
-            c.arg("--direct-io=on");
-        }
-        let out = run(&format!("attaching a loop device to {}", file.display()), c.arg(file))?;
-        let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        if dev.is_empty() {
-            return Err("losetup printed no device name".into());
-        }
-        Ok(Loop { dev: PathBuf::from(dev), file: std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf()) })
-    }
-
-    /// `losetup -d` on a device someone else still has open (a concurrent mount or losetup
-    /// scanning devices) only marks it to be detached on the last close: wait for that
-    /// (briefly), so that nothing of ours is left attached when we return.
-    fn wait_detached(&self) {
-        wait_detached(&self.dev, &self.file);
-    }
-}
-
 /// Waits (up to 2 s) until loop device `dev` no longer serves `file`: a detach, or an
 /// autoclear after unmount, completes only when every opener (udev, blkid) has closed it.
 fn wait_detached(dev: &Path, file: &Path) {
@@ -79,19 +49,6 @@ fn wait_detached(dev: &Path, file: &Path) {
         match std::fs::read_to_string(&sys) {
             Ok(b) if Path::new(b.trim().trim_end_matches(" (deleted)")) == file => std::thread::sleep(std::time::Duration::from_millis(if i < 100 { 1 } else { 10 })),
             _ => return, // detached (or already reused for another file)
-        }
-    }
-}
-
-impl Drop for Loop {
-    fn drop(&mut self) {
-        // A device still busy right after umount (udev probing) frees itself shortly.
-        for attempt in 0..20 {
-            match run("detaching", Command::new("losetup").arg("-d").arg(&self.dev)) {
-                Ok(_) => return self.wait_detached(),
-                Err(e) if attempt == 19 => eprintln!("intact: warning: cannot detach {}: {e}", self.dev.display()),
-                Err(_) => std::thread::sleep(std::time::Duration::from_millis(50)),
-            }
         }
     }
 }
@@ -124,6 +81,7 @@ struct LoopConfig {
 const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
 const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
 const LO_FLAGS_AUTOCLEAR: u32 = 4;
+const LO_FLAGS_DIRECT_IO: u32 = 16;
 
 fn cstr(p: &Path) -> Result<std::ffi::CString, String> {
     use std::os::unix::ffi::OsStrExt;
@@ -132,8 +90,10 @@ fn cstr(p: &Path) -> Result<std::ffi::CString, String> {
 
 /// Mounts an image file through a loop device that detaches itself when unmounted
 /// (autoclear), with system calls instead of losetup(8) and mount(8): checking thousands
-/// of images, the two programs per image would cost more than the mount.
-pub fn mount_image(fstype: &str, image: &Path, dir: &Path, options: &str) -> Result<Mounted, String> {
+/// of images, the two programs per image would cost more than the mount. `direct_io`: the
+/// loop device writes straight to the file (the recorder then sees each write as the
+/// device completes it, and writes between flushes in any order: block semantics).
+pub fn mount_image(fstype: &str, image: &Path, dir: &Path, options: &str, direct_io: bool) -> Result<Mounted, String> {
     let what = |e: std::io::Error| format!("mounting {} ({fstype}) on {}: {e}", image.display(), dir.display());
     let backing = std::fs::OpenOptions::new().read(true).write(true).open(image).map_err(what)?;
     let ctl = std::fs::OpenOptions::new().read(true).write(true).open("/dev/loop-control").map_err(|e| format!("/dev/loop-control: {e} (loop devices are needed)"))?;
@@ -151,7 +111,7 @@ pub fn mount_image(fstype: &str, image: &Path, dir: &Path, options: &str) -> Res
         // SAFETY: zeroed plain-data struct.
         let mut cfg: LoopConfig = unsafe { std::mem::zeroed() };
         cfg.fd = backing.as_raw_fd() as u32;
-        cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+        cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR | if direct_io { LO_FLAGS_DIRECT_IO } else { 0 };
         // SAFETY: LOOP_CONFIGURE reads a loop_config we own.
         if unsafe { libc::ioctl(lo.as_raw_fd(), LOOP_CONFIGURE, &cfg as *const LoopConfig) } != 0 {
             let e = std::io::Error::last_os_error();
@@ -196,21 +156,6 @@ pub struct Mounted {
 }
 
 impl Mounted {
-    pub fn kernel(fstype: &str, source: &Path, dir: &Path, options: &str) -> Result<Mounted, String> {
-        let mut c = Command::new("mount");
-        c.arg("-t").arg(fstype);
-        if !options.is_empty() {
-            c.arg("-o").arg(options);
-        }
-        if let Err(e) = run(&format!("mounting {} ({fstype}) on {}", source.display(), dir.display()), c.arg(source).arg(dir)) {
-            return Err(match kernel_says(source) {
-                Some(k) => format!("{k} ({e})"),
-                None => e,
-            });
-        }
-        Ok(Mounted { dir: dir.to_path_buf(), done: false, lo: None })
-    }
-
     /// A mount someone else made (e.g. an intactfs daemon); we only unmount it.
     pub fn adopt(dir: &Path) -> Mounted {
         Mounted { dir: dir.to_path_buf(), done: false, lo: None }
