@@ -255,7 +255,7 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
     // The last stream ignores fsync: only streamsync makes it durable.
     let ignoring = cfg.streams - 1;
     if cfg.streams > 1 {
-        fs.set_stream_flags(ignoring, StreamFlags { ignore_fsync: true });
+        fs.set_stream_flags(ignoring, StreamFlags { ignore_fsync: true, ..Default::default() });
     }
     let mut model = Model::default();
     let mut inos: BTreeMap<MIno, Ino> = BTreeMap::from([(MROOT, ROOT)]);

@@ -1,8 +1,10 @@
 //! Free space: derived from the metadata at mount, never journaled (design brief).
 //!
-//! Blocks freed by a commit wait in `pending` until that commit is durable, so a crash can
-//! never leave durable metadata pointing at a block that was reused (OptFS "reuse after
-//! notification", ccfs order-less space reuse).
+//! Blocks freed by a commit wait in `pending`, tagged with the commit's sequence number,
+//! until the engine knows that commit is durable (and recovery will no longer check the
+//! checksums of the blocks' older contents), so a crash can never leave durable metadata
+//! pointing at a block that was reused (OptFS "reuse after notification", ccfs order-less
+//! space reuse).
 
 use std::collections::BTreeMap;
 
@@ -11,8 +13,8 @@ pub struct Allocator {
     /// start → length of each free run.
     free: BTreeMap<u64, u64>,
     free_blocks: u64,
-    /// Freed by commits that are not yet known durable.
-    pending: Vec<(u64, u64)>,
+    /// Freed by commits that are not yet known durable: (commit sequence, start, length).
+    pending: Vec<(u64, u64, u64)>,
     /// Next-fit cursor: consecutive allocations continue where the last one ended, so a
     /// file appended over several commits stays contiguous.
     cursor: u64,
@@ -93,18 +95,30 @@ impl Allocator {
         self.free_blocks += len;
     }
 
-    /// Frees a run once the commit that freed it is durable.
-    pub fn defer(&mut self, start: u64, len: u64) {
+    /// Frees a run once commit `seq`, which freed it, is durable.
+    pub fn defer(&mut self, seq: u64, start: u64, len: u64) {
         if len > 0 {
-            self.pending.push((start, len));
+            self.pending.push((seq, start, len));
         }
     }
 
-    /// Everything deferred so far is durable now.
-    pub fn durable(&mut self) {
-        for (s, l) in std::mem::take(&mut self.pending) {
+    /// Everything deferred by commits up to `seq` may be reused now.
+    pub fn durable_upto(&mut self, seq: u64) {
+        let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending).into_iter().partition(|p| p.0 <= seq);
+        self.pending = later;
+        for (_, s, l) in now {
             self.release(s, l);
         }
+    }
+
+    /// Everything deferred so far may be reused now.
+    pub fn durable(&mut self) {
+        self.durable_upto(u64::MAX);
+    }
+
+    /// Blocks freed by commits but not yet reusable.
+    pub fn pending_blocks(&self) -> u64 {
+        self.pending.iter().map(|p| p.2).sum()
     }
 
     pub fn is_free(&self, block: u64) -> bool {
@@ -124,9 +138,13 @@ mod tests {
         let got = a.alloc(15);
         assert_eq!(got, vec![(10, 10), (25, 5)]);
         assert_eq!(a.free_blocks(), 90 - 5 - 15);
-        a.defer(10, 10);
+        a.defer(7, 10, 10);
+        a.defer(8, 20, 0);
         assert!(!a.is_free(12));
-        a.durable();
+        a.durable_upto(6);
+        assert!(!a.is_free(12), "freed by commit 7, which is not durable yet");
+        assert_eq!(a.pending_blocks(), 10);
+        a.durable_upto(7);
         assert!(a.is_free(12));
         for (s, l) in got.into_iter().skip(1) {
             a.release(s, l);

@@ -71,6 +71,8 @@ pub struct Stats {
     pub header_bytes: u64,
     pub flushes: u64,
     pub commits: u64,
+    /// Commits written without a flush (osync, OptFS §4.4).
+    pub optimistic_commits: u64,
     pub checkpoints: u64,
 }
 
@@ -164,7 +166,8 @@ pub struct Fs<D: BlockDevice> {
     durable: Meta,
     alloc: Allocator,
     free_inos: BTreeSet<Ino>,
-    pending_inos: Vec<Ino>,
+    /// Inode numbers freed by commit `.0`, reusable once it is durable.
+    pending_inos: Vec<(u64, Ino)>,
     streams: Streams,
     dirty: HashMap<Ino, BTreeMap<u64, Box<[u8]>>>,
     dirty_blocks: u64,
@@ -181,7 +184,16 @@ pub struct Fs<D: BlockDevice> {
     open: HashMap<Ino, u32>,
     jhead: u64,
     next_seq: u64,
+    /// The last record known to be on the media (a flush completed after it was written).
     durable_upto: u64,
+    /// The highest `durable_upto` that a record on the media carries: recovery checks the
+    /// data checksums of every record after it, so blocks those records' writers wrote
+    /// must not be reused yet (see [`Self::released`]).
+    carried: u64,
+    /// The `durable_upto` the last record written carries.
+    last_carried: u64,
+    /// Records or data written since the last flush (osync commits).
+    unflushed: bool,
     opts: MountOptions,
     clock: Clock,
     stats: Stats,
@@ -288,6 +300,9 @@ impl<D: BlockDevice> Fs<D> {
             jhead: journal_head,
             next_seq,
             durable_upto,
+            carried: durable_upto,
+            last_carried: durable_upto,
+            unflushed: false,
             opts,
             clock,
             stats: Stats::default(),
@@ -395,20 +410,83 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     /// fsync/fdatasync: the caller's stream, and the group holding the file's uncommitted
-    /// changes if another. A no-op in an IGNORE_FSYNC stream.
+    /// changes if another. A no-op in an IGNORE_FSYNC stream, an osync in a FSYNC_AS_OSYNC
+    /// one.
     pub fn fsync(&mut self, s: StreamId, ino: Ino, _datasync: bool) -> Result<()> {
         self.node(ino)?;
-        if self.streams.stream(s).flags.ignore_fsync || self.opts.read_only {
+        let flags = self.streams.stream(s).flags;
+        if flags.ignore_fsync || self.opts.read_only {
+            return Ok(());
+        }
+        self.sync_file(s, ino, !flags.fsync_as_osync)
+    }
+
+    /// OptFS `osync()` (§4.4): commits what `fsync` would, without waiting for the device.
+    /// After it returns, no later update of the stream survives a crash without every
+    /// update before it (the records are recovered in order, each only if its data
+    /// arrived); they become durable at the next flush ([`Self::flush`], a `dsync`, a
+    /// `sync` or any flushing commit). Returns the ticket to compare with
+    /// [`Self::durable_ticket`]: the osync'd point is durable once that reaches it.
+    pub fn osync(&mut self, s: StreamId, ino: Ino) -> Result<u64> {
+        self.node(ino)?;
+        if self.opts.read_only {
+            return Ok(self.durable_upto);
+        }
+        self.sync_file(s, ino, false)?;
+        Ok(self.written_ticket())
+    }
+
+    /// OptFS `dsync()`: `fsync` whatever the stream's flags: everything before it in the
+    /// stream (and earlier osyncs of any stream) is on the media when it returns.
+    pub fn dsync(&mut self, s: StreamId, ino: Ino) -> Result<()> {
+        self.node(ino)?;
+        if self.opts.read_only {
+            return Ok(());
+        }
+        self.sync_file(s, ino, true)
+    }
+
+    fn sync_file(&mut self, s: StreamId, ino: Ino, flush: bool) -> Result<()> {
+        self.writable()?;
+        // The file's other group first, so that one flush covers both.
+        if let Some(o) = self.streams.owner_of(&Key::Ino(ino)) {
+            if self.streams.find(o) != self.streams.find(s) {
+                let g = self.streams.group(o);
+                self.commit_with(&g, false)?;
+            }
+        }
+        let g = self.streams.group(s);
+        self.commit_with(&g, flush)
+    }
+
+    /// Makes every record written so far durable (one flush if any is not yet): the
+    /// durability timeout of the mount and the notification path call it.
+    pub fn flush(&mut self) -> Result<()> {
+        if self.opts.read_only || !self.unflushed {
             return Ok(());
         }
         self.writable()?;
-        let g = self.streams.group(s);
-        self.commit(&g)?;
-        if let Some(o) = self.streams.owner_of(&Key::Ino(ino)) {
-            let g = self.streams.group(o);
-            self.commit(&g)?;
+        if let Err(e) = self.dev.flush() {
+            return Err(self.poison(format!("flushing: {e}")));
         }
+        self.stats.flushes += 1;
+        self.flushed();
         Ok(())
+    }
+
+    /// The last commit known to be on the media: an osync ticket at or below it is durable.
+    pub fn durable_ticket(&self) -> u64 {
+        self.durable_upto
+    }
+
+    /// The last commit written (durable or not).
+    pub fn written_ticket(&self) -> u64 {
+        self.next_seq - 1
+    }
+
+    /// Some commit was written without a flush and is not yet known durable.
+    pub fn has_unflushed(&self) -> bool {
+        self.unflushed
     }
 
     /// Commits every stream, as one record.
@@ -424,6 +502,7 @@ impl<D: BlockDevice> Fs<D> {
         self.writable()?;
         let all: Vec<StreamId> = self.streams.busy_groups().into_iter().flatten().collect();
         self.commit(&all)?;
+        self.flush()?;
         debug_assert_eq!(self.freeing, 0, "everything is committed, yet blocks wait to be freed");
         Ok(())
     }
@@ -850,9 +929,15 @@ impl<D: BlockDevice> Fs<D> {
     /// cleans). Returns the number of blocks to reserve.
     fn room_for(&mut self, need: impl Fn(&Self) -> u64) -> Result<u64> {
         let mut n = need(self);
-        if n > self.available() && self.freeing > 0 {
+        if n > self.available() && (self.freeing > 0 || self.alloc.pending_blocks() > 0) {
             self.sync()?;
             n = need(self);
+            if n > self.available() && self.alloc.pending_blocks() > 0 {
+                // Freed by osync commits whose writers' checksums recovery may still
+                // check: a checkpoint ends that (the journal restarts).
+                self.checkpoint()?;
+                n = need(self);
+            }
         }
         if n > self.available() {
             return Err(FsError::NoSpace(format!("{n} blocks needed, {} available", self.available())));
@@ -1050,8 +1135,15 @@ impl<D: BlockDevice> Fs<D> {
         self.meta_reserve = 2 * last + 16 + self.live.inodes.len() as u64 / 16;
     }
 
-    /// Commits the running transactions of `members` (one group, or all) as one record.
+    /// Commits the running transactions of `members` (one group, or all) as one record,
+    /// durably.
     fn commit(&mut self, members: &[StreamId]) -> Result<()> {
+        self.commit_with(members, true)
+    }
+
+    /// Commits as one record; `flush`: wait until it (and everything before it) is on the
+    /// media, else only write it (osync: recovery keeps it only if all of it arrived).
+    fn commit_with(&mut self, members: &[StreamId], flush: bool) -> Result<()> {
         self.writable()?;
         let (mut ops, keys, progress) = self.streams.take_group(members);
         let logical = ops.len();
@@ -1125,8 +1217,11 @@ impl<D: BlockDevice> Fs<D> {
         if ops.is_empty() {
             // Calls that changed nothing on disk (e.g. preallocating blocks already
             // allocated) are as durable as everything before them.
+            if flush {
+                self.flush()?;
+            }
             if !progress.is_empty() {
-                self.log_commit(self.durable_upto, progress);
+                self.log_commit(self.written_ticket(), progress);
             }
             return Ok(());
         }
@@ -1146,19 +1241,30 @@ impl<D: BlockDevice> Fs<D> {
             // snapshot already contains it, and the header flip makes it atomic.
             return self.commit_by_checkpoint(rec, logical, data_bytes);
         }
-        if let Err(e) = self.dev.write_run(self.jhead, &bytes).and_then(|_| self.dev.flush()) {
+        if let Err(e) = self.dev.write_run(self.jhead, &bytes) {
             return Err(self.poison(format!("writing journal record {}: {e}", rec.seq)));
         }
         self.jhead += (bytes.len() / BLOCK) as u64;
         self.stats.data_bytes += data_bytes;
         self.stats.journal_bytes += bytes.len() as u64;
-        self.stats.flushes += 1;
         self.stats.commits += 1;
-        self.apply_durable(&rec.ops, logical)?;
-        // The flush above made this record durable: what it freed may be reused now.
-        self.released();
-        self.durable_upto = rec.seq;
+        self.apply_durable(&rec.ops, logical, rec.seq)?;
         self.next_seq = rec.seq + 1;
+        self.last_carried = rec.durable_upto;
+        self.unflushed = true;
+        if flush {
+            // Data and record need no order between them: recovery checks the data CRCs.
+            if let Err(e) = self.dev.flush() {
+                return Err(self.poison(format!("flushing journal record {}: {e}", rec.seq)));
+            }
+            self.stats.flushes += 1;
+            self.flushed();
+        } else {
+            self.stats.optimistic_commits += 1;
+            if crate::mutation::active(crate::mutation::Mutation::EarlyReuse) {
+                self.alloc.durable();
+            }
+        }
         self.log_commit(rec.seq, progress);
         let used = self.jhead - self.sb.journal_start;
         if used as f64 >= self.opts.checkpoint_fill * self.sb.journal_blocks as f64 {
@@ -1168,13 +1274,11 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     fn commit_by_checkpoint(&mut self, rec: Record, logical: usize, data_bytes: u64) -> Result<()> {
-        self.apply_durable(&rec.ops, logical)?;
+        self.apply_durable(&rec.ops, logical, rec.seq)?;
         // The checkpoint records `next_seq` as its first sequence number: this transaction
         // takes the sequence number it would have had as a record.
         self.next_seq = rec.seq + 1;
-        self.durable_upto = rec.seq;
         self.checkpoint()?;
-        self.released();
         self.stats.data_bytes += data_bytes;
         self.stats.commits += 1;
         self.log_commit(rec.seq, rec.streams);
@@ -1184,27 +1288,50 @@ impl<D: BlockDevice> Fs<D> {
     /// Applies committed operations to the durable state; what they free waits in the
     /// pending lists until [`Self::released`]. The first `logical` operations are calls
     /// logged earlier: what they free was counted in `freeing` then.
-    fn apply_durable(&mut self, ops: &[LogOp], logical: usize) -> Result<()> {
+    fn apply_durable(&mut self, ops: &[LogOp], logical: usize, seq: u64) -> Result<()> {
         for (k, op) in ops.iter().enumerate() {
             let freed = self.durable.apply(op).map_err(|e| FsError::Internal(format!("committed operation {op:?} does not apply to the durable state: {e}")))?;
             for (s, l) in freed.extents {
-                self.alloc.defer(s, l);
+                self.alloc.defer(seq, s, l);
                 if k < logical {
                     debug_assert!(self.freeing >= l, "freeing {} < {l} freed by {op:?}", self.freeing);
                     self.freeing = self.freeing.saturating_sub(l);
                 }
             }
             if let Some(i) = freed.ino {
-                self.pending_inos.push(i);
+                self.pending_inos.push((seq, i));
             }
         }
         Ok(())
     }
 
-    /// Everything committed so far is on disk: what it freed may be reused.
+    /// A flush completed: every record written so far is on the media.
+    fn flushed(&mut self) {
+        self.durable_upto = self.written_ticket();
+        self.carried = self.carried.max(self.last_carried);
+        self.unflushed = false;
+        self.released();
+    }
+
+    /// Releases what durable commits freed. A block freed by commit F was written by an
+    /// earlier commit W, whose record recovery checks against the block's checksum unless
+    /// a record on the media says W was durable. So F's frees are reusable once F is on
+    /// the media *and* some record on the media carries `durable_upto` ≥ F − 1 ≥ W. With
+    /// flushing commits only, F itself carries F − 1, and this is "after F's flush"; after
+    /// osync commits it may take one more flushed record (or a checkpoint).
     fn released(&mut self) {
+        let upto = self.durable_upto.min(self.carried + 1);
+        self.alloc.durable_upto(upto);
+        let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending_inos).into_iter().partition(|p| p.0 <= upto);
+        self.pending_inos = later;
+        self.free_inos.extend(now.into_iter().map(|p| p.1));
+    }
+
+    /// After a checkpoint nothing older is replayed or checked: everything freed so far
+    /// may be reused.
+    fn released_all(&mut self) {
         self.alloc.durable();
-        self.free_inos.extend(self.pending_inos.drain(..));
+        self.free_inos.extend(self.pending_inos.drain(..).map(|p| p.1));
     }
 
     fn log_commit(&mut self, seq: u64, streams: Vec<(StreamId, u64)>) {
@@ -1264,6 +1391,12 @@ impl<D: BlockDevice> Fs<D> {
         self.cp = cp;
         self.cp_slot = slot;
         self.jhead = self.sb.journal_start;
+        // The header flip's flush made every record written before it durable too.
+        self.durable_upto = self.written_ticket();
+        self.carried = self.durable_upto;
+        self.last_carried = self.durable_upto;
+        self.unflushed = false;
+        self.released_all();
         self.update_meta_reserve();
         Ok(())
     }

@@ -11,6 +11,7 @@
 //! * [`engine`]: [`Fs`], the POSIX operations, commit and checkpoint.
 //! * [`recovery`]: mount-time replay and the structural invariants.
 //! * [`fsck`] and [`dump`]: the tools.
+//! * [`mutation`]: deliberate bugs the crash simulation must catch (feature `mutations`).
 
 pub mod alloc;
 pub mod dump;
@@ -19,6 +20,7 @@ pub mod error;
 pub mod fsck;
 pub mod layout;
 pub mod meta;
+pub mod mutation;
 pub mod recovery;
 pub mod streams;
 

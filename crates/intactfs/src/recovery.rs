@@ -187,10 +187,11 @@ pub fn load<D: BlockDevice>(dev: &mut D) -> Result<Loaded> {
         pos += nb;
         seq += 1;
     }
-    // Records are written one at a time, each flushed before the next: a crash can tear
-    // only the last. An intact later record of this epoch that counts the one replay
-    // stopped at as durable proves that one was complete, so it is damaged: refuse rather
-    // than silently drop it and everything after it.
+    // A record counts an earlier one as durable only after a flush made it so (osync
+    // records are written without one, so any of several unflushed records may be torn).
+    // An intact later record of this epoch that counts the one replay stopped at as
+    // durable proves that one was complete, so it is damaged: refuse rather than silently
+    // drop it and everything after it.
     if pos < sb.journal_end() {
         if let Some((q, later)) = later_record(dev, &sb, pos + 1, cp.generation, seq)? {
             return Err(FsError::Corrupt(format!(
@@ -205,7 +206,7 @@ pub fn load<D: BlockDevice>(dev: &mut D) -> Result<Loaded> {
     let mut next_seq = cp.next_seq;
     let mut stop = stop;
     'records: for (pos, nb, rec) in records {
-        if rec.seq > durable {
+        if rec.seq > durable && !crate::mutation::active(crate::mutation::Mutation::NoRecoveryChecksum) {
             for op in &rec.ops {
                 for (b, crc) in op.data_blocks() {
                     if b < sb.data_start() || b >= sb.blocks {

@@ -19,6 +19,9 @@ pub const INIT_STREAM: StreamId = 0;
 pub struct StreamFlags {
     /// fsync/fdatasync in this stream are no-ops; streamsync still commits.
     pub ignore_fsync: bool,
+    /// fsync/fdatasync in this stream are osync (OptFS §4.4): an ordering point, durable
+    /// later; dsync and streamsync still make it durable at once.
+    pub fsync_as_osync: bool,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]

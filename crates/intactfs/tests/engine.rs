@@ -252,7 +252,7 @@ fn fsync_of_a_file_another_stream_wrote() {
 fn ignore_fsync_and_streamsync() {
     let mut fs = fresh(4096);
     assert_eq!(fs.getstream(42), intactfs::INIT_STREAM);
-    fs.setstream(42, 3, StreamFlags { ignore_fsync: true });
+    fs.setstream(42, 3, StreamFlags { ignore_fsync: true, ..Default::default() });
     assert_eq!(fs.getstream(42), 3);
     assert!(fs.stream_flags(3).ignore_fsync);
     let f = fs.create(3, ROOT, b"f", NewKind::File, 0o644, O).unwrap().ino;
@@ -396,4 +396,93 @@ fn seek_data_and_hole_follow_written_blocks() {
     fs.write(0, g, (1 << 40) - 1, b"z").unwrap();
     assert_eq!(fs.seek_data(g, 0, true).unwrap(), (1 << 40) - b);
     assert_eq!(fs.seek_data(g, 0, false).unwrap(), 0);
+}
+
+/// Every image a crash could leave, recovered: the set of (content of `a`, content of `b`).
+fn recovered_states(dev: &SimDevice, a: u64, b: u64) -> std::collections::BTreeSet<(Vec<u8>, Vec<u8>)> {
+    let imgs = dev.all_images(1 << 12).expect("few enough unflushed writes to enumerate");
+    imgs.into_iter()
+        .map(|img| {
+            let mut d = SimDevice::from_image(BLOCK, img).unwrap();
+            assert!(fsck(&mut d, true).clean());
+            let (mut fs, _) = Fs::mount(d, MountOptions::default()).unwrap();
+            let size = |fs: &Fs<SimDevice>, i| fs.getattr(i).map(|x| x.size as usize).unwrap_or(0);
+            let (sa, sb) = (size(&fs, a), size(&fs, b));
+            (fs.read(a, 0, sa).unwrap(), fs.read(b, 0, sb).unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn osync_orders_without_flushing_and_dsync_makes_durable() {
+    let mut fs = fresh(1024);
+    let a = file(&mut fs, ROOT, "a");
+    let b = file(&mut fs, ROOT, "b");
+    fs.sync().unwrap();
+    let flushes = fs.stats().flushes;
+    fs.write(1, a, 0, b"first").unwrap();
+    let t1 = fs.osync(1, a).unwrap();
+    fs.write(1, b, 0, b"second").unwrap();
+    let t2 = fs.osync(1, b).unwrap();
+    assert_eq!(fs.stats().flushes, flushes, "osync issues no flush");
+    assert_eq!(fs.stats().optimistic_commits, 2);
+    assert!(t2 > t1 && fs.durable_ticket() < t1 && fs.has_unflushed());
+    // A crash now: nothing, the first update, or both; never the second without the first.
+    let states = recovered_states(fs.device(), a, b);
+    let none = (Vec::new(), Vec::new());
+    let first = (b"first".to_vec(), Vec::new());
+    let both = (b"first".to_vec(), b"second".to_vec());
+    assert_eq!(states, [none, first, both.clone()].into_iter().collect(), "prefix semantics");
+    // dsync of the stream flushes; its point and every osync before it are durable.
+    fs.write(1, a, 5, b"+").unwrap();
+    fs.dsync(1, a).unwrap();
+    assert_eq!(fs.stats().flushes, flushes + 1);
+    assert!(fs.durable_ticket() >= t2 && !fs.has_unflushed());
+    let states = recovered_states(fs.device(), a, b);
+    assert_eq!(states, [(b"first+".to_vec(), b"second".to_vec())].into_iter().collect());
+}
+
+#[test]
+fn fsync_as_osync_and_the_durability_flush() {
+    let mut fs = fresh(1024);
+    fs.setstream(9, 4, StreamFlags { fsync_as_osync: true, ..Default::default() });
+    let a = fs.create(4, ROOT, b"a", NewKind::File, 0o644, O).unwrap().ino;
+    fs.write(4, a, 0, b"x").unwrap();
+    let flushes = fs.stats().flushes;
+    fs.fsync(4, a, true).unwrap();
+    assert_eq!(fs.stats().flushes, flushes, "fsync is an osync in this stream");
+    assert!(fs.has_unflushed());
+    let t = fs.written_ticket();
+    fs.flush().unwrap();
+    assert!(fs.durable_ticket() >= t && !fs.has_unflushed());
+    fs.flush().unwrap();
+    assert_eq!(fs.stats().flushes, flushes + 1, "nothing left to flush");
+    // dsync with nothing new still waits for earlier osyncs.
+    fs.write(4, a, 1, b"y").unwrap();
+    fs.osync(4, a).unwrap();
+    fs.dsync(4, a).unwrap();
+    assert!(!fs.has_unflushed());
+}
+
+#[test]
+fn blocks_freed_by_osync_commits_wait_for_durability() {
+    // Overwrite one block again and again with osync on a small device: copy on write frees
+    // the old block each time; none may be reused until a flush (and a record on the media
+    // carrying it) makes the freeing commit durable, yet the device never runs out.
+    let mut fs = fresh(160);
+    let a = file(&mut fs, ROOT, "a");
+    fs.sync().unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    for i in 0..400u32 {
+        fs.write(1, a, 0, &vec![(i % 251) as u8; BLOCK]).unwrap();
+        fs.osync(1, a).unwrap();
+        let pblk = fs.durable_meta().get(a).unwrap().extents().unwrap().values().next().unwrap().pblk;
+        if !fs.has_unflushed() {
+            seen.clear();
+        }
+        assert!(seen.insert(pblk), "block {pblk} reused before the commit that freed it was durable (round {i})");
+    }
+    let dev = fs.unmount().unwrap();
+    let (mut fs, _) = Fs::mount(dev, MountOptions::default()).unwrap();
+    assert_eq!(fs.read(a, 0, 2).unwrap(), vec![(399 % 251) as u8; 2]);
 }

@@ -25,6 +25,7 @@ fn delta(a: Stats, b: Stats) -> Stats {
         header_bytes: b.header_bytes - a.header_bytes,
         flushes: b.flushes - a.flushes,
         commits: b.commits - a.commits,
+        optimistic_commits: b.optimistic_commits - a.optimistic_commits,
         checkpoints: b.checkpoints - a.checkpoints,
     }
 }

@@ -1,0 +1,34 @@
+//! Deliberate bugs, for proving that the crash simulation catches them (issue 12 item 3).
+//!
+//! Compiled in only with the `mutations` feature, and off until a test turns one on; without
+//! the feature [`active`] is a constant `false`, so release builds carry none of this.
+
+/// A known way to break the optimistic-commit protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Mutation {
+    /// Recovery replays records without checking their data blocks' checksums.
+    NoRecoveryChecksum = 1,
+    /// Blocks freed by a commit are reused at once, before the commit is durable.
+    EarlyReuse = 2,
+}
+
+#[cfg(feature = "mutations")]
+static ACTIVE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Turns one mutation on (or all off with `None`) for the whole process.
+#[cfg(feature = "mutations")]
+pub fn set(m: Option<Mutation>) {
+    ACTIVE.store(m.map_or(0, |m| m as u8), std::sync::atomic::Ordering::SeqCst);
+}
+
+#[cfg(feature = "mutations")]
+pub fn active(m: Mutation) -> bool {
+    ACTIVE.load(std::sync::atomic::Ordering::Relaxed) == m as u8
+}
+
+#[cfg(not(feature = "mutations"))]
+#[inline(always)]
+pub fn active(_m: Mutation) -> bool {
+    false
+}
