@@ -10,7 +10,8 @@
 # setstream round trips in C and Python; (b) stream ids agree between C, Python and
 # `intact fs exec`; (c) children inherit the stream; (d) the crash behaviour: the daemon
 # is killed with SIGKILL after writes in one or two streams, the image is mounted again,
-# and what survived is compared with ccfs's promise; (e) the calls fail with ENOTTY off
+# and what survived is compared with ccfs's promise, and osync/dsync (tickets, the durability
+# notification, exec --fsync-as osync); (e) the calls fail with ENOTTY off
 # the mount. Whatever happens, the trap unmounts, stops the daemon it started (by pid)
 # and removes the temporary directory.
 set -euo pipefail
@@ -119,8 +120,9 @@ out() {
 
 mount_fs() {
     rm -f "$PIDF"
-    # commit=0: the crash sections decide what is committed (no periodic commits).
-    timeout "$TIMEOUT" "$INTACT" fs mount "$IMG" "$MNT" --daemon --pid-file "$PIDF" --log "$LOG" -o commit=0 >/dev/null
+    # commit=0: the crash sections decide what is committed (no periodic commits);
+    # durability=2: DURABLE waits end soon.
+    timeout "$TIMEOUT" "$INTACT" fs mount "$IMG" "$MNT" --daemon --pid-file "$PIDF" --log "$LOG" -o commit=0,durability=2 >/dev/null
     DAEMON_PID=$(cat "$PIDF")
     daemon_alive "$DAEMON_PID" || { echo "the mount daemon (pid $DAEMON_PID) is not running" >&2; exit 1; }
     is_mounted || { echo "$MNT is not mounted" >&2; exit 1; }
@@ -161,13 +163,17 @@ fi
 
 section "the ABI agrees with crates/intactfs-fuse/src/control.rs"
 rust_nr() { grep -o "assert_eq!($1, 0x[0-9A-Fa-f_]*)" "$ROOT/crates/intactfs-fuse/src/control.rs" | sed 's/.*, 0x//; s/)//; s/_//g' | tr 'A-F' 'a-f'; }
-for n in SETSTREAM GETSTREAM STREAMSYNC; do
+for n in SETSTREAM GETSTREAM STREAMSYNC OSYNC DSYNC DURABLE; do
     want=$(printf '0x%08x' "0x$(rust_nr "IOC_$n")")
     eq "C $n" "$("$C" abi | awk -v k="$n" '$1 == k { print $2 }')" "$want"
     eq "Python $n" "$("$PY" -c "import intact.fs as f; print('0x%08x' % f.$n)")" "$want"
 done
 eq "C IGNORE_FSYNC" "$("$C" abi | awk '$1 == "IGNORE_FSYNC" { print $2 }')" \
     "$(sed -n 's/^pub const FLAG_IGNORE_FSYNC: u32 = \([0-9]*\);/\1/p' "$ROOT/crates/intactfs-fuse/src/control.rs")"
+eq "C FSYNC_AS_OSYNC" "$("$C" abi | awk '$1 == "FSYNC_AS_OSYNC" { print $2 }')" \
+    "$(sed -n 's/^pub const FLAG_FSYNC_AS_OSYNC: u32 = \([0-9]*\);/\1/p' "$ROOT/crates/intactfs-fuse/src/control.rs")"
+eq "sizeof(struct intact_durable)" "$("$C" abi | awk '$1 == "DURABLE_SIZE" { print $2 }')" \
+    "$(sed -n 's/^pub const DURABLE_ARG_SIZE: usize = \([0-9]*\);/\1/p' "$ROOT/crates/intactfs-fuse/src/control.rs")"
 eq "sizeof(struct intact_stream)" "$("$C" abi | awk '$1 == "SIZE" { print $2 }')" \
     "$(sed -n 's/^pub const STREAM_ARG_SIZE: usize = \([0-9]*\);/\1/p' "$ROOT/crates/intactfs-fuse/src/control.rs")"
 run "Python unit tests (no mount)" "$PY" -m unittest discover -s "$ROOT/python/tests" -p 'test_*.py'
@@ -247,6 +253,30 @@ eq "s3-c is absent: fsync in an IGNORE_FSYNC stream does not commit" "$(size_of 
 eq "s3-d survived (streamsync)" "$(sha_of "$MNT/s3-d")" "$("$C" pattern 65536 | sha256sum | cut -d' ' -f1)"
 eq "s3-e survived (streamsync commits even with IGNORE_FSYNC)" "$(sha_of "$MNT/s3-e")" "$("$C" pattern 4096 | sha256sum | cut -d' ' -f1)"
 eq "earlier crashes' survivors are still there" "$(size_of "$MNT/s1-b") $(size_of "$MNT/s2-a") $(size_of "$MNT/s1-a")" "1 $A4 absent"
+
+section "(d) osync and dsync (OptFS): tickets, the durability notification, exec --fsync-as osync"
+run "C: osync tickets, DURABLE poll and wait, dsync, FSYNC_AS_OSYNC" "$C" osync "$MNT/s4-c" libintact-osync
+run "Python: the same through intact.fs" "$PY" "$PYCHECK" osync "$MNT/s4-p"
+eq "intact fs exec --fsync-as osync sets FSYNC_AS_OSYNC" \
+    "$(out "$INTACT" fs exec --mount "$MNT" --stream O --fsync-as osync -- "$PY" "$PYCHECK" get "$MNT")" "$(out "$C" id O) 2"
+eq "intact fs exec --fsync-as osync without --stream: a stream of its own" \
+    "$(out "$INTACT" fs exec --mount "$MNT" --fsync-as osync -- "$PY" "$PYCHECK" get "$MNT" | cut -d' ' -f2)" 2
+rc=0; msg=$("$INTACT" fs exec --mount "$MNT" --fsync-as sometimes -- true 2>&1) || rc=$?
+eq "--fsync-as with an unknown value exits 2" "$rc" 2
+rc=0; msg=$("$INTACT" fs exec --mount "$MNT" --stream init --fsync-as osync -- true 2>&1) || rc=$?
+eq "--fsync-as osync on the init stream is refused (exit 2)" "$rc" 2
+run "python write s5-o + fsync in stream O --fsync-as osync (an osync: committed, not flushed)" \
+    "$INTACT" fs exec --mount "$MNT" --stream O --fsync-as osync -- "$PY" "$PYCHECK" write "$MNT/s5-o" 65536 fsync
+run "C: write s5-d (4 KiB) in stream P, dsync" "$C" write "$MNT/s5-d" P 4096 dsync
+run "C: write s5-n (4 KiB) in stream Q, no sync" "$C" write "$MNT/s5-n" Q 4096 none
+crash
+# A daemon crash keeps what reached the image file, flushed or not; what a power loss
+# keeps of osync'd commits (a prefix) is checked on crash images by
+# crates/intact-cli/tests/blk.rs (intactfs_osync_keeps_each_stream_a_prefix_on_every_crash_image)
+# and the crash simulation.
+eq "s5-o survived the daemon's crash (osync committed it)" "$(sha_of "$MNT/s5-o")" "$("$C" pattern 65536 | sha256sum | cut -d' ' -f1)"
+eq "s5-d survived (dsync)" "$(sha_of "$MNT/s5-d")" "$("$C" pattern 4096 | sha256sum | cut -d' ' -f1)"
+eq "s5-n (never synced) is absent" "$(size_of "$MNT/s5-n")" absent
 
 # ---- (e) off the mount ----------------------------------------------------------------
 

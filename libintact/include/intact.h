@@ -42,17 +42,45 @@ struct intact_stream {
 /* Commit the calling process's stream durably (regardless of INTACT_IGNORE_FSYNC). */
 #define INTACT_IOC_STREAMSYNC _IO(INTACT_IOC_MAGIC, 3)
 
+/* OptFS osync (Chidambaram et al., SOSP 2013, §4.4): commit the calling process's stream
+ * (and the file's pending changes) in order, without waiting for the device. Out: a
+ * durability ticket. After it returns, no later update of the stream survives a crash
+ * without every update before it; they become durable within the mount's durability
+ * timeout, or at the next dsync, streamsync, fsync or sync. */
+#define INTACT_IOC_OSYNC _IOR(INTACT_IOC_MAGIC, 4, uint64_t)
+/* OptFS dsync: like fsync whatever the stream's flags: everything before it in the stream
+ * (and every earlier osync) is on the media when it returns. */
+#define INTACT_IOC_DSYNC _IO(INTACT_IOC_MAGIC, 5)
+
+/* The argument of DURABLE (native byte order, 16 bytes). */
+struct intact_durable {
+    uint64_t ticket;   /* in: a ticket from OSYNC; out: the newest durable ticket */
+    uint32_t flags;    /* in: INTACT_DURABLE_WAIT or 0 */
+    uint32_t reserved; /* 0 */
+};
+/* The durability notification: whether an osync'd point is durable yet; with
+ * INTACT_DURABLE_WAIT, returns once it is. */
+#define INTACT_IOC_DURABLE _IOWR(INTACT_IOC_MAGIC, 6, struct intact_durable)
+#define INTACT_DURABLE_WAIT 1u
+
 /* The numbers the daemon compares against (Linux's generic _IOC encoding, as on x86 and
  * arm). Platforms with another encoding fail the static assertions below. */
 #define INTACT_IOC_SETSTREAM_NR 0x4010CC01u
 #define INTACT_IOC_GETSTREAM_NR 0x8010CC02u
 #define INTACT_IOC_STREAMSYNC_NR 0x0000CC03u
+#define INTACT_IOC_OSYNC_NR 0x8008CC04u
+#define INTACT_IOC_DSYNC_NR 0x0000CC05u
+#define INTACT_IOC_DURABLE_NR 0xC010CC06u
 
 /* Flag: fsync and fdatasync in the stream return at once without committing; only
  * streamsync (and sync) make its updates durable. */
 #define INTACT_IGNORE_FSYNC 1u
+/* Flag: fsync and fdatasync in the stream are osync (ordered now, durable later), the
+ * way to run an unmodified program with OptFS semantics. Not together with
+ * INTACT_IGNORE_FSYNC. */
+#define INTACT_FSYNC_AS_OSYNC 2u
 /* Every flag the daemon accepts; others are refused with EINVAL. */
-#define INTACT_FLAGS_ALL INTACT_IGNORE_FSYNC
+#define INTACT_FLAGS_ALL (INTACT_IGNORE_FSYNC | INTACT_FSYNC_AS_OSYNC)
 
 /* The init stream: every process that neither set a stream nor inherited one. */
 #define INTACT_INIT_STREAM UINT64_C(0)
@@ -76,6 +104,10 @@ INTACT_STATIC_ASSERT(sizeof(uint64_t) == 8 && sizeof(uint32_t) == 4, "fixed-widt
 INTACT_STATIC_ASSERT(INTACT_IOC_SETSTREAM == INTACT_IOC_SETSTREAM_NR, "SETSTREAM is 0x4010CC01 (_IOW(0xCC, 1, 16 bytes))");
 INTACT_STATIC_ASSERT(INTACT_IOC_GETSTREAM == INTACT_IOC_GETSTREAM_NR, "GETSTREAM is 0x8010CC02 (_IOR(0xCC, 2, 16 bytes))");
 INTACT_STATIC_ASSERT(INTACT_IOC_STREAMSYNC == INTACT_IOC_STREAMSYNC_NR, "STREAMSYNC is 0xCC03 (_IO(0xCC, 3))");
+INTACT_STATIC_ASSERT(sizeof(struct intact_durable) == 16, "struct intact_durable is 16 bytes");
+INTACT_STATIC_ASSERT(INTACT_IOC_OSYNC == INTACT_IOC_OSYNC_NR, "OSYNC is 0x8008CC04 (_IOR(0xCC, 4, 8 bytes))");
+INTACT_STATIC_ASSERT(INTACT_IOC_DSYNC == INTACT_IOC_DSYNC_NR, "DSYNC is 0xCC05 (_IO(0xCC, 5))");
+INTACT_STATIC_ASSERT(INTACT_IOC_DURABLE == INTACT_IOC_DURABLE_NR, "DURABLE is 0xC010CC06 (_IOWR(0xCC, 6, 16 bytes))");
 
 /* ---- libintact ---------------------------------------------------------------- */
 
@@ -90,6 +122,23 @@ int intact_getstream(int fd, uint64_t *id, uint32_t *flags);
 
 /* STREAMSYNC on `fd`: commits the calling process's stream durably. */
 int intact_streamsync(int fd);
+
+/* OSYNC on `fd`: ordered now, durable later. `ticket` (may be NULL) receives the
+ * durability ticket for intact_durable. */
+int intact_osync(int fd);
+int intact_osync_ticket(int fd, uint64_t *ticket);
+
+/* DSYNC on `fd`: durable now. */
+int intact_dsync(int fd);
+
+/* DURABLE on `fd`: 1 if `ticket` is durable, 0 if not yet (only without `wait`), -1 with
+ * errno on failure (EINVAL: a ticket never issued). With `wait` != 0 it returns 1 once the
+ * ticket is durable, at the latest after the mount's durability timeout. */
+int intact_durable(int fd, uint64_t ticket, int wait);
+
+/* A message for an errno of these calls: ENOTTY is "not on an intactfs mount"; other
+ * values get strerror's text. */
+const char *intact_strerror(int errnum);
 
 /* The stream id of a name: FNV-1a 64 of its bytes (without the NUL). "init", "" and
  * NULL are the init stream 0; a name that hashes to 0 gets 1. Two programs that use the

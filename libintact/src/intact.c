@@ -31,6 +31,39 @@ int intact_streamsync(int fd) {
     return ioctl(fd, INTACT_IOC_STREAMSYNC, 0) < 0 ? -1 : 0;
 }
 
+int intact_osync_ticket(int fd, uint64_t *ticket) {
+    uint64_t t = 0;
+    if (ioctl(fd, INTACT_IOC_OSYNC, &t) < 0)
+        return -1;
+    if (ticket)
+        *ticket = t;
+    return 0;
+}
+
+int intact_osync(int fd) {
+    return intact_osync_ticket(fd, NULL);
+}
+
+int intact_dsync(int fd) {
+    return ioctl(fd, INTACT_IOC_DSYNC, 0) < 0 ? -1 : 0;
+}
+
+int intact_durable(int fd, uint64_t ticket, int wait) {
+    struct intact_durable d;
+    memset(&d, 0, sizeof d);
+    d.ticket = ticket;
+    d.flags = wait ? INTACT_DURABLE_WAIT : 0;
+    if (ioctl(fd, INTACT_IOC_DURABLE, &d) < 0)
+        return -1;
+    return d.ticket >= ticket ? 1 : 0;
+}
+
+const char *intact_strerror(int errnum) {
+    if (errnum == ENOTTY)
+        return "not on an intactfs mount";
+    return strerror(errnum);
+}
+
 uint64_t intact_stream_id(const char *name) {
     if (name == NULL || name[0] == '\0' || strcmp(name, "init") == 0)
         return INTACT_INIT_STREAM;

@@ -7,9 +7,10 @@
  *   t_intact fork MNT NAME            children and grandchildren inherit the stream
  *   t_intact notty DIR                the calls fail with -1/ENOTTY off the mount
  *   t_intact pattern BYTES            write the test pattern to stdout
- *   t_intact write FILE NAME BYTES none|fsync|streamsync [ignore]
+ *   t_intact write FILE NAME BYTES none|fsync|streamsync|osync|dsync [ignore]
  *                                     in stream NAME (IGNORE_FSYNC with "ignore"), create
  *                                     FILE with BYTES of the pattern, then sync as asked
+ *   t_intact osync FILE NAME          osync tickets, DURABLE polling and waiting, dsync
  *
  * Each check prints "ok: ..." or "FAIL: ..."; the exit status is 1 if any failed.
  */
@@ -55,8 +56,13 @@ static int cmd_abi(void) {
     printf("SETSTREAM 0x%08x\n", (unsigned)INTACT_IOC_SETSTREAM);
     printf("GETSTREAM 0x%08x\n", (unsigned)INTACT_IOC_GETSTREAM);
     printf("STREAMSYNC 0x%08x\n", (unsigned)INTACT_IOC_STREAMSYNC);
+    printf("OSYNC 0x%08x\n", (unsigned)INTACT_IOC_OSYNC);
+    printf("DSYNC 0x%08x\n", (unsigned)INTACT_IOC_DSYNC);
+    printf("DURABLE 0x%08x\n", (unsigned)INTACT_IOC_DURABLE);
     printf("IGNORE_FSYNC %u\n", (unsigned)INTACT_IGNORE_FSYNC);
+    printf("FSYNC_AS_OSYNC %u\n", (unsigned)INTACT_FSYNC_AS_OSYNC);
     printf("SIZE %zu\n", sizeof(struct intact_stream));
+    printf("DURABLE_SIZE %zu\n", sizeof(struct intact_durable));
     return 0;
 }
 
@@ -96,7 +102,7 @@ static int cmd_basic(const char *mnt) {
     r = intact_streamsync(fd);
     CHECK(r == 0, "streamsync(fd) = %d", r);
     errno = 0;
-    r = intact_setstream(fd, 0x5678, 2);
+    r = intact_setstream(fd, 0x5678, 4);
     int e = errno;
     CHECK(r == -1 && e == EINVAL, "an unknown flag is refused: r=%d errno=%s", r, strerror(e));
     r = intact_getstream(fd, &id, NULL);
@@ -222,6 +228,24 @@ static int cmd_notty(const char *dir) {
     e = errno;
     CHECK(r == -1 && e == ENOTTY, "getstream(fd of %s): r=%d errno=%s (want -1, ENOTTY)", dir, r, strerror(e));
     close(fd);
+    fd = open(dir, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return die(dir);
+    uint64_t t = 7;
+    errno = 0;
+    r = intact_osync_ticket(fd, &t);
+    e = errno;
+    CHECK(r == -1 && e == ENOTTY && t == 7, "osync(fd of %s): r=%d errno=%s (want -1, ENOTTY; ticket untouched)", dir, r, strerror(e));
+    errno = 0;
+    r = intact_dsync(fd);
+    e = errno;
+    CHECK(r == -1 && e == ENOTTY, "dsync(fd of %s): r=%d errno=%s (want -1, ENOTTY)", dir, r, strerror(e));
+    errno = 0;
+    r = intact_durable(fd, 1, 1);
+    e = errno;
+    CHECK(r == -1 && e == ENOTTY, "durable(fd of %s): r=%d errno=%s (want -1, ENOTTY)", dir, r, strerror(e));
+    CHECK(strcmp(intact_strerror(ENOTTY), "not on an intactfs mount") == 0, "intact_strerror(ENOTTY) = \"%s\"", intact_strerror(ENOTTY));
+    close(fd);
     errno = 0;
     r = intact_streamsync(-1);
     e = errno;
@@ -240,6 +264,50 @@ static int cmd_pattern(uint64_t n) {
         off += k;
     }
     return fflush(stdout) == 0 ? 0 : die("fflush");
+}
+
+/* osync returns increasing tickets; DURABLE answers at once without WAIT, and with WAIT
+ * once the ticket is durable; dsync makes every earlier ticket durable; a ticket never
+ * issued is EINVAL. */
+static int cmd_osync(const char *file, const char *name) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", file);
+    char *slash = strrchr(dir, '/');
+    if (slash == NULL || slash == dir)
+        return die("osync needs FILE in a directory of the mount");
+    *slash = '\0';
+    if (intact_setstream_path(dir, name, 0) < 0)
+        return die("intact_setstream_path");
+    int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return die(file);
+    uint64_t t1 = 0, t2 = 0, t3 = 0;
+    if (write(fd, "one", 3) != 3 || intact_osync_ticket(fd, &t1) < 0)
+        return die("write + osync");
+    CHECK(t1 > 0, "osync returns a ticket (%" PRIu64 ")", t1);
+    int d = intact_durable(fd, t1, 0);
+    CHECK(d == 0 || d == 1, "DURABLE without WAIT answers at once (%d)", d);
+    printf("after osync, durable without waiting: %d\n", d);
+    if (write(fd, "two", 3) != 3 || intact_osync_ticket(fd, &t2) < 0)
+        return die("write + osync");
+    CHECK(t2 > t1, "a later osync's ticket is larger (%" PRIu64 " > %" PRIu64 ")", t2, t1);
+    CHECK(intact_dsync(fd) == 0, "dsync");
+    CHECK(intact_durable(fd, t2, 0) == 1 && intact_durable(fd, t1, 0) == 1, "after dsync both tickets are durable");
+    if (write(fd, "three", 5) != 5 || intact_osync_ticket(fd, &t3) < 0)
+        return die("write + osync");
+    CHECK(intact_durable(fd, t3, 1) == 1, "DURABLE with WAIT returns once the ticket is durable (the durability timeout)");
+    errno = 0;
+    int r = intact_durable(fd, t3 + 1000000, 0);
+    int e = errno;
+    CHECK(r == -1 && e == EINVAL, "a ticket never issued: r=%d errno=%s (want -1, EINVAL)", r, strerror(e));
+    uint32_t flags = 9;
+    CHECK(intact_setstream(fd, intact_stream_id(name), INTACT_FSYNC_AS_OSYNC) == 0 && intact_getstream(fd, NULL, &flags) == 0 && flags == INTACT_FSYNC_AS_OSYNC, "FSYNC_AS_OSYNC is a stream flag (%u)", flags);
+    errno = 0;
+    r = intact_setstream(fd, intact_stream_id(name), INTACT_FSYNC_AS_OSYNC | INTACT_IGNORE_FSYNC);
+    e = errno;
+    CHECK(r == -1 && e == EINVAL, "FSYNC_AS_OSYNC with IGNORE_FSYNC: r=%d errno=%s (want -1, EINVAL)", r, strerror(e));
+    close(fd);
+    return failures ? 1 : 0;
 }
 
 static int cmd_write(const char *file, const char *name, uint64_t n, const char *sync, int ignore) {
@@ -274,8 +342,14 @@ static int cmd_write(const char *file, const char *name, uint64_t n, const char 
     } else if (strcmp(sync, "streamsync") == 0) {
         if (intact_streamsync(fd) < 0)
             return die("intact_streamsync");
+    } else if (strcmp(sync, "osync") == 0) {
+        if (intact_osync(fd) < 0)
+            return die("intact_osync");
+    } else if (strcmp(sync, "dsync") == 0) {
+        if (intact_dsync(fd) < 0)
+            return die("intact_dsync");
     } else if (strcmp(sync, "none") != 0) {
-        fprintf(stderr, "t_intact: sync must be none, fsync or streamsync\n");
+        fprintf(stderr, "t_intact: sync must be none, fsync, streamsync, osync or dsync\n");
         return 2;
     }
     if (close(fd) < 0)
@@ -300,6 +374,8 @@ int main(int argc, char **argv) {
         return cmd_notty(argv[2]);
     if (argc == 3 && strcmp(argv[1], "pattern") == 0)
         return cmd_pattern(strtoull(argv[2], NULL, 10));
+    if (argc == 4 && strcmp(argv[1], "osync") == 0)
+        return cmd_osync(argv[2], argv[3]);
     if ((argc == 6 || (argc == 7 && strcmp(argv[6], "ignore") == 0)) && strcmp(argv[1], "write") == 0)
         return cmd_write(argv[2], argv[3], strtoull(argv[4], NULL, 10), argv[5], argc == 7);
     fprintf(stderr, "usage: see the comment at the top of tests/t_intact.c\n");

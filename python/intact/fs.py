@@ -5,22 +5,31 @@ ordered with each other and independent of other streams', and fsync commits its
 The calls below issue the mount's ioctls on any file or directory of it; the stream
 belongs to the calling *process* (every thread) and is inherited by the processes it
 starts. Errors are ``OSError`` with the errno of the ioctl: ``ENOTTY`` when the file is
-not on an intactfs mount, ``EINVAL`` for an unknown flag.
+not on an intactfs mount (the message says so), ``EINVAL`` for an unknown flag.
 
     import intact.fs as ifs
     with ifs.stream("/mnt/x", "myapp-db", ignore_fsync=True):
         ...                       # writes here are ordered; fsync returns at once
         ifs.streamsync("/mnt/x")  # durable now
+
+OptFS's osync/dsync (docs/fs-api.md, "osync and dsync"):
+
+    f.write(b"..."); f.flush()
+    t = ifs.osync(f)              # ordered now, durable later
+    ifs.durable(f, t, wait=True)  # the notification: returns once it is durable
+    ifs.dsync(f)                  # durable now
 """
 
 import contextlib
+import errno
 import fcntl
 import os
 import struct
 
 __all__ = [
-    "IOC_MAGIC", "SETSTREAM", "GETSTREAM", "STREAMSYNC", "IGNORE_FSYNC", "INIT_STREAM",
-    "stream_id", "setstream", "getstream", "streamsync", "stream",
+    "IOC_MAGIC", "SETSTREAM", "GETSTREAM", "STREAMSYNC", "OSYNC", "DSYNC", "DURABLE",
+    "IGNORE_FSYNC", "FSYNC_AS_OSYNC", "DURABLE_WAIT", "INIT_STREAM",
+    "stream_id", "setstream", "getstream", "streamsync", "stream", "osync", "dsync", "durable",
 ]
 
 #: The ioctl "type" byte of every intactfs ioctl.
@@ -31,14 +40,26 @@ SETSTREAM = 0x4010CC01
 GETSTREAM = 0x8010CC02
 #: ``_IO(0xCC, 3)``
 STREAMSYNC = 0x0000CC03
+#: ``_IOR(0xCC, 4, uint64_t)``
+OSYNC = 0x8008CC04
+#: ``_IO(0xCC, 5)``
+DSYNC = 0x0000CC05
+#: ``_IOWR(0xCC, 6, struct intact_durable)``
+DURABLE = 0xC010CC06
 #: Flag: fsync and fdatasync in the stream return at once; streamsync stays durable.
 IGNORE_FSYNC = 1
+#: Flag: fsync and fdatasync in the stream are osync (ordered now, durable later).
+FSYNC_AS_OSYNC = 2
+#: DURABLE flag: wait until the ticket is durable.
+DURABLE_WAIT = 1
 #: The stream of every process that neither set one nor inherited one.
 INIT_STREAM = 0
 
-# struct intact_stream { uint64_t id; uint32_t flags; uint32_t reserved; } (native order)
+# struct intact_stream { uint64_t id; uint32_t flags; uint32_t reserved; } (native order);
+# struct intact_durable { uint64_t ticket; uint32_t flags; uint32_t reserved; } likewise.
 _ARG = struct.Struct("=QII")
 assert _ARG.size == 16
+_TICKET = struct.Struct("=Q")
 
 _FNV_OFFSET = 0xCBF29CE484222325
 _FNV_PRIME = 0x100000001B3
@@ -97,28 +118,39 @@ def _fd(path_or_fd):
         os.close(fd)
 
 
+def _ioctl(fd, cmd, arg):
+    try:
+        return fcntl.ioctl(fd, cmd, arg)
+    except OSError as e:
+        if e.errno == errno.ENOTTY:
+            raise OSError(errno.ENOTTY, "not on an intactfs mount (%s)" % os.strerror(errno.ENOTTY)) from None
+        raise
+
+
 def _set(fd, sid, flags):
-    fcntl.ioctl(fd, SETSTREAM, _ARG.pack(sid, flags, 0))
+    _ioctl(fd, SETSTREAM, _ARG.pack(sid, flags, 0))
 
 
-def setstream(path_or_fd, name_or_id, ignore_fsync=False):
+def setstream(path_or_fd, name_or_id, ignore_fsync=False, fsync_as_osync=False):
     """Put the calling process in a stream; return its id.
 
     ``path_or_fd``: any file or directory of the mount (path, fd or file object).
     ``name_or_id``: a name (see :func:`stream_id`) or a numeric id (0 is init).
-    ``ignore_fsync``: the stream's IGNORE_FSYNC flag. Flags belong to the stream, so
-    this also sets (or clears) it for the other processes in the stream.
+    ``ignore_fsync``: the stream's IGNORE_FSYNC flag; ``fsync_as_osync``: its
+    FSYNC_AS_OSYNC flag (not both). Flags belong to the stream, so this also sets (or
+    clears) them for the other processes in the stream.
     """
     sid = _to_id(name_or_id)
+    flags = (IGNORE_FSYNC if ignore_fsync else 0) | (FSYNC_AS_OSYNC if fsync_as_osync else 0)
     with _fd(path_or_fd) as fd:
-        _set(fd, sid, IGNORE_FSYNC if ignore_fsync else 0)
+        _set(fd, sid, flags)
     return sid
 
 
 def getstream(path_or_fd):
     """``(id, flags)``: the calling process's stream and that stream's flags."""
     with _fd(path_or_fd) as fd:
-        out = fcntl.ioctl(fd, GETSTREAM, bytes(_ARG.size))
+        out = _ioctl(fd, GETSTREAM, bytes(_ARG.size))
     sid, flags, _ = _ARG.unpack(out)
     return sid, flags
 
@@ -126,18 +158,44 @@ def getstream(path_or_fd):
 def streamsync(path_or_fd):
     """Commit the calling process's stream durably (even with IGNORE_FSYNC)."""
     with _fd(path_or_fd) as fd:
-        fcntl.ioctl(fd, STREAMSYNC, 0)
+        _ioctl(fd, STREAMSYNC, 0)
+
+
+def osync(path_or_fd):
+    """OptFS osync of a file (path, fd or file object; flush Python's buffer first):
+    its stream's updates so far are ordered before every later one, and become durable
+    within the mount's durability timeout. Returns the durability ticket."""
+    with _fd(path_or_fd) as fd:
+        out = _ioctl(fd, OSYNC, bytes(_TICKET.size))
+    return _TICKET.unpack(out)[0]
+
+
+def dsync(path_or_fd):
+    """OptFS dsync: durable now (everything before it in the stream, and every earlier
+    osync), whatever the stream's flags."""
+    with _fd(path_or_fd) as fd:
+        _ioctl(fd, DSYNC, 0)
+
+
+def durable(path_or_fd, ticket, wait=False):
+    """Whether the osync'd point ``ticket`` is durable; with ``wait``, block until it is
+    (at the latest the mount's durability timeout) and return True."""
+    if isinstance(ticket, bool) or not isinstance(ticket, int) or not 0 <= ticket <= _MASK:
+        raise ValueError("a ticket is what osync() returned (a 64-bit unsigned integer), not %r" % (ticket,))
+    with _fd(path_or_fd) as fd:
+        out = _ioctl(fd, DURABLE, _ARG.pack(ticket, DURABLE_WAIT if wait else 0, 0))
+    return _ARG.unpack(out)[0] >= ticket
 
 
 @contextlib.contextmanager
-def stream(mount, name, ignore_fsync=False):
+def stream(mount, name, ignore_fsync=False, fsync_as_osync=False):
     """Run a block in stream ``name`` (or a numeric id); yields its id.
 
     On exit the process goes back to the stream it was in on entry, with the flags that
     stream had then (set explicitly: an inherited stream becomes the process's own).
     """
     old_id, old_flags = getstream(mount)
-    sid = setstream(mount, name, ignore_fsync)
+    sid = setstream(mount, name, ignore_fsync, fsync_as_osync)
     try:
         yield sid
     finally:

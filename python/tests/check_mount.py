@@ -86,12 +86,54 @@ def inherit(mnt, name):
 
 
 def notty(d):
-    for name, call in (("getstream", lambda: ifs.getstream(d)), ("setstream", lambda: ifs.setstream(d, "x")), ("streamsync", lambda: ifs.streamsync(d))):
+    calls = (
+        ("getstream", lambda: ifs.getstream(d)), ("setstream", lambda: ifs.setstream(d, "x")), ("streamsync", lambda: ifs.streamsync(d)),
+        ("osync", lambda: ifs.osync(d)), ("dsync", lambda: ifs.dsync(d)), ("durable", lambda: ifs.durable(d, 1, wait=True)),
+    )
+    for name, call in calls:
         try:
             call()
             check(False, "%s(%s) raised nothing" % (name, d))
         except OSError as e:
-            check(e.errno == errno.ENOTTY, "%s(%s) raises OSError(ENOTTY): %r" % (name, d, e))
+            check(e.errno == errno.ENOTTY and "not on an intactfs mount" in str(e), "%s(%s) raises OSError(ENOTTY, not on an intactfs mount): %r" % (name, d, e))
+
+
+def osync(path):
+    """osync tickets, DURABLE polling and waiting, dsync, FSYNC_AS_OSYNC, bad tickets."""
+    with open(path, "wb") as f:
+        f.write(b"one")
+        f.flush()
+        t1 = ifs.osync(f)
+        check(isinstance(t1, int) and t1 > 0, "osync returns a ticket (%r)" % (t1,))
+        print("after osync, durable without waiting: %s" % ifs.durable(f, t1))
+        f.write(b"two")
+        f.flush()
+        t2 = ifs.osync(f.fileno())
+        check(t2 > t1, "a later osync's ticket is larger")
+        ifs.dsync(f)
+        check(ifs.durable(f, t1) and ifs.durable(f, t2), "after dsync both tickets are durable")
+        f.write(b"three")
+        f.flush()
+        t3 = ifs.osync(path)
+        check(ifs.durable(f, t3, wait=True) is True, "durable(wait=True) returns once the ticket is durable")
+        try:
+            ifs.durable(f, t3 + 10**6)
+            check(False, "a ticket never issued raised nothing")
+        except OSError as e:
+            check(e.errno == errno.EINVAL, "a ticket never issued: OSError(EINVAL): %r" % (e,))
+        for bad in (-1, "1", True, 1 << 64):
+            try:
+                ifs.durable(f, bad)
+                check(False, "ticket %r raised nothing" % (bad,))
+            except ValueError:
+                check(True, "ticket %r: ValueError" % (bad,))
+        sid = ifs.setstream(f, "py-osync", fsync_as_osync=True)
+        check(ifs.getstream(f) == (sid, ifs.FSYNC_AS_OSYNC), "FSYNC_AS_OSYNC is a stream flag")
+        try:
+            ifs.setstream(f, "py-osync", ignore_fsync=True, fsync_as_osync=True)
+            check(False, "both flags raised nothing")
+        except OSError as e:
+            check(e.errno == errno.EINVAL, "IGNORE_FSYNC with FSYNC_AS_OSYNC: OSError(EINVAL)")
 
 
 def pattern(n):
@@ -109,8 +151,12 @@ def write(path, n, sync):
             os.fsync(fd)
         elif sync == "streamsync":
             ifs.streamsync(fd)
+        elif sync == "osync":
+            ifs.osync(fd)
+        elif sync == "dsync":
+            ifs.dsync(fd)
         elif sync != "none":
-            raise SystemExit("sync must be none, fsync or streamsync")
+            raise SystemExit("sync must be none, fsync, streamsync, osync or dsync")
     finally:
         os.close(fd)
 
@@ -125,6 +171,8 @@ def main(argv):
         inherit(argv[2], argv[3])
     elif cmd == "notty" and len(argv) == 3:
         notty(argv[2])
+    elif cmd == "osync" and len(argv) == 3:
+        osync(argv[2])
     elif cmd == "write" and len(argv) == 5:
         write(argv[2], int(argv[3]), argv[4])
     else:

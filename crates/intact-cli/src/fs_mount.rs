@@ -26,8 +26,11 @@ pub struct MountArgs {
     #[arg(long)]
     pub log: Option<PathBuf>,
     /// Mount options, comma-separated: fsync=durable (default: fsync and fdatasync commit
-    /// the caller's stream) or fsync=ignore (they return at once in every stream;
-    /// streamsync and sync stay durable); private (only the mounting user may enter);
+    /// the caller's stream), fsync=ignore (they return at once in every stream;
+    /// streamsync and sync stay durable) or fsync=osync (they are OptFS osync in every
+    /// stream: ordered at once, durable within the durability timeout; dsync, streamsync
+    /// and sync stay durable); durability=SECONDS (an osync'd commit is flushed at the
+    /// latest this long after it was written; default 30, OptFS's T_D); private (only the mounting user may enter);
     /// noxattr (no extended attributes: saves the kernel's extended-attribute request
     /// before every write; default xattr); dirty_limit=SIZE (commit a stream once this
     /// much written data waits in memory; default a tenth of the machine's memory, between
@@ -54,16 +57,30 @@ pub struct UmountArgs {
     pub timeout: u64,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FsyncAs {
+    Fsync,
+    Osync,
+    Ignore,
+}
+
 #[derive(clap::Args)]
 pub struct ExecArgs {
     /// Any directory of an intactfs mount.
     #[arg(long)]
     pub mount: PathBuf,
     /// Stream name (same name, same stream, in any program; "init" is the init stream).
+    /// Default: a stream of this command's own ("exec-PID").
     #[arg(long)]
-    pub stream: String,
-    /// fsync and fdatasync in this stream return at once; `streamsync` stays durable.
-    #[arg(long)]
+    pub stream: Option<String>,
+    /// What fsync and fdatasync do in this stream: fsync (commit durably), osync (OptFS:
+    /// ordered at once, durable within the mount's durability timeout; the way to run an
+    /// unmodified program with osync) or ignore (return at once). dsync and `streamsync`
+    /// stay durable.
+    #[arg(long, value_enum, default_value_t = FsyncAs::Fsync)]
+    pub fsync_as: FsyncAs,
+    /// The same as --fsync-as ignore.
+    #[arg(long, conflicts_with = "fsync_as")]
     pub ignore_fsync: bool,
     /// The program and its arguments (after `--`).
     #[arg(trailing_var_arg = true, required = true, allow_hyphen_values = true)]
@@ -118,6 +135,7 @@ struct Options {
     xattr: bool,
     dirty_limit: Option<u64>,
     commit_interval: Option<Duration>,
+    durability_timeout: Duration,
 }
 
 fn parse_options(opts: &[String]) -> Result<Options, Failure> {
@@ -126,10 +144,12 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
     let mut xattr = true;
     let mut dirty_limit = None;
     let mut commit_interval = Some(mount::DEFAULT_COMMIT_INTERVAL);
+    let mut durability_timeout = mount::DEFAULT_DURABILITY_TIMEOUT;
     for o in opts.iter().filter(|o| !o.is_empty()) {
         match o.as_str() {
             "fsync=durable" => fsync = FsyncMode::Durable,
             "fsync=ignore" => fsync = FsyncMode::Ignore,
+            "fsync=osync" => fsync = FsyncMode::Osync,
             "private" => private = true,
             "xattr" => xattr = true,
             "noxattr" => xattr = false,
@@ -147,10 +167,18 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
                 }
                 commit_interval = (v > 0).then(|| Duration::from_secs(v));
             }
-            _ => return Err(Failure::input(format!("unknown mount option {o:?}: expected fsync=durable, fsync=ignore, private, xattr, noxattr, dirty_limit=SIZE or commit=SECONDS"))),
+            _ if o.starts_with("durability=") => {
+                let v: f64 = o["durability=".len()..].parse().map_err(|_| Failure::input(format!("mount option {o}: expected seconds, e.g. durability=30 or durability=0.5")))?;
+                if !(0.01..=86_400.0).contains(&v) {
+                    return Err(Failure::input(format!("mount option {o}: between 0.01 and 86400 seconds")));
+                }
+                durability_timeout = Duration::from_secs_f64(v);
+            }
+            _ if o.starts_with("fsync=") => return Err(Failure::input(format!("mount option {o}: expected fsync=durable, fsync=ignore or fsync=osync"))),
+            _ => return Err(Failure::input(format!("unknown mount option {o:?}: expected fsync=durable|ignore|osync, durability=SECONDS, private, xattr, noxattr, dirty_limit=SIZE or commit=SECONDS"))),
         }
     }
-    Ok(Options { fsync, private, xattr, dirty_limit, commit_interval })
+    Ok(Options { fsync, private, xattr, dirty_limit, commit_interval, durability_timeout })
 }
 
 pub fn mount(a: MountArgs) -> Result<u8, Failure> {
@@ -166,7 +194,7 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
         drop(mount::lock_image(&a.image).map_err(failure)?);
         return spawn_daemon(&a);
     }
-    let cfg = MountConfig { image: a.image.clone(), mountpoint: a.mountpoint.clone(), fsync: o.fsync, xattr: o.xattr, dirty_limit: o.dirty_limit, commit_interval: o.commit_interval, threads: a.threads, allow_other: root && !o.private };
+    let cfg = MountConfig { image: a.image.clone(), mountpoint: a.mountpoint.clone(), fsync: o.fsync, xattr: o.xattr, dirty_limit: o.dirty_limit, commit_interval: o.commit_interval, durability_timeout: o.durability_timeout, threads: a.threads, allow_other: root && !o.private };
     let state = state_file(&a.mountpoint);
     let child = a.daemon_child;
     let r = mount::run(&cfg, |rec| {
@@ -326,14 +354,20 @@ fn is_intactfs_mount(mnt: &Path) -> bool {
 
 pub fn exec(a: ExecArgs) -> Result<u8, Failure> {
     let dir = std::fs::File::open(&a.mount).map_err(|e| Failure::input(format!("{}: {e}", a.mount.display())))?;
-    let id = control::stream_id(&a.stream);
-    if id == intactfs::INIT_STREAM && a.ignore_fsync {
-        return Err(Failure::input("--ignore-fsync needs a stream of its own: the init stream is shared by every program that did not choose one"));
+    let name = a.stream.clone().unwrap_or_else(|| format!("exec-{}", std::process::id()));
+    let id = control::stream_id(&name);
+    let fsync_as = if a.ignore_fsync { FsyncAs::Ignore } else { a.fsync_as };
+    if id == intactfs::INIT_STREAM && fsync_as != FsyncAs::Fsync {
+        return Err(Failure::input("--fsync-as osync|ignore (--ignore-fsync) needs a stream of its own: the init stream is shared by every program that did not choose one"));
     }
-    let flags = if a.ignore_fsync { control::FLAG_IGNORE_FSYNC } else { 0 };
+    let flags = match fsync_as {
+        FsyncAs::Fsync => 0,
+        FsyncAs::Osync => control::FLAG_FSYNC_AS_OSYNC,
+        FsyncAs::Ignore => control::FLAG_IGNORE_FSYNC,
+    };
     use std::os::unix::io::AsRawFd;
     if let Err(e) = control::setstream(dir.as_raw_fd(), id, flags) {
-        let why = if e.raw_os_error() == Some(libc::ENOTTY) { "not an intactfs mount".to_string() } else { e.to_string() };
+        let why = if e.raw_os_error() == Some(libc::ENOTTY) { "not on an intactfs mount".to_string() } else { e.to_string() };
         return Err(Failure::input(format!("{}: cannot set the stream: {why}", a.mount.display())));
     }
     drop(dir);

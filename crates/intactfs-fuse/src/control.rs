@@ -24,9 +24,25 @@ pub const IOC_SETSTREAM: u32 = ioc(IOC_WRITE, 1, STREAM_ARG_SIZE as u32);
 pub const IOC_GETSTREAM: u32 = ioc(IOC_READ, 2, STREAM_ARG_SIZE as u32);
 /// `_IO(0xCC, 3)`: commit the caller's stream durably (fsync of the stream).
 pub const IOC_STREAMSYNC: u32 = ioc(0, 3, 0);
+/// `_IOR(0xCC, 4, uint64_t)`: OptFS osync of the file and the caller's stream: ordered now,
+/// durable later; out: the durability ticket.
+pub const IOC_OSYNC: u32 = ioc(IOC_READ, 4, 8);
+/// `_IO(0xCC, 5)`: OptFS dsync: fsync whatever the stream's flags.
+pub const IOC_DSYNC: u32 = ioc(0, 5, 0);
+/// `struct intact_durable { uint64_t ticket; uint32_t flags; uint32_t reserved; }`.
+pub const DURABLE_ARG_SIZE: usize = 16;
+/// `_IOWR(0xCC, 6, struct intact_durable)`: in: a ticket from OSYNC and flags (WAIT);
+/// out: the newest durable ticket. With WAIT, returns once the ticket is durable.
+pub const IOC_DURABLE: u32 = ioc(IOC_READ | IOC_WRITE, 6, DURABLE_ARG_SIZE as u32);
 
 /// Flag: fsync and fdatasync in this stream return at once without committing.
 pub const FLAG_IGNORE_FSYNC: u32 = 1;
+/// Flag: fsync and fdatasync in this stream are osync (ordered, durable later).
+pub const FLAG_FSYNC_AS_OSYNC: u32 = 2;
+/// Every stream flag.
+pub const FLAGS_ALL: u32 = FLAG_IGNORE_FSYNC | FLAG_FSYNC_AS_OSYNC;
+/// DURABLE flag: wait until the ticket is durable instead of answering at once.
+pub const DURABLE_WAIT: u32 = 1;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StreamArg {
@@ -47,6 +63,29 @@ impl StreamArg {
     pub fn encode(&self) -> [u8; STREAM_ARG_SIZE] {
         let mut b = [0u8; STREAM_ARG_SIZE];
         b[0..8].copy_from_slice(&self.id.to_ne_bytes());
+        b[8..12].copy_from_slice(&self.flags.to_ne_bytes());
+        b
+    }
+}
+
+/// The argument of DURABLE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DurableArg {
+    pub ticket: u64,
+    pub flags: u32,
+}
+
+impl DurableArg {
+    pub fn decode(b: &[u8]) -> Option<DurableArg> {
+        if b.len() < DURABLE_ARG_SIZE {
+            return None;
+        }
+        Some(DurableArg { ticket: u64::from_ne_bytes(b[0..8].try_into().ok()?), flags: u32::from_ne_bytes(b[8..12].try_into().ok()?) })
+    }
+
+    pub fn encode(&self) -> [u8; DURABLE_ARG_SIZE] {
+        let mut b = [0u8; DURABLE_ARG_SIZE];
+        b[0..8].copy_from_slice(&self.ticket.to_ne_bytes());
         b[8..12].copy_from_slice(&self.flags.to_ne_bytes());
         b
     }
@@ -94,6 +133,38 @@ pub fn streamsync(fd: i32) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Issues OSYNC on `fd`: the durability ticket.
+pub fn osync(fd: i32) -> std::io::Result<u64> {
+    let mut t = [0u8; 8];
+    // SAFETY: the kernel writes at most 8 bytes, the command's size.
+    let r = unsafe { libc::ioctl(fd, IOC_OSYNC as _, t.as_mut_ptr()) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(u64::from_ne_bytes(t))
+}
+
+/// Issues DSYNC on `fd`.
+pub fn dsync(fd: i32) -> std::io::Result<()> {
+    // SAFETY: _IO command without argument.
+    let r = unsafe { libc::ioctl(fd, IOC_DSYNC as _, 0) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Issues DURABLE on `fd`: whether `ticket` is durable (waiting until it is with `wait`).
+pub fn durable(fd: i32, ticket: u64, wait: bool) -> std::io::Result<bool> {
+    let mut a = DurableArg { ticket, flags: if wait { DURABLE_WAIT } else { 0 } }.encode();
+    // SAFETY: a 16-byte buffer, read and written by the kernel as the command's size says.
+    let r = unsafe { libc::ioctl(fd, IOC_DURABLE as _, a.as_mut_ptr()) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(DurableArg::decode(&a).expect("16 bytes").ticket >= ticket)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,6 +174,9 @@ mod tests {
         assert_eq!(IOC_SETSTREAM, 0x4010_CC01);
         assert_eq!(IOC_GETSTREAM, 0x8010_CC02);
         assert_eq!(IOC_STREAMSYNC, 0x0000_CC03);
+        assert_eq!(IOC_OSYNC, 0x8008_CC04);
+        assert_eq!(IOC_DSYNC, 0x0000_CC05);
+        assert_eq!(IOC_DURABLE, 0xC010_CC06);
     }
 
     #[test]

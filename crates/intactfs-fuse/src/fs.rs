@@ -1,7 +1,7 @@
 //! `fuser::Filesystem` over the engine: each request resolves its stream from the calling
 //! process, locks the engine, and maps the engine's answer (or errno) back.
 
-use crate::control::{self, StreamArg, FLAG_IGNORE_FSYNC};
+use crate::control::{self, DurableArg, StreamArg, DURABLE_WAIT, FLAGS_ALL, FLAG_FSYNC_AS_OSYNC, FLAG_IGNORE_FSYNC};
 use crate::procs::ProcTable;
 use fuser::{
     Errno, FileAttr, FileHandle, FileType as FType, FopenFlags, Generation, INodeNo, IoctlFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags as FRename, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
@@ -30,6 +30,9 @@ pub enum FsyncMode {
     Durable,
     /// fsync/fdatasync return at once in every stream; streamsync and sync stay durable.
     Ignore,
+    /// fsync/fdatasync are OptFS osync in every stream (ordered now, durable within the
+    /// durability timeout); dsync, streamsync and sync stay durable.
+    Osync,
 }
 
 /// The engine and the kernel's references to its inodes, behind one lock.
@@ -45,6 +48,11 @@ pub struct State {
     next_fh: u64,
     /// First engine failure that makes further changes unsafe, for the log.
     pub failure: Option<String>,
+    /// DURABLE ioctls waiting for their ticket (answered by [`State::notify`]).
+    waiters: Vec<(u64, ReplyIoctl)>,
+    /// When the oldest commit not yet flushed was written (the durability timeout runs
+    /// from here).
+    pub unflushed_since: Option<std::time::Instant>,
 }
 
 pub struct IntactFuse {
@@ -151,6 +159,42 @@ impl State {
         self.fs.as_mut().ok_or(Errno::EIO)
     }
 
+    /// After anything that may have written or flushed commits: start the durability
+    /// clock at the first unflushed commit, and answer the DURABLE waiters whose ticket
+    /// is now durable.
+    pub fn notify(&mut self) {
+        let Some(fs) = self.fs.as_ref() else { return };
+        let (durable, unflushed) = (fs.durable_ticket(), fs.has_unflushed());
+        if !unflushed {
+            self.unflushed_since = None;
+        } else if self.unflushed_since.is_none() {
+            self.unflushed_since = Some(std::time::Instant::now());
+        }
+        if self.waiters.iter().any(|w| w.0 <= durable) {
+            let (ready, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiters).into_iter().partition(|w| w.0 <= durable);
+            self.waiters = wait;
+            for (_, reply) in ready {
+                reply.ioctl(0, &DurableArg { ticket: durable, flags: 0 }.encode());
+            }
+        }
+    }
+
+    /// The durability timeout expired (or the mount ends): flush, then notify.
+    pub fn flush_now(&mut self) -> Result<(), String> {
+        if let Some(fs) = self.fs.as_mut() {
+            fs.flush().map_err(|e| e.to_string())?;
+        }
+        self.notify();
+        Ok(())
+    }
+
+    /// Waiters left when the engine is gone get an error rather than hanging.
+    pub fn fail_waiters(&mut self) {
+        for (_, reply) in self.waiters.drain(..) {
+            reply.error(Errno::EIO);
+        }
+    }
+
     /// The kernel now holds one more reference to `ino`.
     fn remember(&mut self, ino: Ino) {
         if ino == ROOT {
@@ -182,7 +226,7 @@ impl State {
 
 impl IntactFuse {
     pub fn new(fs: Fs<FileDevice>, fsync: FsyncMode, xattr: bool) -> IntactFuse {
-        let state = State { fs: Some(fs), lookups: HashMap::new(), procs: ProcTable::default(), handles: HashMap::new(), next_fh: 1, failure: None };
+        let state = State { fs: Some(fs), lookups: HashMap::new(), procs: ProcTable::default(), handles: HashMap::new(), next_fh: 1, failure: None, waiters: Vec::new(), unflushed_since: None };
         IntactFuse { state: Arc::new(Mutex::new(state)), fsync, xattr }
     }
 
@@ -471,10 +515,13 @@ impl fuser::Filesystem for IntactFuse {
     fn fsync(&self, req: &Request, ino: INodeNo, _fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
         let r = (|| {
             let (mut st, s) = self.begin(req)?;
-            if self.fsync == FsyncMode::Ignore {
-                return st.fs()?.getattr(ino.0).map(|_| ()).map_err(|e| errno(&e));
-            }
-            st.fs()?.fsync(s, ino.0, datasync).map_err(|e| errno(&e))
+            let r = match self.fsync {
+                FsyncMode::Ignore => return st.fs()?.getattr(ino.0).map(|_| ()).map_err(|e| errno(&e)),
+                FsyncMode::Osync if !st.fs()?.stream_flags(s).ignore_fsync => st.fs()?.osync(s, ino.0).map(|_| ()),
+                _ => st.fs()?.fsync(s, ino.0, datasync),
+            };
+            st.notify();
+            r.map_err(|e| errno(&e))
         })();
         Self::empty(r, reply)
     }
@@ -598,32 +645,57 @@ impl fuser::Filesystem for IntactFuse {
     }
 
     fn ioctl(&self, req: &Request, ino: INodeNo, _fh: FileHandle, _flags: IoctlFlags, cmd: u32, in_data: &[u8], _out_size: u32, reply: ReplyIoctl) {
+        let mut reply = Some(reply);
         let r: Result<Vec<u8>, Errno> = (|| {
             let (mut st, s) = self.begin(req)?;
-            match cmd {
+            let r = match cmd {
                 control::IOC_SETSTREAM => {
                     let a = StreamArg::decode(in_data).ok_or(Errno::EINVAL)?;
-                    // The init stream is every other program's: nobody may turn off its fsync.
-                    if a.flags & !FLAG_IGNORE_FSYNC != 0 || (a.id == intactfs::INIT_STREAM && a.flags != 0) {
+                    // The init stream is every other program's: nobody may turn off its
+                    // fsync or make it optimistic. IGNORE_FSYNC already says what an
+                    // fsync does; both at once is a mistake.
+                    if a.flags & !FLAGS_ALL != 0 || a.flags == FLAGS_ALL || (a.id == intactfs::INIT_STREAM && a.flags != 0) {
                         return Err(Errno::EINVAL);
                     }
                     st.procs.set(req.pid(), a.id).map_err(|_| Errno::ESRCH)?;
-                    st.fs()?.set_stream_flags(a.id, StreamFlags { ignore_fsync: a.flags & FLAG_IGNORE_FSYNC != 0 });
+                    st.fs()?.set_stream_flags(a.id, StreamFlags { ignore_fsync: a.flags & FLAG_IGNORE_FSYNC != 0, fsync_as_osync: a.flags & FLAG_FSYNC_AS_OSYNC != 0 });
                     Ok(Vec::new())
                 }
                 control::IOC_GETSTREAM => {
                     let f = st.fs()?.stream_flags(s);
-                    Ok(StreamArg { id: s, flags: if f.ignore_fsync { FLAG_IGNORE_FSYNC } else { 0 } }.encode().to_vec())
+                    let flags = if f.ignore_fsync { FLAG_IGNORE_FSYNC } else { 0 } | if f.fsync_as_osync { FLAG_FSYNC_AS_OSYNC } else { 0 };
+                    Ok(StreamArg { id: s, flags }.encode().to_vec())
                 }
                 control::IOC_STREAMSYNC => {
                     let fs = st.fs()?;
                     fs.getattr(ino.0).map_err(|e| errno(&e))?;
-                    fs.streamsync(s).map_err(|e| errno(&e))?;
-                    Ok(Vec::new())
+                    fs.streamsync(s).map_err(|e| errno(&e)).map(|_| Vec::new())
+                }
+                control::IOC_OSYNC => st.fs()?.osync(s, ino.0).map(|t| t.to_ne_bytes().to_vec()).map_err(|e| errno(&e)),
+                control::IOC_DSYNC => st.fs()?.dsync(s, ino.0).map(|_| Vec::new()).map_err(|e| errno(&e)),
+                control::IOC_DURABLE => {
+                    let a = DurableArg::decode(in_data).ok_or(Errno::EINVAL)?;
+                    let fs = st.fs()?;
+                    fs.getattr(ino.0).map_err(|e| errno(&e))?;
+                    // A ticket never issued would never become durable.
+                    if a.flags & !DURABLE_WAIT != 0 || a.ticket > fs.written_ticket() {
+                        return Err(Errno::EINVAL);
+                    }
+                    let durable = fs.durable_ticket();
+                    if a.flags & DURABLE_WAIT != 0 && a.ticket > durable {
+                        // Answered by `notify` after the flush that makes it durable (at the
+                        // latest when the durability timeout expires).
+                        st.waiters.push((a.ticket, reply.take().expect("not yet answered")));
+                        return Ok(Vec::new());
+                    }
+                    Ok(DurableArg { ticket: durable, flags: 0 }.encode().to_vec())
                 }
                 _ => Err(Errno::ENOTTY),
-            }
+            };
+            st.notify();
+            r
         })();
+        let Some(reply) = reply else { return };
         match r {
             Ok(d) => reply.ioctl(0, &d),
             Err(e) => reply.error(e),

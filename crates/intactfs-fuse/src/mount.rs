@@ -13,6 +13,8 @@ use std::time::Duration;
 
 /// The default of `MountConfig::commit_interval` (ext4's and ccfs's journal commit interval).
 pub const DEFAULT_COMMIT_INTERVAL: Duration = Duration::from_secs(5);
+/// The default of `MountConfig::durability_timeout`: OptFS's T_D (`001` §5, 30 s).
+pub const DEFAULT_DURABILITY_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
 pub enum MountError {
@@ -34,6 +36,9 @@ pub struct MountConfig {
     /// Commit everything uncommitted this often (None: only on fsync, streamsync, sync, the
     /// dirty limit and unmount). Bounds what a crash can lose, as ext4's `commit=`.
     pub commit_interval: Option<Duration>,
+    /// An osync'd commit is flushed at the latest this long after it was written (OptFS's
+    /// durability timeout; earlier with any dsync, fsync, sync or periodic commit).
+    pub durability_timeout: Duration,
     /// Request-handling threads.
     pub threads: usize,
     /// Let every user reach the mount (root only; permissions are then checked by the
@@ -138,40 +143,61 @@ pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmoun
         }
     });
 
-    // Periodic commits: the thread ends when `stop` is dropped (after the session).
+    // Periodic commits and the durability timeout: the thread ends when `stop` is dropped
+    // (after the session).
     let (stop, stopped) = mpsc::channel::<()>();
-    let committer = cfg.commit_interval.map(|every| {
+    let committer = {
         let state = state.clone();
+        let (every, td) = (cfg.commit_interval, cfg.durability_timeout);
+        // Wake often enough for both clocks (and for DURABLE waiters whose ticket a
+        // write's dirty-limit commit made durable), at most once a second.
+        let tick = every.map_or(td, |e| e.min(td)).clamp(Duration::from_millis(10), Duration::from_secs(1));
         std::thread::spawn(move || {
-            while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
+            let mut last_commit = std::time::Instant::now();
+            while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(tick) {
                 let Ok(mut st) = state.lock() else { return };
                 let st = &mut *st;
                 let Some(fs) = st.fs.as_mut() else { return };
-                if fs.has_uncommitted() {
-                    if let Err(e) = fs.sync() {
-                        // The engine refuses further changes now; requests report EIO.
-                        eprintln!("intactfs: periodic commit failed: {e}");
-                        st.failure.get_or_insert(format!("periodic commit: {e}"));
+                if every.is_some_and(|e| last_commit.elapsed() >= e) {
+                    last_commit = std::time::Instant::now();
+                    if fs.has_uncommitted() {
+                        if let Err(e) = fs.sync() {
+                            // The engine refuses further changes now; requests report EIO.
+                            eprintln!("intactfs: periodic commit failed: {e}");
+                            st.failure.get_or_insert(format!("periodic commit: {e}"));
+                            st.fail_waiters();
+                            return;
+                        }
+                    }
+                }
+                st.notify();
+                if st.unflushed_since.is_some_and(|t| t.elapsed() >= td) {
+                    if let Err(e) = st.flush_now() {
+                        eprintln!("intactfs: durability flush failed: {e}");
+                        st.failure.get_or_insert(format!("durability flush: {e}"));
+                        st.fail_waiters();
                         return;
                     }
                 }
             }
         })
-    });
+    };
 
     ready(&recovery);
     let served = session.run();
     sig_handle.close();
     let _ = sig_thread.join();
     drop(stop);
-    if let Some(t) = committer {
-        let _ = t.join();
-    }
+    let _ = committer.join();
 
     // A panic in a request handler poisons the lock: the engine's memory is then not to be
     // trusted, and nothing more is written. The image holds the last commit.
     let fs = match state.lock() {
-        Ok(mut st) => st.fs.take(),
+        Ok(mut st) => {
+            // The connection is gone: nobody can be answered any more.
+            st.fail_waiters();
+            st.fs.take()
+        }
         Err(_) => None,
     };
     let Some(fs) = fs else {
