@@ -351,7 +351,8 @@ impl<D: BlockDevice> Fs<D> {
         &self.sb
     }
 
-    /// The state a crash right now would recover (before orphan cleanup).
+    /// The committed state: what a crash right now would recover (before orphan cleanup)
+    /// once the commits written without a flush (osync) are flushed.
     pub fn durable_meta(&self) -> &Meta {
         &self.durable
     }
