@@ -291,7 +291,11 @@ impl Builder<'_> {
                     Some(i) => ancestry(&self.meta, *i),
                     None => Vec::new(),
                 };
-                let m = self.push(o, Micro::Sync { inode: *inode }, bit(Class::Sync), false);
+                // A sync of one file (or directory) is also `fsync`; sync(2), syncfs and
+                // STREAMSYNC are not (intactfs keeps them durable when fsync is an osync).
+                let file_sync = matches!(how, SyncKind::Fsync | SyncKind::Fdatasync | SyncKind::Msync | SyncKind::OSync | SyncKind::ODsync);
+                let classes = if file_sync { bit(Class::Sync) | bit(Class::Fsync) } else { bit(Class::Sync) };
+                let m = self.push(o, Micro::Sync { inode: *inode }, classes, false);
                 m.path = path;
                 m.stream_scoped = *how == SyncKind::StreamSync;
             }
@@ -599,6 +603,80 @@ mod tests {
         let unit = |op: usize| p.unit_of[p.op_micros[op].start] as usize;
         let last = |op: usize| p.unit_of[p.op_micros[op].end - 1] as usize;
         assert!(p.preds[unit(2)].contains(last(1)), "one stream: program order");
+    }
+
+    /// The workload of the next two tests: a, its data, fsync(a), b, its data, a rename of
+    /// b over a (one stream), "saved", then sync(2) and "synced".
+    fn osync_workload() -> Vec<Op> {
+        vec![
+            op(0, LogicalOp::Link { dir: 1, name: "a".into(), inode: 2, link_count: 1, created: true }),
+            op(1, LogicalOp::Append { inode: 2, old_size: 0, new_size: 10, data: Data::Zeros { zeros: 10 } }),
+            op(2, LogicalOp::Sync { inode: Some(2), how: SyncKind::Fsync, range: None }),
+            op(3, LogicalOp::Link { dir: 1, name: "b".into(), inode: 3, link_count: 1, created: true }),
+            op(4, LogicalOp::Append { inode: 3, old_size: 0, new_size: 5000, data: Data::Zeros { zeros: 5000 } }),
+            op(5, LogicalOp::Rename { src_dir: 1, src_name: "b".into(), dst_dir: 1, dst_name: "a".into(), inode: 3, replaced: Some(2), exchange: false }),
+            op(6, LogicalOp::Output { data: Data::Zeros { zeros: 1 } }),
+            op(7, LogicalOp::Sync { inode: None, how: SyncKind::Sync, range: None }),
+            op(8, LogicalOp::Output { data: Data::Zeros { zeros: 1 } }),
+        ]
+    }
+
+    /// intactfs-osync (OptFS osync, `001` §4.4): the disk updates are ordered exactly as
+    /// under intactfs (one stream: every unit needs every earlier disk unit, so no crash
+    /// state has a later update without an earlier one), but an fsync is no durability
+    /// point: the output after it waits for nothing. sync(2) still flushes.
+    #[test]
+    fn intactfs_osync_orders_like_intactfs_without_fsync_durability() {
+        let ops = osync_workload();
+        let o = Program::build(&Apm::resolve("intactfs-osync").unwrap(), &ops, &State::empty(), 0).unwrap();
+        let i = Program::build(&Apm::resolve("intactfs").unwrap(), &ops, &State::empty(), 0).unwrap();
+        assert_eq!(o.units, i.units, "same atomicity as intactfs");
+        let is_output = |p: &Program, u: usize| matches!(p.micros[p.units[u].start].micro, Micro::Output { .. });
+        for v in 0..o.units.len() {
+            if is_output(&o, v) {
+                continue;
+            }
+            let earlier: Vec<usize> = (0..v).filter(|&u| !is_output(&o, u)).collect();
+            assert!(earlier.iter().all(|&u| o.preds[v].contains(u)), "unit {v} ({:?}) without an earlier update", o.micros[o.units[v].start].micro);
+            assert_eq!(o.preds[v], i.preds[v], "unit {v}: the order is intactfs's");
+        }
+        let unit = |p: &Program, op: usize| p.unit_of[p.op_micros[op].start] as usize;
+        let (saved, synced) = (unit(&o, 6), unit(&o, 8));
+        assert!(o.preds[saved].is_clear(), "osync: 'saved' waits for nothing on disk");
+        assert!(i.preds[saved].contains(unit(&i, 2)) && i.preds[saved].contains(unit(&i, 1)), "intactfs: 'saved' waits for fsync(a) and a's data");
+        assert!(!i.preds[saved].contains(unit(&i, 5)), "intactfs: the rename after the fsync is not durable either");
+        for before in [0, 1, 2, 3, 4, 5, 7] {
+            assert!(o.preds[synced].contains(unit(&o, before)), "sync(2) still makes op {before} durable before 'synced'");
+        }
+        // The class: file syncs are `fsync`, sync(2) is not.
+        assert!(o.micros[o.op_micros[2].start].is(Class::Fsync) && !o.micros[o.op_micros[7].start].is(Class::Fsync));
+    }
+
+    /// nobarrier (no cache flushes): nothing orders anything. A later update persists
+    /// without an earlier synced one, the output waits for no sync, an append's size
+    /// persists without its data (garbage) and a rename persists piecemeal. Only the
+    /// rules of every APM stay (here: a file's truncation after its last name's removal).
+    #[test]
+    fn nobarrier_orders_nothing() {
+        let ops = osync_workload();
+        let p = Program::build(&Apm::resolve("nobarrier").unwrap(), &ops, &State::empty(), 0).unwrap();
+        let unit = |op: usize| p.unit_of[p.op_micros[op].start] as usize;
+        let last = |op: usize| p.unit_of[p.op_micros[op].end - 1] as usize;
+        assert!(!p.preds[unit(3)].contains(last(1)) && !p.preds[unit(3)].contains(unit(2)), "b persists without a's synced data and the fsync");
+        assert!(!p.preds[unit(4)].contains(unit(3)), "b's data without b's entry");
+        assert!(p.preds[unit(6)].is_clear(), "'saved' waits for nothing");
+        assert_eq!(p.preds[unit(8)].ones().collect::<Vec<_>>(), vec![unit(6)], "'synced' waits only for the earlier output, not for sync(2)");
+        let r = p.op_micros[4].clone();
+        assert_ne!(p.unit_of[r.start], p.unit_of[r.start + 1], "an append's size change and data are separate units");
+        let r = p.op_micros[5].clone();
+        assert_eq!(p.unit_of[r.end - 1] - p.unit_of[r.start] + 1, r.len() as u32, "every micro-op of the rename is its own unit");
+        // Only the mandatory rules: the replaced file's truncation after its entry's
+        // removal (and output before what follows it).
+        let is_output = |u: usize| matches!(p.micros[p.units[u].start].micro, Micro::Output { .. });
+        let ordered: Vec<(usize, usize)> = (0..p.units.len()).flat_map(|v| p.preds[v].ones().map(move |u| (u, v))).filter(|&(u, _)| !is_output(u)).collect();
+        let del = p.op_micros[5].clone().find(|&i| matches!(p.micros[i].micro, Micro::DeleteEntry { inode: 2, .. })).unwrap();
+        let trunc = p.op_micros[5].clone().find(|&i| matches!(p.micros[i].micro, Micro::SetSize { inode: 2, size: 0 })).unwrap();
+        assert_eq!(ordered, vec![(p.unit_of[del] as usize, p.unit_of[trunc] as usize)], "no order besides the implicit rules");
     }
 
     /// Safe rename: under ext4-o a file's data precedes every rename of it; under xfs

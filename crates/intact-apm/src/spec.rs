@@ -51,11 +51,12 @@ pub enum Class {
     Dir,
     Rename,
     Sync,
+    Fsync,
     Output,
 }
 
 impl Class {
-    pub const ALL: [(&'static str, Class, &'static str); 11] = [
+    pub const ALL: [(&'static str, Class, &'static str); 12] = [
         ("any", Class::Any, "every disk micro-operation (not output)"),
         ("overwrite", Class::Overwrite, "data written inside a file's size"),
         ("append", Class::Append, "size change, zeros and data of an append"),
@@ -66,6 +67,7 @@ impl Class {
         ("dir", Class::Dir, "directory-entry creation and deletion (link, unlink, rename, mkdir, rmdir, symlink)"),
         ("rename", Class::Rename, "the directory-entry operations of a rename"),
         ("sync", Class::Sync, "a sync point (fsync, fdatasync, msync, O_SYNC, sync, syncfs; sync_file_range is none)"),
+        ("fsync", Class::Fsync, "a sync point of one file or directory (fsync, fdatasync, msync, O_SYNC, O_DSYNC; not sync, syncfs, STREAMSYNC)"),
         ("output", Class::Output, "output the application printed"),
     ];
     pub fn parse(s: &str) -> Option<Class> {
@@ -244,7 +246,7 @@ impl Apm {
 }
 
 /// The built-in APMs, in the order `intact apm list` shows them.
-pub const BUILTINS: [(&str, &str); 9] = [
+pub const BUILTINS: [(&str, &str); 11] = [
     ("default", include_str!("../apms/default.toml")),
     ("ext3-j", include_str!("../apms/ext3-j.toml")),
     ("ext3-o", include_str!("../apms/ext3-o.toml")),
@@ -254,6 +256,8 @@ pub const BUILTINS: [(&str, &str); 9] = [
     ("btrfs", include_str!("../apms/btrfs.toml")),
     ("strict", include_str!("../apms/strict.toml")),
     ("intactfs", include_str!("../apms/intactfs.toml")),
+    ("intactfs-osync", include_str!("../apms/intactfs-osync.toml")),
+    ("nobarrier", include_str!("../apms/nobarrier.toml")),
 ];
 
 #[cfg(test)]

@@ -247,3 +247,22 @@ fn intactfs_is_ext3_j_for_one_stream() {
     assert_eq!((a.atomicity.granularity, a.atomicity.content, a.atomicity.directory_ops, a.atomicity.calls), (4096, true, true, false));
     assert!(Apm::builtins().iter().any(|b| b.name == "intactfs"));
 }
+
+/// With fsync as OptFS's osync (`intactfs-osync`, `001` §4.4) the crash states are as
+/// consistent as under intactfs (same units, same order: no state holds a later update
+/// without an earlier one), but Figure 2.2's last fsync no longer makes "committed" true.
+/// Without flushes (`nobarrier`) that fsync helps with nothing.
+#[test]
+fn osync_keeps_consistency_not_durability_and_nobarrier_neither() {
+    let fixed = undolog(true);
+    let f = failures(&build("intactfs-osync", &fixed));
+    assert_eq!(f.ordering_or_atomicity, 0, "intactfs-osync: in order, weakly atomic: {f:?}");
+    assert!(f.durability > 0, "intactfs-osync: fsync(\".\") returns before the unlink is durable: {f:?}");
+    let (o, i) = (build("intactfs-osync", &fixed), build("intactfs", &fixed));
+    assert_eq!(o.units, i.units);
+    let output = fixed.len() - 1;
+    let disk = o.unit_of[o.op_micros[output].start] as usize;
+    assert_eq!(o.preds[..disk], i.preds[..disk], "the disk updates are ordered exactly as under intactfs");
+    let f = failures(&build("nobarrier", &fixed));
+    assert!(f.ordering_or_atomicity > 0 && f.durability > 0, "nobarrier: {f:?}");
+}

@@ -20,7 +20,7 @@ pub fn apm(cmd: ApmCmd) -> Result<u8, Failure> {
     match cmd {
         ApmCmd::List => {
             for a in Apm::builtins() {
-                println!("{:<8} {}", a.name, a.description);
+                println!("{:<14} {}", a.name, a.description);
             }
             println!("\nWrite your own in TOML (docs/apm.md) and pass its path to --apm.");
         }
