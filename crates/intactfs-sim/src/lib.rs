@@ -1,19 +1,39 @@
 //! Deterministic crash simulation of the intactfs engine (design brief, "Validation
-//! strategy"; issue "intactfs 1/2" item 5).
+//! strategy"; issue "intactfs 1/2" item 5; osync/dsync: issue 12 item 3).
 //!
 //! One run, from a seed:
 //! 1. mkfs on a [`SimDevice`]; a seeded random workload over several streams runs on the
 //!    engine and, in lockstep, on an independent [`model::Model`] (every call must succeed
-//!    or fail on both); every device write and flush is logged.
+//!    or fail on both); every device write and flush is logged. Besides the mutating calls
+//!    the workload syncs: `sync`, `streamsync`, `fsync` (a no-op in the IGNORE_FSYNC
+//!    stream, an osync in the FSYNC_AS_OSYNC stream of some configurations), `osync`,
+//!    `dsync` and `flush` (the durability timeout). The engine's tickets are checked as the
+//!    workload runs: an osync returns the last record written, and after any flushing call
+//!    `durable_ticket()` covers every earlier osync ticket and every commit in the log.
 //! 2. The device log is replayed; after every write and every flush (a crash point) the
 //!    simulated device draws several images its volatile-cache semantics allow.
 //! 3. Each image must pass fsck, mount (recovery), pass fsck again after mount, accept new
-//!    work, and hold a state the oracle allows: for some commit boundary k in the window the
-//!    crash point permits, the namespace and contents equal the model after each stream's
-//!    prefix p_s(k) of calls, replayed in real-time order; that prefix covers every call
-//!    acknowledged durable (fsync outside IGNORE_FSYNC, streamsync, sync) and is closed
-//!    under the relatedness rule (a later related call of another stream is present only
-//!    if the earlier one is).
+//!    work, and hold a state the oracle allows (see [`run`]).
+//!
+//! The promise the oracle checks, with optimistic commits (OptFS §4): every recovered
+//! image equals the model after some **commit boundary** k — each stream's prefix p_s(k)
+//! of calls, replayed in real-time order — where
+//! * k is at least the number of commits known durable when the crash came (commits whose
+//!   record sequence number is at or below `durable_ticket()` after the last call that
+//!   returned before the crash point): an osync'd commit may be lost until a flush
+//!   (`flush`, `dsync`, a durable `fsync`, `streamsync`, `sync`, a checkpoint) makes it
+//!   durable, a flushed one never;
+//! * k is at most the commits issued by the end of the call in progress;
+//! * p_s(k) covers every call acknowledged durable before the crash: `dsync` and
+//!   `streamsync` (stream s), `sync` (every stream), `fsync` in a stream that neither
+//!   ignores fsync nor treats it as osync — never `osync` alone;
+//! * p_s(k) is closed under the relatedness rule (a later related call of another stream is
+//!   present only if the earlier one is).
+//!
+//! Because the accepted states are exactly commit boundaries (prefixes of the commit
+//! order), an image can never hold an update that came after an osync without every
+//! update before it: osync orders, only a flush makes durable. The simulation does not
+//! need a separate check for that ordering promise; it is the prefix check.
 
 pub mod model;
 
@@ -41,23 +61,36 @@ pub struct SimConfig {
     /// At a crash point that allows at most this many distinct images, check every one
     /// of them instead of sampling.
     pub exhaustive_up_to: usize,
+    /// A stream whose fsync is an osync (`StreamFlags::fsync_as_osync`): ordered, not
+    /// acknowledged durable. The last stream of several is always IGNORE_FSYNC.
+    pub osync_stream: Option<u64>,
+    /// Extra weight (against 115 for all other calls), half of it small overwrites in the
+    /// first blocks of a file, half osyncs: with a small device, copy on write then cycles
+    /// through the free space, so blocks freed by osync commits are reused within the
+    /// workload, often before a flush made those commits durable.
+    pub overwrite_share: u64,
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { seed: 0, streams: 3, calls: 60, device_blocks: 384, journal_blocks: 24, images_per_point: 3, point_stride: 1, dirty_limit: 48 << 10, exhaustive_up_to: 0 }
+        SimConfig { seed: 0, streams: 3, calls: 70, device_blocks: 384, journal_blocks: 24, images_per_point: 3, point_stride: 1, dirty_limit: 48 << 10, exhaustive_up_to: 0, osync_stream: None, overwrite_share: 0 }
     }
 }
 
 /// The configurations the CI test and the long run rotate through, by seed: journal of 24
 /// blocks (frequent checkpoints) or 4 (transactions overflow it and commit by checkpoint;
-/// small crash points checked exhaustively), 1, 3 or 5 streams.
+/// small crash points checked exhaustively), 1, 3 or 5 streams; in the 3-stream/24-block and
+/// 5-stream configurations one stream's fsync is an osync. The fifth is space pressure: a
+/// 64-block device, 200 calls, most of them overwrites and osyncs, so the next-fit
+/// allocator cycles through the free space and reuses freed blocks while osync'd commits
+/// are not yet durable (the block-reuse rule of optimistic commit), and calls meet ENOSPC.
 pub fn mixed(seed: u64) -> SimConfig {
-    let base = match seed % 4 {
-        0 => SimConfig { streams: 3, journal_blocks: 24, ..Default::default() },
+    let base = match seed % 5 {
+        0 => SimConfig { streams: 3, journal_blocks: 24, osync_stream: Some(1), ..Default::default() },
         1 => SimConfig { streams: 3, journal_blocks: 4, exhaustive_up_to: 256, ..Default::default() },
         2 => SimConfig { streams: 1, journal_blocks: 24, ..Default::default() },
-        _ => SimConfig { streams: 5, journal_blocks: 12, calls: 90, ..Default::default() },
+        3 => SimConfig { streams: 5, journal_blocks: 12, calls: 104, osync_stream: Some(2), ..Default::default() },
+        _ => SimConfig { streams: 3, device_blocks: 64, journal_blocks: 24, osync_stream: Some(1), overwrite_share: 300, calls: 200, ..Default::default() },
     };
     SimConfig { seed, ..base }
 }
@@ -76,6 +109,20 @@ pub struct SimReport {
     pub older: u64,
     /// Crash points where every allowed image was checked.
     pub exhaustive_points: usize,
+    /// osync calls (and fsyncs of a FSYNC_AS_OSYNC stream), dsync calls, `Fs::flush` calls.
+    pub osyncs: u64,
+    pub dsyncs: u64,
+    pub flushes: u64,
+    /// Commits the engine wrote without a flush (`Stats::optimistic_commits`).
+    pub optimistic_commits: u64,
+    /// Images that recovered to a commit below the newest osync'd one (an osync that
+    /// returned before the crash point): optimistic commits a crash lost.
+    pub lost_osync: u64,
+    /// Device writes to a data-area block the workload had written before: freed space
+    /// reused (copy on write never writes a block twice otherwise).
+    pub reused_blocks: u64,
+    /// Calls the engine refused for lack of space (the model has no limit).
+    pub nospace: u64,
 }
 
 /// Totals over several runs.
@@ -91,6 +138,13 @@ impl std::ops::AddAssign for SimReport {
         self.newest += r.newest;
         self.older += r.older;
         self.exhaustive_points += r.exhaustive_points;
+        self.osyncs += r.osyncs;
+        self.dsyncs += r.dsyncs;
+        self.flushes += r.flushes;
+        self.optimistic_commits += r.optimistic_commits;
+        self.lost_osync += r.lost_osync;
+        self.reused_blocks += r.reused_blocks;
+        self.nospace += r.nospace;
     }
 }
 
@@ -98,8 +152,21 @@ impl std::fmt::Display for SimReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} crash points ({} checked exhaustively), {} crash images, {} commits, {} checkpoints, {} stream merges, {} images recovered to an older allowed commit",
-            self.crash_points, self.exhaustive_points, self.images, self.commits, self.checkpoints, self.merges, self.older
+            "{} crash points ({} checked exhaustively), {} crash images, {} commits ({} optimistic), {} checkpoints, {} stream merges, {} osyncs, {} dsyncs, {} flushes, {} blocks reused, {} ENOSPC, {} images recovered to an older allowed commit ({} lost an osync'd commit)",
+            self.crash_points,
+            self.exhaustive_points,
+            self.images,
+            self.commits,
+            self.optimistic_commits,
+            self.checkpoints,
+            self.merges,
+            self.osyncs,
+            self.dsyncs,
+            self.flushes,
+            self.reused_blocks,
+            self.nospace,
+            self.older,
+            self.lost_osync
         )
     }
 }
@@ -171,8 +238,32 @@ struct Done {
     dev_after: usize,
     /// Commits recorded after the call returned.
     commits_after: usize,
+    /// Of those, the commits known durable (sequence number at or below
+    /// `durable_ticket()`): a crash after the call keeps at least these.
+    durable_commits_after: usize,
     /// A durability acknowledgement: streams whose whole history so far is durable.
     acks: Vec<u64>,
+    /// An osync (or an fsync of a FSYNC_AS_OSYNC stream): ordered, not acknowledged.
+    osync: bool,
+}
+
+impl Done {
+    /// A call that just returned, with the engine's commit counts now.
+    fn now(fs: &Fs<Logged>, stream: u64, op: Option<MOp>, touch: Touch, acks: Vec<u64>) -> Done {
+        let log = fs.commit_log();
+        let durable = fs.durable_ticket();
+        Done {
+            stream,
+            op,
+            touch,
+            dev_after: fs.device().log.len(),
+            commits_after: log.len(),
+            // The log's sequence numbers never decrease (checked at the end of the workload).
+            durable_commits_after: log.partition_point(|c| c.seq <= durable),
+            acks,
+            osync: false,
+        }
+    }
 }
 
 fn clock() -> Box<dyn FnMut() -> Time + Send> {
@@ -235,6 +326,22 @@ struct Workload {
     final_view: View,
     checkpoints: u64,
     merges: u64,
+    optimistic_commits: u64,
+    dsyncs: u64,
+    flushes: u64,
+    nospace: u64,
+}
+
+/// The sync-type calls of the workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SyncCall {
+    Sync,
+    Streamsync,
+    Fsync,
+    Osync,
+    Dsync,
+    /// `Fs::flush`: the durability timeout.
+    Flush,
 }
 
 fn name(rng: &mut ChaCha8Rng) -> Vec<u8> {
@@ -257,6 +364,18 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
     if cfg.streams > 1 {
         fs.set_stream_flags(ignoring, StreamFlags { ignore_fsync: true, ..Default::default() });
     }
+    // One stream's fsync may be an osync: an ordering point, not a durability promise.
+    if let Some(o) = cfg.osync_stream {
+        if o >= cfg.streams || (cfg.streams > 1 && o == ignoring) {
+            return Err(fail(seed, format!("osync_stream {o} must be a stream other than the IGNORE_FSYNC one")));
+        }
+        fs.set_stream_flags(o, StreamFlags { fsync_as_osync: true, ..Default::default() });
+    }
+    let fsync_is_osync = |s: u64| cfg.osync_stream == Some(s);
+    let fsync_is_durable = |s: u64| (cfg.streams == 1 || s != ignoring) && !fsync_is_osync(s);
+    // The newest osync ticket: every flush must make it durable.
+    let mut newest_ticket = 0u64;
+    let (mut dsyncs, mut flushes, mut nospace) = (0u64, 0u64, 0u64);
     let mut model = Model::default();
     let mut inos: BTreeMap<MIno, Ino> = BTreeMap::from([(MROOT, ROOT)]);
     let mut next_mino: MIno = 2;
@@ -269,7 +388,10 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
         let pick = |rng: &mut ChaCha8Rng, v: &[MIno]| v[rng.random_range(0..v.len())];
         let dir = pick(&mut rng, &dirs);
         let entry = model.dir_entries(dir);
-        let roll = rng.random_range(0..100);
+        // 0..=99 as before osync existed (mutating calls, then sync/streamsync/fsync),
+        // 100..=114 osync, dsync and flush (workloads have 15% more calls than before, so
+        // the older calls keep their expected count), 115.. the space-pressure share.
+        let roll = rng.random_range(0..115 + cfg.overwrite_share);
         let op = match roll {
             0..=11 => Some(MOp::Create { parent: dir, name: name(&mut rng), ino: next_mino, mode: 0o644 }),
             12..=16 => Some(MOp::Mkdir { parent: dir, name: name(&mut rng), ino: next_mino, mode: 0o755 }),
@@ -307,6 +429,15 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
                 let all: Vec<MIno> = model.nodes.keys().copied().filter(|&i| i != MROOT && !matches!(model.nodes[&i].kind, model::MKind::Symlink(_))).collect();
                 (!all.is_empty()).then(|| MOp::Chmod { ino: pick(&mut rng, &all), mode: [0o600, 0o640, 0o700, 0o755][rng.random_range(0..4)] })
             }
+            115.. if (roll - 115) % 2 == 0 && !files.is_empty() => {
+                // Space pressure: an overwrite in a file's first three blocks (growing it
+                // to at most that).
+                let ino = pick(&mut rng, &files);
+                let off = rng.random_range(0..=model.file_len(ino).min(BLOCK as u64));
+                let n = rng.random_range(1..2 * BLOCK);
+                let byte = rng.random::<u8>();
+                Some(MOp::Write { ino, off, data: vec![byte; n] })
+            }
             55..=59 if !files.is_empty() => Some(MOp::Link { ino: pick(&mut rng, &files), parent: dir, name: name(&mut rng) }),
             60..=66 if !entry.is_empty() => Some(MOp::Unlink { parent: dir, name: entry[rng.random_range(0..entry.len())].clone() }),
             67..=69 if !entry.is_empty() => Some(MOp::Rmdir { parent: dir, name: entry[rng.random_range(0..entry.len())].clone() }),
@@ -320,25 +451,90 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
         };
         let mut acks = Vec::new();
         let Some(op) = op else {
-            // A sync call.
-            let r = match rng.random_range(0..5) {
-                0 => fs.sync().map(|_| acks.extend(0..cfg.streams)),
-                1 | 2 => fs.streamsync(s).map(|_| acks.push(s)),
-                _ if !files.is_empty() => {
-                    let f = pick(&mut rng, &files);
-                    fs.fsync(s, inos[&f], false).map(|_| {
-                        if s != ignoring || cfg.streams == 1 {
-                            acks.push(s)
-                        }
-                    })
-                }
-                _ => Ok(()),
+            let call = match roll {
+                100..=107 | 115.. => SyncCall::Osync,
+                108..=111 => SyncCall::Dsync,
+                112..=114 => SyncCall::Flush,
+                _ => match rng.random_range(0..5) {
+                    0 => SyncCall::Sync,
+                    1 | 2 => SyncCall::Streamsync,
+                    _ => SyncCall::Fsync,
+                },
             };
-            r.map_err(|e| fail(seed, format!("sync call failed: {e}")))?;
-            if std::env::var_os("INTACTFS_SIM_TRACE").is_some() {
-                eprintln!("call {} stream {s}: sync-type call, acks {acks:?}, commits now {}", done.len(), fs.commit_log().len());
+            let file = match call {
+                SyncCall::Fsync | SyncCall::Osync | SyncCall::Dsync if !files.is_empty() => Some(inos[&pick(&mut rng, &files)]),
+                _ => None,
+            };
+            let mut ticket = None;
+            // Whether the call must leave everything written durable.
+            let mut flushing = true;
+            let r = match (call, file) {
+                (SyncCall::Sync, _) => fs.sync().map(|_| acks.extend(0..cfg.streams)),
+                (SyncCall::Streamsync, _) => fs.streamsync(s).map(|_| acks.push(s)),
+                (SyncCall::Fsync, Some(f)) => fs.fsync(s, f, false).map(|_| {
+                    if fsync_is_osync(s) {
+                        ticket = Some(fs.written_ticket());
+                    }
+                    flushing = fsync_is_durable(s);
+                    if flushing {
+                        acks.push(s);
+                    }
+                }),
+                (SyncCall::Osync, Some(f)) => fs.osync(s, f).map(|t| {
+                    ticket = Some(t);
+                    flushing = false;
+                }),
+                (SyncCall::Dsync, Some(f)) => {
+                    dsyncs += 1;
+                    fs.dsync(s, f).map(|_| acks.push(s))
+                }
+                (SyncCall::Flush, _) => {
+                    flushes += 1;
+                    fs.flush()
+                }
+                _ => {
+                    flushing = false;
+                    Ok(())
+                }
+            };
+            r.map_err(|e| fail(seed, format!("{call:?} failed: {e}")))?;
+            let mut d = Done::now(&fs, s, None, Touch::default(), acks);
+            // The tickets: an osync names the last record written, which holds its commits;
+            // a flush makes every earlier ticket and every logged commit durable.
+            let (written, durable) = (fs.written_ticket(), fs.durable_ticket());
+            if durable > written {
+                return Err(fail(seed, format!("call {}: durable ticket {durable} is past the written ticket {written}", done.len())));
             }
-            done.push(Done { stream: s, op: None, touch: Touch::default(), dev_after: fs.device().log.len(), commits_after: fs.commit_log().len(), acks });
+            if let Some(t) = ticket {
+                let last = fs.commit_log().last().map_or(0, |c| c.seq);
+                if t != written || t < last || t < newest_ticket {
+                    return Err(fail(seed, format!("call {}: {call:?} ticket {t}, written ticket {written}, last commit {last}, earlier ticket {newest_ticket}", done.len())));
+                }
+                newest_ticket = t;
+                d.osync = true;
+            }
+            if flushing && (durable < newest_ticket || fs.has_unflushed() || d.durable_commits_after != d.commits_after) {
+                return Err(fail(
+                    seed,
+                    format!(
+                        "call {}: after {call:?} durable ticket {durable} (earlier osync ticket {newest_ticket}, unflushed {}): {} of {} commits durable",
+                        done.len(),
+                        fs.has_unflushed(),
+                        d.durable_commits_after,
+                        d.commits_after
+                    ),
+                ));
+            }
+            if std::env::var_os("INTACTFS_SIM_TRACE").is_some() {
+                eprintln!(
+                    "call {} stream {s}: {call:?}, acks {:?}, commits now {} ({} durable), tickets written {written} durable {durable}",
+                    done.len(),
+                    d.acks,
+                    d.commits_after,
+                    d.durable_commits_after
+                );
+            }
+            done.push(d);
             continue;
         };
         let touch = model.touch(&op);
@@ -374,7 +570,7 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
                 if same_file {
                     // A rename between two links of one file: nothing happened, so it is
                     // not part of the stream's history.
-                    done.push(Done { stream: s, op: None, touch: Touch::default(), dev_after: fs.device().log.len(), commits_after: fs.commit_log().len(), acks });
+                    done.push(Done::now(&fs, s, None, Touch::default(), acks));
                     continue;
                 }
                 if let Some(new) = new {
@@ -382,9 +578,16 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
                     next_mino += 1;
                 }
                 *calls_per_stream.entry(s).or_default() += 1;
-                done.push(Done { stream: s, op: Some(op), touch, dev_after: fs.device().log.len(), commits_after: fs.commit_log().len(), acks });
+                done.push(Done::now(&fs, s, Some(op), touch, acks));
             }
             (Err(_), false) => {}
+            (Err(intactfs::FsError::NoSpace(_)), true) => {
+                // The model has no space limit: a refusal for space must change nothing
+                // (the live state is compared with the model at the end), though making
+                // room may have committed.
+                nospace += 1;
+                done.push(Done::now(&fs, s, None, Touch::default(), acks));
+            }
             (Ok(_), false) => return Err(fail(seed, format!("the engine accepted {op:?}, which POSIX refuses"))),
             (Err(err), true) => return Err(fail(seed, format!("the engine refused {op:?}: {err}"))),
         }
@@ -401,12 +604,31 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
         let extra = d.inodes.keys().find(|i| !l.inodes.contains_key(i)).map(|i| format!("inode {i} only in durable"));
         return Err(fail(seed, format!("after sync the durable metadata differs from the live metadata: {}", first.or(extra).unwrap_or_else(|| format!("next_ino {} vs {}", l.next_ino, d.next_ino)))));
     }
-    done.push(Done { stream: 0, op: None, touch: Touch::default(), dev_after: fs.device().log.len(), commits_after: fs.commit_log().len(), acks: (0..cfg.streams).collect() });
+    let d = Done::now(&fs, 0, None, Touch::default(), (0..cfg.streams).collect());
+    if d.durable_commits_after != d.commits_after || fs.durable_ticket() < newest_ticket {
+        return Err(fail(seed, format!("after the final sync {} of {} commits are durable", d.durable_commits_after, d.commits_after)));
+    }
+    done.push(d);
     let commits = fs.commit_log().to_vec();
-    let checkpoints = fs.stats().checkpoints;
+    if let Some(w) = commits.windows(2).find(|w| w[1].seq < w[0].seq) {
+        return Err(fail(seed, format!("the commit log's sequence numbers decrease: {} then {}", w[0].seq, w[1].seq)));
+    }
+    let stats = fs.stats();
     let merges = fs.merges();
     let logged = fs.into_device();
-    Ok(Workload { done, log: logged.log, commits, base, final_view: model.view(), checkpoints, merges })
+    Ok(Workload {
+        done,
+        log: logged.log,
+        commits,
+        base,
+        final_view: model.view(),
+        checkpoints: stats.checkpoints,
+        merges,
+        optimistic_commits: stats.optimistic_commits,
+        dsyncs,
+        flushes,
+        nospace,
+    })
 }
 
 /// A commit boundary the oracle may accept, with its model state.
@@ -464,7 +686,13 @@ fn candidates(w: &Workload, streams: u64) -> Vec<Candidate> {
     out
 }
 
-/// Runs one seed: the workload, then every crash point.
+/// Runs one seed: the workload, then every crash point, checking each image against the
+/// oracle stated in the crate docs: the recovered state is the model after a commit
+/// boundary k with `durable ≤ k ≤ issued`, where `durable` counts the commits known durable
+/// (sequence number at or below `durable_ticket()`) after the last call that returned
+/// before the crash point and `issued` the commits logged by the end of the call in
+/// progress; every stream's prefix at k covers its acknowledged-durable calls (dsync,
+/// streamsync, sync, durable fsync; not osync); and the prefix is relatedness-closed.
 pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
     let seed = cfg.seed;
     let w = run_workload(cfg)?;
@@ -475,6 +703,16 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
         commits: w.commits.len(),
         checkpoints: w.checkpoints,
         merges: w.merges,
+        osyncs: w.done.iter().filter(|d| d.osync).count() as u64,
+        dsyncs: w.dsyncs,
+        flushes: w.flushes,
+        nospace: w.nospace,
+        optimistic_commits: w.optimistic_commits,
+        reused_blocks: {
+            let data_start = intactfs::layout::JOURNAL_START + cfg.journal_blocks;
+            let mut seen = std::collections::BTreeSet::new();
+            w.log.iter().filter(|op| matches!(op, DevOp::Write(b, _) if *b >= data_start && !seen.insert(*b))).count() as u64
+        },
         ..Default::default()
     };
     // Acknowledged prefixes, by the call that acknowledged them.
@@ -491,10 +729,13 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
             continue;
         }
         report.crash_points += 1;
-        // Calls finished by this point bound the commits from below; the call in progress
-        // bounds them from above.
+        // The commits known durable when the last finished call returned bound the
+        // recovered commit from below (an osync'd commit may be lost until a flush); the
+        // call in progress bounds it from above.
         let finished: Vec<&Done> = w.done.iter().filter(|d| d.dev_after <= c).collect();
-        let k_min = finished.last().map(|d| d.commits_after).unwrap_or(0);
+        let k_min = finished.last().map(|d| d.durable_commits_after).unwrap_or(0);
+        // The newest commit an osync that returned before this point ordered.
+        let k_osync = finished.iter().rev().find(|d| d.osync).map(|d| d.commits_after);
         let k_max = w.done.iter().find(|d| d.dev_after > c).map(|d| d.commits_after).unwrap_or(w.commits.len());
         // What was acknowledged durable: per stream, its calls up to the acknowledgement.
         let mut acked: BTreeMap<u64, u64> = BTreeMap::new();
@@ -526,6 +767,9 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
                 report.newest += 1;
             } else {
                 report.older += 1;
+            }
+            if k_osync.is_some_and(|o| k < o) {
+                report.lost_osync += 1;
             }
         }
     }

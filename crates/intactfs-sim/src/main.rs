@@ -25,7 +25,7 @@ struct Args {
     #[arg(long, default_value_t = 3)]
     images: u64,
     /// Calls per workload.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = 70)]
     calls: usize,
     /// Streams per workload.
     #[arg(long, default_value_t = 3)]

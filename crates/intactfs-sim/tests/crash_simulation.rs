@@ -1,8 +1,9 @@
 //! The engine's main proof, at CI size: at least 10,000 crash images over seeded
 //! multi-stream workloads, each recovered, fsck'd and checked against the prefix oracle
 //! (see the crate docs). Configurations vary the journal size (4 blocks: transactions
-//! that overflow the journal commit by checkpoint; 24 blocks: frequent checkpoints) and
-//! the number of streams. Longer runs: `INTACTFS_SIM_IMAGES=1000000 cargo test --release
+//! that overflow the journal commit by checkpoint; 24 blocks: frequent checkpoints), the
+//! number of streams, osync (an osync stream, osync/dsync/flush calls) and space pressure
+//! (a small device where freed blocks are reused). Longer runs: `INTACTFS_SIM_IMAGES=1000000 cargo test --release
 //! -p intactfs-sim --test crash_simulation -- --nocapture`, or the `intactfs-sim` binary.
 
 use intactfs_sim::{mixed, run, SimReport};
@@ -21,4 +22,11 @@ fn crash_simulation() {
     }
     eprintln!("crash simulation: {seed} workloads, {total}");
     assert!(total.merges > 0 && total.checkpoints > 0 && total.older > 0, "the workloads must exercise merges, checkpoints and lost volatile commits");
+    // Optimistic commit (OptFS): osync commits were written without a flush, crashes lost
+    // some of them, dsync and the durability-timeout flush ran, and freed blocks were reused
+    // (the space-pressure configuration), so the reuse rule was under test.
+    assert!(
+        total.osyncs > 0 && total.optimistic_commits > 0 && total.lost_osync > 0 && total.dsyncs > 0 && total.flushes > 0 && total.reused_blocks > 0,
+        "the workloads must exercise osync, dsync, flush, lost optimistic commits and block reuse: {total}"
+    );
 }
