@@ -188,7 +188,7 @@ fn children_adopt_the_stream_and_exec_wrapper_sets_it() {
     // Not an intactfs directory: a clear refusal, exit 2.
     let o = run(intact().args(["fs", "exec", "--mount", "/tmp", "--stream", "S", "--", "true"]));
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains("not an intactfs mount"), "{}", text(&o));
+    assert!(text(&o).contains("not on an intactfs mount"), "{}", text(&o));
 }
 
 /// IGNORE_FSYNC (per stream, or for the whole mount): fsync returns without committing;
@@ -253,7 +253,9 @@ fn bad_input_busy_and_stale_mounts_get_clear_errors() {
     // No image, a file as mount point, an unknown option, garbage instead of an image.
     expect(run(intact().args(["fs", "mount", "/nonexistent/img"]).arg(&m.mnt)), 2, "no such file");
     expect(run(intact().args(["fs", "mount"]).arg(&m.img).arg(&m.img)), 2, "not a directory");
-    expect(run(intact().args(["fs", "mount"]).arg(&m.img).arg(&m.mnt).args(["-o", "fsync=sometimes"])), 2, "unknown mount option");
+    expect(run(intact().args(["fs", "mount"]).arg(&m.img).arg(&m.mnt).args(["-o", "fsync=sometimes"])), 2, "expected fsync=durable, fsync=ignore or fsync=osync");
+    expect(run(intact().args(["fs", "mount"]).arg(&m.img).arg(&m.mnt).args(["-o", "sometimes"])), 2, "unknown mount option");
+    expect(run(intact().args(["fs", "mount"]).arg(&m.img).arg(&m.mnt).args(["-o", "durability=0"])), 2, "between 0.01 and 86400");
     expect(run(intact().args(["fs", "mount"]).arg(&m.img).arg(&m.mnt).args(["-o", "dirty_limit=lots"])), 2, "dirty_limit=lots");
     expect(run(intact().args(["fs", "mount"]).arg(&m.img).arg(&m.mnt).args(["-o", "commit=soon"])), 2, "whole seconds");
     let junk = m.dir.path().join("junk");
