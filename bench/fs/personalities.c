@@ -47,7 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define STREAMSYNC 0xCC03
+#include "../bench_common.h"
 
 static const char *workload, *dir, *label = "", *sync_spec = "none", *blockdev = NULL;
 static int nthreads = 1, dirwidth = 100, prealloc = 0, fsync_every = 0;
@@ -56,21 +56,7 @@ static long long filesize = 16384, iosize = 1 << 20, appendsize = 16384;
 static double duration = 10;
 static unsigned long long seed = 1;
 
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec / 1e9;
-}
 
-static void die(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "personalities %s: ", workload ? workload : "");
-  vfprintf(stderr, fmt, ap);
-  fprintf(stderr, ": %s\n", strerror(errno));
-  va_end(ap);
-  exit(1);
-}
 
 // xorshift64*: one state per thread.
 static uint64_t rnd(uint64_t *s) {
@@ -372,47 +358,8 @@ static void *run_randwrite(void *arg) {
   return NULL;
 }
 
-// Makes everything durable: syncfs(PATH) or the intactfs STREAMSYNC ioctl on PATH.
-static double do_sync(void) {
-  if (strcmp(sync_spec, "none") == 0) return 0;
-  const char *colon = strchr(sync_spec, ':');
-  if (!colon) {
-    errno = EINVAL;
-    die("--sync %s", sync_spec);
-  }
-  int fd = open(colon + 1, O_RDONLY | O_DIRECTORY);
-  if (fd < 0) die("--sync %s: open", sync_spec);
-  double t = now();
-  int r;
-  if (strncmp(sync_spec, "syncfs:", 7) == 0)
-    r = syncfs(fd);
-  else if (strncmp(sync_spec, "streamsync:", 11) == 0)
-    r = ioctl(fd, STREAMSYNC, 0);
-  else {
-    errno = EINVAL;
-    r = -1;
-  }
-  if (r != 0) die("--sync %s", sync_spec);
-  t = now() - t;
-  close(fd);
-  return t;
-}
 
 // Bytes written and flushes so far on block device `blockdev` (/sys/block/DEV/stat 7, 16).
-static void disk(long long *bytes, long long *flushes) {
-  *bytes = *flushes = 0;
-  if (!blockdev) return;
-  char p[256];
-  snprintf(p, sizeof p, "/sys/block/%s/stat", blockdev);
-  FILE *f = fopen(p, "r");
-  if (!f) die("%s", p);
-  long long v[17] = {0};
-  for (int i = 0; i < 17 && fscanf(f, "%lld", &v[i]) == 1; i++) {
-  }
-  fclose(f);
-  *bytes = v[6] * 512;
-  *flushes = v[15];
-}
 
 static void mkdirs(void) {
   char p[4096];
@@ -423,16 +370,6 @@ static void mkdirs(void) {
   }
 }
 
-static long long arg_size(const char *s) {
-  char *end;
-  long long v = strtoll(s, &end, 10);
-  switch (*end) {
-    case 'k': case 'K': v <<= 10; break;
-    case 'm': case 'M': v <<= 20; break;
-    case 'g': case 'G': v <<= 30; break;
-  }
-  return v;
-}
 
 int main(int argc, char **argv) {
   if (argc < 3) {
@@ -440,6 +377,9 @@ int main(int argc, char **argv) {
     return 2;
   }
   workload = argv[1];
+  static char name[128];
+  snprintf(name, sizeof name, "personalities %s", workload);
+  bench_name = name;
   dir = argv[2];
   for (int i = 3; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -514,7 +454,7 @@ int main(int argc, char **argv) {
       close(fd);
     }
   }
-  do_sync();
+  do_sync(sync_spec);
   t_setup = now() - t_setup;
 
   // ---- the measured part ----
@@ -527,7 +467,7 @@ int main(int argc, char **argv) {
     memset(ws[t].buf, 'a' + t % 26, bufsize);
   }
   long long b0, f0, b1, f1;
-  disk(&b0, &f0);
+  disk(blockdev, &b0, &f0);
   double t0 = now();
   t_end = timed ? t0 + duration : 1e300;
   for (int t = 0; t < nthreads; t++)
@@ -535,8 +475,8 @@ int main(int argc, char **argv) {
   for (int t = 0; t < nthreads; t++) pthread_join(tids[t], NULL);
   double secs = now() - t0;
   if (!strcmp(workload, "randwrite")) close(randfd);
-  double sync_secs = do_sync();
-  disk(&b1, &f1);
+  double sync_secs = do_sync(sync_spec);
+  disk(blockdev, &b1, &f1);
 
   long ops = 0, fsyncs = 0;
   long long wb = 0, rb = 0;

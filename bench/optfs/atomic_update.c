@@ -19,7 +19,7 @@
  * lat_mean_us, fsync_median_us, sync_secs (the final --sync), and with --blockdev the
  * device's flushes and bytes written during the loop (disk_flushes, disk_bytes) and during
  * the final sync (sync_disk_flushes). */
-#include "bench_common.h"
+#include "../bench_common.h"
 #include <stdint.h>
 #include <sys/stat.h>
 

@@ -16,7 +16,7 @@
  * Prints one JSON line: ops (transactions), secs, ops_per_s, lat_median_us, lat_p99_us,
  * lat_mean_us, sync_secs, and with --blockdev disk_flushes, disk_bytes (the loop) and
  * sync_disk_flushes (the final sync). */
-#include "bench_common.h"
+#include "../bench_common.h"
 #include <sqlite3.h>
 #include <stdint.h>
 

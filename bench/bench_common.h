@@ -1,9 +1,11 @@
-/* Shared by bench/optfs/atomic_update.c and bench/optfs/sqlite_insert.c (bench/optfs/bench.sh):
+/* Shared by bench/fs/personalities.c and bench/optfs/{atomic_update,sqlite_insert}.c:
  * the clock, per-operation latency percentiles, the final sync (--sync) and the block device's
- * counters (--blockdev), as in bench/fs/personalities.c. */
+ * counters (--blockdev). */
 #ifndef OPTFS_BENCH_COMMON_H
 #define OPTFS_BENCH_COMMON_H
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
