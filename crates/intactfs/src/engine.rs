@@ -19,6 +19,9 @@ use crate::streams::{Key, StreamFlags, StreamId, Streams};
 use intactfs_device::BlockDevice;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+mod regions;
+pub use regions::REGION_BASE;
+
 /// Largest file size: 2^50 bytes (1 PiB).
 pub const MAX_FILE_SIZE: u64 = 1 << 50;
 const MAX_LINKS: u32 = 65_000;
@@ -41,6 +44,9 @@ impl Default for MkfsOptions {
 pub struct MountOptions {
     /// Commit a stream's group once this many bytes of dirty data wait in memory.
     pub dirty_limit: u64,
+    /// Refuse writes in atomic regions once this many bytes of dirty data wait in memory
+    /// (a region never commits early, so its data stays in memory until its end).
+    pub region_limit: u64,
     /// Checkpoint when the journal is this full (0..1).
     pub checkpoint_fill: f64,
     /// Recover in memory only; write nothing (fsck, dump).
@@ -53,7 +59,7 @@ pub struct MountOptions {
 
 impl Default for MountOptions {
     fn default() -> Self {
-        MountOptions { dirty_limit: 256 << 20, checkpoint_fill: 0.75, read_only: false, clock: None, keep_commit_log: false }
+        MountOptions { dirty_limit: 256 << 20, region_limit: 1 << 30, checkpoint_fill: 0.75, read_only: false, clock: None, keep_commit_log: false }
     }
 }
 
@@ -74,6 +80,8 @@ pub struct Stats {
     /// Commits written without a flush (osync, OptFS §4.4).
     pub optimistic_commits: u64,
     pub checkpoints: u64,
+    pub regions_committed: u64,
+    pub regions_aborted: u64,
 }
 
 impl Stats {
@@ -202,6 +210,11 @@ pub struct Fs<D: BlockDevice> {
     poisoned: Option<String>,
     /// Caller → stream, for `setstream`/`getstream`.
     callers: HashMap<u64, StreamId>,
+    /// Open atomic regions, by their stream.
+    regions: BTreeMap<StreamId, regions::Region>,
+    /// Files added to a region: every write to them goes there.
+    added: HashMap<Ino, StreamId>,
+    next_region: u64,
 }
 
 /// Writes an empty file system.
@@ -309,6 +322,9 @@ impl<D: BlockDevice> Fs<D> {
             commit_log: Vec::new(),
             poisoned: None,
             callers: HashMap::new(),
+            regions: BTreeMap::new(),
+            added: HashMap::new(),
+            next_region: 0,
         };
         fs.update_meta_reserve();
         if !fs.opts.read_only {
@@ -406,6 +422,9 @@ impl<D: BlockDevice> Fs<D> {
     /// Commits the caller's stream (with any stream merged into it), ignoring IGNORE_FSYNC.
     pub fn streamsync(&mut self, s: StreamId) -> Result<()> {
         self.writable()?;
+        if self.is_region(s) {
+            return Ok(());
+        }
         let g = self.streams.group(s);
         self.commit(&g)
     }
@@ -449,9 +468,15 @@ impl<D: BlockDevice> Fs<D> {
 
     fn sync_file(&mut self, s: StreamId, ino: Ino, flush: bool) -> Result<()> {
         self.writable()?;
-        // The file's other group first, so that one flush covers both.
+        // Inside an atomic region nothing commits before the region does.
+        if self.is_region(s) {
+            return Ok(());
+        }
+        // The file's other group first, so that one flush covers both (not a region's:
+        // its changes are durable at its commit, not at someone's fsync).
         if let Some(o) = self.streams.owner_of(&Key::Ino(ino)) {
-            if self.streams.find(o) != self.streams.find(s) {
+            let root = self.streams.find(o);
+            if root != self.streams.find(s) && !self.is_region(root) {
                 let g = self.streams.group(o);
                 self.commit_with(&g, false)?;
             }
@@ -501,10 +526,11 @@ impl<D: BlockDevice> Fs<D> {
             return Ok(());
         }
         self.writable()?;
-        let all: Vec<StreamId> = self.streams.busy_groups().into_iter().flatten().collect();
+        // Open atomic regions stay open (they commit at their end, or never).
+        let all: Vec<StreamId> = self.legacy_groups().into_iter().flatten().collect();
         self.commit(&all)?;
         self.flush()?;
-        debug_assert_eq!(self.freeing, 0, "everything is committed, yet blocks wait to be freed");
+        debug_assert!(self.freeing == 0 || !self.regions.is_empty(), "everything is committed, yet blocks wait to be freed");
         Ok(())
     }
 
@@ -695,6 +721,7 @@ impl<D: BlockDevice> Fs<D> {
 
     /// Applies `op` to the live state and logs it in stream `s`'s transaction.
     fn log(&mut self, s: StreamId, op: LogOp, claims: &[Key], checks: &[Key]) -> Result<()> {
+        let s = self.route(s, claims, checks)?;
         let freed = self.live.apply(&op).map_err(|e| FsError::Internal(format!("{op:?}: {e}")))?;
         // Live extents are all committed ones (data is allocated at commit).
         self.freeing += freed.extents.iter().map(|e| e.1).sum::<u64>();
@@ -1010,6 +1037,8 @@ impl<D: BlockDevice> Fs<D> {
 
     fn truncate_inner(&mut self, s: StreamId, ino: Ino, size: u64) -> Result<()> {
         let old = self.file(ino)?.size;
+        // Before the dirty cache changes: a legacy group that owns them commits first.
+        let s = self.route(s, &[Key::Ino(ino)], &[])?;
         if size > MAX_FILE_SIZE {
             return Err(FsError::TooBig);
         }
@@ -1061,6 +1090,11 @@ impl<D: BlockDevice> Fs<D> {
         }
         let end = off.checked_add(data.len() as u64).filter(|&e| e <= MAX_FILE_SIZE).ok_or(FsError::TooBig)?;
         let (b0, b1) = (off / BLOCK as u64, (end - 1) / BLOCK as u64);
+        let s = self.route(s, &[Key::Ino(ino)], &[])?;
+        let in_region = self.is_region(s);
+        if in_region && self.dirty_blocks * BLOCK as u64 > self.opts.region_limit {
+            return Err(FsError::NoSpace(format!("atomic regions hold more than {} MiB of uncommitted data (mount option region_limit)", self.opts.region_limit >> 20)));
+        }
         self.room_for(|fs| {
             let have = fs.dirty.get(&ino);
             (b0..=b1).filter(|b| !have.is_some_and(|d| d.contains_key(b))).count() as u64
@@ -1087,7 +1121,12 @@ impl<D: BlockDevice> Fs<D> {
         n.mtime = time;
         n.ctime = time;
         self.streams.count_call(s);
-        if self.dirty_blocks * BLOCK as u64 > self.opts.dirty_limit {
+        if in_region {
+            if crate::mutation::active(crate::mutation::Mutation::RegionEarlyPage) && self.streams.stream(s).logged == 1 {
+                self.commit(&[s])?;
+            }
+        } else if self.dirty_blocks * BLOCK as u64 > self.opts.dirty_limit {
+            // A region never commits early (no steal): only the writer's own group does.
             let g = self.streams.group(s);
             self.commit(&g)?;
         }
@@ -1113,6 +1152,7 @@ impl<D: BlockDevice> Fs<D> {
                 .map(|(h, n)| n - pending.iter().map(|&(a, b)| b.min(h + n).saturating_sub(a.max(h))).sum::<u64>().min(n))
                 .sum()
         })?;
+        let s = self.route(s, &[Key::Ino(ino)], &[])?;
         if need > 0 {
             self.reserved += need;
             let e = self.falloc.entry(ino).or_default();

@@ -32,6 +32,8 @@ pub enum FsError {
     PastEnd,
     #[error("not supported: {0}")]
     Unsupported(String),
+    #[error("busy: {0}")]
+    Busy(String),
     #[error("the file system is read-only")]
     ReadOnly,
     #[error("damaged file system: {0}")]
@@ -60,6 +62,7 @@ impl FsError {
             FsError::PastEnd => 6,
             FsError::Unsupported(_) => 95,
             FsError::ReadOnly => 30,
+            FsError::Busy(_) => 16,
             FsError::Corrupt(_) | FsError::Device(_) | FsError::Internal(_) => 5,
         }
     }

@@ -11,6 +11,8 @@ pub enum Mutation {
     NoRecoveryChecksum = 1,
     /// Blocks freed by a commit are reused at once, before the commit is durable.
     EarlyReuse = 2,
+    /// An atomic region's first write commits (durably) on its own, before the region does.
+    RegionEarlyPage = 3,
 }
 
 #[cfg(feature = "mutations")]

@@ -127,6 +127,34 @@ impl Streams {
         }
     }
 
+    /// Roots of the groups whose uncommitted work an operation on `claims` and `checks`
+    /// would be related to (what [`Self::relate`] would merge), in id order.
+    pub fn related_roots(&mut self, claims: &[Key], checks: &[Key]) -> Vec<StreamId> {
+        let mut found: Vec<StreamId> = claims.iter().chain(checks).filter_map(|k| self.owner.get(k).copied()).collect();
+        for k in checks {
+            found.extend(self.marked.get(k).cloned().unwrap_or_default());
+        }
+        let mut roots: Vec<StreamId> = found.into_iter().map(|o| self.find(o)).collect();
+        roots.sort_unstable();
+        roots.dedup();
+        roots
+    }
+
+    /// Drops the running transaction of `s` (an aborted atomic region) and the stream:
+    /// its operations and the keys they claimed.
+    pub fn discard(&mut self, s: StreamId) -> (Vec<LogOp>, Vec<Key>) {
+        let (ops, keys, _) = self.take_group(&[s]);
+        self.streams.remove(&s);
+        (ops, keys)
+    }
+
+    /// Every stream's uncommitted operations, in real-time order.
+    pub fn uncommitted(&self) -> Vec<&LogOp> {
+        let mut all: Vec<&(u64, LogOp)> = self.streams.values().flat_map(|s| s.ops.iter()).collect();
+        all.sort_by_key(|(g, _)| *g);
+        all.into_iter().map(|(_, o)| o).collect()
+    }
+
     /// Appends an operation to the running transaction of `s`.
     pub fn log(&mut self, s: StreamId, op: LogOp) {
         let g = self.next_gseq;

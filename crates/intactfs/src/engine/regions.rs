@@ -1,0 +1,175 @@
+//! Atomic regions (CFS, `003` §3–4): everything a process group changes between
+//! [`Fs::region_begin`] and [`Fs::region_commit`] reaches the media all or nothing, and
+//! [`Fs::region_abort`] undoes it in memory.
+//!
+//! A region is a stream of its own that nothing commits early:
+//! * **No steal.** `sync`, periodic commits, the dirty limit and fsync of another
+//!   stream skip a region's group; fsync, osync, dsync and streamsync inside a region
+//!   return at once (the region becomes durable at its commit, as one record).
+//! * **Kept apart from other streams.** Before a region's operation is related to
+//!   uncommitted work of a legacy group (the system-wide init stream or any other), that
+//!   group commits (without a flush; the region's commit flushes it too), so a region's
+//!   group is always the region alone and aborting it touches nobody else. An operation
+//!   of another stream that depends on a region's uncommitted change (writes a file the
+//!   region wrote, renames an entry it created) becomes part of the region: there is no
+//!   isolation (CFS §3), and the dependent change cannot commit without what it depends on.
+//!   Two regions changing the same thing is refused (`Busy`).
+//! * **Undo by redo.** Abort drops the region's running transaction and rebuilds the live
+//!   metadata from the committed state plus every other stream's uncommitted operations in
+//!   their real-time order (the same replay a commit of those groups would do), so the
+//!   undo needs no per-field log (CFS Table 1). Dirty blocks of the region's files are
+//!   dropped; blocks are allocated only at commit, so nothing needs deallocating (CFS's
+//!   delayed deallocation comes for free: blocks a region frees are freed when it commits).
+//! * **Files added** ([`Fs::region_add`], `cfs_add` for mmap'd files, and the F2FS atomic
+//!   write of one file) route every write to that file, from any stream, into the region.
+
+use super::*;
+
+/// Region streams have ids from here on; user stream ids stay below (the FUSE layer
+/// refuses SETSTREAM to these).
+pub const REGION_BASE: StreamId = 1 << 63;
+
+#[derive(Debug, Default)]
+pub(super) struct Region {
+    files: BTreeSet<Ino>,
+}
+
+impl<D: BlockDevice> Fs<D> {
+    /// Opens an atomic region; returns its stream, for the calls that make up the region.
+    pub fn region_begin(&mut self) -> Result<StreamId> {
+        self.writable()?;
+        let r = REGION_BASE + self.next_region;
+        self.next_region += 1;
+        self.regions.insert(r, Region::default());
+        self.streams.stream(r);
+        Ok(r)
+    }
+
+    /// Whether `s` is an open region.
+    pub fn is_region(&self, s: StreamId) -> bool {
+        self.regions.contains_key(&s)
+    }
+
+    /// Open regions.
+    pub fn regions_open(&self) -> usize {
+        self.regions.len()
+    }
+
+    fn region(&self, r: StreamId) -> Result<&Region> {
+        self.regions.get(&r).ok_or_else(|| FsError::Invalid("no atomic region is open".into()))
+    }
+
+    /// CFS `cfs_add`: every later write to `ino`, by any stream (mmap write-back arrives
+    /// without the writer's identity), belongs to region `r`. Changes of `ino` made before
+    /// and not yet committed are committed first (they are not the region's).
+    pub fn region_add(&mut self, r: StreamId, ino: Ino) -> Result<()> {
+        self.region(r)?;
+        self.file(ino)?;
+        match self.added.get(&ino) {
+            Some(&o) if o == r => return Ok(()),
+            Some(_) => return Err(FsError::Busy(format!("inode {ino} belongs to another atomic region"))),
+            None => {}
+        }
+        self.route(r, &[Key::Ino(ino)], &[])?;
+        self.added.insert(ino, r);
+        self.regions.get_mut(&r).expect("checked above").files.insert(ino);
+        Ok(())
+    }
+
+    /// The region a file was added to.
+    pub fn region_of_file(&self, ino: Ino) -> Option<StreamId> {
+        self.added.get(&ino).copied()
+    }
+
+    fn close_region(&mut self, r: StreamId) -> Result<Region> {
+        let reg = self.regions.remove(&r).ok_or_else(|| FsError::Invalid("no atomic region is open".into()))?;
+        for f in &reg.files {
+            self.added.remove(f);
+        }
+        Ok(reg)
+    }
+
+    /// Commits region `r`: one record, flushed; returns when it is durable.
+    pub fn region_commit(&mut self, r: StreamId) -> Result<()> {
+        self.writable()?;
+        self.close_region(r)?;
+        let res = self.commit(&[r]);
+        self.streams.streams.remove(&r);
+        self.stats.regions_committed += 1;
+        res
+    }
+
+    /// Aborts region `r`: none of its changes stays, in memory or on the media.
+    pub fn region_abort(&mut self, r: StreamId) -> Result<()> {
+        self.close_region(r)?;
+        let (_ops, keys) = self.streams.discard(r);
+        for k in &keys {
+            if let Key::Ino(i) = k {
+                self.drop_dirty(*i, 0);
+                if let Some((_, res)) = self.falloc.remove(i) {
+                    self.reserved -= res;
+                }
+            }
+        }
+        // Sizes and times that writes of other streams set on their files directly (their
+        // data operations are made at commit): kept across the rebuild.
+        let keep: Vec<(Ino, u64, Time, Time)> = self
+            .dirty
+            .keys()
+            .chain(self.falloc.keys())
+            .filter_map(|&i| self.live.get(i).map(|n| (i, n.size, n.mtime, n.ctime)))
+            .collect();
+        let mut live = self.durable.clone();
+        let mut freeing = 0;
+        for op in self.streams.uncommitted() {
+            let freed = live.apply(op).map_err(|e| FsError::Internal(format!("replaying {op:?} without the aborted region: {e}")))?;
+            freeing += freed.extents.iter().map(|e| e.1).sum::<u64>();
+        }
+        for (i, size, mtime, ctime) in keep {
+            if let Some(n) = live.inodes.get_mut(&i) {
+                (n.size, n.mtime, n.ctime) = (size, mtime, ctime);
+            }
+        }
+        // Inode numbers the region took are not handed out again before the next mount:
+        // the kernel may still hold one through an open file of the aborted region.
+        live.next_ino = live.next_ino.max(self.live.next_ino);
+        self.live = live;
+        self.freeing = freeing;
+        self.stats.regions_aborted += 1;
+        Ok(())
+    }
+
+    /// The stream an operation of `s` on `claims`/`checks` belongs to: `s`, or the region
+    /// whose uncommitted work (or added file) it touches. Before an operation joins a
+    /// region, the legacy groups it is related to commit, so they never join it.
+    pub(super) fn route(&mut self, s: StreamId, claims: &[Key], checks: &[Key]) -> Result<StreamId> {
+        if self.regions.is_empty() {
+            return Ok(s);
+        }
+        let roots = self.streams.related_roots(claims, checks);
+        let added = claims.iter().chain(checks).filter_map(|k| match k {
+            Key::Ino(i) => self.added.get(i).copied(),
+            _ => None,
+        });
+        let mut target = self.regions.contains_key(&s).then_some(s);
+        for r in roots.iter().copied().filter(|r| self.regions.contains_key(r)).chain(added.collect::<Vec<_>>()) {
+            match target {
+                None => target = Some(r),
+                Some(t) if t != r => return Err(FsError::Busy("the change touches what another atomic region changed".into())),
+                _ => {}
+            }
+        }
+        let Some(r) = target else { return Ok(s) };
+        for g in roots.into_iter().filter(|g| *g != r) {
+            let members = self.streams.group(g);
+            self.commit_with(&members, false)?;
+        }
+        Ok(r)
+    }
+
+    /// Groups a legacy commit (`sync`, periodic, dirty limit) may take: not regions.
+    pub(super) fn legacy_groups(&mut self) -> Vec<Vec<StreamId>> {
+        let regions = &self.regions;
+        self.streams.busy_groups().into_iter().filter(|g| !g.iter().any(|s| regions.contains_key(s))).collect()
+    }
+}
