@@ -27,6 +27,8 @@ fn delta(a: Stats, b: Stats) -> Stats {
         commits: b.commits - a.commits,
         optimistic_commits: b.optimistic_commits - a.optimistic_commits,
         checkpoints: b.checkpoints - a.checkpoints,
+        regions_committed: b.regions_committed - a.regions_committed,
+        regions_aborted: b.regions_aborted - a.regions_aborted,
     }
 }
 
