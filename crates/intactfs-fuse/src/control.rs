@@ -35,6 +35,25 @@ pub const DURABLE_ARG_SIZE: usize = 16;
 /// out: the newest durable ticket. With WAIT, returns once the ticket is durable.
 pub const IOC_DURABLE: u32 = ioc(IOC_READ | IOC_WRITE, 6, DURABLE_ARG_SIZE as u32);
 
+/// `_IO(0xCC, 7)`: the calling process (and its children) enter a new atomic region (CFS).
+pub const IOC_BEGIN: u32 = ioc(0, 7, 0);
+/// `_IO(0xCC, 8)`: commit the caller's atomic region: durable, all or nothing.
+pub const IOC_COMMIT: u32 = ioc(0, 8, 0);
+/// `_IO(0xCC, 9)`: abort the caller's atomic region: none of it stays.
+pub const IOC_ABORT: u32 = ioc(0, 9, 0);
+/// `_IO(0xCC, 10)`: CFS `cfs_add`: every write to this file (also mmap write-back) belongs
+/// to the caller's region.
+pub const IOC_ADD: u32 = ioc(0, 10, 0);
+
+/// F2FS's atomic-write ioctls (magic 0xf5, `include/uapi/linux/f2fs.h`), which SQLite built
+/// with SQLITE_ENABLE_BATCH_ATOMIC_WRITE uses: one atomic region per file.
+pub const F2FS_IOC_START_ATOMIC_WRITE: u32 = 0xf501;
+pub const F2FS_IOC_COMMIT_ATOMIC_WRITE: u32 = 0xf502;
+pub const F2FS_IOC_ABORT_VOLATILE_WRITE: u32 = 0xf505;
+/// `_IOR(0xf5, 12, u32)`.
+pub const F2FS_IOC_GET_FEATURES: u32 = 0x8004_f50c;
+pub const F2FS_FEATURE_ATOMIC_WRITE: u32 = 0x0004;
+
 /// Flag: fsync and fdatasync in this stream return at once without committing.
 pub const FLAG_IGNORE_FSYNC: u32 = 1;
 /// Flag: fsync and fdatasync in this stream are osync (ordered, durable later).
@@ -154,6 +173,30 @@ pub fn dsync(fd: i32) -> std::io::Result<()> {
     Ok(())
 }
 
+fn ioctl_none(fd: i32, cmd: u32) -> std::io::Result<()> {
+    // SAFETY: _IO commands take no argument.
+    let r = unsafe { libc::ioctl(fd, cmd as _, 0) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Issues BEGIN on `fd` (any file or directory of the mount).
+pub fn region_begin(fd: i32) -> std::io::Result<()> {
+    ioctl_none(fd, IOC_BEGIN)
+}
+
+/// Issues COMMIT on `fd`.
+pub fn region_commit(fd: i32) -> std::io::Result<()> {
+    ioctl_none(fd, IOC_COMMIT)
+}
+
+/// Issues ABORT on `fd`.
+pub fn region_abort(fd: i32) -> std::io::Result<()> {
+    ioctl_none(fd, IOC_ABORT)
+}
+
 /// Issues DURABLE on `fd`: whether `ticket` is durable (waiting until it is with `wait`).
 pub fn durable(fd: i32, ticket: u64, wait: bool) -> std::io::Result<bool> {
     let mut a = DurableArg { ticket, flags: if wait { DURABLE_WAIT } else { 0 } }.encode();
@@ -177,6 +220,9 @@ mod tests {
         assert_eq!(IOC_OSYNC, 0x8008_CC04);
         assert_eq!(IOC_DSYNC, 0x0000_CC05);
         assert_eq!(IOC_DURABLE, 0xC010_CC06);
+        assert_eq!((IOC_BEGIN, IOC_COMMIT, IOC_ABORT, IOC_ADD), (0xCC07, 0xCC08, 0xCC09, 0xCC0A));
+        // F2FS_IOC_GET_FEATURES is _IOR(0xf5, 12, __u32).
+        assert_eq!(F2FS_IOC_GET_FEATURES, (2 << 30) | (4 << 16) | (0xf5 << 8) | 12);
     }
 
     #[test]

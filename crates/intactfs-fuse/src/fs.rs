@@ -53,6 +53,19 @@ pub struct State {
     /// When the oldest commit not yet flushed was written (the durability timeout runs
     /// from here).
     pub unflushed_since: Option<std::time::Instant>,
+    /// Open atomic regions of process groups: region → who opened it.
+    regions: HashMap<StreamId, RegionOwner>,
+    /// F2FS atomic writes: file → (its region, the handle that started it).
+    f2fs: HashMap<Ino, (StreamId, u64)>,
+    /// Tells the kernel to drop cached pages and entries an aborted region changed.
+    pub notifier: Option<fuser::Notifier>,
+}
+
+/// The process that began a region, and the stream it had before.
+struct RegionOwner {
+    tgid: u32,
+    start: u64,
+    prev: Option<(StreamId, u64)>,
 }
 
 pub struct IntactFuse {
@@ -188,6 +201,99 @@ impl State {
         Ok(())
     }
 
+    /// Regions whose process exited without committing are aborted (CFS: a region ends
+    /// with its commit; a program that dies in one never made its changes).
+    pub fn reap_regions(&mut self) {
+        let gone: Vec<StreamId> = self.regions.iter().filter(|(_, o)| !crate::procs::alive(o.tgid, o.start)).map(|(r, _)| *r).collect();
+        for r in gone {
+            let o = self.regions.remove(&r).expect("listed above");
+            self.procs.leave(o.tgid, o.start, o.prev);
+            if self.fs.is_some() {
+                if let Err(e) = self.abort_region(r) {
+                    eprintln!("intactfs: aborting the region of exited process {}: {e:?}", o.tgid);
+                }
+            }
+        }
+    }
+
+    /// Aborts region `r` and has the kernel forget what it cached of the region's changes
+    /// (from another thread: a notification sent while a request of the same inode is in
+    /// the kernel could wait for that request).
+    fn abort_region(&mut self, r: StreamId) -> Result<(), Errno> {
+        let undone = self.fs()?.region_abort(r).map_err(|e| errno(&e))?;
+        if let Some(n) = self.notifier.clone() {
+            std::thread::spawn(move || {
+                for i in undone.inodes {
+                    let _ = n.inval_inode(INodeNo(i), 0, 0);
+                }
+                for (p, name) in undone.entries {
+                    let _ = n.inval_entry(INodeNo(p), OsStr::from_bytes(&name));
+                }
+            });
+        }
+        Ok(())
+    }
+
+    /// The region the caller is in, with its owner's entry.
+    fn caller_region(&mut self, s: StreamId) -> Result<StreamId, Errno> {
+        if self.regions.contains_key(&s) {
+            Ok(s)
+        } else {
+            // "no atomic region is open" (libintact/Python say so for EINVAL here).
+            Err(Errno::EINVAL)
+        }
+    }
+
+    /// Ends the caller's process-group region: commit or abort.
+    fn end_region(&mut self, s: StreamId, commit: bool) -> Result<(), Errno> {
+        let r = self.caller_region(s)?;
+        let o = self.regions.remove(&r).expect("checked");
+        self.procs.leave(o.tgid, o.start, o.prev);
+        if commit {
+            self.fs()?.region_commit(r).map_err(|e| errno(&e))
+        } else {
+            self.abort_region(r)
+        }
+    }
+
+    /// Handles the F2FS atomic-write ioctls on `ino` (a regular file) through handle `fh`.
+    fn f2fs_ioctl(&mut self, s: StreamId, ino: Ino, fh: u64, cmd: u32) -> Result<Vec<u8>, Errno> {
+        let fs = self.fs()?;
+        if fs.getattr(ino).map_err(|e| errno(&e))?.kind != FileType::File {
+            return Err(Errno::EINVAL);
+        }
+        match cmd {
+            control::F2FS_IOC_GET_FEATURES => Ok(control::F2FS_FEATURE_ATOMIC_WRITE.to_ne_bytes().to_vec()),
+            control::F2FS_IOC_START_ATOMIC_WRITE => {
+                if self.f2fs.contains_key(&ino) {
+                    return Ok(Vec::new()); // already atomic, as on F2FS
+                }
+                if self.regions.contains_key(&s) {
+                    // Inside a process-group region: regions do not nest.
+                    return Err(Errno::EBUSY);
+                }
+                let fs = self.fs()?;
+                let r = fs.region_begin().map_err(|e| errno(&e))?;
+                if let Err(e) = fs.region_add(r, ino) {
+                    let _ = self.abort_region(r);
+                    return Err(errno(&e));
+                }
+                self.f2fs.insert(ino, (r, fh));
+                Ok(Vec::new())
+            }
+            control::F2FS_IOC_COMMIT_ATOMIC_WRITE => match self.f2fs.remove(&ino) {
+                Some((r, _)) => self.fs()?.region_commit(r).map(|_| Vec::new()).map_err(|e| errno(&e)),
+                // Not atomic: F2FS syncs the file.
+                None => self.fs()?.fsync(s, ino, false).map(|_| Vec::new()).map_err(|e| errno(&e)),
+            },
+            control::F2FS_IOC_ABORT_VOLATILE_WRITE => match self.f2fs.remove(&ino) {
+                Some((r, _)) => self.abort_region(r).map(|_| Vec::new()),
+                None => Ok(Vec::new()),
+            },
+            _ => Err(Errno::ENOTTY),
+        }
+    }
+
     /// Waiters left when the engine is gone get an error rather than hanging.
     pub fn fail_waiters(&mut self) {
         for (_, reply) in self.waiters.drain(..) {
@@ -226,7 +332,19 @@ impl State {
 
 impl IntactFuse {
     pub fn new(fs: Fs<FileDevice>, fsync: FsyncMode, xattr: bool) -> IntactFuse {
-        let state = State { fs: Some(fs), lookups: HashMap::new(), procs: ProcTable::default(), handles: HashMap::new(), next_fh: 1, failure: None, waiters: Vec::new(), unflushed_since: None };
+        let state = State {
+            fs: Some(fs),
+            lookups: HashMap::new(),
+            procs: ProcTable::default(),
+            handles: HashMap::new(),
+            next_fh: 1,
+            failure: None,
+            waiters: Vec::new(),
+            unflushed_since: None,
+            regions: HashMap::new(),
+            f2fs: HashMap::new(),
+            notifier: None,
+        };
         IntactFuse { state: Arc::new(Mutex::new(state)), fsync, xattr }
     }
 
@@ -478,9 +596,16 @@ impl fuser::Filesystem for IntactFuse {
         }
     }
 
-    fn release(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, _lock: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
+    fn release(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _flags: OpenFlags, _lock: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
         if let Ok(mut st) = self.lock() {
             st.handles.remove(&fh.0);
+            // F2FS drops an atomic write that its file's closing never committed.
+            if st.f2fs.get(&ino.0).is_some_and(|f| f.1 == fh.0) {
+                let (r, _) = st.f2fs.remove(&ino.0).expect("checked");
+                if let Err(e) = st.abort_region(r) {
+                    eprintln!("intactfs: aborting the atomic write of inode {}: {e:?}", ino.0);
+                }
+            }
         }
         reply.ok()
     }
@@ -644,7 +769,7 @@ impl fuser::Filesystem for IntactFuse {
         }
     }
 
-    fn ioctl(&self, req: &Request, ino: INodeNo, _fh: FileHandle, _flags: IoctlFlags, cmd: u32, in_data: &[u8], _out_size: u32, reply: ReplyIoctl) {
+    fn ioctl(&self, req: &Request, ino: INodeNo, fh: FileHandle, _flags: IoctlFlags, cmd: u32, in_data: &[u8], _out_size: u32, reply: ReplyIoctl) {
         let mut reply = Some(reply);
         let r: Result<Vec<u8>, Errno> = (|| {
             let (mut st, s) = self.begin(req)?;
@@ -654,8 +779,12 @@ impl fuser::Filesystem for IntactFuse {
                     // The init stream is every other program's: nobody may turn off its
                     // fsync or make it optimistic. IGNORE_FSYNC already says what an
                     // fsync does; both at once is a mistake.
-                    if a.flags & !FLAGS_ALL != 0 || a.flags == FLAGS_ALL || (a.id == intactfs::INIT_STREAM && a.flags != 0) {
+                    if a.flags & !FLAGS_ALL != 0 || a.flags == FLAGS_ALL || (a.id == intactfs::INIT_STREAM && a.flags != 0) || a.id >= intactfs::REGION_BASE {
                         return Err(Errno::EINVAL);
+                    }
+                    // Leaving a region is its commit or abort.
+                    if st.regions.contains_key(&s) {
+                        return Err(Errno::EBUSY);
                     }
                     st.procs.set(req.pid(), a.id).map_err(|_| Errno::ESRCH)?;
                     st.fs()?.set_stream_flags(a.id, StreamFlags { ignore_fsync: a.flags & FLAG_IGNORE_FSYNC != 0, fsync_as_osync: a.flags & FLAG_FSYNC_AS_OSYNC != 0 });
@@ -690,6 +819,35 @@ impl fuser::Filesystem for IntactFuse {
                     }
                     Ok(DurableArg { ticket: durable, flags: 0 }.encode().to_vec())
                 }
+                control::IOC_BEGIN => {
+                    st.fs()?.getattr(ino.0).map_err(|e| errno(&e))?;
+                    if st.fs()?.is_region(s) {
+                        return Err(Errno::EALREADY);
+                    }
+                    let r = st.fs()?.region_begin().map_err(|e| errno(&e))?;
+                    match st.procs.enter(req.pid(), r) {
+                        Ok((tgid, start, prev)) => {
+                            st.regions.insert(r, RegionOwner { tgid, start, prev });
+                            Ok(Vec::new())
+                        }
+                        Err(_) => {
+                            let _ = st.abort_region(r);
+                            Err(Errno::ESRCH)
+                        }
+                    }
+                }
+                control::IOC_COMMIT => st.end_region(s, true).map(|_| Vec::new()),
+                control::IOC_ABORT => st.end_region(s, false).map(|_| Vec::new()),
+                control::IOC_ADD => {
+                    // A region of this process group on this mount ("another mount": EXDEV).
+                    let r = st.caller_region(s).map_err(|_| Errno::EXDEV)?;
+                    let fs = st.fs()?;
+                    if fs.getattr(ino.0).map_err(|e| errno(&e))?.kind != FileType::File {
+                        return Err(Errno::EINVAL);
+                    }
+                    fs.region_add(r, ino.0).map(|_| Vec::new()).map_err(|e| errno(&e))
+                }
+                control::F2FS_IOC_GET_FEATURES | control::F2FS_IOC_START_ATOMIC_WRITE | control::F2FS_IOC_COMMIT_ATOMIC_WRITE | control::F2FS_IOC_ABORT_VOLATILE_WRITE => st.f2fs_ioctl(s, ino.0, fh.0, cmd),
                 _ => Err(Errno::ENOTTY),
             };
             st.notify();

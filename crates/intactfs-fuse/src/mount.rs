@@ -129,6 +129,9 @@ pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmoun
     config.n_threads = Some(cfg.threads.max(1));
     config.clone_fd = true;
     let session = Session::new(fuse, &cfg.mountpoint, &config).map_err(|e| MountError::Failed(format!("mounting on {}: {e}", cfg.mountpoint.display())))?;
+    if let Ok(mut st) = state.lock() {
+        st.notifier = Some(session.notifier());
+    }
 
     // Signals detach the mount (lazily, so open files keep working until closed); the
     // request loop then ends and everything is written back below.
@@ -170,6 +173,7 @@ pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmoun
                         }
                     }
                 }
+                st.reap_regions();
                 st.notify();
                 if st.unflushed_since.is_some_and(|t| t.elapsed() >= td) {
                     if let Err(e) = st.flush_now() {

@@ -39,6 +39,11 @@ pub fn stat_fields(pid: u32) -> Option<Vec<String>> {
     Some(s[s.rfind(')')? + 1..].split_whitespace().map(str::to_string).collect())
 }
 
+/// Whether process `pid` still runs and is the one that started at `start`.
+pub fn alive(pid: u32, start: u64) -> bool {
+    start_time(pid) == Some(start) && stat_fields(pid).is_some_and(|f| f[0] != "Z")
+}
+
 /// Field 22 of /proc/PID/stat (start time in clock ticks since boot).
 fn start_time(pid: u32) -> Option<u64> {
     stat_fields(pid)?.get(19)?.parse().ok()
@@ -54,6 +59,28 @@ impl ProcTable {
         // Inheritance changed for this process and every descendant.
         self.cache.clear();
         Ok(())
+    }
+
+    /// Puts the process of thread `tid` in stream `s` (an atomic region) and returns what
+    /// [`Self::leave`] needs to put it back: the process id, its start time and its own
+    /// earlier stream, if it had set one.
+    pub fn enter(&mut self, tid: u32, s: StreamId) -> Result<(u32, u64, Option<(StreamId, u64)>), String> {
+        let (tgid, _) = status(tid).ok_or_else(|| format!("process of thread {tid} not found in /proc"))?;
+        let prev = self.explicit.get(&tgid).copied();
+        self.set(tid, s)?;
+        let start = self.explicit[&tgid].1;
+        Ok((tgid, start, prev))
+    }
+
+    /// Undoes [`Self::enter`] (if the process still is the one that entered).
+    pub fn leave(&mut self, tgid: u32, start: u64, prev: Option<(StreamId, u64)>) {
+        if self.explicit.get(&tgid).is_some_and(|e| e.1 == start) {
+            match prev {
+                Some(p) => self.explicit.insert(tgid, p),
+                None => self.explicit.remove(&tgid),
+            };
+        }
+        self.cache.clear();
     }
 
     /// The stream of thread `tid` (0, from the kernel itself, is in the init stream).

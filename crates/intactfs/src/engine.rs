@@ -20,7 +20,7 @@ use intactfs_device::BlockDevice;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 mod regions;
-pub use regions::REGION_BASE;
+pub use regions::{Aborted, REGION_BASE};
 
 /// Largest file size: 2^50 bytes (1 PiB).
 pub const MAX_FILE_SIZE: u64 = 1 << 50;

@@ -29,6 +29,14 @@ use super::*;
 /// refuses SETSTREAM to these).
 pub const REGION_BASE: StreamId = 1 << 63;
 
+/// What an abort changed back, for caches outside the engine (the kernel's page and
+/// directory-entry caches under FUSE) to drop.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Aborted {
+    pub inodes: Vec<Ino>,
+    pub entries: Vec<(Ino, Vec<u8>)>,
+}
+
 #[derive(Debug, Default)]
 pub(super) struct Region {
     files: BTreeSet<Ino>,
@@ -100,17 +108,25 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     /// Aborts region `r`: none of its changes stays, in memory or on the media.
-    pub fn region_abort(&mut self, r: StreamId) -> Result<()> {
-        self.close_region(r)?;
+    pub fn region_abort(&mut self, r: StreamId) -> Result<Aborted> {
+        let reg = self.close_region(r)?;
         let (_ops, keys) = self.streams.discard(r);
-        for k in &keys {
-            if let Key::Ino(i) = k {
-                self.drop_dirty(*i, 0);
-                if let Some((_, res)) = self.falloc.remove(i) {
-                    self.reserved -= res;
+        let mut undone = Aborted { inodes: reg.files.into_iter().collect(), entries: Vec::new() };
+        for k in keys {
+            match k {
+                Key::Ino(i) => {
+                    self.drop_dirty(i, 0);
+                    if let Some((_, res)) = self.falloc.remove(&i) {
+                        self.reserved -= res;
+                    }
+                    undone.inodes.push(i);
                 }
+                Key::Entry(p, n) => undone.entries.push((p, n)),
+                _ => {}
             }
         }
+        undone.inodes.sort_unstable();
+        undone.inodes.dedup();
         // Sizes and times that writes of other streams set on their files directly (their
         // data operations are made at commit): kept across the rebuild.
         let keep: Vec<(Ino, u64, Time, Time)> = self
@@ -136,7 +152,7 @@ impl<D: BlockDevice> Fs<D> {
         self.live = live;
         self.freeing = freeing;
         self.stats.regions_aborted += 1;
-        Ok(())
+        Ok(undone)
     }
 
     /// The stream an operation of `s` on `claims`/`checks` belongs to: `s`, or the region
