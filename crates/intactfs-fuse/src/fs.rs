@@ -65,7 +65,7 @@ pub struct State {
 struct RegionOwner {
     tgid: u32,
     start: u64,
-    prev: Option<(StreamId, u64)>,
+    prev: Option<crate::procs::Explicit>,
 }
 
 pub struct IntactFuse {

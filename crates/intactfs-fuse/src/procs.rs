@@ -17,6 +17,9 @@ use std::time::{Duration, Instant};
 /// How long a resolved thread → stream answer is trusted.
 const TTL: Duration = Duration::from_secs(1);
 
+/// A process's own stream choice: (stream, the process's start time).
+pub type Explicit = (StreamId, u64);
+
 #[derive(Default)]
 pub struct ProcTable {
     /// Process (thread-group id) → (stream, the process's start time, to detect pid reuse).
@@ -64,7 +67,7 @@ impl ProcTable {
     /// Puts the process of thread `tid` in stream `s` (an atomic region) and returns what
     /// [`Self::leave`] needs to put it back: the process id, its start time and its own
     /// earlier stream, if it had set one.
-    pub fn enter(&mut self, tid: u32, s: StreamId) -> Result<(u32, u64, Option<(StreamId, u64)>), String> {
+    pub fn enter(&mut self, tid: u32, s: StreamId) -> Result<(u32, u64, Option<Explicit>), String> {
         let (tgid, _) = status(tid).ok_or_else(|| format!("process of thread {tid} not found in /proc"))?;
         let prev = self.explicit.get(&tgid).copied();
         self.set(tid, s)?;
@@ -73,7 +76,7 @@ impl ProcTable {
     }
 
     /// Undoes [`Self::enter`] (if the process still is the one that entered).
-    pub fn leave(&mut self, tgid: u32, start: u64, prev: Option<(StreamId, u64)>) {
+    pub fn leave(&mut self, tgid: u32, start: u64, prev: Option<Explicit>) {
         if self.explicit.get(&tgid).is_some_and(|e| e.1 == start) {
             match prev {
                 Some(p) => self.explicit.insert(tgid, p),
