@@ -82,6 +82,11 @@ pub struct ExecArgs {
     /// The same as --fsync-as ignore.
     #[arg(long, conflicts_with = "fsync_as")]
     pub ignore_fsync: bool,
+    /// Run the whole command as one atomic region (CFS): everything it and its children
+    /// change on the mount is committed, durably and all at once, when it exits with
+    /// status 0, and aborted (none of it stays) when it fails or is killed.
+    #[arg(long, conflicts_with_all = ["stream", "fsync_as", "ignore_fsync"])]
+    pub atomic: bool,
     /// The program and its arguments (after `--`).
     #[arg(trailing_var_arg = true, required = true, allow_hyphen_values = true)]
     pub command: Vec<String>,
@@ -354,6 +359,9 @@ fn is_intactfs_mount(mnt: &Path) -> bool {
 
 pub fn exec(a: ExecArgs) -> Result<u8, Failure> {
     let dir = std::fs::File::open(&a.mount).map_err(|e| Failure::input(format!("{}: {e}", a.mount.display())))?;
+    if a.atomic {
+        return exec_atomic(&a, &dir);
+    }
     let name = a.stream.clone().unwrap_or_else(|| format!("exec-{}", std::process::id()));
     let id = control::stream_id(&name);
     let fsync_as = if a.ignore_fsync { FsyncAs::Ignore } else { a.fsync_as };
@@ -374,4 +382,52 @@ pub fn exec(a: ExecArgs) -> Result<u8, Failure> {
     // The stream belongs to this process id, which exec keeps; children inherit it.
     let e = Command::new(&a.command[0]).args(&a.command[1..]).exec();
     Err(Failure { code: 127, message: format!("{}: {e}", a.command[0]) })
+}
+
+/// `exec --atomic`: a region around a child process; commit on success, abort otherwise.
+fn exec_atomic(a: &ExecArgs, dir: &std::fs::File) -> Result<u8, Failure> {
+    use std::os::unix::io::AsRawFd;
+    use std::os::unix::process::ExitStatusExt;
+    let fd = dir.as_raw_fd();
+    let why = |e: std::io::Error| match e.raw_os_error() {
+        Some(libc::ENOTTY) => "not on an intactfs mount".to_string(),
+        Some(libc::EALREADY) => "this process is already in an atomic region (regions do not nest)".to_string(),
+        Some(libc::EINVAL) => "no atomic region is open".to_string(),
+        _ => e.to_string(),
+    };
+    control::region_begin(fd).map_err(|e| Failure::input(format!("{}: cannot begin an atomic region: {}", a.mount.display(), why(e))))?;
+    let child = Command::new(&a.command[0]).args(&a.command[1..]).spawn();
+    let status = match child {
+        Ok(mut c) => {
+            // Ctrl-C reaches the child (same process group); this process must live on to
+            // abort the region.
+            // SAFETY: setting a signal disposition to SIG_IGN has no handler to race with.
+            unsafe {
+                libc::signal(libc::SIGINT, libc::SIG_IGN);
+                libc::signal(libc::SIGTERM, libc::SIG_IGN);
+                libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            }
+            c.wait()
+        }
+        Err(e) => Err(e),
+    };
+    let status = match status {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = control::region_abort(fd);
+            return Err(Failure { code: 127, message: format!("{}: {e} (nothing was changed: the region was aborted)", a.command[0]) });
+        }
+    };
+    if status.success() {
+        control::region_commit(fd).map_err(|e| Failure { code: 1, message: format!("committing the atomic region of {}: {}", a.command[0], why(e)) })?;
+        return Ok(0);
+    }
+    control::region_abort(fd).map_err(|e| Failure { code: 1, message: format!("aborting the atomic region of {}: {}", a.command[0], why(e)) })?;
+    let (code, how) = match (status.code(), status.signal()) {
+        (Some(c), _) => (c.clamp(1, 255) as u8, format!("exited with status {c}")),
+        (None, Some(sig)) => ((128 + sig).min(255) as u8, format!("was killed by signal {sig}")),
+        _ => (1, "failed".to_string()),
+    };
+    eprintln!("intact: {} {how}: its changes were aborted", a.command[0]);
+    Ok(code)
 }

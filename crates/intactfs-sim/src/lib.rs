@@ -69,11 +69,15 @@ pub struct SimConfig {
     /// through the free space, so blocks freed by osync commits are reused within the
     /// workload, often before a flush made those commits durable.
     pub overwrite_share: u64,
+    /// Weight (against the others) of atomic-region events: begin a region when none is
+    /// open, else commit it (3 in 5) or abort it. While a region is open, half the calls
+    /// are the region's. 0: no regions.
+    pub region_share: u64,
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { seed: 0, streams: 3, calls: 70, device_blocks: 384, journal_blocks: 24, images_per_point: 3, point_stride: 1, dirty_limit: 48 << 10, exhaustive_up_to: 0, osync_stream: None, overwrite_share: 0 }
+        SimConfig { seed: 0, streams: 3, calls: 70, device_blocks: 384, journal_blocks: 24, images_per_point: 3, point_stride: 1, dirty_limit: 48 << 10, exhaustive_up_to: 0, osync_stream: None, overwrite_share: 0, region_share: 0 }
     }
 }
 
@@ -123,6 +127,15 @@ pub struct SimReport {
     pub reused_blocks: u64,
     /// Calls the engine refused for lack of space (the model has no limit).
     pub nospace: u64,
+    /// Atomic regions committed and aborted, and the calls made inside them.
+    pub regions_committed: u64,
+    pub regions_aborted: u64,
+    pub region_calls: u64,
+}
+
+/// The configurations with atomic regions (CFS): [`mixed`]'s, with region events.
+pub fn with_regions(seed: u64) -> SimConfig {
+    SimConfig { region_share: 12, ..mixed(seed) }
 }
 
 /// Totals over several runs.
@@ -145,6 +158,9 @@ impl std::ops::AddAssign for SimReport {
         self.lost_osync += r.lost_osync;
         self.reused_blocks += r.reused_blocks;
         self.nospace += r.nospace;
+        self.regions_committed += r.regions_committed;
+        self.regions_aborted += r.regions_aborted;
+        self.region_calls += r.region_calls;
     }
 }
 
@@ -167,7 +183,11 @@ impl std::fmt::Display for SimReport {
             self.nospace,
             self.older,
             self.lost_osync
-        )
+        )?;
+        if self.regions_committed + self.regions_aborted > 0 {
+            write!(f, ", {} atomic regions committed and {} aborted ({} calls inside)", self.regions_committed, self.regions_aborted, self.region_calls)?;
+        }
+        Ok(())
     }
 }
 
@@ -330,6 +350,9 @@ struct Workload {
     dsyncs: u64,
     flushes: u64,
     nospace: u64,
+    regions_committed: u64,
+    regions_aborted: u64,
+    region_calls: u64,
 }
 
 /// The sync-type calls of the workload.
@@ -347,6 +370,46 @@ enum SyncCall {
 fn name(rng: &mut ChaCha8Rng) -> Vec<u8> {
     // A small name space so that names collide across streams (related operations).
     format!("n{}", rng.random_range(0..6)).into_bytes()
+}
+
+/// What an operation claims in the engine's terms (the keys of `intactfs::streams`), over
+/// the model's inode numbers: enough to tell whether a call of another stream would join
+/// an open atomic region. Coarser than exact (claims files a rename or unlink only
+/// unlinks), which only makes the simulation skip a few more calls.
+#[derive(Clone, Debug, Default)]
+struct Foot {
+    claimed: Vec<MIno>,
+    entries: Vec<(MIno, Vec<u8>)>,
+    in_dirs: Vec<MIno>,
+    removes_dir: Option<MIno>,
+    dir_tree: bool,
+}
+
+impl Foot {
+    fn of(model: &Model, op: &MOp) -> Foot {
+        let t = model.touch(op);
+        let mut claimed = t.inodes.clone();
+        claimed.extend(t.creates_dir);
+        claimed.extend(t.removes_dir);
+        let mut dir_tree = false;
+        for (p, n) in &t.entries {
+            if let Some(i) = model.lookup(*p, n) {
+                claimed.push(i);
+            }
+        }
+        if let MOp::Rename { sp, dp, .. } = op {
+            dir_tree = sp != dp;
+        }
+        Foot { claimed, entries: t.entries, in_dirs: t.in_dirs, removes_dir: t.removes_dir, dir_tree }
+    }
+
+    /// Whether `later` (another stream's call) relates to this (a region's) call.
+    fn related(&self, later: &Foot) -> bool {
+        self.claimed.iter().any(|i| later.claimed.contains(i) || later.in_dirs.contains(i))
+            || self.entries.iter().any(|e| later.entries.contains(e))
+            || later.removes_dir.is_some_and(|d| self.in_dirs.contains(&d))
+            || (self.dir_tree && later.dir_tree)
+    }
 }
 
 /// Runs the workload on engine and model in lockstep.
@@ -381,8 +444,17 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
     let mut next_mino: MIno = 2;
     let mut done = Vec::new();
     let mut calls_per_stream: BTreeMap<u64, u64> = BTreeMap::new();
+    // The open atomic region: its stream, what its calls touched, and their entries in `done`.
+    let mut region: Option<(u64, Vec<Foot>, Vec<usize>)> = None;
+    let (mut regions_committed, mut regions_aborted, mut region_calls) = (0u64, 0u64, 0u64);
     for _ in 0..cfg.calls {
-        let s = rng.random_range(0..cfg.streams);
+        let mut s = rng.random_range(0..cfg.streams);
+        if let Some((r, _, _)) = &region {
+            if rng.random_bool(0.5) {
+                s = *r;
+            }
+        }
+        let in_region = region.as_ref().is_some_and(|(r, _, _)| *r == s);
         let dirs: Vec<MIno> = model.nodes.iter().filter(|(_, n)| matches!(n.kind, model::MKind::Dir(_))).map(|(i, _)| *i).collect();
         let files: Vec<MIno> = model.nodes.iter().filter(|(_, n)| matches!(n.kind, model::MKind::File(_))).map(|(i, _)| *i).collect();
         let pick = |rng: &mut ChaCha8Rng, v: &[MIno]| v[rng.random_range(0..v.len())];
@@ -391,7 +463,48 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
         // 0..=99 as before osync existed (mutating calls, then sync/streamsync/fsync),
         // 100..=114 osync, dsync and flush (workloads have 15% more calls than before, so
         // the older calls keep their expected count), 115.. the space-pressure share.
-        let roll = rng.random_range(0..115 + cfg.overwrite_share);
+        let roll = rng.random_range(0..115 + cfg.overwrite_share + cfg.region_share);
+        if roll >= 115 + cfg.overwrite_share {
+            // An atomic region begins, commits or aborts.
+            match region.take() {
+                None => {
+                    let r = fs.region_begin().map_err(|e| fail(seed, format!("region_begin: {e}")))?;
+                    region = Some((r, Vec::new(), Vec::new()));
+                    done.push(Done::now(&fs, s, None, Touch::default(), Vec::new()));
+                }
+                Some((r, _, calls)) if rng.random_range(0..5) < 3 => {
+                    fs.region_commit(r).map_err(|e| fail(seed, format!("region_commit: {e}")))?;
+                    regions_committed += 1;
+                    region_calls += calls.len() as u64;
+                    let d = Done::now(&fs, r, None, Touch::default(), vec![r]);
+                    if d.durable_commits_after != d.commits_after {
+                        return Err(fail(seed, format!("call {}: after a region's commit {} of {} commits are durable", done.len(), d.durable_commits_after, d.commits_after)));
+                    }
+                    done.push(d);
+                }
+                Some((r, _, calls)) => {
+                    fs.region_abort(r).map_err(|e| fail(seed, format!("region_abort: {e}")))?;
+                    regions_aborted += 1;
+                    region_calls += calls.len() as u64;
+                    // The region's calls never happened: out of the history, and the model
+                    // is its history replayed without them.
+                    for i in calls {
+                        done[i].op = None;
+                        done[i].touch = Touch::default();
+                    }
+                    model = Model::default();
+                    for d in &done {
+                        if let Some(op) = &d.op {
+                            if !model.apply(op) {
+                                return Err(fail(seed, format!("replaying the history without the aborted region: {op:?} does not apply")));
+                            }
+                        }
+                    }
+                    done.push(Done::now(&fs, s, None, Touch::default(), Vec::new()));
+                }
+            }
+            continue;
+        }
         let op = match roll {
             0..=11 => Some(MOp::Create { parent: dir, name: name(&mut rng), ino: next_mino, mode: 0o644 }),
             12..=16 => Some(MOp::Mkdir { parent: dir, name: name(&mut rng), ino: next_mino, mode: 0o755 }),
@@ -450,6 +563,20 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
             _ => None,
         };
         let mut acks = Vec::new();
+        if in_region && op.is_none() {
+            // fsync, osync, dsync, streamsync inside a region return at once and commit
+            // nothing (the region's commit is its only durability point).
+            let file = (!files.is_empty()).then(|| inos[&pick(&mut rng, &files)]);
+            let r = match (rng.random_range(0..4), file) {
+                (0, Some(f)) => fs.fsync(s, f, false),
+                (1, Some(f)) => fs.osync(s, f).map(|_| ()),
+                (2, Some(f)) => fs.dsync(s, f),
+                _ => fs.streamsync(s),
+            };
+            r.map_err(|e| fail(seed, format!("a sync inside a region failed: {e}")))?;
+            done.push(Done::now(&fs, s, None, Touch::default(), Vec::new()));
+            continue;
+        }
         let Some(op) = op else {
             let call = match roll {
                 100..=107 | 115.. => SyncCall::Osync,
@@ -538,6 +665,16 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
             continue;
         };
         let touch = model.touch(&op);
+        let foot = Foot::of(&model, &op);
+        if let Some((_, touched, _)) = &region {
+            // A call of another stream that depends on the open region would join it (the
+            // engine's rule, tested in intactfs/tests/regions.rs); the simulation keeps the
+            // streams apart so that its histories stay per stream.
+            if !in_region && touched.iter().any(|t| t.related(&foot)) {
+                done.push(Done::now(&fs, s, None, Touch::default(), Vec::new()));
+                continue;
+            }
+        }
         let model_ok = model.clone().apply(&op);
         let e = |m: MIno| inos.get(&m).copied().unwrap_or(0);
         let got = match &op {
@@ -578,6 +715,10 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
                     next_mino += 1;
                 }
                 *calls_per_stream.entry(s).or_default() += 1;
+                if let Some((_, touched, calls)) = region.as_mut().filter(|_| in_region) {
+                    touched.push(foot);
+                    calls.push(done.len());
+                }
                 done.push(Done::now(&fs, s, Some(op), touch, acks));
             }
             (Err(_), false) => {}
@@ -591,6 +732,13 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
             (Ok(_), false) => return Err(fail(seed, format!("the engine accepted {op:?}, which POSIX refuses"))),
             (Err(err), true) => return Err(fail(seed, format!("the engine refused {op:?}: {err}"))),
         }
+    }
+    // A region still open at the end commits (so that the final state holds everything).
+    if let Some((r, _, calls)) = region.take() {
+        fs.region_commit(r).map_err(|e| fail(seed, format!("region_commit at the end: {e}")))?;
+        regions_committed += 1;
+        region_calls += calls.len() as u64;
+        done.push(Done::now(&fs, r, None, Touch::default(), vec![r]));
     }
     // The live state must equal the model now, and a full sync must make durable == live.
     let live = engine_view(&mut fs).map_err(|e| fail(seed, e))?;
@@ -628,6 +776,9 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
         dsyncs,
         flushes,
         nospace,
+        regions_committed,
+        regions_aborted,
+        region_calls,
     })
 }
 
@@ -666,8 +817,15 @@ fn candidates(w: &Workload, streams: u64) -> Vec<Candidate> {
                 prefix.insert(s, n);
             }
         }
-        let incl = |i: usize| index[i] < prefix[&ops[i].stream];
+        let incl = |i: usize| index[i] < prefix.get(&ops[i].stream).copied().unwrap_or(0);
         let view = (|| {
+            // An atomic region is in a state all or nothing.
+            for (&r, &p) in prefix.range(intactfs::REGION_BASE..) {
+                let total = count.get(&r).copied().unwrap_or(0);
+                if p != 0 && p != total {
+                    return Err(format!("atomic region {} has {p} of its {total} calls", r - intactfs::REGION_BASE));
+                }
+            }
             for &(i, j) in &related {
                 if incl(j) && !incl(i) {
                     return Err(format!("call {} ({:.120}) is present without the earlier related call {} ({:.120})", pos[j], format!("{:?}", ops[j].op), pos[i], format!("{:?}", ops[i].op)));
@@ -707,6 +865,9 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
         dsyncs: w.dsyncs,
         flushes: w.flushes,
         nospace: w.nospace,
+        regions_committed: w.regions_committed,
+        regions_aborted: w.regions_aborted,
+        region_calls: w.region_calls,
         optimistic_commits: w.optimistic_commits,
         reused_blocks: {
             let data_start = intactfs::layout::JOURNAL_START + cfg.journal_blocks;
@@ -798,7 +959,7 @@ fn check_image(bytes: &[u8], cands: &[Candidate], k_min: usize, k_max: usize, ac
             Ok(v) if *v == view => {
                 for (s, &a) in acked {
                     if c.prefix.get(s).copied().unwrap_or(0) < a {
-                        return Err(format!("recovered to commit {k}, which lacks calls of stream {s} acknowledged durable ({} < {a})", c.prefix[s]));
+                        return Err(format!("recovered to commit {k}, which lacks calls of stream {s} acknowledged durable ({} < {a})", c.prefix.get(s).copied().unwrap_or(0)));
                     }
                 }
                 found = Some(k);

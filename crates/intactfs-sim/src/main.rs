@@ -5,7 +5,7 @@
 //! crash images were checked; `--mixed` rotates through the CI test's configurations.
 
 use clap::Parser;
-use intactfs_sim::{mixed, run, SimConfig, SimReport};
+use intactfs_sim::{mixed, run, with_regions, SimConfig, SimReport};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -34,6 +34,10 @@ struct Args {
     /// of --streams/--calls.
     #[arg(long)]
     mixed: bool,
+    /// The --mixed configurations with atomic regions (begin, commit, abort) among the
+    /// calls.
+    #[arg(long, conflicts_with = "mixed")]
+    regions: bool,
     /// Where to save the image of a failure.
     #[arg(long, default_value = "intactfs-sim-failure.img")]
     save: PathBuf,
@@ -50,7 +54,11 @@ fn main() -> ExitCode {
     let mut seeds = 0u64;
     let mut seed = a.first_seed;
     while seeds < a.seeds || total.images < a.min_images {
-        let cfg = if a.mixed { mixed(seed) } else { SimConfig { seed, streams: a.streams, calls: a.calls, images_per_point: a.images, ..Default::default() } };
+        let cfg = if a.regions {
+            with_regions(seed)
+        } else if a.mixed {
+            mixed(seed)
+        } else { SimConfig { seed, streams: a.streams, calls: a.calls, images_per_point: a.images, ..Default::default() } };
         match run(&cfg) {
             Ok(r) => total += r,
             Err(f) => {

@@ -6,7 +6,7 @@
 //! (a small device where freed blocks are reused). Longer runs: `INTACTFS_SIM_IMAGES=1000000 cargo test --release
 //! -p intactfs-sim --test crash_simulation -- --nocapture`, or the `intactfs-sim` binary.
 
-use intactfs_sim::{mixed, run, SimReport};
+use intactfs_sim::{mixed, run, with_regions, SimReport};
 
 #[test]
 fn crash_simulation() {
@@ -29,4 +29,24 @@ fn crash_simulation() {
         total.osyncs > 0 && total.optimistic_commits > 0 && total.lost_osync > 0 && total.dsyncs > 0 && total.flushes > 0 && total.reused_blocks > 0,
         "the workloads must exercise osync, dsync, flush, lost optimistic commits and block reuse: {total}"
     );
+}
+
+/// Atomic regions (CFS, issue 13): the same configurations with regions that begin,
+/// commit and abort among the other streams' calls. The oracle also requires every region
+/// all or nothing in every image, and its calls durable once its commit returned. Longer:
+/// `intactfs-sim --regions --min-images 1000000`.
+#[test]
+fn crash_simulation_with_atomic_regions() {
+    let target: u64 = std::env::var("INTACTFS_SIM_REGION_IMAGES").ok().and_then(|v| v.parse().ok()).unwrap_or(5_000);
+    let mut total = SimReport::default();
+    let mut seed = 0u64;
+    while total.images < target {
+        match run(&with_regions(seed)) {
+            Ok(r) => total += r,
+            Err(f) => panic!("crash simulation with regions failed: {f}\nreproduce: cargo run --release -p intactfs-sim -- --regions --first-seed {} --seeds 1", f.seed),
+        }
+        seed += 1;
+    }
+    eprintln!("crash simulation with regions: {seed} workloads, {total}");
+    assert!(total.regions_committed > 0 && total.regions_aborted > 0 && total.region_calls > 0, "the workloads must commit and abort regions with calls inside: {total}");
 }

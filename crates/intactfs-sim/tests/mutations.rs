@@ -1,4 +1,4 @@
-//! Mutation checks (issue 12 item 3, "proof by simulation"): each deliberate bug of
+//! Mutation checks (issue 12 item 3 and issue 13 item 5, "proof by simulation"): each deliberate bug of
 //! `intactfs::mutation` must make the crash simulation fail within a bounded number of
 //! `mixed` seeds. A simulation that passes with the bug on would prove nothing about the
 //! protocol the bug breaks.
@@ -10,7 +10,7 @@
 //! mutations -- --nocapture`).
 
 use intactfs::mutation::{self, Mutation};
-use intactfs_sim::{mixed, run};
+use intactfs_sim::{mixed, run, with_regions, SimConfig};
 
 /// Every mutation must be caught by one of the first this many seeds of `mixed`.
 const BOUND: u64 = 200;
@@ -27,13 +27,15 @@ impl Drop for Off {
 /// The seeds in `0..seeds` whose simulation fails with `m` on (stopping at the first
 /// unless `all`), with the first failure's message.
 fn catching(m: Mutation, seeds: u64, all: bool) -> (Vec<u64>, Option<String>) {
+    // A region mutation needs workloads with regions.
+    let config: fn(u64) -> SimConfig = if m == Mutation::RegionEarlyPage { with_regions } else { mixed };
     let _off = Off;
     mutation::set(Some(m));
     let mut caught = Vec::new();
     let mut first = None;
     for seed in 0..seeds {
         // A panic in the engine under the bug counts as caught too (it is reported).
-        let r = std::panic::catch_unwind(|| run(&mixed(seed)));
+        let r = std::panic::catch_unwind(|| run(&config(seed)));
         let why = match r {
             Ok(Ok(_)) => continue,
             Ok(Err(f)) => f.to_string(),
@@ -57,13 +59,13 @@ fn the_simulation_catches_each_mutation() {
             panic!("the simulation fails without a mutation: {f}");
         }
     }
-    for m in [Mutation::NoRecoveryChecksum, Mutation::EarlyReuse] {
+    for m in [Mutation::NoRecoveryChecksum, Mutation::EarlyReuse, Mutation::RegionEarlyPage] {
         let (caught, first) = catching(m, scan.unwrap_or(BOUND), scan.is_some());
         eprintln!("{m:?}: caught by seeds {caught:?} of 0..{}", scan.unwrap_or(BOUND));
         if let Some(f) = &first {
             eprintln!("{m:?}: first failure: {:.600}", f);
         }
-        assert!(caught.first().is_some_and(|&s| s < BOUND), "the crash simulation did not catch {m:?} in {BOUND} seeds of `mixed`");
+        assert!(caught.first().is_some_and(|&s| s < BOUND), "the crash simulation did not catch {m:?} in {BOUND} seeds");
     }
-    assert!(!mutation::active(Mutation::NoRecoveryChecksum) && !mutation::active(Mutation::EarlyReuse));
+    assert!(!mutation::active(Mutation::NoRecoveryChecksum) && !mutation::active(Mutation::EarlyReuse) && !mutation::active(Mutation::RegionEarlyPage));
 }

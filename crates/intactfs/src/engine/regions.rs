@@ -149,6 +149,7 @@ impl<D: BlockDevice> Fs<D> {
         // Inode numbers the region took are not handed out again before the next mount:
         // the kernel may still hold one through an open file of the aborted region.
         live.next_ino = live.next_ino.max(self.live.next_ino);
+        self.durable.next_ino = live.next_ino;
         self.live = live;
         self.freeing = freeing;
         self.stats.regions_aborted += 1;
