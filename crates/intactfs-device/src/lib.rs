@@ -10,12 +10,41 @@
 //! * [`FileDevice`]: a regular file or a block device node; `pwrite` + `fdatasync`.
 //! * [`SimDevice`]: memory-backed, tracks what is volatile, and [`SimDevice::crash`] yields
 //!   one image the semantics allow, deterministically from a seed.
+//! * [`TxFileDevice`]: a transactional flash device (X-FTL style, as CFS uses it) kept in a
+//!   file, and [`TxSimDevice`], its simulated twin.
+//!
+//! # Transactions (X-FTL: `write(txid, page)`, `commit(txid)`, `abort(txid)`)
+//!
+//! A device whose [`BlockDevice::transactional`] is true also takes transactional writes.
+//! Transaction ids are the caller's (any `u64`; several may be open at once). A transaction
+//! is *open* from [`BlockDevice::tx_begin`] or its first [`BlockDevice::tx_write`] until
+//! [`BlockDevice::tx_commit`] or [`BlockDevice::tx_abort`]; committing or aborting an id that
+//! is not open is [`DeviceError::UnknownTx`] (a double commit is a caller bug worth seeing).
+//! A transaction with no writes commits fine (after `tx_begin`): a durable point.
+//!
+//! * Reads see the newest write to the block from any source except the writes of open
+//!   transactions: those are invisible until their commit (and lost at an abort or a crash).
+//! * `tx_commit` returns once the transaction is durable, atomically: after a crash either
+//!   all its writes are there or (only when the crash came before `tx_commit` returned)
+//!   none. It is also a flush: every plain write issued before it is durable once it
+//!   returns (X-FTL's commit flushes the cache). A crash *during* `tx_commit` may keep the
+//!   transaction while losing earlier unflushed plain writes ([`TxSimDevice::crash_during_commit`]).
+//! * Plain writes keep the block-device rules above (volatile until a flush).
+//! * A block has at most one open writer: a plain write, or a transactional write by another
+//!   transaction, to a block an open transaction wrote is [`DeviceError::TxConflict`]. The
+//!   same transaction may write a block again (the last write wins). The transactional
+//!   devices check a whole `write_run`/`tx_write_run` for conflicts (and space) before
+//!   writing any of it.
 
 mod file;
 mod sim;
+mod txflash;
+mod txsim;
 
 pub use file::FileDevice;
 pub use sim::{CrashImage, SimDevice};
+pub use txflash::{is_txflash, TxCounters, TxFileDevice, TxGeometry, TxRecovery, TX_MAGIC};
+pub use txsim::{TxSimCounters, TxSimDevice};
 
 /// The unit of atomicity of the media: a sector is written entirely or not at all.
 pub const SECTOR: usize = 512;
@@ -32,6 +61,20 @@ pub enum DeviceError {
     BadImage { len: usize, block_size: usize },
     #[error("{what} {path}: {source}")]
     Io { what: &'static str, path: String, source: std::io::Error },
+    #[error("this device has no transactions (make it with --device txflash)")]
+    NotTransactional,
+    #[error("block {block} is already written by open transaction {tx}")]
+    TxConflict { block: u64, tx: u64 },
+    #[error("transaction {0} is not open (never begun or written, or already committed or aborted)")]
+    UnknownTx(u64),
+    #[error("no free slot for transaction {tx}: open transactions hold all {spare} spare slots")]
+    TxNoSpace { tx: u64, spare: u64 },
+    #[error("damaged or foreign txflash image: {0}")]
+    BadTxImage(String),
+    #[error("invalid txflash geometry: {0}")]
+    BadTxGeometry(String),
+    #[error("an earlier I/O error left the txflash device in an unknown state: reopen it to recover")]
+    TxBroken,
 }
 
 /// A device of `blocks()` blocks of `block_size()` bytes.
@@ -62,6 +105,45 @@ pub trait BlockDevice {
             self.read(block + k as u64, chunk)?;
         }
         Ok(())
+    }
+
+    // Transactions (see the crate docs). The defaults are those of a device without them.
+
+    /// Whether the `tx_*` methods work.
+    fn transactional(&self) -> bool {
+        false
+    }
+    /// Opens transaction `tx` with no writes yet; opening an open one is a no-op. Optional
+    /// (the first `tx_write` opens it too); needed only to commit a transaction of no writes.
+    fn tx_begin(&mut self, tx: u64) -> Result<(), DeviceError> {
+        let _ = tx;
+        Err(DeviceError::NotTransactional)
+    }
+    /// Writes one block in transaction `tx` (opening it): invisible to reads, and lost at a
+    /// crash, until `tx_commit(tx)`.
+    fn tx_write(&mut self, tx: u64, block: u64, data: &[u8]) -> Result<(), DeviceError> {
+        let _ = (tx, block, data);
+        Err(DeviceError::NotTransactional)
+    }
+    /// `tx_write` of consecutive blocks from `block` (`data` is a whole number of blocks).
+    fn tx_write_run(&mut self, tx: u64, block: u64, data: &[u8]) -> Result<(), DeviceError> {
+        let bs = self.block_size();
+        check_run(data.len(), bs)?;
+        for (k, chunk) in data.chunks(bs).enumerate() {
+            self.tx_write(tx, block + k as u64, chunk)?;
+        }
+        Ok(())
+    }
+    /// Makes every write of `tx` visible and durable, atomically; also a flush. Returns once
+    /// durable.
+    fn tx_commit(&mut self, tx: u64) -> Result<(), DeviceError> {
+        let _ = tx;
+        Err(DeviceError::NotTransactional)
+    }
+    /// Drops every write of `tx`.
+    fn tx_abort(&mut self, tx: u64) -> Result<(), DeviceError> {
+        let _ = tx;
+        Err(DeviceError::NotTransactional)
     }
 }
 

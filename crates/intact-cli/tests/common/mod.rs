@@ -172,3 +172,19 @@ pub fn record_kv(dir: &Path) -> PathBuf {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     bundle
 }
+
+/// SQLite built with SQLITE_ENABLE_BATCH_ATOMIC_WRITE and its driver (tools/sqlite-batch):
+/// built once per test binary into target/sqlite-batch (the script skips what is up to
+/// date). Returns the directory holding `sqlite-batch` and `sqlite-batch-plain`.
+pub fn sqlite_batch() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+            let out = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target")).join("sqlite-batch");
+            let o = Command::new("bash").arg(root.join("tools/sqlite-batch/build.sh")).arg(&out).output().expect("running tools/sqlite-batch/build.sh");
+            assert!(o.status.success(), "building SQLite with batch atomic write: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+            out
+        })
+        .clone()
+}
