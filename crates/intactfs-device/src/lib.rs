@@ -113,6 +113,11 @@ pub trait BlockDevice {
     fn transactional(&self) -> bool {
         false
     }
+    /// How many more blocks open transactions may write now (0 without transactions): a
+    /// caller that cannot abort halfway checks this first.
+    fn tx_room(&self) -> u64 {
+        0
+    }
     /// Opens transaction `tx` with no writes yet; opening an open one is a no-op. Optional
     /// (the first `tx_write` opens it too); needed only to commit a transaction of no writes.
     fn tx_begin(&mut self, tx: u64) -> Result<(), DeviceError> {

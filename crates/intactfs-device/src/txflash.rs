@@ -700,6 +700,9 @@ impl<D: BlockDevice> BlockDevice for TxFileDevice<D> {
         self.usable()?;
         self.sync()
     }
+    fn tx_room(&self) -> u64 {
+        self.free_slots()
+    }
     fn transactional(&self) -> bool {
         true
     }

@@ -190,6 +190,10 @@ impl BlockDevice for TxSimDevice {
         self.counters.flushes += 1;
         self.sim.flush()
     }
+    fn tx_room(&self) -> u64 {
+        // Memory-backed: open transactions have no slot limit.
+        u64::MAX
+    }
     fn transactional(&self) -> bool {
         true
     }

@@ -39,7 +39,7 @@ pub mod model;
 
 use intactfs::fsck::fsck;
 use intactfs::{mkfs, FileType, Fs, Ino, MkfsOptions, MountOptions, NewKind, Owner, RenameFlags, SetAttr, StreamFlags, Time, BLOCK, ROOT};
-use intactfs_device::{BlockDevice, DeviceError, SimDevice};
+use intactfs_device::{BlockDevice, DeviceError, SimDevice, TxSimDevice};
 use model::{MIno, MOp, Model, Touch, View, What, MROOT};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -73,11 +73,15 @@ pub struct SimConfig {
     /// open, else commit it (3 in 5) or abort it. While a region is open, half the calls
     /// are the region's. 0: no regions.
     pub region_share: u64,
+    /// Run on the transactional-flash twin ([`TxSimDevice`]): durable commits are device
+    /// transactions that rewrite a file's blocks in place; crash images also come from
+    /// inside a device commit.
+    pub txflash: bool,
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { seed: 0, streams: 3, calls: 70, device_blocks: 384, journal_blocks: 24, images_per_point: 3, point_stride: 1, dirty_limit: 48 << 10, exhaustive_up_to: 0, osync_stream: None, overwrite_share: 0, region_share: 0 }
+        SimConfig { seed: 0, streams: 3, calls: 70, device_blocks: 384, journal_blocks: 24, images_per_point: 3, point_stride: 1, dirty_limit: 48 << 10, exhaustive_up_to: 0, osync_stream: None, overwrite_share: 0, region_share: 0, txflash: false }
     }
 }
 
@@ -131,11 +135,19 @@ pub struct SimReport {
     pub regions_committed: u64,
     pub regions_aborted: u64,
     pub region_calls: u64,
+    /// Commits made as device transactions (txflash), and blocks rewritten in place.
+    pub tx_commits: u64,
+    pub inplace_blocks: u64,
 }
 
 /// The configurations with atomic regions (CFS): [`mixed`]'s, with region events.
 pub fn with_regions(seed: u64) -> SimConfig {
     SimConfig { region_share: 12, ..mixed(seed) }
+}
+
+/// The [`with_regions`] configurations on the transactional-flash device.
+pub fn on_txflash(seed: u64) -> SimConfig {
+    SimConfig { txflash: true, ..with_regions(seed) }
 }
 
 /// Totals over several runs.
@@ -161,6 +173,8 @@ impl std::ops::AddAssign for SimReport {
         self.regions_committed += r.regions_committed;
         self.regions_aborted += r.regions_aborted;
         self.region_calls += r.region_calls;
+        self.tx_commits += r.tx_commits;
+        self.inplace_blocks += r.inplace_blocks;
     }
 }
 
@@ -186,6 +200,9 @@ impl std::fmt::Display for SimReport {
         )?;
         if self.regions_committed + self.regions_aborted > 0 {
             write!(f, ", {} atomic regions committed and {} aborted ({} calls inside)", self.regions_committed, self.regions_aborted, self.region_calls)?;
+        }
+        if self.tx_commits > 0 {
+            write!(f, ", {} device-transaction commits ({} blocks rewritten in place)", self.tx_commits, self.inplace_blocks)?;
         }
         Ok(())
     }
@@ -219,11 +236,28 @@ impl std::fmt::Display for SimFailure {
 enum DevOp {
     Write(u64, Vec<u8>),
     Flush,
+    TxWrite(u64, u64, Vec<u8>),
+    TxCommit(u64),
+    TxAbort(u64),
 }
 
-/// A SimDevice that logs every write and flush.
+impl DevOp {
+    fn apply(&self, dev: &mut TxSimDevice) -> Result<(), DeviceError> {
+        match self {
+            DevOp::Write(b, d) => dev.write(*b, d),
+            DevOp::Flush => dev.flush(),
+            DevOp::TxWrite(t, b, d) => dev.tx_write(*t, *b, d),
+            DevOp::TxCommit(t) => dev.tx_commit(*t),
+            DevOp::TxAbort(t) => dev.tx_abort(*t),
+        }
+    }
+}
+
+/// The simulated device (the block device's twin, or with `tx` the transactional flash
+/// device's: without it the tx methods are never called), logging every operation.
 struct Logged {
-    dev: SimDevice,
+    dev: TxSimDevice,
+    tx: bool,
     log: Vec<DevOp>,
 }
 
@@ -244,6 +278,31 @@ impl BlockDevice for Logged {
     fn flush(&mut self) -> Result<(), DeviceError> {
         self.log.push(DevOp::Flush);
         self.dev.flush()
+    }
+    fn transactional(&self) -> bool {
+        self.tx
+    }
+    fn tx_room(&self) -> u64 {
+        if self.tx {
+            self.dev.tx_room()
+        } else {
+            0
+        }
+    }
+    fn tx_begin(&mut self, tx: u64) -> Result<(), DeviceError> {
+        self.dev.tx_begin(tx)
+    }
+    fn tx_write(&mut self, tx: u64, b: u64, d: &[u8]) -> Result<(), DeviceError> {
+        self.log.push(DevOp::TxWrite(tx, b, d.to_vec()));
+        self.dev.tx_write(tx, b, d)
+    }
+    fn tx_commit(&mut self, tx: u64) -> Result<(), DeviceError> {
+        self.log.push(DevOp::TxCommit(tx));
+        self.dev.tx_commit(tx)
+    }
+    fn tx_abort(&mut self, tx: u64) -> Result<(), DeviceError> {
+        self.log.push(DevOp::TxAbort(tx));
+        self.dev.tx_abort(tx)
     }
 }
 
@@ -353,6 +412,8 @@ struct Workload {
     regions_committed: u64,
     regions_aborted: u64,
     region_calls: u64,
+    tx_commits: u64,
+    inplace_blocks: u64,
 }
 
 /// The sync-type calls of the workload.
@@ -420,7 +481,8 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
     mkfs(&mut dev, &MkfsOptions { journal_blocks: Some(cfg.journal_blocks), uuid: seed ^ 0x5eed, time: Time { sec: 1_700_000_000, nsec: 0 } })
         .map_err(|e| fail(seed, format!("mkfs: {e}")))?;
     let base = dev.durable().to_vec();
-    let logged = Logged { dev, log: Vec::new() };
+    let dev = TxSimDevice::from_image(BLOCK, base.clone()).map_err(|e| fail(seed, e.to_string()))?;
+    let logged = Logged { dev, tx: cfg.txflash, log: Vec::new() };
     let (mut fs, _) = Fs::mount(logged, mount_opts(cfg.dirty_limit, true)).map_err(|e| fail(seed, format!("mount after mkfs: {e}")))?;
     // The last stream ignores fsync: only streamsync makes it durable.
     let ignoring = cfg.streams - 1;
@@ -779,6 +841,8 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
         regions_committed,
         regions_aborted,
         region_calls,
+        tx_commits: stats.tx_commits,
+        inplace_blocks: stats.inplace_blocks,
     })
 }
 
@@ -868,6 +932,8 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
         regions_committed: w.regions_committed,
         regions_aborted: w.regions_aborted,
         region_calls: w.region_calls,
+        tx_commits: w.tx_commits,
+        inplace_blocks: w.inplace_blocks,
         optimistic_commits: w.optimistic_commits,
         reused_blocks: {
             let data_start = intactfs::layout::JOURNAL_START + cfg.journal_blocks;
@@ -877,14 +943,10 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
         ..Default::default()
     };
     // Acknowledged prefixes, by the call that acknowledged them.
-    let mut dev = SimDevice::from_image(BLOCK, w.base.clone()).map_err(|e| fail(seed, e.to_string()))?;
+    let mut dev = TxSimDevice::from_image(BLOCK, w.base.clone()).map_err(|e| fail(seed, e.to_string()))?;
     for c in 0..=w.log.len() {
         if c > 0 {
-            match &w.log[c - 1] {
-                DevOp::Write(b, d) => dev.write(*b, d),
-                DevOp::Flush => dev.flush(),
-            }
-            .map_err(|e| fail(seed, e.to_string()))?;
+            w.log[c - 1].apply(&mut dev).map_err(|e| fail(seed, e.to_string()))?;
         }
         if c % cfg.point_stride != 0 && c != w.log.len() {
             continue;
@@ -920,6 +982,14 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
             }
             None => (0..cfg.images_per_point).map(|j| dev.crash(seed.wrapping_mul(1_000_003) ^ ((c as u64) << 16) ^ j)).collect(),
         };
+        // A crash inside the device's commit of the next operation: the transaction whole,
+        // plain writes since the last flush as the device may leave them.
+        let mut images = images;
+        if let Some(DevOp::TxCommit(t)) = w.log.get(c) {
+            for j in 0..cfg.images_per_point {
+                images.push(dev.crash_during_commit(*t, seed.wrapping_mul(7_000_003) ^ ((c as u64) << 16) ^ j).map_err(|e| fail(seed, e.to_string()))?);
+            }
+        }
         for img in images {
             report.images += 1;
             let f = |m: String| SimFailure { seed, crash_point: Some(c), image: Some(img.description.clone()), message: m, bytes: Some(img.bytes.clone()) };

@@ -5,7 +5,7 @@
 //! crash images were checked; `--mixed` rotates through the CI test's configurations.
 
 use clap::Parser;
-use intactfs_sim::{mixed, run, with_regions, SimConfig, SimReport};
+use intactfs_sim::{mixed, on_txflash, run, with_regions, SimConfig, SimReport};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -38,6 +38,9 @@ struct Args {
     /// calls.
     #[arg(long, conflicts_with = "mixed")]
     regions: bool,
+    /// The --regions configurations on the transactional-flash device's twin.
+    #[arg(long, conflicts_with_all = ["mixed", "regions"])]
+    txflash: bool,
     /// Where to save the image of a failure.
     #[arg(long, default_value = "intactfs-sim-failure.img")]
     save: PathBuf,
@@ -54,7 +57,9 @@ fn main() -> ExitCode {
     let mut seeds = 0u64;
     let mut seed = a.first_seed;
     while seeds < a.seeds || total.images < a.min_images {
-        let cfg = if a.regions {
+        let cfg = if a.txflash {
+            on_txflash(seed)
+        } else if a.regions {
             with_regions(seed)
         } else if a.mixed {
             mixed(seed)

@@ -6,7 +6,7 @@
 //! (a small device where freed blocks are reused). Longer runs: `INTACTFS_SIM_IMAGES=1000000 cargo test --release
 //! -p intactfs-sim --test crash_simulation -- --nocapture`, or the `intactfs-sim` binary.
 
-use intactfs_sim::{mixed, run, with_regions, SimReport};
+use intactfs_sim::{mixed, on_txflash, run, with_regions, SimReport};
 
 #[test]
 fn crash_simulation() {
@@ -49,4 +49,24 @@ fn crash_simulation_with_atomic_regions() {
     }
     eprintln!("crash simulation with regions: {seed} workloads, {total}");
     assert!(total.regions_committed > 0 && total.regions_aborted > 0 && total.region_calls > 0, "the workloads must commit and abort regions with calls inside: {total}");
+}
+
+/// The transactional-flash device (issue 13 item 1): the region configurations on its
+/// simulated twin, where a durable commit is one device transaction that rewrites blocks
+/// in place; images also come from crashes inside a device commit. Longer:
+/// `intactfs-sim --txflash --min-images N`.
+#[test]
+fn crash_simulation_on_transactional_flash() {
+    let target: u64 = std::env::var("INTACTFS_SIM_TXFLASH_IMAGES").ok().and_then(|v| v.parse().ok()).unwrap_or(3_000);
+    let mut total = SimReport::default();
+    let mut seed = 0u64;
+    while total.images < target {
+        match run(&on_txflash(seed)) {
+            Ok(r) => total += r,
+            Err(f) => panic!("crash simulation on txflash failed: {f}\nreproduce: cargo run --release -p intactfs-sim -- --txflash --first-seed {} --seeds 1", f.seed),
+        }
+        seed += 1;
+    }
+    eprintln!("crash simulation on txflash: {seed} workloads, {total}");
+    assert!(total.tx_commits > 0 && total.inplace_blocks > 0 && total.regions_committed > 0, "device transactions and in-place rewrites must be exercised: {total}");
 }

@@ -10,7 +10,7 @@
 //! mutations -- --nocapture`).
 
 use intactfs::mutation::{self, Mutation};
-use intactfs_sim::{mixed, run, with_regions, SimConfig};
+use intactfs_sim::{mixed, on_txflash, run, with_regions, SimConfig};
 
 /// Every mutation must be caught by one of the first this many seeds of `mixed`.
 const BOUND: u64 = 200;
@@ -28,7 +28,11 @@ impl Drop for Off {
 /// unless `all`), with the first failure's message.
 fn catching(m: Mutation, seeds: u64, all: bool) -> (Vec<u64>, Option<String>) {
     // A region mutation needs workloads with regions.
-    let config: fn(u64) -> SimConfig = if m == Mutation::RegionEarlyPage { with_regions } else { mixed };
+    let config: fn(u64) -> SimConfig = match m {
+        Mutation::RegionEarlyPage => with_regions,
+        Mutation::InplacePlain => on_txflash,
+        _ => mixed,
+    };
     let _off = Off;
     mutation::set(Some(m));
     let mut caught = Vec::new();
@@ -59,7 +63,7 @@ fn the_simulation_catches_each_mutation() {
             panic!("the simulation fails without a mutation: {f}");
         }
     }
-    for m in [Mutation::NoRecoveryChecksum, Mutation::EarlyReuse, Mutation::RegionEarlyPage] {
+    for m in [Mutation::NoRecoveryChecksum, Mutation::EarlyReuse, Mutation::RegionEarlyPage, Mutation::InplacePlain] {
         let (caught, first) = catching(m, scan.unwrap_or(BOUND), scan.is_some());
         eprintln!("{m:?}: caught by seeds {caught:?} of 0..{}", scan.unwrap_or(BOUND));
         if let Some(f) = &first {
@@ -67,5 +71,5 @@ fn the_simulation_catches_each_mutation() {
         }
         assert!(caught.first().is_some_and(|&s| s < BOUND), "the crash simulation did not catch {m:?} in {BOUND} seeds");
     }
-    assert!(!mutation::active(Mutation::NoRecoveryChecksum) && !mutation::active(Mutation::EarlyReuse) && !mutation::active(Mutation::RegionEarlyPage));
+    assert!(!mutation::active(Mutation::NoRecoveryChecksum) && !mutation::active(Mutation::EarlyReuse) && !mutation::active(Mutation::RegionEarlyPage) && !mutation::active(Mutation::InplacePlain));
 }

@@ -27,6 +27,8 @@ pub const MAX_FILE_SIZE: u64 = 1 << 50;
 const MAX_LINKS: u32 = 65_000;
 
 pub type Clock = Box<dyn FnMut() -> Time + Send>;
+/// A file's dirty blocks by file block number.
+type Blocks = BTreeMap<u64, Box<[u8]>>;
 
 pub struct MkfsOptions {
     /// Journal size in blocks; default: 1/32 of the device, between 64 blocks and 32 MiB.
@@ -82,6 +84,10 @@ pub struct Stats {
     pub checkpoints: u64,
     pub regions_committed: u64,
     pub regions_aborted: u64,
+    /// Commits made as one device transaction (transactional flash), and the data blocks
+    /// they rewrote in place.
+    pub tx_commits: u64,
+    pub inplace_blocks: u64,
 }
 
 impl Stats {
@@ -1195,6 +1201,7 @@ impl<D: BlockDevice> Fs<D> {
                 _ => None,
             })
             .collect();
+        let tx = if flush { self.tx_for_commit(&ops, &inos)? } else { None };
         let mut data_bytes = 0u64;
         for ino in inos {
             let Some(node) = self.live.get(ino) else {
@@ -1203,7 +1210,8 @@ impl<D: BlockDevice> Fs<D> {
                 continue;
             };
             let (size, mtime, ctime) = (node.size, node.mtime, node.ctime);
-            let dirty = self.dirty.remove(&ino).unwrap_or_default();
+            let mut dirty = self.dirty.remove(&ino).unwrap_or_default();
+            let had_dirty = !dirty.is_empty();
             if let Some((ranges, res)) = self.falloc.remove(&ino) {
                 self.reserved -= res;
                 let ext = self.live.get(ino).and_then(|n| n.extents()).expect("a file with preallocation");
@@ -1222,6 +1230,39 @@ impl<D: BlockDevice> Fs<D> {
             }
             if !dirty.is_empty() {
                 ops.push(LogOp::SetSize { ino, size, time: mtime, free_past_end: false });
+                // On a transactional device a block the file already has is rewritten where
+                // it is, inside the commit's device transaction (X-FTL): no new block, nothing
+                // to free later. Elsewhere (and for new blocks) copy on write.
+                if tx.is_some() {
+                    let ext = self.live.get(ino).and_then(|n| n.extents()).expect("a file with dirty blocks");
+                    let (inplace, fresh): (Blocks, Blocks) = dirty.into_iter().partition(|(l, _)| map_block(ext, *l).is_some());
+                    dirty = fresh;
+                    let placed: Vec<(u64, u64, Box<[u8]>)> = inplace.into_iter().map(|(l, b)| (l, map_block(ext, l).expect("partitioned").0, b)).collect();
+                    let n = placed.len() as u64;
+                    self.reserved -= n;
+                    self.dirty_blocks -= n;
+                    self.stats.inplace_blocks += n;
+                    let mut i = 0;
+                    while i < placed.len() {
+                        // One write and one Map per run contiguous in the file and on the device.
+                        let mut j = i + 1;
+                        while j < placed.len() && placed[j].0 == placed[j - 1].0 + 1 && placed[j].1 == placed[j - 1].1 + 1 {
+                            j += 1;
+                        }
+                        let mut buf = Vec::with_capacity((j - i) * BLOCK);
+                        for (_, _, b) in &placed[i..j] {
+                            buf.extend_from_slice(b);
+                        }
+                        let plain = crate::mutation::active(crate::mutation::Mutation::InplacePlain);
+                        self.dev_write(if plain { None } else { tx }, placed[i].1, &buf)?;
+                        data_bytes += buf.len() as u64;
+                        let crcs = placed[i..j].iter().map(|(_, _, b)| layout::block_crc(b)).collect();
+                        ops.push(LogOp::Map { ino, lblk: placed[i].0, pblk: placed[i].1, len: (j - i) as u64, crcs });
+                        i = j;
+                    }
+                }
+            }
+            if !dirty.is_empty() {
                 let n = dirty.len() as u64;
                 let runs = self.alloc.alloc(n);
                 if runs.iter().map(|r| r.1).sum::<u64>() < n {
@@ -1236,9 +1277,7 @@ impl<D: BlockDevice> Fs<D> {
                     for (_, b) in &chunk {
                         buf.extend_from_slice(b);
                     }
-                    if let Err(e) = self.dev.write_run(p, &buf) {
-                        return Err(self.poison(format!("writing data: {e}")));
-                    }
+                    self.dev_write(tx, p, &buf)?;
                     data_bytes += buf.len() as u64;
                     // One Map per stretch contiguous in the file too.
                     let mut i = 0;
@@ -1252,6 +1291,8 @@ impl<D: BlockDevice> Fs<D> {
                         i = j;
                     }
                 }
+            }
+            if had_dirty {
                 ops.push(LogOp::SetAttr { ino, mode: None, uid: None, gid: None, atime: None, mtime: Some(mtime), ctime });
             }
         }
@@ -1272,6 +1313,10 @@ impl<D: BlockDevice> Fs<D> {
         let mut rec = Record { uuid: self.sb.uuid, epoch: self.cp.generation, seq: self.next_seq, durable_upto: self.durable_upto, streams: progress.clone(), ops };
         let mut bytes = layout::encode(REC_MAGIC, &rec);
         let fits = |fs: &Self, b: &[u8]| fs.jhead + (b.len() / BLOCK) as u64 <= fs.sb.journal_end();
+        if tx.is_some() && !fits(self, &bytes) {
+            // tx_for_commit checkpointed for a record of this size or more.
+            return Err(self.poison(format!("journal record {} ({} bytes) is larger than estimated", rec.seq, bytes.len())));
+        }
         if !fits(self, &bytes) && (bytes.len() / BLOCK) as u64 <= self.sb.journal_blocks {
             self.checkpoint()?;
             rec.epoch = self.cp.generation;
@@ -1282,7 +1327,10 @@ impl<D: BlockDevice> Fs<D> {
             // snapshot already contains it, and the header flip makes it atomic.
             return self.commit_by_checkpoint(rec, logical, data_bytes);
         }
-        if let Err(e) = self.dev.write_run(self.jhead, &bytes) {
+        if let Err(e) = match tx {
+            Some(t) => self.dev.tx_write_run(t, self.jhead, &bytes),
+            None => self.dev.write_run(self.jhead, &bytes),
+        } {
             return Err(self.poison(format!("writing journal record {}: {e}", rec.seq)));
         }
         self.jhead += (bytes.len() / BLOCK) as u64;
@@ -1293,7 +1341,15 @@ impl<D: BlockDevice> Fs<D> {
         self.next_seq = rec.seq + 1;
         self.last_carried = rec.durable_upto;
         self.unflushed = true;
-        if flush {
+        if let Some(t) = tx {
+            // The device commits data and record at once, durably (its commit is a flush).
+            if let Err(e) = self.dev.tx_commit(t) {
+                return Err(self.poison(format!("committing device transaction of record {}: {e}", rec.seq)));
+            }
+            self.stats.flushes += 1;
+            self.stats.tx_commits += 1;
+            self.flushed();
+        } else if flush {
             // Data and record need no order between them: recovery checks the data CRCs.
             if let Err(e) = self.dev.flush() {
                 return Err(self.poison(format!("flushing journal record {}: {e}", rec.seq)));
@@ -1312,6 +1368,42 @@ impl<D: BlockDevice> Fs<D> {
             self.checkpoint()?;
         }
         Ok(())
+    }
+
+    /// Writes data blocks, in device transaction `tx` if any.
+    fn dev_write(&mut self, tx: Option<u64>, block: u64, buf: &[u8]) -> Result<()> {
+        let r = match tx {
+            Some(t) => self.dev.tx_write_run(t, block, buf),
+            None => self.dev.write_run(block, buf),
+        };
+        r.map_err(|e| self.poison(format!("writing data: {e}")))
+    }
+
+    /// Whether this durable commit goes through a device transaction (`Some(its id)`): on a
+    /// transactional device, when its data and its record surely fit both the device's
+    /// room for open transactions and the journal. The record is estimated from above
+    /// before any data is written, and the journal checkpointed first if it is too full:
+    /// once data is rewritten in place, the commit cannot fall back to a checkpoint.
+    /// Earlier optimistic records are flushed first, so that the new record says they are
+    /// durable and recovery no longer checks their data (which an in-place rewrite may
+    /// replace).
+    fn tx_for_commit(&mut self, ops: &[LogOp], inos: &BTreeSet<Ino>) -> Result<Option<u64>> {
+        if !self.dev.transactional() {
+            return Ok(None);
+        }
+        let dirty: u64 = inos.iter().map(|i| self.dirty.get(i).map_or(0, |d| d.len() as u64)).sum();
+        let ranges: u64 = inos.iter().map(|i| self.falloc.get(i).map_or(0, |f| f.0.len() as u64)).sum();
+        let logical = postcard::to_stdvec(ops).map_err(|e| FsError::Internal(format!("encoding operations: {e}")))?.len() as u64;
+        // Per data op at most ~50 bytes plus 5 per checksum; per file two more ops.
+        let est = (logical + 72 * dirty + 128 * (inos.len() as u64 + ranges) + 4096).div_ceil(BLOCK as u64) + 1;
+        if est > self.sb.journal_blocks || dirty + est > self.dev.tx_room() {
+            return Ok(None);
+        }
+        if self.jhead + est > self.sb.journal_end() {
+            self.checkpoint()?;
+        }
+        self.flush()?;
+        Ok(Some(self.next_seq))
     }
 
     fn commit_by_checkpoint(&mut self, rec: Record, logical: usize, data_bytes: u64) -> Result<()> {

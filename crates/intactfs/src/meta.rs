@@ -462,7 +462,9 @@ impl Meta {
                 pblk.checked_add(*len).ok_or("map past the largest device block")?;
                 let n = self.node_mut(*ino)?;
                 let Body::File { extents } = &mut n.body else { return Err(format!("inode {ino} is not a regular file")) };
-                freed.extents = punch(extents, *lblk, lblk + len);
+                // Mapping blocks to where they already are (an in-place rewrite on a
+                // transactional device: new checksums) frees nothing.
+                freed.extents = punch(extents, *lblk, lblk + len).into_iter().flat_map(|r| subtract(r, (*pblk, *len))).collect();
                 insert_extent(extents, *lblk, Extent { pblk: *pblk, len: *len, crcs: crcs.clone() });
             }
             LogOp::Free { ino } => {
@@ -545,6 +547,23 @@ pub fn punch(extents: &mut BTreeMap<u64, Extent>, start: u64, end: u64) -> Vec<(
         }
     }
     freed
+}
+
+/// The parts of device range `r` outside `cut` (both as (start, length)).
+fn subtract(r: (u64, u64), cut: (u64, u64)) -> Vec<(u64, u64)> {
+    let (s, e) = (r.0, r.0 + r.1);
+    let (cs, ce) = (cut.0, cut.0 + cut.1);
+    if ce <= s || cs >= e {
+        return vec![r];
+    }
+    let mut out = Vec::new();
+    if s < cs {
+        out.push((s, cs - s));
+    }
+    if ce < e {
+        out.push((ce, e - ce));
+    }
+    out
 }
 
 fn slice_crcs(crcs: &[u32], off: u64, n: u64) -> Vec<u32> {

@@ -13,6 +13,9 @@ pub enum Mutation {
     EarlyReuse = 2,
     /// An atomic region's first write commits (durably) on its own, before the region does.
     RegionEarlyPage = 3,
+    /// On a transactional device, blocks rewritten in place are written outside the
+    /// commit's device transaction.
+    InplacePlain = 4,
 }
 
 #[cfg(feature = "mutations")]

@@ -29,6 +29,8 @@ fn delta(a: Stats, b: Stats) -> Stats {
         checkpoints: b.checkpoints - a.checkpoints,
         regions_committed: b.regions_committed - a.regions_committed,
         regions_aborted: b.regions_aborted - a.regions_aborted,
+        tx_commits: b.tx_commits - a.tx_commits,
+        inplace_blocks: b.inplace_blocks - a.inplace_blocks,
     }
 }
 
