@@ -12,8 +12,12 @@
 # is killed with SIGKILL after writes in one or two streams, the image is mounted again,
 # and what survived is compared with ccfs's promise, and osync/dsync (tickets, the durability
 # notification, exec --fsync-as osync); (e) the calls fail with ENOTTY off
-# the mount. Whatever happens, the trap unmounts, stops the daemon it started (by pid)
-# and removes the temporary directory.
+# the mount; (f) atomic regions (CFS): the errors and their messages (EXDEV against a
+# second, small mount), abort, inheritance, a process exiting inside a region, F2FS atomic
+# writes, the atomic() context manager, and a crash with committed regions and regions
+# open while the daemon is killed. Whatever happens, the trap unmounts (both mounts),
+# stops the daemons and region-holding processes it started (by pid) and removes the
+# temporary directory.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -27,12 +31,18 @@ IMG=$T/img
 PIDF=$T/daemon.pid
 LOG=$T/daemon.log
 OFF=$T/off-mount
+MNT2=$T/mnt2
+IMG2=$T/img2
+PIDF2=$T/daemon2.pid
+LOG2=$T/daemon2.log
 BUILD=${BUILD:-$T/build}
 INTACT=${INTACT:-}
 BUILD_INTACT=
 [ -n "$INTACT" ] || { BUILD_INTACT=1; INTACT=$ROOT/target/debug/intact; }
 DAEMON_PID=
-mkdir -p "$MNT" "$OFF"
+DAEMON2_PID=
+HOLDERS=
+mkdir -p "$MNT" "$OFF" "$MNT2"
 
 export PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONDONTWRITEBYTECODE=1
@@ -40,7 +50,8 @@ PYCHECK=$ROOT/python/tests/check_mount.py
 
 # ---- cleanup ---------------------------------------------------------------------------
 
-is_mounted() { awk -v m="$MNT" '$5 == m { f = 1 } END { exit !f }' /proc/self/mountinfo; }
+# is_mounted [DIR]: DIR (default $MNT) is a mount point.
+is_mounted() { awk -v m="${1:-$MNT}" '$5 == m { f = 1 } END { exit !f }' /proc/self/mountinfo; }
 
 # The daemon we started: alive, not a zombie, and still running the intact binary (a
 # recycled pid is left alone).
@@ -65,6 +76,24 @@ cleanup() {
     local rc=$?
     set +e
     trap - EXIT INT TERM
+    # Processes holding an atomic region open for the crash section (ours, by pid).
+    for pid in $HOLDERS; do
+        kill -KILL "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+    done
+    # The second, small mount of section (f).
+    if [ -n "$DAEMON2_PID" ] && daemon_alive "$DAEMON2_PID"; then
+        timeout 60 "$INTACT" fs umount "$MNT2" >/dev/null 2>&1 ||
+            { kill -TERM "$DAEMON2_PID" 2>/dev/null; wait_dead "$DAEMON2_PID"; } ||
+            { kill -KILL "$DAEMON2_PID" 2>/dev/null; wait_dead "$DAEMON2_PID"; }
+    fi
+    if is_mounted "$MNT2"; then
+        timeout 60 "$INTACT" fs umount "$MNT2" >/dev/null 2>&1 || umount -l "$MNT2" 2>/dev/null
+    fi
+    if is_mounted "$MNT2"; then
+        echo "cleanup: $MNT2 is still mounted" >&2
+        rc=1
+    fi
     if [ -n "$DAEMON_PID" ] && daemon_alive "$DAEMON_PID"; then
         # Unmount normally (writes back); if that does not work, the daemon unmounts on
         # SIGTERM; SIGKILL as the last resort.
@@ -128,6 +157,25 @@ mount_fs() {
     is_mounted || { echo "$MNT is not mounted" >&2; exit 1; }
 }
 
+# The second mount (section (f)): a small image of its own.
+mount_fs2() {
+    rm -f "$PIDF2"
+    timeout "$TIMEOUT" "$INTACT" fs mount "$IMG2" "$MNT2" --daemon --pid-file "$PIDF2" --log "$LOG2" -o commit=0 >/dev/null
+    DAEMON2_PID=$(cat "$PIDF2")
+    daemon_alive "$DAEMON2_PID" || { echo "the second mount's daemon (pid $DAEMON2_PID) is not running" >&2; exit 1; }
+    is_mounted "$MNT2" || { echo "$MNT2 is not mounted" >&2; exit 1; }
+}
+
+# wait_file FILE: up to 30 s for FILE to exist.
+wait_file() {
+    local i
+    for i in $(seq 1 300); do
+        [ -e "$1" ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
 # crash: SIGKILL the daemon (nothing is written back), remove the stale mount, mount the
 # image again (which recovers from the journal).
 crash() {
@@ -165,6 +213,21 @@ section "the ABI agrees with crates/intactfs-fuse/src/control.rs"
 rust_nr() { grep -o "assert_eq!($1, 0x[0-9A-Fa-f_]*)" "$ROOT/crates/intactfs-fuse/src/control.rs" | sed 's/.*, 0x//; s/)//; s/_//g' | tr 'A-F' 'a-f'; }
 for n in SETSTREAM GETSTREAM STREAMSYNC OSYNC DSYNC DURABLE; do
     want=$(printf '0x%08x' "0x$(rust_nr "IOC_$n")")
+    eq "C $n" "$("$C" abi | awk -v k="$n" '$1 == k { print $2 }')" "$want"
+    eq "Python $n" "$("$PY" -c "import intact.fs as f; print('0x%08x' % f.$n)")" "$want"
+done
+# The region ioctls (control.rs pins them in one assert_eq! of a tuple) and F2FS's numbers.
+CONTROL=$ROOT/crates/intactfs-fuse/src/control.rs
+read -r R_BEGIN R_COMMIT R_ABORT R_ADD <<<"$({ grep -o 'assert_eq!((IOC_BEGIN, IOC_COMMIT, IOC_ABORT, IOC_ADD), ([0-9A-Fa-fx_, ]*))' "$CONTROL" || true; } | sed 's/.*), (//; s/))$//; s/[,_]//g')" || true
+for n in BEGIN COMMIT ABORT ADD; do
+    v=R_$n
+    want=$(printf '0x%08x' "${!v:-missing}" 2>/dev/null || echo "(not found in control.rs)")
+    eq "C $n" "$("$C" abi | awk -v k="$n" '$1 == k { print $2 }')" "$want"
+    eq "Python $n" "$("$PY" -c "import intact.fs as f; print('0x%08x' % f.$n)")" "$want"
+done
+for n in F2FS_IOC_START_ATOMIC_WRITE F2FS_IOC_COMMIT_ATOMIC_WRITE F2FS_IOC_ABORT_VOLATILE_WRITE F2FS_IOC_GET_FEATURES F2FS_FEATURE_ATOMIC_WRITE; do
+    v=$(sed -n "s/^pub const $n: u32 = \(0x[0-9A-Fa-f_]*\);/\1/p" "$CONTROL" | tr -d _)
+    want=$(printf '0x%08x' "${v:-missing}" 2>/dev/null || echo "(not found in control.rs)")
     eq "C $n" "$("$C" abi | awk -v k="$n" '$1 == k { print $2 }')" "$want"
     eq "Python $n" "$("$PY" -c "import intact.fs as f; print('0x%08x' % f.$n)")" "$want"
 done
@@ -290,6 +353,69 @@ eq "the example fails off the mount (exit, message)" "$rc ${msg##*: }" "1 Inappr
 rc=0
 msg=$("$INTACT" fs exec --mount "$OFF" --stream x -- true 2>&1) || rc=$?
 [ $rc -ne 0 ] && ok "intact fs exec off the mount fails (exit $rc: $msg)" || bad "intact fs exec off the mount succeeded"
+
+# ---- (f) atomic regions ---------------------------------------------------------------
+
+section "(f) atomic regions (CFS): the errors and their messages"
+timeout "$TIMEOUT" "$INTACT" fs mkfs "$IMG2" --size 16M >/dev/null
+mount_fs2
+ok "a second intactfs mount (for EXDEV): $IMG2 on $MNT2 (daemon pid $DAEMON2_PID)"
+ERRS="commit/abort without a region: EINVAL; nested begin: EALREADY; add on a directory: EINVAL, on another mount's file: EXDEV, off intactfs: ENOTTY"
+run "C: $ERRS" "$C" regions-errors "$MNT" "$MNT2" "$OFF"
+run "Python: the same" "$PY" "$PYCHECK" regions-errors "$MNT" "$MNT2" "$OFF"
+run "intact fs umount (the second mount)" "$INTACT" fs umount "$MNT2"
+wait_dead "$DAEMON2_PID" && DAEMON2_PID= || bad "the second mount's daemon did not exit after umount"
+
+section "(f) atomic regions: abort, children, exit inside a region, dependents, F2FS atomic writes"
+run "C: abort reverts writes, removes a created file, undoes a rename (fresh opens, at once)" "$C" regions-abort "$MNT"
+run "Python: the same" "$PY" "$PYCHECK" regions-abort "$MNT"
+run "C: right after abort, a descriptor opened before the region reads the old contents" "$C" regions-cache "$MNT"
+run "Python: the same" "$PY" "$PYCHECK" regions-cache "$MNT"
+run "C: a forked child is in the region; the parent's abort undoes its writes" "$C" regions-fork "$MNT"
+run "Python: the same with a subprocess" "$PY" "$PYCHECK" regions-subprocess "$MNT"
+run "C: a process that exits inside its region: its changes vanish (within 3 s)" "$C" regions-exit "$MNT"
+run "Python: the same" "$PY" "$PYCHECK" regions-exit "$MNT"
+run "C: a dependent write joins the region and goes with its abort; add of another region's file: EBUSY" "$C" regions-dependents "$MNT"
+run "Python: with atomic(): commits on a normal exit, aborts (and re-raises) on an exception" "$PY" "$PYCHECK" regions-atomic "$MNT"
+run "C: F2FS GET_FEATURES, START/write/ABORT, START/write/COMMIT, START/write/close, START on a directory" "$C" regions-f2fs "$MNT"
+run "Python: the same" "$PY" "$PYCHECK" regions-f2fs "$MNT"
+
+section "(f) crash: regions committed before, and regions open during, a SIGKILL of the daemon"
+OLD_SHA=$("$C" pattern 4096 | sha256sum | cut -d' ' -f1)
+NEW_SHA=$("$C" pattern 65536 0x5a | sha256sum | cut -d' ' -f1)
+run "C: r1-a, r1-b old (fsynced); begin, new contents, commit" "$C" region "$MNT/r1-a" "$MNT/r1-b" commit
+run "Python: r1-pa, r1-pb old; begin(), new contents, commit()" "$PY" "$PYCHECK" region "$MNT/r1-pa" "$MNT/r1-pb" commit
+run "Python: r1-ma, r1-mb old; new contents in 'with atomic()'" "$PY" "$PYCHECK" region "$MNT/r1-ma" "$MNT/r1-mb" atomic
+# Two processes each rewrite two files in a region of their own, sync them (no-ops inside
+# a region) and stay in the region: the daemon is killed before they commit.
+"$C" region "$MNT/r2-a" "$MNT/r2-b" hold "$T/ready-c" >"$T/hold-c.log" 2>&1 &
+HOLD_C=$!
+HOLDERS="$HOLDERS $HOLD_C"
+"$PY" "$PYCHECK" region "$MNT/r2-pa" "$MNT/r2-pb" hold "$T/ready-p" >"$T/hold-p.log" 2>&1 &
+HOLD_P=$!
+HOLDERS="$HOLDERS $HOLD_P"
+wait_file "$T/ready-c" || true
+wait_file "$T/ready-p" || true
+sed 's/^/    /' "$T/hold-c.log" "$T/hold-p.log"
+eq "C: in a region, r2-a and r2-b rewritten and synced, not committed" \
+    "$(cat "$T/ready-c" 2>/dev/null) $(kill -0 "$HOLD_C" 2>/dev/null && echo running)" "ready running"
+eq "Python: in a region, r2-pa and r2-pb rewritten and synced, not committed" \
+    "$(cat "$T/ready-p" 2>/dev/null) $(kill -0 "$HOLD_P" 2>/dev/null && echo running)" "ready running"
+eq "before the crash r2-a and r2-pb show the regions' new contents" "$(sha_of "$MNT/r2-a") $(sha_of "$MNT/r2-pb")" "$NEW_SHA $NEW_SHA"
+crash
+for pid in $HOLDERS; do
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+done
+HOLDERS=
+eq "r1-a and r1-b (C region, committed) are durable, new" "$(sha_of "$MNT/r1-a") $(sha_of "$MNT/r1-b")" "$NEW_SHA $NEW_SHA"
+eq "r1-pa and r1-pb (Python commit()) are durable, new" "$(sha_of "$MNT/r1-pa") $(sha_of "$MNT/r1-pb")" "$NEW_SHA $NEW_SHA"
+eq "r1-ma and r1-mb (Python atomic()) are durable, new" "$(sha_of "$MNT/r1-ma") $(sha_of "$MNT/r1-mb")" "$NEW_SHA $NEW_SHA"
+eq "r2-a and r2-b (C region open at the crash) are both old, never a mix" "$(sha_of "$MNT/r2-a") $(sha_of "$MNT/r2-b")" "$OLD_SHA $OLD_SHA"
+eq "r2-pa and r2-pb (Python region open at the crash) are both old, never a mix" "$(sha_of "$MNT/r2-pa") $(sha_of "$MNT/r2-pb")" "$OLD_SHA $OLD_SHA"
+eq "the aborted regions' files are as before them (a, b, created c, renamed d, d2)" \
+    "$(cat "$MNT/ra-a") $(cat "$MNT/ra-b") $(size_of "$MNT/ra-c") $(cat "$MNT/ra-d") $(size_of "$MNT/ra-d2")" "old-a old-b absent old-d absent"
+eq "the region of the process that exited inside it left nothing (rx-g, rx-h)" "$(cat "$MNT/rx-g") $(size_of "$MNT/rx-h")" "old-g absent"
 
 # ---- unmount --------------------------------------------------------------------------
 

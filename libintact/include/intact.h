@@ -1,13 +1,14 @@
 /*
- * intact.h: the intactfs stream control API (libintact).
+ * intact.h: the intactfs stream and atomic-region control API (libintact).
  *
  * A process on an intactfs FUSE mount (`intact fs mount IMAGE MNT`) is in one *stream*
  * (ccfs, §3.2: setstream(s, flags), getstream(), streamsync()). Updates are ordered
  * within a stream and independent between streams; fsync commits the caller's stream.
  * Streams are controlled with three ioctls that any process may issue on any file or
- * directory of the mount. This header holds the ABI (the same numbers as
- * crates/intactfs-fuse/src/control.rs) and the declarations of libintact, a small
- * library over it. Reference and examples: docs/fs-api.md.
+ * directory of the mount; atomic regions (CFS) and OptFS's osync/dsync with others.
+ * This header holds the ABI (the same numbers as crates/intactfs-fuse/src/control.rs)
+ * and the declarations of libintact, a small library over it. Reference and examples:
+ * docs/fs-api.md.
  *
  * Every function that can fail returns 0 on success and -1 with errno set on failure,
  * as POSIX calls do. ENOTTY: the file is not on an intactfs mount.
@@ -63,6 +64,45 @@ struct intact_durable {
 #define INTACT_IOC_DURABLE _IOWR(INTACT_IOC_MAGIC, 6, struct intact_durable)
 #define INTACT_DURABLE_WAIT 1u
 
+/* ---- Atomic regions (CFS, the seeds' paper `003` §4) ------------------------------- */
+
+/* Everything the calling process (and the children that inherit from it, as with
+ * streams) changes on the mount between BEGIN and COMMIT reaches storage all or nothing.
+ * Regions do not nest and give no isolation: other processes see the changes at once,
+ * and a process that writes a file the region wrote becomes part of the region. Inside a
+ * region fsync, fdatasync, OSYNC, DSYNC and STREAMSYNC return at once and commit nothing;
+ * a process that exits inside a region has it aborted by the daemon. Reference:
+ * docs/fs-api.md, "Atomic regions". */
+
+/* The calling process enters a new region (any file or directory of the mount).
+ * EALREADY: it is already in one (regions do not nest). */
+#define INTACT_IOC_BEGIN _IO(INTACT_IOC_MAGIC, 7)
+/* Commit the caller's region durably (one flush); returns once it is durable. EINVAL: the
+ * caller is in no region. */
+#define INTACT_IOC_COMMIT _IO(INTACT_IOC_MAGIC, 8)
+/* Abort the caller's region: none of its changes stays (created files vanish, writes
+ * revert, renames are undone). EINVAL: the caller is in no region. */
+#define INTACT_IOC_ABORT _IO(INTACT_IOC_MAGIC, 9)
+/* CFS cfs_add, on a regular file: every write to it, by any process (also mmap
+ * write-back), belongs to the caller's region. EXDEV: the caller has no region on this
+ * file's mount; EINVAL: not a regular file; EBUSY: the file is in another region. */
+#define INTACT_IOC_ADD _IO(INTACT_IOC_MAGIC, 10)
+
+/* F2FS's atomic-write ioctls (magic 0xf5, Linux include/uapi/linux/f2fs.h), which intactfs
+ * answers on a regular file's descriptor, so that programs that test for them (SQLite
+ * built with SQLITE_ENABLE_BATCH_ATOMIC_WRITE) use them: one region per file. These are
+ * F2FS's numbers, not intactfs's own; libintact has no calls for them. START: the file's
+ * later writes are one region (EBUSY inside a BEGIN region); COMMIT: durable, all or
+ * nothing; ABORT_VOLATILE: they are undone; closing the descriptor that started it
+ * without COMMIT aborts. On a directory: EINVAL. */
+#define INTACT_F2FS_IOC_MAGIC 0xf5
+#define INTACT_F2FS_IOC_START_ATOMIC_WRITE _IO(INTACT_F2FS_IOC_MAGIC, 1)
+#define INTACT_F2FS_IOC_COMMIT_ATOMIC_WRITE _IO(INTACT_F2FS_IOC_MAGIC, 2)
+#define INTACT_F2FS_IOC_ABORT_VOLATILE_WRITE _IO(INTACT_F2FS_IOC_MAGIC, 5)
+/* Out: a uint32_t of feature bits; intactfs reports INTACT_F2FS_FEATURE_ATOMIC_WRITE. */
+#define INTACT_F2FS_IOC_GET_FEATURES _IOR(INTACT_F2FS_IOC_MAGIC, 12, uint32_t)
+#define INTACT_F2FS_FEATURE_ATOMIC_WRITE 0x4u
+
 /* The numbers the daemon compares against (Linux's generic _IOC encoding, as on x86 and
  * arm). Platforms with another encoding fail the static assertions below. */
 #define INTACT_IOC_SETSTREAM_NR 0x4010CC01u
@@ -71,6 +111,14 @@ struct intact_durable {
 #define INTACT_IOC_OSYNC_NR 0x8008CC04u
 #define INTACT_IOC_DSYNC_NR 0x0000CC05u
 #define INTACT_IOC_DURABLE_NR 0xC010CC06u
+#define INTACT_IOC_BEGIN_NR 0x0000CC07u
+#define INTACT_IOC_COMMIT_NR 0x0000CC08u
+#define INTACT_IOC_ABORT_NR 0x0000CC09u
+#define INTACT_IOC_ADD_NR 0x0000CC0Au
+#define INTACT_F2FS_IOC_START_ATOMIC_WRITE_NR 0x0000F501u
+#define INTACT_F2FS_IOC_COMMIT_ATOMIC_WRITE_NR 0x0000F502u
+#define INTACT_F2FS_IOC_ABORT_VOLATILE_WRITE_NR 0x0000F505u
+#define INTACT_F2FS_IOC_GET_FEATURES_NR 0x8004F50Cu
 
 /* Flag: fsync and fdatasync in the stream return at once without committing; only
  * streamsync (and sync) make its updates durable. */
@@ -108,12 +156,21 @@ INTACT_STATIC_ASSERT(sizeof(struct intact_durable) == 16, "struct intact_durable
 INTACT_STATIC_ASSERT(INTACT_IOC_OSYNC == INTACT_IOC_OSYNC_NR, "OSYNC is 0x8008CC04 (_IOR(0xCC, 4, 8 bytes))");
 INTACT_STATIC_ASSERT(INTACT_IOC_DSYNC == INTACT_IOC_DSYNC_NR, "DSYNC is 0xCC05 (_IO(0xCC, 5))");
 INTACT_STATIC_ASSERT(INTACT_IOC_DURABLE == INTACT_IOC_DURABLE_NR, "DURABLE is 0xC010CC06 (_IOWR(0xCC, 6, 16 bytes))");
+INTACT_STATIC_ASSERT(INTACT_IOC_BEGIN == INTACT_IOC_BEGIN_NR, "BEGIN is 0xCC07 (_IO(0xCC, 7))");
+INTACT_STATIC_ASSERT(INTACT_IOC_COMMIT == INTACT_IOC_COMMIT_NR, "COMMIT is 0xCC08 (_IO(0xCC, 8))");
+INTACT_STATIC_ASSERT(INTACT_IOC_ABORT == INTACT_IOC_ABORT_NR, "ABORT is 0xCC09 (_IO(0xCC, 9))");
+INTACT_STATIC_ASSERT(INTACT_IOC_ADD == INTACT_IOC_ADD_NR, "ADD is 0xCC0A (_IO(0xCC, 10))");
+INTACT_STATIC_ASSERT(INTACT_F2FS_IOC_START_ATOMIC_WRITE == INTACT_F2FS_IOC_START_ATOMIC_WRITE_NR, "F2FS START_ATOMIC_WRITE is 0xf501 (_IO(0xf5, 1))");
+INTACT_STATIC_ASSERT(INTACT_F2FS_IOC_COMMIT_ATOMIC_WRITE == INTACT_F2FS_IOC_COMMIT_ATOMIC_WRITE_NR, "F2FS COMMIT_ATOMIC_WRITE is 0xf502 (_IO(0xf5, 2))");
+INTACT_STATIC_ASSERT(INTACT_F2FS_IOC_ABORT_VOLATILE_WRITE == INTACT_F2FS_IOC_ABORT_VOLATILE_WRITE_NR, "F2FS ABORT_VOLATILE_WRITE is 0xf505 (_IO(0xf5, 5))");
+INTACT_STATIC_ASSERT(INTACT_F2FS_IOC_GET_FEATURES == INTACT_F2FS_IOC_GET_FEATURES_NR, "F2FS GET_FEATURES is 0x8004f50c (_IOR(0xf5, 12, 4 bytes))");
 
 /* ---- libintact ---------------------------------------------------------------- */
 
 /* SETSTREAM on `fd` (any file or directory of the mount): the calling process is in
  * stream `id` from now on, and the stream's flags become `flags`. Flags belong to the
- * stream, not to the process: every process in the stream sees the last value set. */
+ * stream, not to the process: every process in the stream sees the last value set.
+ * EBUSY inside an atomic region (a region ends only with its commit or abort). */
 int intact_setstream(int fd, uint64_t id, uint32_t flags);
 
 /* GETSTREAM on `fd`: the calling process's stream and its flags. Either pointer may be
@@ -136,9 +193,28 @@ int intact_dsync(int fd);
  * ticket is durable, at the latest after the mount's durability timeout. */
 int intact_durable(int fd, uint64_t ticket, int wait);
 
-/* A message for an errno of these calls: ENOTTY is "not on an intactfs mount"; other
- * values get strerror's text. */
+/* Atomic regions (see INTACT_IOC_BEGIN above). `fd` is any file or directory of the
+ * mount for begin, commit and abort, and a regular file for add. The region belongs to
+ * the process, so it outlives the descriptor. Errors: see intact_region_strerror. */
+int intact_begin(int fd);
+int intact_commit(int fd);
+int intact_abort(int fd);
+int intact_add(int fd);
+
+/* A message for an errno of these calls: ENOTTY is "not on an intactfs mount", EALREADY
+ * (only BEGIN returns it) "an atomic region is already open (regions do not nest)",
+ * EXDEV (only ADD) "no atomic region of this process on that file's mount"; other values
+ * get strerror's text. */
 const char *intact_strerror(int errnum);
+
+/* A message for an errno of intact_begin, intact_commit, intact_abort and intact_add,
+ * where EINVAL and EBUSY have meanings of their own: EALREADY "an atomic region is already
+ * open (regions do not nest)", EINVAL "no atomic region is open", EXDEV "no atomic region
+ * of this process on that file's mount", EBUSY "the file belongs to another atomic
+ * region", ENOTTY "not on an intactfs mount"; other values get strerror's text. Only
+ * for intact_add does EINVAL mean something else, that the file is not a regular file
+ * (without a region, ADD fails with EXDEV), which this message cannot tell. */
+const char *intact_region_strerror(int errnum);
 
 /* The stream id of a name: FNV-1a 64 of its bytes (without the NUL). "init", "" and
  * NULL are the init stream 0; a name that hashes to 0 gets 1. Two programs that use the

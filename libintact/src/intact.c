@@ -1,4 +1,5 @@
-/* libintact: the intactfs stream control API over its ioctls (see include/intact.h). */
+/* libintact: the intactfs stream and atomic-region control API over its ioctls (see
+ * include/intact.h). */
 #define _GNU_SOURCE
 #include "intact.h"
 
@@ -58,10 +59,52 @@ int intact_durable(int fd, uint64_t ticket, int wait) {
     return d.ticket >= ticket ? 1 : 0;
 }
 
+int intact_begin(int fd) {
+    return ioctl(fd, INTACT_IOC_BEGIN, 0) < 0 ? -1 : 0;
+}
+
+int intact_commit(int fd) {
+    return ioctl(fd, INTACT_IOC_COMMIT, 0) < 0 ? -1 : 0;
+}
+
+int intact_abort(int fd) {
+    return ioctl(fd, INTACT_IOC_ABORT, 0) < 0 ? -1 : 0;
+}
+
+int intact_add(int fd) {
+    return ioctl(fd, INTACT_IOC_ADD, 0) < 0 ? -1 : 0;
+}
+
+#define MSG_NOTTY "not on an intactfs mount"
+#define MSG_NESTED "an atomic region is already open (regions do not nest)"
+#define MSG_NO_REGION "no atomic region is open"
+#define MSG_OTHER_MOUNT "no atomic region of this process on that file's mount"
+#define MSG_OTHER_REGION "the file belongs to another atomic region"
+
+/* EALREADY and EXDEV come only from BEGIN and ADD among intactfs's ioctls; EINVAL and
+ * EBUSY mean other things for the stream calls (see intact_region_strerror). */
 const char *intact_strerror(int errnum) {
-    if (errnum == ENOTTY)
-        return "not on an intactfs mount";
-    return strerror(errnum);
+    switch (errnum) {
+    case ENOTTY:
+        return MSG_NOTTY;
+    case EALREADY:
+        return MSG_NESTED;
+    case EXDEV:
+        return MSG_OTHER_MOUNT;
+    default:
+        return strerror(errnum);
+    }
+}
+
+const char *intact_region_strerror(int errnum) {
+    switch (errnum) {
+    case EINVAL:
+        return MSG_NO_REGION;
+    case EBUSY:
+        return MSG_OTHER_REGION;
+    default:
+        return intact_strerror(errnum);
+    }
 }
 
 uint64_t intact_stream_id(const char *name) {

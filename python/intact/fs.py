@@ -18,6 +18,12 @@ OptFS's osync/dsync (docs/fs-api.md, "osync and dsync"):
     t = ifs.osync(f)              # ordered now, durable later
     ifs.durable(f, t, wait=True)  # the notification: returns once it is durable
     ifs.dsync(f)                  # durable now
+
+Atomic regions (CFS; docs/fs-api.md, "Atomic regions"): everything the process (and its
+children) changes in the block reaches storage all or nothing:
+
+    with ifs.atomic("/mnt/x"):    # BEGIN
+        ...                       # commits on a normal exit (durable), aborts if it raises
 """
 
 import contextlib
@@ -30,6 +36,9 @@ __all__ = [
     "IOC_MAGIC", "SETSTREAM", "GETSTREAM", "STREAMSYNC", "OSYNC", "DSYNC", "DURABLE",
     "IGNORE_FSYNC", "FSYNC_AS_OSYNC", "DURABLE_WAIT", "INIT_STREAM",
     "stream_id", "setstream", "getstream", "streamsync", "stream", "osync", "dsync", "durable",
+    "BEGIN", "COMMIT", "ABORT", "ADD", "begin", "commit", "abort", "add", "atomic", "region_strerror",
+    "F2FS_IOC_START_ATOMIC_WRITE", "F2FS_IOC_COMMIT_ATOMIC_WRITE", "F2FS_IOC_ABORT_VOLATILE_WRITE",
+    "F2FS_IOC_GET_FEATURES", "F2FS_FEATURE_ATOMIC_WRITE",
 ]
 
 #: The ioctl "type" byte of every intactfs ioctl.
@@ -46,6 +55,26 @@ OSYNC = 0x8008CC04
 DSYNC = 0x0000CC05
 #: ``_IOWR(0xCC, 6, struct intact_durable)``
 DURABLE = 0xC010CC06
+#: ``_IO(0xCC, 7)``: the calling process (and its children) enter an atomic region.
+BEGIN = 0x0000CC07
+#: ``_IO(0xCC, 8)``: commit the caller's atomic region, durably.
+COMMIT = 0x0000CC08
+#: ``_IO(0xCC, 9)``: abort the caller's atomic region.
+ABORT = 0x0000CC09
+#: ``_IO(0xCC, 10)``: CFS cfs_add: every write to this regular file belongs to the region.
+ADD = 0x0000CC0A
+#: F2FS's atomic-write ioctls (magic 0xf5, Linux ``include/uapi/linux/f2fs.h``), which
+#: intactfs answers on a regular file (one atomic region per file); F2FS's numbers, for
+#: programs that test for them. ``_IO(0xf5, 1)``
+F2FS_IOC_START_ATOMIC_WRITE = 0xF501
+#: ``_IO(0xf5, 2)``
+F2FS_IOC_COMMIT_ATOMIC_WRITE = 0xF502
+#: ``_IO(0xf5, 5)``
+F2FS_IOC_ABORT_VOLATILE_WRITE = 0xF505
+#: ``_IOR(0xf5, 12, uint32_t)``: out: feature bits
+F2FS_IOC_GET_FEATURES = 0x8004F50C
+#: The GET_FEATURES bit intactfs reports.
+F2FS_FEATURE_ATOMIC_WRITE = 0x4
 #: Flag: fsync and fdatasync in the stream return at once; streamsync stays durable.
 IGNORE_FSYNC = 1
 #: Flag: fsync and fdatasync in the stream are osync (ordered now, durable later).
@@ -118,12 +147,37 @@ def _fd(path_or_fd):
         os.close(fd)
 
 
-def _ioctl(fd, cmd, arg):
+_NOTTY = "not on an intactfs mount"
+
+# What the errnos of BEGIN, COMMIT, ABORT and ADD mean (the texts of libintact's
+# intact_region_strerror).
+_REGION_MESSAGES = {
+    errno.EALREADY: "an atomic region is already open (regions do not nest)",
+    errno.EINVAL: "no atomic region is open",
+    errno.EXDEV: "no atomic region of this process on that file's mount",
+    errno.EBUSY: "the file belongs to another atomic region",
+    errno.ENOTTY: _NOTTY,
+}
+
+# ADD checks the caller's region first (EXDEV without one), so its EINVAL means the file.
+_ADD_MESSAGES = dict(_REGION_MESSAGES)
+_ADD_MESSAGES[errno.EINVAL] = "not a regular file"
+
+
+def region_strerror(errnum):
+    """The meaning of an errno of :func:`begin`, :func:`commit`, :func:`abort` and
+    :func:`add` (the same texts as libintact's ``intact_region_strerror``); other values
+    get ``os.strerror``'s text. (From :func:`add`, EINVAL means "not a regular file".)"""
+    return _REGION_MESSAGES.get(errnum) or os.strerror(errnum)
+
+
+def _ioctl(fd, cmd, arg, messages=None):
     try:
         return fcntl.ioctl(fd, cmd, arg)
     except OSError as e:
-        if e.errno == errno.ENOTTY:
-            raise OSError(errno.ENOTTY, "not on an intactfs mount (%s)" % os.strerror(errno.ENOTTY)) from None
+        msg = (messages or {}).get(e.errno) or (_NOTTY if e.errno == errno.ENOTTY else None)
+        if msg is not None:
+            raise OSError(e.errno, "%s (%s)" % (msg, os.strerror(e.errno))) from None
         raise
 
 
@@ -201,3 +255,65 @@ def stream(mount, name, ignore_fsync=False, fsync_as_osync=False):
     finally:
         with _fd(mount) as fd:
             _set(fd, old_id, old_flags)
+
+
+# ---- Atomic regions ------------------------------------------------------------------
+
+
+def _region(path_or_fd, cmd, messages=_REGION_MESSAGES):
+    with _fd(path_or_fd) as fd:
+        _ioctl(fd, cmd, 0, messages)
+
+
+def begin(path_or_fd):
+    """Enter a new atomic region (CFS): everything the calling process, and the processes
+    it starts, change on the mount from now on reaches storage all or nothing, at
+    :func:`commit`. ``path_or_fd``: any file or directory of the mount. Regions do not
+    nest: ``OSError(EALREADY)`` if the process is already in one."""
+    _region(path_or_fd, BEGIN)
+
+
+def commit(path_or_fd):
+    """Commit the calling process's region; returns once it is durable.
+    ``OSError(EINVAL)``: the process is in no region."""
+    _region(path_or_fd, COMMIT)
+
+
+def abort(path_or_fd):
+    """Abort the calling process's region: none of its changes stays (created files
+    vanish, writes revert, renames are undone). ``OSError(EINVAL)``: in no region."""
+    _region(path_or_fd, ABORT)
+
+
+def add(path_or_fd):
+    """CFS cfs_add on a regular file of the mount: every write to it, by any process
+    (also mmap write-back), belongs to the caller's region. ``OSError``: EXDEV if the
+    process has no region on the file's mount, EINVAL if the file is not a regular file,
+    EBUSY if it belongs to another region."""
+    _region(path_or_fd, ADD, _ADD_MESSAGES)
+
+
+@contextlib.contextmanager
+def atomic(mount_or_path):
+    """Run a block as one atomic region: begin on entry, commit on a normal exit (durable
+    when the block's ``with`` statement ends), abort if the block raises (then the
+    exception propagates). ``mount_or_path``: any file or directory of the mount (a path
+    is opened once and held for the block, so the block may rename or remove it), a
+    descriptor or a file object.
+
+    An abort that fails because the block itself already ended the region (EINVAL) is
+    ignored; any other abort failure is raised, with the block's exception as its
+    context. A commit after the block already ended the region raises
+    ``OSError(EINVAL)``."""
+    with _fd(mount_or_path) as fd:
+        begin(fd)
+        try:
+            yield
+        except BaseException:
+            try:
+                abort(fd)
+            except OSError as e:
+                if e.errno != errno.EINVAL:
+                    raise
+            raise
+        commit(fd)

@@ -25,6 +25,14 @@ class Abi(unittest.TestCase):
         self.assertEqual(ifs.IGNORE_FSYNC, 1)
         self.assertEqual(ifs._ARG.size, 16)
 
+    def test_region_numbers(self):
+        self.assertEqual((ifs.BEGIN, ifs.COMMIT, ifs.ABORT, ifs.ADD), tuple(ioc(0, nr, 0) for nr in (7, 8, 9, 10)))
+        self.assertEqual((ifs.BEGIN, ifs.COMMIT, ifs.ABORT, ifs.ADD), (0xCC07, 0xCC08, 0xCC09, 0xCC0A))
+        # F2FS's numbers (_IO(0xf5, n), _IOR(0xf5, 12, __u32)).
+        self.assertEqual((ifs.F2FS_IOC_START_ATOMIC_WRITE, ifs.F2FS_IOC_COMMIT_ATOMIC_WRITE, ifs.F2FS_IOC_ABORT_VOLATILE_WRITE), (0xF501, 0xF502, 0xF505))
+        self.assertEqual(ifs.F2FS_IOC_GET_FEATURES, (2 << 30) | (4 << 16) | (0xF5 << 8) | 12)
+        self.assertEqual(ifs.F2FS_FEATURE_ATOMIC_WRITE, 4)
+
     def test_package_reexports(self):
         self.assertIs(intact.setstream, ifs.setstream)
         self.assertIs(intact.stream, ifs.stream)
@@ -66,6 +74,28 @@ class OffMount(unittest.TestCase):
                 with ifs.stream(d, "x"):
                     self.fail("entered a stream off the mount")
             self.assertEqual(cm.exception.errno, errno.ENOTTY)
+
+    def test_regions_enotty(self):
+        with tempfile.TemporaryDirectory() as d:
+            f = os.path.join(d, "f")
+            open(f, "wb").close()
+            for call in (lambda: ifs.begin(d), lambda: ifs.commit(d), lambda: ifs.abort(d), lambda: ifs.add(f)):
+                with self.assertRaises(OSError) as cm:
+                    call()
+                self.assertEqual(cm.exception.errno, errno.ENOTTY)
+                self.assertIn("not on an intactfs mount", str(cm.exception))
+            with self.assertRaises(OSError) as cm:
+                with ifs.atomic(d):
+                    self.fail("entered a region off the mount")
+            self.assertEqual(cm.exception.errno, errno.ENOTTY)
+
+    def test_region_strerror(self):
+        self.assertEqual(ifs.region_strerror(errno.EALREADY), "an atomic region is already open (regions do not nest)")
+        self.assertEqual(ifs.region_strerror(errno.EINVAL), "no atomic region is open")
+        self.assertEqual(ifs.region_strerror(errno.EXDEV), "no atomic region of this process on that file's mount")
+        self.assertEqual(ifs.region_strerror(errno.EBUSY), "the file belongs to another atomic region")
+        self.assertEqual(ifs.region_strerror(errno.ENOTTY), "not on an intactfs mount")
+        self.assertEqual(ifs.region_strerror(errno.EIO), os.strerror(errno.EIO))
 
     def test_missing_path(self):
         with self.assertRaises(FileNotFoundError):

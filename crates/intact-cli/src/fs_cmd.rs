@@ -3,7 +3,7 @@
 use crate::Failure;
 use intactfs::fsck::fsck;
 use intactfs::{mkfs, MkfsOptions, BLOCK};
-use intactfs_device::FileDevice;
+use intactfs_device::{BlockDevice, DeviceKind, ImageDevice};
 use intactfs_fuse::mount::ImageLock;
 use std::path::{Path, PathBuf};
 
@@ -21,6 +21,12 @@ pub enum FsCmd {
         /// Overwrite an existing non-empty image or device.
         #[arg(long)]
         force: bool,
+        /// The storage under the file system: block (a disk: writes and flushes) or txflash
+        /// (flash with transactions, X-FTL: a new image file of --size blocks plus spare
+        /// slots, mapping tables and a commit log; durable commits are device transactions
+        /// that rewrite file blocks in place). Mount, fsck and dump find the kind in the image.
+        #[arg(long, value_enum, default_value_t = DeviceArg::Block)]
+        device: DeviceArg,
     },
     /// Check every structural invariant of IMAGE without changing it.
     /// Exit 0: clean; 1: damage found (each problem is listed); 2: cannot be read.
@@ -63,12 +69,12 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     n.checked_mul(mult).ok_or(format!("size {s:?} is too large"))
 }
 
-fn open(image: &Path) -> Result<(FileDevice, ImageLock), Failure> {
+fn open(image: &Path) -> Result<(ImageDevice, ImageLock), Failure> {
     if !image.exists() {
         return Err(Failure::input(format!("{}: no such file (create one with `intact fs mkfs {} --size 1G`)", image.display(), image.display())));
     }
     let lock = lock(image)?;
-    Ok((FileDevice::open(image, BLOCK).map_err(|e| Failure::input(e.to_string()))?, lock))
+    Ok((ImageDevice::open(image, BLOCK).map_err(|e| Failure::input(format!("{}: {e}", image.display())))?, lock))
 }
 
 /// A mounted image must not be checked, dumped or overwritten meanwhile.
@@ -76,9 +82,22 @@ fn lock(image: &Path) -> Result<ImageLock, Failure> {
     intactfs_fuse::mount::lock_image(image).map_err(|e| Failure::input(e.to_string()))
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DeviceArg {
+    Block,
+    Txflash,
+}
+
 pub fn fs(cmd: FsCmd) -> Result<u8, Failure> {
     match cmd {
-        FsCmd::Mkfs { image, size, journal, force } => {
+        FsCmd::Mkfs { image, size, journal, force, device } => {
+            let kind = match device {
+                DeviceArg::Block => DeviceKind::Block,
+                DeviceArg::Txflash => DeviceKind::TxFlash,
+            };
+            if kind == DeviceKind::TxFlash && size.is_none() {
+                return Err(Failure::input(format!("--device txflash makes a new image file: give --size (e.g. `intact fs mkfs {} --device txflash --size 1G`)", image.display())));
+            }
             let journal_blocks = journal.map(|j| parse_size(&j).map(|b| b / BLOCK as u64)).transpose().map_err(Failure::input)?;
             let created = !image.exists();
             // Held until mkfs is done: a mounted image is never overwritten.
@@ -95,7 +114,7 @@ pub fn fs(cmd: FsCmd) -> Result<u8, Failure> {
                     if exists {
                         held = Some(lock(&image)?);
                     }
-                    FileDevice::create(&image, BLOCK, bytes / BLOCK as u64).map_err(|e| Failure::input(e.to_string()))?
+                    ImageDevice::create(&image, kind, BLOCK, bytes / BLOCK as u64).map_err(|e| Failure::input(format!("{}: {e}", image.display())))?
                 }
                 (None, true) => {
                     if !force {
@@ -107,7 +126,9 @@ pub fn fs(cmd: FsCmd) -> Result<u8, Failure> {
                 }
                 (None, false) => return Err(Failure::input(format!("{} does not exist: give --size to create an image file", image.display()))),
             };
+            let dev_kind = dev.kind();
             let sb = mkfs(&mut dev, &MkfsOptions { journal_blocks, uuid: uuid(), ..Default::default() });
+            let sb = sb.and_then(|sb| dev.flush().map(|_| sb).map_err(Into::into));
             drop(held);
             let sb = match sb {
                 Ok(sb) => sb,
@@ -120,8 +141,9 @@ pub fn fs(cmd: FsCmd) -> Result<u8, Failure> {
                 }
             };
             println!(
-                "intactfs on {}: {} blocks of {BLOCK} bytes ({} MiB), journal {} blocks, data area from block {}",
+                "intactfs on {} ({} device): {} blocks of {BLOCK} bytes ({} MiB), journal {} blocks, data area from block {}",
                 image.display(),
+                dev_kind.name(),
                 sb.blocks,
                 (sb.blocks * BLOCK as u64) >> 20,
                 sb.journal_blocks,

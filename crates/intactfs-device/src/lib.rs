@@ -37,11 +37,13 @@
 //!   writing any of it.
 
 mod file;
+mod image;
 mod sim;
 mod txflash;
 mod txsim;
 
 pub use file::FileDevice;
+pub use image::{DeviceKind, ImageDevice};
 pub use sim::{CrashImage, SimDevice};
 pub use txflash::{is_txflash, TxCounters, TxFileDevice, TxGeometry, TxRecovery, TX_MAGIC};
 pub use txsim::{TxSimCounters, TxSimDevice};

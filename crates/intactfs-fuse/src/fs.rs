@@ -8,7 +8,7 @@ use fuser::{
 };
 use intactfs::meta::Body;
 use intactfs::{Attr, FileType, Fs, FsError, Ino, NewKind, Owner, RenameFlags, SetAttr, StreamFlags, StreamId, Time, BLOCK, ROOT};
-use intactfs_device::FileDevice;
+use intactfs_device::ImageDevice;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -37,7 +37,7 @@ pub enum FsyncMode {
 
 /// The engine and the kernel's references to its inodes, behind one lock.
 pub struct State {
-    pub fs: Option<Fs<FileDevice>>,
+    pub fs: Option<Fs<ImageDevice>>,
     /// Kernel lookup counts. An inode the kernel knows is kept open in the engine, so an
     /// unlinked file lives (and its number is not reused) until the kernel forgets it.
     lookups: HashMap<Ino, u64>,
@@ -59,6 +59,21 @@ pub struct State {
     f2fs: HashMap<Ino, (StreamId, u64)>,
     /// Tells the kernel to drop cached pages and entries an aborted region changed.
     pub notifier: Option<fuser::Notifier>,
+    /// Aborted regions whose changes the kernel has not yet been told to forget.
+    invalidate: Vec<intactfs::Aborted>,
+}
+
+/// Sends the invalidations of [`State::take_invalidations`] (without the lock held).
+pub fn invalidate(pending: Option<(fuser::Notifier, Vec<intactfs::Aborted>)>) {
+    let Some((n, list)) = pending else { return };
+    for undone in list {
+        for i in undone.inodes {
+            let _ = n.inval_inode(INodeNo(i), 0, 0);
+        }
+        for (p, name) in undone.entries {
+            let _ = n.inval_entry(INodeNo(p), OsStr::from_bytes(&name));
+        }
+    }
 }
 
 /// The process that began a region, and the stream it had before.
@@ -168,7 +183,7 @@ impl State {
         FileHandle(fh)
     }
 
-    fn fs(&mut self) -> Result<&mut Fs<FileDevice>, Errno> {
+    fn fs(&mut self) -> Result<&mut Fs<ImageDevice>, Errno> {
         self.fs.as_mut().ok_or(Errno::EIO)
     }
 
@@ -221,17 +236,30 @@ impl State {
     /// the kernel could wait for that request).
     fn abort_region(&mut self, r: StreamId) -> Result<(), Errno> {
         let undone = self.fs()?.region_abort(r).map_err(|e| errno(&e))?;
-        if let Some(n) = self.notifier.clone() {
-            std::thread::spawn(move || {
-                for i in undone.inodes {
-                    let _ = n.inval_inode(INodeNo(i), 0, 0);
-                }
-                for (p, name) in undone.entries {
-                    let _ = n.inval_entry(INodeNo(p), OsStr::from_bytes(&name));
-                }
-            });
-        }
+        self.invalidate.push(undone);
         Ok(())
+    }
+
+    /// What the kernel must forget of aborted regions, with the notifier to tell it:
+    /// sent by the request that aborted before it answers (so that the caller sees the old
+    /// state as soon as the call returns), but after the engine's lock is released (the
+    /// kernel may wait for a request of the same inode, which needs the lock).
+    pub fn take_invalidations(&mut self) -> Option<(fuser::Notifier, Vec<intactfs::Aborted>)> {
+        if self.invalidate.is_empty() {
+            return None;
+        }
+        let list = std::mem::take(&mut self.invalidate);
+        self.notifier.clone().map(|n| (n, list))
+    }
+
+    /// Aborts the F2FS atomic write that handle `fh` started on `ino`, if any.
+    fn end_f2fs_on_close(&mut self, ino: Ino, fh: u64) {
+        if self.f2fs.get(&ino).is_some_and(|f| f.1 == fh) {
+            let (r, _) = self.f2fs.remove(&ino).expect("checked");
+            if let Err(e) = self.abort_region(r) {
+                eprintln!("intactfs: aborting the atomic write of inode {ino}: {e:?}");
+            }
+        }
     }
 
     /// The region the caller is in, with its owner's entry.
@@ -331,7 +359,7 @@ impl State {
 }
 
 impl IntactFuse {
-    pub fn new(fs: Fs<FileDevice>, fsync: FsyncMode, xattr: bool) -> IntactFuse {
+    pub fn new(fs: Fs<ImageDevice>, fsync: FsyncMode, xattr: bool) -> IntactFuse {
         let state = State {
             fs: Some(fs),
             lookups: HashMap::new(),
@@ -344,6 +372,7 @@ impl IntactFuse {
             regions: HashMap::new(),
             f2fs: HashMap::new(),
             notifier: None,
+            invalidate: Vec::new(),
         };
         IntactFuse { state: Arc::new(Mutex::new(state)), fsync, xattr }
     }
@@ -597,16 +626,12 @@ impl fuser::Filesystem for IntactFuse {
     }
 
     fn release(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _flags: OpenFlags, _lock: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
-        if let Ok(mut st) = self.lock() {
+        let pending = self.lock().ok().and_then(|mut st| {
             st.handles.remove(&fh.0);
-            // F2FS drops an atomic write that its file's closing never committed.
-            if st.f2fs.get(&ino.0).is_some_and(|f| f.1 == fh.0) {
-                let (r, _) = st.f2fs.remove(&ino.0).expect("checked");
-                if let Err(e) = st.abort_region(r) {
-                    eprintln!("intactfs: aborting the atomic write of inode {}: {e:?}", ino.0);
-                }
-            }
-        }
+            st.end_f2fs_on_close(ino.0, fh.0);
+            st.take_invalidations()
+        });
+        invalidate(pending);
         reply.ok()
     }
 
@@ -633,7 +658,15 @@ impl fuser::Filesystem for IntactFuse {
         }
     }
 
-    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock: LockOwner, reply: ReplyEmpty) {
+    fn flush(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _lock: LockOwner, reply: ReplyEmpty) {
+        // close(2) of the descriptor that started an F2FS atomic write: F2FS drops it at
+        // the file's release, which the kernel sends after close returns; abort here, while
+        // the closing caller waits, so that it sees the old content once close returns.
+        let pending = self.lock().ok().and_then(|mut st| {
+            st.end_f2fs_on_close(ino.0, fh.0);
+            st.take_invalidations()
+        });
+        invalidate(pending);
         reply.ok()
     }
 
@@ -853,6 +886,7 @@ impl fuser::Filesystem for IntactFuse {
             st.notify();
             r
         })();
+        invalidate(self.lock().ok().and_then(|mut st| st.take_invalidations()));
         let Some(reply) = reply else { return };
         match r {
             Ok(d) => reply.ioctl(0, &d),

@@ -4,7 +4,7 @@
 use crate::fs::{FsyncMode, IntactFuse};
 use fuser::{Config, MountOption, Session, SessionACL};
 use intactfs::{Fs, MountOptions, MountReport, BLOCK};
-use intactfs_device::FileDevice;
+use intactfs_device::ImageDevice;
 use std::fs::File;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -112,7 +112,7 @@ pub fn check_mountpoint(p: &Path) -> Result<(), MountError> {
 pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmounted, MountError> {
     check_mountpoint(&cfg.mountpoint)?;
     let lock = lock_image(&cfg.image)?;
-    let dev = FileDevice::open(&cfg.image, BLOCK).map_err(|e| MountError::Input(format!("{}: {e}", cfg.image.display())))?;
+    let dev = ImageDevice::open(&cfg.image, BLOCK).map_err(|e| MountError::Input(format!("{}: {e}", cfg.image.display())))?;
     let (fs, recovery) = Fs::mount(dev, MountOptions { dirty_limit: cfg.dirty_limit.unwrap_or_else(default_dirty_limit), ..MountOptions::default() }).map_err(|e| MountError::Input(format!("{}: cannot mount: {e} (run `intact fs fsck {}` for a full report)", cfg.image.display(), cfg.image.display())))?;
     let fuse = IntactFuse::new(fs, cfg.fsync, cfg.xattr);
     let state = fuse.state.clone();
@@ -174,6 +174,11 @@ pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmoun
                     }
                 }
                 st.reap_regions();
+                // Not waited for by anyone: told to the kernel from another thread (this
+                // one holds the lock).
+                if let Some(p) = st.take_invalidations() {
+                    std::thread::spawn(move || crate::fs::invalidate(Some(p)));
+                }
                 st.notify();
                 if st.unflushed_since.is_some_and(|t| t.elapsed() >= td) {
                     if let Err(e) = st.flush_now() {

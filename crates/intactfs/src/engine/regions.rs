@@ -25,9 +25,10 @@
 
 use super::*;
 
-/// Region streams have ids from here on; user stream ids stay below (the FUSE layer
-/// refuses SETSTREAM to these).
-pub const REGION_BASE: StreamId = 1 << 63;
+/// Region streams have ids from here on (2^32 of them per mount); user stream ids stay
+/// below: the FUSE layer refuses SETSTREAM to these, so the one stream name in 2^32 whose
+/// id falls here cannot be used.
+pub const REGION_BASE: StreamId = 0xFFFF_FFFF_0000_0000;
 
 /// What an abort changed back, for caches outside the engine (the kernel's page and
 /// directory-entry caches under FUSE) to drop.
@@ -46,6 +47,9 @@ impl<D: BlockDevice> Fs<D> {
     /// Opens an atomic region; returns its stream, for the calls that make up the region.
     pub fn region_begin(&mut self) -> Result<StreamId> {
         self.writable()?;
+        if self.next_region > u32::MAX as u64 {
+            return Err(FsError::Busy("this mount has begun 2^32 atomic regions; mount it again".into()));
+        }
         let r = REGION_BASE + self.next_region;
         self.next_region += 1;
         self.regions.insert(r, Region::default());
