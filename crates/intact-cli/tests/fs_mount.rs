@@ -619,3 +619,37 @@ fn txflash_images_mount_recover_and_refuse_damage() {
     assert!(text(&o).contains("txflash image"), "{}", text(&o));
     assert!(!mounted_on(&m.mnt));
 }
+
+/// `intact fs exec --atomic`: the command is one atomic region — committed (durably) when
+/// it succeeds, aborted when it fails, with its exit status passed on; nested and
+/// off-mount use get clear errors.
+#[test]
+fn exec_atomic_commits_on_success_and_aborts_on_failure() {
+    let m = Mount::new("64M");
+    m.mount(&[]);
+    write_file(&m.p("a"), b"old", true);
+    let exec = |script: &str| run(intact().current_dir(&m.mnt).args(["fs", "exec", "--mount"]).arg(&m.mnt).args(["--atomic", "--", "sh", "-c", script]));
+    let o = exec("echo new > a; echo made > b; mv b c; exit 7");
+    assert_eq!(o.status.code(), Some(7), "{}", text(&o));
+    assert!(text(&o).contains("exited with status 7: its changes were aborted"), "{}", text(&o));
+    assert_eq!(fs::read(m.p("a")).unwrap(), b"old");
+    assert!(!m.p("b").exists() && !m.p("c").exists());
+    let o = exec("echo new > a && echo made > c");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Nested: the inner exec is in the outer one's region.
+    let inner = format!("{} fs exec --mount {} --atomic -- true", env!("CARGO_BIN_EXE_intact"), m.mnt.display());
+    let o = exec(&inner);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("regions do not nest"), "{}", text(&o));
+    // Off the mount.
+    let o = run(intact().current_dir(&m.mnt).args(["fs", "exec", "--mount", "/tmp", "--atomic", "--", "true"]));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("not on an intactfs mount"), "{}", text(&o));
+    // What the successful command did is durable: a crash now keeps it.
+    m.crash();
+    m.mount(&[]);
+    assert_eq!(fs::read(m.p("a")).unwrap(), b"new\n");
+    assert_eq!(fs::read(m.p("c")).unwrap(), b"made\n");
+    let o = m.umount();
+    assert!(o.status.success(), "{}", text(&o));
+}
