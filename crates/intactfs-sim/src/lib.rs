@@ -135,6 +135,8 @@ pub struct SimReport {
     pub regions_committed: u64,
     pub regions_aborted: u64,
     pub region_calls: u64,
+    /// Writes of other streams to a file added to a region, which the engine routed into it.
+    pub added_writes: u64,
     /// Commits made as device transactions (txflash), and blocks rewritten in place.
     pub tx_commits: u64,
     pub inplace_blocks: u64,
@@ -173,6 +175,7 @@ impl std::ops::AddAssign for SimReport {
         self.regions_committed += r.regions_committed;
         self.regions_aborted += r.regions_aborted;
         self.region_calls += r.region_calls;
+        self.added_writes += r.added_writes;
         self.tx_commits += r.tx_commits;
         self.inplace_blocks += r.inplace_blocks;
     }
@@ -199,7 +202,7 @@ impl std::fmt::Display for SimReport {
             self.lost_osync
         )?;
         if self.regions_committed + self.regions_aborted > 0 {
-            write!(f, ", {} atomic regions committed and {} aborted ({} calls inside)", self.regions_committed, self.regions_aborted, self.region_calls)?;
+            write!(f, ", {} atomic regions committed and {} aborted ({} calls inside, {} of them other streams' writes to an added file)", self.regions_committed, self.regions_aborted, self.region_calls, self.added_writes)?;
         }
         if self.tx_commits > 0 {
             write!(f, ", {} device-transaction commits ({} blocks rewritten in place)", self.tx_commits, self.inplace_blocks)?;
@@ -412,6 +415,7 @@ struct Workload {
     regions_committed: u64,
     regions_aborted: u64,
     region_calls: u64,
+    added_writes: u64,
     tx_commits: u64,
     inplace_blocks: u64,
 }
@@ -508,7 +512,10 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
     let mut calls_per_stream: BTreeMap<u64, u64> = BTreeMap::new();
     // The open atomic region: its stream, what its calls touched, and their entries in `done`.
     let mut region: Option<(u64, Vec<Foot>, Vec<usize>)> = None;
-    let (mut regions_committed, mut regions_aborted, mut region_calls) = (0u64, 0u64, 0u64);
+    // A file added to the open region (CFS cfs_add, the F2FS atomic write): every stream's
+    // writes to it are the region's.
+    let mut added: Option<MIno> = None;
+    let (mut regions_committed, mut regions_aborted, mut region_calls, mut added_writes) = (0u64, 0u64, 0u64, 0u64);
     for _ in 0..cfg.calls {
         let mut s = rng.random_range(0..cfg.streams);
         if let Some((r, _, _)) = &region {
@@ -531,7 +538,17 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
             match region.take() {
                 None => {
                     let r = fs.region_begin().map_err(|e| fail(seed, format!("region_begin: {e}")))?;
-                    region = Some((r, Vec::new(), Vec::new()));
+                    let mut foots = Vec::new();
+                    added = None;
+                    if !files.is_empty() && rng.random_bool(0.5) {
+                        let f = pick(&mut rng, &files);
+                        fs.region_add(r, inos[&f]).map_err(|e| fail(seed, format!("region_add: {e}")))?;
+                        added = Some(f);
+                        // Other streams' calls on the file other than writes would join the
+                        // region: kept out like those related to its calls.
+                        foots.push(Foot { claimed: vec![f], ..Default::default() });
+                    }
+                    region = Some((r, foots, Vec::new()));
                     done.push(Done::now(&fs, s, None, Touch::default(), Vec::new()));
                 }
                 Some((r, _, calls)) if rng.random_range(0..5) < 3 => {
@@ -728,6 +745,13 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
         };
         let touch = model.touch(&op);
         let foot = Foot::of(&model, &op);
+        // A write to the added file, by any stream, is the region's (the engine routes it
+        // there: it is made with the caller's stream, and counted in the region's history).
+        let caller = s;
+        let (s, in_region) = match (&region, &op) {
+            (Some((r, _, _)), MOp::Write { ino, .. }) if added == Some(*ino) => (*r, true),
+            _ => (s, in_region),
+        };
         if let Some((_, touched, _)) = &region {
             // A call of another stream that depends on the open region would join it (the
             // engine's rule, tested in intactfs/tests/regions.rs); the simulation keeps the
@@ -743,7 +767,7 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
             MOp::Create { parent, name, mode, .. } => fs.create(s, e(*parent), name, NewKind::File, *mode, Owner::default()).map(|a| Some(a.ino)),
             MOp::Mkdir { parent, name, mode, .. } => fs.mkdir(s, e(*parent), name, *mode, Owner::default()).map(|a| Some(a.ino)),
             MOp::Symlink { parent, name, target, .. } => fs.symlink(s, e(*parent), name, target, Owner::default()).map(|a| Some(a.ino)),
-            MOp::Write { ino, off, data } => fs.write(s, e(*ino), *off, data).map(|_| None),
+            MOp::Write { ino, off, data } => fs.write(caller, e(*ino), *off, data).map(|_| None),
             MOp::Truncate { ino, size } => fs.truncate(s, e(*ino), *size).map(|_| None),
             MOp::Fallocate { ino, off, len, keep_size } => fs.fallocate(s, e(*ino), *off, *len, *keep_size).map(|_| None),
             MOp::Chmod { ino, mode } => fs.setattr(s, e(*ino), SetAttr { mode: Some(*mode), ..Default::default() }).map(|_| None),
@@ -780,6 +804,9 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
                 if let Some((_, touched, calls)) = region.as_mut().filter(|_| in_region) {
                     touched.push(foot);
                     calls.push(done.len());
+                    if caller != s {
+                        added_writes += 1;
+                    }
                 }
                 done.push(Done::now(&fs, s, Some(op), touch, acks));
             }
@@ -841,6 +868,7 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
         regions_committed,
         regions_aborted,
         region_calls,
+        added_writes,
         tx_commits: stats.tx_commits,
         inplace_blocks: stats.inplace_blocks,
     })
@@ -932,6 +960,7 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
         regions_committed: w.regions_committed,
         regions_aborted: w.regions_aborted,
         region_calls: w.region_calls,
+        added_writes: w.added_writes,
         tx_commits: w.tx_commits,
         inplace_blocks: w.inplace_blocks,
         optimistic_commits: w.optimistic_commits,

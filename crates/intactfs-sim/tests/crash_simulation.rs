@@ -48,7 +48,10 @@ fn crash_simulation_with_atomic_regions() {
         seed += 1;
     }
     eprintln!("crash simulation with regions: {seed} workloads, {total}");
-    assert!(total.regions_committed > 0 && total.regions_aborted > 0 && total.region_calls > 0, "the workloads must commit and abort regions with calls inside: {total}");
+    assert!(
+        total.regions_committed > 0 && total.regions_aborted > 0 && total.region_calls > 0 && total.added_writes > 0,
+        "the workloads must commit and abort regions with calls inside, and other streams' writes to an added file: {total}"
+    );
 }
 
 /// The transactional-flash device (issue 13 item 1): the region configurations on its

@@ -221,6 +221,9 @@ pub struct Fs<D: BlockDevice> {
     /// Files added to a region: every write to them goes there.
     added: HashMap<Ino, StreamId>,
     next_region: u64,
+    /// The last routing decision ([`Self::route`]): (caller's stream, stream the call went
+    /// to), so that a call that joined a region is counted in the region's history.
+    routed: Option<(StreamId, StreamId)>,
 }
 
 /// Writes an empty file system.
@@ -331,6 +334,7 @@ impl<D: BlockDevice> Fs<D> {
             regions: BTreeMap::new(),
             added: HashMap::new(),
             next_region: 0,
+            routed: None,
         };
         fs.update_meta_reserve();
         if !fs.opts.read_only {
@@ -736,6 +740,15 @@ impl<D: BlockDevice> Fs<D> {
         Ok(())
     }
 
+    /// One more mutating call of `s` done: counted in the stream it was routed to.
+    fn count_call(&mut self, s: StreamId) {
+        let to = match self.routed.take() {
+            Some((from, to)) if from == s => to,
+            _ => s,
+        };
+        self.streams.count_call(to);
+    }
+
     fn alloc_ino(&mut self) -> Ino {
         self.free_inos.pop_first().unwrap_or(self.live.next_ino)
     }
@@ -760,7 +773,7 @@ impl<D: BlockDevice> Fs<D> {
         let op = LogOp::Create { parent, name: name.to_vec(), ino, kind, mode, uid: owner.uid, gid: owner.gid, time };
         self.log(s, op, &[Key::Entry(parent, name.to_vec()), Key::Ino(ino)], &[Key::Ino(parent)])?;
         self.streams.mark(s, &[Key::Inside(parent)]);
-        self.streams.count_call(s);
+        self.count_call(s);
         self.getattr(ino)
     }
 
@@ -793,7 +806,7 @@ impl<D: BlockDevice> Fs<D> {
         let op = LogOp::Link { parent, name: name.to_vec(), ino, time };
         self.log(s, op, &[Key::Entry(parent, name.to_vec()), Key::Ino(ino)], &[Key::Ino(parent)])?;
         self.streams.mark(s, &[Key::Inside(parent)]);
-        self.streams.count_call(s);
+        self.count_call(s);
         self.getattr(ino)
     }
 
@@ -845,7 +858,7 @@ impl<D: BlockDevice> Fs<D> {
         self.log(s, op, &[Key::Entry(parent, name.to_vec()), Key::Ino(target)], &checks)?;
         self.streams.mark(s, &[Key::Inside(parent)]);
         self.maybe_free(s, target)?;
-        self.streams.count_call(s);
+        self.count_call(s);
         Ok(())
     }
 
@@ -920,7 +933,7 @@ impl<D: BlockDevice> Fs<D> {
         if let (Some(d), false) = (dst, flags.exchange) {
             self.maybe_free(s, d)?;
         }
-        self.streams.count_call(s);
+        self.count_call(s);
         Ok(())
     }
 
@@ -990,7 +1003,7 @@ impl<D: BlockDevice> Fs<D> {
             let op = LogOp::SetAttr { ino, mode: a.mode, uid: a.uid, gid: a.gid, atime: a.atime, mtime: a.mtime, ctime };
             self.log(s, op, &[Key::Ino(ino)], &[])?;
         }
-        self.streams.count_call(s);
+        self.count_call(s);
         self.getattr(ino)
     }
 
@@ -1014,7 +1027,7 @@ impl<D: BlockDevice> Fs<D> {
         }
         let ctime = self.now();
         self.log(s, LogOp::SetXattr { ino, name: name.to_vec(), value: Some(value.to_vec()), ctime }, &[Key::Ino(ino)], &[])?;
-        self.streams.count_call(s);
+        self.count_call(s);
         Ok(())
     }
 
@@ -1033,7 +1046,7 @@ impl<D: BlockDevice> Fs<D> {
         }
         let ctime = self.now();
         self.log(s, LogOp::SetXattr { ino, name: name.to_vec(), value: None, ctime }, &[Key::Ino(ino)], &[])?;
-        self.streams.count_call(s);
+        self.count_call(s);
         Ok(())
     }
 
@@ -1126,7 +1139,7 @@ impl<D: BlockDevice> Fs<D> {
         n.size = n.size.max(end);
         n.mtime = time;
         n.ctime = time;
-        self.streams.count_call(s);
+        self.count_call(s);
         if in_region {
             if crate::mutation::active(crate::mutation::Mutation::RegionEarlyPage) && self.streams.stream(s).logged == 1 {
                 self.commit(&[s])?;
@@ -1170,7 +1183,7 @@ impl<D: BlockDevice> Fs<D> {
             let time = self.now();
             self.log(s, LogOp::SetSize { ino, size: end, time, free_past_end: false }, &[Key::Ino(ino)], &[])?;
         }
-        self.streams.count_call(s);
+        self.count_call(s);
         Ok(())
     }
 

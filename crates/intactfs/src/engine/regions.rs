@@ -164,6 +164,7 @@ impl<D: BlockDevice> Fs<D> {
     /// whose uncommitted work (or added file) it touches. Before an operation joins a
     /// region, the legacy groups it is related to commit, so they never join it.
     pub(super) fn route(&mut self, s: StreamId, claims: &[Key], checks: &[Key]) -> Result<StreamId> {
+        self.routed = Some((s, s));
         if self.regions.is_empty() {
             return Ok(s);
         }
@@ -185,6 +186,7 @@ impl<D: BlockDevice> Fs<D> {
             let members = self.streams.group(g);
             self.commit_with(&members, false)?;
         }
+        self.routed = Some((s, r));
         Ok(r)
     }
 
