@@ -54,38 +54,17 @@
 # 1: some failed (the report says which; --write-docs then writes nothing); 2: cannot run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-repo=$PWD
 me=bench/cfs/bench.sh
-
-usage() { echo "usage: [REPS=3] bash $me [--quick] [--write-docs]   (as root; see the header)"; }
-quick=0 write_docs=0
-for a in "$@"; do
-  case $a in
-    --quick) quick=1 ;;
-    --write-docs) write_docs=1 ;;
-    -h | --help) usage; exit 0 ;;
-    *) usage >&2; exit 2 ;;
-  esac
-done
-cannot() { echo "$me: $*" >&2; exit 2; }
+source bench/lib_fs.sh  # options, checks, devices, mounts, clean-up, report (shared with bench/optfs)
+parse_args "$@"
 
 # ---------------------------------------------------------------- can it run here?
-[[ $(id -u) == 0 ]] || cannot "needs root (losetup, mkfs.ext4, mount, FUSE): run it as root"
-for tool in gcc python3 mkfs.ext4 losetup mount umount dd timeout stat sync df findmnt; do
-  command -v "$tool" >/dev/null || cannot "$tool is missing"
-done
-[[ -c /dev/fuse ]] || cannot "/dev/fuse is missing (FUSE)"
-grep -qw ext4 /proc/filesystems || cannot "the kernel has no ext4"
-if [[ -n ${INTACT:-} ]]; then
-  intact=$(realpath -e "$INTACT" 2>/dev/null) || cannot "INTACT=$INTACT does not exist"
-  [[ -x $intact ]] || cannot "INTACT=$INTACT is not executable"
-else
-  intact=$repo/target/release/intact
-  if [[ ! -x $intact ]]; then
-    command -v cargo >/dev/null || cannot "no $intact and no cargo (give INTACT=path/to/intact)"
-    echo "building intact (cargo build --release -p intact-cli -j 1) ..." >&2
-    cargo build --release -p intact-cli -j 1 -q || cannot "building intact failed"
-  fi
+check_machine gcc python3 mkfs.ext4 losetup mount umount dd timeout stat sync df findmnt
+find_intact
+if [[ -z ${INTACT:-} && ! -x $intact ]]; then
+  command -v cargo >/dev/null || cannot "no $intact and no cargo (give INTACT=path/to/intact)"
+  echo "building intact (cargo build --release -p intact-cli -j 1) ..." >&2
+  cargo build --release -p intact-cli -j 1 -q || cannot "building intact failed"
 fi
 
 reps=${REPS:-3}
@@ -115,76 +94,15 @@ else
   echo "$me: note: $intact fs mkfs has no \`--device txflash\`: the transactional-flash device is not available in this binary; skipping the intactfs-txflash rows" >&2
 fi
 
-base=${TMPDIR:-/tmp}
-[[ -d $base ]] || cannot "TMPDIR=$base is not a directory"
-[[ $base != *[[:space:]]* ]] || cannot "TMPDIR=$base contains white space"
-base_fs=$(stat -f -c %T "$base")
-case $base_fs in
-  tmpfs | ramfs) cannot "$base is on $base_fs, where a flush costs nothing: set TMPDIR to a directory on a disk (e.g. TMPDIR=/var/tmp)" ;;
-esac
-need_mib=$((2 * img_mib + txflash * img_mib * 5 / 4 + 256 + 256))
-avail_mib=$(($(df -Pk "$base" | awk 'NR == 2 {print $4}') / 1024))
-((avail_mib >= need_mib)) || cannot "$base has $avail_mib MiB free; the images need $need_mib MiB (IMG_MIB=$img_mib)"
+check_base $((2 * img_mib + txflash * img_mib * 5 / 4 + 256 + 256))
 
 # ---------------------------------------------------------------- clean-up, always
-fss=(ext4 intactfs)
-ifss=(intactfs)
-if ((txflash)); then fss+=(intactfs-txflash); ifss+=(intactfs-txflash); fi
-work="" loop_e="" loop_h=""
-declare -A mnt=() dev=() ifs_pid=() broken=()
-mounted() { grep -q " $1 " /proc/mounts; }
-kill_pid() {  # kill_pid PID: TERM, KILL after 10 s; only an intact daemon this script started
-  local p=$1 i
-  [[ -n $p ]] && kill -0 "$p" 2>/dev/null || return 0
-  tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "fs mount" || return 0
-  kill -TERM "$p" 2>/dev/null || true
-  for ((i = 0; i < 100; i++)); do kill -0 "$p" 2>/dev/null || return 0; sleep 0.1; done
-  kill -KILL "$p" 2>/dev/null || true
-}
-unmount_ifs() {  # unmount_ifs FS: its daemon's last line goes to $work/FS.umount
-  local c=$1 m=${mnt[$1]:-}
-  [[ -n $m ]] || return 0
-  if mounted "$m"; then
-    "$intact" fs umount "$m" --timeout 300 >/dev/null 2>&1 || umount -l "$m" 2>/dev/null || true
-  fi
-  kill_pid "${ifs_pid[$c]:-}"
-  ifs_pid[$c]=""
-}
-unmount_dir() {
-  [[ -n $1 ]] && mounted "$1" || return 0
-  umount "$1" 2>/dev/null || umount -l "$1" 2>/dev/null || true
-}
-cleanup() {
-  local rc=$?
-  set +e
-  trap - EXIT INT TERM HUP
-  cd /
-  local c l
-  for c in "${ifss[@]}"; do unmount_ifs "$c"; done
-  unmount_dir "${mnt[ext4]:-}"
-  unmount_dir "${mnt[host]:-}"
-  for l in "$loop_e" "$loop_h"; do [[ -n $l ]] && losetup -d "$l" 2>/dev/null; done
-  if [[ -n $work && -d $work ]]; then
-    if grep -q " $work/" /proc/mounts; then
-      echo "$me: something is still mounted under $work; leaving it" >&2
-    else
-      rm -rf --one-file-system "$work"
-    fi
-  fi
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
-
-started=$(date +%s)
-psi() { awk '/^some/ {sub("total=", "", $5); print $5}' "/proc/pressure/$1" 2>/dev/null || echo 0; }
-psi_cpu0=$(psi cpu) psi_io0=$(psi io)
-load0=$(cut -d' ' -f1-3 /proc/loadavg)
-work=$(mktemp -d "$base/intact-cfs.XXXXXX")
-mkdir -p "$work/bin" "$work/mnt"
-for c in "${fss[@]}" host; do mnt[$c]=$work/mnt/$c; mkdir "${mnt[$c]}"; done
+exts=(ext4) ifss=(intactfs)
+if ((txflash)); then ifss+=(intactfs-txflash); fi
+loop_e="" loop_h=""
+declare -A broken=()
+trap_cleanup
+start_work cfs
 
 # ---------------------------------------------------------------- build
 sb=$repo/target/sqlite-batch
@@ -199,34 +117,15 @@ sqlite_version=$(grep -m1 '^#define SQLITE_VERSION ' "$sb/sqlite3.h" | tr -d '"'
 
 # ---------------------------------------------------------------- devices
 echo "writing the images ($img_mib MiB each, zeros) in $work ..." >&2
-dd if=/dev/zero of="$work/ext4.img" bs=4M count=$((img_mib / 4)) status=none
+zeros "$work/ext4.img" $((img_mib / 4))
 # the intactfs image, the txflash image (--size plus up to a quarter more) and 256 MiB spare
-dd if=/dev/zero of="$work/host.img" bs=4M count=$(((img_mib + txflash * img_mib * 5 / 4) / 4 + 64)) status=none
-loop_e=$(losetup -f --show "$work/ext4.img")
-loop_h=$(losetup -f --show "$work/host.img")
-mkext4() { mkfs.ext4 -q -F -b 4096 -E nodiscard,lazy_itable_init=0,lazy_journal_init=0 "$1"; }
-mkext4 "$loop_h"
-mount -t ext4 "$loop_h" "${mnt[host]}"
-dd if=/dev/zero of="${mnt[host]}/intactfs.img" bs=4M count=$((img_mib / 4)) status=none
-sync -f "${mnt[host]}"
+zeros "$work/host.img" $(((img_mib + txflash * img_mib * 5 / 4) / 4 + 64))
+attach_loop loop_e "$work/ext4.img"
+attach_loop loop_h "$work/host.img"
+host_fs "$loop_h" intactfs  # (mkfs makes the txflash image)
 dev[ext4]=$(basename "$loop_e")
 for c in "${ifss[@]}"; do dev[$c]=$(basename "$loop_h"); done
 
-wait_mount() {  # wait_mount MNT PID
-  local i
-  for ((i = 0; i < 200; i++)); do
-    mounted "$1" && return 0
-    kill -0 "$2" 2>/dev/null || { echo "$me: the daemon for $1 exited (log: $work/*.log)" >&2; return 1; }
-    sleep 0.05
-  done
-  echo "$me: $1 did not appear" >&2; return 1
-}
-mount_ifs() {  # mount_ifs FS
-  local c=$1
-  "$intact" fs mount "${mnt[host]}/$c.img" "${mnt[$c]}" --daemon --pid-file "$work/$c.pid" --log "$work/$c.log" >/dev/null || return 1
-  ifs_pid[$c]=$(cat "$work/$c.pid")
-  wait_mount "${mnt[$c]}" "${ifs_pid[$c]}"
-}
 mkfs_ifs() {  # mkfs_ifs FS
   local img=${mnt[host]}/$1.img
   case $1 in
@@ -271,7 +170,6 @@ settle() {  # settle FS: everything on that file system durable, its device quie
     *) timeout --foreground 300 "$bin/cfs_tool" streamsync "${mnt[$1]}" && timeout --foreground 300 sync -f "${mnt[host]}" ;;
   esac
 }
-json_str() { python3 -c 'import json, sys; print(json.dumps(sys.argv[1]))' "$1"; }
 sysblk() { awk '{printf "%.0f %.0f\n", $7 * 512, $16}' "/sys/block/$1/stat"; }  # bytes written, flushes
 record_fail() {  # record_fail FS METHOD WORKLOAD REP RC MESSAGE
   failures=$((failures + 1))
@@ -353,18 +251,9 @@ print(ok, rows)' "$d/bench.db" && [[ $out == "ok $((n_insert + 1))" ]]; then
   else
     record_fail "$fs" "$method" "$wl" "$rep" "$rc" "$(tail -c 600 "$err") $(tail -c 300 <<<"$out")"
   fi
-  # Remove the work directory (not timed) and make the removal durable.
-  if mounted "${mnt[$fs]}"; then
-    timeout --foreground 600 rm -rf "$d" || echo "$me: removing $d failed" >&2
-    settle "$fs" || echo "$me: syncing $fs failed" >&2
-  fi
+  drop_dir "$fs" "$d"
 }
 
-rotate() {  # rotate REP ITEMS...: the items, starting at index REP mod count
-  local r=$1; shift
-  local items=("$@") n=$# i
-  for ((i = 0; i < n; i++)); do echo "${items[$(((i + r) % n))]}"; done
-}
 two_cfgs=(ext4:master intactfs:master intactfs:region)
 ins_cfgs=(ext4:plain intactfs:plain intactfs:batch)
 if ((txflash)); then
@@ -449,30 +338,8 @@ for c in "${ifss[@]}"; do
 done
 
 # ---------------------------------------------------------------- report
-elapsed=$(($(date +%s) - started))
-e=$((elapsed > 0 ? elapsed : 1))
-pressure="CPU $((($(psi cpu) - psi_cpu0) / 10000 / e))%, I/O $((($(psi io) - psi_io0) / 10000 / e))%"
-cmd="bash $me"
-if ((quick)); then cmd+=" --quick"; fi
-if ((write_docs)); then cmd+=" --write-docs"; fi
-for v in REPS N_TWO N_INSERT IMG_MIB PROFILE_N; do
-  if [[ -n ${!v:-} ]]; then cmd="$v=${!v} $cmd"; fi
-done
 txnote=""
 ((txflash)) || txnote="\`$(basename "$intact") fs mkfs --help\` lists no \`--device txflash\`: the transactional-flash device is not available in this binary, so the intactfs-txflash rows are skipped"
-report_args=(
-  --reps "$reps" --command "$cmd" --date "$(date -u '+%Y-%m-%d %H:%M UTC')" --elapsed "$elapsed"
-  --load-start "$load0" --load-end "$(cut -d' ' -f1-3 /proc/loadavg)" --pressure "$pressure"
-  --image-mib "$img_mib" --n-two "$n_two" --n-insert "$n_insert" --profile-n "$((have_strace ? profile_n : 0))"
+report "REPS N_TWO N_INSERT IMG_MIB PROFILE_N" \
+  --image-mib "$img_mib" --n-two "$n_two" --n-insert "$n_insert" --profile-n "$((have_strace ? profile_n : 0))" \
   --sqlite-version "$sqlite_version" --txflash-note "$txnote"
-  --workdir-fs "$base on $(findmnt -n -o SOURCE,FSTYPE -T "$base" 2>/dev/null | tr -s ' ' || echo "$base_fs")"
-)
-if [[ -n ${RESULTS:-} ]]; then
-  cp "$results" "$RESULTS"
-  printf '%q ' "${report_args[@]}" >"$RESULTS.args"
-fi
-if ((write_docs)); then report_args+=(--write-docs "${DOCS:-docs/benchmarks.md}"); fi
-rc=0
-python3 bench/cfs/report.py "$results" "${report_args[@]}" || rc=$?
-((failures == 0)) || rc=1
-exit "$rc"

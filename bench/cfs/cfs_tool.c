@@ -16,7 +16,6 @@
  *                                      the directory DIR; one JSON line: median and mean µs
  */
 #include "../bench_common.h"
-#include <stdint.h>
 
 /* As INTACT_IOC_BEGIN / INTACT_IOC_ABORT in libintact/include/intact.h. */
 #define CFS_IOC_BEGIN 0xCC07
@@ -63,11 +62,9 @@ int main(int argc, char **argv) {
             lat[i] = now() - a;
         }
         close(fd);
-        double sum = 0;
-        for (long i = 0; i < n; i++) sum += lat[i];
-        qsort(lat, n, sizeof *lat, cmp_double);
+        double mean = sort_mean(lat, n);
         printf("{\"bench\": \"rtt\", \"ops\": %ld, \"median_us\": %.1f, \"mean_us\": %.1f, \"p90_us\": %.1f}\n", n,
-               median(lat, n) * 1e6, sum / n * 1e6, percentile(lat, n, 90) * 1e6);
+               median(lat, n) * 1e6, mean * 1e6, percentile(lat, n, 90) * 1e6);
         return 0;
     }
     if (strcmp(cmd, "flushcost") || argc < 4) return usage();
@@ -93,11 +90,9 @@ int main(int argc, char **argv) {
     disk(dev, &b1, &f1);
     close(fd);
     unlink(path);
-    double sum = 0;
-    for (long i = 0; i < n; i++) sum += lat[i];
-    qsort(lat, n, sizeof *lat, cmp_double);
+    double mean = sort_mean(lat, n);
     printf("{\"bench\": \"flushcost\", \"ops\": %ld, \"median_us\": %.1f, \"mean_us\": %.1f, \"p90_us\": %.1f, "
            "\"flushes_per_op\": %.3f}\n",
-           n, median(lat, n) * 1e6, sum / n * 1e6, percentile(lat, n, 90) * 1e6, (double)(f1 - f0) / n);
+           n, median(lat, n) * 1e6, mean * 1e6, percentile(lat, n, 90) * 1e6, (double)(f1 - f0) / n);
     return 0;
 }

@@ -11,13 +11,14 @@ or {..., "failed": true, "error"}; profile lines {"profile": true, "fs", "method
 bench.sh keeps it with RESULTS=FILE (and the arguments in FILE.args) so that the report can
 be made again from it.
 """
-import argparse
-import json
+import functools
 import os
-import platform
-import statistics
-import subprocess
 import sys
+
+sys.dont_write_bytecode = True  # no bench/__pycache__ from the import below
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import report_common  # noqa: E402
+from report_common import fmt, fmt_ratio, machine, main, med, parser, run_lines  # noqa: E402
 
 BEGIN, END = "<!-- cfs:begin -->", "<!-- cfs:end -->"
 FSS = ["ext4", "intactfs", "intactfs-txflash"]
@@ -28,76 +29,8 @@ PAPER_TWO = "§7.2, Figure 4: the CFS version 16.7× faster than the original on
 PAPER_INS = "§7.3, Figure 5: CFS-SQLite about 5× faster than the rollback journal (RBJ) on ext4, with 4.1× fewer writes and 3.9× fewer cache flushes"
 
 
-def med(xs):
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else None
-
-
-def fmt(v, digits=None):
-    if v is None:
-        return "–"
-    if digits is None:
-        digits = 0 if abs(v) >= 100 else 1 if abs(v) >= 10 else 2
-    return f"{v:,.{digits}f}"
-
-
-def ratio(a, b):
-    if a is None or b is None:
-        return None
-    if b == 0:
-        return float("inf") if a > 0 else None
-    return a / b
-
-
-def fmt_ratio(r):
-    if r is None:
-        return "–"
-    if r == float("inf"):
-        return "∞"
-    return f"{r:.2f}×"
-
-
-def load(path):
-    runs, bad = [], 0
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                runs.append(json.loads(line))
-            except json.JSONDecodeError:
-                bad += 1
-    return runs, bad
-
-
-def machine():
-    cpu = "?"
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = "?"
-    try:
-        for line in open("/proc/meminfo"):
-            if line.startswith("MemTotal:"):
-                mem = f"{int(line.split()[1]) / 1048576:.0f} GiB"
-                break
-    except OSError:
-        pass
-    commit = "?"
-    try:
-        here = os.path.dirname(os.path.abspath(__file__))
-        commit = subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip()
-        if dirty:
-            commit += " (with uncommitted changes)"
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    return {"nproc": os.cpu_count(), "cpu": cpu, "mem": mem, "kernel": platform.release(), "commit": commit}
+# A ratio over nothing (no flush at all, say) is infinite here, shown as ∞.
+ratio = functools.partial(report_common.ratio, zero=float("inf"))
 
 
 def pct(s):
@@ -163,10 +96,7 @@ def section(runs, bad, a):
     W("### Machine and run")
     W("")
     W(f"- {mc['nproc']} cores (`nproc`; {mc['cpu']}), {mc['mem']} RAM, Linux {mc['kernel']} (`uname -r`); images in `{a.workdir_fs}`")
-    W(f"- commit {mc['commit']}; {a.date}; load average at the start {a.load_start}, at the end {a.load_end}")
-    if a.pressure:
-        W(f"- time some task was stalled during the run (PSI \"some\", other work on the machine included): {a.pressure}")
-    W(f"- command: `{a.command}` (as root); REPS={a.reps}: {a.reps} repetition{'s' if a.reps != 1 else ''}, each on freshly made file")
+    out += run_lines(mc, a)
     W("  systems; within a repetition every workload runs on its configurations in turn, each in a fresh")
     W("  directory, the order rotating between repetitions; every figure is the median over the repetitions")
     W(f"  (each metric separately{', min–max of the throughput in brackets' if a.reps > 1 else ''}); the whole script took {a.elapsed} s")
@@ -275,35 +205,41 @@ def section(runs, bad, a):
     W("flush is the host's `fdatasync` through a loop device (its cost on this host is measured below).")
     W("")
 
+    def table(wl, methods, label, blanks):
+        """The rows of a workload's table: (fs, method, name, throughput, its text with the
+        range, device KiB per transaction) for every file system and method (ext4: only the
+        first), intactfs's second method in bold; a failed row (name, "failed", blanks × "–")
+        is written here."""
+        for fs in fss:
+            for me in methods:
+                if fs == "ext4" and me != methods[0]:
+                    continue
+                name = f"{fs} · {label(me)}"
+                if me == methods[1] and fs == "intactfs":
+                    name = f"**{name}**"
+                if not by.get((wl, fs, me)):
+                    W(f"| {name} | failed |" + " – |" * blanks)
+                    continue
+                t = tp(wl, fs, me)
+                ts = fmt(t)
+                g = rng(wl, fs, me)
+                if g:
+                    ts += f" [{fmt(g[0])}–{fmt(g[1])}]"
+                kib = m("disk_bytes", wl, fs, me, per_op=True)
+                yield fs, me, name, t, ts, None if kib is None else kib / 1024
+
     # ------------------------------------------------------------- two_db
     W("### Two-database atomic update (Figure 1 vs Figure 2)")
     W("")
     W("| configuration | transactions/s | mean ms | median ms | p99 ms | device flushes / txn | device KiB / txn | fsyncs / txn | system calls / txn | intactfs · region: faster by | flushes fewer by |")
     W("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     ref_tp, ref_fl = tp("two_db", "intactfs", "region"), fl("two_db", "intactfs", "region")
-    for fs in fss:
-        for me in ("master", "region"):
-            if fs == "ext4" and me == "region":
-                continue
-            name = f"{fs} · {me}"
-            if me == "region" and fs == "intactfs":
-                name = f"**{name}**"
-            rs = by.get(("two_db", fs, me))
-            if not rs:
-                W(f"| {name} | failed |" + " – |" * 9)
-                continue
-            t = tp("two_db", fs, me)
-            ts = fmt(t)
-            g = rng("two_db", fs, me)
-            if g:
-                ts += f" [{fmt(g[0])}–{fmt(g[1])}]"
-            ms = lambda k: None if m(k, "two_db", fs, me) is None else m(k, "two_db", fs, me) / 1000
-            f = fl("two_db", fs, me)
-            kib = m("disk_bytes", "two_db", fs, me, per_op=True)
-            kib = None if kib is None else kib / 1024
-            W(f"| {name} | {ts} | {fmt(ms('lat_mean_us'))} | {fmt(ms('lat_median_us'))} | {fmt(ms('lat_p99_us'))} | {fmt(f, 2)} | {fmt(kib, 1)} "
-              f"| {fmt(sc('two_db', fs, me, ['fsync', 'fdatasync']), 1)} | {fmt(tot('two_db', fs, me), 0)} "
-              f"| {fmt_ratio(ratio(ref_tp, t))} | {fmt_ratio(ratio(f, ref_fl))} |")
+    for fs, me, name, t, ts, kib in table("two_db", ("master", "region"), lambda me: me, 9):
+        ms = lambda k: None if m(k, "two_db", fs, me) is None else m(k, "two_db", fs, me) / 1000
+        f = fl("two_db", fs, me)
+        W(f"| {name} | {ts} | {fmt(ms('lat_mean_us'))} | {fmt(ms('lat_median_us'))} | {fmt(ms('lat_p99_us'))} | {fmt(f, 2)} | {fmt(kib, 1)} "
+          f"| {fmt(sc('two_db', fs, me, ['fsync', 'fdatasync']), 1)} | {fmt(tot('two_db', fs, me), 0)} "
+          f"| {fmt_ratio(ratio(ref_tp, t))} | {fmt_ratio(ratio(f, ref_fl))} |")
     W("")
     W("\"faster by\": intactfs · region's transactions/s over this row's; \"flushes fewer by\": this row's device")
     W("flushes per transaction over intactfs · region's. Every run's two databases passed the check (same N")
@@ -316,27 +252,10 @@ def section(runs, bad, a):
     W("| configuration | transactions/s | mean µs | device flushes / txn | device KiB / txn | fsyncs / txn | ioctls / txn | system calls / txn | intactfs · batch: faster by |")
     W("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     ref = tp("insert", "intactfs", "batch")
-    for fs in fss:
-        for me in ("plain", "batch"):
-            if fs == "ext4" and me == "batch":
-                continue
-            name = f"{fs} · {INS_METHODS[me]}"
-            if me == "batch" and fs == "intactfs":
-                name = f"**{name}**"
-            rs = by.get(("insert", fs, me))
-            if not rs:
-                W(f"| {name} | failed |" + " – |" * 7)
-                continue
-            t = tp("insert", fs, me)
-            ts = fmt(t)
-            g = rng("insert", fs, me)
-            if g:
-                ts += f" [{fmt(g[0])}–{fmt(g[1])}]"
-            kib = m("disk_bytes", "insert", fs, me, per_op=True)
-            kib = None if kib is None else kib / 1024
-            W(f"| {name} | {ts} | {fmt(m('lat_mean_us', 'insert', fs, me))} | {fmt(fl('insert', fs, me), 2)} | {fmt(kib, 1)} "
-              f"| {fmt(sc('insert', fs, me, ['fsync', 'fdatasync']), 1)} | {fmt(sc('insert', fs, me, ['ioctl']), 1)} | {fmt(tot('insert', fs, me), 0)} "
-              f"| {fmt_ratio(ratio(ref, t))} |")
+    for fs, me, name, t, ts, kib in table("insert", ("plain", "batch"), INS_METHODS.get, 7):
+        W(f"| {name} | {ts} | {fmt(m('lat_mean_us', 'insert', fs, me))} | {fmt(fl('insert', fs, me), 2)} | {fmt(kib, 1)} "
+          f"| {fmt(sc('insert', fs, me, ['fsync', 'fdatasync']), 1)} | {fmt(sc('insert', fs, me, ['ioctl']), 1)} | {fmt(tot('insert', fs, me), 0)} "
+          f"| {fmt_ratio(ratio(ref, t))} |")
     W("")
 
     # ------------------------------------------------------------- causes
@@ -434,54 +353,12 @@ def cause(t, m, fl, tot, sc, fe, fh, rt):
     return "; ".join(parts) + "."
 
 
-def write_docs(path, body):
-    text = open(path).read() if os.path.exists(path) else ""
-    block = f"{BEGIN}\n{body}{END}\n"
-    b, e = text.find(BEGIN), text.find(END)
-    if b >= 0 and e > b:
-        text = text[:b] + block.rstrip("\n") + text[e + len(END):]
-    elif b >= 0 or e >= 0:
-        sys.exit(f"report.py: {path} has only one of the markers {BEGIN} / {END}: fix it by hand")
-    else:
-        if text and not text.endswith("\n"):
-            text += "\n"
-        text += ("\n" if text else "") + block
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("results")
-    p.add_argument("--write-docs", metavar="FILE")
-    p.add_argument("--reps", type=int, required=True)
-    p.add_argument("--command", required=True)
-    p.add_argument("--date", required=True)
-    p.add_argument("--elapsed", default="?")
-    p.add_argument("--load-start", default="?")
-    p.add_argument("--load-end", default="?")
-    p.add_argument("--pressure", default="")
-    p.add_argument("--image-mib", default="?")
+if __name__ == "__main__":
+    p = parser(__doc__)
     p.add_argument("--n-two", default="?")
     p.add_argument("--n-insert", default="?")
     p.add_argument("--profile-n", type=int, default=0)
     p.add_argument("--sqlite-version", default="?")
     p.add_argument("--txflash-note", default="")
     p.add_argument("--workdir-fs", default="?")
-    a = p.parse_args()
-    runs, bad = load(a.results)
-    body, nfail = section(runs, bad, a)
-    sys.stdout.write(body)
-    if a.write_docs:
-        if nfail:
-            print(f"report.py: {nfail} run(s) failed: not writing {a.write_docs}", file=sys.stderr)
-            return 1
-        write_docs(a.write_docs, body)
-        print(f"report.py: wrote the CFS section of {a.write_docs}", file=sys.stderr)
-    return 1 if nfail else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(p, section, BEGIN, END, "CFS"))

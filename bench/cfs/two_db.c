@@ -33,9 +33,7 @@
  * lat_mean_us, sync_secs, updates_db1, updates_db2, and with --blockdev disk_flushes,
  * disk_bytes (during the loop) and sync_disk_flushes (the final sync). Exit 1 on any failure
  * (a region still open is aborted first). */
-#include "../bench_common.h"
-#include <sqlite3.h>
-#include <stdint.h>
+#include "../bench_sqlite.h"
 
 /* intactfs's CFS ioctls: _IO(0xCC, 7..9), as INTACT_IOC_BEGIN/COMMIT/ABORT in
  * libintact/include/intact.h (and crates/intactfs-fuse/src/control.rs). Defined here so
@@ -44,52 +42,24 @@
 #define CFS_IOC_COMMIT 0xCC08
 #define CFS_IOC_ABORT 0xCC09
 
-static sqlite3 *db;
 static int mountfd = -1, in_region = 0;
 
-static void fail(const char *fmt, ...) {
-    int e = errno;
+/* die() aborts a region still open (bench_at_die). */
+static void abort_region(void) {
     if (in_region && mountfd >= 0) ioctl(mountfd, CFS_IOC_ABORT, 0);
     in_region = 0;
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "two_db: ");
-    vfprintf(stderr, fmt, ap);
-    if (e) fprintf(stderr, ": %s", strerror(e));
-    fputc('\n', stderr);
-    va_end(ap);
-    exit(1);
-}
-
-static void exec_sql(const char *sql) {
-    char *err = NULL;
-    if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) {
-        errno = 0;
-        fail("%s: %s", sql, err ? err : sqlite3_errmsg(db));
-    }
-}
-
-static long long query_int(const char *sql) {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK || sqlite3_step(st) != SQLITE_ROW) {
-        errno = 0;
-        fail("%s: %s", sql, sqlite3_errmsg(db));
-    }
-    long long v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
 }
 
 static void query_text(const char *sql, const char *want) {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK || sqlite3_step(st) != SQLITE_ROW) {
         errno = 0;
-        fail("%s: %s", sql, sqlite3_errmsg(db));
+        die("%s: %s", sql, sqlite3_errmsg(db));
     }
     const char *got = (const char *)sqlite3_column_text(st, 0);
     if (!got || strcmp(got, want) != 0) {
         errno = 0;
-        fail("%s returned '%s', expected '%s'", sql, got ? got : "(null)", want);
+        die("%s returned '%s', expected '%s'", sql, got ? got : "(null)", want);
     }
     sqlite3_finalize(st);
 }
@@ -98,7 +68,7 @@ static sqlite3_stmt *prepare(const char *sql) {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
         errno = 0;
-        fail("prepare %s: %s", sql, sqlite3_errmsg(db));
+        die("prepare %s: %s", sql, sqlite3_errmsg(db));
     }
     return st;
 }
@@ -106,7 +76,7 @@ static sqlite3_stmt *prepare(const char *sql) {
 static void step_done(sqlite3_stmt *st, long k) {
     if (sqlite3_step(st) != SQLITE_DONE) {
         errno = 0;
-        fail("transaction %ld: %s: %s", k, sqlite3_sql(st), sqlite3_errmsg(db));
+        die("transaction %ld: %s: %s", k, sqlite3_sql(st), sqlite3_errmsg(db));
     }
     sqlite3_reset(st);
 }
@@ -114,7 +84,7 @@ static void step_done(sqlite3_stmt *st, long k) {
 static void open_both(void) {
     if (sqlite3_open("db1.db", &db) != SQLITE_OK) {
         errno = 0;
-        fail("db1.db: open: %s", sqlite3_errmsg(db));
+        die("db1.db: open: %s", sqlite3_errmsg(db));
     }
     exec_sql("ATTACH DATABASE 'db2.db' AS db2");
 }
@@ -126,22 +96,22 @@ static void check(long expect, long long *u1, long long *u2) {
     long long r1 = query_int("SELECT count(*) FROM main.t"), r2 = query_int("SELECT count(*) FROM db2.t");
     if (r1 != r2) {
         errno = 0;
-        fail("db1 has %lld rows, db2 %lld", r1, r2);
+        die("db1 has %lld rows, db2 %lld", r1, r2);
     }
     long long differ = query_int("SELECT count(*) FROM main.t a JOIN db2.t b USING(id) WHERE a.n IS NOT b.n OR a.v IS NOT b.v");
     *u1 = query_int("SELECT coalesce(sum(n), 0) FROM main.t");
     *u2 = query_int("SELECT coalesce(sum(n), 0) FROM db2.t");
     if (differ) {
         errno = 0;
-        fail("%lld rows differ between db1 and db2 (updates: db1 %lld, db2 %lld)", differ, *u1, *u2);
+        die("%lld rows differ between db1 and db2 (updates: db1 %lld, db2 %lld)", differ, *u1, *u2);
     }
     if (*u1 != *u2) {
         errno = 0;
-        fail("db1 holds %lld updates, db2 %lld", *u1, *u2);
+        die("db1 holds %lld updates, db2 %lld", *u1, *u2);
     }
     if (expect >= 0 && *u1 != expect) {
         errno = 0;
-        fail("both databases hold %lld updates, expected %ld", *u1, expect);
+        die("both databases hold %lld updates, expected %ld", *u1, expect);
     }
 }
 
@@ -153,26 +123,17 @@ static void usage(void) {
 
 int main(int argc, char **argv) {
     bench_name = "two_db";
+    bench_at_die = abort_region;
     if (argc < 2 || argv[1][0] == '-') usage();
     const char *dir = argv[1], *mode = NULL, *sync_spec = "none", *blockdev = NULL, *label = "";
     long n = -1, rows = 100, row_bytes = 100;
     for (int i = 2; i < argc; i += 2) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v) {
-            fprintf(stderr, "two_db: %s needs a value\n", a);
-            return 2;
-        }
+        const char *a = argv[i], *v = opt_value(argc, argv, i);
         if (!strcmp(a, "--mode")) mode = v;
         else if (!strcmp(a, "--n")) n = atol(v);
         else if (!strcmp(a, "--rows")) rows = atol(v);
         else if (!strcmp(a, "--row-bytes")) row_bytes = atol(v);
-        else if (!strcmp(a, "--sync")) sync_spec = v;
-        else if (!strcmp(a, "--blockdev")) blockdev = v;
-        else if (!strcmp(a, "--label")) label = v;
-        else {
-            fprintf(stderr, "two_db: unknown option %s\n", a);
-            return 2;
-        }
+        else if (!common_option(a, v, &sync_spec, &blockdev, &label)) bad_option(a);
     }
     if (!mode) usage();
     int region = !strcmp(mode, "region");
@@ -207,8 +168,8 @@ int main(int argc, char **argv) {
         if (ioctl(mountfd, CFS_IOC_BEGIN, 0) != 0) {
             int e = errno;
             errno = 0;
-            fail("%s: the CFS BEGIN ioctl (0xCC07) failed: %s%s", dir, strerror(e),
-                 e == ENOTTY ? " (not an intactfs mount: --mode region needs intactfs)" : "");
+            die("%s: the CFS BEGIN ioctl (0xCC07) failed: %s%s", dir, strerror(e),
+                e == ENOTTY ? " (not an intactfs mount: --mode region needs intactfs)" : "");
         }
         if (ioctl(mountfd, CFS_IOC_ABORT, 0) != 0) die("%s: the CFS ABORT ioctl (0xCC09)", dir);
     }
@@ -239,31 +200,26 @@ int main(int argc, char **argv) {
         exec_sql("PRAGMA db2.synchronous=OFF");
         if (query_int("PRAGMA main.synchronous") != 0 || query_int("PRAGMA db2.synchronous") != 0) {
             errno = 0;
-            fail("PRAGMA synchronous is not OFF");
+            die("PRAGMA synchronous is not OFF");
         }
     } else {
         query_text("PRAGMA main.journal_mode", "delete");
         query_text("PRAGMA db2.journal_mode", "delete");
         if (query_int("PRAGMA main.synchronous") != 2 || query_int("PRAGMA db2.synchronous") != 2) {
             errno = 0;
-            fail("PRAGMA synchronous is not FULL");
+            die("PRAGMA synchronous is not FULL");
         }
     }
     sqlite3_stmt *begin = prepare("BEGIN"), *commit = prepare("COMMIT");
     sqlite3_stmt *up1 = prepare("UPDATE main.t SET n = n + 1, v = ?1 WHERE id = ?2");
     sqlite3_stmt *up2 = prepare("UPDATE db2.t SET n = n + 1, v = ?1 WHERE id = ?2");
-    do_sync(sync_spec);
 
-    /* ---- the measured loop ---- */
+    /* ---- the measured loop, after --sync ---- */
     uint64_t x = 0x9E3779B97F4A7C15ULL;
-    long long b0, f0, b1, f1, b2, f2;
-    disk(blockdev, &b0, &f0);
-    double t0 = now();
+    struct timed tm;
+    timed_start(&tm, blockdev, sync_spec);
     for (long k = 1; k <= n; k++) {
-        for (long i = 0; i < row_bytes; i++) {
-            x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
-            blob[i] = (unsigned char)((x * 0x2545F4914F6CDD1DULL) >> 56);
-        }
+        random_bytes(&x, blob, row_bytes);
         long id = (k - 1) % rows + 1;
         double a = now();
         if (region) {
@@ -279,15 +235,12 @@ int main(int argc, char **argv) {
         step_done(up2, k);
         step_done(commit, k);
         if (region) {
-            if (ioctl(mountfd, CFS_IOC_COMMIT, 0) != 0) fail("transaction %ld: ioctl COMMIT", k);
+            if (ioctl(mountfd, CFS_IOC_COMMIT, 0) != 0) die("transaction %ld: ioctl COMMIT", k);
             in_region = 0;
         }
         lat[k - 1] = now() - a;
     }
-    double secs = now() - t0;
-    disk(blockdev, &b1, &f1);
-    double sync_secs = do_sync(sync_spec);
-    disk(blockdev, &b2, &f2);
+    timed_end(&tm, blockdev, sync_spec);
 
     /* ---- both databases hold every update ---- */
     sqlite3_finalize(begin);
@@ -299,14 +252,10 @@ int main(int argc, char **argv) {
     sqlite3_close(db);
     if (mountfd >= 0) close(mountfd);
 
-    double sum = 0;
-    for (long i = 0; i < n; i++) sum += lat[i];
-    qsort(lat, n, sizeof *lat, cmp_double);
-    printf("{\"bench\": \"two_db\", \"mode\": \"%s\", \"label\": \"%s\", \"n\": %ld, \"rows\": %ld, \"row_bytes\": %ld, "
-           "\"ops\": %ld, \"secs\": %.6f, \"ops_per_s\": %.3f, \"lat_median_us\": %.1f, \"lat_p99_us\": %.1f, "
-           "\"lat_mean_us\": %.1f, \"sync_secs\": %.6f, \"disk_flushes\": %lld, \"disk_bytes\": %lld, "
-           "\"sync_disk_flushes\": %lld, \"updates_db1\": %lld, \"updates_db2\": %lld, \"sqlite_version\": \"%s\"}\n",
-           mode, label, n, rows, row_bytes, n, secs, n / secs, median(lat, n) * 1e6, percentile(lat, n, 99) * 1e6,
-           sum / n * 1e6, sync_secs, f1 - f0, b1 - b0, f2 - f1, u1, u2, sqlite3_libversion());
+    printf("{\"bench\": \"two_db\", \"mode\": \"%s\", \"label\": \"%s\", \"n\": %ld, \"rows\": %ld, \"row_bytes\": %ld, ",
+           mode, label, n, rows, row_bytes);
+    print_ops(n, lat, &tm);
+    print_disk(&tm);
+    printf(", \"updates_db1\": %lld, \"updates_db2\": %lld, \"sqlite_version\": \"%s\"}\n", u1, u2, sqlite3_libversion());
     return 0;
 }

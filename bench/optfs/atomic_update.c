@@ -20,7 +20,6 @@
  * device's flushes and bytes written during the loop (disk_flushes, disk_bytes) and during
  * the final sync (sync_disk_flushes). */
 #include "../bench_common.h"
-#include <stdint.h>
 #include <sys/stat.h>
 
 static void write_all(int fd, const char *buf, size_t n) {
@@ -57,20 +56,10 @@ int main(int argc, char **argv) {
     long n = 200;
     long long size = 12 << 10;
     for (int i = 2; i < argc; i += 2) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v) {
-            fprintf(stderr, "atomic_update: %s needs a value\n", a);
-            return 2;
-        }
+        const char *a = argv[i], *v = opt_value(argc, argv, i);
         if (!strcmp(a, "--n")) n = atol(v);
         else if (!strcmp(a, "--size")) size = arg_size(v);
-        else if (!strcmp(a, "--sync")) sync_spec = v;
-        else if (!strcmp(a, "--blockdev")) blockdev = v;
-        else if (!strcmp(a, "--label")) label = v;
-        else {
-            fprintf(stderr, "atomic_update: unknown option %s\n", a);
-            return 2;
-        }
+        else if (!common_option(a, v, &sync_spec, &blockdev, &label)) bad_option(a);
     }
     if (n < 1 || size < 1) {
         fprintf(stderr, "atomic_update: --n and --size must be positive\n");
@@ -88,12 +77,10 @@ int main(int argc, char **argv) {
     write_all(fd, buf, size);
     if (fsync(fd) != 0) die("doc: fsync");
     if (close(fd) != 0) die("doc: close");
-    do_sync(sync_spec);
 
-    /* ---- the measured loop ---- */
-    long long b0, f0, b1, f1, b2, f2;
-    disk(blockdev, &b0, &f0);
-    double t0 = now();
+    /* ---- the measured loop, after --sync ---- */
+    struct timed tm;
+    timed_start(&tm, blockdev, sync_spec);
     for (long k = 1; k <= n; k++) {
         version(buf, size, k);
         double a = now();
@@ -107,10 +94,7 @@ int main(int argc, char **argv) {
         if (rename("doc.tmp", "doc") != 0) die("rename doc.tmp doc");
         lat[k - 1] = now() - a;
     }
-    double secs = now() - t0;
-    disk(blockdev, &b1, &f1);
-    double sync_secs = do_sync(sync_spec);
-    disk(blockdev, &b2, &f2);
+    timed_end(&tm, blockdev, sync_spec);
 
     /* ---- doc is version n, whole ---- */
     version(buf, size, n);
@@ -126,15 +110,11 @@ int main(int argc, char **argv) {
         die("doc is not version %ld after the loop (%zd bytes read)", n, got);
     }
 
-    double sum = 0;
-    for (long i = 0; i < n; i++) sum += lat[i];
-    qsort(lat, n, sizeof *lat, cmp_double);
     qsort(fs, n, sizeof *fs, cmp_double);
-    printf("{\"bench\": \"atomic_update\", \"label\": \"%s\", \"n\": %ld, \"size\": %lld, \"ops\": %ld, "
-           "\"secs\": %.6f, \"ops_per_s\": %.3f, \"lat_median_us\": %.1f, \"lat_p99_us\": %.1f, "
-           "\"lat_mean_us\": %.1f, \"fsync_median_us\": %.1f, \"sync_secs\": %.6f, "
-           "\"disk_flushes\": %lld, \"disk_bytes\": %lld, \"sync_disk_flushes\": %lld}\n",
-           label, n, size, n, secs, n / secs, median(lat, n) * 1e6, percentile(lat, n, 99) * 1e6,
-           sum / n * 1e6, median(fs, n) * 1e6, sync_secs, f1 - f0, b1 - b0, f2 - f1);
+    printf("{\"bench\": \"atomic_update\", \"label\": \"%s\", \"n\": %ld, \"size\": %lld, ", label, n, size);
+    print_ops(n, lat, &tm);
+    printf("\"fsync_median_us\": %.1f, ", median(fs, n) * 1e6);
+    print_disk(&tm);
+    printf("}\n");
     return 0;
 }

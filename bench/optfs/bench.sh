@@ -45,37 +45,17 @@
 # 1: some failed (the report says which; --write-docs then writes nothing); 2: cannot run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-repo=$PWD
-
-usage() { echo "usage: [REPS=3] bash bench/optfs/bench.sh [--quick] [--write-docs]   (as root; see the header)"; }
-quick=0 write_docs=0
-for a in "$@"; do
-  case $a in
-    --quick) quick=1 ;;
-    --write-docs) write_docs=1 ;;
-    -h | --help) usage; exit 0 ;;
-    *) usage >&2; exit 2 ;;
-  esac
-done
-cannot() { echo "bench/optfs/bench.sh: $*" >&2; exit 2; }
+me=bench/optfs/bench.sh
+source bench/lib_fs.sh  # options, checks, devices, mounts, clean-up, report (shared with bench/cfs)
+parse_args "$@"
 
 # ---------------------------------------------------------------- can it run here?
-[[ $(id -u) == 0 ]] || cannot "needs root (losetup, mkfs.ext4, mount, FUSE): run it as root"
-for tool in gcc python3 mkfs.ext4 losetup mount umount dd timeout stat sync df; do
-  command -v "$tool" >/dev/null || cannot "$tool is missing"
-done
+check_machine gcc python3 mkfs.ext4 losetup mount umount dd timeout stat sync df
 [[ -n ${INTACT:-} ]] || command -v cargo >/dev/null || cannot "cargo is missing (or give INTACT=path/to/intact)"
 [[ -e /usr/include/sqlite3.h ]] || cannot "SQLite headers missing (apt-get install -y libsqlite3-dev)"
-[[ -c /dev/fuse ]] || cannot "/dev/fuse is missing (FUSE)"
-grep -qw ext4 /proc/filesystems || cannot "the kernel has no ext4"
 osync_via=${OSYNC_VIA:-exec}
 [[ $osync_via == exec || $osync_via == mount ]] || cannot "OSYNC_VIA=$osync_via: expected exec or mount"
-if [[ -n ${INTACT:-} ]]; then
-  intact=$(realpath -e "$INTACT" 2>/dev/null) || cannot "INTACT=$INTACT does not exist"
-  [[ -x $intact ]] || cannot "INTACT=$INTACT is not executable"
-else
-  intact=$repo/target/release/intact
-fi
+find_intact
 
 reps=${REPS:-3}
 if ((quick)); then
@@ -91,76 +71,14 @@ for v in reps n_gedit n_sqlite vm_secs vm_files rw_ops img_mib; do
 done
 ((img_mib >= 256)) || cannot "IMG_MIB=$img_mib: at least 256"
 
-base=${TMPDIR:-/tmp}
-[[ -d $base ]] || cannot "TMPDIR=$base is not a directory"
-[[ $base != *[[:space:]]* ]] || cannot "TMPDIR=$base contains white space"
-base_fs=$(stat -f -c %T "$base")
-case $base_fs in
-  tmpfs | ramfs) cannot "$base is on $base_fs, where a flush costs nothing: set TMPDIR to a directory on a disk (e.g. TMPDIR=/var/tmp)" ;;
-esac
-need_mib=$((4 * img_mib + 512))
-avail_mib=$(($(df -Pk "$base" | awk 'NR == 2 {print $4}') / 1024))
-((avail_mib >= need_mib)) || cannot "$base has $avail_mib MiB free; the images need $need_mib MiB (IMG_MIB=$img_mib)"
+check_base $((4 * img_mib + 512))
 
 # ---------------------------------------------------------------- clean-up, always
 configs=(ext4 ext4-nobarrier intactfs-fsync intactfs-osync)
-work="" loop_e="" loop_n="" loop_h=""
-declare -A mnt=() dev=() ifs_pid=()
-mounted() { grep -q " $1 " /proc/mounts; }
-kill_pid() {  # kill_pid PID: TERM, KILL after 10 s; only an intact daemon this script started
-  local p=$1 i
-  [[ -n $p ]] && kill -0 "$p" 2>/dev/null || return 0
-  tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "fs mount" || return 0
-  kill -TERM "$p" 2>/dev/null || true
-  for ((i = 0; i < 100; i++)); do kill -0 "$p" 2>/dev/null || return 0; sleep 0.1; done
-  kill -KILL "$p" 2>/dev/null || true
-}
-unmount_ifs() {  # unmount_ifs CONFIG
-  local c=$1 m=${mnt[$1]:-}
-  [[ -n $m ]] || return 0
-  if mounted "$m"; then
-    "$intact" fs umount "$m" --timeout 300 >/dev/null 2>&1 || umount -l "$m" 2>/dev/null || true
-  fi
-  kill_pid "${ifs_pid[$c]:-}"
-  ifs_pid[$c]=""
-}
-unmount_dir() {
-  [[ -n $1 ]] && mounted "$1" || return 0
-  umount "$1" 2>/dev/null || umount -l "$1" 2>/dev/null || true
-}
-cleanup() {
-  local rc=$?
-  set +e
-  trap - EXIT INT TERM HUP
-  cd /
-  unmount_ifs intactfs-fsync
-  unmount_ifs intactfs-osync
-  unmount_dir "${mnt[ext4]:-}"
-  unmount_dir "${mnt[ext4-nobarrier]:-}"
-  unmount_dir "${mnt[host]:-}"
-  local l
-  for l in "$loop_e" "$loop_n" "$loop_h"; do [[ -n $l ]] && losetup -d "$l" 2>/dev/null; done
-  if [[ -n $work && -d $work ]]; then
-    if grep -q " $work/" /proc/mounts; then
-      echo "bench/optfs/bench.sh: something is still mounted under $work; leaving it" >&2
-    else
-      rm -rf --one-file-system "$work"
-    fi
-  fi
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
-
-started=$(date +%s)
-psi() { awk '/^some/ {sub("total=", "", $5); print $5}' "/proc/pressure/$1" 2>/dev/null || echo 0; }
-psi_cpu0=$(psi cpu) psi_io0=$(psi io)
-load0=$(cut -d' ' -f1-3 /proc/loadavg)
-work=$(mktemp -d "$base/intact-optfs.XXXXXX")
-mkdir -p "$work/bin" "$work/mnt"
-for c in "${configs[@]}" host; do mnt[$c]=$work/mnt/$c; mkdir "${mnt[$c]}"; done
+exts=(ext4 ext4-nobarrier) ifss=(intactfs-fsync intactfs-osync)
+loop_e="" loop_n="" loop_h=""
+trap_cleanup
+start_work optfs
 
 # ---------------------------------------------------------------- build
 if [[ -z ${INTACT:-} ]]; then
@@ -175,41 +93,19 @@ bin=$work/bin
 
 # ---------------------------------------------------------------- devices
 echo "writing the images ($img_mib MiB each, zeros) in $work ..." >&2
-dd if=/dev/zero of="$work/ext4.img" bs=4M count=$((img_mib / 4)) status=none
-dd if=/dev/zero of="$work/nobarrier.img" bs=4M count=$((img_mib / 4)) status=none
-dd if=/dev/zero of="$work/host.img" bs=4M count=$((img_mib / 2 + 64)) status=none
-loop_e=$(losetup -f --show "$work/ext4.img")
-loop_n=$(losetup -f --show "$work/nobarrier.img")
-loop_h=$(losetup -f --show "$work/host.img")
-mkext4() { mkfs.ext4 -q -F -b 4096 -E nodiscard,lazy_itable_init=0,lazy_journal_init=0 "$1"; }
-mkext4 "$loop_h"
-mount -t ext4 "$loop_h" "${mnt[host]}"
-for c in intactfs-fsync intactfs-osync; do
-  dd if=/dev/zero of="${mnt[host]}/$c.img" bs=4M count=$((img_mib / 4)) status=none
-done
-sync -f "${mnt[host]}"
+zeros "$work/ext4.img" $((img_mib / 4))
+zeros "$work/nobarrier.img" $((img_mib / 4))
+zeros "$work/host.img" $((img_mib / 2 + 64))
+attach_loop loop_e "$work/ext4.img"
+attach_loop loop_n "$work/nobarrier.img"
+attach_loop loop_h "$work/host.img"
+host_fs "$loop_h" "${ifss[@]}"
 dev[ext4]=$(basename "$loop_e") dev[ext4-nobarrier]=$(basename "$loop_n")
 dev[intactfs-fsync]=$(basename "$loop_h") dev[intactfs-osync]=$(basename "$loop_h")
 
-wait_mount() {  # wait_mount MNT PID
-  local i
-  for ((i = 0; i < 200; i++)); do
-    mounted "$1" && return 0
-    kill -0 "$2" 2>/dev/null || { echo "bench/optfs/bench.sh: the daemon for $1 exited (log: $work/*.log)" >&2; return 1; }
-    sleep 0.05
-  done
-  echo "bench/optfs/bench.sh: $1 did not appear" >&2; return 1
-}
-mount_ifs() {  # mount_ifs CONFIG
-  local c=$1 opts=()
-  if [[ $c == intactfs-osync && $osync_via == mount ]]; then opts=(-o fsync=osync); fi
-  "$intact" fs mount "${mnt[host]}/$c.img" "${mnt[$c]}" --daemon --pid-file "$work/$c.pid" --log "$work/$c.log" "${opts[@]}" >/dev/null
-  ifs_pid[$c]=$(cat "$work/$c.pid")
-  wait_mount "${mnt[$c]}" "${ifs_pid[$c]}"
-}
 fresh() {  # all four file systems made again and mounted
   local c
-  for c in intactfs-fsync intactfs-osync; do unmount_ifs "$c"; done
+  for c in "${ifss[@]}"; do unmount_ifs "$c"; done
   unmount_dir "${mnt[ext4]}"
   unmount_dir "${mnt[ext4-nobarrier]}"
   mkext4 "$loop_e"
@@ -219,9 +115,10 @@ fresh() {  # all four file systems made again and mounted
   # The kernel shows nobarrier in the options; the default mount must not have it.
   grep " ${mnt[ext4-nobarrier]} " /proc/mounts | grep -q nobarrier || cannot "ext4 did not take -o nobarrier: $(grep " ${mnt[ext4-nobarrier]} " /proc/mounts)"
   ! grep " ${mnt[ext4]} " /proc/mounts | grep -q -e nobarrier -e barrier=0 || cannot "the default ext4 mount has barriers off"
-  for c in intactfs-fsync intactfs-osync; do "$intact" fs mkfs "${mnt[host]}/$c.img" --force >/dev/null; done
+  for c in "${ifss[@]}"; do "$intact" fs mkfs "${mnt[host]}/$c.img" --force >/dev/null; done
   sync -f "${mnt[host]}"
-  for c in intactfs-fsync intactfs-osync; do mount_ifs "$c"; done
+  mount_ifs intactfs-fsync
+  if [[ $osync_via == mount ]]; then mount_ifs intactfs-osync -o fsync=osync; else mount_ifs intactfs-osync; fi
 }
 
 # ---------------------------------------------------------------- one run
@@ -237,7 +134,6 @@ settle() {  # settle CONFIG: everything on that file system durable, its device 
     intactfs-*) streamsync "${mnt[$1]}" && timeout --foreground 300 sync -f "${mnt[host]}" ;;
   esac
 }
-json_str() { python3 -c 'import json, sys; print(json.dumps(sys.argv[1]))' "$1"; }
 # run CONFIG WORKLOAD REP CMD...: CMD prints one JSON line; @D@ is its work directory,
 # @SYNC@ the final sync for this configuration, @DEV@ its loop device.
 run() {
@@ -258,7 +154,7 @@ run() {
       fi ;;
   esac
   mkdir "$d"
-  settle "$cfg" || echo "bench/optfs/bench.sh: syncing $cfg failed" >&2
+  settle "$cfg" || echo "$me: syncing $cfg failed" >&2
   local t0 t1 wall
   t0=$(date +%s.%N)
   out=$(cd "$d" && timeout --foreground --kill-after=10 "$timeout_s" "${prefix[@]}" "${args[@]}" 2>"$err") || rc=$?
@@ -276,17 +172,7 @@ run() {
       "$(json_str "$(tail -c 600 "$err") $(tail -c 200 <<<"$out")")" >>"$results"
     echo "  $wl on $cfg: FAILED (exit $rc): $(tail -c 400 "$err")" >&2
   fi
-  # Remove the work directory (not timed) and make the removal durable.
-  if mounted "${mnt[$cfg]}"; then
-    timeout --foreground 600 rm -rf "$d" || echo "bench/optfs/bench.sh: removing $d failed" >&2
-    settle "$cfg" || echo "bench/optfs/bench.sh: syncing $cfg failed" >&2
-  fi
-}
-
-rotate() {  # rotate REP ITEMS...: the items, starting at index REP mod count
-  local r=$1; shift
-  local items=("$@") n=$# i
-  for ((i = 0; i < n; i++)); do echo "${items[$(((i + r) % n))]}"; done
+  drop_dir "$cfg" "$d"
 }
 
 workloads=(
@@ -308,34 +194,12 @@ for ((r = 1; r <= reps; r++)); do
     done
   done
 done
-for c in intactfs-fsync intactfs-osync; do unmount_ifs "$c"; done
+for c in "${ifss[@]}"; do unmount_ifs "$c"; done
 
 # ---------------------------------------------------------------- report
-elapsed=$(($(date +%s) - started))
-e=$((elapsed > 0 ? elapsed : 1))
-pressure="CPU $((($(psi cpu) - psi_cpu0) / 10000 / e))%, I/O $((($(psi io) - psi_io0) / 10000 / e))%"
-cmd="bash bench/optfs/bench.sh"
-if ((quick)); then cmd+=" --quick"; fi
-if ((write_docs)); then cmd+=" --write-docs"; fi
-for v in REPS N_GEDIT N_SQLITE VARMAIL_SECS VARMAIL_FILES RANDWRITE_OPS RANDWRITE_SIZE IMG_MIB OSYNC_VIA; do
-  if [[ -n ${!v:-} ]]; then cmd="$v=${!v} $cmd"; fi
-done
 params="gedit: \`atomic_update DIR --n $n_gedit --size 12k\` ($n_gedit updates)
 sqlite: \`sqlite_insert DIR --n $n_sqlite --row-bytes 100\` ($n_sqlite transactions)
 varmail: \`personalities varmail DIR --files $vm_files --dirwidth 1000000 --filesize 16k --appendsize 16k --iosize 1m --threads 16 --prealloc 80 --duration $vm_secs --seed REP\`
 randwrite: \`personalities randwrite DIR --filesize $rw_size --iosize 4k --ops $rw_ops --fsync-every 1 --seed REP\`"
-report_args=(
-  --reps "$reps" --command "$cmd" --date "$(date -u '+%Y-%m-%d %H:%M UTC')" --elapsed "$elapsed"
-  --load-start "$load0" --load-end "$(cut -d' ' -f1-3 /proc/loadavg)" --pressure "$pressure"
+report "REPS N_GEDIT N_SQLITE VARMAIL_SECS VARMAIL_FILES RANDWRITE_OPS RANDWRITE_SIZE IMG_MIB OSYNC_VIA" \
   --image-mib "$img_mib" --osync-via "$osync_via" --params "$params"
-  --workdir-fs "$base on $(findmnt -n -o SOURCE,FSTYPE -T "$base" 2>/dev/null | tr -s ' ' || echo "$base_fs")"
-)
-if [[ -n ${RESULTS:-} ]]; then
-  cp "$results" "$RESULTS"
-  printf '%q ' "${report_args[@]}" >"$RESULTS.args"
-fi
-if ((write_docs)); then report_args+=(--write-docs "${DOCS:-docs/benchmarks.md}"); fi
-rc=0
-python3 bench/optfs/report.py "$results" "${report_args[@]}" || rc=$?
-((failures == 0)) || rc=1
-exit "$rc"

@@ -9,14 +9,12 @@ RESULTS.jsonl: one line per run, {"config", "workload", "rep", ...the program's 
 {"config", "workload", "rep", "failed": true, "error"}. bench.sh keeps it with RESULTS=FILE
 (and the arguments in FILE.args) so that the report can be made again from it.
 """
-import argparse
-import json
 import os
-import platform
-import re
-import statistics
-import subprocess
 import sys
+
+sys.dont_write_bytecode = True  # no bench/__pycache__ from the import below
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from report_common import fmt, fmt_ratio, machine, main, med, parser, ratio, run_lines  # noqa: E402
 
 CONFIGS = ["ext4", "ext4-nobarrier", "intactfs-fsync", "intactfs-osync"]
 BEGIN, END = "<!-- optfs:begin -->", "<!-- optfs:end -->"
@@ -32,71 +30,6 @@ WORKLOADS = {
     "randwrite": ("randwrite with fsync (`bench/fs/personalities.c`: 4 KiB random overwrites, fsync after every write)",
                   "writes/s", "write", "fsync", None),
 }
-
-
-def med(xs):
-    return statistics.median(xs) if xs else None
-
-
-def fmt(v, digits=None):
-    if v is None:
-        return "–"
-    if digits is None:
-        digits = 0 if abs(v) >= 100 else 1 if abs(v) >= 10 else 2
-    return f"{v:,.{digits}f}"
-
-
-def ratio(a, b):
-    if a is None or not b:
-        return None
-    return a / b
-
-
-def fmt_ratio(r):
-    return "–" if r is None else f"{r:.2f}×"
-
-
-def load(path):
-    runs, bad = [], 0
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                runs.append(json.loads(line))
-            except json.JSONDecodeError:
-                bad += 1
-    return runs, bad
-
-
-def machine():
-    cpu = "?"
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = "?"
-    try:
-        for line in open("/proc/meminfo"):
-            if line.startswith("MemTotal:"):
-                mem = f"{int(line.split()[1]) / 1048576:.0f} GiB"
-                break
-    except OSError:
-        pass
-    commit = "?"
-    try:
-        here = os.path.dirname(os.path.abspath(__file__))
-        commit = subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip()
-        if dirty:
-            commit += " (with uncommitted changes)"
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    return {"nproc": os.cpu_count(), "cpu": cpu, "mem": mem, "kernel": platform.release(), "commit": commit}
 
 
 def section(runs, bad, a):
@@ -132,10 +65,7 @@ def section(runs, bad, a):
     out.append("### Machine and run")
     out.append("")
     out.append(f"- {mc['nproc']} cores ({mc['cpu']}), {mc['mem']} RAM, Linux {mc['kernel']}; images in `{a.workdir_fs}`")
-    out.append(f"- commit {mc['commit']}; {a.date}; load average at the start {a.load_start}, at the end {a.load_end}")
-    if a.pressure:
-        out.append(f"- time some task was stalled during the run (PSI \"some\", other work on the machine included): {a.pressure}")
-    out.append(f"- command: `{a.command}` (as root); REPS={a.reps}: {a.reps} repetition{'s' if a.reps != 1 else ''}, each on freshly made file")
+    out += run_lines(mc, a)
     out.append("  systems; within a repetition every workload runs on the four configurations in turn, the order")
     out.append("  rotating between repetitions; every figure is the median over the repetitions (each metric")
     out.append(f"  separately{', min–max of the throughput in brackets' if a.reps > 1 else ''}); the whole script took {a.elapsed} s")
@@ -251,51 +181,9 @@ def section(runs, bad, a):
     return "\n".join(out) + "\n", nfail
 
 
-def write_docs(path, body):
-    text = open(path).read() if os.path.exists(path) else ""
-    block = f"{BEGIN}\n{body}{END}\n"
-    b, e = text.find(BEGIN), text.find(END)
-    if b >= 0 and e > b:
-        text = text[:b] + block.rstrip("\n") + text[e + len(END):]
-    elif b >= 0 or e >= 0:
-        sys.exit(f"report.py: {path} has only one of the markers {BEGIN} / {END}: fix it by hand")
-    else:
-        if text and not text.endswith("\n"):
-            text += "\n"
-        text += ("\n" if text else "") + block
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("results")
-    p.add_argument("--write-docs", metavar="FILE")
-    p.add_argument("--reps", type=int, required=True)
-    p.add_argument("--command", required=True)
-    p.add_argument("--date", required=True)
-    p.add_argument("--elapsed", default="?")
-    p.add_argument("--load-start", default="?")
-    p.add_argument("--load-end", default="?")
-    p.add_argument("--pressure", default="")
-    p.add_argument("--image-mib", default="?")
+if __name__ == "__main__":
+    p = parser(__doc__)
     p.add_argument("--osync-via", choices=["exec", "mount"], default="exec")
     p.add_argument("--workdir-fs", default="?")
     p.add_argument("--params", default="")
-    a = p.parse_args()
-    runs, bad = load(a.results)
-    body, nfail = section(runs, bad, a)
-    sys.stdout.write(body)
-    if a.write_docs:
-        if nfail:
-            print(f"report.py: {nfail} run(s) failed: not writing {a.write_docs}", file=sys.stderr)
-            return 1
-        write_docs(a.write_docs, body)
-        print(f"report.py: wrote the OptFS section of {a.write_docs}", file=sys.stderr)
-    return 1 if nfail else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(p, section, BEGIN, END, "OptFS"))
