@@ -534,6 +534,9 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
         // the older calls keep their expected count), 115.. the space-pressure share.
         let roll = rng.random_range(0..115 + cfg.overwrite_share + cfg.region_share);
         if roll >= 115 + cfg.overwrite_share {
+            if std::env::var_os("INTACTFS_SIM_TRACE").is_some() {
+                eprintln!("call {}: region event (open: {:?}, added file {added:?})", done.len(), region.as_ref().map(|r| r.0));
+            }
             // An atomic region begins, commits or aborts.
             match region.take() {
                 None => {

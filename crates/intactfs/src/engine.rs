@@ -224,6 +224,10 @@ pub struct Fs<D: BlockDevice> {
     /// The last routing decision ([`Self::route`]): (caller's stream, stream the call went
     /// to), so that a call that joined a region is counted in the region's history.
     routed: Option<(StreamId, StreamId)>,
+    /// What writes set on the live metadata directly (size, mtime, ctime; their data
+    /// operations are made at commit), with their real-time position, while uncommitted:
+    /// replayed with the logical operations when a region's abort rebuilds `live`.
+    wattrs: HashMap<Ino, Vec<(u64, u64, Time)>>,
 }
 
 /// Writes an empty file system.
@@ -335,6 +339,7 @@ impl<D: BlockDevice> Fs<D> {
             added: HashMap::new(),
             next_region: 0,
             routed: None,
+            wattrs: HashMap::new(),
         };
         fs.update_meta_reserve();
         if !fs.opts.read_only {
@@ -1139,6 +1144,8 @@ impl<D: BlockDevice> Fs<D> {
         n.size = n.size.max(end);
         n.mtime = time;
         n.ctime = time;
+        let g = self.streams.tick();
+        self.wattrs.entry(ino).or_default().push((g, end, time));
         self.count_call(s);
         if in_region {
             if crate::mutation::active(crate::mutation::Mutation::RegionEarlyPage) && self.streams.stream(s).logged == 1 {
@@ -1207,6 +1214,12 @@ impl<D: BlockDevice> Fs<D> {
         self.writable()?;
         let (mut ops, keys, progress) = self.streams.take_group(members);
         let logical = ops.len();
+        // Every write is in its file's group: committed now (as SetSize/SetAttr from live).
+        for k in &keys {
+            if let Key::Ino(i) = k {
+                self.wattrs.remove(i);
+            }
+        }
         let inos: BTreeSet<Ino> = keys
             .iter()
             .filter_map(|k| match k {

@@ -149,16 +149,23 @@ impl Streams {
     }
 
     /// Every stream's uncommitted operations, in real-time order.
-    pub fn uncommitted(&self) -> Vec<&LogOp> {
+    pub fn uncommitted(&self) -> Vec<&(u64, LogOp)> {
         let mut all: Vec<&(u64, LogOp)> = self.streams.values().flat_map(|s| s.ops.iter()).collect();
         all.sort_by_key(|(g, _)| *g);
-        all.into_iter().map(|(_, o)| o).collect()
+        all
+    }
+
+    /// The next global sequence number: the real-time position of an operation or of a
+    /// write's direct change to the live metadata.
+    pub fn tick(&mut self) -> u64 {
+        let g = self.next_gseq;
+        self.next_gseq += 1;
+        g
     }
 
     /// Appends an operation to the running transaction of `s`.
     pub fn log(&mut self, s: StreamId, op: LogOp) {
-        let g = self.next_gseq;
-        self.next_gseq += 1;
+        let g = self.tick();
         self.stream(s).ops.push((g, op));
     }
 

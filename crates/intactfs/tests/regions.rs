@@ -161,3 +161,26 @@ fn a_region_larger_than_its_limit_is_refused() {
     assert!(matches!(e, FsError::NoSpace(ref m) if m.contains("region_limit")), "{e}");
     fs.region_abort(r).unwrap();
 }
+
+/// Found by the simulation (seed 100825 of `--regions`): a region renamed a file that
+/// another stream had uncommitted writes to; the abort kept the file's ctime from the
+/// region's rename, and the other stream's commit then left live and durable different.
+#[test]
+fn abort_undoes_what_the_region_did_to_another_streams_dirty_file() {
+    let mut fs = fresh();
+    let a = fs.create(0, ROOT, b"a", NewKind::File, 0o644, O).unwrap().ino;
+    fs.sync().unwrap();
+    fs.write(5, a, 0, b"other stream").unwrap();
+    fs.fallocate(5, a, 0, 3 * BLOCK as u64, true).unwrap();
+    let before = fs.getattr(a).unwrap();
+    let r = fs.region_begin().unwrap();
+    fs.rename(r, ROOT, b"a", ROOT, b"b", Default::default()).unwrap();
+    assert_ne!(fs.getattr(a).unwrap().ctime, before.ctime, "a rename changes the file's ctime");
+    fs.region_abort(r).unwrap();
+    let after = fs.getattr(a).unwrap();
+    assert_eq!((after.size, after.mtime, after.ctime), (before.size, before.mtime, before.ctime));
+    assert!(fs.lookup(ROOT, b"a").is_ok() && fs.lookup(ROOT, b"b").is_err());
+    fs.write(5, a, 100, b"+").unwrap();
+    fs.sync().unwrap();
+    assert_eq!(fs.durable_meta(), fs.live_meta(), "after sync, durable and live agree");
+}

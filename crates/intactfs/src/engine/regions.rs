@@ -43,6 +43,15 @@ pub(super) struct Region {
     files: BTreeSet<Ino>,
 }
 
+/// What a write sets on its file directly (as `Fs::write` does).
+fn write_attrs(m: &mut Meta, ino: Ino, end: u64, t: Time) {
+    if let Some(n) = m.inodes.get_mut(&ino) {
+        n.size = n.size.max(end);
+        n.mtime = t;
+        n.ctime = t;
+    }
+}
+
 impl<D: BlockDevice> Fs<D> {
     /// Opens an atomic region; returns its stream, for the calls that make up the region.
     pub fn region_begin(&mut self) -> Result<StreamId> {
@@ -131,24 +140,25 @@ impl<D: BlockDevice> Fs<D> {
         }
         undone.inodes.sort_unstable();
         undone.inodes.dedup();
-        // Sizes and times that writes of other streams set on their files directly (their
-        // data operations are made at commit): kept across the rebuild.
-        let keep: Vec<(Ino, u64, Time, Time)> = self
-            .dirty
-            .keys()
-            .chain(self.falloc.keys())
-            .filter_map(|&i| self.live.get(i).map(|n| (i, n.size, n.mtime, n.ctime)))
-            .collect();
+        for i in &undone.inodes {
+            self.wattrs.remove(i);
+        }
+        // The committed state, then every other stream's uncommitted operations and their
+        // writes' direct changes (size, times), in real-time order.
         let mut live = self.durable.clone();
         let mut freeing = 0;
-        for op in self.streams.uncommitted() {
+        let mut writes: Vec<(u64, Ino, u64, Time)> = self.wattrs.iter().flat_map(|(&i, v)| v.iter().map(move |&(g, end, t)| (g, i, end, t))).collect();
+        writes.sort_unstable_by_key(|w| w.0);
+        let mut writes = writes.into_iter().peekable();
+        for (g, op) in self.streams.uncommitted() {
+            while let Some((_, i, end, t)) = writes.next_if(|w| w.0 < *g) {
+                write_attrs(&mut live, i, end, t);
+            }
             let freed = live.apply(op).map_err(|e| FsError::Internal(format!("replaying {op:?} without the aborted region: {e}")))?;
             freeing += freed.extents.iter().map(|e| e.1).sum::<u64>();
         }
-        for (i, size, mtime, ctime) in keep {
-            if let Some(n) = live.inodes.get_mut(&i) {
-                (n.size, n.mtime, n.ctime) = (size, mtime, ctime);
-            }
+        for (_, i, end, t) in writes {
+            write_attrs(&mut live, i, end, t);
         }
         // Inode numbers the region took are not handed out again before the next mount:
         // the kernel may still hold one through an open file of the aborted region.
