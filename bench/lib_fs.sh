@@ -95,6 +95,9 @@ cleanup() {  # on exit: every intactfs, every ext4, the loop devices, the work d
   set +e
   trap - EXIT INT TERM HUP
   cd /
+  # A TERM sent to this script alone (not its process group) leaves a child such as dd
+  # writing into a file system that then cannot be unmounted nor its loop device detached.
+  pkill -TERM -P $$ 2>/dev/null && sleep 0.5
   for c in "${ifss[@]}"; do unmount_ifs "$c"; done
   for c in "${exts[@]}" host; do unmount_dir "${mnt[$c]:-}"; done
   for l in "${loops[@]}"; do [[ -n $l ]] && losetup -d "$l" 2>/dev/null; done
