@@ -34,7 +34,8 @@ pub struct MountArgs {
     /// noxattr (no extended attributes: saves the kernel's extended-attribute request
     /// before every write; default xattr); dirty_limit=SIZE (commit a stream once this
     /// much written data waits in memory; default a tenth of the machine's memory, between
-    /// 64M and 2G); commit=SECONDS (commit everything uncommitted this often, bounding what
+    /// 64M and 2G); region_limit=SIZE (writes inside atomic regions fail with ENOSPC once
+    /// this much uncommitted data waits in memory; default 1G); commit=SECONDS (commit everything uncommitted this often, bounding what
     /// a crash loses; default 5; 0: only on fsync, streamsync, sync, the dirty limit and
     /// unmount).
     #[arg(short = 'o', value_delimiter = ',')]
@@ -139,6 +140,7 @@ struct Options {
     private: bool,
     xattr: bool,
     dirty_limit: Option<u64>,
+    region_limit: Option<u64>,
     commit_interval: Option<Duration>,
     durability_timeout: Duration,
 }
@@ -148,6 +150,7 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
     let mut private = false;
     let mut xattr = true;
     let mut dirty_limit = None;
+    let mut region_limit = None;
     let mut commit_interval = Some(mount::DEFAULT_COMMIT_INTERVAL);
     let mut durability_timeout = mount::DEFAULT_DURABILITY_TIMEOUT;
     for o in opts.iter().filter(|o| !o.is_empty()) {
@@ -165,6 +168,13 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
                 }
                 dirty_limit = Some(v);
             }
+            _ if o.starts_with("region_limit=") => {
+                let v = crate::fs_cmd::parse_size(&o["region_limit=".len()..]).map_err(|e| Failure::input(format!("mount option {o}: {e}")))?;
+                if v < 1 << 20 {
+                    return Err(Failure::input(format!("mount option {o}: at least 1M")));
+                }
+                region_limit = Some(v);
+            }
             _ if o.starts_with("commit=") => {
                 let v: u64 = o["commit=".len()..].parse().map_err(|_| Failure::input(format!("mount option {o}: expected whole seconds, e.g. commit=5 (0: no periodic commits)")))?;
                 if v > 86_400 {
@@ -180,10 +190,10 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
                 durability_timeout = Duration::from_secs_f64(v);
             }
             _ if o.starts_with("fsync=") => return Err(Failure::input(format!("mount option {o}: expected fsync=durable, fsync=ignore or fsync=osync"))),
-            _ => return Err(Failure::input(format!("unknown mount option {o:?}: expected fsync=durable|ignore|osync, durability=SECONDS, private, xattr, noxattr, dirty_limit=SIZE or commit=SECONDS"))),
+            _ => return Err(Failure::input(format!("unknown mount option {o:?}: expected fsync=durable|ignore|osync, durability=SECONDS, private, xattr, noxattr, dirty_limit=SIZE, region_limit=SIZE or commit=SECONDS"))),
         }
     }
-    Ok(Options { fsync, private, xattr, dirty_limit, commit_interval, durability_timeout })
+    Ok(Options { fsync, private, xattr, dirty_limit, region_limit, commit_interval, durability_timeout })
 }
 
 pub fn mount(a: MountArgs) -> Result<u8, Failure> {
@@ -199,7 +209,7 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
         drop(mount::lock_image(&a.image).map_err(failure)?);
         return spawn_daemon(&a);
     }
-    let cfg = MountConfig { image: a.image.clone(), mountpoint: a.mountpoint.clone(), fsync: o.fsync, xattr: o.xattr, dirty_limit: o.dirty_limit, commit_interval: o.commit_interval, durability_timeout: o.durability_timeout, threads: a.threads, allow_other: root && !o.private };
+    let cfg = MountConfig { image: a.image.clone(), mountpoint: a.mountpoint.clone(), fsync: o.fsync, xattr: o.xattr, dirty_limit: o.dirty_limit, region_limit: o.region_limit, commit_interval: o.commit_interval, durability_timeout: o.durability_timeout, threads: a.threads, allow_other: root && !o.private };
     let state = state_file(&a.mountpoint);
     let child = a.daemon_child;
     let r = mount::run(&cfg, |rec| {

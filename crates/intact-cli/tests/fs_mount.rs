@@ -653,3 +653,45 @@ fn exec_atomic_commits_on_success_and_aborts_on_failure() {
     let o = m.umount();
     assert!(o.status.success(), "{}", text(&o));
 }
+
+/// `-o region_limit=SIZE`: a region's data stays in memory until its end, so a write that
+/// would take the regions past the limit fails with ENOSPC (and the region can still be
+/// aborted); a limit below 1M is refused at mount.
+#[test]
+fn region_limit_bounds_what_a_region_keeps_in_memory() {
+    let m = Mount::new("64M");
+    let o = run(intact().args(["fs", "mount"]).arg(&m.img).arg(&m.mnt).args(["-o", "region_limit=4K"]));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("at least 1M"), "{}", text(&o));
+    m.mount(&["-o", "region_limit=1M"]);
+    // SAFETY: the child only does file I/O and exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let d = fs::File::open(&m.mnt).unwrap();
+            control::region_begin(d.as_raw_fd()).unwrap();
+            let mut f = fs::File::create(m.p("big")).unwrap();
+            let chunk = vec![1u8; 256 << 10];
+            let mut err = None;
+            for _ in 0..8 {
+                if let Err(e) = f.write_all(&chunk) {
+                    err = Some(e);
+                    break;
+                }
+            }
+            assert_eq!(err.and_then(|e| e.raw_os_error()), Some(libc::ENOSPC), "2 MiB in a region under a 1M limit");
+            control::region_abort(d.as_raw_fd()).unwrap();
+        }))
+        .map(|_| 0)
+        .unwrap_or(1);
+        // SAFETY: leaving the forked child without running the parent's destructors.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waiting for the child forked above.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child's checks failed");
+    assert!(!m.p("big").exists(), "the aborted region's file is gone");
+    let o = m.umount();
+    assert!(o.status.success(), "{}", text(&o));
+}

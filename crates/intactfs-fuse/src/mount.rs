@@ -33,6 +33,9 @@ pub struct MountConfig {
     /// Commit a stream group once this many bytes of dirty data wait
     /// ([`default_dirty_limit`] if None).
     pub dirty_limit: Option<u64>,
+    /// Refuse writes in atomic regions (ENOSPC) once this many bytes of dirty data wait
+    /// (the engine's default, 1 GiB, if None): a region's data stays in memory until its end.
+    pub region_limit: Option<u64>,
     /// Commit everything uncommitted this often (None: only on fsync, streamsync, sync, the
     /// dirty limit and unmount). Bounds what a crash can lose, as ext4's `commit=`.
     pub commit_interval: Option<Duration>,
@@ -113,7 +116,7 @@ pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmoun
     check_mountpoint(&cfg.mountpoint)?;
     let lock = lock_image(&cfg.image)?;
     let dev = ImageDevice::open(&cfg.image, BLOCK).map_err(|e| MountError::Input(format!("{}: {e}", cfg.image.display())))?;
-    let (fs, recovery) = Fs::mount(dev, MountOptions { dirty_limit: cfg.dirty_limit.unwrap_or_else(default_dirty_limit), ..MountOptions::default() }).map_err(|e| MountError::Input(format!("{}: cannot mount: {e} (run `intact fs fsck {}` for a full report)", cfg.image.display(), cfg.image.display())))?;
+    let (fs, recovery) = Fs::mount(dev, MountOptions { dirty_limit: cfg.dirty_limit.unwrap_or_else(default_dirty_limit), region_limit: cfg.region_limit.unwrap_or(MountOptions::default().region_limit), ..MountOptions::default() }).map_err(|e| MountError::Input(format!("{}: cannot mount: {e} (run `intact fs fsck {}` for a full report)", cfg.image.display(), cfg.image.display())))?;
     let fuse = IntactFuse::new(fs, cfg.fsync, cfg.xattr);
     let state = fuse.state.clone();
 
