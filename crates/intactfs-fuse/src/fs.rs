@@ -913,13 +913,15 @@ impl fuser::Filesystem for IntactFuse {
 
     fn fallocate(&self, req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
         let r = (|| {
-            let keep_size = match mode {
-                0 => false,
-                libc::FALLOC_FL_KEEP_SIZE => true,
+            let (mut st, s) = self.begin(req)?;
+            let r = match mode {
+                0 => st.fs()?.fallocate(s, ino.0, offset, length, false),
+                libc::FALLOC_FL_KEEP_SIZE => st.fs()?.fallocate(s, ino.0, offset, length, true),
+                // Linux requires KEEP_SIZE with PUNCH_HOLE (the kernel refuses it alone).
+                m if m == libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE => st.fs()?.punch_hole(s, ino.0, offset, length),
                 _ => return Err(Errno::from_i32(libc::EOPNOTSUPP)),
             };
-            let (mut st, s) = self.begin(req)?;
-            st.fs()?.fallocate(s, ino.0, offset, length, keep_size).map_err(|e| errno(&e))
+            r.map_err(|e| errno(&e))
         })();
         Self::empty(r, reply)
     }

@@ -1194,6 +1194,67 @@ impl<D: BlockDevice> Fs<D> {
         Ok(())
     }
 
+    /// fallocate FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE: [off, off+len) reads as zeros
+    /// afterwards, whole blocks inside it are unmapped (freed when the call commits, like a
+    /// truncate's), and the size stays. Bytes of the partial blocks at the edges are zeroed
+    /// with a write of the block (inside the file's size; past it they read as zeros).
+    pub fn punch_hole(&mut self, s: StreamId, ino: Ino, off: u64, len: u64) -> Result<()> {
+        self.writable()?;
+        if len == 0 {
+            return Err(FsError::Invalid("fallocate of length 0".into()));
+        }
+        let end = off.checked_add(len).ok_or(FsError::TooBig)?.min(MAX_FILE_SIZE);
+        let size = self.file(ino)?.size;
+        if off >= end {
+            return Ok(());
+        }
+        let s = self.route(s, &[Key::Ino(ino)], &[])?;
+        let bs = BLOCK as u64;
+        let (full0, full1) = (off.div_ceil(bs), end / bs);
+        // The partial blocks at the edges, within the size.
+        let mut edges = vec![off / bs];
+        if end % bs != 0 && end / bs != off / bs {
+            edges.push(end / bs);
+        }
+        for b in edges {
+            let (a, z) = (off.max(b * bs), end.min((b + 1) * bs).min(size));
+            if (a == b * bs && z == (b + 1) * bs) || a >= z {
+                continue; // a whole block (unmapped below) or nothing inside the size
+            }
+            let mapped = self.dirty.get(&ino).is_some_and(|d| d.contains_key(&b)) || self.node(ino)?.extents().and_then(|e| map_block(e, b)).is_some_and(|(_, c)| c.is_some());
+            if mapped {
+                self.room_for(|fs| u64::from(!fs.dirty.get(&ino).is_some_and(|d| d.contains_key(&b))))?;
+                let mut blk = self.file_block(ino, b)?;
+                blk[(a - b * bs) as usize..(z - b * bs) as usize].fill(0);
+                self.put_dirty(ino, b, blk.into_boxed_slice())?;
+            }
+        }
+        if full0 < full1 {
+            // Dirty blocks inside go; so does preallocation still waiting for its commit.
+            if let Some(d) = self.dirty.get_mut(&ino) {
+                let keys: Vec<u64> = d.range(full0..full1).map(|(k, _)| *k).collect();
+                for k in &keys {
+                    d.remove(k);
+                }
+                let gone = keys.len() as u64;
+                self.dirty_blocks -= gone;
+                self.reserved -= gone;
+                if d.is_empty() {
+                    self.dirty.remove(&ino);
+                }
+            }
+            if let Some((ranges, _)) = self.falloc.get_mut(&ino) {
+                // The reservation stays until the commit (then released whole): only the
+                // ranges to allocate shrink.
+                *ranges = ranges.iter().flat_map(|&(a, b)| [(a, b.min(full0)), (a.max(full1), b)]).filter(|(a, b)| a < b).collect();
+            }
+        }
+        let time = self.now();
+        self.log(s, LogOp::Punch { ino, lblk: full0, len: full1.saturating_sub(full0), time }, &[Key::Ino(ino)], &[])?;
+        self.count_call(s);
+        Ok(())
+    }
+
     // ----- committing -----
 
     fn update_meta_reserve(&mut self) {

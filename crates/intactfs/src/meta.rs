@@ -180,6 +180,9 @@ pub enum LogOp {
     Free { ino: Ino },
     /// Sets (`Some`) or removes (`None`) an extended attribute.
     SetXattr { ino: Ino, name: Vec<u8>, value: Option<Vec<u8>>, ctime: Time },
+    /// FALLOC_FL_PUNCH_HOLE: unmaps (frees) file blocks `lblk..lblk+len`; the size stays.
+    /// (Bytes of partial blocks at the edges are zeroed by data written with the call.)
+    Punch { ino: Ino, lblk: u64, len: u64, time: Time },
 }
 
 impl LogOp {
@@ -466,6 +469,14 @@ impl Meta {
                 // transactional device: new checksums) frees nothing.
                 freed.extents = punch(extents, *lblk, lblk + len).into_iter().flat_map(|r| subtract(r, (*pblk, *len))).collect();
                 insert_extent(extents, *lblk, Extent { pblk: *pblk, len: *len, crcs: crcs.clone() });
+            }
+            LogOp::Punch { ino, lblk, len, time } => {
+                let end = lblk.checked_add(*len).ok_or("punch past the largest file offset")?;
+                let n = self.node_mut(*ino)?;
+                let Body::File { extents } = &mut n.body else { return Err(format!("inode {ino} is not a regular file")) };
+                freed.extents = punch(extents, *lblk, end);
+                later(&mut n.mtime, *time);
+                later(&mut n.ctime, *time);
             }
             LogOp::Free { ino } => {
                 let n = self.inodes.get(ino).ok_or(format!("inode {ino} does not exist"))?;

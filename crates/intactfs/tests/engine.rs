@@ -486,3 +486,35 @@ fn blocks_freed_by_osync_commits_wait_for_durability() {
     let (mut fs, _) = Fs::mount(dev, MountOptions::default()).unwrap();
     assert_eq!(fs.read(a, 0, 2).unwrap(), vec![(399 % 251) as u8; 2]);
 }
+
+#[test]
+fn punch_hole_zeroes_frees_and_keeps_the_size() {
+    let mut fs = fresh(1024);
+    let a = file(&mut fs, ROOT, "a");
+    let data: Vec<u8> = (0..10 * BLOCK).map(|i| (i % 251) as u8 + 1).collect();
+    fs.write(0, a, 0, &data).unwrap();
+    fs.sync().unwrap();
+    let blocks0 = fs.getattr(a).unwrap().blocks;
+    // Half a block, two whole blocks, half a block: [1.5, 4.5) blocks.
+    let (off, len) = (3 * BLOCK as u64 / 2, 3 * BLOCK as u64);
+    fs.punch_hole(0, a, off, len).unwrap();
+    let mut want = data.clone();
+    want[off as usize..(off + len) as usize].fill(0);
+    assert_eq!(fs.read(a, 0, data.len()).unwrap(), want, "the range reads as zeros at once");
+    assert_eq!(fs.getattr(a).unwrap().size, data.len() as u64, "KEEP_SIZE");
+    fs.sync().unwrap();
+    assert_eq!(fs.getattr(a).unwrap().blocks, blocks0 - 2 * (BLOCK as u64 / 512), "the two whole blocks are freed");
+    // Uncommitted writes inside a hole are dropped; a hole past the end changes nothing
+    // visible; preallocation waiting for its commit loses the punched part.
+    fs.write(0, a, 6 * BLOCK as u64, &[9u8; 2 * BLOCK]).unwrap();
+    fs.fallocate(0, a, 20 * BLOCK as u64, 4 * BLOCK as u64, true).unwrap();
+    fs.punch_hole(0, a, 6 * BLOCK as u64, 2 * BLOCK as u64).unwrap();
+    fs.punch_hole(0, a, 21 * BLOCK as u64, 2 * BLOCK as u64).unwrap();
+    want[6 * BLOCK..8 * BLOCK].fill(0);
+    assert_eq!(fs.read(a, 0, data.len()).unwrap(), want);
+    assert!(matches!(fs.punch_hole(0, a, 0, 0), Err(FsError::Invalid(_))));
+    let mut fs = remount(fs);
+    assert_eq!(fs.read(a, 0, data.len()).unwrap(), want, "durable after the unmount's sync");
+    let mut dev = fs.unmount().unwrap();
+    assert!(fsck(&mut dev, true).clean());
+}
