@@ -451,6 +451,16 @@ static void expect_fail(int r, int e, int want, const char *want_name, const cha
     CHECK(r == -1 && e == want, "%s: r=%d errno=%s (want -1, %s): \"%s\"", what, r, strerror(e), want_name, msg(e));
 }
 
+/* Runs CALL with errno cleared and checks that it failed with errno WANT; MSG names the
+ * errno in the failure message. */
+#define EXPECT_FAIL(call, want, what, msg)                  \
+    do {                                                     \
+        errno = 0;                                           \
+        int r_ = (call);                                     \
+        int e_ = errno;                                      \
+        expect_fail(r_, e_, want, #want, what, msg);         \
+    } while (0)
+
 static long now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -488,7 +498,6 @@ static const char *late(int ok, const char *const *want) {
  * another intactfs mount, `off` a directory off intactfs. */
 static int regions_errors(const char *mnt, const char *other, const char *off) {
     char pa[4096], po[4096];
-    int r, e;
     int dfd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
         return die(mnt);
@@ -500,47 +509,26 @@ static int regions_errors(const char *mnt, const char *other, const char *off) {
         return die(pa);
 
     /* Without a region. */
-    errno = 0;
-    r = intact_commit(dfd);
-    e = errno;
-    expect_fail(r, e, EINVAL, "EINVAL", "commit without a region", intact_region_strerror);
+    EXPECT_FAIL(intact_commit(dfd), EINVAL, "commit without a region", intact_region_strerror);
     CHECK(strcmp(intact_region_strerror(EINVAL), "no atomic region is open") == 0, "intact_region_strerror(EINVAL) = \"%s\"", intact_region_strerror(EINVAL));
-    errno = 0;
-    r = intact_abort(dfd);
-    e = errno;
-    expect_fail(r, e, EINVAL, "EINVAL", "abort without a region", intact_region_strerror);
-    errno = 0;
-    r = intact_add(fa);
-    e = errno;
-    expect_fail(r, e, EXDEV, "EXDEV", "add without a region", intact_region_strerror);
+    EXPECT_FAIL(intact_abort(dfd), EINVAL, "abort without a region", intact_region_strerror);
+    EXPECT_FAIL(intact_add(fa), EXDEV, "add without a region", intact_region_strerror);
 
     /* In a region: nesting, setstream, add on a directory, on another mount's file, F2FS. */
     CHECK(intact_begin(dfd) == 0, "begin on the mount's root");
-    errno = 0;
-    r = intact_begin(fa);
-    e = errno;
-    expect_fail(r, e, EALREADY, "EALREADY", "a nested begin", intact_region_strerror);
+    EXPECT_FAIL(intact_begin(fa), EALREADY, "a nested begin", intact_region_strerror);
     const char *nested = "an atomic region is already open (regions do not nest)";
     CHECK(strcmp(intact_region_strerror(EALREADY), nested) == 0 && strcmp(intact_strerror(EALREADY), nested) == 0,
           "intact_region_strerror(EALREADY) = intact_strerror(EALREADY) = \"%s\"", intact_strerror(EALREADY));
-    errno = 0;
-    r = intact_setstream(dfd, 0x1234, 0);
-    e = errno;
-    expect_fail(r, e, EBUSY, "EBUSY", "setstream inside a region", intact_strerror);
-    errno = 0;
-    r = intact_add(dfd);
-    e = errno;
-    expect_fail(r, e, EINVAL, "EINVAL", "add on a directory", intact_strerror);
+    EXPECT_FAIL(intact_setstream(dfd, 0x1234, 0), EBUSY, "setstream inside a region", intact_strerror);
+    EXPECT_FAIL(intact_add(dfd), EINVAL, "add on a directory", intact_strerror);
     at(po, other, "ra-other");
     if (put(po, "other", 0) < 0)
         return die(po);
     int fo = open(po, O_RDONLY | O_CLOEXEC);
     if (fo < 0)
         return die(po);
-    errno = 0;
-    r = intact_add(fo);
-    e = errno;
-    expect_fail(r, e, EXDEV, "EXDEV", "add on a file of another intactfs mount", intact_region_strerror);
+    EXPECT_FAIL(intact_add(fo), EXDEV, "add on a file of another intactfs mount", intact_region_strerror);
     const char *xdev = "no atomic region of this process on that file's mount";
     CHECK(strcmp(intact_region_strerror(EXDEV), xdev) == 0 && strcmp(intact_strerror(EXDEV), xdev) == 0,
           "intact_region_strerror(EXDEV) = intact_strerror(EXDEV) = \"%s\"", intact_strerror(EXDEV));
@@ -549,16 +537,10 @@ static int regions_errors(const char *mnt, const char *other, const char *off) {
     int fw = open(pa, O_RDWR | O_CLOEXEC);
     if (fw < 0)
         return die(pa);
-    errno = 0;
-    r = ioctl(fw, INTACT_F2FS_IOC_START_ATOMIC_WRITE, 0) < 0 ? -1 : 0;
-    e = errno;
-    expect_fail(r, e, EBUSY, "EBUSY", "F2FS START_ATOMIC_WRITE inside a BEGIN region", intact_strerror);
+    EXPECT_FAIL(ioctl(fw, INTACT_F2FS_IOC_START_ATOMIC_WRITE, 0) < 0 ? -1 : 0, EBUSY, "F2FS START_ATOMIC_WRITE inside a BEGIN region", intact_strerror);
     close(fw);
     CHECK(intact_abort(dfd) == 0, "abort");
-    errno = 0;
-    r = intact_abort(dfd);
-    e = errno;
-    expect_fail(r, e, EINVAL, "EINVAL", "a second abort (the region ended)", intact_region_strerror);
+    EXPECT_FAIL(intact_abort(dfd), EINVAL, "a second abort (the region ended)", intact_region_strerror);
     close(fa);
 
     /* Off intactfs: ENOTTY. */
@@ -569,14 +551,8 @@ static int regions_errors(const char *mnt, const char *other, const char *off) {
     int fn = open(pn, O_RDONLY | O_CLOEXEC);
     if (fn < 0)
         return die(pn);
-    errno = 0;
-    r = intact_begin(fn);
-    e = errno;
-    expect_fail(r, e, ENOTTY, "ENOTTY", "begin on a file off intactfs", intact_region_strerror);
-    errno = 0;
-    r = intact_add(fn);
-    e = errno;
-    expect_fail(r, e, ENOTTY, "ENOTTY", "add on a file off intactfs", intact_region_strerror);
+    EXPECT_FAIL(intact_begin(fn), ENOTTY, "begin on a file off intactfs", intact_region_strerror);
+    EXPECT_FAIL(intact_add(fn), ENOTTY, "add on a file off intactfs", intact_region_strerror);
     CHECK(strcmp(intact_region_strerror(ENOTTY), "not on an intactfs mount") == 0 && strcmp(intact_strerror(ENOTTY), "not on an intactfs mount") == 0,
           "intact_region_strerror(ENOTTY) = \"%s\"", intact_region_strerror(ENOTTY));
     CHECK(strcmp(intact_region_strerror(EBUSY), "the file belongs to another atomic region") == 0, "intact_region_strerror(EBUSY) = \"%s\"", intact_region_strerror(EBUSY));
@@ -735,7 +711,7 @@ static int regions_exit(const char *mnt) {
 /* Dependents join a region; two regions on one file: EBUSY. */
 static int regions_dependents(const char *mnt) {
     char buf[256], buf2[256];
-    int r, e;
+    int r;
     int dfd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
         return die(mnt);
@@ -769,10 +745,7 @@ static int regions_dependents(const char *mnt) {
     CHECK(r == 0 && is(pj, "region-j+dep"), "this process (in no region) appends to j, which the region wrote: \"%s\"", contents(pj, buf));
     CHECK(intact_begin(dfd) == 0, "begin a region of this process");
     int fk = open(pk, O_RDONLY | O_CLOEXEC);
-    errno = 0;
-    r = fk >= 0 ? intact_add(fk) : -1;
-    e = errno;
-    expect_fail(r, e, EBUSY, "EBUSY", "add of a file in another region", intact_region_strerror);
+    EXPECT_FAIL(fk >= 0 ? intact_add(fk) : -1, EBUSY, "add of a file in another region", intact_region_strerror);
     if (fk >= 0)
         close(fk);
     CHECK(intact_abort(dfd) == 0, "abort this process's region");
@@ -894,10 +867,7 @@ static int cmd_region(const char *a, const char *b, const char *mode, const char
     if (!hold) {
         CHECK(intact_commit(fa) == 0, "commit");
         CHECK(holds_pattern(a, REGION_NEW, REGION_XOR) && holds_pattern(b, REGION_NEW, REGION_XOR), "after commit both files show their new contents");
-        errno = 0;
-        r = intact_commit(fa);
-        int e = errno;
-        expect_fail(r, e, EINVAL, "EINVAL", "a second commit", intact_region_strerror);
+        EXPECT_FAIL(intact_commit(fa), EINVAL, "a second commit", intact_region_strerror);
         close(fa);
         close(fb);
         return failures ? 1 : 0;

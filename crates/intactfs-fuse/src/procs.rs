@@ -54,24 +54,22 @@ fn start_time(pid: u32) -> Option<u64> {
 
 impl ProcTable {
     /// Puts the process of thread `tid` in stream `s`. Fails if the process is gone.
-    pub fn set(&mut self, tid: u32, s: StreamId) -> Result<(), String> {
+    /// Returns the process's earlier explicit choice, its id and its start time.
+    pub fn set(&mut self, tid: u32, s: StreamId) -> Result<(Option<Explicit>, u32, u64), String> {
         let (tgid, _) = status(tid).ok_or_else(|| format!("process of thread {tid} not found in /proc"))?;
         let start = start_time(tgid).ok_or_else(|| format!("process {tgid} not found in /proc"))?;
         // Recorded for the init stream too, so that the ancestor walk stops here.
-        self.explicit.insert(tgid, (s, start));
+        let prev = self.explicit.insert(tgid, (s, start));
         // Inheritance changed for this process and every descendant.
         self.cache.clear();
-        Ok(())
+        Ok((prev, tgid, start))
     }
 
     /// Puts the process of thread `tid` in stream `s` (an atomic region) and returns what
     /// [`Self::leave`] needs to put it back: the process id, its start time and its own
     /// earlier stream, if it had set one.
     pub fn enter(&mut self, tid: u32, s: StreamId) -> Result<(u32, u64, Option<Explicit>), String> {
-        let (tgid, _) = status(tid).ok_or_else(|| format!("process of thread {tid} not found in /proc"))?;
-        let prev = self.explicit.get(&tgid).copied();
-        self.set(tid, s)?;
-        let start = self.explicit[&tgid].1;
+        let (prev, tgid, start) = self.set(tid, s)?;
         Ok((tgid, start, prev))
     }
 

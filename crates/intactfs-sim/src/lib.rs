@@ -451,21 +451,13 @@ struct Foot {
 }
 
 impl Foot {
-    fn of(model: &Model, op: &MOp) -> Foot {
-        let t = model.touch(op);
+    fn of(model: &Model, op: &MOp, t: &Touch) -> Foot {
         let mut claimed = t.inodes.clone();
         claimed.extend(t.creates_dir);
         claimed.extend(t.removes_dir);
-        let mut dir_tree = false;
-        for (p, n) in &t.entries {
-            if let Some(i) = model.lookup(*p, n) {
-                claimed.push(i);
-            }
-        }
-        if let MOp::Rename { sp, dp, .. } = op {
-            dir_tree = sp != dp;
-        }
-        Foot { claimed, entries: t.entries, in_dirs: t.in_dirs, removes_dir: t.removes_dir, dir_tree }
+        claimed.extend(t.entries.iter().filter_map(|(p, n)| model.lookup(*p, n)));
+        let dir_tree = matches!(op, MOp::Rename { sp, dp, .. } if sp != dp);
+        Foot { claimed, entries: t.entries.clone(), in_dirs: t.in_dirs.clone(), removes_dir: t.removes_dir, dir_tree }
     }
 
     /// Whether `later` (another stream's call) relates to this (a region's) call.
@@ -747,7 +739,7 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
             continue;
         };
         let touch = model.touch(&op);
-        let foot = Foot::of(&model, &op);
+        let foot = Foot::of(&model, &op, &touch);
         // A write to the added file, by any stream, is the region's (the engine routes it
         // there: it is made with the caller's stream, and counted in the region's history).
         let caller = s;

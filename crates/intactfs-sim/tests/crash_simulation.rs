@@ -6,21 +6,29 @@
 //! (a small device where freed blocks are reused). Longer runs: `INTACTFS_SIM_IMAGES=1000000 cargo test --release
 //! -p intactfs-sim --test crash_simulation -- --nocapture`, or the `intactfs-sim` binary.
 
-use intactfs_sim::{mixed, on_txflash, run, with_regions, SimReport};
+use intactfs_sim::{mixed, on_txflash, run, with_regions, SimConfig, SimReport};
 
-#[test]
-fn crash_simulation() {
-    let target: u64 = std::env::var("INTACTFS_SIM_IMAGES").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
+/// Runs seeds 0, 1, ... of `config` until `default_images` crash images were checked (or
+/// as many as the environment variable `env` says), failing with the seed and the
+/// `intactfs-sim` command (`flag` selects the configurations) that reproduces a failure.
+fn simulate(what: &str, config: fn(u64) -> SimConfig, env: &str, default_images: u64, flag: &str) -> SimReport {
+    let target: u64 = std::env::var(env).ok().and_then(|v| v.parse().ok()).unwrap_or(default_images);
     let mut total = SimReport::default();
     let mut seed = 0u64;
     while total.images < target {
-        match run(&mixed(seed)) {
+        match run(&config(seed)) {
             Ok(r) => total += r,
-            Err(f) => panic!("crash simulation failed: {f}\nreproduce: cargo run --release -p intactfs-sim -- --first-seed {} --seeds 1", f.seed),
+            Err(f) => panic!("{what} failed: {f}\nreproduce: cargo run --release -p intactfs-sim -- {flag}--first-seed {} --seeds 1", f.seed),
         }
         seed += 1;
     }
-    eprintln!("crash simulation: {seed} workloads, {total}");
+    eprintln!("{what}: {seed} workloads, {total}");
+    total
+}
+
+#[test]
+fn crash_simulation() {
+    let total = simulate("crash simulation", mixed, "INTACTFS_SIM_IMAGES", 10_000, "");
     assert!(total.merges > 0 && total.checkpoints > 0 && total.older > 0, "the workloads must exercise merges, checkpoints and lost volatile commits");
     // Optimistic commit (OptFS): osync commits were written without a flush, crashes lost
     // some of them, dsync and the durability-timeout flush ran, and freed blocks were reused
@@ -37,17 +45,7 @@ fn crash_simulation() {
 /// `intactfs-sim --regions --min-images 1000000`.
 #[test]
 fn crash_simulation_with_atomic_regions() {
-    let target: u64 = std::env::var("INTACTFS_SIM_REGION_IMAGES").ok().and_then(|v| v.parse().ok()).unwrap_or(5_000);
-    let mut total = SimReport::default();
-    let mut seed = 0u64;
-    while total.images < target {
-        match run(&with_regions(seed)) {
-            Ok(r) => total += r,
-            Err(f) => panic!("crash simulation with regions failed: {f}\nreproduce: cargo run --release -p intactfs-sim -- --regions --first-seed {} --seeds 1", f.seed),
-        }
-        seed += 1;
-    }
-    eprintln!("crash simulation with regions: {seed} workloads, {total}");
+    let total = simulate("crash simulation with regions", with_regions, "INTACTFS_SIM_REGION_IMAGES", 5_000, "--regions ");
     assert!(
         total.regions_committed > 0 && total.regions_aborted > 0 && total.region_calls > 0 && total.added_writes > 0,
         "the workloads must commit and abort regions with calls inside, and other streams' writes to an added file: {total}"
@@ -60,16 +58,6 @@ fn crash_simulation_with_atomic_regions() {
 /// `intactfs-sim --txflash --min-images N`.
 #[test]
 fn crash_simulation_on_transactional_flash() {
-    let target: u64 = std::env::var("INTACTFS_SIM_TXFLASH_IMAGES").ok().and_then(|v| v.parse().ok()).unwrap_or(3_000);
-    let mut total = SimReport::default();
-    let mut seed = 0u64;
-    while total.images < target {
-        match run(&on_txflash(seed)) {
-            Ok(r) => total += r,
-            Err(f) => panic!("crash simulation on txflash failed: {f}\nreproduce: cargo run --release -p intactfs-sim -- --txflash --first-seed {} --seeds 1", f.seed),
-        }
-        seed += 1;
-    }
-    eprintln!("crash simulation on txflash: {seed} workloads, {total}");
+    let total = simulate("crash simulation on txflash", on_txflash, "INTACTFS_SIM_TXFLASH_IMAGES", 3_000, "--txflash ");
     assert!(total.tx_commits > 0 && total.inplace_blocks > 0 && total.regions_committed > 0, "device transactions and in-place rewrites must be exercised: {total}");
 }

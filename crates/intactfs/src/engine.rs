@@ -1480,7 +1480,8 @@ impl<D: BlockDevice> Fs<D> {
         }
         let dirty: u64 = inos.iter().map(|i| self.dirty.get(i).map_or(0, |d| d.len() as u64)).sum();
         let ranges: u64 = inos.iter().map(|i| self.falloc.get(i).map_or(0, |f| f.0.len() as u64)).sum();
-        let logical = postcard::to_stdvec(ops).map_err(|e| FsError::Internal(format!("encoding operations: {e}")))?.len() as u64;
+        // Counted, not encoded (no buffer): the record encodes them once, later.
+        let logical = postcard::experimental::serialized_size(ops).map_err(|e| FsError::Internal(format!("sizing operations: {e}")))? as u64;
         // Per data op at most ~50 bytes plus 5 per checksum; per file two more ops.
         let est = (logical + 72 * dirty + 128 * (inos.len() as u64 + ranges) + 4096).div_ceil(BLOCK as u64) + 1;
         if est > self.sb.journal_blocks || dirty + est > self.dev.tx_room() {

@@ -98,15 +98,8 @@ impl Streams {
     /// merging groups as needed, and claims `claims` for `s`.
     pub fn relate(&mut self, s: StreamId, claims: &[Key], checks: &[Key]) {
         self.stream(s);
-        for k in claims.iter().chain(checks) {
-            if let Some(&o) = self.owner.get(k) {
-                self.union(s, o);
-            }
-        }
-        for k in checks {
-            for o in self.marked.get(k).cloned().unwrap_or_default() {
-                self.union(s, o);
-            }
+        for o in self.related_roots(claims, checks) {
+            self.union(s, o);
         }
         for k in claims {
             if self.owner.get(k) != Some(&s) {
@@ -140,12 +133,12 @@ impl Streams {
         roots
     }
 
-    /// Drops the running transaction of `s` (an aborted atomic region) and the stream:
-    /// its operations and the keys they claimed.
-    pub fn discard(&mut self, s: StreamId) -> (Vec<LogOp>, Vec<Key>) {
-        let (ops, keys, _) = self.take_group(&[s]);
+    /// Drops the running transaction of `s` (an aborted atomic region) and the stream;
+    /// returns the keys its operations claimed.
+    pub fn discard(&mut self, s: StreamId) -> Vec<Key> {
+        let (_, keys, _) = self.take_group(&[s]);
         self.streams.remove(&s);
-        (ops, keys)
+        keys
     }
 
     /// Every stream's uncommitted operations, in real-time order.

@@ -123,7 +123,7 @@ impl<D: BlockDevice> Fs<D> {
     /// Aborts region `r`: none of its changes stays, in memory or on the media.
     pub fn region_abort(&mut self, r: StreamId) -> Result<Aborted> {
         let reg = self.close_region(r)?;
-        let (_ops, keys) = self.streams.discard(r);
+        let keys = self.streams.discard(r);
         let mut undone = Aborted { inodes: reg.files.into_iter().collect(), entries: Vec::new() };
         for k in keys {
             match k {
