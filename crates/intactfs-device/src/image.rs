@@ -90,6 +90,16 @@ impl BlockDevice for ImageDevice {
     fn read_run(&mut self, block: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
         both!(self, d => d.read_run(block, buf))
     }
+    fn write_blocks(&mut self, block: u64, bufs: &[&[u8]]) -> Result<(), DeviceError> {
+        both!(self, d => d.write_blocks(block, bufs))
+    }
+    fn shared_io(&self) -> Option<std::sync::Arc<dyn crate::SharedIo>> {
+        match self {
+            ImageDevice::Block(d) => d.shared_io(),
+            // Its commits and mapping tables are the owner's: no writes behind its back.
+            ImageDevice::TxFlash(_) => None,
+        }
+    }
     fn transactional(&self) -> bool {
         both!(self, d => d.transactional())
     }

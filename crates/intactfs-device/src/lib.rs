@@ -42,7 +42,7 @@ mod sim;
 mod txflash;
 mod txsim;
 
-pub use file::FileDevice;
+pub use file::{FileDevice, FileIo};
 pub use image::{DeviceKind, ImageDevice};
 pub use sim::{CrashImage, SimDevice};
 pub use txflash::{is_txflash, TxCounters, TxFileDevice, TxGeometry, TxRecovery, TX_MAGIC};
@@ -79,6 +79,16 @@ pub enum DeviceError {
     TxBroken,
 }
 
+/// Writes and flushes of a device shared between threads ([`BlockDevice::shared_io`]): the
+/// same crash semantics as the device's own writes and flushes (a flush covers every write
+/// that returned before it started).
+pub trait SharedIo: Send + Sync {
+    /// [`BlockDevice::write_blocks`].
+    fn write_blocks(&self, block: u64, bufs: &[&[u8]]) -> Result<(), DeviceError>;
+    /// [`BlockDevice::flush`].
+    fn flush(&self) -> Result<(), DeviceError>;
+}
+
 /// A device of `blocks()` blocks of `block_size()` bytes.
 pub trait BlockDevice {
     fn block_size(&self) -> usize;
@@ -107,6 +117,21 @@ pub trait BlockDevice {
             self.read(block + k as u64, chunk)?;
         }
         Ok(())
+    }
+
+    /// Writes consecutive blocks from `block`, one buffer per block (each exactly one block),
+    /// without gathering them first: a file device issues `pwritev`.
+    fn write_blocks(&mut self, block: u64, bufs: &[&[u8]]) -> Result<(), DeviceError> {
+        for (k, b) in bufs.iter().enumerate() {
+            self.write(block + k as u64, b)?;
+        }
+        Ok(())
+    }
+    /// A handle that writes and flushes this device from other threads while its owner
+    /// goes on (the engine's commits write outside its lock); `None` if the device cannot
+    /// be shared (simulated and transactional devices: their owner does all I/O).
+    fn shared_io(&self) -> Option<std::sync::Arc<dyn SharedIo>> {
+        None
     }
 
     // Transactions (see the crate docs). The defaults are those of a device without them.

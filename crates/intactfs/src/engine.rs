@@ -19,7 +19,9 @@ use crate::streams::{Key, StreamFlags, StreamId, Streams};
 use intactfs_device::BlockDevice;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+mod io;
 mod regions;
+pub use io::CommitIo;
 pub use regions::{Aborted, REGION_BASE};
 
 /// Largest file size: 2^50 bytes (1 PiB).
@@ -204,8 +206,6 @@ pub struct Fs<D: BlockDevice> {
     /// data checksums of every record after it, so blocks those records' writers wrote
     /// must not be reused yet (see [`Self::released`]).
     carried: u64,
-    /// The `durable_upto` the last record written carries.
-    last_carried: u64,
     /// Records or data written since the last flush (osync commits).
     unflushed: bool,
     opts: MountOptions,
@@ -228,6 +228,22 @@ pub struct Fs<D: BlockDevice> {
     /// operations are made at commit), with their real-time position, while uncommitted:
     /// replayed with the logical operations when a region's abort rebuilds `live`.
     wattrs: HashMap<Ino, Vec<(u64, u64, Time)>>,
+    /// Commits whose device writes are not known done ([`io`]).
+    inflight: io::Inflight,
+    /// Commit I/O is left to the caller ([`Self::take_io`]).
+    deferred: bool,
+}
+
+/// What a commit waits for before it returns.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Wait {
+    /// Its writes issued, not flushed (osync; recovery keeps it only if all of it arrived).
+    Written,
+    /// Durable; with deferred I/O the caller writes and flushes (and must, before it
+    /// reports durability).
+    Caller,
+    /// Durable when it returns (drains and flushes here).
+    Now,
 }
 
 /// Writes an empty file system.
@@ -327,7 +343,6 @@ impl<D: BlockDevice> Fs<D> {
             next_seq,
             durable_upto,
             carried: durable_upto,
-            last_carried: durable_upto,
             unflushed: false,
             opts,
             clock,
@@ -340,6 +355,8 @@ impl<D: BlockDevice> Fs<D> {
             next_region: 0,
             routed: None,
             wattrs: HashMap::new(),
+            inflight: io::Inflight::default(),
+            deferred: false,
         };
         fs.update_meta_reserve();
         if !fs.opts.read_only {
@@ -441,7 +458,7 @@ impl<D: BlockDevice> Fs<D> {
             return Ok(());
         }
         let g = self.streams.group(s);
-        self.commit(&g)
+        self.commit_with(&g, Wait::Caller)
     }
 
     /// fsync/fdatasync: the caller's stream, and the group holding the file's uncommitted
@@ -493,20 +510,21 @@ impl<D: BlockDevice> Fs<D> {
             let root = self.streams.find(o);
             if root != self.streams.find(s) && !self.is_region(root) {
                 let g = self.streams.group(o);
-                self.commit_with(&g, false)?;
+                self.commit_with(&g, Wait::Written)?;
             }
         }
         let g = self.streams.group(s);
-        self.commit_with(&g, flush)
+        self.commit_with(&g, if flush { Wait::Caller } else { Wait::Written })
     }
 
     /// Makes every record written so far durable (one flush if any is not yet): the
     /// durability timeout of the mount and the notification path call it.
     pub fn flush(&mut self) -> Result<()> {
-        if self.opts.read_only || !self.unflushed {
+        if self.opts.read_only || !self.has_unflushed() {
             return Ok(());
         }
         self.writable()?;
+        self.drain()?;
         if let Err(e) = self.dev.flush() {
             return Err(self.poison(format!("flushing: {e}")));
         }
@@ -527,15 +545,15 @@ impl<D: BlockDevice> Fs<D> {
 
     /// Some commit was written without a flush and is not yet known durable.
     pub fn has_unflushed(&self) -> bool {
-        self.unflushed
+        self.unflushed || self.inflight_bytes() > 0
     }
 
-    /// Commits every stream, as one record.
     /// Something is not yet committed (what a crash now would lose).
     pub fn has_uncommitted(&self) -> bool {
         self.streams.any_busy() || !self.dirty.is_empty() || !self.falloc.is_empty()
     }
 
+    /// Commits every stream but open atomic regions, as one record, durably.
     pub fn sync(&mut self) -> Result<()> {
         if self.opts.read_only {
             return Ok(());
@@ -547,6 +565,18 @@ impl<D: BlockDevice> Fs<D> {
         self.flush()?;
         debug_assert!(self.freeing == 0 || !self.regions.is_empty(), "everything is committed, yet blocks wait to be freed");
         Ok(())
+    }
+
+    /// [`Self::sync`] for a caller that writes and flushes itself (deferred I/O: the
+    /// periodic commit of the mount). Durable once [`Self::durable_ticket`] reaches the
+    /// [`Self::written_ticket`] it returns with.
+    pub fn commit_all(&mut self) -> Result<()> {
+        if self.opts.read_only {
+            return Ok(());
+        }
+        self.writable()?;
+        let all: Vec<StreamId> = self.legacy_groups().into_iter().flatten().collect();
+        self.commit_with(&all, Wait::Caller)
     }
 
     // ----- reading -----
@@ -646,6 +676,9 @@ impl<D: BlockDevice> Fs<D> {
         let ext = self.node(ino)?.extents().ok_or(FsError::IsDir)?;
         match map_block(ext, lblk) {
             Some((p, Some(crc))) => {
+                if let Some(b) = self.inflight_block(p) {
+                    return Ok(b.to_vec());
+                }
                 let buf = recovery::read_block(&mut self.dev, p)?;
                 if layout::block_crc(&buf) != crc {
                     return Err(FsError::Corrupt(format!("inode {ino} block {lblk} (device block {p}) does not match its checksum")));
@@ -1153,8 +1186,10 @@ impl<D: BlockDevice> Fs<D> {
             }
         } else if self.dirty_blocks * BLOCK as u64 > self.opts.dirty_limit {
             // A region never commits early (no steal): only the writer's own group does.
+            // With deferred I/O the caller writes it after answering, and nobody waits
+            // for its flush (the durability timeout or the next fsync brings it).
             let g = self.streams.group(s);
-            self.commit(&g)?;
+            self.commit_with(&g, if self.deferred { Wait::Written } else { Wait::Now })?;
         }
         Ok(data.len())
     }
@@ -1266,13 +1301,14 @@ impl<D: BlockDevice> Fs<D> {
     /// Commits the running transactions of `members` (one group, or all) as one record,
     /// durably.
     fn commit(&mut self, members: &[StreamId]) -> Result<()> {
-        self.commit_with(members, true)
+        self.commit_with(members, Wait::Now)
     }
 
-    /// Commits as one record; `flush`: wait until it (and everything before it) is on the
-    /// media, else only write it (osync: recovery keeps it only if all of it arrived).
-    fn commit_with(&mut self, members: &[StreamId], flush: bool) -> Result<()> {
+    /// Commits as one record, and waits for what `wait` says.
+    fn commit_with(&mut self, members: &[StreamId], wait: Wait) -> Result<()> {
         self.writable()?;
+        let wait = if wait == Wait::Caller && !self.deferred { Wait::Now } else { wait };
+        let flush = wait != Wait::Written;
         let (mut ops, keys, progress) = self.streams.take_group(members);
         let logical = ops.len();
         // Every write is in its file's group: committed now (as SetSize/SetAttr from live).
@@ -1290,6 +1326,7 @@ impl<D: BlockDevice> Fs<D> {
             .collect();
         let tx = if flush { self.tx_for_commit(&ops, &inos)? } else { None };
         let mut data_bytes = 0u64;
+        let mut cio = io::CommitIo::new(self.next_seq);
         for ino in inos {
             let Some(node) = self.live.get(ino) else {
                 self.drop_dirty(ino, 0);
@@ -1360,12 +1397,7 @@ impl<D: BlockDevice> Fs<D> {
                 let mut blocks = dirty.into_iter();
                 for (p, l) in runs {
                     let chunk: Vec<(u64, Box<[u8]>)> = blocks.by_ref().take(l as usize).collect();
-                    let mut buf = Vec::with_capacity(l as usize * BLOCK);
-                    for (_, b) in &chunk {
-                        buf.extend_from_slice(b);
-                    }
-                    self.dev_write(tx, p, &buf)?;
-                    data_bytes += buf.len() as u64;
+                    data_bytes += l * BLOCK as u64;
                     // One Map per stretch contiguous in the file too.
                     let mut i = 0;
                     while i < chunk.len() {
@@ -1377,6 +1409,14 @@ impl<D: BlockDevice> Fs<D> {
                         ops.push(LogOp::Map { ino, lblk: chunk[i].0, pblk: p + i as u64, len: (j - i) as u64, crcs });
                         i = j;
                     }
+                    let bufs: Vec<Box<[u8]>> = chunk.into_iter().map(|(_, b)| b).collect();
+                    if tx.is_some() {
+                        let buf = bufs.concat();
+                        self.dev_write(tx, p, &buf)?;
+                    } else {
+                        // Written where the blocks lie (vectored), by whoever performs the commit.
+                        cio.add_run(p, bufs);
+                    }
                 }
             }
             if had_dirty {
@@ -1386,7 +1426,7 @@ impl<D: BlockDevice> Fs<D> {
         if ops.is_empty() {
             // Calls that changed nothing on disk (e.g. preallocating blocks already
             // allocated) are as durable as everything before them.
-            if flush {
+            if wait == Wait::Now {
                 self.flush()?;
             }
             if !progress.is_empty() {
@@ -1412,22 +1452,30 @@ impl<D: BlockDevice> Fs<D> {
         if !fits(self, &bytes) {
             // A transaction larger than the journal commits as a checkpoint: the new
             // snapshot already contains it, and the header flip makes it atomic.
+            // Its data first (the checkpoint drains).
+            self.enqueue(cio)?;
             return self.commit_by_checkpoint(rec, logical, data_bytes);
         }
-        if let Err(e) = match tx {
-            Some(t) => self.dev.tx_write_run(t, self.jhead, &bytes),
-            None => self.dev.write_run(self.jhead, &bytes),
-        } {
-            return Err(self.poison(format!("writing journal record {}: {e}", rec.seq)));
+        let rec_blocks = (bytes.len() / BLOCK) as u64;
+        match tx {
+            Some(t) => {
+                if let Err(e) = self.dev.tx_write_run(t, self.jhead, &bytes) {
+                    return Err(self.poison(format!("writing journal record {}: {e}", rec.seq)));
+                }
+            }
+            None => cio.set_record(self.jhead, bytes),
         }
-        self.jhead += (bytes.len() / BLOCK) as u64;
+        self.jhead += rec_blocks;
         self.stats.data_bytes += data_bytes;
-        self.stats.journal_bytes += bytes.len() as u64;
+        self.stats.journal_bytes += rec_blocks * BLOCK as u64;
         self.stats.commits += 1;
         self.apply_durable(&rec.ops, logical, rec.seq)?;
         self.next_seq = rec.seq + 1;
-        self.last_carried = rec.durable_upto;
+        self.note_record(rec.seq, rec.durable_upto);
         self.unflushed = true;
+        if tx.is_none() {
+            self.enqueue(cio)?;
+        }
         if let Some(t) = tx {
             // The device commits data and record at once, durably (its commit is a flush).
             if let Err(e) = self.dev.tx_commit(t) {
@@ -1436,8 +1484,11 @@ impl<D: BlockDevice> Fs<D> {
             self.stats.flushes += 1;
             self.stats.tx_commits += 1;
             self.flushed();
+        } else if wait == Wait::Caller {
+            // The caller writes it and flushes (group commit), outside its lock.
         } else if flush {
             // Data and record need no order between them: recovery checks the data CRCs.
+            self.drain()?;
             if let Err(e) = self.dev.flush() {
                 return Err(self.poison(format!("flushing journal record {}: {e}", rec.seq)));
             }
@@ -1526,12 +1577,9 @@ impl<D: BlockDevice> Fs<D> {
         Ok(())
     }
 
-    /// A flush completed: every record written so far is on the media.
+    /// A flush completed after a drain: every record written so far is on the media.
     fn flushed(&mut self) {
-        self.durable_upto = self.written_ticket();
-        self.carried = self.carried.max(self.last_carried);
-        self.unflushed = false;
-        self.released();
+        self.durable_advanced(self.written_ticket());
     }
 
     /// Releases what durable commits freed. A block freed by commit F was written by an
@@ -1570,6 +1618,8 @@ impl<D: BlockDevice> Fs<D> {
     /// at it; the journal restarts at its first block.
     pub fn checkpoint(&mut self) -> Result<()> {
         self.writable()?;
+        // The snapshot holds every commit so far: their writes go first.
+        self.drain()?;
         let snap = postcard::to_stdvec(&self.durable).expect("in-memory serialization");
         let n = (snap.len().div_ceil(BLOCK) as u64).max(1);
         let runs = self.alloc.alloc(n);
@@ -1615,8 +1665,8 @@ impl<D: BlockDevice> Fs<D> {
         // The header flip's flush made every record written before it durable too.
         self.durable_upto = self.written_ticket();
         self.carried = self.durable_upto;
-        self.last_carried = self.durable_upto;
         self.unflushed = false;
+        self.inflight_reset();
         self.released_all();
         self.update_meta_reserve();
         Ok(())

@@ -194,7 +194,7 @@ impl<D: BlockDevice> Fs<D> {
         let Some(r) = target else { return Ok(s) };
         for g in roots.into_iter().filter(|g| *g != r) {
             let members = self.streams.group(g);
-            self.commit_with(&members, false)?;
+            self.commit_with(&members, super::Wait::Written)?;
         }
         self.routed = Some((s, r));
         Ok(r)
