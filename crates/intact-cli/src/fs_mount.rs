@@ -37,7 +37,8 @@ pub struct MountArgs {
     /// 64M and 2G); region_limit=SIZE (writes inside atomic regions fail with ENOSPC once
     /// this much uncommitted data waits in memory; default 1G); commit=SECONDS (commit everything uncommitted this often, bounding what
     /// a crash loses; default 5; 0: only on fsync, streamsync, sync, the dirty limit and
-    /// unmount).
+    /// unmount); locked_commit (write and flush every commit while holding the engine
+    /// lock, as before commits moved out of it: only for comparison).
     #[arg(short = 'o', value_delimiter = ',')]
     pub options: Vec<String>,
     /// Request-handling threads.
@@ -143,6 +144,7 @@ struct Options {
     region_limit: Option<u64>,
     commit_interval: Option<Duration>,
     durability_timeout: Duration,
+    locked_commit: bool,
 }
 
 fn parse_options(opts: &[String]) -> Result<Options, Failure> {
@@ -153,6 +155,7 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
     let mut region_limit = None;
     let mut commit_interval = Some(mount::DEFAULT_COMMIT_INTERVAL);
     let mut durability_timeout = mount::DEFAULT_DURABILITY_TIMEOUT;
+    let mut locked_commit = false;
     for o in opts.iter().filter(|o| !o.is_empty()) {
         match o.as_str() {
             "fsync=durable" => fsync = FsyncMode::Durable,
@@ -161,6 +164,7 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
             "private" => private = true,
             "xattr" => xattr = true,
             "noxattr" => xattr = false,
+            "locked_commit" => locked_commit = true,
             _ if o.starts_with("dirty_limit=") => {
                 let v = crate::fs_cmd::parse_size(&o["dirty_limit=".len()..]).map_err(|e| Failure::input(format!("mount option {o}: {e}")))?;
                 if v < 1 << 20 {
@@ -190,10 +194,10 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
                 durability_timeout = Duration::from_secs_f64(v);
             }
             _ if o.starts_with("fsync=") => return Err(Failure::input(format!("mount option {o}: expected fsync=durable, fsync=ignore or fsync=osync"))),
-            _ => return Err(Failure::input(format!("unknown mount option {o:?}: expected fsync=durable|ignore|osync, durability=SECONDS, private, xattr, noxattr, dirty_limit=SIZE, region_limit=SIZE or commit=SECONDS"))),
+            _ => return Err(Failure::input(format!("unknown mount option {o:?}: expected fsync=durable|ignore|osync, durability=SECONDS, private, xattr, noxattr, dirty_limit=SIZE, region_limit=SIZE, commit=SECONDS or locked_commit"))),
         }
     }
-    Ok(Options { fsync, private, xattr, dirty_limit, region_limit, commit_interval, durability_timeout })
+    Ok(Options { fsync, private, xattr, dirty_limit, region_limit, commit_interval, durability_timeout, locked_commit })
 }
 
 pub fn mount(a: MountArgs) -> Result<u8, Failure> {
@@ -209,7 +213,7 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
         drop(mount::lock_image(&a.image).map_err(failure)?);
         return spawn_daemon(&a);
     }
-    let cfg = MountConfig { image: a.image.clone(), mountpoint: a.mountpoint.clone(), fsync: o.fsync, xattr: o.xattr, dirty_limit: o.dirty_limit, region_limit: o.region_limit, commit_interval: o.commit_interval, durability_timeout: o.durability_timeout, threads: a.threads, allow_other: root && !o.private };
+    let cfg = MountConfig { image: a.image.clone(), mountpoint: a.mountpoint.clone(), fsync: o.fsync, xattr: o.xattr, dirty_limit: o.dirty_limit, region_limit: o.region_limit, commit_interval: o.commit_interval, durability_timeout: o.durability_timeout, threads: a.threads, allow_other: root && !o.private, locked_commit: o.locked_commit };
     let state = state_file(&a.mountpoint);
     let child = a.daemon_child;
     let r = mount::run(&cfg, |rec| {

@@ -2,6 +2,7 @@
 //! process, locks the engine, and maps the engine's answer (or errno) back.
 
 use crate::control::{self, DurableArg, StreamArg, DURABLE_WAIT, FLAGS_ALL, FLAG_FSYNC_AS_OSYNC, FLAG_IGNORE_FSYNC};
+use crate::commit::Committer;
 use crate::procs::ProcTable;
 use fuser::{
     Errno, FileAttr, FileHandle, FileType as FType, FopenFlags, Generation, INodeNo, IoctlFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags as FRename, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
@@ -61,6 +62,8 @@ pub struct State {
     pub notifier: Option<fuser::Notifier>,
     /// Aborted regions whose changes the kernel has not yet been told to forget.
     invalidate: Vec<intactfs::Aborted>,
+    /// A thread is flushing the device outside the lock ([`crate::commit::Committer`]).
+    pub flushing: bool,
 }
 
 /// Sends the invalidations of [`State::take_invalidations`] (without the lock held).
@@ -85,6 +88,7 @@ struct RegionOwner {
 
 pub struct IntactFuse {
     pub state: Arc<Mutex<State>>,
+    pub commits: Committer,
     fsync: FsyncMode,
     /// Serve extended attributes. Off, the daemon answers ENOSYS once and the kernel stops
     /// asking: without FUSE_HANDLE_KILLPRIV_V2 (not in fuser 0.18) the kernel otherwise
@@ -205,15 +209,6 @@ impl State {
                 reply.ioctl(0, &DurableArg { ticket: durable, flags: 0 }.encode());
             }
         }
-    }
-
-    /// The durability timeout expired (or the mount ends): flush, then notify.
-    pub fn flush_now(&mut self) -> Result<(), String> {
-        if let Some(fs) = self.fs.as_mut() {
-            fs.flush().map_err(|e| e.to_string())?;
-        }
-        self.notify();
-        Ok(())
     }
 
     /// Regions whose process exited without committing are aborted (CFS: a region ends
@@ -359,7 +354,13 @@ impl State {
 }
 
 impl IntactFuse {
-    pub fn new(fs: Fs<ImageDevice>, fsync: FsyncMode, xattr: bool) -> IntactFuse {
+    /// `locked_commit`: commits write and flush under the engine lock (the behaviour before
+    /// commits moved out of it; kept for comparison).
+    pub fn new(mut fs: Fs<ImageDevice>, fsync: FsyncMode, xattr: bool, locked_commit: bool) -> Result<IntactFuse, FsError> {
+        let io = if locked_commit { None } else { fs.shared_io() };
+        if io.is_some() {
+            fs.set_deferred_io(true)?;
+        }
         let state = State {
             fs: Some(fs),
             lookups: HashMap::new(),
@@ -373,13 +374,14 @@ impl IntactFuse {
             f2fs: HashMap::new(),
             notifier: None,
             invalidate: Vec::new(),
+            flushing: false,
         };
-        IntactFuse { state: Arc::new(Mutex::new(state)), fsync, xattr }
+        let state = Arc::new(Mutex::new(state));
+        Ok(IntactFuse { commits: Committer::new(state.clone(), io), state, fsync, xattr })
     }
 
     fn lock(&self) -> Result<MutexGuard<'_, State>, Errno> {
-        // A panic while holding the lock left the engine in an unknown state: refuse.
-        self.state.lock().map_err(|_| Errno::EIO)
+        self.commits.lock()
     }
 
     /// Locks the engine and finds the caller's stream.
@@ -643,6 +645,7 @@ impl fuser::Filesystem for IntactFuse {
     }
 
     fn write(&self, req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, data: &[u8], _wf: WriteFlags, _flags: OpenFlags, _lock: Option<LockOwner>, reply: ReplyWrite) {
+        let mut pending = Vec::new();
         let r = (|| {
             let (mut st, mut s) = self.begin(req)?;
             if req.pid() == 0 {
@@ -650,12 +653,23 @@ impl fuser::Filesystem for IntactFuse {
                 // opened the file writable; the opener's stream is the best we know.
                 s = st.handles.get(&fh.0).copied().unwrap_or(s);
             }
-            st.fs()?.write(s, ino.0, offset, data).map_err(|e| errno(&e))
+            let n = st.fs()?.write(s, ino.0, offset, data).map_err(|e| errno(&e))?;
+            let fs = st.fs()?;
+            pending = fs.take_io();
+            if !pending.is_empty() && fs.inflight_bytes() > fs.dirty_limit() {
+                // Writers outpace the device: this one writes before it returns.
+                drop(st);
+                self.commits.write_out(&std::mem::take(&mut pending))?;
+            }
+            Ok(n)
         })();
         match r {
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(e),
         }
+        // A commit the dirty limit forced: written after the answer, without the lock (its
+        // flush comes with the next fsync or the durability timeout).
+        let _ = self.commits.write_out(&pending);
     }
 
     fn flush(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _lock: LockOwner, reply: ReplyEmpty) {
@@ -679,7 +693,9 @@ impl fuser::Filesystem for IntactFuse {
                 _ => st.fs()?.fsync(s, ino.0, datasync),
             };
             st.notify();
-            r.map_err(|e| errno(&e))
+            r.map_err(|e| errno(&e))?;
+            // Written and flushed without the lock; concurrent fsyncs share the flush.
+            self.commits.finish(st)
         })();
         Self::empty(r, reply)
     }
@@ -884,7 +900,9 @@ impl fuser::Filesystem for IntactFuse {
                 _ => Err(Errno::ENOTTY),
             };
             st.notify();
-            r
+            let out = r?;
+            self.commits.finish(st)?;
+            Ok(out)
         })();
         invalidate(self.lock().ok().and_then(|mut st| st.take_invalidations()));
         let Some(reply) = reply else { return };

@@ -4,8 +4,10 @@
 //!   `libintact` and the Python module.
 //! * [`procs`]: which stream a request's process is in (inheritance from ancestors).
 //! * [`fs`]: the `fuser::Filesystem` implementation.
+//! * [`commit`]: commits written and flushed outside the engine lock (group commit).
 //! * [`mount`]: locking the image, serving, signals, write-back at unmount.
 
+pub mod commit;
 pub mod control;
 pub mod fs;
 pub mod mount;

@@ -47,6 +47,9 @@ pub struct MountConfig {
     /// Let every user reach the mount (root only; permissions are then checked by the
     /// kernel from the files' modes, `default_permissions`).
     pub allow_other: bool,
+    /// Write and flush every commit under the engine lock (the behaviour before commits
+    /// moved out of it), for comparison.
+    pub locked_commit: bool,
 }
 
 /// What a mount ended with.
@@ -117,8 +120,9 @@ pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmoun
     let lock = lock_image(&cfg.image)?;
     let dev = ImageDevice::open(&cfg.image, BLOCK).map_err(|e| MountError::Input(format!("{}: {e}", cfg.image.display())))?;
     let (fs, recovery) = Fs::mount(dev, MountOptions { dirty_limit: cfg.dirty_limit.unwrap_or_else(default_dirty_limit), region_limit: cfg.region_limit.unwrap_or(MountOptions::default().region_limit), ..MountOptions::default() }).map_err(|e| MountError::Input(format!("{}: cannot mount: {e} (run `intact fs fsck {}` for a full report)", cfg.image.display(), cfg.image.display())))?;
-    let fuse = IntactFuse::new(fs, cfg.fsync, cfg.xattr);
+    let fuse = IntactFuse::new(fs, cfg.fsync, cfg.xattr, cfg.locked_commit).map_err(|e| MountError::Failed(format!("{}: {e}", cfg.image.display())))?;
     let state = fuse.state.clone();
+    let commits = fuse.commits.clone();
 
     let source = std::path::absolute(&cfg.image).unwrap_or_else(|_| cfg.image.clone()).display().to_string();
     let mut options = vec![MountOption::FSName(source), MountOption::Subtype("intactfs".into()), MountOption::DefaultPermissions, MountOption::RW];
@@ -153,7 +157,7 @@ pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmoun
     // (after the session).
     let (stop, stopped) = mpsc::channel::<()>();
     let committer = {
-        let state = state.clone();
+        let commits = commits.clone();
         let (every, td) = (cfg.commit_interval, cfg.durability_timeout);
         // Wake often enough for both clocks (and for DURABLE waiters whose ticket a
         // write's dirty-limit commit made durable), at most once a second.
@@ -161,13 +165,14 @@ pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmoun
         std::thread::spawn(move || {
             let mut last_commit = std::time::Instant::now();
             while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(tick) {
-                let Ok(mut st) = state.lock() else { return };
-                let st = &mut *st;
+                let Ok(mut guard) = commits.lock() else { return };
+                let st = &mut *guard;
                 let Some(fs) = st.fs.as_mut() else { return };
                 if every.is_some_and(|e| last_commit.elapsed() >= e) {
                     last_commit = std::time::Instant::now();
                     if fs.has_uncommitted() {
-                        if let Err(e) = fs.sync() {
+                        // Prepared here; written and flushed below, without the lock.
+                        if let Err(e) = fs.commit_all() {
                             // The engine refuses further changes now; requests report EIO.
                             eprintln!("intactfs: periodic commit failed: {e}");
                             st.failure.get_or_insert(format!("periodic commit: {e}"));
@@ -183,13 +188,15 @@ pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmoun
                     std::thread::spawn(move || crate::fs::invalidate(Some(p)));
                 }
                 st.notify();
-                if st.unflushed_since.is_some_and(|t| t.elapsed() >= td) {
-                    if let Err(e) = st.flush_now() {
-                        eprintln!("intactfs: durability flush failed: {e}");
-                        st.failure.get_or_insert(format!("durability flush: {e}"));
-                        st.fail_waiters();
-                        return;
-                    }
+                let flush = st.unflushed_since.is_some_and(|t| t.elapsed() >= td);
+                let ticket = st.fs.as_ref().map_or(0, |fs| fs.written_ticket());
+                if commits.finish(guard).is_err() {
+                    eprintln!("intactfs: periodic commit failed: {}", commits.lock().ok().and_then(|st| st.failure.clone()).unwrap_or_default());
+                    return;
+                }
+                if flush && commits.wait_durable(ticket).is_err() {
+                    eprintln!("intactfs: durability flush failed: {}", commits.lock().ok().and_then(|st| st.failure.clone()).unwrap_or_default());
+                    return;
                 }
             }
         })

@@ -232,6 +232,9 @@ pub struct Fs<D: BlockDevice> {
     inflight: io::Inflight,
     /// Commit I/O is left to the caller ([`Self::take_io`]).
     deferred: bool,
+    /// With deferred I/O: the ticket a call's durable commit needs on the media before the
+    /// call may return ([`Self::take_owed`]).
+    owed: Option<u64>,
 }
 
 /// What a commit waits for before it returns.
@@ -357,6 +360,7 @@ impl<D: BlockDevice> Fs<D> {
             wattrs: HashMap::new(),
             inflight: io::Inflight::default(),
             deferred: false,
+            owed: None,
         };
         fs.update_meta_reserve();
         if !fs.opts.read_only {
@@ -1429,6 +1433,9 @@ impl<D: BlockDevice> Fs<D> {
             if wait == Wait::Now {
                 self.flush()?;
             }
+            if wait == Wait::Caller {
+                self.owe(self.written_ticket());
+            }
             if !progress.is_empty() {
                 self.log_commit(self.written_ticket(), progress);
             }
@@ -1486,6 +1493,7 @@ impl<D: BlockDevice> Fs<D> {
             self.flushed();
         } else if wait == Wait::Caller {
             // The caller writes it and flushes (group commit), outside its lock.
+            self.owe(rec.seq);
         } else if flush {
             // Data and record need no order between them: recovery checks the data CRCs.
             self.drain()?;

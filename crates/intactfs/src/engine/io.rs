@@ -202,6 +202,21 @@ impl<D: BlockDevice> Fs<D> {
         self.durable_advanced(upto);
     }
 
+    /// The ticket that must be durable before the last calls may return (deferred I/O:
+    /// a durable commit the caller writes and flushes), once.
+    pub fn take_owed(&mut self) -> Option<u64> {
+        self.owed.take()
+    }
+
+    pub(crate) fn owe(&mut self, seq: u64) {
+        self.owed = Some(self.owed.map_or(seq, |o| o.max(seq)));
+    }
+
+    /// The mount's dirty limit (bytes).
+    pub fn dirty_limit(&self) -> u64 {
+        self.opts.dirty_limit
+    }
+
     /// A write or flush outside the engine failed: memory and disk may disagree.
     pub fn io_failed(&mut self, why: String) -> FsError {
         self.poison(why)
