@@ -38,7 +38,9 @@ pub struct MountArgs {
     /// this much uncommitted data waits in memory; default 1G); commit=SECONDS (commit everything uncommitted this often, bounding what
     /// a crash loses; default 5; 0: only on fsync, streamsync, sync, the dirty limit and
     /// unmount); locked_commit (write and flush every commit while holding the engine
-    /// lock, as before commits moved out of it: only for comparison).
+    /// lock, as before commits moved out of it: only for comparison); nokillpriv (let the
+    /// kernel clear set-user-id, asking for `security.capability` before every write: only
+    /// for comparison).
     #[arg(short = 'o', value_delimiter = ',')]
     pub options: Vec<String>,
     /// Request-handling threads.
@@ -145,6 +147,7 @@ struct Options {
     commit_interval: Option<Duration>,
     durability_timeout: Duration,
     locked_commit: bool,
+    killpriv: bool,
 }
 
 fn parse_options(opts: &[String]) -> Result<Options, Failure> {
@@ -156,6 +159,7 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
     let mut commit_interval = Some(mount::DEFAULT_COMMIT_INTERVAL);
     let mut durability_timeout = mount::DEFAULT_DURABILITY_TIMEOUT;
     let mut locked_commit = false;
+    let mut killpriv = true;
     for o in opts.iter().filter(|o| !o.is_empty()) {
         match o.as_str() {
             "fsync=durable" => fsync = FsyncMode::Durable,
@@ -165,6 +169,7 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
             "xattr" => xattr = true,
             "noxattr" => xattr = false,
             "locked_commit" => locked_commit = true,
+            "nokillpriv" => killpriv = false,
             _ if o.starts_with("dirty_limit=") => {
                 let v = crate::fs_cmd::parse_size(&o["dirty_limit=".len()..]).map_err(|e| Failure::input(format!("mount option {o}: {e}")))?;
                 if v < 1 << 20 {
@@ -194,10 +199,10 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
                 durability_timeout = Duration::from_secs_f64(v);
             }
             _ if o.starts_with("fsync=") => return Err(Failure::input(format!("mount option {o}: expected fsync=durable, fsync=ignore or fsync=osync"))),
-            _ => return Err(Failure::input(format!("unknown mount option {o:?}: expected fsync=durable|ignore|osync, durability=SECONDS, private, xattr, noxattr, dirty_limit=SIZE, region_limit=SIZE, commit=SECONDS or locked_commit"))),
+            _ => return Err(Failure::input(format!("unknown mount option {o:?}: expected fsync=durable|ignore|osync, durability=SECONDS, private, xattr, noxattr, dirty_limit=SIZE, region_limit=SIZE, commit=SECONDS, locked_commit or nokillpriv"))),
         }
     }
-    Ok(Options { fsync, private, xattr, dirty_limit, region_limit, commit_interval, durability_timeout, locked_commit })
+    Ok(Options { fsync, private, xattr, dirty_limit, region_limit, commit_interval, durability_timeout, locked_commit, killpriv })
 }
 
 pub fn mount(a: MountArgs) -> Result<u8, Failure> {
@@ -213,7 +218,7 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
         drop(mount::lock_image(&a.image).map_err(failure)?);
         return spawn_daemon(&a);
     }
-    let cfg = MountConfig { image: a.image.clone(), mountpoint: a.mountpoint.clone(), fsync: o.fsync, xattr: o.xattr, dirty_limit: o.dirty_limit, region_limit: o.region_limit, commit_interval: o.commit_interval, durability_timeout: o.durability_timeout, threads: a.threads, allow_other: root && !o.private, locked_commit: o.locked_commit };
+    let cfg = MountConfig { image: a.image.clone(), mountpoint: a.mountpoint.clone(), fsync: o.fsync, xattr: o.xattr, dirty_limit: o.dirty_limit, region_limit: o.region_limit, commit_interval: o.commit_interval, durability_timeout: o.durability_timeout, threads: a.threads, allow_other: root && !o.private, locked_commit: o.locked_commit, killpriv: o.killpriv };
     let state = state_file(&a.mountpoint);
     let child = a.daemon_child;
     let r = mount::run(&cfg, |rec| {

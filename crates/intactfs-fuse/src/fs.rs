@@ -5,7 +5,7 @@ use crate::control::{self, DurableArg, StreamArg, DURABLE_WAIT, FLAGS_ALL, FLAG_
 use crate::commit::Committer;
 use crate::procs::ProcTable;
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType as FType, FopenFlags, Generation, INodeNo, IoctlFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags as FRename, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    Errno, FileAttr, FileHandle, FileType as FType, FopenFlags, Generation, INodeNo, InitFlags, IoctlFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags as FRename, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use intactfs::meta::Body;
 use intactfs::{Attr, FileType, Fs, FsError, Ino, NewKind, Owner, RenameFlags, SetAttr, StreamFlags, StreamId, Time, BLOCK, ROOT};
@@ -94,6 +94,8 @@ pub struct IntactFuse {
     /// asking: without FUSE_HANDLE_KILLPRIV_V2 (not in fuser 0.18) the kernel otherwise
     /// asks for `security.capability` before every write, one more round trip each.
     xattr: bool,
+    /// Ask for FUSE_HANDLE_KILLPRIV_V2 (and clear set-user-id ourselves).
+    killpriv: bool,
 }
 
 fn errno(e: &FsError) -> Errno {
@@ -356,7 +358,7 @@ impl State {
 impl IntactFuse {
     /// `locked_commit`: commits write and flush under the engine lock (the behaviour before
     /// commits moved out of it; kept for comparison).
-    pub fn new(mut fs: Fs<ImageDevice>, fsync: FsyncMode, xattr: bool, locked_commit: bool) -> Result<IntactFuse, FsError> {
+    pub fn new(mut fs: Fs<ImageDevice>, fsync: FsyncMode, xattr: bool, locked_commit: bool, killpriv: bool) -> Result<IntactFuse, FsError> {
         let io = if locked_commit { None } else { fs.shared_io() };
         if io.is_some() {
             fs.set_deferred_io(true)?;
@@ -377,7 +379,7 @@ impl IntactFuse {
             flushing: false,
         };
         let state = Arc::new(Mutex::new(state));
-        Ok(IntactFuse { commits: Committer::new(state.clone(), io), state, fsync, xattr })
+        Ok(IntactFuse { commits: Committer::new(state.clone(), io), state, fsync, xattr, killpriv })
     }
 
     fn lock(&self) -> Result<MutexGuard<'_, State>, Errno> {
@@ -431,6 +433,22 @@ impl IntactFuse {
     }
 }
 
+/// Clears set-user-id, and set-group-id if the file is group-executable or the caller is
+/// neither in the file's group nor root (the kernel's `setattr_should_drop_sgid`), as a
+/// write, truncate or chown does.
+fn kill_suid(st: &mut State, s: StreamId, ino: Ino, req: &Request) -> Result<Attr, Errno> {
+    let a = st.fs()?.getattr(ino).map_err(|e| errno(&e))?;
+    let mut kill = 0o4000;
+    if a.mode & 0o010 != 0 || (req.uid() != 0 && !crate::procs::in_group(req.pid(), req.gid(), a.gid)) {
+        kill |= S_ISGID;
+    }
+    if a.mode & kill == 0 {
+        return Ok(a);
+    }
+    let set = SetAttr { mode: Some(a.mode & 0o7777 & !kill), ..SetAttr::default() };
+    st.fs()?.setattr(s, ino, set).map_err(|e| errno(&e))
+}
+
 fn xattr_name(name: &OsStr) -> Result<&[u8], Errno> {
     let b = name.as_bytes();
     if b.starts_with(b"system.") {
@@ -470,6 +488,19 @@ impl fuser::Filesystem for IntactFuse {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         let _ = config.set_max_write(MAX_WRITE);
         let _ = config.set_max_readahead(MAX_WRITE);
+        // We clear set-user-id/set-group-id ourselves (`kill_suid`): the kernel then no
+        // longer asks for `security.capability` before every write (one round trip each),
+        // and clears set-group-id as local file systems do. Lookups and readdir of one
+        // directory may run in parallel: the engine lock orders them.
+        let mut want = vec![InitFlags::FUSE_PARALLEL_DIROPS];
+        if self.killpriv {
+            want.push(InitFlags::FUSE_HANDLE_KILLPRIV_V2);
+        }
+        for f in want {
+            if config.add_capabilities(f).is_err() {
+                eprintln!("intactfs: the kernel does not offer {f:?}; going on without it");
+            }
+        }
         Ok(())
     }
 
@@ -524,13 +555,23 @@ impl fuser::Filesystem for IntactFuse {
         let r = (|| {
             let (mut st, s) = self.begin(req)?;
             let mut a = SetAttr { mode: mode.map(|m| m & 0o7777), uid, gid, size, atime: time_arg(atime), mtime: time_arg(mtime) };
-            if a == SetAttr::default() {
+            let bare = a == SetAttr::default();
+            if bare {
                 // chown(f, -1, -1) reaches us with no field set (the kernel sends ctime only
                 // with a writeback cache); POSIX still wants ctime marked: set the owner to
                 // itself, which the engine logs with a new ctime.
                 a.uid = Some(st.fs()?.getattr(ino.0).map_err(|e| errno(&e))?.uid);
             }
-            st.fs()?.setattr(s, ino.0, a).map_err(|e| errno(&e))
+            let r = st.fs()?.setattr(s, ino.0, a).map_err(|e| errno(&e))?;
+            // With FUSE_HANDLE_KILLPRIV_V2 the kernel leaves clearing set-user-id and
+            // set-group-id on truncate and chown to us (it flags them with FATTR_KILL_SUIDGID,
+            // which fuser 0.18 does not pass on): chown of a non-directory always clears
+            // them; a truncate does when the caller lacks CAP_FSETID (uid 0 stands for it).
+            let chown = (uid.is_some() || gid.is_some() || bare) && r.kind != FileType::Dir;
+            if mode.is_none() && (chown || (size.is_some() && req.uid() != 0)) {
+                return kill_suid(&mut st, s, ino.0, req);
+            }
+            Ok(r)
         })();
         match r {
             Ok(a) => reply.attr(&TTL, &file_attr(&a)),
@@ -644,7 +685,7 @@ impl fuser::Filesystem for IntactFuse {
         }
     }
 
-    fn write(&self, req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, data: &[u8], _wf: WriteFlags, _flags: OpenFlags, _lock: Option<LockOwner>, reply: ReplyWrite) {
+    fn write(&self, req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, data: &[u8], wf: WriteFlags, _flags: OpenFlags, _lock: Option<LockOwner>, reply: ReplyWrite) {
         let mut pending = Vec::new();
         let r = (|| {
             let (mut st, mut s) = self.begin(req)?;
@@ -654,6 +695,9 @@ impl fuser::Filesystem for IntactFuse {
                 s = st.handles.get(&fh.0).copied().unwrap_or(s);
             }
             let n = st.fs()?.write(s, ino.0, offset, data).map_err(|e| errno(&e))?;
+            if wf.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
+                kill_suid(&mut st, s, ino.0, req)?;
+            }
             let fs = st.fs()?;
             pending = fs.take_io();
             if !pending.is_empty() && fs.inflight_bytes() > fs.dirty_limit() {

@@ -50,6 +50,9 @@ pub struct MountConfig {
     /// Write and flush every commit under the engine lock (the behaviour before commits
     /// moved out of it), for comparison.
     pub locked_commit: bool,
+    /// Clear set-user-id ourselves (FUSE_HANDLE_KILLPRIV_V2); off: the kernel does, asking
+    /// for `security.capability` before every write (for comparison).
+    pub killpriv: bool,
 }
 
 /// What a mount ended with.
@@ -120,7 +123,7 @@ pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmoun
     let lock = lock_image(&cfg.image)?;
     let dev = ImageDevice::open(&cfg.image, BLOCK).map_err(|e| MountError::Input(format!("{}: {e}", cfg.image.display())))?;
     let (fs, recovery) = Fs::mount(dev, MountOptions { dirty_limit: cfg.dirty_limit.unwrap_or_else(default_dirty_limit), region_limit: cfg.region_limit.unwrap_or(MountOptions::default().region_limit), ..MountOptions::default() }).map_err(|e| MountError::Input(format!("{}: cannot mount: {e} (run `intact fs fsck {}` for a full report)", cfg.image.display(), cfg.image.display())))?;
-    let fuse = IntactFuse::new(fs, cfg.fsync, cfg.xattr, cfg.locked_commit).map_err(|e| MountError::Failed(format!("{}: {e}", cfg.image.display())))?;
+    let fuse = IntactFuse::new(fs, cfg.fsync, cfg.xattr, cfg.locked_commit, cfg.killpriv).map_err(|e| MountError::Failed(format!("{}: {e}", cfg.image.display())))?;
     let state = fuse.state.clone();
     let commits = fuse.commits.clone();
 
