@@ -131,6 +131,16 @@ impl ProcTable {
     }
 }
 
+/// Whether process `pid` (primary group `gid`) is in group `group`: its primary group or
+/// one of its supplementary groups (`/proc/PID/status`, "Groups:"). Unknown: not in it.
+pub fn in_group(pid: u32, gid: u32, group: u32) -> bool {
+    if gid == group {
+        return true;
+    }
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return false };
+    status.lines().find_map(|l| l.strip_prefix("Groups:")).is_some_and(|g| g.split_whitespace().any(|x| x.parse() == Ok(group)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,12 +182,3 @@ mod tests {
     }
 }
 
-/// Whether process `pid` (primary group `gid`) is in group `group`: its primary group or
-/// one of its supplementary groups (`/proc/PID/status`, "Groups:"). Unknown: not in it.
-pub fn in_group(pid: u32, gid: u32, group: u32) -> bool {
-    if gid == group {
-        return true;
-    }
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return false };
-    status.lines().find_map(|l| l.strip_prefix("Groups:")).is_some_and(|g| g.split_whitespace().any(|x| x.parse() == Ok(group)))
-}
