@@ -5,114 +5,14 @@
 
 mod common;
 use common::intact;
+use common::mount::{mounted_on, run, text, wait_exit, Mount};
 use intactfs_fuse::control;
 use std::fs;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::io::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
-
-fn run(c: &mut Command) -> Output {
-    c.output().expect("running intact")
-}
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
-
-fn mounted_on(mnt: &Path) -> bool {
-    let m = fs::read_to_string("/proc/self/mountinfo").unwrap();
-    m.lines().any(|l| l.split(' ').nth(4) == Some(mnt.to_str().unwrap()))
-}
-
-/// An image and a mount point in a temporary directory; dropping unmounts (killing the
-/// daemon if it hangs) so that a failing test leaves nothing mounted.
-struct Mount {
-    dir: tempfile::TempDir,
-    img: PathBuf,
-    mnt: PathBuf,
-    pidfile: PathBuf,
-}
-
-impl Mount {
-    fn new(size: &str) -> Mount {
-        // SAFETY: geteuid cannot fail.
-        assert_eq!(unsafe { libc::geteuid() }, 0, "the mount tests need root (FUSE mount(2))");
-        let dir = tempfile::tempdir().unwrap();
-        let img = dir.path().join("img");
-        let mnt = dir.path().join("mnt");
-        fs::create_dir(&mnt).unwrap();
-        let o = run(intact().args(["fs", "mkfs"]).arg(&img).args(["--size", size]));
-        assert!(o.status.success(), "mkfs: {}", text(&o));
-        let pidfile = dir.path().join("pid");
-        Mount { dir, img, mnt, pidfile }
-    }
-
-    /// Mounts with periodic commits off (`commit=0`, which `opts` may override): the crash
-    /// tests decide what is committed, and a slow machine must not commit it for them.
-    fn mount(&self, opts: &[&str]) {
-        let o = run(intact().args(["fs", "mount"]).arg(&self.img).arg(&self.mnt).arg("--daemon").arg("--pid-file").arg(&self.pidfile).arg("--log").arg(self.dir.path().join("log")).args(["-o", "commit=0"]).args(opts));
-        assert!(o.status.success(), "mount: {}", text(&o));
-        assert!(mounted_on(&self.mnt));
-    }
-
-    fn pid(&self) -> i32 {
-        fs::read_to_string(&self.pidfile).unwrap().trim().parse().unwrap()
-    }
-
-    fn umount(&self) -> Output {
-        run(intact().args(["fs", "umount"]).arg(&self.mnt))
-    }
-
-    /// A power cut as far as the daemon is concerned: what it had not committed is gone.
-    fn crash(&self) {
-        let pid = self.pid();
-        // SAFETY: signalling the daemon this test started.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
-        wait_exit(pid, "the daemon did not die on SIGKILL");
-        let o = self.umount();
-        assert!(o.status.success(), "umount of the stale mount: {}", text(&o));
-        assert!(text(&o).contains("is gone"), "{}", text(&o));
-        assert!(!mounted_on(&self.mnt));
-    }
-
-    fn fsck_clean(&self) {
-        let o = run(intact().args(["fs", "fsck"]).arg(&self.img));
-        assert_eq!(o.status.code(), Some(0), "fsck: {}", text(&o));
-    }
-
-    fn p(&self, name: &str) -> PathBuf {
-        self.mnt.join(name)
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        if mounted_on(&self.mnt) {
-            let o = self.umount();
-            if !o.status.success() {
-                let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
-            }
-        }
-        if let Ok(pid) = fs::read_to_string(&self.pidfile).map(|s| s.trim().parse::<i32>().unwrap_or(0)) {
-            if pid > 0 {
-                // SAFETY: only the daemon this test started.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
-        }
-        let _ = &self.dir;
-    }
-}
-
-/// Waits (at most a minute) until `pid` has exited (gone, or a zombie nobody reaped).
-fn wait_exit(pid: i32, why: &str) {
-    let start = std::time::Instant::now();
-    while fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z")) {
-        assert!(start.elapsed().as_secs() < 60, "{why}");
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-}
 
 /// Runs `f` in a child process in stream `name` (fork keeps the test single-purpose:
 /// the stream belongs to a process, and the test harness's own process stays in init).

@@ -2,6 +2,8 @@
 //! `intact` binary under strace, read back the logical operations as short signatures.
 #![allow(dead_code)]
 
+pub mod mount;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
