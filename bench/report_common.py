@@ -33,6 +33,17 @@ def ratio(a, b, zero=None):
     return a / b
 
 
+def pct(s):
+    """'CPU 61%, I/O 34%' -> (61, 34)."""
+    out = []
+    for part in s.split(","):
+        try:
+            out.append(int(part.strip().split()[-1].rstrip("%")))
+        except (ValueError, IndexError):
+            out.append(0)
+    return (out + [0, 0])[:2]
+
+
 def fmt_ratio(r):
     if r is None:
         return "–"

@@ -32,16 +32,7 @@ PAPER_INS = "§7.3, Figure 5: CFS-SQLite about 5× faster than the rollback jour
 # A ratio over nothing (no flush at all, say) is infinite here, shown as ∞.
 ratio = functools.partial(report_common.ratio, zero=float("inf"))
 
-
-def pct(s):
-    """'CPU 61%, I/O 34%' -> (61, 34)."""
-    out = []
-    for part in s.split(","):
-        try:
-            out.append(int(part.strip().split()[-1].rstrip("%")))
-        except (ValueError, IndexError):
-            out.append(0)
-    return (out + [0, 0])[:2]
+pct = report_common.pct
 
 
 def section(runs, bad, a):

@@ -22,7 +22,9 @@
  */
 #include "../bench_common.h"
 #include "intact.h"
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 
 #include <pthread.h>
@@ -58,15 +60,21 @@ static void *work(void *arg) {
     if (!buf) die("malloc");
     uint64_t x = 0x9E3779B97F4A7C15ULL ^ (uint64_t)(w->idx + 1);
     random_bytes(&x, buf, size);
+    int failed = 0;
     if (stream_dir) {
         char name[64];
         snprintf(name, sizeof name, "fsync-t%d", w->idx);
-        if (intact_setstream_path(stream_dir, name, 0) != 0) die("joining stream %s on %s (--streams needs an intactfs mount)", name, stream_dir);
+        if (intact_setstream_path(stream_dir, name, 0) != 0) {
+            /* Not die(): the others and the main process wait at the barrier for this worker. */
+            fprintf(stderr, "%s: joining stream %s on %s (--streams needs an intactfs mount): %s\n", bench_name, name,
+                    stream_dir, strerror(errno));
+            failed = 1;
+        }
     }
     pthread_barrier_wait(&sh->barrier); /* everyone's file is open */
     pthread_barrier_wait(&sh->barrier); /* the main thread has read the clock and the counters */
     double t = now();
-    while (t < sh->t_stop && w->ops < w->cap) {
+    while (!failed && t < sh->t_stop && w->ops < w->cap) {
         buf[0] = (unsigned char)w->ops; /* every block a little different */
         ssize_t n = pwrite(w->fd, buf, size, (off_t)w->ops * size);
         if (n != size) {
@@ -82,7 +90,7 @@ static void *work(void *arg) {
     }
     w->end = t;
     free(buf);
-    return NULL;
+    return failed ? w : NULL;
 }
 
 static void usage(void) {
@@ -128,15 +136,16 @@ int main(int argc, char **argv) {
     pthread_barrierattr_t ba;
     if (pthread_barrierattr_init(&ba) || pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED)) die("pthread_barrierattr");
     if (pthread_barrier_init(&sh->barrier, &ba, threads + 1)) die("pthread_barrier_init");
-    pid_t *pids = calloc(threads, sizeof *pids);
+    pid_t *pids = calloc(threads, sizeof *pids), parent = getpid();
     if (!pids) die("calloc");
     for (int i = 0; i < threads; i++) {
         if (procs) {
             pids[i] = fork();
             if (pids[i] < 0) die("fork");
             if (pids[i] == 0) {
-                work(&ws[i]);
-                _exit(0);
+                /* Should the main process die (a timeout's TERM), no worker waits at a barrier for ever. */
+                if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(1);
+                _exit(work(&ws[i]) ? 1 : 0);
             }
         } else {
             errno = pthread_create(&ws[i].tid, NULL, work, &ws[i]);
