@@ -34,6 +34,19 @@
 //! order), an image can never hold an update that came after an osync without every
 //! update before it: osync orders, only a flush makes durable. The simulation does not
 //! need a separate check for that ordering promise; it is the prefix check.
+//!
+//! **Concurrent commits** ([`concurrent`], issue 17 item 6): the engine runs with deferred
+//! I/O, as under the FUSE daemon. A commit is prepared in the call and its writes are left
+//! to the workload, which plays the daemon's other threads between calls: it writes
+//! commits of its pool in an order of its choosing (the newest half the time, so often
+//! while an older one is unwritten), and issues group flushes (`Fs::flush_written`) at
+//! random moments, often right after writing a commit while others are unwritten. fsync,
+//! dsync and streamsync return before they are durable; each is acknowledged (enters the
+//! oracle's acknowledged prefix, with the stream's calls up to it, not those made while it
+//! waited) only once `durable_ticket()` reaches the `written_ticket()` it returned with.
+//! Every device write and flush stays a crash point, so the images include a later
+//! commit's writes on the media before an earlier one's, and a flush that made them
+//! durable while the earlier one was still unwritten. The oracle is the same.
 
 pub mod model;
 
@@ -77,11 +90,17 @@ pub struct SimConfig {
     /// transactions that rewrite a file's blocks in place; crash images also come from
     /// inside a device commit.
     pub txflash: bool,
+    /// Deferred commit I/O (`Fs::set_deferred_io`), driven by the workload as the FUSE
+    /// daemon's threads would: prepared commits wait in a pool and are written later, in
+    /// any order (often the newest first); group flushes (`Fs::flush_written`) come at
+    /// random moments, and a durability call is acknowledged only once a flush made the
+    /// durable ticket reach the written ticket it returned with (see [`concurrent`]).
+    pub concurrent: bool,
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { seed: 0, streams: 3, calls: 70, device_blocks: 384, journal_blocks: 24, images_per_point: 3, point_stride: 1, dirty_limit: 48 << 10, exhaustive_up_to: 0, osync_stream: None, overwrite_share: 0, region_share: 0, txflash: false }
+        SimConfig { seed: 0, streams: 3, calls: 70, device_blocks: 384, journal_blocks: 24, images_per_point: 3, point_stride: 1, dirty_limit: 48 << 10, exhaustive_up_to: 0, osync_stream: None, overwrite_share: 0, region_share: 0, txflash: false, concurrent: false }
     }
 }
 
@@ -140,6 +159,22 @@ pub struct SimReport {
     /// Commits made as device transactions (txflash), and blocks rewritten in place.
     pub tx_commits: u64,
     pub inplace_blocks: u64,
+    /// Concurrent commits (deferred I/O): prepared commits the workload wrote itself (not
+    /// a drain inside the engine), and those of them written while an earlier commit was
+    /// not yet written (out of sequence order).
+    pub commits_performed: u64,
+    pub out_of_order: u64,
+    /// Group flushes (`Fs::flush_written`) the workload issued, those issued while some
+    /// prepared commit was not yet written, those that acknowledged at least one waiting
+    /// durability call and at least two, and the calls they acknowledged.
+    pub group_flushes: u64,
+    pub inflight_flushes: u64,
+    pub acking_flushes: u64,
+    pub multi_flushes: u64,
+    pub group_acked: u64,
+    /// Durability calls that returned before they were durable (acknowledged later, by a
+    /// group flush or by a flush inside a later call).
+    pub waited_calls: u64,
 }
 
 /// The configurations with atomic regions (CFS): [`mixed`]'s, with region events.
@@ -150,6 +185,14 @@ pub fn with_regions(seed: u64) -> SimConfig {
 /// The [`with_regions`] configurations on the transactional-flash device.
 pub fn on_txflash(seed: u64) -> SimConfig {
     SimConfig { txflash: true, ..with_regions(seed) }
+}
+
+/// Concurrent commits: [`mixed`]'s configurations with deferred I/O, the workload writing
+/// and flushing the prepared commits as the FUSE daemon's threads would; every other ten
+/// seeds (seed / 5 odd) with atomic regions as in [`with_regions`].
+pub fn concurrent(seed: u64) -> SimConfig {
+    let base = if (seed / 5) % 2 == 1 { with_regions(seed) } else { mixed(seed) };
+    SimConfig { concurrent: true, ..base }
 }
 
 /// Totals over several runs.
@@ -178,6 +221,14 @@ impl std::ops::AddAssign for SimReport {
         self.added_writes += r.added_writes;
         self.tx_commits += r.tx_commits;
         self.inplace_blocks += r.inplace_blocks;
+        self.commits_performed += r.commits_performed;
+        self.out_of_order += r.out_of_order;
+        self.group_flushes += r.group_flushes;
+        self.inflight_flushes += r.inflight_flushes;
+        self.acking_flushes += r.acking_flushes;
+        self.multi_flushes += r.multi_flushes;
+        self.group_acked += r.group_acked;
+        self.waited_calls += r.waited_calls;
     }
 }
 
@@ -206,6 +257,20 @@ impl std::fmt::Display for SimReport {
         }
         if self.tx_commits > 0 {
             write!(f, ", {} device-transaction commits ({} blocks rewritten in place)", self.tx_commits, self.inplace_blocks)?;
+        }
+        if self.commits_performed + self.group_flushes > 0 {
+            write!(
+                f,
+                ", {} deferred commits written by the workload ({} out of order), {} durability calls acknowledged after they returned, {} group flushes ({} with commits still unwritten; {} acknowledged {} durability calls, {} of them 2 or more)",
+                self.commits_performed,
+                self.out_of_order,
+                self.waited_calls,
+                self.group_flushes,
+                self.inflight_flushes,
+                self.acking_flushes,
+                self.group_acked,
+                self.multi_flushes
+            )?;
         }
         Ok(())
     }
@@ -325,6 +390,10 @@ struct Done {
     durable_commits_after: usize,
     /// A durability acknowledgement: streams whose whole history so far is durable.
     acks: Vec<u64>,
+    /// Acknowledgements of earlier durability calls that a flush made durable by now
+    /// (deferred I/O): (stream, index in the history of the call): the stream's calls up
+    /// to that one are durable.
+    late_acks: Vec<(u64, usize)>,
     /// An osync (or an fsync of a FSYNC_AS_OSYNC stream): ordered, not acknowledged.
     osync: bool,
 }
@@ -343,8 +412,191 @@ impl Done {
             // The log's sequence numbers never decrease (checked at the end of the workload).
             durable_commits_after: log.partition_point(|c| c.seq <= durable),
             acks,
+            late_acks: Vec::new(),
             osync: false,
         }
+    }
+}
+
+/// The workload's side of deferred I/O ([`SimConfig::concurrent`]): what the FUSE daemon's
+/// threads do outside the engine's lock — write prepared commits (in any order), flush for
+/// every commit written so far, and acknowledge the durability calls that flush covers.
+struct Deferred {
+    /// Its own generator, so that the calls drawn from the workload's stay those of the
+    /// configuration without deferred I/O.
+    rng: ChaCha8Rng,
+    /// Prepared commits handed out by `Fs::take_io` and not yet written by the workload
+    /// (a drain inside the engine may have written them: then writing them is a no-op).
+    pool: Vec<std::sync::Arc<intactfs::CommitIo>>,
+    /// Durability calls not yet acknowledged: (written ticket right after the call
+    /// returned, stream, index of the call in the history).
+    waiting: Vec<(u64, u64, usize)>,
+    steps: usize,
+    performed: u64,
+    out_of_order: u64,
+    group_flushes: u64,
+    inflight_flushes: u64,
+    acking_flushes: u64,
+    multi_flushes: u64,
+    group_acked: u64,
+    waited_calls: u64,
+}
+
+/// Every commit up to this one has been written: computed from the commits in flight, not
+/// with `Fs::written_upto` (which a mutation breaks).
+fn written_prefix<D: BlockDevice>(fs: &Fs<D>) -> u64 {
+    fs.pending_io(u64::MAX).first().map_or(fs.written_ticket(), |c| c.seq() - 1)
+}
+
+fn trace() -> bool {
+    std::env::var_os("INTACTFS_SIM_TRACE").is_some()
+}
+
+impl Deferred {
+    fn new(seed: u64) -> Deferred {
+        Deferred {
+            rng: ChaCha8Rng::seed_from_u64(seed ^ 0xdefe_4ed1_0000_0000),
+            pool: Vec::new(),
+            waiting: Vec::new(),
+            steps: 0,
+            performed: 0,
+            out_of_order: 0,
+            group_flushes: 0,
+            inflight_flushes: 0,
+            acking_flushes: 0,
+            multi_flushes: 0,
+            group_acked: 0,
+            waited_calls: 0,
+        }
+    }
+
+    /// After a call: takes the commits it prepared, forgets those written meanwhile (by a
+    /// drain), and acknowledges the waiting calls a flush inside it made durable.
+    fn settle(&mut self, fs: &mut Fs<Logged>, done: &mut Vec<Done>) {
+        self.pool.extend(fs.take_io());
+        let live = fs.pending_io(u64::MAX);
+        self.pool.retain(|c| live.iter().any(|l| std::sync::Arc::ptr_eq(l, c)));
+        let mut d = Done::now(fs, 0, None, Touch::default(), Vec::new());
+        if self.acknowledge(fs, &mut d) > 0 {
+            self.steps += 1;
+            done.push(d);
+        }
+    }
+
+    /// Moves the waiting calls the durable ticket now covers into `d`; how many.
+    fn acknowledge(&mut self, fs: &Fs<Logged>, d: &mut Done) -> u64 {
+        let durable = fs.durable_ticket();
+        let mut n = 0;
+        self.waiting.retain(|&(t, s, i)| {
+            if t > durable {
+                return true;
+            }
+            d.late_acks.push((s, i));
+            n += 1;
+            false
+        });
+        // One call may acknowledge several streams (one entry each): count calls.
+        let calls: std::collections::BTreeSet<usize> = d.late_acks.iter().map(|a| a.1).collect();
+        if trace() && n > 0 {
+            eprintln!("durable ticket {durable} acknowledges the calls {calls:?}");
+        }
+        calls.len() as u64
+    }
+
+    /// A durability call returned with its commit prepared, not written (deferred): it
+    /// waits for a flush unless the durable ticket already covers it. Returns whether it
+    /// waits (its acknowledgements moved out of `acks`).
+    fn wait(&mut self, fs: &Fs<Logged>, acks: &mut Vec<u64>, index: usize) -> bool {
+        let t = fs.written_ticket();
+        if acks.is_empty() || fs.durable_ticket() >= t {
+            return false;
+        }
+        self.waited_calls += 1;
+        self.waiting.extend(acks.drain(..).map(|s| (t, s, index)));
+        true
+    }
+
+    /// Writes one commit of the pool: the newest half the time (out of order whenever an
+    /// older one is still unwritten), else any. Returns whether it was out of order.
+    fn perform_one(&mut self, fs: &mut Fs<Logged>, done: &mut Vec<Done>, seed: u64) -> Result<bool, SimFailure> {
+        let i = if self.rng.random_bool(0.5) {
+            (0..self.pool.len()).max_by_key(|&i| self.pool[i].seq()).expect("not empty")
+        } else {
+            self.rng.random_range(0..self.pool.len())
+        };
+        let c = self.pool.swap_remove(i);
+        let (prefix, before) = (written_prefix(fs), fs.device().log.len());
+        fs.perform_io(&c).map_err(|e| fail(seed, format!("call {}: writing commit {}: {e}", done.len(), c.seq())))?;
+        if fs.device().log.len() == before {
+            // Written already (by a drain), or nothing to write.
+            return Ok(false);
+        }
+        self.performed += 1;
+        let ooo = c.seq() > prefix + 1;
+        self.out_of_order += ooo as u64;
+        if trace() {
+            eprintln!("call {}: wrote commit {} ({} device writes; written prefix was {prefix}{})", done.len(), c.seq(), fs.device().log.len() - before, if ooo { ", out of order" } else { "" });
+        }
+        self.steps += 1;
+        done.push(Done::now(fs, 0, None, Touch::default(), Vec::new()));
+        Ok(ooo)
+    }
+
+    /// A group flush: every commit written so far becomes durable, and the waiting calls
+    /// it covers are acknowledged.
+    fn group_flush(&mut self, fs: &mut Fs<Logged>, done: &mut Vec<Done>, seed: u64) -> Result<(), SimFailure> {
+        let unwritten = written_prefix(fs) < fs.written_ticket();
+        let upto = fs.flush_written().map_err(|e| fail(seed, format!("call {}: group flush: {e}", done.len())))?;
+        self.group_flushes += 1;
+        self.inflight_flushes += unwritten as u64;
+        let mut d = Done::now(fs, 0, None, Touch::default(), Vec::new());
+        let n = self.acknowledge(fs, &mut d);
+        if n > 0 {
+            self.acking_flushes += 1;
+            self.group_acked += n;
+        }
+        if n > 1 {
+            self.multi_flushes += 1;
+        }
+        if trace() {
+            eprintln!("call {}: group flush up to {upto} (durable ticket {}), acknowledges {n} calls", done.len(), fs.durable_ticket());
+        }
+        self.steps += 1;
+        done.push(d);
+        Ok(())
+    }
+
+    /// What the other threads do between two calls: up to three events, each writing a
+    /// commit of the pool or (less often) a group flush, which may come while commits are
+    /// still unwritten.
+    fn step(&mut self, fs: &mut Fs<Logged>, done: &mut Vec<Done>, seed: u64) -> Result<(), SimFailure> {
+        for _ in 0..3 {
+            match self.rng.random_range(0..100) {
+                0..22 if !self.pool.is_empty() => {
+                    // The thread that wrote a commit flushes for it while others are still
+                    // being written (the group flush must stop below the oldest of them).
+                    if (self.perform_one(fs, done, seed)? || written_prefix(fs) < fs.written_ticket()) && self.rng.random_bool(0.4) {
+                        self.group_flush(fs, done, seed)?;
+                    }
+                }
+                22..34 if fs.device().dev.volatile_writes() > 0 => self.group_flush(fs, done, seed)?,
+                _ => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// At the end of the workload: every commit left is written, in a random order, and
+    /// one group flush covers them.
+    fn finish(&mut self, fs: &mut Fs<Logged>, done: &mut Vec<Done>, seed: u64) -> Result<(), SimFailure> {
+        self.settle(fs, done);
+        while !self.pool.is_empty() {
+            self.perform_one(fs, done, seed)?;
+        }
+        if fs.device().dev.volatile_writes() > 0 {
+            self.group_flush(fs, done, seed)?;
+        }
+        Ok(())
     }
 }
 
@@ -401,6 +653,8 @@ pub fn engine_view<D: BlockDevice>(fs: &mut Fs<D>) -> Result<View, String> {
 }
 
 struct Workload {
+    /// Calls (entries of `done` that are not deferred I/O steps).
+    calls: usize,
     done: Vec<Done>,
     log: Vec<DevOp>,
     commits: Vec<intactfs::CommitInfo>,
@@ -418,6 +672,14 @@ struct Workload {
     added_writes: u64,
     tx_commits: u64,
     inplace_blocks: u64,
+    commits_performed: u64,
+    out_of_order: u64,
+    group_flushes: u64,
+    inflight_flushes: u64,
+    acking_flushes: u64,
+    multi_flushes: u64,
+    group_acked: u64,
+    waited_calls: u64,
 }
 
 /// The sync-type calls of the workload.
@@ -492,6 +754,13 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
         }
         fs.set_stream_flags(o, StreamFlags { fsync_as_osync: true, ..Default::default() });
     }
+    // Deferred I/O: the workload writes and flushes the prepared commits.
+    let mut io = if cfg.concurrent {
+        fs.set_deferred_io(true).map_err(|e| fail(seed, format!("set_deferred_io: {e}")))?;
+        Some(Deferred::new(seed))
+    } else {
+        None
+    };
     let fsync_is_osync = |s: u64| cfg.osync_stream == Some(s);
     let fsync_is_durable = |s: u64| (cfg.streams == 1 || s != ignoring) && !fsync_is_osync(s);
     // The newest osync ticket: every flush must make it durable.
@@ -509,6 +778,11 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
     let mut added: Option<MIno> = None;
     let (mut regions_committed, mut regions_aborted, mut region_calls, mut added_writes) = (0u64, 0u64, 0u64, 0u64);
     for _ in 0..cfg.calls {
+        if let Some(io) = io.as_mut() {
+            // The last call's commits join the pool; other threads write and flush some.
+            io.settle(&mut fs, &mut done);
+            io.step(&mut fs, &mut done, seed)?;
+        }
         let mut s = rng.random_range(0..cfg.streams);
         if let Some((r, _, _)) = &region {
             if rng.random_bool(0.5) {
@@ -699,6 +973,14 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
                 }
             };
             r.map_err(|e| fail(seed, format!("{call:?} failed: {e}")))?;
+            // With deferred I/O fsync, dsync and streamsync return with their commit
+            // prepared: acknowledged when a flush makes it durable (sync and flush drain
+            // and flush inside the engine).
+            if let Some(io) = io.as_mut().filter(|_| matches!(call, SyncCall::Fsync | SyncCall::Dsync | SyncCall::Streamsync)) {
+                if io.wait(&fs, &mut acks, done.len()) {
+                    flushing = false;
+                }
+            }
             let mut d = Done::now(&fs, s, None, Touch::default(), acks);
             // The tickets: an osync names the last record written, which holds its commits;
             // a flush makes every earlier ticket and every logged commit durable.
@@ -817,6 +1099,9 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
             (Err(err), true) => return Err(fail(seed, format!("the engine refused {op:?}: {err}"))),
         }
     }
+    if let Some(io) = io.as_mut() {
+        io.finish(&mut fs, &mut done, seed)?;
+    }
     // A region still open at the end commits (so that the final state holds everything).
     if let Some((r, _, calls)) = region.take() {
         fs.region_commit(r).map_err(|e| fail(seed, format!("region_commit at the end: {e}")))?;
@@ -836,7 +1121,14 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
         let extra = d.inodes.keys().find(|i| !l.inodes.contains_key(i)).map(|i| format!("inode {i} only in durable"));
         return Err(fail(seed, format!("after sync the durable metadata differs from the live metadata: {}", first.or(extra).unwrap_or_else(|| format!("next_ino {} vs {}", l.next_ino, d.next_ino)))));
     }
-    let d = Done::now(&fs, 0, None, Touch::default(), (0..cfg.streams).collect());
+    let mut d = Done::now(&fs, 0, None, Touch::default(), (0..cfg.streams).collect());
+    if let Some(io) = io.as_mut() {
+        io.pool.extend(fs.take_io());
+        io.acknowledge(&fs, &mut d);
+        if !io.waiting.is_empty() || !fs.pending_io(u64::MAX).is_empty() {
+            return Err(fail(seed, format!("after the final sync durability calls still wait ({:?}) or commits are in flight ({})", io.waiting, fs.pending_io(u64::MAX).len())));
+        }
+    }
     if d.durable_commits_after != d.commits_after || fs.durable_ticket() < newest_ticket {
         return Err(fail(seed, format!("after the final sync {} of {} commits are durable", d.durable_commits_after, d.commits_after)));
     }
@@ -848,8 +1140,18 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
     let stats = fs.stats();
     let merges = fs.merges();
     let logged = fs.into_device();
+    let io = io.unwrap_or_else(|| Deferred::new(seed));
     Ok(Workload {
+        calls: done.len() - io.steps,
         done,
+        commits_performed: io.performed,
+        out_of_order: io.out_of_order,
+        group_flushes: io.group_flushes,
+        inflight_flushes: io.inflight_flushes,
+        acking_flushes: io.acking_flushes,
+        multi_flushes: io.multi_flushes,
+        group_acked: io.group_acked,
+        waited_calls: io.waited_calls,
         log: logged.log,
         commits,
         base,
@@ -943,7 +1245,15 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
     let w = run_workload(cfg)?;
     let cands = candidates(&w, cfg.streams);
     let mut report = SimReport {
-        calls: w.done.len(),
+        calls: w.calls,
+        commits_performed: w.commits_performed,
+        out_of_order: w.out_of_order,
+        group_flushes: w.group_flushes,
+        inflight_flushes: w.inflight_flushes,
+        acking_flushes: w.acking_flushes,
+        multi_flushes: w.multi_flushes,
+        group_acked: w.group_acked,
+        waited_calls: w.waited_calls,
         device_ops: w.log.len(),
         commits: w.commits.len(),
         checkpoints: w.checkpoints,
@@ -966,7 +1276,15 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
         },
         ..Default::default()
     };
-    // Acknowledged prefixes, by the call that acknowledged them.
+    // Each stream's calls up to each entry of the history (acknowledgements count them).
+    let mut counts_at: Vec<BTreeMap<u64, u64>> = Vec::with_capacity(w.done.len());
+    let mut count: BTreeMap<u64, u64> = BTreeMap::new();
+    for d in &w.done {
+        if d.op.is_some() {
+            *count.entry(d.stream).or_default() += 1;
+        }
+        counts_at.push(count.clone());
+    }
     let mut dev = TxSimDevice::from_image(BLOCK, w.base.clone()).map_err(|e| fail(seed, e.to_string()))?;
     for c in 0..=w.log.len() {
         if c > 0 {
@@ -985,15 +1303,16 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
         let k_osync = finished.iter().rev().find(|d| d.osync).map(|d| d.commits_after);
         let k_max = w.done.iter().find(|d| d.dev_after > c).map(|d| d.commits_after).unwrap_or(w.commits.len());
         // What was acknowledged durable: per stream, its calls up to the acknowledgement.
+        // A late acknowledgement (deferred I/O) covers the calls up to the durability call
+        // it acknowledges, not those made while it waited.
         let mut acked: BTreeMap<u64, u64> = BTreeMap::new();
-        let mut count: BTreeMap<u64, u64> = BTreeMap::new();
-        for d in &w.done {
-            if d.op.is_some() {
-                *count.entry(d.stream).or_default() += 1;
-            }
+        for (i, d) in w.done.iter().enumerate() {
             if d.dev_after <= c {
-                for s in &d.acks {
-                    acked.insert(*s, count.get(s).copied().unwrap_or(0));
+                let upto = d.acks.iter().map(|&s| (s, i)).chain(d.late_acks.iter().copied());
+                for (s, j) in upto {
+                    let n = counts_at[j].get(&s).copied().unwrap_or(0);
+                    let a = acked.entry(s).or_default();
+                    *a = (*a).max(n);
                 }
             }
         }

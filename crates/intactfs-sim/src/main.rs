@@ -2,10 +2,11 @@
 //!
 //! `cargo run --release -p intactfs-sim -- --seeds 40 --images 3` (CI size is in the
 //! test `crash_simulation`); `--min-images 1000000` keeps adding seeds until that many
-//! crash images were checked; `--mixed` rotates through the CI test's configurations.
+//! crash images were checked; `--mixed` rotates through the CI test's configurations;
+//! `--regions`, `--txflash` and `--concurrent` (deferred commit I/O) select the others.
 
 use clap::Parser;
-use intactfs_sim::{mixed, on_txflash, run, with_regions, SimConfig, SimReport};
+use intactfs_sim::{concurrent, mixed, on_txflash, run, with_regions, SimConfig, SimReport};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -41,6 +42,11 @@ struct Args {
     /// The --regions configurations on the transactional-flash device's twin.
     #[arg(long, conflicts_with_all = ["mixed", "regions"])]
     txflash: bool,
+    /// Concurrent commits: the --mixed configurations (every other ten seeds with atomic
+    /// regions) with deferred commit I/O, the workload writing prepared commits out of
+    /// order and acknowledging durability calls by group flushes.
+    #[arg(long, conflicts_with_all = ["mixed", "regions", "txflash"])]
+    concurrent: bool,
     /// Where to save the image of a failure.
     #[arg(long, default_value = "intactfs-sim-failure.img")]
     save: PathBuf,
@@ -57,7 +63,9 @@ fn main() -> ExitCode {
     let mut seeds = 0u64;
     let mut seed = a.first_seed;
     while seeds < a.seeds || total.images < a.min_images {
-        let cfg = if a.txflash {
+        let cfg = if a.concurrent {
+            concurrent(seed)
+        } else if a.txflash {
             on_txflash(seed)
         } else if a.regions {
             with_regions(seed)

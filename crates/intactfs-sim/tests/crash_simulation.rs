@@ -6,7 +6,7 @@
 //! (a small device where freed blocks are reused). Longer runs: `INTACTFS_SIM_IMAGES=1000000 cargo test --release
 //! -p intactfs-sim --test crash_simulation -- --nocapture`, or the `intactfs-sim` binary.
 
-use intactfs_sim::{mixed, on_txflash, run, with_regions, SimConfig, SimReport};
+use intactfs_sim::{concurrent, mixed, on_txflash, run, with_regions, SimConfig, SimReport};
 
 /// Runs seeds 0, 1, ... of `config` until `default_images` crash images were checked (or
 /// as many as the environment variable `env` says), failing with the seed and the
@@ -60,4 +60,20 @@ fn crash_simulation_with_atomic_regions() {
 fn crash_simulation_on_transactional_flash() {
     let total = simulate("crash simulation on txflash", on_txflash, "INTACTFS_SIM_TXFLASH_IMAGES", 3_000, "--txflash ");
     assert!(total.tx_commits > 0 && total.inplace_blocks > 0 && total.regions_committed > 0, "device transactions and in-place rewrites must be exercised: {total}");
+}
+
+/// Concurrent commits (issue 17 item 6): deferred commit I/O as the FUSE daemon runs it.
+/// Prepared commits wait in a pool while other streams' calls go on; the workload writes
+/// them in an order of its choosing (often the newest first), flushes for the written
+/// prefix at random moments (group commit), and acknowledges a durability call only when
+/// a flush made it durable. Crash points are every device write and flush, so images
+/// include later commits' writes on the media before earlier ones'. Longer:
+/// `intactfs-sim --concurrent --min-images N`.
+#[test]
+fn crash_simulation_with_concurrent_commits() {
+    let total = simulate("crash simulation with concurrent commits", concurrent, "INTACTFS_SIM_CONCURRENT_IMAGES", 5_000, "--concurrent ");
+    assert!(
+        total.commits_performed > 0 && total.out_of_order > 0 && total.inflight_flushes > 0 && total.waited_calls > 0 && total.multi_flushes > 0,
+        "the workloads must write commits out of order, flush while commits are unwritten, and acknowledge several durability calls with one flush: {total}"
+    );
 }

@@ -16,6 +16,9 @@ pub enum Mutation {
     /// On a transactional device, blocks rewritten in place are written outside the
     /// commit's device transaction.
     InplacePlain = 4,
+    /// A flush declares durable commits whose writes are not all done (deferred I/O: the
+    /// group flush covers every prepared commit, not only the written prefix).
+    FlushBeforeWritten = 5,
 }
 
 #[cfg(feature = "mutations")]

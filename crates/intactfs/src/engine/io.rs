@@ -169,6 +169,9 @@ impl<D: BlockDevice> Fs<D> {
 
     /// Every commit up to this one has been written (durable after the next flush).
     pub fn written_upto(&self) -> u64 {
+        if crate::mutation::active(crate::mutation::Mutation::FlushBeforeWritten) {
+            return self.written_ticket();
+        }
         self.inflight.list.front().map_or(self.written_ticket(), |c| c.seq - 1)
     }
 
