@@ -90,6 +90,11 @@ impl SharedIo for FileIo {
     fn flush(&self) -> Result<(), DeviceError> {
         FileIo::flush(self)
     }
+    fn read_run(&self, block: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
+        let n = check_run(buf.len(), self.block_size)?;
+        check(block + n - 1, self.block_size, self.blocks, self.block_size)?;
+        self.file.read_exact_at(buf, block * self.block_size as u64).map_err(|e| self.io("reading", e))
+    }
 }
 
 impl FileDevice {
@@ -140,10 +145,7 @@ impl BlockDevice for FileDevice {
         d.file.write_all_at(data, block * d.block_size as u64).map_err(|e| d.io("writing", e))
     }
     fn read_run(&mut self, block: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
-        let d = &*self.io;
-        let n = check_run(buf.len(), d.block_size)?;
-        check(block + n - 1, d.block_size, d.blocks, d.block_size)?;
-        d.file.read_exact_at(buf, block * d.block_size as u64).map_err(|e| d.io("reading", e))
+        SharedIo::read_run(&*self.io, block, buf)
     }
     fn write_blocks(&mut self, block: u64, bufs: &[&[u8]]) -> Result<(), DeviceError> {
         self.io.write_blocks(block, bufs)

@@ -87,6 +87,8 @@ pub trait SharedIo: Send + Sync {
     fn write_blocks(&self, block: u64, bufs: &[&[u8]]) -> Result<(), DeviceError>;
     /// [`BlockDevice::flush`].
     fn flush(&self) -> Result<(), DeviceError>;
+    /// [`BlockDevice::read_run`]: sees every write that returned before it.
+    fn read_run(&self, block: u64, buf: &mut [u8]) -> Result<(), DeviceError>;
 }
 
 /// A device of `blocks()` blocks of `block_size()` bytes.

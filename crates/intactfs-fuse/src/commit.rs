@@ -4,35 +4,41 @@
 //! flush (group commit). See `intactfs::engine::io` for why this is crash-consistent.
 
 use crate::fs::State;
+use fuser::Errno;
 use intactfs::CommitIo;
 use intactfs_device::SharedIo;
-use fuser::Errno;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// What the request threads and the periodic committer share to write commits.
 #[derive(Clone)]
 pub struct Committer {
-    pub state: Arc<Mutex<State>>,
-    /// Signalled when a flush outside the lock ends.
-    flushed: Arc<Condvar>,
+    pub state: Arc<RwLock<State>>,
+    /// A flush outside the lock is under way; signalled when it ends.
+    flushing: Arc<(Mutex<bool>, Condvar)>,
     /// The device's shared handle; `None` with `locked_commit` (or a device that has
     /// none): commits then write and flush under the lock, as the engine does by itself.
     io: Option<Arc<dyn SharedIo>>,
 }
 
 impl Committer {
-    pub fn new(state: Arc<Mutex<State>>, io: Option<Arc<dyn SharedIo>>) -> Committer {
-        Committer { state, flushed: Arc::new(Condvar::new()), io }
+    pub fn new(state: Arc<RwLock<State>>, io: Option<Arc<dyn SharedIo>>) -> Committer {
+        Committer { state, flushing: Arc::new((Mutex::new(false), Condvar::new())), io }
     }
 
-    pub fn lock(&self) -> Result<MutexGuard<'_, State>, Errno> {
-        // A panic while holding the lock left the engine in an unknown state: refuse.
-        self.state.lock().map_err(|_| Errno::EIO)
+    /// The engine to change. A panic while holding the lock left the engine in an unknown
+    /// state: refuse.
+    pub fn lock(&self) -> Result<RwLockWriteGuard<'_, State>, Errno> {
+        self.state.write().map_err(|_| Errno::EIO)
+    }
+
+    /// The engine to look at, alongside other readers.
+    pub fn read(&self) -> Result<RwLockReadGuard<'_, State>, Errno> {
+        self.state.read().map_err(|_| Errno::EIO)
     }
 
     /// After a call: writes the commits it prepared (without the lock) and, if one of
     /// them must be durable before the call returns, waits for it.
-    pub fn finish(&self, mut st: MutexGuard<'_, State>) -> Result<(), Errno> {
+    pub fn finish(&self, mut st: RwLockWriteGuard<'_, State>) -> Result<(), Errno> {
         let Some(fs) = st.fs.as_mut() else { return Ok(()) };
         let (ios, owed) = (fs.take_io(), fs.take_owed());
         drop(st);
@@ -69,9 +75,9 @@ impl Committer {
     /// once for everything written so far, unless another thread's flush is under way,
     /// which it waits for and checks again.
     pub fn wait_durable(&self, ticket: u64) -> Result<(), Errno> {
-        let mut st = self.lock()?;
         let Some(io) = self.io.clone() else {
             // Locked commits: flush under the lock.
+            let mut st = self.lock()?;
             let fs = st.fs.as_mut().ok_or(Errno::EIO)?;
             if fs.durable_ticket() < ticket {
                 if let Err(e) = fs.flush() {
@@ -83,45 +89,56 @@ impl Committer {
             st.notify();
             return Ok(());
         };
+        let (flag, ended) = &*self.flushing;
         loop {
-            let fs = st.fs.as_ref().ok_or(Errno::EIO)?;
-            if fs.durable_ticket() >= ticket {
+            let (durable, written, failed) = {
+                let st = self.read()?;
+                let fs = st.fs.as_ref().ok_or(Errno::EIO)?;
+                (fs.durable_ticket(), fs.written_upto(), st.failure.is_some())
+            };
+            if durable >= ticket {
                 return Ok(());
             }
-            if st.failure.is_some() {
+            if failed {
                 return Err(Errno::EIO);
             }
-            if st.flushing {
-                st = self.flushed.wait(st).map_err(|_| Errno::EIO)?;
+            let mut busy = flag.lock().map_err(|_| Errno::EIO)?;
+            if *busy {
+                // The flusher clears the flag (after telling the engine) under this mutex,
+                // then signals: no wake-up is lost.
+                drop(ended.wait(busy).map_err(|_| Errno::EIO)?);
                 continue;
             }
-            let written = fs.written_upto();
             if written < ticket {
-                let pending = fs.pending_io(ticket);
-                drop(st);
+                drop(busy);
+                let pending = self.read()?.fs.as_ref().ok_or(Errno::EIO)?.pending_io(ticket);
                 self.write_out(&pending)?;
-                st = self.lock()?;
                 continue;
             }
-            st.flushing = true;
-            drop(st);
+            *busy = true;
+            drop(busy);
             let r = io.flush();
-            st = self.lock()?;
-            st.flushing = false;
-            self.flushed.notify_all();
-            let fs = st.fs.as_mut().ok_or(Errno::EIO)?;
-            match r {
-                Ok(()) => {
-                    fs.flushed_upto(written);
-                    st.notify();
+            let done = {
+                let mut st = self.lock()?;
+                let st = &mut *st;
+                match (st.fs.as_mut(), r) {
+                    (Some(fs), Ok(())) => {
+                        fs.flushed_upto(written);
+                        st.notify();
+                        Ok(())
+                    }
+                    (Some(fs), Err(e)) => {
+                        let e = fs.io_failed(format!("flushing: {e}"));
+                        st.failure.get_or_insert(e.to_string());
+                        st.fail_waiters();
+                        Err(Errno::EIO)
+                    }
+                    (None, _) => Err(Errno::EIO),
                 }
-                Err(e) => {
-                    let e = fs.io_failed(format!("flushing: {e}"));
-                    st.failure.get_or_insert(e.to_string());
-                    st.fail_waiters();
-                    return Err(Errno::EIO);
-                }
-            }
+            };
+            *flag.lock().map_err(|_| Errno::EIO)? = false;
+            ended.notify_all();
+            done?;
         }
     }
 }

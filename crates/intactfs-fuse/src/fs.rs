@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// How long the kernel may cache attributes and entries: every change goes through the
@@ -41,7 +41,9 @@ pub struct State {
     pub fs: Option<Fs<ImageDevice>>,
     /// Kernel lookup counts. An inode the kernel knows is kept open in the engine, so an
     /// unlinked file lives (and its number is not reused) until the kernel forgets it.
-    lookups: HashMap<Ino, u64>,
+    /// (Behind its own mutex: a lookup of an inode the kernel already knows only counts
+    /// one more, under the engine's read lock.)
+    lookups: Mutex<HashMap<Ino, u64>>,
     procs: ProcTable,
     /// Open file handle → the opener's stream, for writes the kernel sends on its own
     /// behalf (pid 0: write-back of shared mappings).
@@ -62,8 +64,6 @@ pub struct State {
     pub notifier: Option<fuser::Notifier>,
     /// Aborted regions whose changes the kernel has not yet been told to forget.
     invalidate: Vec<intactfs::Aborted>,
-    /// A thread is flushing the device outside the lock ([`crate::commit::Committer`]).
-    pub flushing: bool,
 }
 
 /// Sends the invalidations of [`State::take_invalidations`] (without the lock held).
@@ -87,7 +87,7 @@ struct RegionOwner {
 }
 
 pub struct IntactFuse {
-    pub state: Arc<Mutex<State>>,
+    pub state: Arc<RwLock<State>>,
     pub commits: Committer,
     fsync: FsyncMode,
     /// Serve extended attributes. Off, the daemon answers ENOSYS once and the kernel stops
@@ -191,6 +191,26 @@ impl State {
 
     fn fs(&mut self) -> Result<&mut Fs<ImageDevice>, Errno> {
         self.fs.as_mut().ok_or(Errno::EIO)
+    }
+
+    fn fs_ref(&self) -> Result<&Fs<ImageDevice>, Errno> {
+        self.fs.as_ref().ok_or(Errno::EIO)
+    }
+
+    /// One more kernel reference to an inode it already holds (under the read lock);
+    /// false if it holds none (the engine must open it: [`Self::remember`]).
+    fn remember_known(&self, ino: Ino) -> bool {
+        if ino == ROOT {
+            return true;
+        }
+        let mut l = self.lookups.lock().unwrap_or_else(|p| p.into_inner());
+        match l.get_mut(&ino) {
+            Some(c) if *c > 0 => {
+                *c += 1;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// After anything that may have written or flushed commits: start the durability
@@ -331,9 +351,13 @@ impl State {
         if ino == ROOT {
             return;
         }
-        let c = self.lookups.entry(ino).or_insert(0);
-        *c += 1;
-        if *c == 1 {
+        let first = {
+            let mut l = self.lookups.lock().unwrap_or_else(|p| p.into_inner());
+            let c = l.entry(ino).or_insert(0);
+            *c += 1;
+            *c == 1
+        };
+        if first {
             if let Some(fs) = self.fs.as_mut() {
                 // Cannot fail: the inode was just returned by the engine.
                 let _ = fs.open(ino);
@@ -342,10 +366,13 @@ impl State {
     }
 
     fn forget(&mut self, ino: Ino, n: u64) {
-        let Some(c) = self.lookups.get_mut(&ino) else { return };
-        *c = c.saturating_sub(n);
-        if *c == 0 {
-            self.lookups.remove(&ino);
+        let gone = {
+            let mut l = self.lookups.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(c) = l.get_mut(&ino) else { return };
+            *c = c.saturating_sub(n);
+            *c == 0 && l.remove(&ino).is_some()
+        };
+        if gone {
             if let Some(fs) = self.fs.as_mut() {
                 if let Err(e) = fs.release(intactfs::INIT_STREAM, ino) {
                     self.failure.get_or_insert(format!("freeing inode {ino}: {e}"));
@@ -365,7 +392,7 @@ impl IntactFuse {
         }
         let state = State {
             fs: Some(fs),
-            lookups: HashMap::new(),
+            lookups: Mutex::new(HashMap::new()),
             procs: ProcTable::default(),
             handles: HashMap::new(),
             next_fh: 1,
@@ -376,18 +403,22 @@ impl IntactFuse {
             f2fs: HashMap::new(),
             notifier: None,
             invalidate: Vec::new(),
-            flushing: false,
         };
-        let state = Arc::new(Mutex::new(state));
+        let state = Arc::new(RwLock::new(state));
         Ok(IntactFuse { commits: Committer::new(state.clone(), io), state, fsync, xattr, killpriv })
     }
 
-    fn lock(&self) -> Result<MutexGuard<'_, State>, Errno> {
+    fn lock(&self) -> Result<RwLockWriteGuard<'_, State>, Errno> {
         self.commits.lock()
     }
 
+    /// For calls that only look: several at once, none waiting for another's read.
+    fn read(&self) -> Result<RwLockReadGuard<'_, State>, Errno> {
+        self.commits.read()
+    }
+
     /// Locks the engine and finds the caller's stream.
-    fn begin(&self, req: &Request) -> Result<(MutexGuard<'_, State>, StreamId), Errno> {
+    fn begin(&self, req: &Request) -> Result<(RwLockWriteGuard<'_, State>, StreamId), Errno> {
         let mut st = self.lock()?;
         let s = st.procs.stream_of(req.pid());
         Ok((st, s))
@@ -506,6 +537,15 @@ impl fuser::Filesystem for IntactFuse {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let r = (|| {
+            {
+                let st = self.read()?;
+                let a = st.fs_ref()?.lookup(parent.0, name.as_bytes()).map_err(|e| errno(&e))?;
+                if st.remember_known(a.ino) {
+                    return Ok(a);
+                }
+            }
+            // The kernel's first reference: the engine keeps the inode open (looked up again:
+            // the name may have changed between the locks).
             let mut st = self.lock()?;
             let a = st.fs()?.lookup(parent.0, name.as_bytes()).map_err(|e| errno(&e))?;
             st.remember(a.ino);
@@ -527,7 +567,7 @@ impl fuser::Filesystem for IntactFuse {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        let r = (|| self.lock()?.fs()?.getattr(ino.0).map_err(|e| errno(&e)))();
+        let r = (|| self.read()?.fs_ref()?.getattr(ino.0).map_err(|e| errno(&e)))();
         match r {
             Ok(a) => reply.attr(&TTL, &file_attr(&a)),
             Err(e) => reply.error(e),
@@ -580,7 +620,7 @@ impl fuser::Filesystem for IntactFuse {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        match (|| self.lock()?.fs()?.readlink(ino.0).map_err(|e| errno(&e)))() {
+        match (|| self.read()?.fs_ref()?.readlink(ino.0).map_err(|e| errno(&e)))() {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(e),
         }
@@ -679,7 +719,17 @@ impl fuser::Filesystem for IntactFuse {
     }
 
     fn read(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, size: u32, _flags: OpenFlags, _lock: Option<LockOwner>, reply: ReplyData) {
-        match (|| self.lock()?.fs()?.read(ino.0, offset, size as usize).map_err(|e| errno(&e)))() {
+        let r = (|| {
+            {
+                let st = self.read()?;
+                let fs = st.fs_ref()?;
+                if fs.can_read_shared() {
+                    return fs.read_shared(ino.0, offset, size as usize).map_err(|e| errno(&e));
+                }
+            }
+            self.lock()?.fs()?.read(ino.0, offset, size as usize).map_err(|e| errno(&e))
+        })();
+        match r {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(e),
         }
@@ -751,8 +801,8 @@ impl fuser::Filesystem for IntactFuse {
     fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
         // Offsets: 1 after ".", 2 after "..", and an entry's name-hash cookie + 2 after it.
         let r = (|| {
-            let mut st = self.lock()?;
-            let fs = st.fs()?;
+            let st = self.read()?;
+            let fs = st.fs_ref()?;
             let me = fs.getattr(ino.0).map_err(|e| errno(&e))?;
             if me.kind != FileType::Dir {
                 return Err(Errno::ENOTDIR);
@@ -788,7 +838,7 @@ impl fuser::Filesystem for IntactFuse {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        match (|| Ok::<_, Errno>(self.lock()?.fs()?.statfs()))() {
+        match (|| Ok::<_, Errno>(self.read()?.fs_ref()?.statfs()))() {
             Ok(s) => {
                 // Inodes are allocated on demand: at most one per free block is a fair
                 // bound for `df -i`.
@@ -819,7 +869,7 @@ impl fuser::Filesystem for IntactFuse {
         }
         let r = (|| {
             let name = xattr_name(name)?;
-            self.lock()?.fs()?.getxattr(ino.0, name).map_err(|e| errno(&e))
+            self.read()?.fs_ref()?.getxattr(ino.0, name).map_err(|e| errno(&e))
         })();
         sized(r, size, reply)
     }
@@ -829,7 +879,7 @@ impl fuser::Filesystem for IntactFuse {
             return reply.error(Errno::ENOSYS);
         }
         let r = (|| {
-            let names = self.lock()?.fs()?.listxattr(ino.0).map_err(|e| errno(&e))?;
+            let names = self.read()?.fs_ref()?.listxattr(ino.0).map_err(|e| errno(&e))?;
             Ok(names.into_iter().flat_map(|mut n| {
                 n.push(0);
                 n
@@ -965,7 +1015,7 @@ impl fuser::Filesystem for IntactFuse {
                 _ => return Err(Errno::EINVAL),
             };
             let off = u64::try_from(offset).map_err(|_| Errno::ENXIO)?;
-            self.lock()?.fs()?.seek_data(ino.0, off, data).map_err(|e| errno(&e))
+            self.read()?.fs_ref()?.seek_data(ino.0, off, data).map_err(|e| errno(&e))
         })();
         match r {
             Ok(o) => reply.offset(o as i64),

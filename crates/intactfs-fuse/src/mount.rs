@@ -139,7 +139,7 @@ pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmoun
     config.n_threads = Some(cfg.threads.max(1));
     config.clone_fd = true;
     let session = Session::new(fuse, &cfg.mountpoint, &config).map_err(|e| MountError::Failed(format!("mounting on {}: {e}", cfg.mountpoint.display())))?;
-    if let Ok(mut st) = state.lock() {
+    if let Ok(mut st) = state.write() {
         st.notifier = Some(session.notifier());
     }
 
@@ -214,7 +214,7 @@ pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmoun
 
     // A panic in a request handler poisons the lock: the engine's memory is then not to be
     // trusted, and nothing more is written. The image holds the last commit.
-    let fs = match state.lock() {
+    let fs = match state.write() {
         Ok(mut st) => {
             // The connection is gone: nobody can be answered any more.
             st.fail_waiters();

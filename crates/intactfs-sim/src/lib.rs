@@ -600,7 +600,7 @@ impl Deferred {
     }
 }
 
-fn clock() -> Box<dyn FnMut() -> Time + Send> {
+fn clock() -> Box<dyn FnMut() -> Time + Send + Sync> {
     let mut t = 1_700_000_000i64;
     Box::new(move || {
         t += 1;

@@ -28,7 +28,7 @@ pub use regions::{Aborted, REGION_BASE};
 pub const MAX_FILE_SIZE: u64 = 1 << 50;
 const MAX_LINKS: u32 = 65_000;
 
-pub type Clock = Box<dyn FnMut() -> Time + Send>;
+pub type Clock = Box<dyn FnMut() -> Time + Send + Sync>;
 /// A file's dirty blocks by file block number.
 type Blocks = BTreeMap<u64, Box<[u8]>>;
 
@@ -235,6 +235,8 @@ pub struct Fs<D: BlockDevice> {
     /// With deferred I/O: the ticket a call's durable commit needs on the media before the
     /// call may return ([`Self::take_owed`]).
     owed: Option<u64>,
+    /// The device's shared handle, if it has one: reads through `&self` ([`Self::read_shared`]).
+    reader: Option<std::sync::Arc<dyn intactfs_device::SharedIo>>,
 }
 
 /// What a commit waits for before it returns.
@@ -324,6 +326,7 @@ impl<D: BlockDevice> Fs<D> {
         let free_inos = (ROOT + 1..meta.next_ino).filter(|i| !meta.inodes.contains_key(i)).collect();
         let report = MountReport { checkpoint_generation: cp.generation, records_replayed: replayed.len(), stop, orphans_freed: orphans.len() };
         let clock = opts.clock.take_or_default();
+        let reader = dev.shared_io();
         let mut fs = Fs {
             dev,
             sb,
@@ -361,6 +364,7 @@ impl<D: BlockDevice> Fs<D> {
             inflight: io::Inflight::default(),
             deferred: false,
             owed: None,
+            reader,
         };
         fs.update_meta_reserve();
         if !fs.opts.read_only {
@@ -672,46 +676,102 @@ impl<D: BlockDevice> Fs<D> {
         StatFs { block_size: BLOCK as u64, blocks: self.sb.blocks - self.sb.data_start(), free_blocks: free, files: self.live.inodes.len() as u64, name_max: NAME_MAX as u64 }
     }
 
-    /// Reads a block of a file as it is now: dirty cache, then the device.
-    fn file_block(&mut self, ino: Ino, lblk: u64) -> Result<Vec<u8>> {
+    /// Where a block of a file is now: its bytes (dirty cache, a commit in flight, a
+    /// hole), or the device block holding it and its checksum.
+    fn locate(&self, ino: Ino, lblk: u64) -> Result<std::result::Result<Vec<u8>, (u64, u32)>> {
         if let Some(b) = self.dirty.get(&ino).and_then(|d| d.get(&lblk)) {
-            return Ok(b.to_vec());
+            return Ok(Ok(b.to_vec()));
         }
         let ext = self.node(ino)?.extents().ok_or(FsError::IsDir)?;
-        match map_block(ext, lblk) {
-            Some((p, Some(crc))) => {
-                if let Some(b) = self.inflight_block(p) {
-                    return Ok(b.to_vec());
-                }
-                let buf = recovery::read_block(&mut self.dev, p)?;
-                if layout::block_crc(&buf) != crc {
-                    return Err(FsError::Corrupt(format!("inode {ino} block {lblk} (device block {p}) does not match its checksum")));
-                }
-                Ok(buf)
-            }
+        Ok(match map_block(ext, lblk) {
+            Some((p, Some(crc))) => match self.inflight_block(p) {
+                Some(b) => Ok(b.to_vec()),
+                None => Err((p, crc)),
+            },
             _ => Ok(vec![0; BLOCK]),
+        })
+    }
+
+    fn checked(ino: Ino, lblk: u64, p: u64, crc: u32, buf: Vec<u8>) -> Result<Vec<u8>> {
+        if layout::block_crc(&buf) != crc {
+            return Err(FsError::Corrupt(format!("inode {ino} block {lblk} (device block {p}) does not match its checksum")));
+        }
+        Ok(buf)
+    }
+
+    /// Reads a block of a file as it is now: dirty cache, then the device.
+    fn file_block(&mut self, ino: Ino, lblk: u64) -> Result<Vec<u8>> {
+        match self.locate(ino, lblk)? {
+            Ok(b) => Ok(b),
+            Err((p, crc)) => {
+                let buf = recovery::read_block(&mut self.dev, p)?;
+                Self::checked(ino, lblk, p, crc, buf)
+            }
         }
     }
 
+    /// [`Self::read`] through `&self` (several readers at once, none waiting for a
+    /// writer's lock), for a device with a shared handle ([`BlockDevice::shared_io`]).
+    pub fn read_shared(&self, ino: Ino, off: u64, len: usize) -> Result<Vec<u8>> {
+        let Some(dev) = self.reader.as_deref() else {
+            return Err(FsError::Internal("read_shared on a device without a shared handle".into()));
+        };
+        self.read_by(ino, off, len, &mut |fs, lblk| match fs.locate(ino, lblk)? {
+            Ok(b) => Ok(b),
+            Err((p, crc)) => {
+                let mut buf = vec![0; BLOCK];
+                dev.read_run(p, &mut buf)?;
+                Self::checked(ino, lblk, p, crc, buf)
+            }
+        })
+    }
+
+    /// Whether [`Self::read_shared`] works here.
+    pub fn can_read_shared(&self) -> bool {
+        self.reader.is_some()
+    }
+
     pub fn read(&mut self, ino: Ino, off: u64, len: usize) -> Result<Vec<u8>> {
+        if self.reader.is_some() {
+            return self.read_shared(ino, off, len);
+        }
+        let mut blocks = Vec::new();
+        // Without a shared handle: the blocks first (they need `&mut self`), then the bytes.
+        let (first, last) = match self.span(ino, off, len)? {
+            Some(s) => s,
+            None => return Ok(Vec::new()),
+        };
+        for lblk in first / BLOCK as u64..=(last - 1) / BLOCK as u64 {
+            blocks.push(self.file_block(ino, lblk)?);
+        }
+        let mut it = blocks.into_iter();
+        self.read_by(ino, off, len, &mut |_, _| Ok(it.next().expect("one block per block of the span")))
+    }
+
+    /// The byte range [off, end) a read of `len` bytes at `off` returns (None: nothing).
+    fn span(&self, ino: Ino, off: u64, len: usize) -> Result<Option<(u64, u64)>> {
         let n = self.node(ino)?;
         match n.kind {
             FileType::File => {}
             FileType::Dir => return Err(FsError::IsDir),
             _ => return Err(FsError::Invalid("not a regular file".into())),
         }
-        let size = n.size;
-        if off >= size || len == 0 {
-            return Ok(Vec::new());
+        if off >= n.size || len == 0 {
+            return Ok(None);
         }
-        let end = size.min(off.saturating_add(len as u64));
+        Ok(Some((off, n.size.min(off.saturating_add(len as u64)))))
+    }
+
+    /// Assembles a read from its blocks, each from `block(self, file block)` in order.
+    fn read_by(&self, ino: Ino, off: u64, len: usize, block: &mut dyn FnMut(&Self, u64) -> Result<Vec<u8>>) -> Result<Vec<u8>> {
+        let Some((off, end)) = self.span(ino, off, len)? else { return Ok(Vec::new()) };
         let mut out = Vec::with_capacity((end - off) as usize);
         let mut pos = off;
         while pos < end {
             let lblk = pos / BLOCK as u64;
             let within = (pos % BLOCK as u64) as usize;
             let take = ((BLOCK - within) as u64).min(end - pos) as usize;
-            let b = self.file_block(ino, lblk)?;
+            let b = block(self, lblk)?;
             out.extend_from_slice(&b[within..within + take]);
             pos += take as u64;
         }
