@@ -5,7 +5,7 @@ use crate::control::{self, DurableArg, StreamArg, DURABLE_WAIT, FLAGS_ALL, FLAG_
 use crate::commit::Committer;
 use crate::procs::ProcTable;
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType as FType, FopenFlags, Generation, INodeNo, InitFlags, IoctlFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags as FRename, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    Errno, FileAttr, FileHandle, FileType as FType, FopenFlags, Generation, INodeNo, InitFlags, IoctlFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags as FRename, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use intactfs::meta::Body;
 use intactfs::{Attr, FileType, Fs, FsError, Ino, NewKind, Owner, RenameFlags, SetAttr, StreamFlags, StreamId, Time, BLOCK, ROOT};
@@ -464,6 +464,32 @@ impl IntactFuse {
     }
 }
 
+/// A directory's entries from `offset` on (at most 512 of the engine's): (inode, the offset
+/// after it, type, name). Offsets: 1 after ".", 2 after "..", and an entry's name-hash
+/// cookie + 2 after it.
+fn dir_entries(fs: &Fs<ImageDevice>, ino: Ino, offset: u64) -> Result<Vec<(Ino, u64, FType, Vec<u8>)>, Errno> {
+    let me = fs.getattr(ino).map_err(|e| errno(&e))?;
+    if me.kind != FileType::Dir {
+        return Err(Errno::ENOTDIR);
+    }
+    let mut out = Vec::new();
+    if offset == 0 {
+        out.push((ino, 1, FType::Directory, b".".to_vec()));
+    }
+    if offset <= 1 {
+        let parent = match fs.live_meta().get(ino).map(|n| &n.body) {
+            Some(Body::Dir { parent, .. }) => *parent,
+            _ => ino,
+        };
+        out.push((parent, 2, FType::Directory, b"..".to_vec()));
+    }
+    let cookie = offset.saturating_sub(2);
+    for e in fs.readdir(ino, cookie, 512).map_err(|e| errno(&e))? {
+        out.push((e.ino, e.cookie + 2, kind(e.kind), e.name));
+    }
+    Ok(out)
+}
+
 /// Clears set-user-id, and set-group-id if the file is group-executable or the caller is
 /// neither in the file's group nor root (the kernel's `setattr_should_drop_sgid`), as a
 /// write, truncate or chown does.
@@ -523,7 +549,10 @@ impl fuser::Filesystem for IntactFuse {
         // longer asks for `security.capability` before every write (one round trip each),
         // and clears set-group-id as local file systems do. Lookups and readdir of one
         // directory may run in parallel: the engine lock orders them.
-        let mut want = vec![InitFlags::FUSE_PARALLEL_DIROPS];
+        // READDIRPLUS: a listing answers the lookups of its entries too (`ls -l`, `git add`
+        // stat every entry after reading the directory); AUTO lets the kernel use it only
+        // where that pays.
+        let mut want = vec![InitFlags::FUSE_PARALLEL_DIROPS, InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO];
         if self.killpriv {
             want.push(InitFlags::FUSE_HANDLE_KILLPRIV_V2);
         }
@@ -799,31 +828,7 @@ impl fuser::Filesystem for IntactFuse {
     }
 
     fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        // Offsets: 1 after ".", 2 after "..", and an entry's name-hash cookie + 2 after it.
-        let r = (|| {
-            let st = self.read()?;
-            let fs = st.fs_ref()?;
-            let me = fs.getattr(ino.0).map_err(|e| errno(&e))?;
-            if me.kind != FileType::Dir {
-                return Err(Errno::ENOTDIR);
-            }
-            let mut out = Vec::new();
-            if offset == 0 {
-                out.push((ino.0, 1, FType::Directory, b".".to_vec()));
-            }
-            if offset <= 1 {
-                let parent = match fs.live_meta().get(ino.0).map(|n| &n.body) {
-                    Some(Body::Dir { parent, .. }) => *parent,
-                    _ => ino.0,
-                };
-                out.push((parent, 2, FType::Directory, b"..".to_vec()));
-            }
-            let cookie = offset.saturating_sub(2);
-            for e in fs.readdir(ino.0, cookie, 512).map_err(|e| errno(&e))? {
-                out.push((e.ino, e.cookie + 2, kind(e.kind), e.name));
-            }
-            Ok(out)
-        })();
+        let r = (|| dir_entries(self.read()?.fs_ref()?, ino.0, offset))();
         match r {
             Ok(entries) => {
                 for (i, off, k, name) in entries {
@@ -833,6 +838,33 @@ impl fuser::Filesystem for IntactFuse {
                 }
                 reply.ok()
             }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdirplus(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
+        let r = (|| {
+            // The write lock: every entry sent is one more kernel reference (`remember`).
+            let mut st = self.lock()?;
+            let entries = dir_entries(st.fs_ref()?, ino.0, offset)?;
+            for (i, off, _, name) in entries {
+                let a = match st.fs_ref()?.getattr(i) {
+                    Ok(a) => a,
+                    // Gone since the listing (cannot happen under the lock); skip it.
+                    Err(_) => continue,
+                };
+                if reply.add(INodeNo(i), off, OsStr::from_bytes(&name), &TTL, &file_attr(&a), Generation(0)) {
+                    break;
+                }
+                // The kernel counts a lookup for every entry it received but "." and "..".
+                if name != b"." && name != b".." {
+                    st.remember(i);
+                }
+            }
+            Ok(())
+        })();
+        match r {
+            Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
