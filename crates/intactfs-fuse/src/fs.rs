@@ -464,10 +464,13 @@ impl IntactFuse {
     }
 }
 
+/// A listed entry: inode, the offset after it, type, name.
+type Listed = (Ino, u64, FType, Vec<u8>);
+
 /// A directory's entries from `offset` on (at most 512 of the engine's): (inode, the offset
 /// after it, type, name). Offsets: 1 after ".", 2 after "..", and an entry's name-hash
 /// cookie + 2 after it.
-fn dir_entries(fs: &Fs<ImageDevice>, ino: Ino, offset: u64) -> Result<Vec<(Ino, u64, FType, Vec<u8>)>, Errno> {
+fn dir_entries(fs: &Fs<ImageDevice>, ino: Ino, offset: u64) -> Result<Vec<Listed>, Errno> {
     let me = fs.getattr(ino).map_err(|e| errno(&e))?;
     if me.kind != FileType::Dir {
         return Err(Errno::ENOTDIR);
