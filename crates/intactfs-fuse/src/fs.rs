@@ -365,6 +365,20 @@ impl State {
         }
     }
 
+    /// The kernel's first reference to an inode the engine has opened for it already.
+    fn remember_opened(&mut self, ino: Ino) {
+        let mut l = self.lookups.lock().unwrap_or_else(|p| p.into_inner());
+        let c = l.entry(ino).or_insert(0);
+        *c += 1;
+        if *c > 1 {
+            drop(l);
+            // Not the first after all: the engine's open was one too many.
+            if let Some(fs) = self.fs.as_mut() {
+                let _ = fs.release(intactfs::INIT_STREAM, ino);
+            }
+        }
+    }
+
     fn forget(&mut self, ino: Ino, n: u64) {
         let gone = {
             let mut l = self.lookups.lock().unwrap_or_else(|p| p.into_inner());
@@ -939,6 +953,22 @@ impl fuser::Filesystem for IntactFuse {
         let r = (|| {
             let (mut st, s) = self.begin(req)?;
             let a = Self::make_locked(&mut st, s, req, parent, name, NewKind::File, mode)?;
+            Ok((a, st.new_handle(s)))
+        })();
+        match r {
+            Ok((a, fh)) => reply.created(&TTL, &file_attr(&a), Generation(0), fh, FopenFlags::FOPEN_KEEP_CACHE),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    /// O_TMPFILE (FUSE_TMPFILE: the vendored fuser's patch, vendor/fuser/PATCHES.md).
+    fn tmpfile(&self, req: &Request, parent: INodeNo, mode: u32, _umask: u32, _flags: i32, reply: ReplyCreate) {
+        let r = (|| {
+            let (mut st, s) = self.begin(req)?;
+            let (owner, _) = Self::owner(&mut st, req, parent.0)?;
+            let a = st.fs()?.create_tmpfile(s, parent.0, mode & 0o7777, owner).map_err(|e| errno(&e))?;
+            // The engine opened it already: that open is the kernel's first reference.
+            st.remember_opened(a.ino);
             Ok((a, st.new_handle(s)))
         })();
         match r {

@@ -237,6 +237,9 @@ pub struct Fs<D: BlockDevice> {
     owed: Option<u64>,
     /// The device's shared handle, if it has one: reads through `&self` ([`Self::read_shared`]).
     reader: Option<std::sync::Arc<dyn intactfs_device::SharedIo>>,
+    /// Files made by [`Self::create_tmpfile`] and not yet linked: the only inodes without
+    /// links that [`Self::link`] accepts.
+    tmpfiles: BTreeSet<Ino>,
 }
 
 /// What a commit waits for before it returns.
@@ -365,6 +368,7 @@ impl<D: BlockDevice> Fs<D> {
             deferred: false,
             owed: None,
             reader,
+            tmpfiles: BTreeSet::new(),
         };
         fs.update_meta_reserve();
         if !fs.opts.read_only {
@@ -896,7 +900,7 @@ impl<D: BlockDevice> Fs<D> {
         if n.nlink >= MAX_LINKS {
             return Err(FsError::TooManyLinks);
         }
-        if n.nlink == 0 {
+        if n.nlink == 0 && !self.tmpfiles.contains(&ino) {
             return Err(FsError::NotFound);
         }
         self.dir(parent)?;
@@ -907,15 +911,40 @@ impl<D: BlockDevice> Fs<D> {
         let time = self.now();
         let op = LogOp::Link { parent, name: name.to_vec(), ino, time };
         self.log(s, op, &[Key::Entry(parent, name.to_vec()), Key::Ino(ino)], &[Key::Ino(parent)])?;
+        self.tmpfiles.remove(&ino);
         self.streams.mark(s, &[Key::Inside(parent)]);
         self.count_call(s);
         self.getattr(ino)
+    }
+
+    /// O_TMPFILE: a regular file in no directory, open once for the caller (released with
+    /// [`Self::release`] like any open inode), that [`Self::link`] may give a name later. It
+    /// is made as a create in `parent` under a fresh hidden name and an unlink of that name,
+    /// both in stream `s`'s transaction, so nobody sees the name and no commit keeps it. A
+    /// crash before a link frees the file (an orphan), as Linux file systems do.
+    pub fn create_tmpfile(&mut self, s: StreamId, parent: Ino, mode: u32, owner: Owner) -> Result<Attr> {
+        self.writable()?;
+        self.dir(parent)?;
+        let mut k = 0u64;
+        let name = loop {
+            let n = format!(".intact-tmpfile.{k}").into_bytes();
+            if self.live.lookup(parent, &n).is_none() {
+                break n;
+            }
+            k += 1;
+        };
+        let a = self.create(s, parent, &name, NewKind::File, mode, owner)?;
+        self.open(a.ino)?;
+        self.unlink(s, parent, &name)?;
+        self.tmpfiles.insert(a.ino);
+        self.getattr(a.ino)
     }
 
     /// Frees an inode whose last link and last opener are gone.
     fn maybe_free(&mut self, s: StreamId, ino: Ino) -> Result<()> {
         let Some(n) = self.live.get(ino) else { return Ok(()) };
         if n.nlink == 0 && self.open.get(&ino).copied().unwrap_or(0) == 0 {
+            self.tmpfiles.remove(&ino);
             self.drop_dirty(ino, 0);
             if let Some((_, r)) = self.falloc.remove(&ino) {
                 self.reserved -= r;

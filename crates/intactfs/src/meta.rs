@@ -338,7 +338,9 @@ impl Meta {
                 match self.inodes.get(ino) {
                     None => return Err(format!("inode {ino} does not exist")),
                     Some(n) if n.kind == FileType::Dir => return Err(format!("inode {ino} is a directory")),
-                    Some(n) if n.nlink == 0 => return Err(format!("inode {ino} has no links")),
+                    // A file without links is an O_TMPFILE being linked (the engine allows no
+                    // other); anything else without links is gone.
+                    Some(n) if n.nlink == 0 && n.kind != FileType::File => return Err(format!("inode {ino} has no links")),
                     _ => {}
                 }
                 let entries = self.dir_mut(*parent)?;

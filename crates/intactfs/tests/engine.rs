@@ -518,3 +518,38 @@ fn punch_hole_zeroes_frees_and_keeps_the_size() {
     let mut dev = fs.unmount().unwrap();
     assert!(fsck(&mut dev, true).clean());
 }
+
+/// O_TMPFILE: a file without a name, linkable once; one never linked is gone after a crash,
+/// with its blocks; one linked keeps its data across a remount.
+#[test]
+fn tmpfiles_are_nameless_until_linked_and_gone_after_a_crash() {
+    let mut fs = fresh(1024);
+    let free0 = fs.statfs().free_blocks;
+    let t = fs.create_tmpfile(0, ROOT, 0o600, O).unwrap();
+    assert_eq!((t.kind, t.nlink, t.mode), (FileType::File, 0, 0o600));
+    assert!(fs.readdir(ROOT, 0, 100).unwrap().is_empty(), "the hidden name is gone again");
+    fs.write(0, t.ino, 0, &[7u8; 3 * BLOCK]).unwrap();
+    fs.link(0, t.ino, ROOT, b"named").unwrap();
+    assert_eq!(fs.getattr(t.ino).unwrap().nlink, 1);
+    // Linked once, it is an ordinary file: unlinked while open, it cannot come back.
+    fs.unlink(0, ROOT, b"named").unwrap();
+    assert!(matches!(fs.link(0, t.ino, ROOT, b"again"), Err(FsError::NotFound)));
+    fs.release(0, t.ino).unwrap();
+    // Linked and durable: survives a remount.
+    let u = fs.create_tmpfile(0, ROOT, 0o644, O).unwrap();
+    fs.write(0, u.ino, 0, b"kept").unwrap();
+    fs.link(0, u.ino, ROOT, b"kept").unwrap();
+    fs.release(0, u.ino).unwrap();
+    // Never linked: a crash frees it at the next mount.
+    let v = fs.create_tmpfile(0, ROOT, 0o644, O).unwrap();
+    fs.write(0, v.ino, 0, &[1u8; 8 * BLOCK]).unwrap();
+    fs.sync().unwrap();
+    let (mut fs, report) = Fs::mount(fs.into_device(), MountOptions::default()).unwrap();
+    assert_eq!(report.orphans_freed, 1);
+    let k = fs.lookup(ROOT, b"kept").unwrap();
+    assert_eq!(fs.read(k.ino, 0, 100).unwrap(), b"kept");
+    assert_eq!(fs.readdir(ROOT, 0, 100).unwrap().len(), 1);
+    assert!(fs.statfs().free_blocks >= free0 - 2, "the orphan's blocks are free again");
+    let mut dev = fs.unmount().unwrap();
+    assert!(fsck(&mut dev, true).clean());
+}
