@@ -44,11 +44,13 @@ pub struct State {
     /// (Behind its own mutex: a lookup of an inode the kernel already knows only counts
     /// one more, under the engine's read lock.)
     lookups: Mutex<HashMap<Ino, u64>>,
-    procs: ProcTable,
+    /// (Own mutexes for this, the handles and the next handle number: open, release and
+    /// flush need only the engine's read lock.)
+    procs: Mutex<ProcTable>,
     /// Open file handle → the opener's stream, for writes the kernel sends on its own
     /// behalf (pid 0: write-back of shared mappings).
-    handles: HashMap<u64, StreamId>,
-    next_fh: u64,
+    handles: Mutex<HashMap<u64, StreamId>>,
+    next_fh: std::sync::atomic::AtomicU64,
     /// First engine failure that makes further changes unsafe, for the log.
     pub failure: Option<String>,
     /// DURABLE ioctls waiting for their ticket (answered by [`State::notify`]).
@@ -182,11 +184,24 @@ const S_IFMT: u32 = 0o170000;
 const S_ISGID: u32 = 0o2000;
 
 impl State {
-    fn new_handle(&mut self, s: StreamId) -> FileHandle {
-        let fh = self.next_fh;
-        self.next_fh += 1;
-        self.handles.insert(fh, s);
+    fn new_handle(&self, s: StreamId) -> FileHandle {
+        let fh = self.next_fh.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.handles.lock().unwrap_or_else(|p| p.into_inner()).insert(fh, s);
         FileHandle(fh)
+    }
+
+    fn handle_stream(&self, fh: u64) -> Option<StreamId> {
+        self.handles.lock().unwrap_or_else(|p| p.into_inner()).get(&fh).copied()
+    }
+
+    fn procs(&self) -> std::sync::MutexGuard<'_, ProcTable> {
+        self.procs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether closing handle `fh` of `ino` ends an F2FS atomic write, or aborted regions
+    /// wait for invalidation: only then does a flush or release need the write lock.
+    fn close_has_work(&self, ino: Ino, fh: u64) -> bool {
+        self.f2fs.get(&ino).is_some_and(|f| f.1 == fh) || !self.invalidate.is_empty()
     }
 
     fn fs(&mut self) -> Result<&mut Fs<ImageDevice>, Errno> {
@@ -239,7 +254,7 @@ impl State {
         let gone: Vec<StreamId> = self.regions.iter().filter(|(_, o)| !crate::procs::alive(o.tgid, o.start)).map(|(r, _)| *r).collect();
         for r in gone {
             let o = self.regions.remove(&r).expect("listed above");
-            self.procs.leave(o.tgid, o.start, o.prev);
+            self.procs().leave(o.tgid, o.start, o.prev);
             if self.fs.is_some() {
                 if let Err(e) = self.abort_region(r) {
                     eprintln!("intactfs: aborting the region of exited process {}: {e:?}", o.tgid);
@@ -293,7 +308,7 @@ impl State {
     fn end_region(&mut self, s: StreamId, commit: bool) -> Result<(), Errno> {
         let r = self.caller_region(s)?;
         let o = self.regions.remove(&r).expect("checked");
-        self.procs.leave(o.tgid, o.start, o.prev);
+        self.procs().leave(o.tgid, o.start, o.prev);
         if commit {
             self.fs()?.region_commit(r).map_err(|e| errno(&e))
         } else {
@@ -407,9 +422,9 @@ impl IntactFuse {
         let state = State {
             fs: Some(fs),
             lookups: Mutex::new(HashMap::new()),
-            procs: ProcTable::default(),
-            handles: HashMap::new(),
-            next_fh: 1,
+            procs: Mutex::new(ProcTable::default()),
+            handles: Mutex::new(HashMap::new()),
+            next_fh: std::sync::atomic::AtomicU64::new(1),
             failure: None,
             waiters: Vec::new(),
             unflushed_since: None,
@@ -433,8 +448,8 @@ impl IntactFuse {
 
     /// Locks the engine and finds the caller's stream.
     fn begin(&self, req: &Request) -> Result<(RwLockWriteGuard<'_, State>, StreamId), Errno> {
-        let mut st = self.lock()?;
-        let s = st.procs.stream_of(req.pid());
+        let st = self.lock()?;
+        let s = st.procs().stream_of(req.pid());
         Ok((st, s))
     }
 
@@ -742,8 +757,9 @@ impl fuser::Filesystem for IntactFuse {
 
     fn open(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let r = (|| {
-            let (mut st, s) = self.begin(req)?;
-            st.fs()?.getattr(ino.0).map_err(|e| errno(&e))?;
+            let st = self.read()?;
+            let s = st.procs().stream_of(req.pid());
+            st.fs_ref()?.getattr(ino.0).map_err(|e| errno(&e))?;
             Ok(st.new_handle(s))
         })();
         match r {
@@ -755,11 +771,18 @@ impl fuser::Filesystem for IntactFuse {
     }
 
     fn release(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _flags: OpenFlags, _lock: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
-        let pending = self.lock().ok().and_then(|mut st| {
-            st.handles.remove(&fh.0);
-            st.end_f2fs_on_close(ino.0, fh.0);
-            st.take_invalidations()
+        let work = self.read().map(|st| {
+            st.handles.lock().unwrap_or_else(|p| p.into_inner()).remove(&fh.0);
+            st.close_has_work(ino.0, fh.0)
         });
+        let pending = if work.unwrap_or(true) {
+            self.lock().ok().and_then(|mut st| {
+                st.end_f2fs_on_close(ino.0, fh.0);
+                st.take_invalidations()
+            })
+        } else {
+            None
+        };
         invalidate(pending);
         reply.ok()
     }
@@ -788,7 +811,7 @@ impl fuser::Filesystem for IntactFuse {
             if req.pid() == 0 {
                 // Write-back of a shared mapping: the kernel writes for some process that
                 // opened the file writable; the opener's stream is the best we know.
-                s = st.handles.get(&fh.0).copied().unwrap_or(s);
+                s = st.handle_stream(fh.0).unwrap_or(s);
             }
             let n = st.fs()?.write(s, ino.0, offset, data).map_err(|e| errno(&e))?;
             if wf.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
@@ -816,10 +839,15 @@ impl fuser::Filesystem for IntactFuse {
         // close(2) of the descriptor that started an F2FS atomic write: F2FS drops it at
         // the file's release, which the kernel sends after close returns; abort here, while
         // the closing caller waits, so that it sees the old content once close returns.
-        let pending = self.lock().ok().and_then(|mut st| {
-            st.end_f2fs_on_close(ino.0, fh.0);
-            st.take_invalidations()
-        });
+        let work = self.read().map(|st| st.close_has_work(ino.0, fh.0));
+        let pending = if work.unwrap_or(true) {
+            self.lock().ok().and_then(|mut st| {
+                st.end_f2fs_on_close(ino.0, fh.0);
+                st.take_invalidations()
+            })
+        } else {
+            None
+        };
         invalidate(pending);
         reply.ok()
     }
@@ -994,7 +1022,7 @@ impl fuser::Filesystem for IntactFuse {
                     if st.regions.contains_key(&s) {
                         return Err(Errno::EBUSY);
                     }
-                    st.procs.set(req.pid(), a.id).map_err(|_| Errno::ESRCH)?;
+                    st.procs().set(req.pid(), a.id).map_err(|_| Errno::ESRCH)?;
                     st.fs()?.set_stream_flags(a.id, StreamFlags { ignore_fsync: a.flags & FLAG_IGNORE_FSYNC != 0, fsync_as_osync: a.flags & FLAG_FSYNC_AS_OSYNC != 0 });
                     Ok(Vec::new())
                 }
@@ -1033,7 +1061,8 @@ impl fuser::Filesystem for IntactFuse {
                         return Err(Errno::EALREADY);
                     }
                     let r = st.fs()?.region_begin().map_err(|e| errno(&e))?;
-                    match st.procs.enter(req.pid(), r) {
+                    let entered = st.procs().enter(req.pid(), r);
+                    match entered {
                         Ok((tgid, start, prev)) => {
                             st.regions.insert(r, RegionOwner { tgid, start, prev });
                             Ok(Vec::new())
