@@ -623,7 +623,8 @@ def reading(R, a, g1, g2, sx):
     w("all three (`FOPEN_KEEP_CACHE`), so what is left per op is the open/close traffic (LOOKUP when the")
     w("1 s entry TTL has expired, OPEN, FLUSH, RELEASE): the passthrough runs those in parallel on its four")
     w("threads; intactfs runs lookups, getattr and reads side by side under the read side of its engine lock")
-    w("(since issue 17), and open, flush and release under the write side in this build.\n")
+    w("(since issue 17), and open, flush and release too since commit 542a472 (later than the builds measured")
+    w("on 2026-11-25).\n")
     others = [s_ for s_ in OTHER_FUSE if R.has_system(s_)]
     if others:
         pers = [p_.split()[0] for p_ in a.params.splitlines() if p_.split()]
