@@ -453,6 +453,24 @@ impl IntactFuse {
         Ok((st, s))
     }
 
+    /// A close (FLUSH) or the handle's end (RELEASE, `forget_handle`): ends an F2FS atomic
+    /// write the handle started and tells the kernel what aborted regions undid; the write
+    /// lock only when there is such work.
+    fn closed(&self, ino: Ino, fh: u64, forget_handle: bool) {
+        let work = self.read().map(|st| {
+            if forget_handle {
+                st.handles.lock().unwrap_or_else(|p| p.into_inner()).remove(&fh);
+            }
+            st.close_has_work(ino, fh)
+        });
+        if work.unwrap_or(true) {
+            invalidate(self.lock().ok().and_then(|mut st| {
+                st.end_f2fs_on_close(ino, fh);
+                st.take_invalidations()
+            }));
+        }
+    }
+
     fn owner(st: &mut State, req: &Request, parent: Ino) -> Result<(Owner, bool), Errno> {
         // A directory with the set-group-id bit gives new entries its group (and new
         // directories the bit itself), as Linux file systems do.
@@ -771,19 +789,7 @@ impl fuser::Filesystem for IntactFuse {
     }
 
     fn release(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _flags: OpenFlags, _lock: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
-        let work = self.read().map(|st| {
-            st.handles.lock().unwrap_or_else(|p| p.into_inner()).remove(&fh.0);
-            st.close_has_work(ino.0, fh.0)
-        });
-        let pending = if work.unwrap_or(true) {
-            self.lock().ok().and_then(|mut st| {
-                st.end_f2fs_on_close(ino.0, fh.0);
-                st.take_invalidations()
-            })
-        } else {
-            None
-        };
-        invalidate(pending);
+        self.closed(ino.0, fh.0, true);
         reply.ok()
     }
 
@@ -839,16 +845,7 @@ impl fuser::Filesystem for IntactFuse {
         // close(2) of the descriptor that started an F2FS atomic write: F2FS drops it at
         // the file's release, which the kernel sends after close returns; abort here, while
         // the closing caller waits, so that it sees the old content once close returns.
-        let work = self.read().map(|st| st.close_has_work(ino.0, fh.0));
-        let pending = if work.unwrap_or(true) {
-            self.lock().ok().and_then(|mut st| {
-                st.end_f2fs_on_close(ino.0, fh.0);
-                st.take_invalidations()
-            })
-        } else {
-            None
-        };
-        invalidate(pending);
+        self.closed(ino.0, fh.0, false);
         reply.ok()
     }
 
