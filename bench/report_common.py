@@ -16,6 +16,19 @@ def med(xs):
     return statistics.median(xs) if xs else None
 
 
+def median_of(rs, key, per_op=False):
+    """The median of one field over result lines (per operation: divided by each line's ops)."""
+    if per_op:
+        return med([r[key] / r["ops"] for r in rs if r.get("ops") and key in r])
+    return med([r.get(key) for r in rs])
+
+
+def ops_range(rs):
+    """(min, max) of ops_per_s over result lines, when there are several."""
+    xs = [r["ops_per_s"] for r in rs]
+    return (min(xs), max(xs)) if len(xs) > 1 else None
+
+
 def fmt(v, digits=None):
     if v is None:
         return "–"

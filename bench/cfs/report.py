@@ -18,7 +18,7 @@ import sys
 sys.dont_write_bytecode = True  # no bench/__pycache__ from the import below
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import report_common  # noqa: E402
-from report_common import fmt, fmt_ratio, machine, main, med, parser, run_lines  # noqa: E402
+from report_common import fmt, fmt_ratio, machine, main, parser, run_lines  # noqa: E402
 
 BEGIN, END = "<!-- cfs:begin -->", "<!-- cfs:end -->"
 FSS = ["ext4", "intactfs", "intactfs-txflash"]
@@ -48,14 +48,10 @@ def section(runs, bad, a):
             by.setdefault((r["workload"], r["fs"], r["method"]), []).append(r)
 
     def m(key, wl, fs, method, per_op=False):
-        rs = by.get((wl, fs, method), [])
-        if per_op:
-            return med([r[key] / r["ops"] for r in rs if r.get("ops") and key in r])
-        return med([r.get(key) for r in rs])
+        return report_common.median_of(by.get((wl, fs, method), []), key, per_op)
 
     def rng(wl, fs, method):
-        xs = [r["ops_per_s"] for r in by.get((wl, fs, method), [])]
-        return (min(xs), max(xs)) if len(xs) > 1 else None
+        return report_common.ops_range(by.get((wl, fs, method), []))
 
     def sc(wl, fs, method, names):
         p = prof.get((wl, fs, method))

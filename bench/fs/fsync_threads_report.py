@@ -56,14 +56,10 @@ def section(runs, bad, a):
         modes = a.modes.split()
 
     def m(key, md, s, t, per_op=False):
-        rs = by.get((md, s, t), [])
-        if per_op:
-            return med([r[key] / r["ops"] for r in rs if r.get("ops") and key in r])
-        return med([r.get(key) for r in rs])
+        return report_common.median_of(by.get((md, s, t), []), key, per_op)
 
     def rng(md, s, t):
-        xs = [r["ops_per_s"] for r in by.get((md, s, t), [])]
-        return (min(xs), max(xs)) if len(xs) > 1 else None
+        return report_common.ops_range(by.get((md, s, t), []))
 
     tp = lambda md, s, t: m("ops_per_s", md, s, t)  # noqa: E731
     workers = lambda t: f"{t} worker{'s' if t != 1 else ''}"  # noqa: E731
