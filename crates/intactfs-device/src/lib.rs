@@ -35,18 +35,32 @@
 //!   same transaction may write a block again (the last write wins). The transactional
 //!   devices check a whole `write_run`/`tx_write_run` for conflicts (and space) before
 //!   writing any of it.
+//!
+//! # Persistent memory
+//!
+//! A [`PmemDevice`] is byte-addressable persistent memory (NVMM), for FCFS-style engines:
+//! stores go through a volatile CPU cache, `clwb` schedules a 64-byte line's write-back,
+//! `fence` (sfence) waits for it, and an aligned 8-byte `store_u64` never tears. At a crash
+//! every word holds its last guaranteed value or any value stored to it since.
+//! [`PmemFile`] maps a file shared (stores survive the process, not a power loss, unless
+//! fences `msync`); [`PmemSim`] is its simulated twin, whose [`PmemSim::crash`] draws one
+//! allowed image from a seed; [`Latency`] adds an NVMM write's cost to every flushed line.
 
 mod file;
 mod image;
 mod sim;
 mod txflash;
 mod txsim;
+mod pmem;
+mod pmemsim;
 
 pub use file::{FileDevice, FileIo};
 pub use image::{DeviceKind, ImageDevice};
 pub use sim::{CrashImage, SimDevice};
 pub use txflash::{is_txflash, TxCounters, TxFileDevice, TxGeometry, TxRecovery, TX_MAGIC};
 pub use txsim::{TxSimCounters, TxSimDevice};
+pub use pmem::{Latency, LatencyModel, PmemCounters, PmemDevice, PmemError, PmemFile, CACHELINE, WORD};
+pub use pmemsim::{PmemCrashImage, PmemSim};
 
 /// The unit of atomicity of the media: a sector is written entirely or not at all.
 pub const SECTOR: usize = 512;
