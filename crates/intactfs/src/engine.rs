@@ -12,7 +12,7 @@
 
 use crate::alloc::Allocator;
 use crate::error::{FsError, Result};
-use crate::layout::{self, Checkpoint, Record, Superblock, CHECKPOINT_SLOTS, CP_MAGIC, JOURNAL_START, MAX_SNAPSHOT_EXTENTS, REC_MAGIC, SB_MAGIC};
+use crate::layout::{self, Checkpoint, Delta, Record, Segment, Superblock, CHECKPOINT_SLOTS, JOURNAL_START, MAX_DELTAS, MAX_SNAPSHOT_EXTENTS, REC_MAGIC, SB_MAGIC};
 use crate::meta::{map_block, valid_name, valid_xattr_name, xattr_fits, XATTR_NAME_MAX, XATTR_VALUE_MAX, XATTR_TOTAL_MAX, Body, Extent, FileType, Ino, Inode, LogOp, Meta, NewKind, Time, BLOCK, NAME_MAX, ROOT, SYMLINK_MAX};
 use crate::recovery::{self, Loaded};
 use crate::streams::{Key, StreamFlags, StreamId, Streams};
@@ -53,6 +53,10 @@ pub struct MountOptions {
     pub region_limit: u64,
     /// Checkpoint when the journal is this full (0..1).
     pub checkpoint_fill: f64,
+    /// A checkpoint writes a delta (the changed inodes) while the chain's deltas together
+    /// stay within this share of the base snapshot's bytes, else a new base; 0: always a
+    /// base. (The crash simulation raises it so that its small file systems chain too.)
+    pub delta_share: f64,
     /// Recover in memory only; write nothing (fsck, dump).
     pub read_only: bool,
     /// Time source; default: the system clock.
@@ -63,7 +67,7 @@ pub struct MountOptions {
 
 impl Default for MountOptions {
     fn default() -> Self {
-        MountOptions { dirty_limit: 256 << 20, region_limit: 1 << 30, checkpoint_fill: 0.75, read_only: false, clock: None, keep_commit_log: false }
+        MountOptions { dirty_limit: 256 << 20, region_limit: 1 << 30, checkpoint_fill: 0.75, delta_share: 0.5, read_only: false, clock: None, keep_commit_log: false }
     }
 }
 
@@ -84,6 +88,8 @@ pub struct Stats {
     /// Commits written without a flush (osync, OptFS §4.4).
     pub optimistic_commits: u64,
     pub checkpoints: u64,
+    /// Checkpoints written as a delta segment (the changed inodes) rather than a new base.
+    pub delta_checkpoints: u64,
     pub regions_committed: u64,
     pub regions_aborted: u64,
     /// Commits made as one device transaction (transactional flash), and the data blocks
@@ -214,6 +220,11 @@ pub struct Fs<D: BlockDevice> {
     commit_log: Vec<CommitInfo>,
     /// Set when a device write failed mid-commit: memory and disk may disagree.
     poisoned: Option<String>,
+    /// Inodes the durable state changed since the last checkpoint: the next delta.
+    touched: BTreeSet<Ino>,
+    /// The next checkpoint writes a new base (the durable state changed in ways `touched`
+    /// does not record: journal replay at mount).
+    full_next: bool,
     /// Caller → stream, for `setstream`/`getstream`.
     callers: HashMap<u64, StreamId>,
     /// Open atomic regions, by their stream.
@@ -278,7 +289,7 @@ pub fn mkfs<D: BlockDevice>(dev: &mut D, opts: &MkfsOptions) -> Result<Superbloc
     // A stale record at the journal's start could otherwise match epoch 1 of a reused uuid.
     dev.write(JOURNAL_START, &vec![0; BLOCK])?;
     let cp = Checkpoint::new(&sb, 1, vec![(at, n)], &snap, 1);
-    dev.write(CHECKPOINT_SLOTS[0], &layout::encode(CP_MAGIC, &cp))?;
+    dev.write(CHECKPOINT_SLOTS[0], &cp.encode())?;
     dev.write(CHECKPOINT_SLOTS[1], &vec![0; BLOCK])?;
     dev.flush()?;
     // The superblock last: a device without one is not a file system yet.
@@ -304,7 +315,7 @@ impl<D: BlockDevice> Fs<D> {
     pub fn mount(mut dev: D, mut opts: MountOptions) -> Result<(Fs<D>, MountReport)> {
         let Loaded { sb, cp, slot, mut meta, replayed, stop, journal_head, next_seq, durable_upto } = recovery::load(&mut dev)?;
         let mut alloc = Allocator::new(sb.data_start(), sb.blocks);
-        for &(s, l) in &cp.snapshot {
+        for (s, l) in cp.meta_runs() {
             if !alloc.take(s, l) {
                 return Err(FsError::Corrupt(format!("snapshot block {s} is used twice")));
             }
@@ -358,6 +369,8 @@ impl<D: BlockDevice> Fs<D> {
             stats: Stats::default(),
             commit_log: Vec::new(),
             poisoned: None,
+            touched: orphans.iter().copied().collect(),
+            full_next: !replayed.is_empty(),
             callers: HashMap::new(),
             regions: BTreeMap::new(),
             added: HashMap::new(),
@@ -1386,8 +1399,8 @@ impl<D: BlockDevice> Fs<D> {
     // ----- committing -----
 
     fn update_meta_reserve(&mut self) {
-        // Room for the next snapshot: twice the current one, plus slack.
-        let last: u64 = self.cp.snapshot.iter().map(|r| r.1).sum();
+        // Room for the next snapshot: twice the current chain, plus slack.
+        let last: u64 = self.cp.meta_runs().iter().map(|r| r.1).sum();
         self.meta_reserve = 2 * last + 16 + self.live.inodes.len() as u64 / 16;
     }
 
@@ -1659,6 +1672,11 @@ impl<D: BlockDevice> Fs<D> {
     /// logged earlier: what they free was counted in `freeing` then.
     fn apply_durable(&mut self, ops: &[LogOp], logical: usize, seq: u64) -> Result<()> {
         for (k, op) in ops.iter().enumerate() {
+            let mut touched = self.durable.touches(op);
+            if crate::mutation::active(crate::mutation::Mutation::DeltaMissesData) && matches!(op, LogOp::Map { .. } | LogOp::SetSize { .. }) {
+                touched.clear();
+            }
+            self.touched.extend(touched);
             let freed = self.durable.apply(op).map_err(|e| FsError::Internal(format!("committed operation {op:?} does not apply to the durable state: {e}")))?;
             for (s, l) in freed.extents {
                 self.alloc.defer(seq, s, l);
@@ -1711,53 +1729,71 @@ impl<D: BlockDevice> Fs<D> {
         FsError::Internal(why)
     }
 
-    /// Writes the durable metadata as a new snapshot and points the other checkpoint slot
-    /// at it; the journal restarts at its first block.
+    /// Makes the durable metadata the checkpoint's and points the other checkpoint slot at
+    /// it; the journal restarts at its first block. Writes a delta (the inodes changed
+    /// since the last checkpoint) while the chain stays short and its deltas together stay
+    /// under half the base; otherwise a new base.
     pub fn checkpoint(&mut self) -> Result<()> {
         self.writable()?;
         // The snapshot holds every commit so far: their writes go first.
         self.drain()?;
-        let snap = postcard::to_stdvec(&self.durable).expect("in-memory serialization");
-        let n = (snap.len().div_ceil(BLOCK) as u64).max(1);
-        let runs = self.alloc.alloc(n);
-        let got: u64 = runs.iter().map(|r| r.1).sum();
-        if got < n || runs.len() > MAX_SNAPSHOT_EXTENTS {
-            for (s, l) in runs {
-                self.alloc.release(s, l);
-            }
-            return Err(FsError::NoSpace(format!("no room for a {n}-block metadata snapshot")));
-        }
-        let mut padded = snap.clone();
-        padded.resize(n as usize * BLOCK, 0);
-        let mut at = 0;
-        for &(s, l) in &runs {
-            let len = l as usize * BLOCK;
-            if let Err(e) = self.dev.write_run(s, &padded[at..at + len]) {
-                return Err(self.poison(format!("writing the snapshot: {e}")));
-            }
-            at += len;
-        }
-        if let Err(e) = self.dev.flush() {
-            return Err(self.poison(format!("flushing the snapshot: {e}")));
-        }
-        let cp = Checkpoint::new(&self.sb, self.cp.generation + 1, runs, &snap, self.next_seq);
+        let delta = if self.full_next || self.cp.deltas.len() >= MAX_DELTAS {
+            None
+        } else {
+            let d = Delta {
+                index: self.cp.deltas.len() as u32,
+                base_crc: self.cp.snapshot_crc,
+                next_ino: self.durable.next_ino,
+                inodes: self.touched.iter().map(|&i| (i, self.durable.inodes.get(&i))).collect(),
+            };
+            let bytes = postcard::to_stdvec(&d).expect("in-memory serialization");
+            let chain: u64 = self.cp.deltas.iter().map(|d| d.bytes).sum::<u64>() + bytes.len() as u64;
+            (chain as f64 <= self.opts.delta_share * self.cp.snapshot_bytes as f64).then_some(bytes)
+        };
+        let is_delta = delta.is_some();
+        let bytes = delta.unwrap_or_else(|| postcard::to_stdvec(&self.durable).expect("in-memory serialization"));
+        let held = if is_delta { self.cp.meta_runs().len() } else { 0 };
+        let runs = match self.write_segment(&bytes, MAX_SNAPSHOT_EXTENTS - held)? {
+            Some(runs) => runs,
+            // A delta whose extents do not fit the header: a new base then.
+            None if is_delta => return self.checkpoint_base(),
+            None => return Err(FsError::NoSpace(format!("no room for a {}-block metadata snapshot", bytes.len().div_ceil(BLOCK)))),
+        };
+        let cp = if is_delta {
+            let mut cp = self.cp.clone();
+            cp.generation += 1;
+            cp.journal_pos = self.sb.journal_start;
+            cp.next_seq = self.next_seq;
+            cp.durable_upto = self.next_seq - 1;
+            cp.deltas.push(Segment { runs, bytes: bytes.len() as u64, crc: layout::snapshot_crc(&bytes) });
+            cp
+        } else {
+            Checkpoint::new(&self.sb, self.cp.generation + 1, runs, &bytes, self.next_seq)
+        };
         let slot = 1 - self.cp_slot;
-        let hdr = layout::encode(CP_MAGIC, &cp);
+        let hdr = cp.encode();
         if hdr.len() != BLOCK {
             return Err(FsError::Internal(format!("checkpoint header of {} bytes", hdr.len())));
         }
         if let Err(e) = self.dev.write(CHECKPOINT_SLOTS[slot], &hdr).and_then(|_| self.dev.flush()) {
             return Err(self.poison(format!("writing the checkpoint header: {e}")));
         }
-        for &(s, l) in &self.cp.snapshot.clone() {
-            self.alloc.release(s, l);
+        // A new base replaces the whole old chain; a delta extends it.
+        if !is_delta {
+            for (s, l) in self.cp.meta_runs() {
+                self.alloc.release(s, l);
+            }
+        } else {
+            self.stats.delta_checkpoints += 1;
         }
-        self.stats.snapshot_bytes += padded.len() as u64;
+        self.stats.snapshot_bytes += bytes.len().div_ceil(BLOCK).max(1) as u64 * BLOCK as u64;
         self.stats.header_bytes += BLOCK as u64;
         self.stats.flushes += 2;
         self.stats.checkpoints += 1;
         self.cp = cp;
         self.cp_slot = slot;
+        self.touched.clear();
+        self.full_next = false;
         self.jhead = self.sb.journal_start;
         // The header flip's flush made every record written before it durable too.
         self.durable_upto = self.written_ticket();
@@ -1767,6 +1803,41 @@ impl<D: BlockDevice> Fs<D> {
         self.released_all();
         self.update_meta_reserve();
         Ok(())
+    }
+
+    /// A checkpoint that writes a new base whatever the chain.
+    pub fn checkpoint_base(&mut self) -> Result<()> {
+        self.full_next = true;
+        self.checkpoint()
+    }
+
+    /// Writes `bytes` padded to whole blocks into newly allocated blocks, in at most
+    /// `max_runs` extents, and flushes; `None` (nothing written, nothing kept) if they do
+    /// not fit.
+    fn write_segment(&mut self, bytes: &[u8], max_runs: usize) -> Result<Option<Vec<(u64, u64)>>> {
+        let n = (bytes.len().div_ceil(BLOCK) as u64).max(1);
+        let runs = self.alloc.alloc(n);
+        let got: u64 = runs.iter().map(|r| r.1).sum();
+        if got < n || runs.len() > max_runs {
+            for (s, l) in runs {
+                self.alloc.release(s, l);
+            }
+            return Ok(None);
+        }
+        let mut padded = bytes.to_vec();
+        padded.resize(n as usize * BLOCK, 0);
+        let mut at = 0;
+        for &(s, l) in &runs {
+            let len = l as usize * BLOCK;
+            if let Err(e) = self.dev.write_run(s, &padded[at..at + len]) {
+                return Err(self.poison(format!("writing the metadata snapshot: {e}")));
+            }
+            at += len;
+        }
+        if let Err(e) = self.dev.flush() {
+            return Err(self.poison(format!("flushing the metadata snapshot: {e}")));
+        }
+        Ok(Some(runs))
     }
 }
 

@@ -7,6 +7,12 @@
 //! | 3 .. 3+J | journal: commit records, restarted at its first block by every checkpoint |
 //! | rest | data area: file blocks and metadata snapshots |
 //!
+//! A checkpoint's metadata is a chain: a base snapshot (all of it) and up to
+//! [`MAX_DELTAS`] delta segments (the inodes changed since the previous checkpoint), so a
+//! checkpoint costs in proportion to what changed. A header without deltas keeps the shape
+//! and magic of the first version of this format (`INTACTCP`); one with deltas has its own
+//! magic (`INTACTC2`), so images written before deltas existed still mount.
+//!
 //! Every structure carries a CRC-32C over its bytes. Headers and records are postcard
 //! encodings behind a fixed 16-byte frame: magic (8), payload length (4), CRC (4).
 
@@ -17,13 +23,18 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 pub const FORMAT_VERSION: u32 = 2;
 pub const SB_MAGIC: &[u8; 8] = b"INTACTSB";
 pub const CP_MAGIC: &[u8; 8] = b"INTACTCP";
+/// A checkpoint header that lists delta segments after its base.
+pub const CP2_MAGIC: &[u8; 8] = b"INTACTC2";
 pub const REC_MAGIC: &[u8; 8] = b"INTACTJR";
 pub const SUPERBLOCK: u64 = 0;
 pub const CHECKPOINT_SLOTS: [u64; 2] = [1, 2];
 pub const JOURNAL_START: u64 = 3;
 const FRAME: usize = 16;
-/// A checkpoint header holds the snapshot's extent list inline.
+/// A checkpoint header holds the snapshot's extent list inline: at most this many extents
+/// for the base and all deltas together.
 pub const MAX_SNAPSHOT_EXTENTS: usize = 200;
+/// Most delta segments a chain holds; the checkpoint after that writes a new base.
+pub const MAX_DELTAS: usize = 8;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Superblock {
@@ -67,7 +78,7 @@ pub struct Checkpoint {
     pub uuid: u64,
     /// Higher wins; also the epoch of the journal records that follow it.
     pub generation: u64,
-    /// Where the metadata snapshot lives: (first block, count).
+    /// Where the base metadata snapshot lives: (first block, count).
     pub snapshot: Vec<(u64, u64)>,
     pub snapshot_bytes: u64,
     pub snapshot_crc: u32,
@@ -76,6 +87,42 @@ pub struct Checkpoint {
     pub next_seq: u64,
     /// Every record up to this sequence number is known durable.
     pub durable_upto: u64,
+    /// Delta segments applied on the base in this order (each a [`Delta`]). Last, so that
+    /// the fields above keep the first version's encoding.
+    pub deltas: Vec<Segment>,
+}
+
+/// Where one delta segment lives and what its bytes must checksum to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Segment {
+    pub runs: Vec<(u64, u64)>,
+    pub bytes: u64,
+    pub crc: u32,
+}
+
+/// The content of a delta segment: the inodes changed since the previous checkpoint of
+/// the chain, each with its new value or `None` if it was freed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delta<I> {
+    /// Its place in the chain (0 = first after the base) and the base's CRC: a delta moved
+    /// to another place or chain is refused, not applied out of order.
+    pub index: u32,
+    pub base_crc: u32,
+    pub next_ino: u64,
+    pub inodes: Vec<(u64, Option<I>)>,
+}
+
+/// The first version's header, without deltas: still written when a chain has none.
+#[derive(Serialize, Deserialize)]
+struct CheckpointV1 {
+    uuid: u64,
+    generation: u64,
+    snapshot: Vec<(u64, u64)>,
+    snapshot_bytes: u64,
+    snapshot_crc: u32,
+    journal_pos: u64,
+    next_seq: u64,
+    durable_upto: u64,
 }
 
 impl Checkpoint {
@@ -91,7 +138,51 @@ impl Checkpoint {
             journal_pos: sb.journal_start,
             next_seq,
             durable_upto: next_seq - 1,
+            deltas: Vec::new(),
         }
+    }
+
+    /// Every extent of the chain: base, then deltas in order.
+    pub fn meta_runs(&self) -> Vec<(u64, u64)> {
+        self.snapshot.iter().chain(self.deltas.iter().flat_map(|d| d.runs.iter())).copied().collect()
+    }
+
+    /// The framed header block: the first version's shape when there are no deltas.
+    pub fn encode(&self) -> Vec<u8> {
+        if self.deltas.is_empty() {
+            let v1 = CheckpointV1 {
+                uuid: self.uuid,
+                generation: self.generation,
+                snapshot: self.snapshot.clone(),
+                snapshot_bytes: self.snapshot_bytes,
+                snapshot_crc: self.snapshot_crc,
+                journal_pos: self.journal_pos,
+                next_seq: self.next_seq,
+                durable_upto: self.durable_upto,
+            };
+            encode(CP_MAGIC, &v1)
+        } else {
+            encode(CP2_MAGIC, self)
+        }
+    }
+
+    /// Reads a header of either shape.
+    pub fn decode(bytes: &[u8]) -> Result<Checkpoint, FrameError> {
+        if bytes.len() >= 8 && &bytes[..8] == CP2_MAGIC {
+            return decode(CP2_MAGIC, bytes);
+        }
+        let v: CheckpointV1 = decode(CP_MAGIC, bytes)?;
+        Ok(Checkpoint {
+            uuid: v.uuid,
+            generation: v.generation,
+            snapshot: v.snapshot,
+            snapshot_bytes: v.snapshot_bytes,
+            snapshot_crc: v.snapshot_crc,
+            journal_pos: v.journal_pos,
+            next_seq: v.next_seq,
+            durable_upto: v.durable_upto,
+            deltas: Vec::new(),
+        })
     }
 }
 

@@ -275,6 +275,19 @@ impl Meta {
         }
     }
 
+    /// Every inode `op` may change (or create or free) when applied to this state: what a
+    /// delta checkpoint must write. Must cover everything [`Self::apply`] touches.
+    pub fn touches(&self, op: &LogOp) -> Vec<Ino> {
+        match op {
+            LogOp::Create { parent, ino, .. } | LogOp::Link { parent, ino, .. } => vec![*parent, *ino],
+            LogOp::Unlink { parent, name, .. } => [Some(*parent), self.lookup(*parent, name)].into_iter().flatten().collect(),
+            // A rename changes both directories, the moved inode (its ctime, a directory's
+            // parent) and the one it replaces or exchanges with.
+            LogOp::Rename { sp, sn, dp, dn, .. } => [Some(*sp), Some(*dp), self.lookup(*sp, sn), self.lookup(*dp, dn)].into_iter().flatten().collect(),
+            LogOp::SetAttr { ino, .. } | LogOp::SetSize { ino, .. } | LogOp::Map { ino, .. } | LogOp::Free { ino } | LogOp::SetXattr { ino, .. } | LogOp::Punch { ino, .. } => vec![*ino],
+        }
+    }
+
     /// Applies one operation, or says why it cannot apply (the state is then unchanged).
     pub fn apply(&mut self, op: &LogOp) -> Result<Freed, String> {
         let mut freed = Freed::default();

@@ -19,6 +19,9 @@ pub enum Mutation {
     /// A flush declares durable commits whose writes are not all done (deferred I/O: the
     /// group flush covers every prepared commit, not only the written prefix).
     FlushBeforeWritten = 5,
+    /// A delta checkpoint leaves out the files whose blocks or size committed operations
+    /// changed (`Map`, `SetSize`).
+    DeltaMissesData = 6,
 }
 
 #[cfg(feature = "mutations")]

@@ -9,8 +9,8 @@
 
 use crate::engine::MAX_FILE_SIZE;
 use crate::error::{FsError, Result};
-use crate::layout::{self, Checkpoint, FrameError, Record, Superblock, CHECKPOINT_SLOTS, CP_MAGIC, MAX_SNAPSHOT_EXTENTS, REC_MAGIC, SB_MAGIC, SUPERBLOCK};
-use crate::meta::{dir_key, valid_name, Body, FileType, Ino, Meta, BLOCK, ROOT, SYMLINK_MAX};
+use crate::layout::{self, Checkpoint, Delta, FrameError, Record, Superblock, CHECKPOINT_SLOTS, MAX_DELTAS, MAX_SNAPSHOT_EXTENTS, REC_MAGIC, SB_MAGIC, SUPERBLOCK};
+use crate::meta::{dir_key, valid_name, Body, FileType, Ino, Inode, Meta, BLOCK, ROOT, SYMLINK_MAX};
 use intactfs_device::BlockDevice;
 use std::collections::{HashMap, VecDeque};
 
@@ -59,7 +59,7 @@ pub fn read_checkpoints<D: BlockDevice>(dev: &mut D, sb: &Superblock) -> Result<
     let mut out = Vec::new();
     for slot in CHECKPOINT_SLOTS {
         let raw = read_block(dev, slot)?;
-        out.push(match layout::decode::<Checkpoint>(CP_MAGIC, &raw) {
+        out.push(match Checkpoint::decode(&raw) {
             Ok(cp) if cp.uuid != sb.uuid => Err("belongs to another file system (uuid)".into()),
             Ok(cp) => Ok(cp),
             Err(e) => Err(e.to_string()),
@@ -68,36 +68,66 @@ pub fn read_checkpoints<D: BlockDevice>(dev: &mut D, sb: &Superblock) -> Result<
     Ok(out)
 }
 
-fn read_snapshot<D: BlockDevice>(dev: &mut D, sb: &Superblock, cp: &Checkpoint) -> Result<Meta> {
-    let bad = |m: String| FsError::Corrupt(format!("metadata snapshot (checkpoint generation {}): {m}", cp.generation));
-    if cp.snapshot.is_empty() || cp.snapshot.len() > MAX_SNAPSHOT_EXTENTS {
-        return Err(bad(format!("{} extents", cp.snapshot.len())));
+/// The bytes of one segment of the metadata chain (`what` names it in errors).
+fn read_segment<D: BlockDevice>(dev: &mut D, sb: &Superblock, runs: &[(u64, u64)], len: u64, crc: u32, bad: &dyn Fn(String) -> FsError) -> Result<Vec<u8>> {
+    if runs.is_empty() {
+        return Err(bad("no extents".into()));
     }
     let mut total = 0u64;
-    for &(s, l) in &cp.snapshot {
+    for &(s, l) in runs {
         if l == 0 || s < sb.data_start() || s.checked_add(l).is_none_or(|e| e > sb.blocks) {
             return Err(bad(format!("extent {s}+{l} is outside the data area")));
         }
         total += l;
     }
-    // The engine writes exactly the blocks the snapshot needs. Anything else is damage, and
+    // The engine writes exactly the blocks a segment needs. Anything else is damage, and
     // extents repeated or overlapping (checked only later) must not make this read allocate
     // up to 200 times the device.
-    if total != cp.snapshot_bytes.div_ceil(BLOCK as u64).max(1) || total > sb.blocks - sb.data_start() {
-        return Err(bad(format!("{} bytes in {total} blocks", cp.snapshot_bytes)));
+    if total != len.div_ceil(BLOCK as u64).max(1) || total > sb.blocks - sb.data_start() {
+        return Err(bad(format!("{len} bytes in {total} blocks")));
     }
     let mut bytes = vec![0u8; (total as usize) * BLOCK];
     let mut at = 0;
-    for &(s, l) in &cp.snapshot {
+    for &(s, l) in runs {
         let n = l as usize * BLOCK;
         dev.read_run(s, &mut bytes[at..at + n])?;
         at += n;
     }
-    bytes.truncate(cp.snapshot_bytes as usize);
-    if layout::snapshot_crc(&bytes) != cp.snapshot_crc {
+    bytes.truncate(len as usize);
+    if layout::snapshot_crc(&bytes) != crc {
         return Err(bad("checksum mismatch".into()));
     }
-    postcard::from_bytes(&bytes).map_err(|e| bad(format!("does not decode: {e}")))
+    Ok(bytes)
+}
+
+/// The metadata a checkpoint names: its base snapshot with its deltas applied in order.
+fn read_snapshot<D: BlockDevice>(dev: &mut D, sb: &Superblock, cp: &Checkpoint) -> Result<Meta> {
+    let bad = |m: String| FsError::Corrupt(format!("metadata snapshot (checkpoint generation {}): {m}", cp.generation));
+    let extents = cp.meta_runs().len();
+    if extents > MAX_SNAPSHOT_EXTENTS || cp.deltas.len() > MAX_DELTAS {
+        return Err(bad(format!("{extents} extents in {} delta(s)", cp.deltas.len())));
+    }
+    let bytes = read_segment(dev, sb, &cp.snapshot, cp.snapshot_bytes, cp.snapshot_crc, &bad)?;
+    let mut meta: Meta = postcard::from_bytes(&bytes).map_err(|e| bad(format!("does not decode: {e}")))?;
+    for (k, seg) in cp.deltas.iter().enumerate() {
+        let bad = |m: String| FsError::Corrupt(format!("metadata snapshot delta {k} (checkpoint generation {}): {m}", cp.generation));
+        let bytes = read_segment(dev, sb, &seg.runs, seg.bytes, seg.crc, &bad)?;
+        let d: Delta<Inode> = postcard::from_bytes(&bytes).map_err(|e| bad(format!("does not decode: {e}")))?;
+        if d.index as usize != k || d.base_crc != cp.snapshot_crc {
+            return Err(bad(format!("it was written as delta {} of the base with checksum {:#010x}, not this chain's (base {:#010x})", d.index, d.base_crc, cp.snapshot_crc)));
+        }
+        for (ino, node) in d.inodes {
+            if ino == 0 || ino >= d.next_ino {
+                return Err(bad(format!("inode {ino} is outside 1..{}", d.next_ino)));
+            }
+            match node {
+                Some(n) => meta.inodes.insert(ino, n),
+                None => meta.inodes.remove(&ino),
+            };
+        }
+        meta.next_ino = d.next_ino;
+    }
+    Ok(meta)
 }
 
 /// Reads and replays; changes nothing on the device.
@@ -125,7 +155,7 @@ pub fn load<D: BlockDevice>(dev: &mut D) -> Result<Loaded> {
         )));
     }
     let mut meta = read_snapshot(dev, &sb, &cp)?;
-    let problems = check_meta(&meta, &sb, &cp.snapshot);
+    let problems = check_meta(&meta, &sb, &cp.meta_runs());
     if !problems.is_empty() {
         return Err(FsError::Corrupt(format!("metadata snapshot breaks {} invariant(s): {}", problems.len(), summarize(&problems))));
     }
@@ -226,7 +256,7 @@ pub fn load<D: BlockDevice>(dev: &mut D) -> Result<Loaded> {
         next_seq = rec.seq + 1;
         replayed.push(rec);
     }
-    let problems = check_meta(&meta, &sb, &cp.snapshot);
+    let problems = check_meta(&meta, &sb, &cp.meta_runs());
     if !problems.is_empty() {
         return Err(FsError::Corrupt(format!("after replaying {} journal record(s) the metadata breaks {} invariant(s): {}", replayed.len(), problems.len(), summarize(&problems))));
     }

@@ -39,7 +39,7 @@
 use intactfs::dump::dump;
 use intactfs::engine::MAX_FILE_SIZE;
 use intactfs::fsck::fsck;
-use intactfs::layout::{self, Checkpoint, Record, Superblock, CHECKPOINT_SLOTS, CP_MAGIC, REC_MAGIC, SB_MAGIC};
+use intactfs::layout::{self, Checkpoint, Delta, Record, Segment, Superblock, CHECKPOINT_SLOTS, CP2_MAGIC, CP_MAGIC, REC_MAGIC, SB_MAGIC};
 use intactfs::meta::{dir_key, name_hash, valid_name, Body, Extent, Inode, LogOp, Meta, SYMLINK_MAX};
 use intactfs::recovery::{self, check_meta};
 use intactfs::{mkfs, FileType, Fs, FsError, Ino, MkfsOptions, MountOptions, NewKind, Owner, RenameFlags, Time, BLOCK, INIT_STREAM, ROOT};
@@ -144,6 +144,29 @@ fn build_images() -> Vec<(&'static str, Vec<u8>)> {
         work(&mut fs, k).unwrap();
     }
     out.push(("wrapped", crashed(fs)));
+    // A checkpoint chain: a base holding many files, deltas for small changes after it
+    // (one of them freeing an inode), then more work and a crash.
+    let mut fs = fresh(384, 32, 0xC4A1);
+    let s = INIT_STREAM;
+    let o = Owner::default();
+    let many = fs.mkdir(s, ROOT, b"many", 0o755, o).unwrap().ino;
+    for i in 0..120 {
+        fs.create(s, many, format!("file-{i:03}").as_bytes(), NewKind::File, 0o644, o).unwrap();
+    }
+    let w = fs.mkdir(s, ROOT, b"w", 0o755, o).unwrap().ino;
+    fs.sync().unwrap();
+    fs.checkpoint_base().unwrap();
+    for k in 0..3u8 {
+        let f = fs.create(s, w, format!("c{k}").as_bytes(), NewKind::File, 0o644, o).unwrap().ino;
+        fs.write(s, f, 0, &pattern(k, 100)).unwrap();
+        if k == 1 {
+            fs.unlink(s, w, b"c0").unwrap();
+        }
+        fs.sync().unwrap();
+        fs.checkpoint().unwrap();
+    }
+    work(&mut fs, 1).unwrap();
+    out.push(("chained", crashed(fs)));
     // Recovered once (orphan freed, new checkpoint), then more work and a crash.
     let (mut fs, _) = Fs::mount(SimDevice::from_image(BLOCK, journal).unwrap(), mopts()).unwrap();
     work(&mut fs, 3).unwrap();
@@ -153,8 +176,8 @@ fn build_images() -> Vec<(&'static str, Vec<u8>)> {
 
 #[derive(Clone, Debug)]
 enum Use {
-    /// Byte offset of the block in the snapshot stream.
-    Snapshot(usize),
+    /// Byte offset of the block in segment `seg` of the metadata chain (0: the base).
+    Snapshot { seg: usize, at: usize },
     /// Written file data (of an orphan: freed at mount).
     Data { ino: Ino, orphan: bool },
     /// Preallocated: reads as zeros whatever the block holds.
@@ -198,13 +221,44 @@ fn frame_of(magic: &[u8; 8], bytes: &[u8]) -> usize {
     layout::framed_len(magic, bytes).unwrap() as usize
 }
 
-fn snapshot_meta(img: &[u8], cp: &Checkpoint) -> Meta {
+/// A checkpoint header's frame length, whichever of the two shapes it has.
+fn cp_frame_of(bytes: &[u8]) -> usize {
+    layout::framed_len(CP2_MAGIC, bytes).or_else(|_| layout::framed_len(CP_MAGIC, bytes)).unwrap() as usize
+}
+
+fn segment_bytes(img: &[u8], runs: &[(u64, u64)], len: u64) -> Vec<u8> {
     let mut bytes = Vec::new();
-    for &(s, l) in &cp.snapshot {
+    for &(s, l) in runs {
         bytes.extend_from_slice(&img[s as usize * BLOCK..(s + l) as usize * BLOCK]);
     }
-    bytes.truncate(cp.snapshot_bytes as usize);
-    postcard::from_bytes(&bytes).unwrap()
+    bytes.truncate(len as usize);
+    bytes
+}
+
+/// The checkpoint's metadata: the base with every delta applied in order.
+fn snapshot_meta(img: &[u8], cp: &Checkpoint) -> Meta {
+    let mut m: Meta = postcard::from_bytes(&segment_bytes(img, &cp.snapshot, cp.snapshot_bytes)).unwrap();
+    for (k, seg) in cp.deltas.iter().enumerate() {
+        let d: Delta<Inode> = postcard::from_bytes(&segment_bytes(img, &seg.runs, seg.bytes)).unwrap();
+        assert_eq!(d.index as usize, k);
+        for (i, n) in d.inodes {
+            match n {
+                Some(n) => m.inodes.insert(i, n),
+                None => m.inodes.remove(&i),
+            };
+        }
+        m.next_ino = d.next_ino;
+    }
+    m
+}
+
+/// The byte length of segment `seg` of the chain (0: the base, k + 1: delta k).
+fn seg_len(cp: &Checkpoint, seg: usize) -> usize {
+    if seg == 0 {
+        cp.snapshot_bytes as usize
+    } else {
+        cp.deltas[seg - 1].bytes as usize
+    }
 }
 
 fn analyze(name: &'static str, img: Vec<u8>) -> Base {
@@ -232,11 +286,14 @@ fn analyze(name: &'static str, img: Vec<u8>) -> Base {
     }
     let orphans = recovery::orphans(&l.meta);
     let mut uses = BTreeMap::new();
-    let mut at = 0;
-    for &(s, n) in &l.cp.snapshot {
-        for b in s..s + n {
-            uses.insert(b, Use::Snapshot(at));
-            at += BLOCK;
+    let chain = [&l.cp.snapshot].into_iter().chain(l.cp.deltas.iter().map(|d| &d.runs));
+    for (seg, runs) in chain.enumerate() {
+        let mut at = 0;
+        for &(s, n) in runs {
+            for b in s..s + n {
+                assert!(uses.insert(b, Use::Snapshot { seg, at }).is_none());
+                at += BLOCK;
+            }
         }
     }
     for (ino, n) in &l.meta.inodes {
@@ -256,7 +313,7 @@ fn analyze(name: &'static str, img: Vec<u8>) -> Base {
     let base = Base {
         name,
         sb_frame: frame_of(SB_MAGIC, &img[..BLOCK]),
-        cp_frame: frame_of(CP_MAGIC, &img[CHECKPOINT_SLOTS[l.slot] as usize * BLOCK..]),
+        cp_frame: cp_frame_of(&img[CHECKPOINT_SLOTS[l.slot] as usize * BLOCK..]),
         snap: snapshot_meta(&img, &l.cp),
         sb,
         cp: l.cp.clone(),
@@ -272,7 +329,7 @@ fn analyze(name: &'static str, img: Vec<u8>) -> Base {
         contents,
         img,
     };
-    assert!(independent_problems(&base.loaded, &base.sb, &base.cp.snapshot).is_empty());
+    assert!(independent_problems(&base.loaded, &base.sb, &base.cp.meta_runs()).is_empty());
     base
 }
 
@@ -288,6 +345,8 @@ fn bases() -> &'static [Base] {
         assert!(v.iter().any(|b| !b.verified.is_empty()));
         assert!(v.iter().any(|b| b.uses.values().any(|u| matches!(u, Use::Data { orphan: true, .. }))));
         assert!(v.iter().any(|b| b.uses.values().any(|u| matches!(u, Use::Unwritten))));
+        // Headers of both shapes: a base alone, and a base with delta segments.
+        assert!(v.iter().any(|b| b.cp.deltas.is_empty()) && v.iter().any(|b| b.cp.deltas.len() >= 2), "{:?}", v.iter().map(|b| (b.name, b.cp.deltas.len())).collect::<Vec<_>>());
         v
     })
 }
@@ -576,7 +635,7 @@ fn check_image(base: &'static Base, img: Vec<u8>, expect: Expect) -> Result<Verd
                 return Err(format!("mount accepted but dump fails: {e}"));
             }
             let l = loaded.map_err(|e| format!("mount accepted but load fails: {e}"))?;
-            let indep = independent_problems(&l.meta, &l.sb, &l.cp.snapshot);
+            let indep = independent_problems(&l.meta, &l.sb, &l.cp.meta_runs());
             if !indep.is_empty() {
                 return Err(format!("WRONG ACCEPTANCE: mount accepted metadata that breaks invariants: {indep:?}"));
             }
@@ -918,8 +977,8 @@ fn expect_block(base: &Base, b: u64, changed: &[usize]) -> Expect {
         return Expect::CutAt(*k);
     }
     match base.uses.get(&b) {
-        Some(Use::Snapshot(at)) => {
-            if at + first < base.cp.snapshot_bytes as usize {
+        Some(Use::Snapshot { seg, at }) => {
+            if at + first < seg_len(&base.cp, *seg) {
                 Expect::Refuse(SNAP)
             } else {
                 Expect::Identical
@@ -956,8 +1015,8 @@ fn frame_in(base: &Base, b: u64) -> usize {
             return r.frame.saturating_sub((b - r.pos) as usize * BLOCK).min(BLOCK);
         }
     }
-    if let Some(Use::Snapshot(at)) = base.uses.get(&b) {
-        return (base.cp.snapshot_bytes as usize).saturating_sub(*at).min(BLOCK);
+    if let Some(Use::Snapshot { seg, at }) = base.uses.get(&b) {
+        return seg_len(&base.cp, *seg).saturating_sub(*at).min(BLOCK);
     }
     BLOCK
 }
@@ -980,7 +1039,7 @@ fn region_blocks(base: &Base, r: Region) -> Vec<u64> {
         Region::Superblock => vec![0],
         Region::ActiveSlot => vec![CHECKPOINT_SLOTS[base.slot]],
         Region::UnusedSlot => vec![CHECKPOINT_SLOTS[1 - base.slot]],
-        Region::Snapshot => base.uses.iter().filter(|(_, u)| matches!(u, Use::Snapshot(_))).map(|(b, _)| *b).collect(),
+        Region::Snapshot => base.uses.iter().filter(|(_, u)| matches!(u, Use::Snapshot { .. })).map(|(b, _)| *b).collect(),
         Region::LiveRecord => base.records.iter().flat_map(|r| r.pos..r.pos + r.nb).collect(),
         Region::JournalTail => (base.journal_head..base.sb.journal_end()).collect(),
         Region::Data => base.uses.iter().filter(|(_, u)| matches!(u, Use::Data { .. } | Use::Unwritten)).map(|(b, _)| *b).collect(),
@@ -1043,7 +1102,7 @@ fn forged_checkpoint((bi, v): (usize, Vec<u64>)) -> Result<Verdict, String> {
     let mut cp = base.cp.clone();
     let end = base.sb.journal_end();
     for _ in 0..1 + c.below(2) {
-        match c.below(8) {
+        match c.below(9) {
             0 => cp.generation = [0, u64::MAX, u64::MAX - 1, 1 << 63, cp.generation.wrapping_add(1), cp.generation.saturating_sub(1), c.wild()][c.below(7) as usize],
             1 => {
                 let (s, l) = cp.snapshot.first().copied().unwrap_or(base.cp.snapshot[0]);
@@ -1065,6 +1124,7 @@ fn forged_checkpoint((bi, v): (usize, Vec<u64>)) -> Result<Verdict, String> {
             4 => cp.journal_pos = [0, 1, 2, end, end - 1, base.journal_head, cp.journal_pos.wrapping_add(1), c.wild()][c.below(8) as usize],
             5 => cp.next_seq = [0, 1, u64::MAX, u64::MAX - 1, cp.next_seq.wrapping_add(1), cp.next_seq.saturating_sub(1), 1 << 63, c.wild()][c.below(8) as usize],
             6 => cp.durable_upto = [u64::MAX, cp.next_seq, cp.next_seq.wrapping_add(10), 0, c.wild()][c.below(5) as usize],
+            7 => forge_deltas(&mut c, &mut cp, base),
             _ => cp.uuid = c.near(cp.uuid),
         }
     }
@@ -1079,7 +1139,7 @@ fn forged_checkpoint((bi, v): (usize, Vec<u64>)) -> Result<Verdict, String> {
     } else {
         base.slot
     };
-    put(&mut img, CHECKPOINT_SLOTS[slot], &layout::encode(CP_MAGIC, &cp));
+    put(&mut img, CHECKPOINT_SLOTS[slot], &cp.encode());
     // The active header unchanged, or a losing one in the other slot: nothing changes.
     let expect = if (!unused && cp == base.cp) || (unused && cp.generation < base.cp.generation) {
         Expect::Identical
@@ -1092,6 +1152,49 @@ fn forged_checkpoint((bi, v): (usize, Vec<u64>)) -> Result<Verdict, String> {
     };
     let what = format!("{}: checkpoint into slot {slot}: {cp:?}, expect {}", base.name, describe(&expect));
     guarded(move || check_image(base, img, expect))?.map_err(|e| format!("{what}: {e}"))
+}
+
+/// Damage to the header's list of delta segments: dropped, reordered, repeated, pointed
+/// at the base or at free blocks, wrong lengths or checksums, too many.
+fn forge_deltas(c: &mut Ch, cp: &mut Checkpoint, base: &Base) {
+    let base_seg = Segment { runs: cp.snapshot.clone(), bytes: cp.snapshot_bytes, crc: cp.snapshot_crc };
+    let n = cp.deltas.len();
+    match c.below(9) {
+        0 => cp.deltas.clear(),
+        1 if n > 0 => {
+            cp.deltas.pop();
+        }
+        2 if n > 1 => {
+            let (i, j) = (c.below(n as u64) as usize, c.below(n as u64) as usize);
+            cp.deltas.swap(i, j);
+        }
+        3 if n > 0 => {
+            let d = cp.deltas[c.below(n as u64) as usize].clone();
+            cp.deltas.push(d);
+        }
+        4 => cp.deltas.push(base_seg),
+        5 if n > 0 => {
+            let k = c.below(n as u64) as usize;
+            cp.deltas[k].runs = match c.below(4) {
+                0 => cp.snapshot.clone(),
+                1 => base.free.first().map(|&b| vec![(b, 1)]).unwrap_or_default(),
+                2 => Vec::new(),
+                _ => vec![(c.wild(), 1)],
+            };
+        }
+        6 if n > 0 => {
+            let k = c.below(n as u64) as usize;
+            cp.deltas[k].bytes = if c.below(2) == 0 { c.near(cp.deltas[k].bytes) } else { c.wild() };
+        }
+        7 if n > 0 => {
+            let k = c.below(n as u64) as usize;
+            cp.deltas[k].crc ^= 1 << c.below(32);
+        }
+        _ => {
+            let d = cp.deltas.first().cloned().unwrap_or(base_seg);
+            cp.deltas = vec![d; 9 + c.below(200) as usize];
+        }
+    }
 }
 
 /// A hostile logical operation, mostly aimed at what exists in `m`.
@@ -1304,7 +1407,7 @@ fn recheckpoint(base: &Base, img: &mut [u8], meta: &Meta, skip: usize) -> Checkp
         put(img, b, &padded[k * BLOCK..(k + 1) * BLOCK]);
     }
     let cp = Checkpoint::new(&base.sb, base.cp.generation + 1, runs, &snap, base.next_seq);
-    put(img, CHECKPOINT_SLOTS[1 - base.slot], &layout::encode(CP_MAGIC, &cp));
+    put(img, CHECKPOINT_SLOTS[1 - base.slot], &cp.encode());
     cp
 }
 
@@ -1332,7 +1435,7 @@ fn mirror(base: &Base, cp: &Checkpoint, img: &[u8], mut m: Meta, recs: &[Record]
         }
         replayed += 1;
     }
-    if !check_meta(&m, &base.sb, &cp.snapshot).is_empty() {
+    if !check_meta(&m, &base.sb, &cp.meta_runs()).is_empty() {
         return Expect::Refuse(&["journal", "snapshot"]);
     }
     free_orphans(&mut m);
@@ -1681,8 +1784,8 @@ fn forged_snapshot((bi, v): (usize, Vec<u64>)) -> Result<Verdict, String> {
     let bad = bad && n == 1;
     let mut img = base.img.clone();
     let cp = recheckpoint(base, &mut img, &m, 0);
-    let problems = check_meta(&m, &base.sb, &cp.snapshot);
-    let indep = independent_problems(&m, &base.sb, &cp.snapshot);
+    let problems = check_meta(&m, &base.sb, &cp.meta_runs());
+    let indep = independent_problems(&m, &base.sb, &cp.meta_runs());
     let what = format!("{}: forged snapshot (certainly bad: {bad})", base.name);
     if bad && indep.is_empty() {
         return Err(format!("{what}: the test's own invariant check misses a mutation"));

@@ -27,6 +27,7 @@ fn delta(a: Stats, b: Stats) -> Stats {
         commits: b.commits - a.commits,
         optimistic_commits: b.optimistic_commits - a.optimistic_commits,
         checkpoints: b.checkpoints - a.checkpoints,
+        delta_checkpoints: b.delta_checkpoints - a.delta_checkpoints,
         regions_committed: b.regions_committed - a.regions_committed,
         regions_aborted: b.regions_aborted - a.regions_aborted,
         tx_commits: b.tx_commits - a.tx_commits,
