@@ -3,7 +3,7 @@
 use crate::Failure;
 use intactfs_fuse::control;
 use intactfs_fuse::mount::{self, MountConfig, MountError};
-use intactfs_fuse::FsyncMode;
+use intactfs_fuse::{Caps, FsyncMode};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -40,7 +40,8 @@ pub struct MountArgs {
     /// unmount); locked_commit (write and flush every commit while holding the engine
     /// lock, as before commits moved out of it: only for comparison); nokillpriv (let the
     /// kernel clear set-user-id, asking for `security.capability` before every write: only
-    /// for comparison).
+    /// for comparison); noreaddirplus (plain readdir: the kernel looks up each listed entry
+    /// on its own: only for comparison).
     #[arg(short = 'o', value_delimiter = ',')]
     pub options: Vec<String>,
     /// Request-handling threads.
@@ -147,7 +148,7 @@ struct Options {
     commit_interval: Option<Duration>,
     durability_timeout: Duration,
     locked_commit: bool,
-    killpriv: bool,
+    caps: Caps,
 }
 
 fn parse_options(opts: &[String]) -> Result<Options, Failure> {
@@ -159,7 +160,7 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
     let mut commit_interval = Some(mount::DEFAULT_COMMIT_INTERVAL);
     let mut durability_timeout = mount::DEFAULT_DURABILITY_TIMEOUT;
     let mut locked_commit = false;
-    let mut killpriv = true;
+    let mut caps = Caps::default();
     for o in opts.iter().filter(|o| !o.is_empty()) {
         match o.as_str() {
             "fsync=durable" => fsync = FsyncMode::Durable,
@@ -169,7 +170,8 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
             "xattr" => xattr = true,
             "noxattr" => xattr = false,
             "locked_commit" => locked_commit = true,
-            "nokillpriv" => killpriv = false,
+            "nokillpriv" => caps.killpriv = false,
+            "noreaddirplus" => caps.readdirplus = false,
             _ if o.starts_with("dirty_limit=") => {
                 let v = crate::fs_cmd::parse_size(&o["dirty_limit=".len()..]).map_err(|e| Failure::input(format!("mount option {o}: {e}")))?;
                 if v < 1 << 20 {
@@ -199,10 +201,10 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
                 durability_timeout = Duration::from_secs_f64(v);
             }
             _ if o.starts_with("fsync=") => return Err(Failure::input(format!("mount option {o}: expected fsync=durable, fsync=ignore or fsync=osync"))),
-            _ => return Err(Failure::input(format!("unknown mount option {o:?}: expected fsync=durable|ignore|osync, durability=SECONDS, private, xattr, noxattr, dirty_limit=SIZE, region_limit=SIZE, commit=SECONDS, locked_commit or nokillpriv"))),
+            _ => return Err(Failure::input(format!("unknown mount option {o:?}: expected fsync=durable|ignore|osync, durability=SECONDS, private, xattr, noxattr, dirty_limit=SIZE, region_limit=SIZE, commit=SECONDS, locked_commit, nokillpriv or noreaddirplus"))),
         }
     }
-    Ok(Options { fsync, private, xattr, dirty_limit, region_limit, commit_interval, durability_timeout, locked_commit, killpriv })
+    Ok(Options { fsync, private, xattr, dirty_limit, region_limit, commit_interval, durability_timeout, locked_commit, caps })
 }
 
 pub fn mount(a: MountArgs) -> Result<u8, Failure> {
@@ -218,7 +220,7 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
         drop(mount::lock_image(&a.image).map_err(failure)?);
         return spawn_daemon(&a);
     }
-    let cfg = MountConfig { image: a.image.clone(), mountpoint: a.mountpoint.clone(), fsync: o.fsync, xattr: o.xattr, dirty_limit: o.dirty_limit, region_limit: o.region_limit, commit_interval: o.commit_interval, durability_timeout: o.durability_timeout, threads: a.threads, allow_other: root && !o.private, locked_commit: o.locked_commit, killpriv: o.killpriv };
+    let cfg = MountConfig { image: a.image.clone(), mountpoint: a.mountpoint.clone(), fsync: o.fsync, xattr: o.xattr, dirty_limit: o.dirty_limit, region_limit: o.region_limit, commit_interval: o.commit_interval, durability_timeout: o.durability_timeout, threads: a.threads, allow_other: root && !o.private, locked_commit: o.locked_commit, caps: o.caps };
     let state = state_file(&a.mountpoint);
     let child = a.daemon_child;
     let r = mount::run(&cfg, |rec| {

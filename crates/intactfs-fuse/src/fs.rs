@@ -97,7 +97,7 @@ pub struct IntactFuse {
     /// asks for `security.capability` before every write, one more round trip each.
     xattr: bool,
     /// Ask for FUSE_HANDLE_KILLPRIV_V2 (and clear set-user-id ourselves).
-    killpriv: bool,
+    caps: Caps,
 }
 
 fn errno(e: &FsError) -> Errno {
@@ -414,7 +414,7 @@ impl State {
 impl IntactFuse {
     /// `locked_commit`: commits write and flush under the engine lock (the behaviour before
     /// commits moved out of it; kept for comparison).
-    pub fn new(mut fs: Fs<ImageDevice>, fsync: FsyncMode, xattr: bool, locked_commit: bool, killpriv: bool) -> Result<IntactFuse, FsError> {
+    pub fn new(mut fs: Fs<ImageDevice>, fsync: FsyncMode, xattr: bool, locked_commit: bool, caps: Caps) -> Result<IntactFuse, FsError> {
         let io = if locked_commit { None } else { fs.shared_io() };
         if io.is_some() {
             fs.set_deferred_io(true)?;
@@ -434,7 +434,7 @@ impl IntactFuse {
             invalidate: Vec::new(),
         };
         let state = Arc::new(RwLock::new(state));
-        Ok(IntactFuse { commits: Committer::new(state.clone(), io), state, fsync, xattr, killpriv })
+        Ok(IntactFuse { commits: Committer::new(state.clone(), io), state, fsync, xattr, caps })
     }
 
     fn lock(&self) -> Result<RwLockWriteGuard<'_, State>, Errno> {
@@ -591,6 +591,22 @@ fn from_fuser(t: SystemTime) -> Time {
     }
 }
 
+/// Optional FUSE capabilities the mount asks the kernel for; each can be turned off to
+/// measure what it saves (mount options `nokillpriv`, `noreaddirplus`).
+#[derive(Clone, Copy, Debug)]
+pub struct Caps {
+    /// FUSE_HANDLE_KILLPRIV_V2: we clear set-user-id on writes ourselves.
+    pub killpriv: bool,
+    /// FUSE_DO_READDIRPLUS (+AUTO): listings carry their entries' attributes.
+    pub readdirplus: bool,
+}
+
+impl Default for Caps {
+    fn default() -> Self {
+        Caps { killpriv: true, readdirplus: true }
+    }
+}
+
 impl fuser::Filesystem for IntactFuse {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         let _ = config.set_max_write(MAX_WRITE);
@@ -602,8 +618,11 @@ impl fuser::Filesystem for IntactFuse {
         // READDIRPLUS: a listing answers the lookups of its entries too (`ls -l`, `git add`
         // stat every entry after reading the directory); AUTO lets the kernel use it only
         // where that pays.
-        let mut want = vec![InitFlags::FUSE_PARALLEL_DIROPS, InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO];
-        if self.killpriv {
+        let mut want = vec![InitFlags::FUSE_PARALLEL_DIROPS];
+        if self.caps.readdirplus {
+            want.push(InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO);
+        }
+        if self.caps.killpriv {
             want.push(InitFlags::FUSE_HANDLE_KILLPRIV_V2);
         }
         for f in want {

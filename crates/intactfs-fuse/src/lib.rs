@@ -13,5 +13,5 @@ pub mod fs;
 pub mod mount;
 pub mod procs;
 
-pub use fs::FsyncMode;
+pub use fs::{Caps, FsyncMode};
 pub use mount::{run, MountConfig, MountError};

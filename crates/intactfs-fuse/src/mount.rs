@@ -1,7 +1,7 @@
 //! Mounting: lock the image, recover it, serve FUSE requests until unmounted (by
 //! `umount`, `intact fs umount`, or SIGINT/SIGTERM/SIGHUP), then write everything back.
 
-use crate::fs::{FsyncMode, IntactFuse};
+use crate::fs::{Caps, FsyncMode, IntactFuse};
 use fuser::{Config, MountOption, Session, SessionACL};
 use intactfs::{Fs, MountOptions, MountReport, BLOCK};
 use intactfs_device::ImageDevice;
@@ -50,9 +50,8 @@ pub struct MountConfig {
     /// Write and flush every commit under the engine lock (the behaviour before commits
     /// moved out of it), for comparison.
     pub locked_commit: bool,
-    /// Clear set-user-id ourselves (FUSE_HANDLE_KILLPRIV_V2); off: the kernel does, asking
-    /// for `security.capability` before every write (for comparison).
-    pub killpriv: bool,
+    /// Optional capabilities asked of the kernel (each off only for comparison).
+    pub caps: Caps,
 }
 
 /// What a mount ended with.
@@ -123,7 +122,7 @@ pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmoun
     let lock = lock_image(&cfg.image)?;
     let dev = ImageDevice::open(&cfg.image, BLOCK).map_err(|e| MountError::Input(format!("{}: {e}", cfg.image.display())))?;
     let (fs, recovery) = Fs::mount(dev, MountOptions { dirty_limit: cfg.dirty_limit.unwrap_or_else(default_dirty_limit), region_limit: cfg.region_limit.unwrap_or(MountOptions::default().region_limit), ..MountOptions::default() }).map_err(|e| MountError::Input(format!("{}: cannot mount: {e} (run `intact fs fsck {}` for a full report)", cfg.image.display(), cfg.image.display())))?;
-    let fuse = IntactFuse::new(fs, cfg.fsync, cfg.xattr, cfg.locked_commit, cfg.killpriv).map_err(|e| MountError::Failed(format!("{}: {e}", cfg.image.display())))?;
+    let fuse = IntactFuse::new(fs, cfg.fsync, cfg.xattr, cfg.locked_commit, cfg.caps).map_err(|e| MountError::Failed(format!("{}: {e}", cfg.image.display())))?;
     let state = fuse.state.clone();
     let commits = fuse.commits.clone();
 
