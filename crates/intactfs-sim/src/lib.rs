@@ -130,6 +130,8 @@ pub struct SimReport {
     pub images: u64,
     pub commits: usize,
     pub checkpoints: u64,
+    /// Checkpoints written as a delta of the changed inodes (the rest: a new base).
+    pub delta_checkpoints: u64,
     pub merges: u64,
     /// Images that recovered to the newest commit allowed, and to an older one.
     pub newest: u64,
@@ -150,6 +152,9 @@ pub struct SimReport {
     pub reused_blocks: u64,
     /// Calls the engine refused for lack of space (the model has no limit).
     pub nospace: u64,
+    /// Hole punches (fallocate PUNCH_HOLE | KEEP_SIZE) the engine carried out (also those of
+    /// regions aborted later).
+    pub punches: u64,
     /// Atomic regions committed and aborted, and the calls made inside them.
     pub regions_committed: u64,
     pub regions_aborted: u64,
@@ -204,6 +209,7 @@ impl std::ops::AddAssign for SimReport {
         self.images += r.images;
         self.commits += r.commits;
         self.checkpoints += r.checkpoints;
+        self.delta_checkpoints += r.delta_checkpoints;
         self.merges += r.merges;
         self.newest += r.newest;
         self.older += r.older;
@@ -215,6 +221,7 @@ impl std::ops::AddAssign for SimReport {
         self.lost_osync += r.lost_osync;
         self.reused_blocks += r.reused_blocks;
         self.nospace += r.nospace;
+        self.punches += r.punches;
         self.regions_committed += r.regions_committed;
         self.regions_aborted += r.regions_aborted;
         self.region_calls += r.region_calls;
@@ -236,17 +243,19 @@ impl std::fmt::Display for SimReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} crash points ({} checked exhaustively), {} crash images, {} commits ({} optimistic), {} checkpoints, {} stream merges, {} osyncs, {} dsyncs, {} flushes, {} blocks reused, {} ENOSPC, {} images recovered to an older allowed commit ({} lost an osync'd commit)",
+            "{} crash points ({} checked exhaustively), {} crash images, {} commits ({} optimistic), {} checkpoints ({} deltas), {} stream merges, {} osyncs, {} dsyncs, {} flushes, {} hole punches, {} blocks reused, {} ENOSPC, {} images recovered to an older allowed commit ({} lost an osync'd commit)",
             self.crash_points,
             self.exhaustive_points,
             self.images,
             self.commits,
             self.optimistic_commits,
             self.checkpoints,
+            self.delta_checkpoints,
             self.merges,
             self.osyncs,
             self.dsyncs,
             self.flushes,
+            self.punches,
             self.reused_blocks,
             self.nospace,
             self.older,
@@ -608,8 +617,12 @@ fn clock() -> Box<dyn FnMut() -> Time + Send + Sync> {
     })
 }
 
-fn mount_opts(dirty_limit: u64, log: bool) -> MountOptions {
-    MountOptions { dirty_limit, clock: Some(clock()), keep_commit_log: log, ..Default::default() }
+fn mount_opts(cfg: &SimConfig, log: bool) -> MountOptions {
+    // Incremental checkpoints by seed: long chains (deltas whatever their size, a new base
+    // only after 8), the default share (on these small file systems a few deltas, then a
+    // new base), or a new base every time.
+    let delta_share = [1e9, MountOptions::default().delta_share, 0.0][(cfg.seed % 3) as usize];
+    MountOptions { dirty_limit: cfg.dirty_limit, clock: Some(clock()), keep_commit_log: log, delta_share, ..Default::default() }
 }
 
 fn fail(seed: u64, msg: impl Into<String>) -> SimFailure {
@@ -661,11 +674,13 @@ struct Workload {
     base: Vec<u8>,
     final_view: View,
     checkpoints: u64,
+    delta_checkpoints: u64,
     merges: u64,
     optimistic_commits: u64,
     dsyncs: u64,
     flushes: u64,
     nospace: u64,
+    punches: u64,
     regions_committed: u64,
     regions_aborted: u64,
     region_calls: u64,
@@ -741,7 +756,7 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
     let base = dev.durable().to_vec();
     let dev = TxSimDevice::from_image(BLOCK, base.clone()).map_err(|e| fail(seed, e.to_string()))?;
     let logged = Logged { dev, tx: cfg.txflash, log: Vec::new() };
-    let (mut fs, _) = Fs::mount(logged, mount_opts(cfg.dirty_limit, true)).map_err(|e| fail(seed, format!("mount after mkfs: {e}")))?;
+    let (mut fs, _) = Fs::mount(logged, mount_opts(cfg, true)).map_err(|e| fail(seed, format!("mount after mkfs: {e}")))?;
     // The last stream ignores fsync: only streamsync makes it durable.
     let ignoring = cfg.streams - 1;
     if cfg.streams > 1 {
@@ -765,7 +780,7 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
     let fsync_is_durable = |s: u64| (cfg.streams == 1 || s != ignoring) && !fsync_is_osync(s);
     // The newest osync ticket: every flush must make it durable.
     let mut newest_ticket = 0u64;
-    let (mut dsyncs, mut flushes, mut nospace) = (0u64, 0u64, 0u64);
+    let (mut dsyncs, mut flushes, mut nospace, mut punches) = (0u64, 0u64, 0u64, 0u64);
     let mut model = Model::default();
     let mut inos: BTreeMap<MIno, Ino> = BTreeMap::from([(MROOT, ROOT)]);
     let mut next_mino: MIno = 2;
@@ -795,9 +810,10 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
         let pick = |rng: &mut ChaCha8Rng, v: &[MIno]| v[rng.random_range(0..v.len())];
         let dir = pick(&mut rng, &dirs);
         let entry = model.dir_entries(dir);
-        // 0..=99 as before osync existed (mutating calls, then sync/streamsync/fsync),
-        // 100..=114 osync, dsync and flush (workloads have 15% more calls than before, so
-        // the older calls keep their expected count), 115.. the space-pressure share.
+        // 0..=99 as before osync existed (mutating calls, then sync/streamsync/fsync; hole
+        // punches took 82..=85 of the sync share), 100..=114 osync, dsync and flush
+        // (workloads have 15% more calls than before, so the older calls keep their
+        // expected count), 115.. the space-pressure share.
         let roll = rng.random_range(0..115 + cfg.overwrite_share + cfg.region_share);
         if roll >= 115 + cfg.overwrite_share {
             if std::env::var_os("INTACTFS_SIM_TRACE").is_some() {
@@ -898,6 +914,26 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
                 let n = rng.random_range(1..2 * BLOCK);
                 let byte = rng.random::<u8>();
                 Some(MOp::Write { ino, off, data: vec![byte; n] })
+            }
+            82..=85 if !files.is_empty() => {
+                // fallocate PUNCH_HOLE | KEEP_SIZE: partial blocks at either end, whole
+                // blocks, ranges over several extents and holes, and past the end.
+                let ino = pick(&mut rng, &files);
+                let (size, bs) = (model.file_len(ino), BLOCK as u64);
+                let off = match rng.random_range(0..4) {
+                    0 => rng.random_range(0..=size.div_ceil(bs)) * bs,
+                    1 => rng.random_range(0..=size),
+                    2 => 0,
+                    _ => size + rng.random_range(0..2 * bs),
+                };
+                let len = match rng.random_range(0..5) {
+                    0 => rng.random_range(1..bs),
+                    1 => rng.random_range(1..=3) * bs,
+                    2 => rng.random_range(1..=4 * bs),
+                    3 => size.saturating_sub(off) + rng.random_range(1..=bs),
+                    _ => 1 << 40,
+                };
+                Some(MOp::Punch { ino, off, len })
             }
             55..=59 if !files.is_empty() => Some(MOp::Link { ino: pick(&mut rng, &files), parent: dir, name: name(&mut rng) }),
             60..=66 if !entry.is_empty() => Some(MOp::Unlink { parent: dir, name: entry[rng.random_range(0..entry.len())].clone() }),
@@ -1047,6 +1083,7 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
             MOp::Write { ino, off, data } => fs.write(caller, e(*ino), *off, data).map(|_| None),
             MOp::Truncate { ino, size } => fs.truncate(s, e(*ino), *size).map(|_| None),
             MOp::Fallocate { ino, off, len, keep_size } => fs.fallocate(s, e(*ino), *off, *len, *keep_size).map(|_| None),
+            MOp::Punch { ino, off, len } => fs.punch_hole(s, e(*ino), *off, *len).map(|_| None),
             MOp::Chmod { ino, mode } => fs.setattr(s, e(*ino), SetAttr { mode: Some(*mode), ..Default::default() }).map(|_| None),
             MOp::SetXattr { ino, name, value: Some(v) } => fs.setxattr(s, e(*ino), name, v, false, false).map(|_| None),
             MOp::SetXattr { ino, name, value: None } => fs.removexattr(s, e(*ino), name).map(|_| None),
@@ -1078,6 +1115,7 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
                     next_mino += 1;
                 }
                 *calls_per_stream.entry(s).or_default() += 1;
+                punches += matches!(op, MOp::Punch { .. }) as u64;
                 if let Some((_, touched, calls)) = region.as_mut().filter(|_| in_region) {
                     touched.push(foot);
                     calls.push(done.len());
@@ -1157,11 +1195,13 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
         base,
         final_view: model.view(),
         checkpoints: stats.checkpoints,
+        delta_checkpoints: stats.delta_checkpoints,
         merges,
         optimistic_commits: stats.optimistic_commits,
         dsyncs,
         flushes,
         nospace,
+        punches,
         regions_committed,
         regions_aborted,
         region_calls,
@@ -1257,11 +1297,13 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
         device_ops: w.log.len(),
         commits: w.commits.len(),
         checkpoints: w.checkpoints,
+        delta_checkpoints: w.delta_checkpoints,
         merges: w.merges,
         osyncs: w.done.iter().filter(|d| d.osync).count() as u64,
         dsyncs: w.dsyncs,
         flushes: w.flushes,
         nospace: w.nospace,
+        punches: w.punches,
         regions_committed: w.regions_committed,
         regions_aborted: w.regions_aborted,
         region_calls: w.region_calls,
@@ -1362,7 +1404,7 @@ fn check_image(bytes: &[u8], cands: &[Candidate], k_min: usize, k_max: usize, ac
     if !r.clean() {
         return Err(format!("fsck before mount: {}", r.problems.join("; ")));
     }
-    let (mut fs, _) = Fs::mount(dev, mount_opts(cfg.dirty_limit, false)).map_err(|e| format!("mount refused: {e}"))?;
+    let (mut fs, _) = Fs::mount(dev, mount_opts(cfg, false)).map_err(|e| format!("mount refused: {e}"))?;
     let view = engine_view(&mut fs)?;
     let mut why = Vec::new();
     let mut found = None;

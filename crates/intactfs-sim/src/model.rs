@@ -28,6 +28,8 @@ pub enum MOp {
     Write { ino: MIno, off: u64, data: Vec<u8> },
     Truncate { ino: MIno, size: u64 },
     Fallocate { ino: MIno, off: u64, len: u64, keep_size: bool },
+    /// fallocate PUNCH_HOLE | KEEP_SIZE: [off, off+len) reads as zeros, the size stays.
+    Punch { ino: MIno, off: u64, len: u64 },
     Chmod { ino: MIno, mode: u32 },
     /// Set (`Some`) or remove (`None`) an extended attribute.
     SetXattr { ino: MIno, name: Vec<u8>, value: Option<Vec<u8>> },
@@ -138,7 +140,7 @@ impl Model {
                 t.in_dirs.push(*parent);
                 t.creates_dir = Some(*ino);
             }
-            MOp::Write { ino, .. } | MOp::Truncate { ino, .. } | MOp::Fallocate { ino, .. } | MOp::Chmod { ino, .. } | MOp::SetXattr { ino, .. } => t.inodes.push(*ino),
+            MOp::Write { ino, .. } | MOp::Truncate { ino, .. } | MOp::Fallocate { ino, .. } | MOp::Punch { ino, .. } | MOp::Chmod { ino, .. } | MOp::SetXattr { ino, .. } => t.inodes.push(*ino),
             MOp::Link { parent, name, ino } => {
                 t.entries.push((*parent, name.clone()));
                 t.in_dirs.push(*parent);
@@ -201,6 +203,15 @@ impl Model {
                 let end = (off + len) as usize;
                 if !keep_size && c.len() < end {
                     c.resize(end, 0);
+                }
+            }
+            MOp::Punch { ino, off, len } => {
+                let Some(MNode { kind: MKind::File(c), .. }) = self.nodes.get_mut(ino) else { return false };
+                // A length of 0 is EINVAL, one past the largest offset EFBIG.
+                let Some(end) = off.checked_add(*len).filter(|_| *len > 0) else { return false };
+                let size = c.len() as u64;
+                if *off < size {
+                    c[*off as usize..end.min(size) as usize].fill(0);
                 }
             }
             MOp::Chmod { ino, mode } => {

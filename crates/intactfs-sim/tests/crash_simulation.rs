@@ -37,6 +37,9 @@ fn crash_simulation() {
         total.osyncs > 0 && total.optimistic_commits > 0 && total.lost_osync > 0 && total.dsyncs > 0 && total.flushes > 0 && total.reused_blocks > 0,
         "the workloads must exercise osync, dsync, flush, lost optimistic commits and block reuse: {total}"
     );
+    assert!(total.punches > 0, "the workloads must punch holes (fallocate PUNCH_HOLE | KEEP_SIZE): {total}");
+    // Incremental checkpoints: chains of deltas, and new bases after them.
+    assert!(total.delta_checkpoints > 0 && total.checkpoints > total.delta_checkpoints, "the workloads must checkpoint both as deltas and as new bases: {total}");
 }
 
 /// Atomic regions (CFS, issue 13): the same configurations with regions that begin,

@@ -1418,15 +1418,20 @@ impl<D: BlockDevice> Fs<D> {
         let (mut ops, keys, progress) = self.streams.take_group(members);
         let logical = ops.len();
         // Every write is in its file's group: committed now (as SetSize/SetAttr from live).
+        // A file written since its last commit gets its size and mtime recorded even when
+        // no dirty block is left (a hole punched over all of them).
+        let mut written = BTreeSet::new();
         for k in &keys {
             if let Key::Ino(i) = k {
-                self.wattrs.remove(i);
+                if self.wattrs.remove(i).is_some() {
+                    written.insert(*i);
+                }
             }
         }
         let inos: BTreeSet<Ino> = keys
             .iter()
             .filter_map(|k| match k {
-                Key::Ino(i) if self.dirty.contains_key(i) || self.falloc.contains_key(i) => Some(*i),
+                Key::Ino(i) if self.dirty.contains_key(i) || self.falloc.contains_key(i) || written.contains(i) => Some(*i),
                 _ => None,
             })
             .collect();
@@ -1441,7 +1446,7 @@ impl<D: BlockDevice> Fs<D> {
             };
             let (size, mtime, ctime) = (node.size, node.mtime, node.ctime);
             let mut dirty = self.dirty.remove(&ino).unwrap_or_default();
-            let had_dirty = !dirty.is_empty();
+            let had_dirty = !dirty.is_empty() || written.contains(&ino);
             if let Some((ranges, res)) = self.falloc.remove(&ino) {
                 self.reserved -= res;
                 let ext = self.live.get(ino).and_then(|n| n.extents()).expect("a file with preallocation");
@@ -1458,8 +1463,10 @@ impl<D: BlockDevice> Fs<D> {
                     }
                 }
             }
-            if !dirty.is_empty() {
+            if had_dirty {
                 ops.push(LogOp::SetSize { ino, size, time: mtime, free_past_end: false });
+            }
+            if !dirty.is_empty() {
                 // On a transactional device a block the file already has is rewritten where
                 // it is, inside the commit's device transaction (X-FTL): no new block, nothing
                 // to free later. Elsewhere (and for new blocks) copy on write.

@@ -637,3 +637,20 @@ fn incremental_checkpoints_write_what_changed_and_read_back() {
     let r = fsck(&mut dev, false);
     assert!(r.clean(), "{:?}", r.problems);
 }
+
+/// Found by the crash simulation once it punched holes: a write that grew a file, then a
+/// punch over all its uncommitted blocks, lost the new size (the commit recorded a write's
+/// size only for files with dirty blocks left).
+#[test]
+fn a_punch_over_all_uncommitted_blocks_keeps_the_writes_size() {
+    let mut fs = fresh(4096);
+    let f = file(&mut fs, ROOT, "f");
+    fs.sync().unwrap();
+    fs.write(0, f, 4199, &[7; 4715]).unwrap();
+    fs.punch_hole(0, f, 0, 1 << 40).unwrap();
+    fs.fsync(0, f, false).unwrap();
+    assert_eq!(fs.durable_meta().get(f).unwrap().size, 8914);
+    let mut fs = remount(fs);
+    assert_eq!(fs.getattr(f).unwrap().size, 8914);
+    assert_eq!(fs.read(f, 0, 9000).unwrap(), vec![0; 8914]);
+}
