@@ -1357,6 +1357,7 @@ impl<D: BlockDevice> Fs<D> {
         if end % bs != 0 && end / bs != off / bs {
             edges.push(end / bs);
         }
+        let mut zero = Vec::new();
         for b in edges {
             let (a, z) = (off.max(b * bs), end.min((b + 1) * bs).min(size));
             if (a == b * bs && z == (b + 1) * bs) || a >= z {
@@ -1364,11 +1365,15 @@ impl<D: BlockDevice> Fs<D> {
             }
             let mapped = self.dirty.get(&ino).is_some_and(|d| d.contains_key(&b)) || self.node(ino)?.extents().and_then(|e| map_block(e, b)).is_some_and(|(_, c)| c.is_some());
             if mapped {
-                self.room_for(|fs| u64::from(!fs.dirty.get(&ino).is_some_and(|d| d.contains_key(&b))))?;
-                let mut blk = self.file_block(ino, b)?;
-                blk[(a - b * bs) as usize..(z - b * bs) as usize].fill(0);
-                self.put_dirty(ino, b, blk.into_boxed_slice())?;
+                zero.push((b, a, z));
             }
+        }
+        // Room for both edges before either changes: a call refused for space changes nothing.
+        self.room_for(|fs| zero.iter().filter(|(b, ..)| !fs.dirty.get(&ino).is_some_and(|d| d.contains_key(b))).count() as u64)?;
+        for (b, a, z) in zero {
+            let mut blk = self.file_block(ino, b)?;
+            blk[(a - b * bs) as usize..(z - b * bs) as usize].fill(0);
+            self.put_dirty(ino, b, blk.into_boxed_slice())?;
         }
         if full0 < full1 {
             // Dirty blocks inside go; so does preallocation still waiting for its commit.
