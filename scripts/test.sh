@@ -21,6 +21,9 @@ if ! command -v cargo >/dev/null; then
   exit 2
 fi
 cargo test --workspace --quiet -- --test-threads=2
+# The persistent-memory engine's mutation checks need its `mutations` feature (a deliberate
+# bug per switch, compiled in only there).
+cargo test -p intactfs-pmem --features mutations --test mutations --quiet
 bash shim/test_shim.sh
 # Checking on Dask (docs/distributed.md): a LocalCluster reproduces a local run's report,
 # also with a worker killed mid-run. Skipped, saying why, if dask cannot be installed.

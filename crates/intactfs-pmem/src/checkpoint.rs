@@ -1,0 +1,181 @@
+//! Concurrently selective checkpointing (002 §III-E, Algorithm 1): the committed versions
+//! of each block are merged into the block that already holds most of the newest lines (the
+//! home block or one of the pending blocks), which one atomic 8-byte pointer store then
+//! installs. Open transactions' versions are left alone (they may be open on the same files).
+//!
+//! Fence points, for all selected blocks together:
+//! 1. copy the newest lines into each block's selected block — **fence**;
+//! 2. atomic pointer stores (selected ≠ home) — **fence**;
+//! 3. free the redo entries in commit order: round r frees the r-th oldest entry of every
+//!    block — **fence per round** (ordering property 1: an older entry never outlives a newer
+//!    one of the same block, which recovery would replay over the merged block);
+//! 4. free the commit records of transactions with no entry left — **fence** (property 2).
+//!
+//! Only then are the blocks no longer named (unselected pending blocks, replaced home
+//! blocks) and the log slots reused. Recovery reads an entry whose pending block is the
+//! home block as "installed" (it and all older ones of that block are dropped).
+//!
+//! "Concurrently" in the paper means several threads; this engine is single-threaded and
+//! batches the blocks instead (one fence per step for all of them).
+
+use crate::error::Result;
+use crate::index::Committed;
+use crate::layout::{BLOCK, LINE, LINES_PER_BLOCK};
+use crate::log;
+use crate::PmemFs;
+use intactfs_device::PmemDevice;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CheckpointReport {
+    pub blocks: u64,
+    pub pointer_swaps: u64,
+    pub lines_copied: u64,
+    pub entries_freed: u64,
+}
+
+struct Group {
+    ino: u64,
+    lbn: u64,
+    vers: Vec<Committed>,
+    origin: u64,
+    /// The block that becomes (or stays) the home block.
+    new: u64,
+    /// The pointer word to swap (when `new != origin`).
+    ptr: u64,
+}
+
+impl<P: PmemDevice> PmemFs<P> {
+    /// Checkpoints every committed version now (002 §III-E: normally the engine does it by
+    /// itself when the log or the free space runs low).
+    pub fn checkpoint(&mut self) -> Result<CheckpointReport> {
+        let r = self.checkpoint_where(|_, _| true)?;
+        self.flush_dead_commits()?;
+        Ok(r)
+    }
+
+    /// Algorithm 1 over the blocks with committed versions that `sel` selects.
+    pub(crate) fn checkpoint_where(&mut self, sel: impl Fn(u64, u64) -> bool) -> Result<CheckpointReport> {
+        let keys: Vec<(u64, u64)> = self.index.committed_blocks().into_iter().filter(|&(i, l)| sel(i, l)).collect();
+        let mut rep = CheckpointReport::default();
+        if keys.is_empty() {
+            return Ok(rep);
+        }
+        self.stats.checkpoints += 1;
+        let mut groups = Vec::with_capacity(keys.len());
+        for (ino, lbn) in keys {
+            let vers = self.index.get(ino, lbn).map(|v| v.committed.clone()).unwrap_or_default();
+            let origin = self.home(ino, lbn)?;
+            // Step 1: the block holding most of the newest lines (origin first, a pending
+            // block only if it holds strictly more; a hole cannot be selected).
+            let mut counts = vec![0u64; vers.len()];
+            let mut origin_count = 0u64;
+            for line in 0..LINES_PER_BLOCK {
+                match vers.iter().rposition(|c| c.bitmap >> line & 1 == 1) {
+                    Some(i) => counts[i] += 1,
+                    None => origin_count += 1,
+                }
+            }
+            let mut new = origin;
+            let mut best = if origin != 0 { origin_count as i64 } else { -1 };
+            for (i, c) in vers.iter().enumerate() {
+                if counts[i] as i64 > best {
+                    best = counts[i] as i64;
+                    new = c.pblk;
+                }
+            }
+            let mut ptr = 0;
+            if new != origin {
+                match self.ptr_off_alloc(ino, lbn)? {
+                    Some(off) => ptr = off,
+                    // No block for an indirect level: merge into the home block instead, or
+                    // leave this block for a later checkpoint.
+                    None if origin != 0 => new = origin,
+                    None => continue,
+                }
+            }
+            groups.push(Group { ino, lbn, vers, origin, new, ptr });
+        }
+        if groups.is_empty() {
+            return Ok(rep);
+        }
+        // Step 2: copy the newest lines the selected block lacks.
+        for g in &groups {
+            for line in 0..LINES_PER_BLOCK {
+                let src = match g.vers.iter().rev().find(|c| c.bitmap >> line & 1 == 1) {
+                    Some(c) => c.pblk,
+                    None => g.origin,
+                };
+                if src == g.new {
+                    continue;
+                }
+                let mut buf = [0u8; LINE as usize];
+                if src != 0 {
+                    self.dev.read(src * BLOCK + line * LINE, &mut buf)?;
+                }
+                self.dev.write(g.new * BLOCK + line * LINE, &buf)?;
+                self.dev.clwb(g.new * BLOCK + line * LINE, LINE)?;
+                rep.lines_copied += 1;
+            }
+        }
+        self.dev.fence()?;
+        // Step 3: install by atomic pointer stores.
+        for g in groups.iter().filter(|g| g.new != g.origin) {
+            self.dev.store_u64(g.ptr, g.new)?;
+            self.dev.clwb(g.ptr, 8)?;
+            rep.pointer_swaps += 1;
+        }
+        if rep.pointer_swaps > 0 {
+            self.dev.fence()?;
+        }
+        // Free the redo entries, oldest first per block (ordering property 1).
+        let rounds = groups.iter().map(|g| g.vers.len()).max().unwrap_or(0);
+        for r in 0..rounds {
+            let slots: Vec<u64> = groups.iter().filter_map(|g| g.vers.get(r).map(|c| c.slot)).collect();
+            log::invalidate(&mut self.dev, &self.g, &slots)?;
+            self.dev.fence()?;
+        }
+        // Step 4: deallocate.
+        for g in &groups {
+            for c in &g.vers {
+                self.log.free.insert(c.slot);
+                if c.pblk != g.new {
+                    self.free_blocks.insert(c.pblk);
+                }
+                rep.entries_freed += 1;
+                if let Some(l) = self.live.get_mut(&c.tx) {
+                    l.remaining -= 1;
+                    if l.remaining == 0 {
+                        let slot = l.slot;
+                        self.live.remove(&c.tx);
+                        self.dead_commits.push((c.tx, slot));
+                    }
+                }
+            }
+            if g.origin != 0 && g.origin != g.new {
+                self.free_blocks.insert(g.origin);
+            }
+            self.index.entry(g.ino, g.lbn).committed.clear();
+            self.index.tidy(g.ino, g.lbn);
+        }
+        rep.blocks = groups.len() as u64;
+        self.stats.blocks_checkpointed += rep.blocks;
+        self.stats.pointer_swaps += rep.pointer_swaps;
+        self.stats.lines_copied += rep.lines_copied;
+        // Ordering property 2: commit records once all their entries are freed.
+        self.flush_dead_commits()?;
+        Ok(rep)
+    }
+
+    /// Frees the commit records of transactions with no entry left (their entries' freeing
+    /// is already persistent).
+    pub(crate) fn flush_dead_commits(&mut self) -> Result<()> {
+        if self.dead_commits.is_empty() {
+            return Ok(());
+        }
+        let slots: Vec<u64> = self.dead_commits.drain(..).map(|d| d.1).collect();
+        log::invalidate(&mut self.dev, &self.g, &slots)?;
+        self.dev.fence()?;
+        self.log.free.extend(slots);
+        Ok(())
+    }
+}

@@ -1,0 +1,420 @@
+//! File data: the block map (12 direct pointers, one single- and one double-indirect, each
+//! pointer an aligned word), reads through the volatile index, writes into pending blocks
+//! (cacheline-granular redo, 002 §III-D), and truncation.
+
+use crate::error::{PmemFsError, Result};
+use crate::index::Open;
+use crate::layout::*;
+use crate::{Batch, Ino, PmemFs, TxId};
+use intactfs_device::PmemDevice;
+
+/// What a truncation does once its metadata batch is applied.
+#[derive(Debug, Default)]
+pub(crate) struct TruncPlan {
+    /// Blocks no longer named (freed when the transaction commits).
+    pub freed: Vec<u64>,
+    /// Blocks whose open version goes (its pending block is freed at once).
+    pub drop_open: Vec<u64>,
+    /// Zeros to write from this byte offset to the end of its block.
+    pub tail: Option<u64>,
+    /// The tail needs a new version (a block and a log entry reserved for it).
+    pub tail_new_version: bool,
+}
+
+impl<P: PmemDevice> PmemFs<P> {
+    fn ptr(&self, off: u64, what: impl FnOnce() -> String) -> Result<u64> {
+        let p = self.dev.load_u64(off)?;
+        if p != 0 && !self.g.is_data_block(p) {
+            return Err(PmemFsError::Corrupt(format!("{} holds block pointer {p}, outside the data area {}..{}", what(), self.g.data_start, self.g.total_blocks)));
+        }
+        Ok(p)
+    }
+
+    /// Offset of the pointer word that maps block `lbn` of `ino`; None when an indirect
+    /// level is missing (the block is a hole).
+    pub(crate) fn ptr_off(&self, ino: Ino, lbn: u64) -> Result<Option<u64>> {
+        let base = self.g.inode_off(ino);
+        Ok(match ptr_path(lbn) {
+            None => return Err(PmemFsError::TooBig(format!("block {lbn} is beyond the largest file ({MAX_BLOCKS} blocks)"))),
+            Some(PtrPath::Direct(i)) => Some(base + I_DIRECT + i * 8),
+            Some(PtrPath::Single(j)) => {
+                let x = self.ptr(base + I_INDIRECT, || format!("inode {ino}'s indirect pointer"))?;
+                (x != 0).then_some(x * BLOCK + j * 8)
+            }
+            Some(PtrPath::Double(i, j)) => {
+                let d = self.ptr(base + I_DINDIRECT, || format!("inode {ino}'s double-indirect pointer"))?;
+                if d == 0 {
+                    None
+                } else {
+                    let y = self.ptr(d * BLOCK + i * 8, || format!("inode {ino}'s double-indirect block {d}"))?;
+                    (y != 0).then_some(y * BLOCK + j * 8)
+                }
+            }
+        })
+    }
+
+    /// The home block of `lbn` (0: a hole).
+    pub(crate) fn home(&self, ino: Ino, lbn: u64) -> Result<u64> {
+        match self.ptr_off(ino, lbn)? {
+            None => Ok(0),
+            Some(off) => self.ptr(off, || format!("block map of inode {ino} (block {lbn})")),
+        }
+    }
+
+    /// Like [`PmemFs::ptr_off`], allocating missing indirect blocks (for a checkpoint): each
+    /// new block is zeroed and persisted before an atomic, persisted pointer store names it.
+    /// None when no block is free.
+    pub(crate) fn ptr_off_alloc(&mut self, ino: Ino, lbn: u64) -> Result<Option<u64>> {
+        let base = self.g.inode_off(ino);
+        let level = |fs: &mut Self, off: u64| -> Result<Option<u64>> {
+            let x = fs.ptr(off, || format!("an indirect pointer of inode {ino}"))?;
+            if x != 0 {
+                return Ok(Some(x));
+            }
+            let Some(b) = fs.free_blocks.pop_first() else { return Ok(None) };
+            fs.zero_block(b)?;
+            fs.dev.store_u64(off, b)?;
+            fs.dev.persist(off, 8)?;
+            fs.stats.indirect_allocs += 1;
+            Ok(Some(b))
+        };
+        Ok(match ptr_path(lbn) {
+            None => return Err(PmemFsError::TooBig(format!("block {lbn} is beyond the largest file"))),
+            Some(PtrPath::Direct(i)) => Some(base + I_DIRECT + i * 8),
+            Some(PtrPath::Single(j)) => level(self, base + I_INDIRECT)?.map(|x| x * BLOCK + j * 8),
+            Some(PtrPath::Double(i, j)) => match level(self, base + I_DINDIRECT)? {
+                None => None,
+                Some(d) => level(self, d * BLOCK + i * 8)?.map(|y| y * BLOCK + j * 8),
+            },
+        })
+    }
+
+    /// Every block `ino` names: (lbn or None for an indirect block, block).
+    pub(crate) fn mapped_blocks(&self, ino: Ino) -> Result<Vec<(Option<u64>, u64)>> {
+        let base = self.g.inode_off(ino);
+        let mut out = Vec::new();
+        for i in 0..NDIRECT {
+            let p = self.ptr(base + I_DIRECT + i * 8, || format!("inode {ino}'s pointer {i}"))?;
+            if p != 0 {
+                out.push((Some(i), p));
+            }
+        }
+        let x = self.ptr(base + I_INDIRECT, || format!("inode {ino}'s indirect pointer"))?;
+        if x != 0 {
+            out.push((None, x));
+            for j in 0..PTRS_PER_BLOCK {
+                let p = self.ptr(x * BLOCK + j * 8, || format!("indirect block {x} of inode {ino}"))?;
+                if p != 0 {
+                    out.push((Some(NDIRECT + j), p));
+                }
+            }
+        }
+        let d = self.ptr(base + I_DINDIRECT, || format!("inode {ino}'s double-indirect pointer"))?;
+        if d != 0 {
+            out.push((None, d));
+            for i in 0..PTRS_PER_BLOCK {
+                let y = self.ptr(d * BLOCK + i * 8, || format!("double-indirect block {d} of inode {ino}"))?;
+                if y == 0 {
+                    continue;
+                }
+                out.push((None, y));
+                for j in 0..PTRS_PER_BLOCK {
+                    let p = self.ptr(y * BLOCK + j * 8, || format!("indirect block {y} of inode {ino}"))?;
+                    if p != 0 {
+                        out.push((Some(NDIRECT + PTRS_PER_BLOCK + i * PTRS_PER_BLOCK + j), p));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn count_blocks(&self, ino: Ino) -> Result<u64> {
+        Ok(self.mapped_blocks(ino)?.len() as u64)
+    }
+
+    /// One cacheline of block `lbn` as reads see it (with or without the open version).
+    pub(crate) fn read_line(&self, ino: Ino, lbn: u64, line: u64, with_open: bool) -> Result<[u8; LINE as usize]> {
+        let mut buf = [0u8; LINE as usize];
+        let src = match self.index.get(ino, lbn).and_then(|v| v.line_source(line, with_open)) {
+            Some(p) => p,
+            None => self.home(ino, lbn)?,
+        };
+        if src != 0 {
+            self.dev.read(src * BLOCK + line * LINE, &mut buf)?;
+        }
+        Ok(buf)
+    }
+
+    /// Reads up to `len` bytes at `off` (fewer at the end of the file). Sees every change,
+    /// committed or not (no isolation, as metadata).
+    pub fn read(&self, ino: Ino, off: u64, len: u64) -> Result<Vec<u8>> {
+        let rec = self.inode(ino)?;
+        if rec.kind == FileType::Dir {
+            return Err(PmemFsError::IsDir(format!("inode {ino}")));
+        }
+        if off >= rec.size {
+            return Ok(Vec::new());
+        }
+        let end = rec.size.min(off.saturating_add(len));
+        let mut out = vec![0u8; (end - off) as usize];
+        let mut pos = off;
+        while pos < end {
+            let lbn = pos / BLOCK;
+            let bend = ((lbn + 1) * BLOCK).min(end);
+            let dst = &mut out[(pos - off) as usize..(bend - off) as usize];
+            if self.index.get(ino, lbn).is_some() {
+                let mut p = pos;
+                while p < bend {
+                    let line = (p % BLOCK) / LINE;
+                    let lend = (lbn * BLOCK + (line + 1) * LINE).min(bend);
+                    let data = self.read_line(ino, lbn, line, true)?;
+                    let s = (p % LINE) as usize;
+                    dst[(p - pos) as usize..(lend - pos) as usize].copy_from_slice(&data[s..s + (lend - p) as usize]);
+                    p = lend;
+                }
+            } else {
+                let h = self.home(ino, lbn)?;
+                if h != 0 {
+                    self.dev.read(h * BLOCK + pos % BLOCK, dst)?;
+                }
+            }
+            pos = bend;
+        }
+        Ok(out)
+    }
+
+    /// Writes `data` at `off` (extending the file as needed).
+    pub fn write(&mut self, tx: Option<TxId>, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
+        self.mutate(tx, |fs, id| fs.do_write(id, ino, off, data))
+    }
+
+    fn do_write(&mut self, id: u64, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
+        let mut rec = self.inode(ino)?;
+        if rec.kind == FileType::Dir {
+            return Err(PmemFsError::IsDir(format!("inode {ino}")));
+        }
+        self.check_owner(id, ino)?;
+        if data.is_empty() {
+            return Ok(0);
+        }
+        let end = off.checked_add(data.len() as u64).filter(|&e| e <= MAX_FILE_SIZE).ok_or_else(|| PmemFsError::TooBig(format!("{} bytes at offset {off} end beyond the largest file ({MAX_FILE_SIZE} bytes)", data.len())))?;
+        let need = (off / BLOCK..=(end - 1) / BLOCK).filter(|&l| self.index.get(ino, l).is_none_or(|v| v.open.is_none())).count() as u64;
+        let blocks = self.reserve_versions(id, need)?;
+        let mut b = Batch::default();
+        let now = self.now();
+        rec.size = rec.size.max(end);
+        rec.mtime = now;
+        rec.ctime = now;
+        self.stage_inode(&mut b, ino, &rec)?;
+        if let Err(e) = self.apply_meta(id, b) {
+            self.unreserve_versions(id, &blocks);
+            return Err(e);
+        }
+        self.claim(id, &[ino]);
+        self.put_data(id, ino, off, data, blocks)?;
+        Ok(data.len())
+    }
+
+    /// Promises `n` new versions to `id`: `n` pending blocks and `n` log entries.
+    pub(crate) fn reserve_versions(&mut self, id: u64, n: u64) -> Result<Vec<u64>> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        self.ensure_log(n, "redo entries of this call")?;
+        let blocks = self.take_blocks(n, "pending blocks of this call")?;
+        if self.log.available() < n {
+            self.give_back_blocks(&blocks);
+            return Err(PmemFsError::NoSpace(format!("{n} log entries needed for redo entries, {} available", self.log.available())));
+        }
+        self.log.reserved += n;
+        self.txs.get_mut(&id).expect("open").reserved += n;
+        Ok(blocks)
+    }
+
+    pub(crate) fn unreserve_versions(&mut self, id: u64, blocks: &[u64]) {
+        let n = blocks.len() as u64;
+        self.give_back_blocks(blocks);
+        self.log.reserved -= n;
+        self.txs.get_mut(&id).expect("open").reserved -= n;
+    }
+
+    /// Stores `data` at `off` into `id`'s open versions (new ones take `blocks`, reserved).
+    pub(crate) fn put_data(&mut self, id: u64, ino: Ino, off: u64, data: &[u8], mut blocks: Vec<u64>) -> Result<()> {
+        let end = off + data.len() as u64;
+        let mut pos = off;
+        while pos < end {
+            let lbn = pos / BLOCK;
+            let bend = ((lbn + 1) * BLOCK).min(end);
+            let open = match self.index.get(ino, lbn).and_then(|v| v.open) {
+                Some(o) if o.tx == id => o,
+                Some(o) => return Err(PmemFsError::Internal(format!("block {lbn} of inode {ino} has an open version of transaction {}, written by {id}", o.tx))),
+                None => {
+                    let pblk = blocks.pop().ok_or_else(|| PmemFsError::Internal("fewer pending blocks reserved than needed".into()))?;
+                    let o = Open { tx: id, pblk, bitmap: 0 };
+                    self.index.entry(ino, lbn).open = Some(o);
+                    self.txs.get_mut(&id).expect("open").data.insert((ino, lbn));
+                    o
+                }
+            };
+            let mut bitmap = open.bitmap;
+            let mut p = pos;
+            while p < bend {
+                let line = (p % BLOCK) / LINE;
+                let lstart = lbn * BLOCK + line * LINE;
+                let lend = (lstart + LINE).min(bend);
+                let mut buf = if p == lstart && lend == lstart + LINE {
+                    [0u8; LINE as usize]
+                } else if bitmap >> line & 1 == 1 {
+                    let mut b = [0u8; LINE as usize];
+                    self.dev.read(open.pblk * BLOCK + line * LINE, &mut b)?;
+                    b
+                } else {
+                    // A partial line starts from the newest committed content.
+                    self.read_line(ino, lbn, line, false)?
+                };
+                buf[(p - lstart) as usize..(lend - lstart) as usize].copy_from_slice(&data[(p - off) as usize..(lend - off) as usize]);
+                self.dev.write(open.pblk * BLOCK + line * LINE, &buf)?;
+                bitmap |= 1 << line;
+                p = lend;
+            }
+            self.index.entry(ino, lbn).open.as_mut().expect("set above").bitmap = bitmap;
+            pos = bend;
+        }
+        if !blocks.is_empty() {
+            return Err(PmemFsError::Internal(format!("{} reserved pending blocks unused", blocks.len())));
+        }
+        Ok(())
+    }
+
+    /// Plans a size change of `ino` to `new` (stages pointer words to clear in `b`). A
+    /// shrink first checkpoints the file's committed versions of the blocks it drops, so no
+    /// redo entry ever names a block a committed truncation freed.
+    pub(crate) fn stage_truncate(&mut self, id: u64, ino: Ino, rec: &mut InodeRec, new: u64, b: &mut Batch) -> Result<TruncPlan> {
+        let mut plan = TruncPlan::default();
+        if new >= rec.size {
+            // Bytes past the old size already read as zeros.
+            rec.size = new;
+            return Ok(plan);
+        }
+        let cut = new.div_ceil(BLOCK);
+        if self.index.has_committed_from(ino, cut) {
+            self.checkpoint_where(|i, l| i == ino && l >= cut)?;
+        }
+        plan.drop_open = self.index.file(ino).filter(|(l, v)| *l >= cut && v.open.is_some_and(|o| o.tx == id)).map(|(l, _)| l).collect();
+        self.stage_unmap_from(ino, cut, b, &mut plan.freed)?;
+        if !new.is_multiple_of(BLOCK) {
+            let lbn = new / BLOCK;
+            let versions = self.index.get(ino, lbn);
+            if self.home(ino, lbn)? != 0 || versions.is_some() {
+                plan.tail = Some(new);
+                plan.tail_new_version = versions.is_none_or(|v| v.open.is_none());
+            }
+        }
+        rec.size = new;
+        Ok(plan)
+    }
+
+    /// After the truncation's batch is applied: drop the open versions beyond, zero the tail.
+    pub(crate) fn finish_truncate(&mut self, id: u64, ino: Ino, plan: TruncPlan, tail_blocks: Vec<u64>) -> Result<()> {
+        for lbn in plan.drop_open {
+            if let Some(o) = self.index.entry(ino, lbn).open.take() {
+                self.free_blocks.insert(o.pblk);
+                self.log.reserved -= 1;
+                let t = self.txs.get_mut(&id).expect("open");
+                t.reserved -= 1;
+                t.data.remove(&(ino, lbn));
+            }
+            self.index.tidy(ino, lbn);
+        }
+        self.txs.get_mut(&id).expect("open").freed_blocks.extend(plan.freed);
+        if let Some(new) = plan.tail {
+            let zeros = vec![0u8; (BLOCK - new % BLOCK) as usize];
+            self.put_data(id, ino, new, &zeros, tail_blocks)?;
+        }
+        Ok(())
+    }
+
+    /// Stages zeros in every pointer mapping a block at or beyond `cut` (and in pointers to
+    /// indirect blocks left empty), collecting the blocks that become free.
+    fn stage_unmap_from(&self, ino: Ino, cut: u64, b: &mut Batch, freed: &mut Vec<u64>) -> Result<()> {
+        let base = self.g.inode_off(ino);
+        for i in cut.min(NDIRECT)..NDIRECT {
+            let off = base + I_DIRECT + i * 8;
+            let p = self.ptr(off, || format!("inode {ino}'s pointer {i}"))?;
+            if p != 0 {
+                b.put(off, 0);
+                freed.push(p);
+            }
+        }
+        // All pointers of an indirect block (and of those it names, at `depth` 2).
+        let all = |fs: &Self, x: u64, depth: u32, freed: &mut Vec<u64>| -> Result<()> {
+            freed.push(x);
+            for j in 0..PTRS_PER_BLOCK {
+                let p = fs.ptr(x * BLOCK + j * 8, || format!("indirect block {x} of inode {ino}"))?;
+                if p == 0 {
+                    continue;
+                }
+                if depth == 2 {
+                    freed.push(p);
+                    for k in 0..PTRS_PER_BLOCK {
+                        let q = fs.ptr(p * BLOCK + k * 8, || format!("indirect block {p} of inode {ino}"))?;
+                        if q != 0 {
+                            freed.push(q);
+                        }
+                    }
+                } else {
+                    freed.push(p);
+                }
+            }
+            Ok(())
+        };
+        let x = self.ptr(base + I_INDIRECT, || format!("inode {ino}'s indirect pointer"))?;
+        if x != 0 {
+            if cut <= NDIRECT {
+                b.put(base + I_INDIRECT, 0);
+                all(self, x, 1, freed)?;
+            } else if cut < NDIRECT + PTRS_PER_BLOCK {
+                for j in cut - NDIRECT..PTRS_PER_BLOCK {
+                    let off = x * BLOCK + j * 8;
+                    let p = self.ptr(off, || format!("indirect block {x} of inode {ino}"))?;
+                    if p != 0 {
+                        b.put(off, 0);
+                        freed.push(p);
+                    }
+                }
+            }
+        }
+        let d = self.ptr(base + I_DINDIRECT, || format!("inode {ino}'s double-indirect pointer"))?;
+        let dbase = NDIRECT + PTRS_PER_BLOCK;
+        if d != 0 {
+            if cut <= dbase {
+                b.put(base + I_DINDIRECT, 0);
+                all(self, d, 2, freed)?;
+            } else {
+                for i in 0..PTRS_PER_BLOCK {
+                    let yoff = d * BLOCK + i * 8;
+                    let y = self.ptr(yoff, || format!("double-indirect block {d} of inode {ino}"))?;
+                    if y == 0 {
+                        continue;
+                    }
+                    let lo = dbase + i * PTRS_PER_BLOCK;
+                    if cut <= lo {
+                        b.put(yoff, 0);
+                        all(self, y, 1, freed)?;
+                    } else if cut < lo + PTRS_PER_BLOCK {
+                        for j in cut - lo..PTRS_PER_BLOCK {
+                            let off = y * BLOCK + j * 8;
+                            let p = self.ptr(off, || format!("indirect block {y} of inode {ino}"))?;
+                            if p != 0 {
+                                b.put(off, 0);
+                                freed.push(p);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,273 @@
+//! The on-pmem layout (docs/fs-pmem.md has the picture): superblock, log area, inode table,
+//! data area of 4 KiB blocks. Every field a crash-consistency argument depends on is an
+//! aligned 8-byte word, so that [`intactfs_device::PmemDevice::store_u64`] changes it
+//! atomically (block pointers, a directory entry's header, an inode's type word).
+
+use crate::error::{PmemFsError, Result};
+
+pub const BLOCK: u64 = 4096;
+pub const LINE: u64 = 64;
+pub const LINES_PER_BLOCK: u64 = BLOCK / LINE;
+pub const MAGIC: u64 = u64::from_le_bytes(*b"INTPMEM1");
+pub const VERSION: u32 = 1;
+pub const INODE_SIZE: u64 = 256;
+pub const LOG_ENTRY: u64 = 64;
+pub const NAME_MAX: usize = 255;
+pub const ROOT: u64 = 1;
+
+/// Direct pointers in an inode; then one single-indirect and one double-indirect pointer.
+pub const NDIRECT: u64 = 12;
+pub const PTRS_PER_BLOCK: u64 = BLOCK / 8;
+/// Largest number of blocks a file can map.
+pub const MAX_BLOCKS: u64 = NDIRECT + PTRS_PER_BLOCK + PTRS_PER_BLOCK * PTRS_PER_BLOCK;
+pub const MAX_FILE_SIZE: u64 = MAX_BLOCKS * BLOCK;
+
+/// A directory block holds 15 entry slots of 272 bytes (a multiple of 8, so each slot's
+/// header word is aligned): header word (ino u32, name length u8, kind u8), then the name.
+pub const DIRENT_SIZE: u64 = 272;
+pub const DIRENTS_PER_BLOCK: u64 = 15;
+
+// Inode field offsets (bytes within the 256-byte slot).
+pub const I_TYPE: u64 = 0; // word: kind u8 (0 free), mode u32 in the high half
+pub const I_LINKS: u64 = 8; // word: nlink u32, uid u32
+pub const I_IDS: u64 = 16; // word: gid u32, parent u32
+pub const I_SIZE: u64 = 24;
+pub const I_ATIME: u64 = 32;
+pub const I_MTIME: u64 = 40;
+pub const I_CTIME: u64 = 48;
+pub const I_DIRECT: u64 = 64;
+pub const I_INDIRECT: u64 = I_DIRECT + NDIRECT * 8;
+pub const I_DINDIRECT: u64 = I_INDIRECT + 8;
+
+pub const KIND_FILE: u8 = 1;
+pub const KIND_DIR: u8 = 2;
+
+/// The superblock's fields, all fixed at mkfs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    pub total_blocks: u64,
+    pub log_start: u64,
+    pub log_entries: u64,
+    pub inode_start: u64,
+    pub inodes: u64,
+    pub data_start: u64,
+}
+
+const SB_LEN: usize = 64;
+
+impl Geometry {
+    /// Lays out a device of `len` bytes with `inodes` inode slots and `log_entries` log
+    /// entries; refuses geometries that leave fewer than 8 data blocks.
+    pub fn new(len: u64, inodes: u64, log_entries: u64) -> Result<Geometry> {
+        let total_blocks = len / BLOCK;
+        if inodes < 2 || inodes > u32::MAX as u64 {
+            return Err(PmemFsError::Invalid(format!("{inodes} inodes: need at least 2 (ino 0 is unused, 1 is the root) and fewer than 2^32")));
+        }
+        if log_entries < 16 || log_entries > u32::MAX as u64 {
+            return Err(PmemFsError::Invalid(format!("{log_entries} log entries: need at least 16 and fewer than 2^32")));
+        }
+        let log_start = 1;
+        let inode_start = log_start + (log_entries * LOG_ENTRY).div_ceil(BLOCK);
+        let data_start = inode_start + (inodes * INODE_SIZE).div_ceil(BLOCK);
+        if total_blocks < data_start + 8 {
+            return Err(PmemFsError::NoSpace(format!(
+                "a device of {len} bytes ({total_blocks} blocks) is too small for {log_entries} log entries, {inodes} inodes and 8 data blocks ({} blocks)",
+                data_start + 8
+            )));
+        }
+        Ok(Geometry { total_blocks, log_start, log_entries, inode_start, inodes, data_start })
+    }
+
+    pub fn data_blocks(&self) -> u64 {
+        self.total_blocks - self.data_start
+    }
+    pub fn log_off(&self, slot: u64) -> u64 {
+        self.log_start * BLOCK + slot * LOG_ENTRY
+    }
+    pub fn inode_off(&self, ino: u64) -> u64 {
+        self.inode_start * BLOCK + ino * INODE_SIZE
+    }
+    pub fn is_data_block(&self, b: u64) -> bool {
+        b >= self.data_start && b < self.total_blocks
+    }
+
+    pub fn encode(&self) -> [u8; SB_LEN + 8] {
+        let mut b = [0u8; SB_LEN + 8];
+        b[0..8].copy_from_slice(&MAGIC.to_le_bytes());
+        b[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        b[12..16].copy_from_slice(&(BLOCK as u32).to_le_bytes());
+        for (i, v) in [self.total_blocks, self.log_start, self.log_entries, self.inode_start, self.inodes, self.data_start].iter().enumerate() {
+            b[16 + i * 8..24 + i * 8].copy_from_slice(&v.to_le_bytes());
+        }
+        let crc = crc32c::crc32c(&b[..SB_LEN]);
+        b[SB_LEN..SB_LEN + 4].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// Decodes and checks a superblock read from a device of `len` bytes.
+    pub fn decode(b: &[u8; SB_LEN + 8], len: u64) -> Result<Geometry> {
+        let u64at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
+        let u32at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"));
+        if u64at(0) != MAGIC {
+            return Err(PmemFsError::Corrupt(format!("no intactfs-pmem superblock (magic {:#018x}, want {MAGIC:#018x})", u64at(0))));
+        }
+        let crc = crc32c::crc32c(&b[..SB_LEN]);
+        if u32at(SB_LEN) != crc {
+            return Err(PmemFsError::Corrupt(format!("superblock checksum {:#010x} does not match its content ({crc:#010x})", u32at(SB_LEN))));
+        }
+        if u32at(8) != VERSION {
+            return Err(PmemFsError::Corrupt(format!("superblock version {} (this engine reads version {VERSION})", u32at(8))));
+        }
+        if u32at(12) as u64 != BLOCK {
+            return Err(PmemFsError::Corrupt(format!("block size {} (this engine uses {BLOCK})", u32at(12))));
+        }
+        let g = Geometry { total_blocks: u64at(16), log_start: u64at(24), log_entries: u64at(32), inode_start: u64at(40), inodes: u64at(48), data_start: u64at(56) };
+        let expect = Geometry::new(g.total_blocks.saturating_mul(BLOCK), g.inodes, g.log_entries).map_err(|e| PmemFsError::Corrupt(format!("superblock geometry {g:?} is impossible: {e}")))?;
+        if expect != g {
+            return Err(PmemFsError::Corrupt(format!("superblock geometry {g:?} is not the layout mkfs makes ({expect:?})")));
+        }
+        if g.total_blocks.checked_mul(BLOCK).is_none_or(|n| n > len) {
+            return Err(PmemFsError::Corrupt(format!("superblock says {} blocks, the device has {} bytes", g.total_blocks, len)));
+        }
+        Ok(g)
+    }
+}
+
+pub const SB_BYTES: usize = SB_LEN + 8;
+
+/// Time stamps: seconds and nanoseconds since the epoch, stored as one i64 of nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Time {
+    pub sec: i64,
+    pub nsec: u32,
+}
+
+impl Time {
+    pub fn now() -> Time {
+        let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        Time { sec: d.as_secs() as i64, nsec: d.subsec_nanos() }
+    }
+    pub fn to_word(self) -> u64 {
+        (self.sec.saturating_mul(1_000_000_000).saturating_add(self.nsec as i64)) as u64
+    }
+    pub fn from_word(w: u64) -> Time {
+        let ns = w as i64;
+        Time { sec: ns.div_euclid(1_000_000_000), nsec: ns.rem_euclid(1_000_000_000) as u32 }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FileType {
+    File,
+    Dir,
+}
+
+impl FileType {
+    pub fn code(self) -> u8 {
+        match self {
+            FileType::File => KIND_FILE,
+            FileType::Dir => KIND_DIR,
+        }
+    }
+    pub fn from_code(c: u8) -> Option<FileType> {
+        match c {
+            KIND_FILE => Some(FileType::File),
+            KIND_DIR => Some(FileType::Dir),
+            _ => None,
+        }
+    }
+}
+
+/// The fixed fields of an inode slot (pointers are read and written word by word).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InodeRec {
+    pub kind: FileType,
+    pub mode: u32,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    /// For a directory, the directory holding it (the root: itself).
+    pub parent: u32,
+    pub size: u64,
+    pub atime: Time,
+    pub mtime: Time,
+    pub ctime: Time,
+}
+
+impl InodeRec {
+    /// The first 56 bytes of the slot as seven words (type, links, ids, size, times).
+    pub fn words(&self) -> [u64; 7] {
+        [
+            self.kind.code() as u64 | (self.mode as u64) << 32,
+            self.nlink as u64 | (self.uid as u64) << 32,
+            self.gid as u64 | (self.parent as u64) << 32,
+            self.size,
+            self.atime.to_word(),
+            self.mtime.to_word(),
+            self.ctime.to_word(),
+        ]
+    }
+    /// Decodes; None for a free slot (kind 0), an error for an unknown kind.
+    pub fn from_words(w: &[u64; 7]) -> Result<Option<InodeRec>, String> {
+        let code = (w[0] & 0xff) as u8;
+        if code == 0 {
+            return Ok(None);
+        }
+        let kind = FileType::from_code(code).ok_or_else(|| format!("unknown inode type {code}"))?;
+        if w[0] & 0xffff_ff00 != 0 {
+            return Err(format!("reserved bits of the type word set ({:#x})", w[0]));
+        }
+        Ok(Some(InodeRec {
+            kind,
+            mode: (w[0] >> 32) as u32,
+            nlink: w[1] as u32,
+            uid: (w[1] >> 32) as u32,
+            gid: w[2] as u32,
+            parent: (w[2] >> 32) as u32,
+            size: w[3],
+            atime: Time::from_word(w[4]),
+            mtime: Time::from_word(w[5]),
+            ctime: Time::from_word(w[6]),
+        }))
+    }
+}
+
+/// A directory entry's header word: ino (0: free slot), name length, kind.
+pub fn dirent_header(ino: u64, name_len: usize, kind: FileType) -> u64 {
+    ino as u32 as u64 | (name_len as u64) << 32 | (kind.code() as u64) << 40
+}
+
+pub fn dirent_decode(h: u64) -> (u64, usize, u8, u64) {
+    (h & 0xffff_ffff, ((h >> 32) & 0xff) as usize, ((h >> 40) & 0xff) as u8, h >> 48)
+}
+
+/// Where logical block `lbn` of a file is mapped: the levels of pointers to follow.
+pub enum PtrPath {
+    Direct(u64),
+    Single(u64),
+    Double(u64, u64),
+}
+
+pub fn ptr_path(lbn: u64) -> Option<PtrPath> {
+    if lbn < NDIRECT {
+        Some(PtrPath::Direct(lbn))
+    } else if lbn < NDIRECT + PTRS_PER_BLOCK {
+        Some(PtrPath::Single(lbn - NDIRECT))
+    } else if lbn < MAX_BLOCKS {
+        let x = lbn - NDIRECT - PTRS_PER_BLOCK;
+        Some(PtrPath::Double(x / PTRS_PER_BLOCK, x % PTRS_PER_BLOCK))
+    } else {
+        None
+    }
+}
+
+/// Checks a name for create/mkdir/rename.
+pub fn check_name(name: &[u8]) -> Result<()> {
+    if name.len() > NAME_MAX {
+        return Err(PmemFsError::NameTooLong(name.len()));
+    }
+    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0) {
+        return Err(PmemFsError::Invalid(format!("{:?} is not a file name (empty, '.', '..', or holds '/' or NUL)", String::from_utf8_lossy(name))));
+    }
+    Ok(())
+}

@@ -1,0 +1,502 @@
+//! The namespace: directories of fixed 272-byte entry slots in directory blocks (metadata,
+//! changed in place with undo like inodes), and the calls on it. Every call checks all it
+//! can before it changes anything, and changes pmem in one batch, so a failing call leaves
+//! nothing behind in its transaction.
+
+use crate::data::TruncPlan;
+use crate::error::{PmemFsError, Result};
+use crate::layout::*;
+use crate::{Attr, Batch, DirEntry, DirIndex, Ino, PmemFs, SetAttr, TxId};
+use intactfs_device::PmemDevice;
+
+/// Where a new directory entry goes.
+struct SlotPlan {
+    slot: u64,
+    /// Blocks taken for it (a new directory block, maybe an indirect block), zeroed.
+    new_blocks: Vec<u64>,
+    grew: bool,
+}
+
+impl<P: PmemDevice> PmemFs<P> {
+    pub(crate) fn dir_slot_off(&self, dir: Ino, slot: u64) -> Result<u64> {
+        let lbn = slot / DIRENTS_PER_BLOCK;
+        let pb = self.home(dir, lbn)?;
+        if pb == 0 {
+            return Err(PmemFsError::Corrupt(format!("directory {dir} has no block {lbn} within its size")));
+        }
+        Ok(pb * BLOCK + (slot % DIRENTS_PER_BLOCK) * DIRENT_SIZE)
+    }
+
+    /// Reads a directory's entries from pmem: (slot, name, ino, kind code) of the used slots,
+    /// and the free slots.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn read_dir_slots(&self, dir: Ino, size: u64) -> Result<(Vec<(u64, Vec<u8>, Ino, u8)>, Vec<u64>)> {
+        let mut used = Vec::new();
+        let mut free = Vec::new();
+        if !size.is_multiple_of(BLOCK) || size / BLOCK > NDIRECT + PTRS_PER_BLOCK {
+            return Err(PmemFsError::Corrupt(format!("directory {dir} has size {size} (a multiple of {BLOCK} up to {} blocks expected)", NDIRECT + PTRS_PER_BLOCK)));
+        }
+        for slot in 0..size / BLOCK * DIRENTS_PER_BLOCK {
+            let off = self.dir_slot_off(dir, slot)?;
+            let h = self.dev.load_u64(off)?;
+            let (ino, len, kind, rest) = dirent_decode(h);
+            if ino == 0 {
+                free.push(slot);
+                continue;
+            }
+            if rest != 0 || len == 0 || len > NAME_MAX || ino >= self.g.inodes || FileType::from_code(kind).is_none() {
+                return Err(PmemFsError::Corrupt(format!("directory {dir} slot {slot}: malformed entry header {h:#018x}")));
+            }
+            let mut name = vec![0u8; len];
+            self.dev.read(off + 8, &mut name)?;
+            check_name(&name).map_err(|e| PmemFsError::Corrupt(format!("directory {dir} slot {slot}: {e}")))?;
+            used.push((slot, name, ino, kind));
+        }
+        Ok((used, free))
+    }
+
+    pub(crate) fn scan_dir(&self, dir: Ino) -> Result<DirIndex> {
+        let rec = self.inode(dir)?;
+        let (used, free) = self.read_dir_slots(dir, rec.size)?;
+        let mut di = DirIndex { nslots: rec.size / BLOCK * DIRENTS_PER_BLOCK, free: free.into_iter().collect(), ..Default::default() };
+        for (slot, name, ino, _) in used {
+            if di.names.insert(name.clone(), (slot, ino)).is_some() {
+                return Err(PmemFsError::Corrupt(format!("directory {dir} holds {:?} twice", String::from_utf8_lossy(&name))));
+            }
+        }
+        Ok(di)
+    }
+
+    /// Rebuilds a directory's volatile index from pmem (after an abort), or drops it when
+    /// the directory no longer exists.
+    pub(crate) fn rescan_dir(&mut self, dir: Ino) -> Result<()> {
+        match self.inode(dir) {
+            Ok(r) if r.kind == FileType::Dir => {
+                let di = self.scan_dir(dir)?;
+                self.dirs.insert(dir, di);
+            }
+            _ => {
+                self.dirs.remove(&dir);
+            }
+        }
+        Ok(())
+    }
+
+    fn dir_rec(&self, dir: Ino) -> Result<InodeRec> {
+        let r = self.inode(dir)?;
+        if r.kind != FileType::Dir {
+            return Err(PmemFsError::NotDir(format!("inode {dir}")));
+        }
+        Ok(r)
+    }
+
+    fn find(&self, dir: Ino, name: &[u8]) -> Result<Option<(u64, Ino)>> {
+        let di = self.dirs.get(&dir).ok_or_else(|| PmemFsError::Internal(format!("directory {dir} has no volatile index")))?;
+        Ok(di.names.get(name).copied())
+    }
+
+    pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Attr> {
+        self.dir_rec(parent)?;
+        if name.len() > NAME_MAX {
+            return Err(PmemFsError::NameTooLong(name.len()));
+        }
+        match self.find(parent, name)? {
+            Some((_, ino)) => self.getattr(ino),
+            None => Err(PmemFsError::NotFound(format!("{:?} in directory {parent}", String::from_utf8_lossy(name)))),
+        }
+    }
+
+    /// The entries of a directory, in slot order ("." and ".." are not stored).
+    pub fn readdir(&self, dir: Ino) -> Result<Vec<DirEntry>> {
+        self.dir_rec(dir)?;
+        let di = self.dirs.get(&dir).ok_or_else(|| PmemFsError::Internal(format!("directory {dir} has no volatile index")))?;
+        let mut v: Vec<(u64, DirEntry)> = Vec::with_capacity(di.names.len());
+        for (name, &(slot, ino)) in &di.names {
+            let kind = self.inode(ino)?.kind;
+            v.push((slot, DirEntry { name: name.clone(), ino, kind }));
+        }
+        v.sort_by_key(|e| e.0);
+        Ok(v.into_iter().map(|e| e.1).collect())
+    }
+
+    /// Picks a slot for a new entry in `dir` (growing it by a zeroed block if full: the
+    /// block pointer and the size are staged in `b`, `rec` is updated).
+    fn plan_slot(&mut self, dir: Ino, rec: &mut InodeRec, b: &mut Batch) -> Result<SlotPlan> {
+        let di = self.dirs.get(&dir).ok_or_else(|| PmemFsError::Internal(format!("directory {dir} has no volatile index")))?;
+        if let Some(&slot) = di.free.first() {
+            return Ok(SlotPlan { slot, new_blocks: Vec::new(), grew: false });
+        }
+        let slot = di.nslots;
+        let lbn = slot / DIRENTS_PER_BLOCK;
+        if lbn >= NDIRECT + PTRS_PER_BLOCK {
+            return Err(PmemFsError::NoSpace(format!("directory {dir} is full ({slot} entries)")));
+        }
+        let base = self.g.inode_off(dir);
+        let need_ind = lbn >= NDIRECT && self.dev.load_u64(base + I_INDIRECT)? == 0;
+        let blocks = self.take_blocks(1 + need_ind as u64, "a directory block")?;
+        for &bl in &blocks {
+            self.zero_block(bl)?;
+        }
+        let nb = blocks[0];
+        if lbn < NDIRECT {
+            b.put(base + I_DIRECT + lbn * 8, nb);
+        } else if need_ind {
+            b.put(base + I_INDIRECT, blocks[1]);
+            b.put_fresh(blocks[1] * BLOCK + (lbn - NDIRECT) * 8, nb);
+        } else {
+            let x = self.dev.load_u64(base + I_INDIRECT)?;
+            b.put(x * BLOCK + (lbn - NDIRECT) * 8, nb);
+        }
+        rec.size += BLOCK;
+        Ok(SlotPlan { slot, new_blocks: blocks, grew: true })
+    }
+
+    /// Stages an entry `name` → `ino` in slot `plan.slot` of `dir` (whose block is `blk` when
+    /// it is new): name words fresh, header word logged.
+    fn stage_entry(&self, dir: Ino, plan: &SlotPlan, name: &[u8], ino: Ino, kind: FileType, b: &mut Batch) -> Result<()> {
+        let off = if plan.grew { plan.new_blocks[0] * BLOCK } else { self.dir_slot_off(dir, plan.slot)? };
+        let mut padded = [0u8; 264];
+        padded[..name.len()].copy_from_slice(name);
+        for k in 0..33 {
+            b.put_fresh(off + 8 + k * 8, u64::from_le_bytes(padded[k as usize * 8..k as usize * 8 + 8].try_into().expect("8 bytes")));
+        }
+        b.put(off, dirent_header(ino, name.len(), kind));
+        Ok(())
+    }
+
+    /// Records a new entry in the volatile index once its batch is applied.
+    fn index_entry(&mut self, id: u64, dir: Ino, plan: SlotPlan, name: &[u8], ino: Ino) {
+        let di = self.dirs.get_mut(&dir).expect("checked in plan_slot");
+        if plan.grew {
+            di.free.extend(di.nslots + 1..di.nslots + DIRENTS_PER_BLOCK);
+            di.nslots += DIRENTS_PER_BLOCK;
+        } else {
+            di.free.remove(&plan.slot);
+        }
+        di.names.insert(name.to_vec(), (plan.slot, ino));
+        let t = self.txs.get_mut(&id).expect("open");
+        t.new_blocks.extend(plan.new_blocks);
+        t.dirs.insert(dir);
+    }
+
+    fn unindex_entry(&mut self, id: u64, dir: Ino, name: &[u8], slot: u64) {
+        if let Some(di) = self.dirs.get_mut(&dir) {
+            di.names.remove(name);
+        }
+        let t = self.txs.get_mut(&id).expect("open");
+        t.freed_slots.push((dir, slot));
+        t.dirs.insert(dir);
+    }
+
+    pub fn create(&mut self, tx: Option<TxId>, parent: Ino, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
+        self.mutate(tx, |fs, id| fs.do_create(id, parent, name, FileType::File, mode, uid, gid))
+    }
+
+    pub fn mkdir(&mut self, tx: Option<TxId>, parent: Ino, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
+        self.mutate(tx, |fs, id| fs.do_create(id, parent, name, FileType::Dir, mode, uid, gid))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn do_create(&mut self, id: u64, parent: Ino, name: &[u8], kind: FileType, mode: u32, uid: u32, gid: u32) -> Result<Attr> {
+        check_name(name)?;
+        let mut prec = self.dir_rec(parent)?;
+        self.check_owner(id, parent)?;
+        if self.find(parent, name)?.is_some() {
+            return Err(PmemFsError::Exists(format!("{:?} in directory {parent}", String::from_utf8_lossy(name))));
+        }
+        let ino = *self.free_inodes.first().ok_or_else(|| PmemFsError::NoSpace(format!("all {} inodes in use", self.g.inodes - 1)))?;
+        let now = self.now();
+        let mut b = Batch::default();
+        let rec = InodeRec {
+            kind,
+            mode: mode & 0o7777,
+            nlink: if kind == FileType::Dir { 2 } else { 1 },
+            uid,
+            gid,
+            parent: if kind == FileType::Dir { parent as u32 } else { 0 },
+            size: 0,
+            atime: now,
+            mtime: now,
+            ctime: now,
+        };
+        let base = self.g.inode_off(ino);
+        let words = rec.words();
+        // The slot was free: only its type word needs an undo entry (restoring 0 frees it).
+        b.put(base, words[0]);
+        for (i, w) in words.iter().enumerate().skip(1) {
+            b.put_fresh(base + i as u64 * 8, *w);
+        }
+        for off in (I_DIRECT..I_DINDIRECT + 8).step_by(8) {
+            b.put_fresh(base + off, 0);
+        }
+        let plan = self.plan_slot(parent, &mut prec, &mut b)?;
+        self.stage_entry(parent, &plan, name, ino, kind, &mut b)?;
+        prec.mtime = now;
+        prec.ctime = now;
+        if kind == FileType::Dir {
+            prec.nlink += 1;
+        }
+        self.stage_inode(&mut b, parent, &prec)?;
+        if let Err(e) = self.apply_meta(id, b) {
+            self.give_back_blocks(&plan.new_blocks);
+            return Err(e);
+        }
+        self.free_inodes.remove(&ino);
+        self.index_entry(id, parent, plan, name, ino);
+        let t = self.txs.get_mut(&id).expect("open");
+        t.new_inodes.push(ino);
+        if kind == FileType::Dir {
+            t.dirs.insert(ino);
+            self.dirs.insert(ino, DirIndex::default());
+        }
+        self.claim(id, &[parent, ino]);
+        self.getattr(ino)
+    }
+
+    /// Stages the end of `victim` (its last link goes): its type word to 0. Its committed
+    /// versions are checkpointed first (no redo entry may outlive its inode); its blocks
+    /// are freed when the transaction commits.
+    fn stage_drop_inode(&mut self, victim: Ino, b: &mut Batch) -> Result<()> {
+        if self.index.has_committed_from(victim, 0) {
+            self.checkpoint_where(|i, _| i == victim)?;
+        }
+        b.put(self.g.inode_off(victim) + I_TYPE, 0);
+        Ok(())
+    }
+
+    /// After the batch: the victim's blocks and inode are freed at commit, its open versions
+    /// (this transaction's) at once.
+    fn finish_drop_inode(&mut self, id: u64, victim: Ino) -> Result<()> {
+        let blocks: Vec<u64> = self.mapped_blocks(victim)?.into_iter().map(|(_, b)| b).collect();
+        let lbns: Vec<u64> = self.index.file(victim).map(|(l, _)| l).collect();
+        for lbn in lbns {
+            if let Some(o) = self.index.entry(victim, lbn).open.take() {
+                self.free_blocks.insert(o.pblk);
+                self.log.reserved -= 1;
+                let t = self.txs.get_mut(&id).expect("open");
+                t.reserved -= 1;
+                t.data.remove(&(victim, lbn));
+            }
+            self.index.tidy(victim, lbn);
+        }
+        if self.dirs.remove(&victim).is_some() {
+            self.txs.get_mut(&id).expect("open").dirs.insert(victim);
+        }
+        let t = self.txs.get_mut(&id).expect("open");
+        t.freed_blocks.extend(blocks);
+        t.freed_inodes.push(victim);
+        Ok(())
+    }
+
+    pub fn unlink(&mut self, tx: Option<TxId>, parent: Ino, name: &[u8]) -> Result<()> {
+        self.mutate(tx, |fs, id| fs.do_remove(id, parent, name, false))
+    }
+
+    pub fn rmdir(&mut self, tx: Option<TxId>, parent: Ino, name: &[u8]) -> Result<()> {
+        self.mutate(tx, |fs, id| fs.do_remove(id, parent, name, true))
+    }
+
+    fn do_remove(&mut self, id: u64, parent: Ino, name: &[u8], dir: bool) -> Result<()> {
+        let mut prec = self.dir_rec(parent)?;
+        if name.len() > NAME_MAX {
+            return Err(PmemFsError::NameTooLong(name.len()));
+        }
+        self.check_owner(id, parent)?;
+        let (slot, ino) = self.find(parent, name)?.ok_or_else(|| PmemFsError::NotFound(format!("{:?} in directory {parent}", String::from_utf8_lossy(name))))?;
+        let rec = self.inode(ino)?;
+        match (dir, rec.kind) {
+            (false, FileType::Dir) => return Err(PmemFsError::IsDir(format!("{:?} (use rmdir)", String::from_utf8_lossy(name)))),
+            (true, FileType::File) => return Err(PmemFsError::NotDir(format!("{:?}", String::from_utf8_lossy(name)))),
+            _ => {}
+        }
+        self.check_owner(id, ino)?;
+        if dir && self.dirs.get(&ino).is_some_and(|d| !d.names.is_empty()) {
+            return Err(PmemFsError::NotEmpty(format!("{:?}", String::from_utf8_lossy(name))));
+        }
+        let mut b = Batch::default();
+        self.stage_drop_inode(ino, &mut b)?;
+        b.put(self.dir_slot_off(parent, slot)?, 0);
+        let now = self.now();
+        prec.mtime = now;
+        prec.ctime = now;
+        if dir {
+            prec.nlink -= 1;
+        }
+        self.stage_inode(&mut b, parent, &prec)?;
+        self.apply_meta(id, b)?;
+        self.unindex_entry(id, parent, name, slot);
+        self.finish_drop_inode(id, ino)?;
+        self.claim(id, &[parent, ino]);
+        Ok(())
+    }
+
+    /// POSIX rename: an existing target is replaced (a file by a file, a directory by an
+    /// empty directory); renaming onto the same inode does nothing.
+    pub fn rename(&mut self, tx: Option<TxId>, sp: Ino, sname: &[u8], dp: Ino, dname: &[u8]) -> Result<()> {
+        self.mutate(tx, |fs, id| fs.do_rename(id, sp, sname, dp, dname))
+    }
+
+    fn do_rename(&mut self, id: u64, sp: Ino, sname: &[u8], dp: Ino, dname: &[u8]) -> Result<()> {
+        check_name(sname)?;
+        check_name(dname)?;
+        self.dir_rec(sp)?;
+        self.dir_rec(dp)?;
+        self.check_owner(id, sp)?;
+        self.check_owner(id, dp)?;
+        let (sslot, src) = self.find(sp, sname)?.ok_or_else(|| PmemFsError::NotFound(format!("{:?} in directory {sp}", String::from_utf8_lossy(sname))))?;
+        self.check_owner(id, src)?;
+        let srec = self.inode(src)?;
+        let src_dir = srec.kind == FileType::Dir;
+        if src_dir {
+            // The target directory must not be the source or inside it.
+            let mut d = dp;
+            loop {
+                if d == src {
+                    return Err(PmemFsError::Invalid(format!("cannot move directory {src} into itself or a subdirectory of itself")));
+                }
+                if d == ROOT {
+                    break;
+                }
+                d = self.inode(d)?.parent as u64;
+            }
+        }
+        let dest = self.find(dp, dname)?;
+        if let Some((_, dino)) = dest {
+            if dino == src {
+                return Ok(());
+            }
+            self.check_owner(id, dino)?;
+            let drec = self.inode(dino)?;
+            match (src_dir, drec.kind) {
+                (true, FileType::File) => return Err(PmemFsError::NotDir(format!("{:?} is not a directory", String::from_utf8_lossy(dname)))),
+                (false, FileType::Dir) => return Err(PmemFsError::IsDir(format!("{:?} is a directory", String::from_utf8_lossy(dname)))),
+                (true, FileType::Dir) if self.dirs.get(&dino).is_some_and(|d| !d.names.is_empty()) => {
+                    return Err(PmemFsError::NotEmpty(format!("{:?}", String::from_utf8_lossy(dname))))
+                }
+                _ => {}
+            }
+        }
+        let now = self.now();
+        let mut b = Batch::default();
+        if let Some((_, dino)) = dest {
+            self.stage_drop_inode(dino, &mut b)?;
+        }
+        // Source entry goes.
+        b.put(self.dir_slot_off(sp, sslot)?, 0);
+        let mut sprec = self.inode_in(&b, sp)?;
+        sprec.mtime = now;
+        sprec.ctime = now;
+        if src_dir {
+            sprec.nlink -= 1;
+        }
+        self.stage_inode(&mut b, sp, &sprec)?;
+        let mut dprec = self.inode_in(&b, dp)?;
+        dprec.mtime = now;
+        dprec.ctime = now;
+        if src_dir {
+            dprec.nlink += 1;
+        }
+        let mut plan = None;
+        match dest {
+            Some((dslot, dino)) => {
+                if self.inode(dino)?.kind == FileType::Dir {
+                    dprec.nlink -= 1;
+                }
+                b.put(self.dir_slot_off(dp, dslot)?, dirent_header(src, dname.len(), srec.kind));
+            }
+            None => {
+                let p = self.plan_slot(dp, &mut dprec, &mut b)?;
+                self.stage_entry(dp, &p, dname, src, srec.kind, &mut b)?;
+                plan = Some(p);
+            }
+        }
+        self.stage_inode(&mut b, dp, &dprec)?;
+        if src_dir && sp != dp {
+            let mut r = self.inode_in(&b, src)?;
+            r.parent = dp as u32;
+            r.ctime = now;
+            self.stage_inode(&mut b, src, &r)?;
+        }
+        if let Err(e) = self.apply_meta(id, b) {
+            if let Some(p) = plan {
+                self.give_back_blocks(&p.new_blocks);
+            }
+            return Err(e);
+        }
+        self.unindex_entry(id, sp, sname, sslot);
+        match (dest, plan) {
+            (Some((dslot, dino)), _) => {
+                self.dirs.get_mut(&dp).expect("checked").names.insert(dname.to_vec(), (dslot, src));
+                self.txs.get_mut(&id).expect("open").dirs.insert(dp);
+                self.finish_drop_inode(id, dino)?;
+                self.claim(id, &[dino]);
+            }
+            (None, Some(p)) => self.index_entry(id, dp, p, dname, src),
+            (None, None) => return Err(PmemFsError::Internal("rename without a slot plan".into())),
+        }
+        self.claim(id, &[sp, dp, src]);
+        Ok(())
+    }
+
+    /// Changes attributes; a size is a truncation or extension (extension reads as zeros).
+    pub fn setattr(&mut self, tx: Option<TxId>, ino: Ino, sa: &SetAttr) -> Result<Attr> {
+        self.mutate(tx, |fs, id| fs.do_setattr(id, ino, sa))
+    }
+
+    /// `setattr` with only a size.
+    pub fn truncate(&mut self, tx: Option<TxId>, ino: Ino, size: u64) -> Result<Attr> {
+        self.setattr(tx, ino, &SetAttr { size: Some(size), ..Default::default() })
+    }
+
+    /// Every call is durable when it returns: fsync has nothing left to do (002 §III-G).
+    pub fn fsync(&self, ino: Ino) -> Result<()> {
+        self.inode(ino).map(|_| ())
+    }
+
+    fn do_setattr(&mut self, id: u64, ino: Ino, sa: &SetAttr) -> Result<Attr> {
+        let mut rec = self.inode(ino)?;
+        self.check_owner(id, ino)?;
+        if let Some(s) = sa.size {
+            if rec.kind == FileType::Dir {
+                return Err(PmemFsError::IsDir(format!("inode {ino}: a directory has no settable size")));
+            }
+            if s > MAX_FILE_SIZE {
+                return Err(PmemFsError::TooBig(format!("size {s} is beyond the largest file ({MAX_FILE_SIZE} bytes)")));
+            }
+        }
+        let now = self.now();
+        let mut b = Batch::default();
+        let mut plan = TruncPlan::default();
+        if let Some(s) = sa.size {
+            if s != rec.size {
+                plan = self.stage_truncate(id, ino, &mut rec, s, &mut b)?;
+                rec.mtime = now;
+            }
+        }
+        if let Some(m) = sa.mode {
+            rec.mode = m & 0o7777;
+        }
+        if let Some(u) = sa.uid {
+            rec.uid = u;
+        }
+        if let Some(g) = sa.gid {
+            rec.gid = g;
+        }
+        if let Some(t) = sa.atime {
+            rec.atime = t;
+        }
+        if let Some(t) = sa.mtime {
+            rec.mtime = t;
+        }
+        rec.ctime = now;
+        self.stage_inode(&mut b, ino, &rec)?;
+        let tail_blocks = self.reserve_versions(id, plan.tail_new_version as u64)?;
+        if let Err(e) = self.apply_meta(id, b) {
+            self.unreserve_versions(id, &tail_blocks);
+            return Err(e);
+        }
+        self.finish_truncate(id, ino, plan, tail_blocks)?;
+        self.claim(id, &[ino]);
+        self.getattr(ino)
+    }
+}

@@ -1,0 +1,403 @@
+//! Mount: recovery (002 §III-F) and the rebuilding of every volatile structure.
+//!
+//! 1. Superblock: magic, checksum, version, geometry.
+//! 2. Scan the log; index the committed transaction ids (valid commit records).
+//! 3. Undo: the undo entries of uncommitted transactions are applied newest first (by
+//!    sequence number) and persisted — **fence**; then every undo entry and every
+//!    uncommitted redo entry is freed — **fence**.
+//! 4. Check the metadata (every pointer in the data area and named once, directories well
+//!    formed, link counts, every inode reachable) and rebuild the free-block and free-inode
+//!    maps from it (002 §III-C: allocators are volatile) and the directories' indexes.
+//! 5. Redo: committed redo entries, in commit order per block, go into the volatile index
+//!    (their data is checkpointed later, lazily). An entry whose pending block is already
+//!    the block's home block was installed by a checkpoint that crashed before freeing it:
+//!    it and the older entries of that block are freed in commit order — **fence per
+//!    round** — then commit records with no entry left — **fence**.
+//!
+//! Recovery writes only old values (step 3) and zeros to valid words, each step persisted
+//! before the next: a crash during recovery leaves an image whose recovery gives the same
+//! state. An image no crash can produce (a valid flag over a body that does not match its
+//! checksum, a pointer out of range or shared, a malformed directory) is refused with
+//! [`PmemFsError::Corrupt`], never a panic.
+
+use crate::error::{PmemFsError, Result};
+use crate::index::{Committed, Index};
+use crate::layout::*;
+use crate::log::{self, Body, Entry, LogSpace};
+use crate::{DirIndex, Ino, LiveCommit, PmemFs, Stats, Tunables};
+use intactfs_device::PmemDevice;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+/// What mount found and did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MountReport {
+    pub valid_entries: u64,
+    pub committed_txs: u64,
+    pub uncommitted_txs: u64,
+    pub undo_applied: u64,
+    /// Undo entries of committed transactions and entries of uncommitted ones, freed.
+    pub entries_discarded: u64,
+    /// Committed redo entries now in the volatile index (checkpointed later).
+    pub redo_indexed: u64,
+    /// Committed redo entries found already installed by a checkpoint, freed.
+    pub redo_installed: u64,
+    pub commit_records_freed: u64,
+    pub free_blocks: u64,
+    pub free_inodes: u64,
+    pub fences: u64,
+}
+
+fn corrupt(s: String) -> PmemFsError {
+    PmemFsError::Corrupt(s)
+}
+
+/// What the metadata names: used blocks and home blocks.
+pub(crate) struct MetaScan {
+    pub used: HashMap<u64, (Ino, Option<u64>)>,
+    pub homes: HashMap<(Ino, u64), u64>,
+    pub inodes: BTreeMap<Ino, InodeRec>,
+    pub dirs: HashMap<Ino, DirIndex>,
+}
+
+impl<P: PmemDevice> PmemFs<P> {
+    /// Mounts `dev`, recovering from a crash if needed.
+    pub fn mount(mut dev: P) -> Result<(Self, MountReport)> {
+        let fences0 = dev.counters().fences;
+        let mut sb = [0u8; SB_BYTES];
+        if dev.len() < BLOCK {
+            return Err(corrupt(format!("a device of {} bytes cannot hold a file system", dev.len())));
+        }
+        dev.read(0, &mut sb)?;
+        let g = Geometry::decode(&sb, dev.len())?;
+        let mut rep = MountReport::default();
+
+        // Step 2: scan the log.
+        let mut entries: Vec<(u64, Entry)> = Vec::new();
+        let mut slot_buf = [0u8; LOG_ENTRY as usize];
+        for slot in 0..g.log_entries {
+            dev.read(g.log_off(slot), &mut slot_buf)?;
+            match Entry::decode(&slot_buf) {
+                Ok(Some(e)) => entries.push((slot, e)),
+                Ok(None) => {}
+                Err(e) => return Err(corrupt(format!("log entry {slot}: {e}"))),
+            }
+        }
+        rep.valid_entries = entries.len() as u64;
+        let (mut max_tx, mut max_seq, mut max_cseq) = (0u64, 0u64, 0u64);
+        let mut commits: HashMap<u64, (u64, u64)> = HashMap::new();
+        let mut cseqs = HashSet::new();
+        for (slot, e) in &entries {
+            max_tx = max_tx.max(e.tx);
+            max_seq = max_seq.max(e.seq);
+            if let Body::Commit { cseq, .. } = e.body {
+                max_cseq = max_cseq.max(cseq);
+                if commits.insert(e.tx, (cseq, *slot)).is_some() {
+                    return Err(corrupt(format!("two commit records for transaction {}", e.tx)));
+                }
+                if !cseqs.insert(cseq) {
+                    return Err(corrupt(format!("two commit records with commit sequence {cseq}")));
+                }
+            }
+        }
+        rep.committed_txs = commits.len() as u64;
+        let meta_lo = g.inode_start * BLOCK;
+        let meta_hi = g.total_blocks * BLOCK;
+        // Step 3: undo uncommitted metadata, newest first.
+        let mut undo: Vec<(u64, u64, &Vec<u8>)> = Vec::new();
+        let mut discard = Vec::new();
+        let mut uncommitted = BTreeSet::new();
+        for (slot, e) in &entries {
+            let committed = commits.contains_key(&e.tx);
+            match &e.body {
+                Body::Undo { target, old } => {
+                    if !target.is_multiple_of(8) || *target < meta_lo || target.checked_add(old.len() as u64).is_none_or(|end| end > meta_hi) {
+                        return Err(corrupt(format!("log entry {slot}: undo target {target:#x} (+{}) is not word-aligned metadata or data", old.len())));
+                    }
+                    if !committed {
+                        undo.push((e.seq, *target, old));
+                        uncommitted.insert(e.tx);
+                    }
+                    discard.push(*slot);
+                }
+                Body::Redo { .. } if !committed => {
+                    uncommitted.insert(e.tx);
+                    discard.push(*slot);
+                }
+                _ => {}
+            }
+        }
+        rep.uncommitted_txs = uncommitted.len() as u64;
+        undo.sort_by_key(|u| std::cmp::Reverse(u.0));
+        for (_, target, old) in &undo {
+            dev.write(*target, old)?;
+            dev.clwb(*target, old.len() as u64)?;
+        }
+        if !undo.is_empty() {
+            dev.fence()?;
+        }
+        rep.undo_applied = undo.len() as u64;
+        if !discard.is_empty() {
+            log::invalidate(&mut dev, &g, &discard)?;
+            dev.fence()?;
+        }
+        rep.entries_discarded = discard.len() as u64;
+        let discard: HashSet<u64> = discard.into_iter().collect();
+
+        let mut fs = PmemFs {
+            dev,
+            g,
+            log: LogSpace { total: g.log_entries, ..Default::default() },
+            free_blocks: BTreeSet::new(),
+            free_inodes: BTreeSet::new(),
+            dirs: HashMap::new(),
+            index: Index::default(),
+            txs: BTreeMap::new(),
+            owner: HashMap::new(),
+            finished: BTreeMap::new(),
+            live: HashMap::new(),
+            dead_commits: Vec::new(),
+            next_tx: max_tx + 1,
+            next_seq: max_seq + 1,
+            next_cseq: max_cseq + 1,
+            stats: Stats::default(),
+            tun: Tunables::default(),
+            clock: Time::now,
+            last_call: Default::default(),
+        };
+        // Step 4: metadata.
+        let scan = fs.scan_metadata()?;
+
+        // Step 5: committed redo entries, per block in commit order.
+        let mut groups: BTreeMap<(Ino, u64), Vec<Committed>> = BTreeMap::new();
+        let mut pending_seen = HashSet::new();
+        for (slot, e) in &entries {
+            let Body::Redo { ino, lbn, pblk, bitmap } = e.body else { continue };
+            let Some(&(cseq, _)) = commits.get(&e.tx) else { continue };
+            let rec = scan.inodes.get(&ino).filter(|r| r.kind == FileType::File).ok_or_else(|| corrupt(format!("log entry {slot}: committed redo entry for inode {ino}, which is not a file in use")))?;
+            if lbn >= rec.size.div_ceil(BLOCK) {
+                return Err(corrupt(format!("log entry {slot}: committed redo entry for block {lbn} of inode {ino}, beyond its size {}", rec.size)));
+            }
+            if !g.is_data_block(pblk) || !pending_seen.insert(pblk) {
+                return Err(corrupt(format!("log entry {slot}: pending block {pblk} is outside the data area or named by two redo entries")));
+            }
+            if let Some(&(o, l)) = scan.used.get(&pblk) {
+                if scan.homes.get(&(ino, lbn)) != Some(&pblk) {
+                    return Err(corrupt(format!("log entry {slot}: pending block {pblk} of inode {ino} block {lbn} is also block {l:?} of inode {o}")));
+                }
+            }
+            groups.entry((ino, lbn)).or_default().push(Committed { tx: e.tx, cseq, pblk, bitmap, slot: *slot });
+        }
+        let mut installed: Vec<Vec<u64>> = Vec::new();
+        let mut remaining: HashMap<u64, u64> = HashMap::new();
+        let mut in_use: HashSet<u64> = HashSet::new();
+        for ((ino, lbn), mut vers) in groups {
+            vers.sort_by_key(|c| c.cseq);
+            let home = scan.homes.get(&(ino, lbn)).copied().unwrap_or(0);
+            let cut = vers.iter().rposition(|c| c.pblk == home).map_or(0, |k| k + 1);
+            let done: Vec<Committed> = vers.drain(..cut).collect();
+            if !done.is_empty() {
+                installed.push(done.iter().map(|c| c.slot).collect());
+            }
+            for c in vers {
+                *remaining.entry(c.tx).or_default() += 1;
+                in_use.insert(c.pblk);
+                fs.index.entry(ino, lbn).committed.push(c);
+                rep.redo_indexed += 1;
+            }
+            rep.redo_installed += done.len() as u64;
+        }
+        let rounds = installed.iter().map(|v| v.len()).max().unwrap_or(0);
+        let mut freed_slots: HashSet<u64> = discard;
+        for r in 0..rounds {
+            let slots: Vec<u64> = installed.iter().filter_map(|v| v.get(r).copied()).collect();
+            log::invalidate(&mut fs.dev, &g, &slots)?;
+            fs.dev.fence()?;
+            freed_slots.extend(slots);
+        }
+        let mut dead = Vec::new();
+        for (&tx, &(_, slot)) in &commits {
+            match remaining.get(&tx) {
+                Some(&n) => {
+                    fs.live.insert(tx, LiveCommit { slot, remaining: n });
+                }
+                None => dead.push(slot),
+            }
+        }
+        dead.sort_unstable();
+        if !dead.is_empty() {
+            log::invalidate(&mut fs.dev, &g, &dead)?;
+            fs.dev.fence()?;
+        }
+        rep.commit_records_freed = dead.len() as u64;
+        freed_slots.extend(dead);
+        // Volatile maps.
+        let valid: HashSet<u64> = entries.iter().map(|(s, _)| *s).filter(|s| !freed_slots.contains(s)).collect();
+        fs.log.free = (0..g.log_entries).filter(|s| !valid.contains(s)).collect();
+        fs.free_blocks = (g.data_start..g.total_blocks).filter(|b| !scan.used.contains_key(b) && !in_use.contains(b)).collect();
+        fs.free_inodes = (2..g.inodes).filter(|i| !scan.inodes.contains_key(i)).collect();
+        fs.dirs = scan.dirs;
+        rep.free_blocks = fs.free_blocks.len() as u64;
+        rep.free_inodes = fs.free_inodes.len() as u64;
+        rep.fences = fs.dev.counters().fences - fences0;
+        Ok((fs, rep))
+    }
+
+    /// Reads and checks all metadata: inodes, block maps, directories.
+    pub(crate) fn scan_metadata(&self) -> Result<MetaScan> {
+        let g = self.g;
+        let mut inodes = BTreeMap::new();
+        for ino in 1..g.inodes {
+            let base = g.inode_off(ino);
+            let mut w = [0u64; 7];
+            for (i, x) in w.iter_mut().enumerate() {
+                *x = self.dev.load_u64(base + i as u64 * 8)?;
+            }
+            match InodeRec::from_words(&w) {
+                Ok(Some(r)) => {
+                    inodes.insert(ino, r);
+                }
+                Ok(None) => {}
+                Err(e) => return Err(corrupt(format!("inode {ino}: {e}"))),
+            }
+        }
+        match inodes.get(&ROOT) {
+            Some(r) if r.kind == FileType::Dir && r.parent as u64 == ROOT => {}
+            _ => return Err(corrupt("inode 1 is not the root directory".into())),
+        }
+        let mut used: HashMap<u64, (Ino, Option<u64>)> = HashMap::new();
+        let mut homes = HashMap::new();
+        for (&ino, r) in &inodes {
+            let limit = r.size.div_ceil(BLOCK);
+            for (lbn, b) in self.mapped_blocks(ino)? {
+                if let Some(prev) = used.insert(b, (ino, lbn)) {
+                    return Err(corrupt(format!("block {b} is named twice: by inode {} ({:?}) and inode {ino} ({lbn:?})", prev.0, prev.1)));
+                }
+                if let Some(l) = lbn {
+                    if l >= limit {
+                        return Err(corrupt(format!("inode {ino} maps block {l}, beyond its size {}", r.size)));
+                    }
+                    homes.insert((ino, l), b);
+                }
+            }
+            if r.kind == FileType::Dir {
+                for l in 0..limit {
+                    if !homes.contains_key(&(ino, l)) {
+                        return Err(corrupt(format!("directory {ino} has no block {l} within its size {}", r.size)));
+                    }
+                }
+            }
+        }
+        // Directories: entries, link counts, parents, reachability.
+        let mut refs: HashMap<Ino, u32> = HashMap::new();
+        let mut subdirs: HashMap<Ino, u32> = HashMap::new();
+        let mut dirs = HashMap::new();
+        for (&ino, r) in inodes.iter().filter(|(_, r)| r.kind == FileType::Dir) {
+            let (used_slots, free) = self.read_dir_slots(ino, r.size)?;
+            let mut di = DirIndex { nslots: r.size / BLOCK * DIRENTS_PER_BLOCK, free: free.into_iter().collect(), ..Default::default() };
+            for (slot, name, child, kind) in used_slots {
+                let c = inodes.get(&child).ok_or_else(|| corrupt(format!("directory {ino} slot {slot} names inode {child}, which is not in use")))?;
+                if c.kind.code() != kind {
+                    return Err(corrupt(format!("directory {ino} slot {slot}: entry type {kind} but inode {child} is a {:?}", c.kind)));
+                }
+                if child == ROOT {
+                    return Err(corrupt(format!("directory {ino} slot {slot} names the root")));
+                }
+                *refs.entry(child).or_default() += 1;
+                if c.kind == FileType::Dir {
+                    *subdirs.entry(ino).or_default() += 1;
+                    if c.parent as u64 != ino {
+                        return Err(corrupt(format!("directory {child} is in directory {ino} but says its parent is {}", c.parent)));
+                    }
+                }
+                if di.names.insert(name.clone(), (slot, child)).is_some() {
+                    return Err(corrupt(format!("directory {ino} holds {:?} twice", String::from_utf8_lossy(&name))));
+                }
+            }
+            dirs.insert(ino, di);
+        }
+        for (&ino, r) in &inodes {
+            let n = refs.get(&ino).copied().unwrap_or(0);
+            if ino != ROOT && n != 1 {
+                return Err(corrupt(format!("inode {ino} is named by {n} directory entries (exactly 1 expected)")));
+            }
+            let want = match r.kind {
+                FileType::File => 1,
+                FileType::Dir => 2 + subdirs.get(&ino).copied().unwrap_or(0),
+            };
+            if r.nlink != want {
+                return Err(corrupt(format!("inode {ino} has link count {}, {want} expected", r.nlink)));
+            }
+        }
+        // Every inode reachable from the root (no detached directory cycles).
+        let mut seen = HashSet::from([ROOT]);
+        let mut todo = vec![ROOT];
+        while let Some(d) = todo.pop() {
+            for &(_, c) in dirs.get(&d).map(|di: &DirIndex| di.names.values().collect::<Vec<_>>()).unwrap_or_default() {
+                if seen.insert(c) && inodes.get(&c).is_some_and(|r| r.kind == FileType::Dir) {
+                    todo.push(c);
+                }
+            }
+        }
+        if seen.len() != inodes.len() {
+            return Err(corrupt(format!("{} inodes in use are not reachable from the root", inodes.len() - seen.len())));
+        }
+        Ok(MetaScan { used, homes, inodes, dirs })
+    }
+
+    /// Checks the invariants between pmem and the volatile structures (for tests and the
+    /// simulation): metadata well formed (as mount checks it), every block either named by
+    /// the metadata, a pending block of a version, or free — exactly one of those — and the
+    /// free-inode map and directory indexes as pmem says.
+    pub fn check(&self) -> Result<()> {
+        let scan = self.scan_metadata()?;
+        let mut owners: HashMap<u64, String> = HashMap::new();
+        for (&b, &(ino, lbn)) in &scan.used {
+            owners.insert(b, format!("block {lbn:?} of inode {ino}"));
+        }
+        for (&(ino, lbn), v) in self.index.all() {
+            for p in v.committed.iter().map(|c| c.pblk).chain(v.open.map(|o| o.pblk)) {
+                if let Some(prev) = owners.insert(p, format!("a pending block of inode {ino} block {lbn}")) {
+                    return Err(PmemFsError::Internal(format!("block {p} is both {prev} and a pending block of inode {ino} block {lbn}")));
+                }
+            }
+        }
+        for &b in &self.free_blocks {
+            if let Some(o) = owners.get(&b) {
+                return Err(PmemFsError::Internal(format!("block {b} is free but is {o}")));
+            }
+        }
+        let mut deferred: HashSet<u64> = HashSet::new();
+        let mut deferred_inodes: BTreeSet<Ino> = BTreeSet::new();
+        for t in self.txs.values() {
+            deferred.extend(t.freed_blocks.iter().copied());
+            deferred_inodes.extend(t.freed_inodes.iter().copied());
+        }
+        for b in &deferred {
+            if let Some(o) = owners.get(b) {
+                return Err(PmemFsError::Internal(format!("block {b} waits to be freed at commit but is {o}")));
+            }
+        }
+        let accounted = owners.len() + self.free_blocks.len() + deferred.len();
+        if accounted != self.g.data_blocks() as usize {
+            return Err(PmemFsError::Internal(format!(
+                "{} blocks named or pending + {} free + {} freed by open transactions = {accounted}, the data area has {} (a block leaked or is counted twice)",
+                owners.len(),
+                self.free_blocks.len(),
+                deferred.len(),
+                self.g.data_blocks()
+            )));
+        }
+        let free: BTreeSet<Ino> = (2..self.g.inodes).filter(|i| !scan.inodes.contains_key(i)).collect();
+        let mine: BTreeSet<Ino> = self.free_inodes.union(&deferred_inodes).copied().collect();
+        if free != mine {
+            return Err(PmemFsError::Internal(format!("the free-inode map differs from the inode table: {:?} vs {:?}", free.symmetric_difference(&mine).take(8).collect::<Vec<_>>(), ())));
+        }
+        for (d, di) in &scan.dirs {
+            let mine = self.dirs.get(d).ok_or_else(|| PmemFsError::Internal(format!("directory {d} has no volatile index")))?;
+            if mine.names != di.names {
+                return Err(PmemFsError::Internal(format!("directory {d}'s volatile index differs from its blocks")));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,665 @@
+//! Deterministic crash simulation of the engine (issue 14 item 4; design brief,
+//! "Validation strategy").
+//!
+//! One run, from a seed:
+//! 1. mkfs on a [`probe::Probe`] (a [`PmemSim`] that takes crash images at every fence); a
+//!    seeded workload runs on the engine and, in lockstep, on the independent
+//!    [`model::MState`]: multi-file transactions (several open at once, calls interleaved),
+//!    writes at random unaligned offsets of 0–16 KiB, creates, mkdirs, unlinks, rmdirs,
+//!    renames (replacing targets), truncates and chmods inside and outside transactions,
+//!    commits, aborts, explicit checkpoints, legacy calls. Every call must succeed or fail
+//!    with the errno the model predicts (EBUSY from the ownership rule included; ENOSPC is
+//!    accepted as "no effect"), the engine's volatile structures must agree with pmem
+//!    ([`PmemFs::check`]), and what reads see must equal the model's live state.
+//! 2. At every fence the probe takes the images a crash may leave: every one when there are
+//!    at most `exhaustive_up_to`, else `images_per_point` seeded draws.
+//! 3. Each image is mounted (recovery), checked, and its state (namespace, every file's
+//!    content, size, mode, uid, gid) must equal the model after some prefix of the commit
+//!    order that includes every transaction whose commit returned before the crash: the
+//!    state after commit `lo` or, if the call in progress commits, after commit `lo + 1`
+//!    (transactions are all-or-nothing; a legacy call is a transaction). A sample of images
+//!    is also crashed at every fence of its recovery (images drawn the same way) and
+//!    recovered again, which must give the same state, and another sample is checkpointed
+//!    after recovery, which must not change it.
+
+pub mod model;
+pub mod probe;
+
+use crate::{FileType, Ino, MkfsOptions, PmemFs, PmemFsError, SetAttr, Time, TxId, Tunables, ROOT};
+use intactfs_device::{PmemDevice, PmemSim};
+use model::{digest, diff, hash_bytes, MIno, MOp, MState, SNode, Snap};
+use probe::Probe;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::{BTreeMap, HashMap};
+
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    pub seed: u64,
+    /// Calls in the workload.
+    pub calls: usize,
+    pub device_len: u64,
+    pub inodes: u64,
+    pub log_entries: u64,
+    pub images_per_point: u64,
+    pub exhaustive_up_to: usize,
+    /// Transactions open at once, at most.
+    pub max_open: usize,
+    /// Crash the recovery of every n-th distinct image at each of its fences (0: never).
+    pub recovery_crash_every: u64,
+    /// Checkpoint after recovering every n-th distinct image (0: never).
+    pub checkpoint_after_every: u64,
+    pub tunables: Tunables,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            seed: 0,
+            calls: 60,
+            device_len: 768 << 10,
+            inodes: 48,
+            log_entries: 192,
+            images_per_point: 3,
+            exhaustive_up_to: 32,
+            max_open: 3,
+            recovery_crash_every: 8,
+            checkpoint_after_every: 4,
+            tunables: Tunables { log_fill_pct: 50, free_blocks_pct: 10, max_pending: 3 },
+        }
+    }
+}
+
+/// The configurations the CI test and long runs rotate through, by seed: the default; a
+/// small log (64 entries: checkpoints in nearly every commit, transactions that run out of
+/// log) with more exhaustive points; four transactions open at once and longer workloads.
+pub fn mixed(seed: u64) -> SimConfig {
+    let base = match seed % 3 {
+        0 => SimConfig::default(),
+        1 => SimConfig { log_entries: 64, exhaustive_up_to: 128, ..Default::default() },
+        _ => SimConfig { max_open: 4, calls: 90, tunables: Tunables { log_fill_pct: 70, free_blocks_pct: 10, max_pending: 5 }, ..Default::default() },
+    };
+    SimConfig { seed, ..base }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SimReport {
+    pub workloads: u64,
+    pub calls: u64,
+    pub crash_points: u64,
+    pub exhaustive_points: u64,
+    pub images: u64,
+    /// Images recovered (the others were identical to one already checked in the run).
+    pub distinct_images: u64,
+    /// Images that recovered to the state after the call in progress committed, and before.
+    pub newest: u64,
+    pub older: u64,
+    /// Images taken at fences inside recovery, and recovered again.
+    pub recovery_crash_images: u64,
+    pub checkpoint_after_recovery: u64,
+    pub tx_committed: u64,
+    pub tx_aborted: u64,
+    pub legacy_calls: u64,
+    /// Calls made while at least two transactions were open.
+    pub interleaved_calls: u64,
+    pub expected_errors: u64,
+    pub ebusy: u64,
+    pub nospace: u64,
+    pub checkpoints: u64,
+    pub blocks_checkpointed: u64,
+    pub pointer_swaps: u64,
+    pub redo_entries: u64,
+    pub undo_entries: u64,
+}
+
+impl std::ops::AddAssign for SimReport {
+    fn add_assign(&mut self, o: SimReport) {
+        self.workloads += o.workloads;
+        self.calls += o.calls;
+        self.crash_points += o.crash_points;
+        self.exhaustive_points += o.exhaustive_points;
+        self.images += o.images;
+        self.distinct_images += o.distinct_images;
+        self.newest += o.newest;
+        self.older += o.older;
+        self.recovery_crash_images += o.recovery_crash_images;
+        self.checkpoint_after_recovery += o.checkpoint_after_recovery;
+        self.tx_committed += o.tx_committed;
+        self.tx_aborted += o.tx_aborted;
+        self.legacy_calls += o.legacy_calls;
+        self.interleaved_calls += o.interleaved_calls;
+        self.expected_errors += o.expected_errors;
+        self.ebusy += o.ebusy;
+        self.nospace += o.nospace;
+        self.checkpoints += o.checkpoints;
+        self.blocks_checkpointed += o.blocks_checkpointed;
+        self.pointer_swaps += o.pointer_swaps;
+        self.redo_entries += o.redo_entries;
+        self.undo_entries += o.undo_entries;
+    }
+}
+
+impl std::fmt::Display for SimReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} workloads, {} calls ({} legacy, {} interleaved with 2+ open transactions, {} expected errors of which {} EBUSY, {} ENOSPC), \
+             {} transactions committed, {} aborted; {} crash points ({} exhaustive), {} crash images ({} distinct recovered: {} to the newest state, {} to the one before), \
+             {} images crashed inside recovery, {} checkpoints after recovery; engine: {} checkpoints, {} blocks checkpointed, {} pointer swaps, {} redo entries, {} undo entries",
+            self.workloads,
+            self.calls,
+            self.legacy_calls,
+            self.interleaved_calls,
+            self.expected_errors,
+            self.ebusy,
+            self.nospace,
+            self.tx_committed,
+            self.tx_aborted,
+            self.crash_points,
+            self.exhaustive_points,
+            self.images,
+            self.distinct_images,
+            self.newest,
+            self.older,
+            self.recovery_crash_images,
+            self.checkpoint_after_recovery,
+            self.checkpoints,
+            self.blocks_checkpointed,
+            self.pointer_swaps,
+            self.redo_entries,
+            self.undo_entries
+        )
+    }
+}
+
+#[derive(Debug)]
+pub struct SimFailure {
+    pub seed: u64,
+    /// The workload call during (or after) which it failed.
+    pub call: Option<usize>,
+    pub crash_point: Option<u64>,
+    pub image: Option<String>,
+    pub message: String,
+    /// The crash image, to inspect.
+    pub bytes: Option<Vec<u8>>,
+}
+
+impl std::fmt::Display for SimFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "seed {}", self.seed)?;
+        if let Some(c) = self.call {
+            write!(f, ", call {c}")?;
+        }
+        if let Some(c) = self.crash_point {
+            write!(f, ", crash point {c}")?;
+        }
+        if let Some(i) = &self.image {
+            write!(f, ", image {i}")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+fn fixed_clock() -> Time {
+    Time { sec: 1_700_000_000, nsec: 0 }
+}
+
+/// The state an engine shows: every object reachable from the root.
+pub fn engine_snapshot<P: PmemDevice>(fs: &PmemFs<P>) -> Result<Snap, String> {
+    let mut out = Snap::new();
+    let mut todo: Vec<(Vec<u8>, Ino)> = vec![(Vec::new(), ROOT)];
+    while let Some((path, ino)) = todo.pop() {
+        let a = fs.getattr(ino).map_err(|e| format!("getattr {ino} ({}): {e}", String::from_utf8_lossy(&path)))?;
+        let dir = a.kind == FileType::Dir;
+        let content = if dir {
+            for e in fs.readdir(ino).map_err(|e| format!("readdir {ino}: {e}"))? {
+                let mut p = path.clone();
+                p.push(b'/');
+                p.extend_from_slice(&e.name);
+                todo.push((p, e.ino));
+            }
+            0
+        } else {
+            let data = fs.read(ino, 0, u64::MAX).map_err(|e| format!("read {ino}: {e}"))?;
+            if data.len() as u64 != a.size {
+                return Err(format!("inode {ino} has size {} but reads {} bytes", a.size, data.len()));
+            }
+            hash_bytes(&data)
+        };
+        out.insert(path, SNode { ino, dir, mode: a.mode, uid: a.uid, gid: a.gid, size: if dir { 0 } else { a.size }, content });
+    }
+    Ok(out)
+}
+
+/// A 128-bit key of an image, to recover each distinct image once per run (two
+/// multiply-rotate lanes over the words; a CRC would not do: it is linear, and images that
+/// differ in a few words collide far more often than 2^-64).
+fn image_key(b: &[u8]) -> u128 {
+    let (mut h1, mut h2) = (0x243f_6a88_85a3_08d3u64, 0x1319_8a2e_0370_7344u64);
+    for (i, c) in b.chunks_exact(8).enumerate() {
+        let w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+        h1 = (h1 ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(31);
+        h2 = (h2.wrapping_add(w) ^ i as u64).wrapping_mul(0xc2b2_ae3d_27d4_eb4f).rotate_left(29);
+    }
+    (h1 as u128) << 64 | h2 as u128
+}
+
+/// Mounts an image, checks it, returns its state.
+fn recover(bytes: Vec<u8>, tun: Tunables) -> Result<(PmemFs<Probe>, Snap), String> {
+    let sim = PmemSim::from_image(bytes).map_err(|e| e.to_string())?;
+    let (mut fs, _) = PmemFs::mount(Probe::new(sim, 0, 0, 0)).map_err(|e| format!("mount refused a crash image: {e}"))?;
+    fs.set_tunables(tun);
+    fs.set_clock(fixed_clock);
+    fs.check().map_err(|e| format!("after recovery: {e}"))?;
+    let s = engine_snapshot(&fs)?;
+    Ok((fs, s))
+}
+
+struct Run {
+    cfg: SimConfig,
+    rng: ChaCha8Rng,
+    fs: PmemFs<Probe>,
+    live: MState,
+    committed: MState,
+    open: BTreeMap<u64, Vec<MOp>>,
+    owner: HashMap<MIno, u64>,
+    /// Digest of the state after each commit (index 0: after mkfs).
+    digests: Vec<u64>,
+    /// Snapshots of the last two states, for messages.
+    last_snaps: Vec<Snap>,
+    /// Distinct images already recovered: image key → recovered digest.
+    seen: HashMap<u128, u64>,
+    rep: SimReport,
+    /// The last call, for the trace.
+    last: String,
+}
+
+const NAMES: [&[u8]; 8] = [b"a", b"b", b"c", b"d", b"e", b"f", b"g", b"h"];
+
+impl Run {
+    fn busy(&self, ctx: Option<u64>) -> impl Fn(MIno) -> bool + '_ {
+        move |i| self.owner.get(&i).is_some_and(|&o| Some(o) != ctx)
+    }
+
+    fn push_commit(&mut self) {
+        let s = self.committed.snapshot();
+        self.digests.push(digest(&s));
+        self.last_snaps.push(s);
+        if self.last_snaps.len() > 2 {
+            self.last_snaps.remove(0);
+        }
+    }
+
+    /// Compares the engine's result with the model's prediction; Some(value) when both
+    /// succeeded, None for an agreed failure (or ENOSPC, which the model does not predict).
+    fn agree<T: std::fmt::Debug>(&mut self, what: &str, got: Result<T, PmemFsError>, want: Result<(), i32>) -> Result<Option<T>, String> {
+        self.last = format!("{}{what} -> {}", std::mem::take(&mut self.last), match &got {
+            Ok(_) => "ok".to_string(),
+            Err(e) => e.to_string(),
+        });
+        match (got, want) {
+            (Ok(v), Ok(())) => Ok(Some(v)),
+            (Err(e), Ok(())) if e.errno() == 28 => {
+                self.rep.nospace += 1;
+                Ok(None)
+            }
+            (Err(e), Err(w)) if e.errno() == w => {
+                self.rep.expected_errors += 1;
+                self.rep.ebusy += (w == 16) as u64;
+                Ok(None)
+            }
+            (got, want) => Err(format!("{what}: the engine returned {got:?}, the model expects {}", match want {
+                Ok(()) => "success".to_string(),
+                Err(e) => format!("errno {e}"),
+            })),
+        }
+    }
+
+    /// Records a successful mutating call in the model.
+    fn done(&mut self, ctx: Option<u64>, op: MOp, touched: &[MIno]) {
+        if std::env::var_os("INTACTFS_PMEM_SIM_TRACE").is_some() {
+            match &op {
+                MOp::Write { ino, off, data } => eprintln!("  op in {ctx:?}: write {ino} at {off}, {} bytes", data.len()),
+                op => eprintln!("  op in {ctx:?}: {op:?}"),
+            }
+        }
+        self.live.apply(&op);
+        match ctx {
+            Some(t) => {
+                for &i in touched {
+                    self.owner.insert(i, t);
+                }
+                self.open.get_mut(&t).expect("open").push(op);
+            }
+            None => {
+                self.committed.apply(&op);
+                self.push_commit();
+            }
+        }
+    }
+
+    fn rebuild_live(&mut self) {
+        let mut live = self.committed.clone();
+        for ops in self.open.values() {
+            for op in ops {
+                live.apply(op);
+            }
+        }
+        self.live = live;
+    }
+
+    fn pick<T: Copy>(&mut self, v: &[T]) -> Option<T> {
+        if v.is_empty() {
+            None
+        } else {
+            Some(v[self.rng.random_range(0..v.len())])
+        }
+    }
+
+    /// A target inode among `cands`, mostly one the context may change.
+    fn target(&mut self, cands: Vec<MIno>, ctx: Option<u64>) -> Option<MIno> {
+        let ok: Vec<MIno> = cands.iter().copied().filter(|i| self.owner.get(i).is_none_or(|&o| Some(o) == ctx)).collect();
+        if !ok.is_empty() && self.rng.random_bool(0.85) {
+            self.pick(&ok)
+        } else {
+            self.pick(&cands)
+        }
+    }
+
+    fn name(&mut self) -> Vec<u8> {
+        match self.rng.random_range(0..40) {
+            0 => vec![b'L'; 255],
+            1 => vec![b'x'; 256],
+            2 => b"bad/name".to_vec(),
+            _ => NAMES[self.rng.random_range(0..NAMES.len())].to_vec(),
+        }
+    }
+
+    fn existing_name(&mut self, dir: MIno) -> Vec<u8> {
+        let names: Vec<Vec<u8>> = self.live.get(dir).map(|n| n.entries.keys().cloned().collect()).unwrap_or_default();
+        if !names.is_empty() && self.rng.random_bool(0.8) {
+            names[self.rng.random_range(0..names.len())].clone()
+        } else {
+            self.name()
+        }
+    }
+
+    /// One workload call; Err is a lockstep mismatch.
+    fn step(&mut self) -> Result<(), String> {
+        let r = self.step_inner();
+        if std::env::var_os("INTACTFS_PMEM_SIM_TRACE").is_some() {
+            eprintln!("  last: {}", self.last);
+        }
+        r
+    }
+
+    fn step_inner(&mut self) -> Result<(), String> {
+        let open: Vec<u64> = self.open.keys().copied().collect();
+        if open.len() >= 2 {
+            self.rep.interleaved_calls += 1;
+        }
+        let roll = self.rng.random_range(0..100u32);
+        // Transaction control.
+        if roll < 10 && open.len() < self.cfg.max_open {
+            let files = self.live.files();
+            let n = self.rng.random_range(0..=2usize);
+            let mut pick = Vec::new();
+            for _ in 0..n {
+                if let Some(f) = self.target(files.clone(), None) {
+                    pick.push(f);
+                }
+            }
+            let want = pick.iter().try_for_each(|&f| if self.live.get(f).is_none() { Err(2) } else if self.owner.contains_key(&f) { Err(16) } else { Ok(()) });
+            let got = self.fs.tx_begin(&pick);
+            if let Some(t) = self.agree("tx_begin", got, want)? {
+                self.open.insert(t.0, Vec::new());
+                for f in pick {
+                    self.owner.insert(f, t.0);
+                }
+            }
+            return Ok(());
+        }
+        if roll < 20 && !open.is_empty() {
+            let t = self.pick(&open).expect("non-empty");
+            self.fs.tx_commit(TxId(t)).map_err(|e| format!("tx_commit {t}: {e}"))?;
+            self.last = format!("commit {t}");
+            let ops = self.open.remove(&t).expect("open");
+            for op in &ops {
+                self.committed.apply(op);
+            }
+            self.owner.retain(|_, o| *o != t);
+            self.push_commit();
+            self.rep.tx_committed += 1;
+            return Ok(());
+        }
+        if roll < 24 && !open.is_empty() {
+            let t = self.pick(&open).expect("non-empty");
+            self.fs.tx_abort(TxId(t)).map_err(|e| format!("tx_abort {t}: {e}"))?;
+            self.last = format!("abort {t}");
+            self.open.remove(&t);
+            self.owner.retain(|_, o| *o != t);
+            self.rebuild_live();
+            self.rep.tx_aborted += 1;
+            return Ok(());
+        }
+        if roll < 26 && !open.is_empty() {
+            let t = self.pick(&open).expect("non-empty");
+            let all: Vec<MIno> = self.live.nodes.keys().copied().collect();
+            let f = self.target(all, Some(t)).expect("root exists");
+            let want = if self.busy(Some(t))(f) { Err(16) } else { Ok(()) };
+            let got = self.fs.tx_add(TxId(t), f);
+            if self.agree("tx_add", got, want)?.is_some() {
+                self.owner.insert(f, t);
+            }
+            return Ok(());
+        }
+        if roll < 28 {
+            self.fs.checkpoint().map_err(|e| format!("checkpoint: {e}"))?;
+            return Ok(());
+        }
+        // A mutating call, in an open transaction (mostly) or on its own.
+        let ctx = if !open.is_empty() && self.rng.random_bool(0.65) { self.pick(&open) } else { None };
+        let tx = ctx.map(TxId);
+        self.last = format!("in {ctx:?}: ");
+        if ctx.is_none() {
+            self.rep.legacy_calls += 1;
+        }
+        let kind = self.rng.random_range(0..100u32);
+        if kind < 40 {
+            let files = self.live.files();
+            let Some(f) = self.target(files, ctx) else { return Ok(()) };
+            let off = self.rng.random_range(0..24_576u64);
+            let len = match self.rng.random_range(0..10) {
+                0..=2 => self.rng.random_range(0..200usize),
+                3..=6 => self.rng.random_range(0..4096usize),
+                _ => self.rng.random_range(0..=16_384usize),
+            };
+            let mut data = vec![0u8; len];
+            self.rng.fill(&mut data[..]);
+            let want = self.live.check_write(f, &self.busy(ctx));
+            let got = self.fs.write(tx, f, off, &data);
+            if self.agree("write", got, want)?.is_some() {
+                let touched: &[MIno] = if data.is_empty() { &[] } else { &[f] };
+                let touched = touched.to_vec();
+                self.done(ctx, MOp::Write { ino: f, off, data }, &touched);
+            }
+        } else if kind < 52 {
+            let cands: Vec<MIno> = self.live.nodes.keys().copied().collect();
+            let Some(f) = self.target(cands, ctx) else { return Ok(()) };
+            let (size, mode, uid) = match self.rng.random_range(0..4) {
+                0 => (None, Some(self.rng.random_range(0..0o1000u32)), Some(self.rng.random_range(0..3u32))),
+                1 => (Some(0), None, None),
+                _ => {
+                    let cur = self.live.get(f).map_or(0, |n| n.data.len() as u64);
+                    (Some(self.rng.random_range(0..=cur + 8192)), None, None)
+                }
+            };
+            let want = self.live.check_setattr(f, size.is_some(), &self.busy(ctx));
+            let got = self.fs.setattr(tx, f, &SetAttr { mode, uid, size, ..Default::default() });
+            if self.agree("setattr", got, want)?.is_some() {
+                self.done(ctx, MOp::SetAttr { ino: f, mode, uid, size }, &[f]);
+            }
+        } else if kind < 70 {
+            let dirs = self.live.dirs();
+            let Some(p) = self.target(dirs, ctx) else { return Ok(()) };
+            let name = self.name();
+            let dir = self.rng.random_bool(0.25);
+            let mode = 0o640;
+            let want = self.live.check_create(p, &name, &self.busy(ctx));
+            let got = if dir { self.fs.mkdir(tx, p, &name, mode, 0, 0) } else { self.fs.create(tx, p, &name, mode, 0, 0) };
+            if let Some(a) = self.agree(if dir { "mkdir" } else { "create" }, got, want)? {
+                self.done(ctx, MOp::Create { parent: p, name, ino: a.ino, dir, mode }, &[p, a.ino]);
+            }
+        } else if kind < 82 {
+            let dirs = self.live.dirs();
+            let Some(p) = self.target(dirs, ctx) else { return Ok(()) };
+            let name = self.existing_name(p);
+            let dir = self.live.get(p).and_then(|n| n.entries.get(&name)).and_then(|&c| self.live.get(c)).map_or(self.rng.random_bool(0.5), |c| c.dir ^ self.rng.random_bool(0.1));
+            let want = self.live.check_remove(p, &name, dir, &self.busy(ctx));
+            let got = if dir { self.fs.rmdir(tx, p, &name) } else { self.fs.unlink(tx, p, &name) };
+            let t = want.unwrap_or(0);
+            if self.agree(if dir { "rmdir" } else { "unlink" }, got, want.map(|_| ()))?.is_some() {
+                self.done(ctx, MOp::Remove { parent: p, name }, &[p, t]);
+            }
+        } else {
+            let dirs = self.live.dirs();
+            let Some(sp) = self.target(dirs.clone(), ctx) else { return Ok(()) };
+            let Some(dp) = self.target(dirs, ctx) else { return Ok(()) };
+            let sn = self.existing_name(sp);
+            let dn = if self.rng.random_bool(0.4) { self.existing_name(dp) } else { self.name() };
+            let want = self.live.check_rename(sp, &sn, dp, &dn, &self.busy(ctx));
+            let got = self.fs.rename(tx, sp, &sn, dp, &dn);
+            if self.agree("rename", got, want.map(|_| ()))?.is_some() {
+                let (src, victim) = want.expect("agreed on success");
+                if victim == Some(src) {
+                    // Renaming onto the same inode changes nothing.
+                    if ctx.is_none() {
+                        self.push_commit();
+                    }
+                } else {
+                    let mut touched = vec![sp, dp, src];
+                    touched.extend(victim);
+                    self.done(ctx, MOp::Rename { sp, sn, dp, dn }, &touched);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Recovers every image taken since the last call and checks it against the commits
+    /// `lo..=hi`.
+    fn check_images(&mut self, call: usize, lo: usize, hi: usize) -> Result<(), SimFailure> {
+        let images = self.fs.device_mut().take();
+        for img in images {
+            self.rep.images += 1;
+            let fail = |msg: String, bytes: Option<Vec<u8>>| SimFailure { seed: self.cfg.seed, call: Some(call), crash_point: Some(img.point), image: Some(img.description.clone()), message: msg, bytes };
+            let key = image_key(&img.bytes);
+            let d = match self.seen.get(&key) {
+                Some(&d) => d,
+                None => {
+                    self.rep.distinct_images += 1;
+                    let n = self.rep.distinct_images;
+                    let (mut fs, snap) = recover(img.bytes.clone(), self.cfg.tunables).map_err(|m| fail(m, Some(img.bytes.clone())))?;
+                    let d = digest(&snap);
+                    if !(lo..=hi).any(|k| self.digests[k] == d) {
+                        let want = &self.last_snaps[self.last_snaps.len() - 1 - (self.digests.len() - 1 - lo).min(self.last_snaps.len() - 1)];
+                        return Err(fail(format!("the recovered state is not the state after commit {lo}{} (the commits that returned before the crash, plus the one in progress): {}", if hi > lo { format!(" or {hi}") } else { String::new() }, diff(&snap, want)), Some(img.bytes)));
+                    }
+                    if self.cfg.checkpoint_after_every > 0 && n.is_multiple_of(self.cfg.checkpoint_after_every) {
+                        self.rep.checkpoint_after_recovery += 1;
+                        fs.checkpoint().map_err(|e| fail(format!("checkpoint after recovery: {e}"), Some(img.bytes.clone())))?;
+                        fs.check().map_err(|e| fail(format!("after a checkpoint after recovery: {e}"), Some(img.bytes.clone())))?;
+                        let s2 = engine_snapshot(&fs).map_err(|m| fail(m, Some(img.bytes.clone())))?;
+                        if digest(&s2) != d {
+                            return Err(fail(format!("a checkpoint after recovery changed the state: {}", diff(&s2, &snap)), Some(img.bytes)));
+                        }
+                    }
+                    if self.cfg.recovery_crash_every > 0 && n.is_multiple_of(self.cfg.recovery_crash_every) {
+                        let mut p = Probe::new(PmemSim::from_image(img.bytes.clone()).expect("sized"), self.cfg.seed ^ n, 2, 16);
+                        p.capture = true;
+                        let (fs2, _) = PmemFs::mount(p).map_err(|e| fail(format!("mount: {e}"), Some(img.bytes.clone())))?;
+                        for inner in fs2.into_device().take() {
+                            self.rep.recovery_crash_images += 1;
+                            let (_, s3) = recover(inner.bytes.clone(), self.cfg.tunables).map_err(|m| fail(format!("after a crash at fence {} of recovery ({}): {m}", inner.point, inner.description), Some(inner.bytes.clone())))?;
+                            if digest(&s3) != d {
+                                return Err(fail(format!("recovery is not idempotent: a crash at fence {} of recovery ({}) then recovery gives another state: {}", inner.point, inner.description, diff(&s3, &snap)), Some(inner.bytes)));
+                            }
+                        }
+                    }
+                    self.seen.insert(key, d);
+                    d
+                }
+            };
+            if hi > lo && self.digests[hi] == d && self.digests[lo] != d {
+                self.rep.newest += 1;
+            } else if hi > lo && self.digests[lo] == d && self.digests[hi] != d {
+                self.rep.older += 1;
+            }
+            if !(lo..=hi).any(|k| self.digests[k] == d) {
+                let at: Vec<usize> = (0..self.digests.len()).filter(|&k| self.digests[k] == d).collect();
+                return Err(fail(format!("an image identical to one recovered earlier recovered to a state outside commits {lo}..={hi} (the state after commits {at:?})"), Some(img.bytes)));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs one seeded workload with crash checks at every fence.
+pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
+    let seed = cfg.seed;
+    let fail0 = |call: Option<usize>, message: String| SimFailure { seed, call, crash_point: None, image: None, message, bytes: None };
+    let mut sim = PmemSim::new(cfg.device_len).map_err(|e| fail0(None, e.to_string()))?;
+    PmemFs::mkfs(&mut sim, &MkfsOptions { inodes: cfg.inodes, log_entries: cfg.log_entries }).map_err(|e| fail0(None, format!("mkfs: {e}")))?;
+    let (mut fs, _) = PmemFs::mount(Probe::new(sim, seed, cfg.images_per_point, cfg.exhaustive_up_to)).map_err(|e| fail0(None, format!("mount after mkfs: {e}")))?;
+    fs.set_clock(fixed_clock);
+    fs.set_tunables(cfg.tunables);
+    fs.device_mut().capture = true;
+    let mut run = Run {
+        cfg: cfg.clone(),
+        rng: ChaCha8Rng::seed_from_u64(seed),
+        fs,
+        live: MState::default(),
+        committed: MState::default(),
+        open: BTreeMap::new(),
+        owner: HashMap::new(),
+        digests: Vec::new(),
+        last_snaps: Vec::new(),
+        seen: HashMap::new(),
+        rep: SimReport { workloads: 1, ..Default::default() },
+        last: String::new(),
+    };
+    run.push_commit();
+    // INTACTFS_PMEM_SIM_TRACE=1: one line per call on stderr.
+    let trace = std::env::var_os("INTACTFS_PMEM_SIM_TRACE").is_some();
+    for call in 0..cfg.calls {
+        let lo = run.digests.len() - 1;
+        run.step().map_err(|m| fail0(Some(call), m))?;
+        if trace {
+            eprintln!("call {call}: commits {lo}->{}, open {:?}, fences so far {}, ops {:?}", run.digests.len() - 1, run.open.keys().collect::<Vec<_>>(), run.fs.device().points, run.open.values().map(|v| v.len()).collect::<Vec<_>>());
+        }
+        run.rep.calls += 1;
+        let hi = run.digests.len() - 1;
+        if hi > lo + 1 {
+            return Err(fail0(Some(call), format!("one call made {} commits", hi - lo)));
+        }
+        run.check_images(call, lo, hi)?;
+        run.fs.check().map_err(|e| fail0(Some(call), format!("invariants after the call: {e}")))?;
+        let s = engine_snapshot(&run.fs).map_err(|m| fail0(Some(call), m))?;
+        if digest(&s) != digest(&run.live.snapshot()) {
+            return Err(fail0(Some(call), format!("what the engine shows differs from the model's live state: {}", diff(&s, &run.live.snapshot()))));
+        }
+    }
+    // A crash at the end, with whatever is still volatile (and transactions still open).
+    let end = run.digests.len() - 1;
+    run.fs.device_mut().snap();
+    run.check_images(cfg.calls, end, end)?;
+    run.rep.crash_points = run.fs.device().points;
+    run.rep.exhaustive_points = run.fs.device().exhaustive_points;
+    let st = run.fs.stats();
+    run.rep.checkpoints = st.checkpoints;
+    run.rep.blocks_checkpointed = st.blocks_checkpointed;
+    run.rep.pointer_swaps = st.pointer_swaps;
+    run.rep.redo_entries = st.redo_entries;
+    run.rep.undo_entries = st.undo_entries;
+    Ok(run.rep)
+}

@@ -1,0 +1,278 @@
+//! An independent reference model of the namespace and file contents (no code shared with
+//! the engine), the errors each call must return, and a canonical snapshot of a state.
+
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+
+pub type MIno = u64;
+pub const MROOT: MIno = 1;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MNode {
+    pub dir: bool,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub data: Vec<u8>,
+    pub entries: BTreeMap<Vec<u8>, MIno>,
+    pub parent: MIno,
+}
+
+/// One successful mutating call, with inode numbers resolved when it ran.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MOp {
+    Create { parent: MIno, name: Vec<u8>, ino: MIno, dir: bool, mode: u32 },
+    Remove { parent: MIno, name: Vec<u8> },
+    Rename { sp: MIno, sn: Vec<u8>, dp: MIno, dn: Vec<u8> },
+    Write { ino: MIno, off: u64, data: Vec<u8> },
+    SetAttr { ino: MIno, mode: Option<u32>, uid: Option<u32>, size: Option<u64> },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MState {
+    pub nodes: BTreeMap<MIno, MNode>,
+}
+
+impl Default for MState {
+    fn default() -> Self {
+        MState { nodes: BTreeMap::from([(MROOT, MNode { dir: true, mode: 0o755, uid: 0, gid: 0, data: Vec::new(), entries: BTreeMap::new(), parent: MROOT })]) }
+    }
+}
+
+/// A file or directory as a snapshot shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SNode {
+    pub ino: u64,
+    pub dir: bool,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub size: u64,
+    /// Content hash (files).
+    pub content: u64,
+}
+
+/// Path → node, for every object reachable from the root (times are not compared: the
+/// engine stamps them, the model does not predict them).
+pub type Snap = BTreeMap<Vec<u8>, SNode>;
+
+pub fn hash_bytes(b: &[u8]) -> u64 {
+    let mut h = std::hash::DefaultHasher::new();
+    b.hash(&mut h);
+    h.finish()
+}
+
+pub fn digest(s: &Snap) -> u64 {
+    let mut h = std::hash::DefaultHasher::new();
+    s.hash(&mut h);
+    h.finish()
+}
+
+/// The first few differences between two snapshots, for a failure message.
+pub fn diff(got: &Snap, want: &Snap) -> String {
+    let mut out = Vec::new();
+    for (p, n) in got {
+        match want.get(p) {
+            None => out.push(format!("{} is there but should not be ({n:?})", String::from_utf8_lossy(p))),
+            Some(w) if w != n => out.push(format!("{}: got {n:?}, want {w:?}", String::from_utf8_lossy(p))),
+            _ => {}
+        }
+    }
+    for (p, w) in want {
+        if !got.contains_key(p) {
+            out.push(format!("{} is missing ({w:?})", String::from_utf8_lossy(p)));
+        }
+    }
+    let n = out.len();
+    out.truncate(4);
+    format!("{n} differences: {}", out.join("; "))
+}
+
+fn valid_name(n: &[u8]) -> Result<(), i32> {
+    if n.len() > 255 {
+        return Err(36);
+    }
+    if n.is_empty() || n == b"." || n == b".." || n.contains(&b'/') || n.contains(&0) {
+        return Err(22);
+    }
+    Ok(())
+}
+
+impl MState {
+    pub fn get(&self, ino: MIno) -> Option<&MNode> {
+        self.nodes.get(&ino)
+    }
+
+    fn dir(&self, ino: MIno) -> Result<&MNode, i32> {
+        match self.nodes.get(&ino) {
+            None => Err(2),
+            Some(n) if !n.dir => Err(20),
+            Some(n) => Ok(n),
+        }
+    }
+
+    /// The errno `create`/`mkdir` must fail with (None: success), `busy` saying which
+    /// inodes another transaction owns.
+    pub fn check_create(&self, parent: MIno, name: &[u8], busy: &dyn Fn(MIno) -> bool) -> Result<(), i32> {
+        valid_name(name)?;
+        let p = self.dir(parent)?;
+        if busy(parent) {
+            return Err(16);
+        }
+        if p.entries.contains_key(name) {
+            return Err(17);
+        }
+        Ok(())
+    }
+
+    /// For unlink (`dir` false) and rmdir: the target on success.
+    pub fn check_remove(&self, parent: MIno, name: &[u8], dir: bool, busy: &dyn Fn(MIno) -> bool) -> Result<MIno, i32> {
+        let p = self.dir(parent)?;
+        if name.len() > 255 {
+            return Err(36);
+        }
+        if busy(parent) {
+            return Err(16);
+        }
+        let &t = p.entries.get(name).ok_or(2)?;
+        let tn = &self.nodes[&t];
+        match (dir, tn.dir) {
+            (false, true) => return Err(21),
+            (true, false) => return Err(20),
+            _ => {}
+        }
+        if busy(t) {
+            return Err(16);
+        }
+        if dir && !tn.entries.is_empty() {
+            return Err(39);
+        }
+        Ok(t)
+    }
+
+    /// For rename: (source, replaced target) on success; Ok((src, Some(src))) is the no-op.
+    pub fn check_rename(&self, sp: MIno, sn: &[u8], dp: MIno, dn: &[u8], busy: &dyn Fn(MIno) -> bool) -> Result<(MIno, Option<MIno>), i32> {
+        valid_name(sn)?;
+        valid_name(dn)?;
+        let s = self.dir(sp)?;
+        let d = self.dir(dp)?;
+        if busy(sp) || busy(dp) {
+            return Err(16);
+        }
+        let &src = s.entries.get(sn).ok_or(2)?;
+        if busy(src) {
+            return Err(16);
+        }
+        let src_dir = self.nodes[&src].dir;
+        if src_dir {
+            let mut x = dp;
+            loop {
+                if x == src {
+                    return Err(22);
+                }
+                if x == MROOT {
+                    break;
+                }
+                x = self.nodes[&x].parent;
+            }
+        }
+        match d.entries.get(dn) {
+            None => Ok((src, None)),
+            Some(&t) if t == src => Ok((src, Some(src))),
+            Some(&t) => {
+                if busy(t) {
+                    return Err(16);
+                }
+                let tn = &self.nodes[&t];
+                match (src_dir, tn.dir) {
+                    (true, false) => Err(20),
+                    (false, true) => Err(21),
+                    (true, true) if !tn.entries.is_empty() => Err(39),
+                    _ => Ok((src, Some(t))),
+                }
+            }
+        }
+    }
+
+    pub fn check_write(&self, ino: MIno, busy: &dyn Fn(MIno) -> bool) -> Result<(), i32> {
+        match self.nodes.get(&ino) {
+            None => Err(2),
+            Some(n) if n.dir => Err(21),
+            _ if busy(ino) => Err(16),
+            _ => Ok(()),
+        }
+    }
+
+    pub fn check_setattr(&self, ino: MIno, size: bool, busy: &dyn Fn(MIno) -> bool) -> Result<(), i32> {
+        match self.nodes.get(&ino) {
+            None => Err(2),
+            _ if busy(ino) => Err(16),
+            Some(n) if size && n.dir => Err(21),
+            _ => Ok(()),
+        }
+    }
+
+    pub fn apply(&mut self, op: &MOp) {
+        match op {
+            MOp::Create { parent, name, ino, dir, mode } => {
+                self.nodes.insert(*ino, MNode { dir: *dir, mode: *mode & 0o7777, uid: 0, gid: 0, data: Vec::new(), entries: BTreeMap::new(), parent: *parent });
+                self.nodes.get_mut(parent).expect("checked").entries.insert(name.clone(), *ino);
+            }
+            MOp::Remove { parent, name } => {
+                let t = self.nodes.get_mut(parent).expect("checked").entries.remove(name).expect("checked");
+                self.nodes.remove(&t);
+            }
+            MOp::Rename { sp, sn, dp, dn } => {
+                let src = self.nodes.get_mut(sp).expect("checked").entries.remove(sn).expect("checked");
+                if let Some(old) = self.nodes.get_mut(dp).expect("checked").entries.insert(dn.clone(), src) {
+                    self.nodes.remove(&old);
+                }
+                self.nodes.get_mut(&src).expect("exists").parent = *dp;
+            }
+            MOp::Write { data, .. } if data.is_empty() => {}
+            MOp::Write { ino, off, data } => {
+                let n = self.nodes.get_mut(ino).expect("checked");
+                let end = *off as usize + data.len();
+                if n.data.len() < end {
+                    n.data.resize(end, 0);
+                }
+                n.data[*off as usize..end].copy_from_slice(data);
+            }
+            MOp::SetAttr { ino, mode, uid, size } => {
+                let n = self.nodes.get_mut(ino).expect("checked");
+                if let Some(m) = mode {
+                    n.mode = m & 0o7777;
+                }
+                if let Some(u) = uid {
+                    n.uid = *u;
+                }
+                if let Some(s) = size {
+                    n.data.resize(*s as usize, 0);
+                }
+            }
+        }
+    }
+
+    pub fn snapshot(&self) -> Snap {
+        let mut out = Snap::new();
+        let mut todo = vec![(Vec::new(), MROOT)];
+        while let Some((path, ino)) = todo.pop() {
+            let n = &self.nodes[&ino];
+            out.insert(path.clone(), SNode { ino, dir: n.dir, mode: n.mode, uid: n.uid, gid: n.gid, size: if n.dir { 0 } else { n.data.len() as u64 }, content: if n.dir { 0 } else { hash_bytes(&n.data) } });
+            for (name, &c) in &n.entries {
+                let mut p = path.clone();
+                p.push(b'/');
+                p.extend_from_slice(name);
+                todo.push((p, c));
+            }
+        }
+        out
+    }
+
+    pub fn files(&self) -> Vec<MIno> {
+        self.nodes.iter().filter(|(_, n)| !n.dir).map(|(&i, _)| i).collect()
+    }
+    pub fn dirs(&self) -> Vec<MIno> {
+        self.nodes.iter().filter(|(_, n)| n.dir).map(|(&i, _)| i).collect()
+    }
+}

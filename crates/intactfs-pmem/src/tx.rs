@@ -1,0 +1,268 @@
+//! AD-transactions (002 §III-A/B): begin, add, commit, abort, and the wrapper that makes a
+//! call without a transaction its own one (002 §III-G).
+//!
+//! Commit protocol (the fence points the crash simulation crashes at):
+//! 1. store the redo entries' bodies (one per open version) and the commit record's body;
+//!    schedule the write-back of those, of every cacheline the versions hold, and of every
+//!    metadata line the transaction changed in place — **fence A**;
+//! 2. store the redo entries' valid words — **fence B**;
+//! 3. store the commit record's valid word — **fence C**: the transaction is committed;
+//! 4. free its undo entries (valid words 0) — **fence D**; only then is anything it freed
+//!    reused.
+
+use crate::error::{PmemFsError, Result};
+use crate::index::Committed;
+use crate::layout::LINE;
+use crate::log::{self, Body, Entry};
+use crate::mutation::{self, Mutation};
+use crate::{sub_counters, add_counters, Ino, LiveCommit, PmemFs, Tx, TxId, TxStats};
+use intactfs_device::PmemDevice;
+
+impl<P: PmemDevice> PmemFs<P> {
+    /// Starts a transaction over `files` (each is claimed: EBUSY if another open transaction
+    /// owns it). More files join with [`PmemFs::tx_add`] or by being changed in it.
+    pub fn tx_begin(&mut self, files: &[Ino]) -> Result<TxId> {
+        for &f in files {
+            self.inode(f)?;
+            if let Some(&o) = self.owner.get(&f) {
+                return Err(PmemFsError::Busy(format!("inode {f} belongs to open transaction {o}")));
+            }
+        }
+        let id = self.begin_internal(false)?;
+        self.claim(id, files);
+        Ok(TxId(id))
+    }
+
+    /// Relates `ino` to the open transaction `tx` (claims it).
+    pub fn tx_add(&mut self, tx: TxId, ino: Ino) -> Result<()> {
+        self.open_tx(tx)?;
+        self.inode(ino)?;
+        self.check_owner(tx.0, ino)?;
+        self.claim(tx.0, &[ino]);
+        Ok(())
+    }
+
+    /// Commits `tx`: when it returns, every change made in it is durable, atomically with
+    /// the others. Unknown, committed or aborted ids: EINVAL.
+    pub fn tx_commit(&mut self, tx: TxId) -> Result<TxStats> {
+        self.open_tx(tx)?;
+        let before = self.dev.counters();
+        let mut st = self.commit_tx(tx.0)?;
+        add_counters(&mut st.device, &sub_counters(&self.dev.counters(), &before));
+        Ok(st)
+    }
+
+    /// Aborts `tx`: its metadata changes are undone (in reverse order), its pending blocks
+    /// and log entries freed. Unknown, committed or aborted ids: EINVAL.
+    pub fn tx_abort(&mut self, tx: TxId) -> Result<()> {
+        self.open_tx(tx)?;
+        self.abort_tx(tx.0)
+    }
+
+    pub(crate) fn open_tx(&self, tx: TxId) -> Result<()> {
+        if self.txs.get(&tx.0).is_some_and(|t| !t.legacy) {
+            return Ok(());
+        }
+        Err(PmemFsError::Invalid(match self.finished.get(&tx.0) {
+            Some(true) => format!("{tx} already committed"),
+            Some(false) => format!("{tx} was aborted"),
+            None => format!("{tx} is not an open transaction"),
+        }))
+    }
+
+    pub(crate) fn begin_internal(&mut self, legacy: bool) -> Result<u64> {
+        // Its commit record is promised now, so that commit never runs out of log.
+        self.ensure_log(1, "a transaction's commit record")?;
+        self.log.reserved += 1;
+        let id = self.next_tx;
+        self.next_tx += 1;
+        self.txs.insert(id, Tx { legacy, reserved: 1, ..Default::default() });
+        Ok(id)
+    }
+
+    /// Runs a mutating call in `tx`, or (None) in a transaction of its own committed before
+    /// returning (aborted if the call fails). A failing call leaves no effect in `tx`.
+    pub(crate) fn mutate<R>(&mut self, tx: Option<TxId>, f: impl FnOnce(&mut Self, u64) -> Result<R>) -> Result<R> {
+        let before = self.dev.counters();
+        let (id, legacy) = match tx {
+            Some(t) => {
+                self.open_tx(t)?;
+                (t.0, false)
+            }
+            None => (self.begin_internal(true)?, true),
+        };
+        let r = f(self, id);
+        if legacy {
+            match &r {
+                Ok(_) => {
+                    self.commit_tx(id)?;
+                    self.stats.legacy_commits += 1;
+                }
+                Err(_) => self.abort_tx(id)?,
+            }
+        }
+        self.last_call = sub_counters(&self.dev.counters(), &before);
+        if let Some(t) = self.txs.get_mut(&id) {
+            t.stats.calls += 1;
+            add_counters(&mut t.stats.device, &self.last_call);
+        }
+        r
+    }
+
+    fn finish(&mut self, id: u64, committed: bool) {
+        self.finished.insert(id, committed);
+        while self.finished.len() > 4096 {
+            self.finished.pop_first();
+        }
+    }
+
+    pub(crate) fn commit_tx(&mut self, id: u64) -> Result<TxStats> {
+        let t = self.txs.remove(&id).ok_or_else(|| PmemFsError::Internal(format!("commit of unknown transaction {id}")))?;
+        for o in &t.owned {
+            self.owner.remove(o);
+        }
+        if t.undo.is_empty() && t.data.is_empty() {
+            // Nothing changed: nothing to make durable.
+            self.log.reserved -= t.reserved;
+            self.finish(id, true);
+            self.release_freed(&t);
+            return Ok(t.stats);
+        }
+        // Redo entries for the open versions, and the commit record.
+        let mut items = Vec::new();
+        let mut versions = Vec::new();
+        let cseq = self.next_cseq;
+        self.next_cseq += 1;
+        for &(ino, lbn) in &t.data {
+            let Some(o) = self.index.entry(ino, lbn).open.take() else {
+                return Err(PmemFsError::Internal(format!("transaction {id} lists block {lbn} of inode {ino} but holds no version of it")));
+            };
+            for l in 0..64u64 {
+                if o.bitmap >> l & 1 == 1 {
+                    self.dev.clwb(o.pblk * crate::BLOCK + l * LINE, LINE)?;
+                }
+            }
+            let slot = self.log.take().ok_or_else(|| PmemFsError::Internal("reserved log slot missing".into()))?;
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            items.push((slot, Entry { tx: id, seq, body: Body::Redo { ino, lbn, pblk: o.pblk, bitmap: o.bitmap } }));
+            versions.push((ino, lbn, Committed { tx: id, cseq, pblk: o.pblk, bitmap: o.bitmap, slot }));
+        }
+        let cslot = self.log.take().ok_or_else(|| PmemFsError::Internal("reserved commit slot missing".into()))?;
+        self.log.reserved -= t.reserved;
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let commit = (cslot, Entry { tx: id, seq, body: Body::Commit { cseq, redo: versions.len() as u64 } });
+        for &l in &t.dirty_lines {
+            self.dev.clwb(l * LINE, LINE)?;
+        }
+        // Commit records of finished transactions go out with this batch (they are only
+        // dead once the fences before this one made their entries' freeing durable).
+        let dead: Vec<(u64, u64)> = std::mem::take(&mut self.dead_commits);
+        log::invalidate(&mut self.dev, &self.g, &dead.iter().map(|d| d.1).collect::<Vec<_>>())?;
+        let redo_flags = log::write_bodies(&mut self.dev, &self.g, &items)?;
+        let commit_flag = log::write_bodies(&mut self.dev, &self.g, std::slice::from_ref(&commit))?;
+        self.dev.fence()?; // A
+        self.log.free.extend(dead.iter().map(|d| d.1));
+        log::set_valid(&mut self.dev, &self.g, &redo_flags)?;
+        if !mutation::active(Mutation::SkipFence) {
+            self.dev.fence()?; // B
+        }
+        log::set_valid(&mut self.dev, &self.g, &commit_flag)?;
+        self.dev.fence()?; // C: committed
+        let undo: Vec<u64> = t.undo.iter().map(|u| u.0).collect();
+        if !undo.is_empty() {
+            log::invalidate(&mut self.dev, &self.g, &undo)?;
+            self.dev.fence()?; // D
+            self.log.free.extend(undo);
+        }
+        let n = versions.len() as u64;
+        for (ino, lbn, c) in versions {
+            self.index.entry(ino, lbn).committed.push(c);
+        }
+        if n == 0 {
+            self.dead_commits.push((id, cslot));
+        } else {
+            self.live.insert(id, LiveCommit { slot: cslot, remaining: n });
+        }
+        self.stats.redo_entries += n;
+        self.stats.committed += 1;
+        self.release_freed(&t);
+        self.finish(id, true);
+        let mut st = t.stats;
+        st.redo_entries = n;
+        // Background work (done inline): checkpoint long pending lists, or everything when
+        // the log or the free space runs low (002 §III-E).
+        let long: Vec<(u64, u64)> = t.data.iter().copied().filter(|&(i, l)| self.index.get(i, l).is_some_and(|v| v.committed.len() > self.tun.max_pending)).collect();
+        let log_full = self.log.used() * 100 > self.g.log_entries * self.tun.log_fill_pct;
+        let space_low = (self.free_blocks.len() as u64) * 100 < self.g.data_blocks() * self.tun.free_blocks_pct;
+        if log_full || space_low {
+            self.checkpoint_where(|_, _| true)?;
+        } else if !long.is_empty() {
+            self.checkpoint_where(|i, l| long.contains(&(i, l)))?;
+        }
+        Ok(st)
+    }
+
+    /// What a committed transaction freed becomes reusable (its commit is durable).
+    fn release_freed(&mut self, t: &Tx) {
+        self.free_blocks.extend(t.freed_blocks.iter().copied());
+        self.free_inodes.extend(t.freed_inodes.iter().copied());
+        for &(d, s) in &t.freed_slots {
+            if let Some(di) = self.dirs.get_mut(&d) {
+                di.free.insert(s);
+            }
+        }
+    }
+
+    pub(crate) fn abort_tx(&mut self, id: u64) -> Result<()> {
+        let t = self.txs.remove(&id).ok_or_else(|| PmemFsError::Internal(format!("abort of unknown transaction {id}")))?;
+        for o in &t.owned {
+            self.owner.remove(o);
+        }
+        if !t.undo.is_empty() || !t.dirty_lines.is_empty() {
+            // Everything it stored in place is written back with the restored values, so
+            // that what is persistent is again what reads see (a fresh word it set, e.g. a
+            // zeroed pointer of an inode it created, is not restored but must not stay
+            // volatile: a later transaction storing the same value would not flush it).
+            for &l in &t.dirty_lines {
+                self.dev.clwb(l * LINE, LINE)?;
+            }
+            // Newest first, so the oldest value of each word is what remains (each word is
+            // logged once per transaction anyway).
+            for (_, target, old) in t.undo.iter().rev() {
+                self.dev.write(*target, old)?;
+                self.dev.clwb(*target, old.len() as u64)?;
+            }
+            self.dev.fence()?;
+            let slots: Vec<u64> = t.undo.iter().map(|u| u.0).collect();
+            if !slots.is_empty() {
+                log::invalidate(&mut self.dev, &self.g, &slots)?;
+                self.dev.fence()?;
+                self.log.free.extend(slots);
+            }
+        }
+        for &(ino, lbn) in &t.data {
+            if let Some(o) = self.index.entry(ino, lbn).open.take() {
+                self.free_blocks.insert(o.pblk);
+            }
+            self.index.tidy(ino, lbn);
+        }
+        self.log.reserved -= t.reserved;
+        self.free_blocks.extend(t.new_blocks.iter().copied());
+        self.free_inodes.extend(t.new_inodes.iter().copied());
+        for &d in &t.dirs {
+            // Directories the transaction created are gone; the others are as they were.
+            if t.new_inodes.contains(&d) {
+                self.dirs.remove(&d);
+            } else {
+                self.rescan_dir(d)?;
+            }
+        }
+        if !t.legacy {
+            self.stats.aborted += 1;
+        }
+        self.finish(id, false);
+        Ok(())
+    }
+}

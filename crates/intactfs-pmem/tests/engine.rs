@@ -1,0 +1,290 @@
+//! The engine's calls, transactions and errors, on the simulated device (crash behaviour is
+//! the crash simulation's: tests/crash_simulation.rs).
+
+use intactfs_device::PmemSim;
+use intactfs_pmem::{FileType, MkfsOptions, PmemFs, PmemFsError, SetAttr, TxId, ROOT};
+
+const LEN: u64 = 4 << 20;
+
+fn fresh() -> PmemFs<PmemSim> {
+    fresh_with(MkfsOptions::for_len(LEN))
+}
+
+fn fresh_with(opts: MkfsOptions) -> PmemFs<PmemSim> {
+    let mut dev = PmemSim::new(LEN).unwrap();
+    PmemFs::mkfs(&mut dev, &opts).unwrap();
+    let (fs, rep) = PmemFs::mount(dev).unwrap();
+    assert_eq!(rep.valid_entries, 0);
+    fs
+}
+
+/// Remounts from what is persistent now (as after a crash right here).
+fn crash(fs: PmemFs<PmemSim>) -> PmemFs<PmemSim> {
+    let dev = fs.into_device();
+    let img = dev.persistent().to_vec();
+    PmemFs::mount(PmemSim::from_image(img).unwrap()).unwrap().0
+}
+
+fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+}
+
+#[test]
+fn namespace_calls_and_errors() {
+    let mut fs = fresh();
+    let d = fs.mkdir(None, ROOT, b"d", 0o755, 1, 2).unwrap();
+    assert_eq!(d.kind, FileType::Dir);
+    assert_eq!(fs.getattr(ROOT).unwrap().nlink, 3);
+    let f = fs.create(None, d.ino, b"f", 0o644, 1, 2).unwrap();
+    assert_eq!(fs.lookup(d.ino, b"f").unwrap().ino, f.ino);
+    assert_eq!(fs.create(None, d.ino, b"f", 0o644, 0, 0).unwrap_err().errno(), 17);
+    assert_eq!(fs.lookup(d.ino, b"g").unwrap_err().errno(), 2);
+    assert_eq!(fs.lookup(f.ino, b"g").unwrap_err().errno(), 20);
+    assert_eq!(fs.create(None, ROOT, &[b'x'; 256], 0o644, 0, 0).unwrap_err().errno(), 36);
+    assert_eq!(fs.create(None, ROOT, b"a/b", 0o644, 0, 0).unwrap_err().errno(), 22);
+    assert_eq!(fs.rmdir(None, ROOT, b"d").unwrap_err().errno(), 39);
+    assert_eq!(fs.unlink(None, ROOT, b"d").unwrap_err().errno(), 21);
+    assert_eq!(fs.rmdir(None, d.ino, b"f").unwrap_err().errno(), 20);
+    assert_eq!(fs.read(d.ino, 0, 10).unwrap_err().errno(), 21);
+    assert_eq!(fs.write(None, 999_999, 0, b"x").unwrap_err().errno(), 2);
+    // A 255-byte name works.
+    fs.create(None, ROOT, &[b'n'; 255], 0o600, 0, 0).unwrap();
+    // Many entries: the directory grows past one block and past the direct pointers.
+    for i in 0..250 {
+        fs.create(None, d.ino, format!("file-{i}").as_bytes(), 0o644, 0, 0).unwrap();
+    }
+    assert_eq!(fs.readdir(d.ino).unwrap().len(), 251);
+    // rename: replace a file, move a directory, refuse a directory into itself.
+    fs.write(None, f.ino, 0, b"hello").unwrap();
+    fs.rename(None, d.ino, b"f", d.ino, b"file-3").unwrap();
+    assert_eq!(fs.lookup(d.ino, b"file-3").unwrap().ino, f.ino);
+    assert_eq!(fs.lookup(d.ino, b"f").unwrap_err().errno(), 2);
+    let e = fs.mkdir(None, d.ino, b"e", 0o755, 0, 0).unwrap();
+    assert_eq!(fs.rename(None, ROOT, b"d", e.ino, b"x").unwrap_err().errno(), 22);
+    fs.rename(None, d.ino, b"e", ROOT, b"e2").unwrap();
+    assert_eq!(fs.getattr(d.ino).unwrap().nlink, 2);
+    assert_eq!(fs.getattr(ROOT).unwrap().nlink, 4);
+    let empty = fs.mkdir(None, ROOT, b"empty", 0o755, 0, 0).unwrap();
+    fs.rename(None, ROOT, b"e2", ROOT, b"empty").unwrap();
+    assert_eq!(fs.getattr(empty.ino).unwrap_err().errno(), 2);
+    assert_eq!(fs.rename(None, ROOT, b"empty", ROOT, b"d").unwrap_err().errno(), 39);
+    fs.check().unwrap();
+    let mut fs = crash(fs);
+    fs.check().unwrap();
+    assert_eq!(fs.read(f.ino, 0, 100).unwrap(), b"hello");
+    assert_eq!(fs.readdir(d.ino).unwrap().len(), 250);
+    for i in 0..250 {
+        if i != 3 {
+            fs.unlink(None, d.ino, format!("file-{i}").as_bytes()).unwrap();
+        }
+    }
+    fs.unlink(None, d.ino, b"file-3").unwrap();
+    fs.rmdir(None, ROOT, b"d").unwrap();
+    fs.check().unwrap();
+    let s = fs.statfs();
+    let fs = crash(fs);
+    assert_eq!(fs.statfs().free_blocks, s.free_blocks);
+    fs.check().unwrap();
+}
+
+#[test]
+fn data_reads_writes_truncates_and_checkpoints() {
+    let mut fs = fresh();
+    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    let mut model = vec![0u8; 0];
+    let ops: &[(u64, usize)] = &[(0, 5000), (3, 70), (8191, 2), (20000, 16384), (100, 4096), (4096 * 600, 9000)];
+    for (k, &(off, len)) in ops.iter().enumerate() {
+        let data = pattern(len, k as u8);
+        fs.write(None, f, off, &data).unwrap();
+        let end = off as usize + len;
+        if model.len() < end {
+            model.resize(end, 0);
+        }
+        model[off as usize..end].copy_from_slice(&data);
+        assert_eq!(fs.read(f, 0, u64::MAX).unwrap(), model, "after write {k}");
+    }
+    fs.truncate(None, f, 10_001).unwrap();
+    model.truncate(10_001);
+    fs.truncate(None, f, 30_000).unwrap();
+    model.resize(30_000, 0);
+    assert_eq!(fs.read(f, 0, u64::MAX).unwrap(), model);
+    fs.checkpoint().unwrap();
+    assert_eq!(fs.read(f, 0, u64::MAX).unwrap(), model);
+    assert!(fs.stats().pointer_swaps > 0);
+    fs.check().unwrap();
+    let fs = crash(fs);
+    assert_eq!(fs.read(f, 0, u64::MAX).unwrap(), model);
+    fs.check().unwrap();
+    // Unmount checkpoints everything: the log is empty afterwards.
+    let dev = fs.unmount().unwrap();
+    let (fs, rep) = PmemFs::mount(dev).unwrap();
+    assert_eq!(rep.valid_entries, 0);
+    assert_eq!(fs.read(f, 0, u64::MAX).unwrap(), model);
+}
+
+#[test]
+fn transactions_commit_abort_and_errors() {
+    let mut fs = fresh();
+    let a = fs.create(None, ROOT, b"a", 0o644, 0, 0).unwrap().ino;
+    let b = fs.create(None, ROOT, b"b", 0o644, 0, 0).unwrap().ino;
+    fs.write(None, a, 0, b"old-a").unwrap();
+    let t = fs.tx_begin(&[a, b]).unwrap();
+    fs.write(Some(t), a, 0, b"new-a").unwrap();
+    fs.write(Some(t), b, 0, b"new-b").unwrap();
+    let c = fs.create(Some(t), ROOT, b"c", 0o644, 0, 0).unwrap().ino;
+    // Another transaction or a legacy call may not change what t owns.
+    assert_eq!(fs.write(None, a, 0, b"x").unwrap_err().errno(), 16);
+    let t2 = fs.tx_begin(&[]).unwrap();
+    assert_eq!(fs.write(Some(t2), b, 0, b"x").unwrap_err().errno(), 16);
+    assert_eq!(fs.create(Some(t2), ROOT, b"z", 0o644, 0, 0).unwrap_err().errno(), 16);
+    // A crash now loses all of t.
+    {
+        let img = fs.device().persistent().to_vec();
+        let (g, rep) = PmemFs::mount(PmemSim::from_image(img).unwrap()).unwrap();
+        assert!(rep.undo_applied > 0);
+        assert_eq!(g.read(a, 0, 100).unwrap(), b"old-a");
+        assert_eq!(g.read(b, 0, 100).unwrap(), b"");
+        assert_eq!(g.lookup(ROOT, b"c").unwrap_err().errno(), 2);
+        g.check().unwrap();
+    }
+    let st = fs.tx_commit(t).unwrap();
+    assert!(st.device.fences >= 3 && st.redo_entries == 2, "{st:?}");
+    assert_eq!(fs.tx_commit(t).unwrap_err().errno(), 22);
+    assert_eq!(fs.tx_abort(t).unwrap_err().errno(), 22);
+    assert_eq!(fs.tx_abort(TxId(12345)).unwrap_err().errno(), 22);
+    fs.write(Some(t2), b, 0, b"t2-b").unwrap();
+    fs.unlink(Some(t2), ROOT, b"c").unwrap();
+    fs.truncate(Some(t2), a, 1).unwrap();
+    fs.tx_abort(t2).unwrap();
+    assert_eq!(fs.tx_commit(t2).unwrap_err().errno(), 22);
+    assert_eq!(fs.read(b, 0, 100).unwrap(), b"new-b");
+    assert_eq!(fs.read(a, 0, 100).unwrap(), b"new-a");
+    assert_eq!(fs.lookup(ROOT, b"c").unwrap().ino, c);
+    fs.check().unwrap();
+    let fs = crash(fs);
+    assert_eq!(fs.read(a, 0, 100).unwrap(), b"new-a");
+    assert_eq!(fs.read(b, 0, 100).unwrap(), b"new-b");
+    assert_eq!(fs.lookup(ROOT, b"c").unwrap().ino, c);
+    fs.check().unwrap();
+}
+
+#[test]
+fn a_transaction_larger_than_the_log_fails_and_stays_abortable() {
+    let mut fs = fresh_with(MkfsOptions { inodes: 64, log_entries: 64 });
+    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    fs.write(None, f, 0, &pattern(8192, 1)).unwrap();
+    let t = fs.tx_begin(&[f]).unwrap();
+    // 63 blocks need 63 redo entries: more than the log has room for.
+    let e = fs.write(Some(t), f, 0, &pattern(63 * 4096, 2)).unwrap_err();
+    assert!(matches!(e, PmemFsError::NoSpace(_)), "{e}");
+    assert_eq!(e.errno(), 28);
+    // Nothing of the failed call is visible, and the transaction still works.
+    assert_eq!(fs.read(f, 0, u64::MAX).unwrap(), pattern(8192, 1));
+    fs.write(Some(t), f, 10, b"small").unwrap();
+    fs.tx_abort(t).unwrap();
+    assert_eq!(fs.read(f, 0, u64::MAX).unwrap(), pattern(8192, 1));
+    fs.check().unwrap();
+}
+
+#[test]
+fn setattr_and_statfs() {
+    let mut fs = fresh();
+    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    let a = fs.setattr(None, f, &SetAttr { mode: Some(0o600), uid: Some(7), gid: Some(8), ..Default::default() }).unwrap();
+    assert_eq!((a.mode, a.uid, a.gid), (0o600, 7, 8));
+    assert_eq!(fs.truncate(None, ROOT, 0).unwrap_err().errno(), 21);
+    assert_eq!(fs.truncate(None, f, u64::MAX).unwrap_err().errno(), 27);
+    let s = fs.statfs();
+    assert_eq!(s.name_max, 255);
+    fs.write(None, f, 0, &pattern(40960, 3)).unwrap();
+    fs.checkpoint().unwrap();
+    assert_eq!(fs.statfs().free_blocks, s.free_blocks - 10);
+    fs.fsync(f).unwrap();
+}
+
+fn damaged(edit: impl FnOnce(&mut Vec<u8>, &PmemFs<PmemSim>)) -> PmemFsError {
+    let mut fs = fresh();
+    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    fs.write(None, f, 0, &pattern(5000, 1)).unwrap();
+    fs.checkpoint().unwrap();
+    let t = fs.tx_begin(&[f]).unwrap();
+    fs.write(Some(t), f, 0, b"uncommitted").unwrap();
+    let mut img = fs.device().persistent().to_vec();
+    edit(&mut img, &fs);
+    match PmemFs::mount(PmemSim::from_image(img).unwrap()) {
+        Ok(_) => panic!("a damaged image mounted"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn hostile_images_are_refused() {
+    let g = fresh().geometry();
+    let e = damaged(|img, _| img[0] ^= 1);
+    assert!(e.to_string().contains("magic"), "{e}");
+    let e = damaged(|img, _| img[20] ^= 1);
+    assert!(e.to_string().contains("checksum"), "{e}");
+    // A block pointer outside the data area.
+    let e = damaged(|img, _| {
+        let off = (g.inode_off(2) + 64) as usize;
+        img[off..off + 8].copy_from_slice(&(g.total_blocks + 5).to_le_bytes());
+    });
+    assert!(e.to_string().contains("outside the data area"), "{e}");
+    // Two files naming the same block.
+    let e = damaged(|img, fs| {
+        let _ = fs;
+        let off = (g.inode_off(1) + 64 + 8) as usize;
+        let p = u64::from_le_bytes(img[(g.inode_off(2) + 64) as usize..][..8].try_into().unwrap());
+        img[off..off + 8].copy_from_slice(&p.to_le_bytes());
+    });
+    assert!(e.to_string().contains("damaged"), "{e}");
+    // A log entry whose valid word is set but whose body does not match its checksum.
+    let e = damaged(|img, _| {
+        let slot = (0..g.log_entries).find(|&s| img[(g.log_off(s) + 56) as usize..][..8] != [0; 8]).expect("an undo entry of the open transaction");
+        img[g.log_off(slot) as usize + 30] ^= 0x40;
+    });
+    assert!(e.to_string().contains("checksum"), "{e}");
+    // A directory entry with an impossible name length.
+    let e = damaged(|img, _| {
+        let root_blk = u64::from_le_bytes(img[(g.inode_off(1) + 64) as usize..][..8].try_into().unwrap());
+        img[(root_blk * 4096 + 4) as usize] = 0;
+    });
+    assert!(e.to_string().contains("malformed"), "{e}");
+    // An inode of an unknown type.
+    let e = damaged(|img, _| img[g.inode_off(2) as usize] = 9);
+    assert!(e.to_string().contains("type"), "{e}");
+    // Truncated device.
+    assert!(PmemFs::mount(PmemSim::new(64).unwrap()).is_err());
+}
+
+#[test]
+fn recovery_is_idempotent_after_a_crash_during_recovery() {
+    use intactfs_pmem::sim::probe::Probe;
+    let mut fs = fresh();
+    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    fs.write(None, f, 0, &pattern(9000, 1)).unwrap();
+    let t = fs.tx_begin(&[f]).unwrap();
+    fs.truncate(Some(t), f, 100).unwrap();
+    fs.write(Some(t), f, 50, &pattern(3000, 2)).unwrap();
+    fs.create(Some(t), ROOT, b"g", 0o644, 0, 0).unwrap();
+    let img = fs.device().persistent().to_vec();
+    let (clean, rep) = PmemFs::mount(PmemSim::from_image(img.clone()).unwrap()).unwrap();
+    assert!(rep.undo_applied > 0 && rep.redo_indexed > 0, "{rep:?}");
+    let want = clean.read(f, 0, u64::MAX).unwrap();
+    assert_eq!(want, pattern(9000, 1));
+    // Crash at every fence of recovery (every image where few, else draws), recover again.
+    let mut p = Probe::new(PmemSim::from_image(img).unwrap(), 7, 4, 64);
+    p.capture = true;
+    let (_, _) = PmemFs::mount(p).unwrap();
+    let mut p2 = Probe::new(PmemSim::from_image(fs.device().persistent().to_vec()).unwrap(), 7, 4, 64);
+    p2.capture = true;
+    let (m, _) = PmemFs::mount(p2).unwrap();
+    let images = m.into_device().take();
+    assert!(images.len() >= 2, "recovery has fences");
+    for i in images {
+        let (again, _) = PmemFs::mount(PmemSim::from_image(i.bytes).unwrap()).unwrap();
+        assert_eq!(again.read(f, 0, u64::MAX).unwrap(), want, "after a crash at fence {} of recovery ({})", i.point, i.description);
+        assert_eq!(again.lookup(ROOT, b"g").unwrap_err().errno(), 2);
+        again.check().unwrap();
+    }
+}
