@@ -15,7 +15,8 @@
 # the mount; (f) atomic regions (CFS): the errors and their messages (EXDEV against a
 # second, small mount), abort, inheritance, a process exiting inside a region, F2FS atomic
 # writes, the atomic() context manager, and a crash with committed regions and regions
-# open while the daemon is killed. Whatever happens, the trap unmounts (both mounts),
+# open while the daemon is killed; (g) AD-transactions on a pmem mount (test_pmem.sh, its
+# own mounts and trap). Whatever happens, the trap unmounts (both mounts),
 # stops the daemons and region-holding processes it started (by pid) and removes the
 # temporary directory.
 set -euo pipefail
@@ -53,24 +54,7 @@ PYCHECK=$ROOT/python/tests/check_mount.py
 # is_mounted [DIR]: DIR (default $MNT) is a mount point.
 is_mounted() { awk -v m="${1:-$MNT}" '$5 == m { f = 1 } END { exit !f }' /proc/self/mountinfo; }
 
-# The daemon we started: alive, not a zombie, and still running the intact binary (a
-# recycled pid is left alone).
-daemon_alive() {
-    local pid=$1 st
-    [ -n "$pid" ] && [ -r "/proc/$pid/stat" ] || return 1
-    st=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1) || return 1
-    [ "$st" != Z ] && [ "$st" != X ] || return 1
-    [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$(readlink -f "$INTACT")" ]
-}
-
-wait_dead() {
-    local pid=$1 i
-    for i in $(seq 1 200); do
-        daemon_alive "$pid" || return 0
-        sleep 0.05
-    done
-    return 1
-}
+. "$HERE/test_lib.sh"
 
 cleanup() {
     local rc=$?
@@ -118,27 +102,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# ---- helpers ---------------------------------------------------------------------------
-
-FAILS=0
-PASSES=0
-ok() { PASSES=$((PASSES + 1)); echo "ok: $*"; }
-bad() { FAILS=$((FAILS + 1)); echo "FAIL: $*"; }
-section() { echo; echo "== $*"; }
-
-# run NAME CMD...: passes if CMD exits 0; its output is shown indented.
-run() {
-    local name=$1 out rc=0
-    shift
-    out=$(timeout "$TIMEOUT" "$@" 2>&1) || rc=$?
-    [ -z "$out" ] || printf '%s\n' "$out" | sed 's/^/    /'
-    if [ $rc -eq 0 ]; then ok "$name"; else bad "$name (exit $rc)"; fi
-}
-
-# eq NAME GOT WANT
-eq() {
-    if [ "$2" = "$3" ]; then ok "$1: $2"; else bad "$1: got '$2', want '$3'"; fi
-}
+# ---- helpers (and those of test_lib.sh) ------------------------------------------------
 
 # out CMD...: CMD's stdout, or "<exit N>" if it failed (so that eq reports it).
 out() {
@@ -166,15 +130,6 @@ mount_fs2() {
     is_mounted "$MNT2" || { echo "$MNT2 is not mounted" >&2; exit 1; }
 }
 
-# wait_file FILE: up to 30 s for FILE to exist.
-wait_file() {
-    local i
-    for i in $(seq 1 300); do
-        [ -e "$1" ] && return 0
-        sleep 0.1
-    done
-    return 1
-}
 
 # crash: SIGKILL the daemon (nothing is written back), remove the stale mount, mount the
 # image again (which recovers from the journal).
@@ -189,7 +144,6 @@ crash() {
 }
 
 size_of() { if [ -e "$1" ]; then stat -c %s "$1"; else echo absent; fi; }
-sha_of() { if [ -e "$1" ]; then sha256sum <"$1" | cut -d' ' -f1; else echo absent; fi; }
 
 # ---- build -----------------------------------------------------------------------------
 
@@ -424,6 +378,11 @@ run "intact fs umount" "$INTACT" fs umount "$MNT"
 wait_dead "$DAEMON_PID" && DAEMON_PID= || bad "the daemon did not exit after umount"
 is_mounted && bad "$MNT is still mounted" || ok "$MNT unmounted"
 run "intact fs fsck: the image is clean" "$INTACT" fs fsck "$IMG"
+
+# ---- (g) AD-transactions on a pmem mount --------------------------------------------------
+
+section "(g) AD-transactions on a pmem mount (test_pmem.sh: mounts of its own, cleaned up by its trap)"
+run "libintact/test_pmem.sh: commit, abort, exit, errors, ENOSPC, SIGKILL mid-transaction" env INTACT="$INTACT" BUILD="$BUILD" bash "$HERE/test_pmem.sh"
 
 echo
 echo "libintact test: $PASSES passed, $FAILS failed"

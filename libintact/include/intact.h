@@ -88,6 +88,33 @@ struct intact_durable {
  * file's mount; EINVAL: not a regular file; EBUSY: the file is in another region. */
 #define INTACT_IOC_ADD _IO(INTACT_IOC_MAGIC, 10)
 
+/* ---- AD-transactions on persistent memory (FCFS, the seeds' paper `002` §III-B) ------- */
+
+/* On a mount of a pmem image (`intact fs mkfs IMG --device pmem`), a transaction groups
+ * the changes of several files: tx_begin(TxInfo{num, fdSet}), tx_add, tx_commit, tx_abort.
+ * Atomicity and durability, no isolation (002 §III-A): other processes see the changes at
+ * once. Every change to a file in the transaction (named at BEGIN or ADD, or changed by
+ * it), by any process, belongs to the transaction until it commits or aborts; a change to
+ * a file another open transaction owns fails with EBUSY. Every other call is its own
+ * transaction, durable when it returns (fsync has nothing left to do). A transaction
+ * belongs to the process that began it: the daemon aborts it if that process exits (or is
+ * killed) with it open. A daemon crash aborts every open transaction; a committed one
+ * survives whole. Reference: docs/fs-api.md, "AD-transactions on persistent memory". */
+
+/* Begin a transaction over the file or directory the descriptor is open on. Out: the
+ * transaction id (positive; it names the mount too). EOPNOTSUPP: a block (not pmem)
+ * intactfs mount; EBUSY: the file belongs to another open transaction. */
+#define INTACT_IOC_TX_BEGIN _IOR(INTACT_IOC_MAGIC, 16, uint64_t)
+/* In: a transaction id; the descriptor's file joins it. EXDEV: the id is of another mount
+ * (a transaction never spans mounts); EINVAL: unknown, committed or aborted id; EBUSY:
+ * the file belongs to another open transaction. */
+#define INTACT_IOC_TX_ADD _IOW(INTACT_IOC_MAGIC, 17, uint64_t)
+/* In: a transaction id; commit it: durable and all or nothing when it returns. EINVAL:
+ * unknown, committed or aborted id. On any file or directory of the mount. */
+#define INTACT_IOC_TX_COMMIT _IOW(INTACT_IOC_MAGIC, 18, uint64_t)
+/* In: a transaction id; abort it: none of its changes stays. EINVAL as for COMMIT. */
+#define INTACT_IOC_TX_ABORT _IOW(INTACT_IOC_MAGIC, 19, uint64_t)
+
 /* F2FS's atomic-write ioctls (magic 0xf5, Linux include/uapi/linux/f2fs.h), which intactfs
  * answers on a regular file's descriptor, so that programs that test for them (SQLite
  * built with SQLITE_ENABLE_BATCH_ATOMIC_WRITE) use them: one region per file. These are
@@ -115,6 +142,10 @@ struct intact_durable {
 #define INTACT_IOC_COMMIT_NR 0x0000CC08u
 #define INTACT_IOC_ABORT_NR 0x0000CC09u
 #define INTACT_IOC_ADD_NR 0x0000CC0Au
+#define INTACT_IOC_TX_BEGIN_NR 0x8008CC10u
+#define INTACT_IOC_TX_ADD_NR 0x4008CC11u
+#define INTACT_IOC_TX_COMMIT_NR 0x4008CC12u
+#define INTACT_IOC_TX_ABORT_NR 0x4008CC13u
 #define INTACT_F2FS_IOC_START_ATOMIC_WRITE_NR 0x0000F501u
 #define INTACT_F2FS_IOC_COMMIT_ATOMIC_WRITE_NR 0x0000F502u
 #define INTACT_F2FS_IOC_ABORT_VOLATILE_WRITE_NR 0x0000F505u
@@ -160,6 +191,10 @@ INTACT_STATIC_ASSERT(INTACT_IOC_BEGIN == INTACT_IOC_BEGIN_NR, "BEGIN is 0xCC07 (
 INTACT_STATIC_ASSERT(INTACT_IOC_COMMIT == INTACT_IOC_COMMIT_NR, "COMMIT is 0xCC08 (_IO(0xCC, 8))");
 INTACT_STATIC_ASSERT(INTACT_IOC_ABORT == INTACT_IOC_ABORT_NR, "ABORT is 0xCC09 (_IO(0xCC, 9))");
 INTACT_STATIC_ASSERT(INTACT_IOC_ADD == INTACT_IOC_ADD_NR, "ADD is 0xCC0A (_IO(0xCC, 10))");
+INTACT_STATIC_ASSERT(INTACT_IOC_TX_BEGIN == INTACT_IOC_TX_BEGIN_NR, "TX_BEGIN is 0x8008CC10 (_IOR(0xCC, 16, 8 bytes))");
+INTACT_STATIC_ASSERT(INTACT_IOC_TX_ADD == INTACT_IOC_TX_ADD_NR, "TX_ADD is 0x4008CC11 (_IOW(0xCC, 17, 8 bytes))");
+INTACT_STATIC_ASSERT(INTACT_IOC_TX_COMMIT == INTACT_IOC_TX_COMMIT_NR, "TX_COMMIT is 0x4008CC12 (_IOW(0xCC, 18, 8 bytes))");
+INTACT_STATIC_ASSERT(INTACT_IOC_TX_ABORT == INTACT_IOC_TX_ABORT_NR, "TX_ABORT is 0x4008CC13 (_IOW(0xCC, 19, 8 bytes))");
 INTACT_STATIC_ASSERT(INTACT_F2FS_IOC_START_ATOMIC_WRITE == INTACT_F2FS_IOC_START_ATOMIC_WRITE_NR, "F2FS START_ATOMIC_WRITE is 0xf501 (_IO(0xf5, 1))");
 INTACT_STATIC_ASSERT(INTACT_F2FS_IOC_COMMIT_ATOMIC_WRITE == INTACT_F2FS_IOC_COMMIT_ATOMIC_WRITE_NR, "F2FS COMMIT_ATOMIC_WRITE is 0xf502 (_IO(0xf5, 2))");
 INTACT_STATIC_ASSERT(INTACT_F2FS_IOC_ABORT_VOLATILE_WRITE == INTACT_F2FS_IOC_ABORT_VOLATILE_WRITE_NR, "F2FS ABORT_VOLATILE_WRITE is 0xf505 (_IO(0xf5, 5))");
@@ -215,6 +250,34 @@ const char *intact_strerror(int errnum);
  * for intact_add does EINVAL mean something else, that the file is not a regular file
  * (without a region, ADD fails with EXDEV), which this message cannot tell. */
 const char *intact_region_strerror(int errnum);
+
+/* AD-transactions on a pmem mount (see INTACT_IOC_TX_BEGIN above), after 002's
+ * tx_begin(TxInfo{num, fdSet}) / tx_add / tx_commit / tx_abort.
+ *
+ * intact_tx_begin begins a transaction on fds[0] and adds fds[1..n-1] (n >= 1; every
+ * descriptor on the same mount, files or directories). Returns the transaction id (> 0),
+ * or -1 with errno set: EINVAL for fds == NULL or n < 1; if adding a later descriptor
+ * fails, the transaction is aborted and the add's errno returned (EXDEV: that file is on
+ * another mount; EBUSY: it belongs to another transaction).
+ * intact_tx_add adds the file of `fd` to transaction `tx`.
+ * intact_tx_commit and intact_tx_abort end `tx`; `fd` is any file or directory of its
+ * mount (e.g. fds[0]). Commit returns once the transaction is durable.
+ * All but begin return 0 or -1 with errno. Errors: see intact_tx_strerror. A transaction
+ * larger than the log (or the free space) fails the call that overflows it with ENOSPC;
+ * the transaction stays open and can still be committed or aborted (the daemon's log has
+ * the engine's message with the numbers). */
+int64_t intact_tx_begin(const int *fds, int n);
+int intact_tx_add(int64_t tx, int fd);
+int intact_tx_commit(int64_t tx, int fd);
+int intact_tx_abort(int64_t tx, int fd);
+
+/* A message for an errno of the intact_tx_* calls: EINVAL "unknown, committed or aborted
+ * transaction", EXDEV "the transaction belongs to another mount", EBUSY "the file
+ * belongs to another open transaction", ENOSPC "the transaction does not fit in the log
+ * or the free space (see the daemon's log)", EOPNOTSUPP "not a persistent-memory mount
+ * (transactions need an image made with --device pmem)", ENOTTY "not on an intactfs
+ * mount"; other values get strerror's text. */
+const char *intact_tx_strerror(int errnum);
 
 /* The stream id of a name: FNV-1a 64 of its bytes (without the NUL). "init", "" and
  * NULL are the init stream 0; a name that hashes to 0 gets 1. Two programs that use the

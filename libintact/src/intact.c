@@ -107,6 +107,59 @@ const char *intact_region_strerror(int errnum) {
     }
 }
 
+int64_t intact_tx_begin(const int *fds, int n) {
+    if (fds == NULL || n < 1) {
+        errno = EINVAL;
+        return -1;
+    }
+    uint64_t id = 0;
+    if (ioctl(fds[0], INTACT_IOC_TX_BEGIN, &id) < 0)
+        return -1;
+    for (int i = 1; i < n; i++) {
+        if (intact_tx_add((int64_t)id, fds[i]) < 0) {
+            int saved = errno;
+            intact_tx_abort((int64_t)id, fds[0]);
+            errno = saved;
+            return -1;
+        }
+    }
+    return (int64_t)id;
+}
+
+int intact_tx_add(int64_t tx, int fd) {
+    uint64_t id = (uint64_t)tx;
+    return ioctl(fd, INTACT_IOC_TX_ADD, &id) < 0 ? -1 : 0;
+}
+
+int intact_tx_commit(int64_t tx, int fd) {
+    uint64_t id = (uint64_t)tx;
+    return ioctl(fd, INTACT_IOC_TX_COMMIT, &id) < 0 ? -1 : 0;
+}
+
+int intact_tx_abort(int64_t tx, int fd) {
+    uint64_t id = (uint64_t)tx;
+    return ioctl(fd, INTACT_IOC_TX_ABORT, &id) < 0 ? -1 : 0;
+}
+
+const char *intact_tx_strerror(int errnum) {
+    switch (errnum) {
+    case EINVAL:
+        return "unknown, committed or aborted transaction";
+    case EXDEV:
+        return "the transaction belongs to another mount";
+    case EBUSY:
+        return "the file belongs to another open transaction";
+    case ENOSPC:
+        return "the transaction does not fit in the log or the free space (see the daemon's log)";
+    case EOPNOTSUPP:
+        return "not a persistent-memory mount (transactions need an image made with --device pmem)";
+    case ENOTTY:
+        return MSG_NOTTY;
+    default:
+        return strerror(errnum);
+    }
+}
+
 uint64_t intact_stream_id(const char *name) {
     if (name == NULL || name[0] == '\0' || strcmp(name, "init") == 0)
         return INTACT_INIT_STREAM;

@@ -1,7 +1,7 @@
 """intact: a thin Python package for intact users (checkers, the intactfs API).
 
-``intact.fs`` controls an intactfs mount: ccfs streams, OptFS osync/dsync and CFS atomic
-regions; see docs/fs-api.md.
+``intact.fs`` controls an intactfs mount: ccfs streams, OptFS osync/dsync, CFS atomic
+regions, and FCFS AD-transactions on a persistent-memory mount; see docs/fs-api.md.
 """
 
 from .fs import (  # noqa: F401
@@ -20,6 +20,11 @@ from .fs import (  # noqa: F401
     OSYNC,
     SETSTREAM,
     STREAMSYNC,
+    TX_ABORT,
+    TX_ADD,
+    TX_BEGIN,
+    TX_COMMIT,
+    Transaction,
     abort,
     add,
     atomic,
@@ -34,6 +39,12 @@ from .fs import (  # noqa: F401
     stream,
     stream_id,
     streamsync,
+    transaction,
+    tx_abort,
+    tx_add,
+    tx_begin,
+    tx_commit,
+    tx_strerror,
 )
 
 __version__ = "0.1.0"

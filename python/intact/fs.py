@@ -24,6 +24,14 @@ children) changes in the block reaches storage all or nothing:
 
     with ifs.atomic("/mnt/x"):    # BEGIN
         ...                       # commits on a normal exit (durable), aborts if it raises
+
+AD-transactions on a persistent-memory mount (FCFS; docs/fs-api.md, "AD-transactions on
+persistent memory"): the changes to the files named (and to files added later) reach the
+image all or nothing:
+
+    with ifs.transaction(["/mnt/p/a", "/mnt/p/b"]) as tx:
+        ...                       # writes to a and b; tx.add(f) adds another file
+                                  # commits on a normal exit, aborts if it raises
 """
 
 import contextlib
@@ -39,6 +47,8 @@ __all__ = [
     "BEGIN", "COMMIT", "ABORT", "ADD", "begin", "commit", "abort", "add", "atomic", "region_strerror",
     "F2FS_IOC_START_ATOMIC_WRITE", "F2FS_IOC_COMMIT_ATOMIC_WRITE", "F2FS_IOC_ABORT_VOLATILE_WRITE",
     "F2FS_IOC_GET_FEATURES", "F2FS_FEATURE_ATOMIC_WRITE",
+    "TX_BEGIN", "TX_ADD", "TX_COMMIT", "TX_ABORT", "tx_begin", "tx_add", "tx_commit", "tx_abort",
+    "transaction", "Transaction", "tx_strerror",
 ]
 
 #: The ioctl "type" byte of every intactfs ioctl.
@@ -63,6 +73,14 @@ COMMIT = 0x0000CC08
 ABORT = 0x0000CC09
 #: ``_IO(0xCC, 10)``: CFS cfs_add: every write to this regular file belongs to the region.
 ADD = 0x0000CC0A
+#: ``_IOR(0xCC, 16, uint64_t)``: begin an AD-transaction on this file (pmem mounts); out: its id.
+TX_BEGIN = 0x8008CC10
+#: ``_IOW(0xCC, 17, uint64_t)``: in: a transaction id; this file joins it.
+TX_ADD = 0x4008CC11
+#: ``_IOW(0xCC, 18, uint64_t)``: in: a transaction id; commit it (durable, all or nothing).
+TX_COMMIT = 0x4008CC12
+#: ``_IOW(0xCC, 19, uint64_t)``: in: a transaction id; abort it.
+TX_ABORT = 0x4008CC13
 #: F2FS's atomic-write ioctls (magic 0xf5, Linux ``include/uapi/linux/f2fs.h``), which
 #: intactfs answers on a regular file (one atomic region per file); F2FS's numbers, for
 #: programs that test for them. ``_IO(0xf5, 1)``
@@ -317,3 +335,135 @@ def atomic(mount_or_path):
                     raise
             raise
         commit(fd)
+
+
+# ---- AD-transactions on persistent memory ----------------------------------------------
+
+# What the errnos of the TX ioctls mean (the texts of libintact's intact_tx_strerror).
+_TX_MESSAGES = {
+    errno.EINVAL: "unknown, committed or aborted transaction",
+    errno.EXDEV: "the transaction belongs to another mount",
+    errno.EBUSY: "the file belongs to another open transaction",
+    errno.ENOSPC: "the transaction does not fit in the log or the free space (see the daemon's log)",
+    errno.EOPNOTSUPP: "not a persistent-memory mount (transactions need an image made with --device pmem)",
+    errno.ENOTTY: _NOTTY,
+}
+
+
+def tx_strerror(errnum):
+    """The meaning of an errno of the ``tx_*`` calls (libintact's ``intact_tx_strerror``);
+    other values get ``os.strerror``'s text."""
+    return _TX_MESSAGES.get(errnum) or os.strerror(errnum)
+
+
+def _tx_id(tx):
+    if isinstance(tx, Transaction):
+        return tx.id
+    if isinstance(tx, bool) or not isinstance(tx, int) or not 0 <= tx <= _MASK:
+        raise ValueError("a transaction id is what tx_begin() returned (a 64-bit unsigned integer), not %r" % (tx,))
+    return tx
+
+
+def _tx_call(path_or_fd, cmd, tx):
+    with _fd(path_or_fd) as fd:
+        _ioctl(fd, cmd, _TICKET.pack(_tx_id(tx)), _TX_MESSAGES)
+
+
+def tx_begin(files):
+    """Begin an AD-transaction (002's ``tx_begin(TxInfo{num, fdSet})``) on a pmem mount
+    over ``files``: one path, fd or file object, or a non-empty list of them (all on the
+    same mount); the first begins it, the others are added. Returns the transaction id.
+    If adding one fails, the transaction is aborted and the ``OSError`` raised (EXDEV:
+    another mount; EBUSY: another transaction's file)."""
+    if isinstance(files, (str, bytes, int, os.PathLike)) or hasattr(files, "fileno"):
+        files = [files]
+    files = list(files)
+    if not files:
+        raise ValueError("tx_begin needs at least one file")
+    with _fd(files[0]) as fd:
+        out = _ioctl(fd, TX_BEGIN, bytes(_TICKET.size), _TX_MESSAGES)
+        tx = _TICKET.unpack(out)[0]
+        try:
+            for f in files[1:]:
+                tx_add(tx, f)
+        except BaseException:
+            try:
+                _ioctl(fd, TX_ABORT, _TICKET.pack(tx), _TX_MESSAGES)
+            except OSError:
+                pass
+            raise
+    return tx
+
+
+def tx_add(tx, path_or_fd):
+    """Add a file (path, fd or file object) to transaction ``tx``: its changes from now
+    on, by any process, belong to it. ``OSError``: EXDEV (the file is on another mount),
+    EINVAL (unknown, committed or aborted id), EBUSY (another transaction's file)."""
+    _tx_call(path_or_fd, TX_ADD, tx)
+
+
+def tx_commit(tx, path_or_fd):
+    """Commit ``tx``: durable, all or nothing, when it returns. ``path_or_fd``: any file or
+    directory of its mount. ``OSError(EINVAL)``: unknown, committed or aborted id."""
+    _tx_call(path_or_fd, TX_COMMIT, tx)
+
+
+def tx_abort(tx, path_or_fd):
+    """Abort ``tx``: none of its changes stays. ``OSError(EINVAL)`` as for commit."""
+    _tx_call(path_or_fd, TX_ABORT, tx)
+
+
+class Transaction:
+    """An open AD-transaction with a descriptor on its mount (what :func:`transaction`
+    yields): ``id``, ``add(file)``, ``commit()``, ``abort()``."""
+
+    def __init__(self, tx, fd):
+        self.id = tx
+        self._fd = fd
+        self.ended = False
+
+    def add(self, path_or_fd):
+        tx_add(self.id, path_or_fd)
+
+    def commit(self):
+        tx_commit(self.id, self._fd)
+        self.ended = True
+
+    def abort(self):
+        tx_abort(self.id, self._fd)
+        self.ended = True
+
+    def __repr__(self):
+        return "Transaction(%d%s)" % (self.id, ", ended" if self.ended else "")
+
+
+@contextlib.contextmanager
+def transaction(files):
+    """Run a block as one AD-transaction over ``files`` (see :func:`tx_begin`): commits on
+    a normal exit (durable when the ``with`` statement ends), aborts if the block raises
+    (then the exception propagates). Yields a :class:`Transaction`. A block that ends the
+    transaction itself (``tx.commit()`` or ``tx.abort()``) is left alone at the exit."""
+    if isinstance(files, (str, bytes, int, os.PathLike)) or hasattr(files, "fileno"):
+        files = [files]
+    files = list(files)
+    if not files:
+        raise ValueError("a transaction needs at least one file")
+    # A descriptor held for the block: the block may rename or remove the files.
+    with _fd(files[0]) as fd0:
+        fd = os.dup(fd0)
+    try:
+        t = Transaction(tx_begin([fd] + files[1:]), fd)
+        try:
+            yield t
+        except BaseException:
+            if not t.ended:
+                try:
+                    t.abort()
+                except OSError as e:
+                    if e.errno != errno.EINVAL:
+                        raise
+            raise
+        if not t.ended:
+            t.commit()
+    finally:
+        os.close(fd)

@@ -24,7 +24,10 @@ pub enum FsCmd {
         /// The storage under the file system: block (a disk: writes and flushes) or txflash
         /// (flash with transactions, X-FTL: a new image file of --size blocks plus spare
         /// slots, mapping tables and a commit log; durable commits are device transactions
-        /// that rewrite file blocks in place). Mount, fsck and dump find the kind in the image.
+        /// that rewrite file blocks in place) or pmem (emulated persistent memory: a new
+        /// image file of --size bytes mapped into memory, formatted for the FCFS-style
+        /// engine with AD-transactions over several files; --journal sets its log size,
+        /// 64 bytes per entry). Mount, fsck and dump find the kind in the image.
         #[arg(long, value_enum, default_value_t = DeviceArg::Block)]
         device: DeviceArg,
     },
@@ -86,6 +89,7 @@ fn lock(image: &Path) -> Result<ImageLock, Failure> {
 pub enum DeviceArg {
     Block,
     Txflash,
+    Pmem,
 }
 
 pub fn fs(cmd: FsCmd) -> Result<u8, Failure> {
@@ -94,6 +98,7 @@ pub fn fs(cmd: FsCmd) -> Result<u8, Failure> {
             let kind = match device {
                 DeviceArg::Block => DeviceKind::Block,
                 DeviceArg::Txflash => DeviceKind::TxFlash,
+                DeviceArg::Pmem => return mkfs_pmem(&image, size, journal, force),
             };
             if kind == DeviceKind::TxFlash && size.is_none() {
                 return Err(Failure::input(format!("--device txflash makes a new image file: give --size (e.g. `intact fs mkfs {} --device txflash --size 1G`)", image.display())));
@@ -151,6 +156,7 @@ pub fn fs(cmd: FsCmd) -> Result<u8, Failure> {
             );
             Ok(0)
         }
+        FsCmd::Fsck { image, no_data: _, json } if intactfs_fuse::pmem::is_pmem_image(&image) => fsck_pmem(&image, json),
         FsCmd::Fsck { image, no_data, json } => {
             let (mut dev, _lock) = open(&image)?;
             let r = fsck(&mut dev, !no_data);
@@ -171,6 +177,11 @@ pub fn fs(cmd: FsCmd) -> Result<u8, Failure> {
         FsCmd::Mount(a) => crate::fs_mount::mount(a),
         FsCmd::Umount(a) => crate::fs_mount::umount(a),
         FsCmd::Exec(a) => crate::fs_mount::exec(a),
+        FsCmd::Dump { image, .. } if intactfs_fuse::pmem::is_pmem_image(&image) => Err(Failure::input(format!(
+            "{}: a pmem image; dump reads block images only (`intact fs fsck {}` reports the pmem image's geometry and what recovery finds)",
+            image.display(),
+            image.display()
+        ))),
         FsCmd::Dump { image, journal } => {
             let (mut dev, _lock) = open(&image)?;
             match intactfs::dump::dump(&mut dev, journal) {
@@ -188,4 +199,106 @@ pub fn fs(cmd: FsCmd) -> Result<u8, Failure> {
 fn uuid() -> u64 {
     let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     (t.as_nanos() as u64) ^ ((std::process::id() as u64) << 32)
+}
+
+/// `mkfs --device pmem`: a new image file of `size` bytes (whole 4 KiB blocks), formatted by
+/// the persistent-memory engine (`PmemFs::mkfs` on a `PmemFile`).
+fn mkfs_pmem(image: &Path, size: Option<String>, journal: Option<String>, force: bool) -> Result<u8, Failure> {
+    use intactfs_device::PmemFile;
+    use intactfs_pmem::{MkfsOptions as PmemMkfs, PmemFs, BLOCK as PBLOCK};
+    let Some(size) = size else {
+        return Err(Failure::input(format!("--device pmem makes a new image file: give --size (e.g. `intact fs mkfs {} --device pmem --size 64M`)", image.display())));
+    };
+    let bytes = parse_size(&size).map_err(Failure::input)? / PBLOCK * PBLOCK;
+    let exists = image.exists();
+    if exists && !std::fs::metadata(image).map(|m| m.is_file()).unwrap_or(false) {
+        return Err(Failure::input(format!("{} is not a regular file: a pmem image is a file of its own", image.display())));
+    }
+    if exists && !force && std::fs::metadata(image).map(|m| m.len() > 0).unwrap_or(true) {
+        return Err(Failure::input(format!("{} exists and is not empty: pass --force to overwrite it", image.display())));
+    }
+    // Held until mkfs is done: a mounted image is never overwritten.
+    let held = if exists { Some(lock(image)?) } else { None };
+    let mut opts = PmemMkfs::for_len(bytes);
+    if let Some(j) = journal {
+        let entries = parse_size(&j).map_err(Failure::input)? / 64;
+        if !(16..=u32::MAX as u64).contains(&entries) {
+            return Err(Failure::input(format!("--journal {j}: a pmem log holds 16 to 2^32 entries of 64 bytes (at least 1K)")));
+        }
+        opts.log_entries = entries;
+    }
+    let made = (|| {
+        let mut dev = PmemFile::create(image, bytes).map_err(|e| e.to_string())?;
+        let g = PmemFs::mkfs(&mut dev, &opts).map_err(|e| e.to_string())?;
+        dev.sync_all().map_err(|e| e.to_string())?;
+        Ok::<_, String>(g)
+    })();
+    drop(held);
+    let g = match made {
+        Ok(g) => g,
+        Err(e) => {
+            if !exists {
+                let _ = std::fs::remove_file(image);
+            }
+            return Err(Failure::input(format!("mkfs {}: {e}", image.display())));
+        }
+    };
+    println!(
+        "intactfs-pmem on {} (pmem device): {} blocks of {PBLOCK} bytes ({} MiB), log {} entries of 64 bytes, {} inodes, data area from block {} ({} data blocks)",
+        image.display(),
+        g.total_blocks,
+        (g.total_blocks * PBLOCK) >> 20,
+        g.log_entries,
+        g.inodes - 1,
+        g.data_start,
+        g.data_blocks()
+    );
+    Ok(0)
+}
+
+/// `fsck` of a pmem image: the engine's mount-time checks (superblock, log, recovery, every
+/// metadata invariant) and its invariant check, run on an in-memory copy (`PmemSim`), so
+/// the image itself is not changed, not even by recovery. Exit 0: clean (a mount would
+/// succeed); 1: refused as damaged; 2: cannot be read.
+fn fsck_pmem(image: &Path, json: bool) -> Result<u8, Failure> {
+    use intactfs_device::PmemSim;
+    use intactfs_pmem::PmemFs;
+    let _lock = lock(image)?;
+    let bytes = std::fs::read(image).map_err(|e| Failure::input(format!("{}: {e}", image.display())))?;
+    let dev = PmemSim::from_image(bytes).map_err(|e| Failure::input(format!("{}: {e}", image.display())))?;
+    let checked = PmemFs::mount(dev).and_then(|(fs, rep)| fs.check().map(|_| (fs, rep)));
+    let (notes, problem) = match &checked {
+        Ok((fs, rep)) => {
+            let g = fs.geometry();
+            let st = fs.statfs();
+            let mut n = vec![
+                format!("pmem image (superblock INTPMEM1): {} blocks of 4096 bytes, log {} entries, {} inodes, data area from block {}", g.total_blocks, g.log_entries, g.inodes - 1, g.data_start),
+                "checked on an in-memory copy: the image was not changed (a mount runs the same recovery on the image itself)".to_string(),
+                format!(
+                    "log: {} valid entries; {} committed transaction(s) to redo ({} redo entries, {} already installed), {} uncommitted transaction(s) to undo ({} undo entries)",
+                    rep.valid_entries, rep.committed_txs, rep.redo_indexed, rep.redo_installed, rep.uncommitted_txs, rep.undo_applied
+                ),
+                format!("{} of {} data blocks free, {} of {} inodes free", st.free_blocks, st.blocks, st.free_files, st.files),
+            ];
+            if rep.valid_entries == 0 {
+                n.push("the log is empty: the image was unmounted cleanly".into());
+            }
+            (n, None)
+        }
+        Err(e) => (vec!["pmem image: the engine's mount-time checks ran on an in-memory copy (the image was not changed)".to_string()], Some(e.to_string())),
+    };
+    let clean = problem.is_none();
+    if json {
+        let v = serde_json::json!({"image": image.display().to_string(), "kind": "pmem", "clean": clean, "problems": problem.iter().collect::<Vec<_>>(), "notes": notes});
+        println!("{v}");
+    } else {
+        for n in &notes {
+            println!("{n}");
+        }
+        if let Some(p) = &problem {
+            println!("DAMAGE: {p}");
+        }
+        println!("{}: {}", image.display(), if clean { "clean" } else { "damaged: a mount refuses it" });
+    }
+    Ok(if clean { 0 } else { 1 })
 }

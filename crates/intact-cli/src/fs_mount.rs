@@ -41,7 +41,10 @@ pub struct MountArgs {
     /// lock, as before commits moved out of it: only for comparison); nokillpriv (let the
     /// kernel clear set-user-id, asking for `security.capability` before every write: only
     /// for comparison); noreaddirplus (plain readdir: the kernel looks up each listed entry
-    /// on its own: only for comparison).
+    /// on its own: only for comparison). A pmem image (`mkfs --device pmem`) is served by
+    /// the persistent-memory engine with AD-transactions; of these only private applies to
+    /// it (the others are ignored with a note), and pmem_nosync (fences do not msync the
+    /// image file: transactions survive the daemon's death, not a power loss; faster).
     #[arg(short = 'o', value_delimiter = ',')]
     pub options: Vec<String>,
     /// Request-handling threads.
@@ -149,6 +152,9 @@ struct Options {
     durability_timeout: Duration,
     locked_commit: bool,
     caps: Caps,
+    pmem_sync: bool,
+    /// Options given that only the block engine uses (noted when a pmem image is mounted).
+    block_only: Vec<String>,
 }
 
 fn parse_options(opts: &[String]) -> Result<Options, Failure> {
@@ -161,8 +167,14 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
     let mut durability_timeout = mount::DEFAULT_DURABILITY_TIMEOUT;
     let mut locked_commit = false;
     let mut caps = Caps::default();
+    let mut pmem_sync = true;
+    let mut block_only = Vec::new();
     for o in opts.iter().filter(|o| !o.is_empty()) {
+        if o != "private" && o != "pmem_nosync" {
+            block_only.push(o.clone());
+        }
         match o.as_str() {
+            "pmem_nosync" => pmem_sync = false,
             "fsync=durable" => fsync = FsyncMode::Durable,
             "fsync=ignore" => fsync = FsyncMode::Ignore,
             "fsync=osync" => fsync = FsyncMode::Osync,
@@ -201,10 +213,10 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
                 durability_timeout = Duration::from_secs_f64(v);
             }
             _ if o.starts_with("fsync=") => return Err(Failure::input(format!("mount option {o}: expected fsync=durable, fsync=ignore or fsync=osync"))),
-            _ => return Err(Failure::input(format!("unknown mount option {o:?}: expected fsync=durable|ignore|osync, durability=SECONDS, private, xattr, noxattr, dirty_limit=SIZE, region_limit=SIZE, commit=SECONDS, locked_commit, nokillpriv or noreaddirplus"))),
+            _ => return Err(Failure::input(format!("unknown mount option {o:?}: expected fsync=durable|ignore|osync, durability=SECONDS, private, xattr, noxattr, dirty_limit=SIZE, region_limit=SIZE, commit=SECONDS, locked_commit, nokillpriv, noreaddirplus or pmem_nosync"))),
         }
     }
-    Ok(Options { fsync, private, xattr, dirty_limit, region_limit, commit_interval, durability_timeout, locked_commit, caps })
+    Ok(Options { fsync, private, xattr, dirty_limit, region_limit, commit_interval, durability_timeout, locked_commit, caps, pmem_sync, block_only })
 }
 
 pub fn mount(a: MountArgs) -> Result<u8, Failure> {
@@ -220,23 +232,28 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
         drop(mount::lock_image(&a.image).map_err(failure)?);
         return spawn_daemon(&a);
     }
-    let cfg = MountConfig { image: a.image.clone(), mountpoint: a.mountpoint.clone(), fsync: o.fsync, xattr: o.xattr, dirty_limit: o.dirty_limit, region_limit: o.region_limit, commit_interval: o.commit_interval, durability_timeout: o.durability_timeout, threads: a.threads, allow_other: root && !o.private, locked_commit: o.locked_commit, caps: o.caps };
+    let cfg = MountConfig { image: a.image.clone(), mountpoint: a.mountpoint.clone(), fsync: o.fsync, xattr: o.xattr, dirty_limit: o.dirty_limit, region_limit: o.region_limit, commit_interval: o.commit_interval, durability_timeout: o.durability_timeout, threads: a.threads, allow_other: root && !o.private, locked_commit: o.locked_commit, caps: o.caps, pmem_sync: o.pmem_sync };
     let state = state_file(&a.mountpoint);
     let child = a.daemon_child;
-    let r = mount::run(&cfg, |rec| {
+    let pmem = intactfs_fuse::pmem::is_pmem_image(&a.image);
+    if pmem && !o.block_only.is_empty() {
+        eprintln!("intactfs: {} is a pmem image: mount option(s) {} apply to block images only; ignored", a.image.display(), o.block_only.join(","));
+    }
+    let r = mount::serve(&cfg, |rec| {
         let pid = std::process::id();
         let _ = std::fs::create_dir_all(runtime_dir());
         let _ = std::fs::write(&state, format!("{pid}\n{}\n", a.image.display()));
         if let Some(p) = &a.pid_file {
             let _ = std::fs::write(p, format!("{pid}\n"));
         }
-        let msg = format!(
-            "intactfs: {} mounted on {} (pid {pid}; recovered from checkpoint {} + {} journal records)",
-            a.image.display(),
-            a.mountpoint.display(),
-            rec.checkpoint_generation,
-            rec.records_replayed
-        );
+        let recovered = match rec {
+            mount::Recovered::Block(rec) => format!("recovered from checkpoint {} + {} journal records", rec.checkpoint_generation, rec.records_replayed),
+            mount::Recovered::Pmem(rec) => format!(
+                "pmem image with AD-transactions; recovered {} committed and {} uncommitted transaction(s): {} redo entries indexed, {} undo entries applied",
+                rec.committed_txs, rec.uncommitted_txs, rec.redo_indexed, rec.undo_applied
+            ),
+        };
+        let msg = format!("intactfs: {} mounted on {} (pid {pid}; {recovered})", a.image.display(), a.mountpoint.display());
         if child {
             // The launcher waits for this line, then returns; our stdout goes nowhere after.
             println!("ready {msg}");
@@ -265,13 +282,24 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
         log.push(".log");
         let _ = std::fs::remove_file(log);
     }
-    eprintln!(
-        "intactfs: {} unmounted and written back ({} commits, {} flushes, {} bytes written)",
-        a.mountpoint.display(),
-        u.stats.commits,
-        u.stats.flushes,
-        u.stats.bytes_written()
-    );
+    match u {
+        mount::Served::Block(u) => eprintln!(
+            "intactfs: {} unmounted and written back ({} commits, {} flushes, {} bytes written)",
+            a.mountpoint.display(),
+            u.stats.commits,
+            u.stats.flushes,
+            u.stats.bytes_written()
+        ),
+        mount::Served::Pmem(u) => eprintln!(
+            "intactfs: {} unmounted and checkpointed ({} transactions committed, {} of them legacy calls, {} aborted, {} checkpoints; {} still open at unmount were aborted)",
+            a.mountpoint.display(),
+            u.stats.committed,
+            u.stats.legacy_commits,
+            u.stats.aborted,
+            u.stats.checkpoints,
+            u.aborted_at_unmount
+        ),
+    }
     Ok(0)
 }
 
@@ -374,7 +402,7 @@ fn is_intactfs_mount(mnt: &Path) -> bool {
     info.lines().any(|l| {
         let f: Vec<&str> = l.split(' ').collect();
         let sep = f.iter().position(|x| *x == "-");
-        f.get(4).is_some_and(|m| Path::new(m) == abs) && sep.and_then(|i| f.get(i + 1)).is_some_and(|t| *t == "fuse" || *t == "fuse.intactfs")
+        f.get(4).is_some_and(|m| Path::new(m) == abs) && sep.and_then(|i| f.get(i + 1)).is_some_and(|t| *t == "fuse" || *t == "fuse.intactfs" || *t == "fuse.intactfs-pmem")
     })
 }
 

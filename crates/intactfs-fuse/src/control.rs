@@ -45,6 +45,23 @@ pub const IOC_ABORT: u32 = ioc(0, 9, 0);
 /// to the caller's region.
 pub const IOC_ADD: u32 = ioc(0, 10, 0);
 
+/// AD-transactions on a persistent-memory mount (FCFS, `002` §III-B: tx_begin, tx_add,
+/// tx_commit, tx_abort; docs/fs-api.md, "AD-transactions on persistent memory"). Numbers
+/// 16..19 of the intactfs space (11..15 are left free for the block engine).
+///
+/// `_IOR(0xCC, 16, uint64_t)`: begin a transaction over the file (or directory) the ioctl
+/// is issued on; out: the transaction id. It belongs to the calling process: the daemon
+/// aborts it if the process exits with it open.
+pub const IOC_TX_BEGIN: u32 = ioc(IOC_READ, 16, 8);
+/// `_IOW(0xCC, 17, uint64_t)`: in: a transaction id; adds the file to it (its later
+/// changes, by any process, are part of the transaction). EXDEV: the id is of another mount.
+pub const IOC_TX_ADD: u32 = ioc(IOC_WRITE, 17, 8);
+/// `_IOW(0xCC, 18, uint64_t)`: in: a transaction id; commits it (durable, all or nothing).
+/// EINVAL: unknown, committed or aborted id.
+pub const IOC_TX_COMMIT: u32 = ioc(IOC_WRITE, 18, 8);
+/// `_IOW(0xCC, 19, uint64_t)`: in: a transaction id; aborts it (none of it stays).
+pub const IOC_TX_ABORT: u32 = ioc(IOC_WRITE, 19, 8);
+
 /// F2FS's atomic-write ioctls (magic 0xf5, `include/uapi/linux/f2fs.h`), which SQLite built
 /// with SQLITE_ENABLE_BATCH_ATOMIC_WRITE uses: one atomic region per file.
 pub const F2FS_IOC_START_ATOMIC_WRITE: u32 = 0xf501;
@@ -197,6 +214,42 @@ pub fn region_abort(fd: i32) -> std::io::Result<()> {
     ioctl_none(fd, IOC_ABORT)
 }
 
+fn ioctl_u64_in(fd: i32, cmd: u32, v: u64) -> std::io::Result<()> {
+    let b = v.to_ne_bytes();
+    // SAFETY: an 8-byte buffer, read by the kernel as the command's size says.
+    let r = unsafe { libc::ioctl(fd, cmd as _, b.as_ptr()) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Issues TX_BEGIN on `fd` (a file or directory of a pmem mount): the transaction id.
+pub fn tx_begin(fd: i32) -> std::io::Result<u64> {
+    let mut t = [0u8; 8];
+    // SAFETY: the kernel writes at most 8 bytes, the command's size.
+    let r = unsafe { libc::ioctl(fd, IOC_TX_BEGIN as _, t.as_mut_ptr()) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(u64::from_ne_bytes(t))
+}
+
+/// Issues TX_ADD on `fd`: the file joins transaction `tx`.
+pub fn tx_add(fd: i32, tx: u64) -> std::io::Result<()> {
+    ioctl_u64_in(fd, IOC_TX_ADD, tx)
+}
+
+/// Issues TX_COMMIT of `tx` on `fd` (any file or directory of the mount).
+pub fn tx_commit(fd: i32, tx: u64) -> std::io::Result<()> {
+    ioctl_u64_in(fd, IOC_TX_COMMIT, tx)
+}
+
+/// Issues TX_ABORT of `tx` on `fd`.
+pub fn tx_abort(fd: i32, tx: u64) -> std::io::Result<()> {
+    ioctl_u64_in(fd, IOC_TX_ABORT, tx)
+}
+
 /// Issues DURABLE on `fd`: whether `ticket` is durable (waiting until it is with `wait`).
 pub fn durable(fd: i32, ticket: u64, wait: bool) -> std::io::Result<bool> {
     let mut a = DurableArg { ticket, flags: if wait { DURABLE_WAIT } else { 0 } }.encode();
@@ -221,6 +274,7 @@ mod tests {
         assert_eq!(IOC_DSYNC, 0x0000_CC05);
         assert_eq!(IOC_DURABLE, 0xC010_CC06);
         assert_eq!((IOC_BEGIN, IOC_COMMIT, IOC_ABORT, IOC_ADD), (0xCC07, 0xCC08, 0xCC09, 0xCC0A));
+        assert_eq!((IOC_TX_BEGIN, IOC_TX_ADD, IOC_TX_COMMIT, IOC_TX_ABORT), (0x8008_CC10, 0x4008_CC11, 0x4008_CC12, 0x4008_CC13));
         // F2FS_IOC_GET_FEATURES is _IOR(0xf5, 12, __u32).
         assert_eq!(F2FS_IOC_GET_FEATURES, (2 << 30) | (4 << 16) | (0xf5 << 8) | 12);
     }

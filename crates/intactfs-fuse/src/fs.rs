@@ -105,16 +105,28 @@ fn errno(e: &FsError) -> Errno {
 }
 
 fn to_system(t: Time) -> SystemTime {
-    if t.sec >= 0 {
-        UNIX_EPOCH + Duration::new(t.sec as u64, t.nsec)
-    } else {
-        UNIX_EPOCH - Duration::from_secs(t.sec.unsigned_abs()) + Duration::from_nanos(t.nsec as u64)
-    }
+    system_time(t.sec, t.nsec)
 }
 
 fn from_system(t: SystemTime) -> Time {
+    let (sec, nsec) = split_system(t);
+    Time { sec, nsec }
+}
+
+/// Seconds and nanoseconds since the epoch (seconds may be negative) as a `SystemTime`:
+/// both engines' times (`intactfs::Time`, `intactfs_pmem::Time`) have this shape.
+pub(crate) fn system_time(sec: i64, nsec: u32) -> SystemTime {
+    if sec >= 0 {
+        UNIX_EPOCH + Duration::new(sec as u64, nsec)
+    } else {
+        UNIX_EPOCH - Duration::from_secs(sec.unsigned_abs()) + Duration::from_nanos(nsec as u64)
+    }
+}
+
+/// The inverse of [`system_time`]: nanoseconds always in 0..1e9.
+pub(crate) fn split_system(t: SystemTime) -> (i64, u32) {
     match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => Time { sec: d.as_secs() as i64, nsec: d.subsec_nanos() },
+        Ok(d) => (d.as_secs() as i64, d.subsec_nanos()),
         Err(e) => {
             let d = e.duration();
             let (mut sec, mut nsec) = (-(d.as_secs() as i64), d.subsec_nanos());
@@ -122,7 +134,7 @@ fn from_system(t: SystemTime) -> Time {
                 sec -= 1;
                 nsec = 1_000_000_000 - nsec;
             }
-            Time { sec, nsec }
+            (sec, nsec)
         }
     }
 }
@@ -1100,6 +1112,11 @@ impl fuser::Filesystem for IntactFuse {
                     }
                     fs.region_add(r, ino.0).map(|_| Vec::new()).map_err(|e| errno(&e))
                 }
+                // AD-transactions exist on pmem mounts only: a transaction id reaching a
+                // block mount is another mount's (TX_ADD: EXDEV) or unknown here (EINVAL).
+                control::IOC_TX_ADD => Err(Errno::EXDEV),
+                control::IOC_TX_COMMIT | control::IOC_TX_ABORT => Err(Errno::EINVAL),
+                control::IOC_TX_BEGIN => Err(Errno::from_i32(libc::EOPNOTSUPP)),
                 control::F2FS_IOC_GET_FEATURES | control::F2FS_IOC_START_ATOMIC_WRITE | control::F2FS_IOC_COMMIT_ATOMIC_WRITE | control::F2FS_IOC_ABORT_VOLATILE_WRITE => st.f2fs_ioctl(s, ino.0, fh.0, cmd),
                 _ => Err(Errno::ENOTTY),
             };

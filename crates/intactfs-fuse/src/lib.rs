@@ -5,12 +5,16 @@
 //! * [`procs`]: which stream a request's process is in (inheritance from ancestors).
 //! * [`fs`]: the `fuser::Filesystem` implementation.
 //! * [`commit`]: commits written and flushed outside the engine lock (group commit).
-//! * [`mount`]: locking the image, serving, signals, write-back at unmount.
+//! * [`mount`]: locking the image, serving, signals, write-back at unmount; [`mount::serve`]
+//!   picks the server by image kind.
+//! * [`pmem`]: the `fuser::Filesystem` over the persistent-memory engine
+//!   ([`intactfs_pmem::PmemFs`]) with its AD-transactions (TX_* ioctls).
 
 pub mod commit;
 pub mod control;
 pub mod fs;
 pub mod mount;
+pub mod pmem;
 pub mod procs;
 
 pub use fs::{Caps, FsyncMode};

@@ -52,6 +52,10 @@ pub struct MountConfig {
     pub locked_commit: bool,
     /// Optional capabilities asked of the kernel (each off only for comparison).
     pub caps: Caps,
+    /// A pmem image only: every fence also `msync`s the lines it persists, so that a
+    /// committed transaction survives a power loss, not only the daemon's death (mount
+    /// option `pmem_nosync` turns it off).
+    pub pmem_sync: bool,
 }
 
 /// What a mount ended with.
@@ -116,6 +120,61 @@ pub fn check_mountpoint(p: &Path) -> Result<(), MountError> {
     }
 }
 
+/// The FUSE session's options for a mount of `cfg` (file-system subtype `subtype`).
+pub fn session_config(cfg: &MountConfig, subtype: &str) -> Config {
+    let source = std::path::absolute(&cfg.image).unwrap_or_else(|_| cfg.image.clone()).display().to_string();
+    let mut options = vec![MountOption::FSName(source), MountOption::Subtype(subtype.into()), MountOption::DefaultPermissions, MountOption::RW];
+    if cfg.allow_other {
+        // Shared with every user (as root): device files and set-user-id work as on disk.
+        options.extend([MountOption::Dev, MountOption::Suid]);
+    }
+    let mut config = Config::default();
+    config.mount_options = options;
+    config.acl = if cfg.allow_other { SessionACL::All } else { SessionACL::Owner };
+    config.n_threads = Some(cfg.threads.max(1));
+    config.clone_fd = true;
+    config
+}
+
+/// Signals detach the mount (lazily, so open files keep working until closed); the
+/// request loop then ends and everything is written back. Close the handle and join the
+/// thread once the session has ended.
+pub fn detach_on_signals(mnt: &Path) -> Result<(signal_hook::iterator::Handle, std::thread::JoinHandle<()>), MountError> {
+    let mnt = mnt.to_path_buf();
+    let mut signals = signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM, libc::SIGHUP]).map_err(|e| MountError::Failed(format!("signal handlers: {e}")))?;
+    let sig_handle = signals.handle();
+    let sig_thread = std::thread::spawn(move || {
+        if signals.forever().next().is_some() {
+            if let Err(e) = detach(&mnt) {
+                eprintln!("intactfs: unmounting {} on signal: {e}", mnt.display());
+            }
+        }
+    });
+    Ok((sig_handle, sig_thread))
+}
+
+/// What an image's mount recovered: the block engine's report or the pmem engine's.
+pub enum Recovered<'a> {
+    Block(&'a MountReport),
+    Pmem(&'a intactfs_pmem::MountReport),
+}
+
+/// What a mount ended with, by image kind.
+pub enum Served {
+    Block(Unmounted),
+    Pmem(crate::pmem::PmemUnmounted),
+}
+
+/// Mounts `cfg.image` with the server its kind needs: a pmem image (superblock magic
+/// `INTPMEM1`) with [`crate::pmem`], any other with the block engine ([`run`]).
+pub fn serve(cfg: &MountConfig, ready: impl FnOnce(Recovered)) -> Result<Served, MountError> {
+    if crate::pmem::is_pmem_image(&cfg.image) {
+        crate::pmem::run(cfg, |r| ready(Recovered::Pmem(r))).map(Served::Pmem)
+    } else {
+        run(cfg, |r| ready(Recovered::Block(r))).map(Served::Block)
+    }
+}
+
 /// Mounts and serves until unmounted. `ready` runs once the mount is visible.
 pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmounted, MountError> {
     check_mountpoint(&cfg.mountpoint)?;
@@ -126,34 +185,12 @@ pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmoun
     let state = fuse.state.clone();
     let commits = fuse.commits.clone();
 
-    let source = std::path::absolute(&cfg.image).unwrap_or_else(|_| cfg.image.clone()).display().to_string();
-    let mut options = vec![MountOption::FSName(source), MountOption::Subtype("intactfs".into()), MountOption::DefaultPermissions, MountOption::RW];
-    if cfg.allow_other {
-        // Shared with every user (as root): device files and set-user-id work as on disk.
-        options.extend([MountOption::Dev, MountOption::Suid]);
-    }
-    let mut config = Config::default();
-    config.mount_options = options;
-    config.acl = if cfg.allow_other { SessionACL::All } else { SessionACL::Owner };
-    config.n_threads = Some(cfg.threads.max(1));
-    config.clone_fd = true;
+    let config = session_config(cfg, "intactfs");
     let session = Session::new(fuse, &cfg.mountpoint, &config).map_err(|e| MountError::Failed(format!("mounting on {}: {e}", cfg.mountpoint.display())))?;
     if let Ok(mut st) = state.write() {
         st.notifier = Some(session.notifier());
     }
-
-    // Signals detach the mount (lazily, so open files keep working until closed); the
-    // request loop then ends and everything is written back below.
-    let mnt = cfg.mountpoint.clone();
-    let mut signals = signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM, libc::SIGHUP]).map_err(|e| MountError::Failed(format!("signal handlers: {e}")))?;
-    let sig_handle = signals.handle();
-    let sig_thread = std::thread::spawn(move || {
-        if signals.forever().next().is_some() {
-            if let Err(e) = detach(&mnt) {
-                eprintln!("intactfs: unmounting {} on signal: {e}", mnt.display());
-            }
-        }
-    });
+    let (sig_handle, sig_thread) = detach_on_signals(&cfg.mountpoint)?;
 
     // Periodic commits and the durability timeout: the thread ends when `stop` is dropped
     // (after the session).

@@ -47,6 +47,13 @@ pub fn alive(pid: u32, start: u64) -> bool {
     start_time(pid) == Some(start) && stat_fields(pid).is_some_and(|f| f[0] != "Z")
 }
 
+/// The process (thread-group id) of thread `tid` and its start time: who owns a pmem
+/// transaction (checked with [`alive`]).
+pub fn process_of(tid: u32) -> Option<(u32, u64)> {
+    let (tgid, _) = status(tid)?;
+    Some((tgid, start_time(tgid)?))
+}
+
 /// Field 22 of /proc/PID/stat (start time in clock ticks since boot).
 fn start_time(pid: u32) -> Option<u64> {
     stat_fields(pid)?.get(19)?.parse().ok()

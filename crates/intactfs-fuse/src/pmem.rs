@@ -1,0 +1,650 @@
+//! The FUSE mount of a persistent-memory image: `fuser::Filesystem` over
+//! [`intactfs_pmem::PmemFs`] on a [`PmemFile`], with FCFS AD-transactions (`002` §III-B)
+//! through the TX_* ioctls of [`crate::control`] (docs/fs-api.md, "AD-transactions on
+//! persistent memory").
+//!
+//! * The engine sits behind one mutex: it is single-threaded (`&mut self`), and every
+//!   call is durable when it returns, so there is nothing to do outside the lock.
+//! * **Routing** (002 §III-G relates an fd to its transaction): a call that changes a file
+//!   or directory an open transaction owns ([`PmemFs::owner_of`]: named in TX_BEGIN/TX_ADD,
+//!   or changed in it) goes into that transaction, whoever issues it; every other call is
+//!   a legacy call, its own transaction, committed before it returns. For a name operation
+//!   the owner of the parent directory (then of the entry's inode) decides.
+//! * **Ownership**: a transaction belongs to the process (thread group) that began it; the
+//!   daemon aborts it when that process is gone (checked every [`REAP_INTERVAL`]), as it
+//!   does for atomic regions. Any process that knows the id may add to, commit or abort it.
+//! * **Ids** carry a per-mount tag in bits 32..62 over the engine's id, so that an id used
+//!   on another mount is recognised (TX_ADD: EXDEV) instead of naming a stranger there.
+//! * **Inodes**: the engine reuses an inode number once its file is gone; each create
+//!   gives the number a new FUSE generation so that the kernel never confuses the two.
+//!   The kernel's page cache is dropped at every open (no FOPEN_KEEP_CACHE) and told to
+//!   forget what an aborted transaction changed.
+
+use crate::control;
+use crate::mount::{check_mountpoint, detach_on_signals, lock_image, session_config, MountConfig, MountError};
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType as FType, FopenFlags, Generation, INodeNo, IoctlFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags as FRename, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, Request, Session, TimeOrNow, WriteFlags,
+};
+use intactfs_device::PmemFile;
+use intactfs_pmem::{Attr, FileType, Ino, MountReport, PmemFs, PmemFsError, SetAttr, Stats, Time, TxId, BLOCK, ROOT};
+use std::collections::{BTreeSet, HashMap};
+use std::ffi::OsStr;
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::{mpsc, Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The superblock magic of a pmem image (the first 8 bytes).
+pub const PMEM_MAGIC: &[u8; 8] = b"INTPMEM1";
+/// How long the kernel may cache attributes and entries.
+pub const TTL: Duration = Duration::from_secs(1);
+/// Largest write request: one legacy write is one transaction, which needs a log entry per
+/// 4 KiB block it writes; 128 KiB (32 entries) fits the smallest log mkfs makes.
+pub const MAX_WRITE: u32 = 128 << 10;
+/// How often the daemon looks for transactions whose process is gone.
+pub const REAP_INTERVAL: Duration = Duration::from_millis(200);
+
+/// Whether `path` holds a pmem image (its superblock magic `INTPMEM1`).
+pub fn is_pmem_image(path: &Path) -> bool {
+    let Ok(mut f) = std::fs::File::open(path) else { return false };
+    let mut b = [0u8; 8];
+    f.read_exact(&mut b).is_ok() && &b == PMEM_MAGIC
+}
+
+/// The process that began a transaction, and what the transaction changed that the kernel
+/// may have cached (told to forget it when the transaction aborts).
+struct TxOwner {
+    tgid: u32,
+    start: u64,
+    inodes: BTreeSet<Ino>,
+    entries: Vec<(Ino, Vec<u8>)>,
+}
+
+/// What the kernel must forget of an aborted transaction: inodes, then (parent, name).
+type Forget = (Vec<Ino>, Vec<(Ino, Vec<u8>)>);
+
+/// The engine and the daemon's bookkeeping, behind one mutex.
+pub struct PmemState {
+    pub fs: Option<PmemFs<PmemFile>>,
+    /// Open transactions (engine ids) → their owner.
+    txs: HashMap<u64, TxOwner>,
+    /// FUSE generation of each inode number created during this mount.
+    gens: HashMap<Ino, u64>,
+    next_gen: u64,
+    /// Directory → its parent, as far as seen (for "..").
+    parents: HashMap<Ino, Ino>,
+    pub notifier: Option<fuser::Notifier>,
+    invalidate: Vec<Forget>,
+    /// This mount's tag in transaction ids (bits 32..62).
+    tag: u64,
+}
+
+fn errno(e: &PmemFsError) -> Errno {
+    Errno::from_i32(e.errno())
+}
+
+/// The errno of an engine error; refusals a program may not expect (ENOSPC, EBUSY, EIO,
+/// EINVAL, EFBIG) are also written to the daemon's log with the engine's message.
+fn fail(what: &str, e: PmemFsError) -> Errno {
+    if !matches!(e, PmemFsError::NotFound(_) | PmemFsError::Exists(_) | PmemFsError::NotDir(_) | PmemFsError::IsDir(_) | PmemFsError::NotEmpty(_) | PmemFsError::NameTooLong(_)) {
+        eprintln!("intactfs-pmem: {what}: {e}");
+    }
+    errno(&e)
+}
+
+fn to_system(t: Time) -> SystemTime {
+    crate::fs::system_time(t.sec, t.nsec)
+}
+
+fn from_system(t: SystemTime) -> Time {
+    let (sec, nsec) = crate::fs::split_system(t);
+    Time { sec, nsec }
+}
+
+fn time_arg(t: Option<TimeOrNow>) -> Option<Time> {
+    t.map(|t| match t {
+        TimeOrNow::SpecificTime(t) => from_system(t),
+        TimeOrNow::Now => Time::now(),
+    })
+}
+
+fn kind(k: FileType) -> FType {
+    match k {
+        FileType::File => FType::RegularFile,
+        FileType::Dir => FType::Directory,
+    }
+}
+
+fn file_attr(a: &Attr) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(a.ino),
+        size: a.size,
+        blocks: a.blocks,
+        atime: to_system(a.atime),
+        mtime: to_system(a.mtime),
+        ctime: to_system(a.ctime),
+        crtime: to_system(a.ctime),
+        kind: kind(a.kind),
+        perm: (a.mode & 0o7777) as u16,
+        nlink: a.nlink,
+        uid: a.uid,
+        gid: a.gid,
+        rdev: 0,
+        blksize: BLOCK as u32,
+        flags: 0,
+    }
+}
+
+/// A tag for this mount's transaction ids: 31 bits, never 0.
+fn mount_tag() -> u64 {
+    let t = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos() as u64;
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for b in t.to_le_bytes().iter().chain(std::process::id().to_le_bytes().iter()) {
+        h = (h ^ *b as u64).wrapping_mul(0x100_0000_01b3);
+    }
+    ((h ^ (h >> 31)) & 0x7fff_ffff).max(1)
+}
+
+impl PmemState {
+    fn fs(&mut self) -> Result<&mut PmemFs<PmemFile>, Errno> {
+        self.fs.as_mut().ok_or(Errno::EIO)
+    }
+
+    fn fs_ref(&self) -> Result<&PmemFs<PmemFile>, Errno> {
+        self.fs.as_ref().ok_or(Errno::EIO)
+    }
+
+    fn generation(&self, ino: Ino) -> Generation {
+        Generation(self.gens.get(&ino).copied().unwrap_or(0))
+    }
+
+    /// `ino` was just created: a new generation (the number may have been used before).
+    fn created(&mut self, ino: Ino) -> Generation {
+        self.next_gen += 1;
+        self.gens.insert(ino, self.next_gen);
+        Generation(self.next_gen)
+    }
+
+    /// The open transaction a change of these objects belongs to (the first one owned).
+    fn route(&self, inos: &[Ino]) -> Option<TxId> {
+        let fs = self.fs.as_ref()?;
+        inos.iter().find_map(|&i| fs.owner_of(i))
+    }
+
+    /// Remembers what a call in `tx` changed, for the kernel to forget at an abort.
+    fn note(&mut self, tx: Option<TxId>, inos: &[Ino], entries: &[(Ino, &[u8])]) {
+        let Some(t) = tx.and_then(|t| self.txs.get_mut(&t.0)) else { return };
+        t.inodes.extend(inos.iter().copied());
+        t.entries.extend(entries.iter().map(|(p, n)| (*p, n.to_vec())));
+    }
+
+    fn user_id(&self, t: TxId) -> u64 {
+        self.tag << 32 | t.0
+    }
+
+    /// The engine's id of a transaction id a program passed; None if it is another mount's.
+    fn engine_id(&self, id: u64) -> Option<TxId> {
+        (id >> 32 == self.tag).then_some(TxId(id & 0xffff_ffff))
+    }
+
+    /// Aborts `t` (open, ours) and queues what the kernel must forget.
+    fn abort_tx(&mut self, t: TxId) -> Result<(), PmemFsError> {
+        let r = match self.fs.as_mut() {
+            Some(fs) => fs.tx_abort(t),
+            None => return Ok(()),
+        };
+        if let Some(o) = self.txs.remove(&t.0) {
+            self.invalidate.push((o.inodes.into_iter().collect(), o.entries));
+        }
+        r
+    }
+
+    /// Transactions whose process exited (or was killed) are aborted.
+    pub fn reap(&mut self) {
+        let gone: Vec<(u64, u32)> = self.txs.iter().filter(|(_, o)| !crate::procs::alive(o.tgid, o.start)).map(|(t, o)| (*t, o.tgid)).collect();
+        for (t, pid) in gone {
+            let id = self.user_id(TxId(t));
+            match self.abort_tx(TxId(t)) {
+                Ok(()) => eprintln!("intactfs-pmem: transaction {id} aborted: process {pid}, which began it, exited with it open"),
+                Err(e) => eprintln!("intactfs-pmem: aborting transaction {id} of exited process {pid}: {e}"),
+            }
+        }
+    }
+
+    /// What the kernel must forget, with the notifier to tell it (sent without the lock).
+    pub fn take_invalidations(&mut self) -> Option<(fuser::Notifier, Vec<Forget>)> {
+        if self.invalidate.is_empty() {
+            return None;
+        }
+        let list = std::mem::take(&mut self.invalidate);
+        self.notifier.clone().map(|n| (n, list))
+    }
+}
+
+/// Sends the invalidations of [`PmemState::take_invalidations`].
+pub fn invalidate(pending: Option<(fuser::Notifier, Vec<Forget>)>) {
+    let Some((n, list)) = pending else { return };
+    for (inodes, entries) in list {
+        for i in inodes {
+            let _ = n.inval_inode(INodeNo(i), 0, 0);
+        }
+        for (p, name) in entries {
+            let _ = n.inval_entry(INodeNo(p), OsStr::from_bytes(&name));
+        }
+    }
+}
+
+pub struct PmemFuse {
+    pub state: Arc<Mutex<PmemState>>,
+}
+
+impl PmemFuse {
+    pub fn new(fs: PmemFs<PmemFile>) -> PmemFuse {
+        let state = PmemState { fs: Some(fs), txs: HashMap::new(), gens: HashMap::new(), next_gen: 0, parents: HashMap::new(), notifier: None, invalidate: Vec::new(), tag: mount_tag() };
+        PmemFuse { state: Arc::new(Mutex::new(state)) }
+    }
+
+    fn lock(&self) -> Result<MutexGuard<'_, PmemState>, Errno> {
+        // A panic in a handler poisons the lock: the engine's memory is then not trusted.
+        self.state.lock().map_err(|_| Errno::EIO)
+    }
+
+    fn entry(reply: ReplyEntry, r: Result<(Attr, Generation), Errno>) {
+        match r {
+            Ok((a, g)) => reply.entry(&TTL, &file_attr(&a), g),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn empty(reply: ReplyEmpty, r: Result<(), Errno>) {
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn make(&self, req: &Request, parent: Ino, name: &OsStr, mode: u32, dir: bool) -> Result<(Attr, Generation), Errno> {
+        let mut st = self.lock()?;
+        let name = name.as_bytes();
+        let tx = st.route(&[parent]);
+        let (uid, gid) = (req.uid(), req.gid());
+        let fs = st.fs()?;
+        let r = if dir { fs.mkdir(tx, parent, name, mode & 0o7777, uid, gid) } else { fs.create(tx, parent, name, mode & 0o7777, uid, gid) };
+        let a = r.map_err(|e| fail(&format!("creating {:?} in directory {parent}", String::from_utf8_lossy(name)), e))?;
+        st.note(tx, &[a.ino, parent], &[(parent, name)]);
+        if dir {
+            st.parents.insert(a.ino, parent);
+        }
+        let g = st.created(a.ino);
+        Ok((a, g))
+    }
+
+    fn remove(&self, parent: Ino, name: &OsStr, dir: bool) -> Result<(), Errno> {
+        let mut st = self.lock()?;
+        let name = name.as_bytes();
+        let target = st.fs_ref()?.lookup(parent, name).ok().map(|a| a.ino);
+        let tx = st.route(&[parent, target.unwrap_or(0)]);
+        let fs = st.fs()?;
+        let r = if dir { fs.rmdir(tx, parent, name) } else { fs.unlink(tx, parent, name) };
+        r.map_err(|e| fail(&format!("removing {:?} from directory {parent}", String::from_utf8_lossy(name)), e))?;
+        st.note(tx, &[parent], &[(parent, name)]);
+        if let Some(t) = target {
+            st.note(tx, &[t], &[]);
+        }
+        Ok(())
+    }
+
+    fn ioctl_tx(&self, req: &Request, ino: Ino, cmd: u32, in_data: &[u8]) -> Result<Vec<u8>, Errno> {
+        let mut st = self.lock()?;
+        let arg = || in_data.get(..8).map(|b| u64::from_ne_bytes(b.try_into().expect("8 bytes"))).ok_or(Errno::EINVAL);
+        match cmd {
+            control::IOC_TX_BEGIN => {
+                let t = st.fs()?.tx_begin(&[ino]).map_err(|e| fail(&format!("TX_BEGIN on inode {ino}"), e))?;
+                let Some((tgid, start)) = crate::procs::process_of(req.pid()) else {
+                    let _ = st.fs()?.tx_abort(t);
+                    return Err(Errno::ESRCH);
+                };
+                st.txs.insert(t.0, TxOwner { tgid, start, inodes: BTreeSet::from([ino]), entries: Vec::new() });
+                Ok(st.user_id(t).to_ne_bytes().to_vec())
+            }
+            control::IOC_TX_ADD => {
+                let id = arg()?;
+                let Some(t) = st.engine_id(id) else {
+                    eprintln!("intactfs-pmem: TX_ADD of inode {ino} to transaction {id}: that transaction is not of this mount (EXDEV)");
+                    return Err(Errno::EXDEV);
+                };
+                st.fs()?.tx_add(t, ino).map_err(|e| fail(&format!("TX_ADD of inode {ino} to transaction {id}"), e))?;
+                st.note(Some(t), &[ino], &[]);
+                Ok(Vec::new())
+            }
+            control::IOC_TX_COMMIT | control::IOC_TX_ABORT => {
+                let commit = cmd == control::IOC_TX_COMMIT;
+                let what = if commit { "TX_COMMIT" } else { "TX_ABORT" };
+                let id = arg()?;
+                let Some(t) = st.engine_id(id) else {
+                    eprintln!("intactfs-pmem: {what} of transaction {id}: not a transaction of this mount (EINVAL)");
+                    return Err(Errno::EINVAL);
+                };
+                if commit {
+                    let r = st.fs()?.tx_commit(t);
+                    if r.is_ok() {
+                        st.txs.remove(&t.0);
+                    }
+                    r.map(|_| Vec::new()).map_err(|e| fail(&format!("{what} of transaction {id}"), e))
+                } else {
+                    st.abort_tx(t).map(|_| Vec::new()).map_err(|e| fail(&format!("{what} of transaction {id}"), e))
+                }
+            }
+            // The block engine's stream, osync and region ioctls: not on persistent memory.
+            c if c >> 8 & 0xff == control::IOC_MAGIC => Err(Errno::from_i32(libc::EOPNOTSUPP)),
+            _ => Err(Errno::ENOTTY),
+        }
+    }
+}
+
+impl fuser::Filesystem for PmemFuse {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let _ = config.set_max_write(MAX_WRITE);
+        let _ = config.set_max_readahead(MAX_WRITE);
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let r = (|| {
+            let mut st = self.lock()?;
+            let a = st.fs_ref()?.lookup(parent.0, name.as_bytes()).map_err(|e| errno(&e))?;
+            if a.kind == FileType::Dir {
+                st.parents.insert(a.ino, parent.0);
+            }
+            Ok((a, st.generation(a.ino)))
+        })();
+        Self::entry(reply, r)
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match (|| self.lock()?.fs_ref()?.getattr(ino.0).map_err(|e| errno(&e)))() {
+            Ok(a) => reply.attr(&TTL, &file_attr(&a)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let r = (|| {
+            let mut st = self.lock()?;
+            let sa = SetAttr { mode: mode.map(|m| m & 0o7777), uid, gid, size, atime: time_arg(atime), mtime: time_arg(mtime) };
+            let tx = st.route(&[ino.0]);
+            let a = st.fs()?.setattr(tx, ino.0, &sa).map_err(|e| fail(&format!("setattr of inode {}", ino.0), e))?;
+            st.note(tx, &[ino.0], &[]);
+            Ok(a)
+        })();
+        match r {
+            Ok(a) => reply.attr(&TTL, &file_attr(&a)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, _rdev: u32, reply: ReplyEntry) {
+        if !matches!(mode & 0o170000, 0o100000 | 0) {
+            // Regular files and directories only (docs/fs-pmem.md, "Limits").
+            return reply.error(Errno::from_i32(libc::EOPNOTSUPP));
+        }
+        Self::entry(reply, self.make(req, parent.0, name, mode, false))
+    }
+
+    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
+        Self::entry(reply, self.make(req, parent.0, name, mode, true))
+    }
+
+    fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, _flags: i32, reply: ReplyCreate) {
+        match self.make(req, parent.0, name, mode, false) {
+            Ok((a, g)) => reply.created(&TTL, &file_attr(&a), g, FileHandle(0), FopenFlags::empty()),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        Self::empty(reply, self.remove(parent.0, name, false))
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        Self::empty(reply, self.remove(parent.0, name, true))
+    }
+
+    fn symlink(&self, _req: &Request, _parent: INodeNo, _link_name: &OsStr, _target: &Path, reply: ReplyEntry) {
+        reply.error(Errno::from_i32(libc::EOPNOTSUPP))
+    }
+
+    fn link(&self, _req: &Request, _ino: INodeNo, _newparent: INodeNo, _newname: &OsStr, reply: ReplyEntry) {
+        reply.error(Errno::from_i32(libc::EOPNOTSUPP))
+    }
+
+    fn rename(&self, _req: &Request, parent: INodeNo, name: &OsStr, newparent: INodeNo, newname: &OsStr, flags: FRename, reply: ReplyEmpty) {
+        let r = (|| {
+            if flags.contains(FRename::RENAME_EXCHANGE) || flags.contains(FRename::RENAME_WHITEOUT) {
+                return Err(Errno::EINVAL);
+            }
+            let mut st = self.lock()?;
+            let (sn, dn) = (name.as_bytes(), newname.as_bytes());
+            let src = st.fs_ref()?.lookup(parent.0, sn).map_err(|e| errno(&e))?;
+            let dst = st.fs_ref()?.lookup(newparent.0, dn).ok();
+            if dst.is_some() && flags.contains(FRename::RENAME_NOREPLACE) {
+                return Err(Errno::EEXIST);
+            }
+            let tx = st.route(&[parent.0, newparent.0, src.ino, dst.map_or(0, |d| d.ino)]);
+            st.fs()?.rename(tx, parent.0, sn, newparent.0, dn).map_err(|e| fail(&format!("renaming {:?} to {:?}", String::from_utf8_lossy(sn), String::from_utf8_lossy(dn)), e))?;
+            st.note(tx, &[parent.0, newparent.0, src.ino], &[(parent.0, sn), (newparent.0, dn)]);
+            if let Some(d) = dst {
+                st.note(tx, &[d.ino], &[]);
+            }
+            if src.kind == FileType::Dir {
+                st.parents.insert(src.ino, newparent.0);
+            }
+            Ok(())
+        })();
+        Self::empty(reply, r)
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match (|| self.lock()?.fs_ref()?.getattr(ino.0).map_err(|e| errno(&e)))() {
+            // No FOPEN_KEEP_CACHE: an open drops the kernel's cached pages, so that what an
+            // aborted transaction wrote is never read from a stale cache.
+            Ok(_) => reply.opened(FileHandle(0), FopenFlags::empty()),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn release(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _flags: OpenFlags, _lock: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
+        reply.ok()
+    }
+
+    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock: LockOwner, reply: ReplyEmpty) {
+        reply.ok()
+    }
+
+    fn read(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, size: u32, _flags: OpenFlags, _lock: Option<LockOwner>, reply: ReplyData) {
+        match (|| self.lock()?.fs_ref()?.read(ino.0, offset, size as u64).map_err(|e| fail(&format!("reading inode {}", ino.0), e)))() {
+            Ok(d) => reply.data(&d),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn write(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, data: &[u8], _wf: WriteFlags, _flags: OpenFlags, _lock: Option<LockOwner>, reply: ReplyWrite) {
+        let r = (|| {
+            let mut st = self.lock()?;
+            let tx = st.route(&[ino.0]);
+            let id = tx.map(|t| st.user_id(t));
+            let what = || match id {
+                Some(id) => format!("writing {} bytes at {offset} of inode {} in transaction {id}", data.len(), ino.0),
+                None => format!("writing {} bytes at {offset} of inode {}", data.len(), ino.0),
+            };
+            let n = st.fs()?.write(tx, ino.0, offset, data).map_err(|e| fail(&what(), e))?;
+            st.note(tx, &[ino.0], &[]);
+            Ok(n)
+        })();
+        match r {
+            Ok(n) => reply.written(n as u32),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn fsync(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        // Every call is durable when it returns (a transaction's changes at its commit).
+        Self::empty(reply, (|| self.lock()?.fs_ref()?.fsync(ino.0).map_err(|e| errno(&e)))())
+    }
+
+    fn fsyncdir(&self, req: &Request, ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+        self.fsync(req, ino, fh, datasync, reply)
+    }
+
+    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        let r = (|| {
+            let st = self.lock()?;
+            let list = st.fs_ref()?.readdir(ino.0).map_err(|e| errno(&e))?;
+            let parent = if ino.0 == ROOT { ROOT } else { st.parents.get(&ino.0).copied().unwrap_or(ROOT) };
+            let mut all = vec![(ino.0, FType::Directory, b".".to_vec()), (parent, FType::Directory, b"..".to_vec())];
+            all.extend(list.into_iter().map(|e| (e.ino, kind(e.kind), e.name)));
+            Ok(all)
+        })();
+        match r {
+            Ok(all) => {
+                for (i, (n, k, name)) in all.into_iter().enumerate().skip(offset as usize) {
+                    if reply.add(INodeNo(n), i as u64 + 1, k, OsStr::from_bytes(&name)) {
+                        break;
+                    }
+                }
+                reply.ok()
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        match (|| Ok::<_, Errno>(self.lock()?.fs_ref()?.statfs()))() {
+            Ok(s) => reply.statfs(s.blocks, s.free_blocks, s.free_blocks, s.files, s.free_files, s.block_size as u32, s.name_max as u32, s.block_size as u32),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn ioctl(&self, req: &Request, ino: INodeNo, _fh: FileHandle, _flags: IoctlFlags, cmd: u32, in_data: &[u8], _out_size: u32, reply: ReplyIoctl) {
+        let r = self.ioctl_tx(req, ino.0, cmd, in_data);
+        // After the lock, before the answer: the caller sees the old state once TX_ABORT
+        // returns.
+        invalidate(self.lock().ok().and_then(|mut st| st.take_invalidations()));
+        match r {
+            Ok(d) => reply.ioctl(0, &d),
+            Err(e) => reply.error(e),
+        }
+    }
+}
+
+/// What a pmem mount ended with.
+#[derive(Debug)]
+pub struct PmemUnmounted {
+    pub recovery: MountReport,
+    pub stats: Stats,
+    /// Transactions still open at unmount (aborted).
+    pub aborted_at_unmount: usize,
+}
+
+/// Mounts the pmem image `cfg.image` and serves it until unmounted (the same signals and
+/// unmount paths as [`crate::mount::run`]). `ready` runs once the mount is visible.
+pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<PmemUnmounted, MountError> {
+    check_mountpoint(&cfg.mountpoint)?;
+    let lock = lock_image(&cfg.image)?;
+    let mut dev = PmemFile::open(&cfg.image).map_err(|e| MountError::Input(format!("{}: {e}", cfg.image.display())))?;
+    dev.set_sync_on_fence(cfg.pmem_sync);
+    let (fs, recovery) = PmemFs::mount(dev).map_err(|e| MountError::Input(format!("{}: cannot mount the pmem image: {e} (run `intact fs fsck {}` for a report)", cfg.image.display(), cfg.image.display())))?;
+    let fuse = PmemFuse::new(fs);
+    let state = fuse.state.clone();
+    let config = session_config(cfg, "intactfs-pmem");
+    let session = Session::new(fuse, &cfg.mountpoint, &config).map_err(|e| MountError::Failed(format!("mounting on {}: {e}", cfg.mountpoint.display())))?;
+    if let Ok(mut st) = state.lock() {
+        st.notifier = Some(session.notifier());
+    }
+    let (sig_handle, sig_thread) = detach_on_signals(&cfg.mountpoint)?;
+    let (stop, stopped) = mpsc::channel::<()>();
+    let reaper = {
+        let state = state.clone();
+        std::thread::spawn(move || {
+            while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(REAP_INTERVAL) {
+                let Ok(mut st) = state.lock() else { return };
+                st.reap();
+                if let Some(p) = st.take_invalidations() {
+                    // Not under the lock: the kernel may wait for a request that needs it.
+                    std::thread::spawn(move || invalidate(Some(p)));
+                }
+            }
+        })
+    };
+
+    ready(&recovery);
+    let served = session.run();
+    sig_handle.close();
+    let _ = sig_thread.join();
+    drop(stop);
+    let _ = reaper.join();
+
+    let fs = state.lock().ok().and_then(|mut st| st.fs.take());
+    let Some(fs) = fs else {
+        return Err(MountError::Failed(format!(
+            "a request handler failed ({}); nothing more was written: {} holds every transaction committed before (mount it again to recover)",
+            served.err().map(|e| e.to_string()).unwrap_or_else(|| "internal error".into()),
+            cfg.image.display()
+        )));
+    };
+    let stats = fs.stats();
+    let open = fs.open_transactions().len();
+    if open > 0 {
+        eprintln!("intactfs-pmem: {open} transaction(s) still open at unmount: aborted");
+    }
+    let mut dev = fs.unmount().map_err(|e| MountError::Failed(format!("unmounting {}: {e}", cfg.image.display())))?;
+    dev.sync_all().map_err(|e| MountError::Failed(format!("writing back {}: {e}", cfg.image.display())))?;
+    drop(dev);
+    drop(lock);
+    if let Err(e) = served {
+        return Err(MountError::Failed(format!("the FUSE session ended with an error: {e} (everything was written back)")));
+    }
+    Ok(PmemUnmounted { recovery, stats, aborted_at_unmount: open })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_carry_the_mount_tag() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("img");
+        let mut dev = PmemFile::create(&p, 1 << 20).unwrap();
+        PmemFs::mkfs(&mut dev, &intactfs_pmem::MkfsOptions::for_len(1 << 20)).unwrap();
+        drop(dev);
+        assert!(is_pmem_image(&p));
+        assert!(!is_pmem_image(dir.path()));
+        let (fs, _) = PmemFs::mount(PmemFile::open(&p).unwrap()).unwrap();
+        let f = PmemFuse::new(fs);
+        let st = f.state.lock().unwrap();
+        assert!(st.tag > 0 && st.tag < 1 << 31);
+        let id = st.user_id(TxId(7));
+        assert!((id as i64) > 0, "ids are positive as a C long");
+        assert_eq!(st.engine_id(id), Some(TxId(7)));
+        assert_eq!(st.engine_id(id ^ (1 << 40)), None, "another mount's id");
+    }
+}
