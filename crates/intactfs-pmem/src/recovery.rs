@@ -267,6 +267,10 @@ impl<P: PmemDevice> PmemFs<P> {
         let mut used: HashMap<u64, (Ino, Option<u64>)> = HashMap::new();
         let mut homes = HashMap::new();
         for (&ino, r) in &inodes {
+            // A size no file can have (reads would allocate it) is damage.
+            if r.size > MAX_FILE_SIZE {
+                return Err(corrupt(format!("inode {ino}: size {} is beyond the largest file ({MAX_FILE_SIZE} bytes)", r.size)));
+            }
             let limit = r.size.div_ceil(BLOCK);
             for (lbn, b) in self.mapped_blocks(ino)? {
                 if let Some(prev) = used.insert(b, (ino, lbn)) {
