@@ -650,3 +650,114 @@ fn pmem_images_mount_with_transactions_and_survive_sigkill() {
     assert!(text(&o).contains("cannot mount the pmem image"), "{}", text(&o));
     assert!(!mounted_on(&m.mnt));
 }
+
+/// The pmem twin of `sqlite_batch_atomic_write_commits_without_a_journal_and_survives_sigkill`
+/// (issue 14 item 5, the FCFS paper's §VI application case): on a pmem mount the F2FS
+/// atomic-write ioctls are AD-transactions, so unmodified SQLite built with
+/// SQLITE_ENABLE_BATCH_ATOMIC_WRITE commits each transaction as one transaction of the
+/// engine with no journal file; START on a directory is EINVAL, a second START on the file
+/// EBUSY, the close of the starting descriptor aborts; a transaction too large for the log
+/// gets EFBIG and SQLite falls back to its journal; and killing the daemon while
+/// transactions run leaves a whole number of them.
+#[test]
+fn pmem_sqlite_batch_atomic_write_is_one_transaction_per_commit_and_survives_sigkill() {
+    let dir = common::sqlite_batch();
+    let sq = dir.join("sqlite-batch");
+    let m = Mount::new("64M");
+    // A 256-entry log: SQLite's transactions below fit, a 1.2 MB row (~300 pages) does not.
+    let o = run(intact().args(["fs", "mkfs", "--force", "--device", "pmem", "--size", "64M", "--journal", "16K"]).arg(&m.img));
+    assert!(o.status.success() && text(&o).contains("log 256 entries"), "{}", text(&o));
+    m.mount(&[]);
+
+    // The ioctls by hand.
+    let ioctl = |f: &fs::File, cmd: u32| {
+        // SAFETY: the F2FS ioctls here take no argument (GET_FEATURES is not used).
+        let r = unsafe { libc::ioctl(f.as_raw_fd(), cmd as _, 0) };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error().raw_os_error().unwrap())
+        }
+    };
+    write_file(&m.p("f"), b"old", false);
+    let open_rw = || fs::OpenOptions::new().read(true).write(true).open(m.p("f")).unwrap();
+    let (f1, f2) = (open_rw(), open_rw());
+    assert_eq!(ioctl(&fs::File::open(&m.mnt).unwrap(), control::F2FS_IOC_START_ATOMIC_WRITE), Err(libc::EINVAL), "START on a directory");
+    ioctl(&f1, control::F2FS_IOC_START_ATOMIC_WRITE).unwrap();
+    assert_eq!(ioctl(&f2, control::F2FS_IOC_START_ATOMIC_WRITE), Err(libc::EBUSY), "a second START on the file");
+    std::os::unix::fs::FileExt::write_all_at(&f1, b"NEW", 0).unwrap();
+    ioctl(&f1, control::F2FS_IOC_ABORT_VOLATILE_WRITE).unwrap();
+    assert_eq!(fs::read(m.p("f")).unwrap(), b"old", "aborted");
+    ioctl(&f1, control::F2FS_IOC_START_ATOMIC_WRITE).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f1, b"new", 0).unwrap();
+    ioctl(&f1, control::F2FS_IOC_COMMIT_ATOMIC_WRITE).unwrap();
+    ioctl(&f2, control::F2FS_IOC_START_ATOMIC_WRITE).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f2, b"NEW", 0).unwrap();
+    drop(f2);
+    assert_eq!(fs::read(m.p("f")).unwrap(), b"new", "the close of the starting descriptor aborts");
+    ioctl(&f1, control::F2FS_IOC_START_ATOMIC_WRITE).unwrap();
+    ioctl(&f1, control::F2FS_IOC_COMMIT_ATOMIC_WRITE).unwrap();
+    drop(f1);
+
+    let db = m.p("t.db");
+    let o = run(Command::new(&sq).arg(&db).arg("features"));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "batch_atomic yes", "{}", text(&o));
+    // The first transaction of a new database (CREATE TABLE) uses a journal (SQLite's rule);
+    // every later one is a batch: one AD-transaction.
+    let o = run(Command::new(&sq).arg(&db).args(["insert", "1"]));
+    assert!(o.status.success(), "{}", text(&o));
+    let trace = m.dir.path().join("strace.txt");
+    let o = run(Command::new("strace").args(["-f", "-e", "trace=openat,ioctl,rename,unlink,pwrite64", "-o"]).arg(&trace).arg(&sq).arg(&db).args(["insert", "20"]));
+    assert!(o.status.success(), "strace sqlite-batch: {}", text(&o));
+    let t = fs::read_to_string(&trace).unwrap();
+    let count = |t: &str, what: &str| t.lines().filter(|l| l.contains(what)).count();
+    assert_eq!(count(&t, "F2FS_IOC_START_ATOMIC_WRITE"), 20, "{t}");
+    assert_eq!(count(&t, "F2FS_IOC_COMMIT_ATOMIC_WRITE"), 20, "{t}");
+    assert_eq!(count(&t, "-journal"), 0, "a journal file was used:\n{t}");
+    assert!(!t.lines().any(|l| (l.contains("F2FS") || l.contains("pwrite64")) && l.contains("= -1")), "an atomic-write ioctl or a page write failed:\n{t}");
+    // Too large for the log: EFBIG on a page write, ABORT, then SQLite's rollback journal.
+    let o = run(Command::new("strace").args(["-f", "-e", "trace=openat,ioctl,pwrite64", "-o"]).arg(&trace).arg(&sq).arg(&db).args(["insert", "1", "1200000"]));
+    assert!(o.status.success(), "the large transaction: {}", text(&o));
+    let t = fs::read_to_string(&trace).unwrap();
+    assert_eq!(count(&t, "EFBIG"), 1, "{t}");
+    assert!(count(&t, "F2FS_IOC_ABORT") == 1 && count(&t, "-journal") > 0, "{t}");
+    let log = fs::read_to_string(&m.log).unwrap();
+    assert!(log.contains("the F2FS atomic write does not fit"), "{log}");
+
+    // Crashes mid-transaction: the writer loops (each transaction rewrites 18 pages); the
+    // daemon dies after a few commits, at a different moment each round.
+    let db = m.p("loop.db");
+    let mut last = 0u64;
+    for round in 0..3u64 {
+        let mut w = Command::new(&sq).arg(&db).arg("loop").stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null()).spawn().unwrap();
+        let out = w.stdout.take().unwrap();
+        let mut lines = std::io::BufRead::lines(std::io::BufReader::new(out));
+        let mut seen = 0;
+        let want = 5 + 7 * round;
+        while let Some(Ok(l)) = lines.next() {
+            if let Some(g) = l.strip_prefix("committed ") {
+                last = g.parse().unwrap();
+                seen += 1;
+                if seen >= want {
+                    break;
+                }
+            }
+        }
+        assert!(seen >= want, "the writer stopped after {seen} commits");
+        m.crash();
+        let _ = w.kill();
+        let _ = w.wait();
+        m.fsck_clean();
+        m.mount(&[]);
+        let o = run(Command::new(&sq).arg(&db).arg("check"));
+        let got = String::from_utf8_lossy(&o.stdout).to_string();
+        assert!(o.status.success(), "round {round}: the database after the crash: {}", text(&o));
+        let g: u64 = got.trim().strip_prefix("consistent generation ").and_then(|g| g.parse().ok()).unwrap_or_else(|| panic!("{got}"));
+        assert!(g == last || g == last + 1, "round {round}: generation {g} after the crash, the writer had printed {last}");
+        assert!(!m.p("loop.db-journal").exists(), "a hot journal was left");
+        last = g;
+    }
+    let o = m.umount();
+    assert!(o.status.success(), "{}", text(&o));
+    m.fsck_clean();
+}

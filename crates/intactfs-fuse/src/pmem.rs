@@ -78,6 +78,10 @@ pub struct PmemState {
     invalidate: Vec<Forget>,
     /// This mount's tag in transaction ids (bits 32..62).
     tag: u64,
+    /// F2FS atomic writes: file → (its transaction, the handle that started it).
+    f2fs: HashMap<Ino, (TxId, u64)>,
+    /// The next file handle (each open gets its own, for the F2FS atomic writes).
+    next_fh: u64,
 }
 
 fn errno(e: &PmemFsError) -> Errno {
@@ -197,7 +201,77 @@ impl PmemState {
         if let Some(o) = self.txs.remove(&t.0) {
             self.invalidate.push((o.inodes.into_iter().collect(), o.entries));
         }
+        self.f2fs.retain(|_, f| f.0 != t);
         r
+    }
+
+    /// Commits `t` (open, ours); once committed it is forgotten.
+    fn commit_tx(&mut self, t: TxId) -> Result<(), PmemFsError> {
+        self.fs.as_mut().ok_or_else(|| PmemFsError::Internal("no engine".into()))?.tx_commit(t)?;
+        self.txs.remove(&t.0);
+        self.f2fs.retain(|_, f| f.0 != t);
+        Ok(())
+    }
+
+    /// A new file handle for an open.
+    fn new_handle(&mut self) -> FileHandle {
+        self.next_fh += 1;
+        FileHandle(self.next_fh)
+    }
+
+    /// Whether `t` is an F2FS atomic write (started by F2FS_IOC_START_ATOMIC_WRITE).
+    fn is_f2fs(&self, t: TxId) -> bool {
+        self.f2fs.values().any(|f| f.0 == t)
+    }
+
+    /// Aborts the F2FS atomic write that handle `fh` started on `ino`, if still open (the
+    /// close of the starting descriptor, as on F2FS).
+    fn end_f2fs_on_close(&mut self, ino: Ino, fh: u64) {
+        let Some(&(t, h)) = self.f2fs.get(&ino) else { return };
+        if h != fh {
+            return;
+        }
+        let id = self.user_id(t);
+        match self.abort_tx(t) {
+            Ok(()) => eprintln!("intactfs-pmem: F2FS atomic write of inode {ino} (transaction {id}) aborted: its descriptor was closed before COMMIT_ATOMIC_WRITE"),
+            Err(e) => eprintln!("intactfs-pmem: aborting the F2FS atomic write of inode {ino} (transaction {id}) at close: {e}"),
+        }
+    }
+
+    /// The F2FS atomic-write ioctls on `ino` through handle `fh`: one AD-transaction per
+    /// atomic write (docs/fs-api.md, "F2FS atomic writes on a pmem mount").
+    fn f2fs_ioctl(&mut self, req: &Request, ino: Ino, fh: u64, cmd: u32) -> Result<Vec<u8>, Errno> {
+        if self.fs_ref()?.getattr(ino).map_err(|e| errno(&e))?.kind != FileType::File {
+            return Err(Errno::EINVAL);
+        }
+        match cmd {
+            control::F2FS_IOC_GET_FEATURES => Ok(control::F2FS_FEATURE_ATOMIC_WRITE.to_ne_bytes().to_vec()),
+            control::F2FS_IOC_START_ATOMIC_WRITE => {
+                if let Some(&(t, _)) = self.f2fs.get(&ino) {
+                    eprintln!("intactfs-pmem: START_ATOMIC_WRITE on inode {ino}: its atomic write (transaction {}) is still open (EBUSY)", self.user_id(t));
+                    return Err(Errno::EBUSY);
+                }
+                let t = self.fs()?.tx_begin(&[ino]).map_err(|e| fail(&format!("START_ATOMIC_WRITE on inode {ino}"), e))?;
+                let Some((tgid, start)) = crate::procs::process_of(req.pid()) else {
+                    let _ = self.fs()?.tx_abort(t);
+                    return Err(Errno::ESRCH);
+                };
+                self.txs.insert(t.0, TxOwner { tgid, start, inodes: BTreeSet::from([ino]), entries: Vec::new() });
+                self.f2fs.insert(ino, (t, fh));
+                Ok(Vec::new())
+            }
+            control::F2FS_IOC_COMMIT_ATOMIC_WRITE => match self.f2fs.get(&ino).copied() {
+                // Kept on failure: the caller's ABORT_VOLATILE_WRITE then undoes it.
+                Some((t, _)) => self.commit_tx(t).map(|_| Vec::new()).map_err(|e| fail(&format!("COMMIT_ATOMIC_WRITE of inode {ino} (transaction {})", self.user_id(t)), e)),
+                // Not atomic: F2FS syncs the file (here every call is already durable).
+                None => self.fs_ref()?.fsync(ino).map(|_| Vec::new()).map_err(|e| errno(&e)),
+            },
+            control::F2FS_IOC_ABORT_VOLATILE_WRITE => match self.f2fs.get(&ino).copied() {
+                Some((t, _)) => self.abort_tx(t).map(|_| Vec::new()).map_err(|e| fail(&format!("ABORT_VOLATILE_WRITE of inode {ino} (transaction {})", self.user_id(t)), e)),
+                None => Ok(Vec::new()),
+            },
+            _ => Err(Errno::ENOTTY),
+        }
     }
 
     /// Transactions whose process exited (or was killed) are aborted.
@@ -241,13 +315,22 @@ pub struct PmemFuse {
 
 impl PmemFuse {
     pub fn new(fs: PmemFs<PmemFile>) -> PmemFuse {
-        let state = PmemState { fs: Some(fs), txs: HashMap::new(), gens: HashMap::new(), next_gen: 0, parents: HashMap::new(), notifier: None, invalidate: Vec::new(), tag: mount_tag() };
+        let state = PmemState { fs: Some(fs), txs: HashMap::new(), gens: HashMap::new(), next_gen: 0, parents: HashMap::new(), notifier: None, invalidate: Vec::new(), tag: mount_tag(), f2fs: HashMap::new(), next_fh: 0 };
         PmemFuse { state: Arc::new(Mutex::new(state)) }
     }
 
     fn lock(&self) -> Result<MutexGuard<'_, PmemState>, Errno> {
         // A panic in a handler poisons the lock: the engine's memory is then not trusted.
         self.state.lock().map_err(|_| Errno::EIO)
+    }
+
+    /// A close (FLUSH) or the handle's end (RELEASE): aborts an F2FS atomic write the handle
+    /// started and still has open, and tells the kernel to forget what it wrote.
+    fn closed(&self, ino: Ino, fh: u64) {
+        invalidate(self.lock().ok().and_then(|mut st| {
+            st.end_f2fs_on_close(ino, fh);
+            st.take_invalidations()
+        }));
     }
 
     fn entry(reply: ReplyEntry, r: Result<(Attr, Generation), Errno>) {
@@ -295,7 +378,7 @@ impl PmemFuse {
         Ok(())
     }
 
-    fn ioctl_tx(&self, req: &Request, ino: Ino, cmd: u32, in_data: &[u8]) -> Result<Vec<u8>, Errno> {
+    fn ioctl_tx(&self, req: &Request, ino: Ino, fh: u64, cmd: u32, in_data: &[u8]) -> Result<Vec<u8>, Errno> {
         let mut st = self.lock()?;
         let arg = || in_data.get(..8).map(|b| u64::from_ne_bytes(b.try_into().expect("8 bytes"))).ok_or(Errno::EINVAL);
         match cmd {
@@ -327,15 +410,12 @@ impl PmemFuse {
                     return Err(Errno::EINVAL);
                 };
                 if commit {
-                    let r = st.fs()?.tx_commit(t);
-                    if r.is_ok() {
-                        st.txs.remove(&t.0);
-                    }
-                    r.map(|_| Vec::new()).map_err(|e| fail(&format!("{what} of transaction {id}"), e))
+                    st.commit_tx(t).map(|_| Vec::new()).map_err(|e| fail(&format!("{what} of transaction {id}"), e))
                 } else {
                     st.abort_tx(t).map(|_| Vec::new()).map_err(|e| fail(&format!("{what} of transaction {id}"), e))
                 }
             }
+            control::F2FS_IOC_GET_FEATURES | control::F2FS_IOC_START_ATOMIC_WRITE | control::F2FS_IOC_COMMIT_ATOMIC_WRITE | control::F2FS_IOC_ABORT_VOLATILE_WRITE => st.f2fs_ioctl(req, ino, fh, cmd),
             // The block engine's stream, osync and region ioctls: not on persistent memory.
             c if c >> 8 & 0xff == control::IOC_MAGIC => Err(Errno::from_i32(libc::EOPNOTSUPP)),
             _ => Err(Errno::ENOTTY),
@@ -415,7 +495,10 @@ impl fuser::Filesystem for PmemFuse {
 
     fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, _flags: i32, reply: ReplyCreate) {
         match self.make(req, parent.0, name, mode, false) {
-            Ok((a, g)) => reply.created(&TTL, &file_attr(&a), g, FileHandle(0), FopenFlags::empty()),
+            Ok((a, g)) => match self.lock() {
+                Ok(mut st) => reply.created(&TTL, &file_attr(&a), g, st.new_handle(), FopenFlags::empty()),
+                Err(e) => reply.error(e),
+            },
             Err(e) => reply.error(e),
         }
     }
@@ -463,19 +546,27 @@ impl fuser::Filesystem for PmemFuse {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match (|| self.lock()?.fs_ref()?.getattr(ino.0).map_err(|e| errno(&e)))() {
+        match (|| {
+            let mut st = self.lock()?;
+            st.fs_ref()?.getattr(ino.0).map_err(|e| errno(&e))?;
+            Ok::<_, Errno>(st.new_handle())
+        })() {
             // No FOPEN_KEEP_CACHE: an open drops the kernel's cached pages, so that what an
             // aborted transaction wrote is never read from a stale cache.
-            Ok(_) => reply.opened(FileHandle(0), FopenFlags::empty()),
+            Ok(fh) => reply.opened(fh, FopenFlags::empty()),
             Err(e) => reply.error(e),
         }
     }
 
-    fn release(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _flags: OpenFlags, _lock: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
+    fn release(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _flags: OpenFlags, _lock: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
+        self.closed(ino.0, fh.0);
         reply.ok()
     }
 
-    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock: LockOwner, reply: ReplyEmpty) {
+    fn flush(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _lock: LockOwner, reply: ReplyEmpty) {
+        // close(2) of the descriptor that started an F2FS atomic write: aborted here, while
+        // the closing caller waits, so that it sees the old content once close returns.
+        self.closed(ino.0, fh.0);
         reply.ok()
     }
 
@@ -495,7 +586,17 @@ impl fuser::Filesystem for PmemFuse {
                 Some(id) => format!("writing {} bytes at {offset} of inode {} in transaction {id}", data.len(), ino.0),
                 None => format!("writing {} bytes at {offset} of inode {}", data.len(), ino.0),
             };
-            let n = st.fs()?.write(tx, ino.0, offset, data).map_err(|e| fail(&what(), e))?;
+            let n = match st.fs()?.write(tx, ino.0, offset, data) {
+                Ok(n) => n,
+                // An F2FS atomic write too large for the log (or the free blocks): EFBIG, not
+                // ENOSPC, so that SQLite aborts it and commits through its rollback journal
+                // (ENOSPC would be SQLITE_FULL, an error, with no fallback).
+                Err(e @ PmemFsError::NoSpace(_)) if tx.is_some_and(|t| st.is_f2fs(t)) => {
+                    eprintln!("intactfs-pmem: {}: {e}; the F2FS atomic write does not fit (EFBIG: abort it, or write without START_ATOMIC_WRITE)", what());
+                    return Err(Errno::EFBIG);
+                }
+                Err(e) => return Err(fail(&what(), e)),
+            };
             st.note(tx, &[ino.0], &[]);
             Ok(n)
         })();
@@ -543,8 +644,8 @@ impl fuser::Filesystem for PmemFuse {
         }
     }
 
-    fn ioctl(&self, req: &Request, ino: INodeNo, _fh: FileHandle, _flags: IoctlFlags, cmd: u32, in_data: &[u8], _out_size: u32, reply: ReplyIoctl) {
-        let r = self.ioctl_tx(req, ino.0, cmd, in_data);
+    fn ioctl(&self, req: &Request, ino: INodeNo, fh: FileHandle, _flags: IoctlFlags, cmd: u32, in_data: &[u8], _out_size: u32, reply: ReplyIoctl) {
+        let r = self.ioctl_tx(req, ino.0, fh.0, cmd, in_data);
         // After the lock, before the answer: the caller sees the old state once TX_ABORT
         // returns.
         invalidate(self.lock().ok().and_then(|mut st| st.take_invalidations()));
