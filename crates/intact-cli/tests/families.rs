@@ -451,10 +451,10 @@ fn unsupported_warning_names_the_workload_source() {
 fn record_c_with(name: &str, extra: &[&str]) -> Recorded {
     let bins = tempfile::tempdir().unwrap();
     let bin = build_c(name, bins.path());
-    let r = record_in(&[bin.to_str().unwrap()], |_| {}, extra);
+    let mut r = record_in(&[bin.to_str().unwrap()], |_| {}, extra);
     assert_eq!(r.output.status.code(), Some(0), "intact record failed:\n{}", r.stderr());
     r.verify();
-    std::mem::forget(bins);
+    r.bins = Some(bins);
     r
 }
 

@@ -34,6 +34,9 @@ pub struct Recorded {
     pub work: PathBuf,
     pub bundle: PathBuf,
     pub output: Output,
+    /// Where a C fixture's binary was built: kept as long as the recording (later `ops`
+    /// calls symbolise by its path), removed with it.
+    pub bins: Option<tempfile::TempDir>,
 }
 
 impl Recorded {
@@ -76,7 +79,7 @@ pub fn record_in(cmd: &[&str], setup: impl FnOnce(&Path), extra: &[&str]) -> Rec
         .args(cmd)
         .output()
         .unwrap();
-    Recorded { tmp, work, bundle, output }
+    Recorded { tmp, work, bundle, output, bins: None }
 }
 
 /// Builds and records a C fixture; asserts the recording succeeded (exit 0) and that the
@@ -84,10 +87,10 @@ pub fn record_in(cmd: &[&str], setup: impl FnOnce(&Path), extra: &[&str]) -> Rec
 pub fn record_c(name: &str, setup: impl FnOnce(&Path)) -> Recorded {
     let bins = tempfile::tempdir().unwrap();
     let bin = build_c(name, bins.path());
-    let r = record_in(&[bin.to_str().unwrap()], setup, &[]);
+    let mut r = record_in(&[bin.to_str().unwrap()], setup, &[]);
     assert_eq!(r.output.status.code(), Some(0), "intact record failed:\n{}", r.stderr());
     r.verify();
-    std::mem::forget(bins); // keep the binary for symbolisation-by-path in later `ops` calls
+    r.bins = Some(bins);
     r
 }
 
