@@ -108,11 +108,6 @@ fn to_system(t: Time) -> SystemTime {
     system_time(t.sec, t.nsec)
 }
 
-fn from_system(t: SystemTime) -> Time {
-    let (sec, nsec) = split_system(t);
-    Time { sec, nsec }
-}
-
 /// Seconds and nanoseconds since the epoch (seconds may be negative) as a `SystemTime`:
 /// both engines' times (`intactfs::Time`, `intactfs_pmem::Time`) have this shape.
 pub(crate) fn system_time(sec: i64, nsec: u32) -> SystemTime {
@@ -596,10 +591,22 @@ fn time_arg(t: Option<TimeOrNow>) -> Option<Time> {
 /// A time fuser decoded from the kernel's (seconds, nanoseconds). For times before 1970,
 /// fuser 0.18 subtracts `Duration::new(-sec, nsec)` from the epoch, one second too early
 /// whenever nsec > 0 (its src/time.rs); the kernel's pair is recovered exactly from it.
+#[cfg(test)]
+fn from_system(t: SystemTime) -> Time {
+    let (sec, nsec) = split_system(t);
+    Time { sec, nsec }
+}
+
 fn from_fuser(t: SystemTime) -> Time {
+    let (sec, nsec) = split_fuser(t);
+    Time { sec, nsec }
+}
+
+/// [`from_fuser`] as (seconds, nanoseconds), for both engines' time types.
+pub(crate) fn split_fuser(t: SystemTime) -> (i64, u32) {
     match UNIX_EPOCH.duration_since(t) {
-        Ok(d) if !d.is_zero() => Time { sec: -(d.as_secs() as i64), nsec: d.subsec_nanos() },
-        _ => from_system(t),
+        Ok(d) if !d.is_zero() => (-(d.as_secs() as i64), d.subsec_nanos()),
+        _ => split_system(t),
     }
 }
 

@@ -101,14 +101,14 @@ fn to_system(t: Time) -> SystemTime {
     crate::fs::system_time(t.sec, t.nsec)
 }
 
-fn from_system(t: SystemTime) -> Time {
-    let (sec, nsec) = crate::fs::split_system(t);
-    Time { sec, nsec }
-}
 
 fn time_arg(t: Option<TimeOrNow>) -> Option<Time> {
     t.map(|t| match t {
-        TimeOrNow::SpecificTime(t) => from_system(t),
+        // The kernel's time as fuser decoded it (with its pre-1970 correction).
+        TimeOrNow::SpecificTime(t) => {
+            let (sec, nsec) = crate::fs::split_fuser(t);
+            Time { sec, nsec }
+        }
         TimeOrNow::Now => Time::now(),
     })
 }
