@@ -799,6 +799,14 @@ static int regions_f2fs(const char *mnt) {
     r = ioctl(dfd, INTACT_F2FS_IOC_START_ATOMIC_WRITE, 0) < 0 ? -1 : 0;
     e = errno;
     CHECK(r == -1 && e == EINVAL, "F2FS START on a directory: r=%d errno=%s (want -1, EINVAL)", r, strerror(e));
+    /* A read-only descriptor cannot start one: its close sends no FUSE_FLUSH to abort at. */
+    int fr = open(pq, O_RDONLY | O_CLOEXEC);
+    errno = 0;
+    r = fr >= 0 && ioctl(fr, INTACT_F2FS_IOC_START_ATOMIC_WRITE, 0) < 0 ? -1 : 0;
+    e = errno;
+    CHECK(r == -1 && e == EBADF, "F2FS START through a read-only descriptor: r=%d errno=%s (want -1, EBADF)", r, strerror(e));
+    if (fr >= 0)
+        close(fr);
     close(dfd);
     return failures ? 1 : 0;
 }

@@ -41,7 +41,8 @@ pub struct MountArgs {
     /// lock, as before commits moved out of it: only for comparison); nokillpriv (let the
     /// kernel clear set-user-id, asking for `security.capability` before every write: only
     /// for comparison); noreaddirplus (plain readdir: the kernel looks up each listed entry
-    /// on its own: only for comparison). A pmem image (`mkfs --device pmem`) is served by
+    /// on its own: only for comparison); flushall (closing a read-only descriptor sends
+    /// FUSE_FLUSH too, a round trip the closing process waits for: only for comparison). A pmem image (`mkfs --device pmem`) is served by
     /// the persistent-memory engine with AD-transactions; of these only private applies to
     /// it (the others are ignored with a note), and pmem_nosync (fences do not msync the
     /// image file: transactions survive the daemon's death, not a power loss; faster).
@@ -184,6 +185,7 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
             "locked_commit" => locked_commit = true,
             "nokillpriv" => caps.killpriv = false,
             "noreaddirplus" => caps.readdirplus = false,
+            "flushall" => caps.noflush_readonly = false,
             _ if o.starts_with("dirty_limit=") => {
                 let v = crate::fs_cmd::parse_size(&o["dirty_limit=".len()..]).map_err(|e| Failure::input(format!("mount option {o}: {e}")))?;
                 if v < 1 << 20 {
@@ -213,7 +215,7 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
                 durability_timeout = Duration::from_secs_f64(v);
             }
             _ if o.starts_with("fsync=") => return Err(Failure::input(format!("mount option {o}: expected fsync=durable, fsync=ignore or fsync=osync"))),
-            _ => return Err(Failure::input(format!("unknown mount option {o:?}: expected fsync=durable|ignore|osync, durability=SECONDS, private, xattr, noxattr, dirty_limit=SIZE, region_limit=SIZE, commit=SECONDS, locked_commit, nokillpriv, noreaddirplus or pmem_nosync"))),
+            _ => return Err(Failure::input(format!("unknown mount option {o:?}: expected fsync=durable|ignore|osync, durability=SECONDS, private, xattr, noxattr, dirty_limit=SIZE, region_limit=SIZE, commit=SECONDS, locked_commit, nokillpriv, noreaddirplus, flushall or pmem_nosync"))),
         }
     }
     Ok(Options { fsync, private, xattr, dirty_limit, region_limit, commit_interval, durability_timeout, locked_commit, caps, pmem_sync, block_only })

@@ -5,7 +5,7 @@ use crate::control::{self, DurableArg, StreamArg, DURABLE_WAIT, FLAGS_ALL, FLAG_
 use crate::commit::Committer;
 use crate::procs::ProcTable;
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType as FType, FopenFlags, Generation, INodeNo, InitFlags, IoctlFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags as FRename, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    Errno, FileAttr, FileHandle, FileType as FType, FopenFlags, Generation, INodeNo, InitFlags, IoctlFlags, KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags as FRename, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use intactfs::meta::Body;
 use intactfs::{Attr, FileType, Fs, FsError, Ino, NewKind, Owner, RenameFlags, SetAttr, StreamFlags, StreamId, Time, BLOCK, ROOT};
@@ -48,8 +48,8 @@ pub struct State {
     /// flush need only the engine's read lock.)
     procs: Mutex<ProcTable>,
     /// Open file handle → the opener's stream, for writes the kernel sends on its own
-    /// behalf (pid 0: write-back of shared mappings).
-    handles: Mutex<HashMap<u64, StreamId>>,
+    /// behalf (pid 0: write-back of shared mappings), and whether it was opened for writing.
+    handles: Mutex<HashMap<u64, Handle>>,
     next_fh: std::sync::atomic::AtomicU64,
     /// First engine failure that makes further changes unsafe, for the log.
     pub failure: Option<String>,
@@ -191,14 +191,20 @@ const S_IFMT: u32 = 0o170000;
 const S_ISGID: u32 = 0o2000;
 
 impl State {
-    fn new_handle(&self, s: StreamId) -> FileHandle {
+    fn new_handle(&self, stream: StreamId, writable: bool) -> FileHandle {
         let fh = self.next_fh.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.handles.lock().unwrap_or_else(|p| p.into_inner()).insert(fh, s);
+        self.handles.lock().unwrap_or_else(|p| p.into_inner()).insert(fh, Handle { stream, writable });
         FileHandle(fh)
     }
 
     fn handle_stream(&self, fh: u64) -> Option<StreamId> {
-        self.handles.lock().unwrap_or_else(|p| p.into_inner()).get(&fh).copied()
+        self.handles.lock().unwrap_or_else(|p| p.into_inner()).get(&fh).map(|h| h.stream)
+    }
+
+    /// Whether handle `fh` was opened for writing (unknown handles count as writable: the
+    /// F2FS ioctls then behave as before handles recorded it).
+    fn handle_writable(&self, fh: u64) -> bool {
+        self.handles.lock().unwrap_or_else(|p| p.into_inner()).get(&fh).is_none_or(|h| h.writable)
     }
 
     fn procs(&self) -> std::sync::MutexGuard<'_, ProcTable> {
@@ -332,6 +338,11 @@ impl State {
         match cmd {
             control::F2FS_IOC_GET_FEATURES => Ok(control::F2FS_FEATURE_ATOMIC_WRITE.to_ne_bytes().to_vec()),
             control::F2FS_IOC_START_ATOMIC_WRITE => {
+                // Only through a writable descriptor: its close aborts the write, and a
+                // read-only one sends no FUSE_FLUSH at close (`open_flags`).
+                if !self.handle_writable(fh) {
+                    return Err(Errno::EBADF);
+                }
                 if self.f2fs.contains_key(&ino) {
                     return Ok(Vec::new()); // already atomic, as on F2FS
                 }
@@ -463,6 +474,18 @@ impl IntactFuse {
     /// A close (FLUSH) or the handle's end (RELEASE, `forget_handle`): ends an F2FS atomic
     /// write the handle started and tells the kernel what aborted regions undid; the write
     /// lock only when there is such work.
+    /// What an open (or create) answers: keep the page cache (writes go through to the
+    /// engine, no writeback cache, so the kernel's cache is coherent); and for a read-only
+    /// descriptor no FUSE_FLUSH at close, since closing it has nothing to write or abort
+    /// (the F2FS atomic write a close aborts needs a writable descriptor).
+    fn open_flags(&self, writable: bool) -> FopenFlags {
+        if !writable && self.caps.noflush_readonly {
+            FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH
+        } else {
+            FopenFlags::FOPEN_KEEP_CACHE
+        }
+    }
+
     fn closed(&self, ino: Ino, fh: u64, forget_handle: bool) {
         let work = self.read().map(|st| {
             if forget_handle {
@@ -611,19 +634,29 @@ pub(crate) fn split_fuser(t: SystemTime) -> (i64, u32) {
 }
 
 /// Optional FUSE capabilities the mount asks the kernel for; each can be turned off to
-/// measure what it saves (mount options `nokillpriv`, `noreaddirplus`).
+/// measure what it saves (mount options `nokillpriv`, `noreaddirplus`, `flushall`).
 #[derive(Clone, Copy, Debug)]
 pub struct Caps {
     /// FUSE_HANDLE_KILLPRIV_V2: we clear set-user-id on writes ourselves.
     pub killpriv: bool,
     /// FUSE_DO_READDIRPLUS (+AUTO): listings carry their entries' attributes.
     pub readdirplus: bool,
+    /// FOPEN_NOFLUSH on read-only opens: closing them sends no FUSE_FLUSH (a round trip
+    /// the closing process waits for) since there is nothing to flush or abort.
+    pub noflush_readonly: bool,
 }
 
 impl Default for Caps {
     fn default() -> Self {
-        Caps { killpriv: true, readdirplus: true }
+        Caps { killpriv: true, readdirplus: true, noflush_readonly: true }
     }
+}
+
+/// An open file handle.
+#[derive(Clone, Copy, Debug)]
+struct Handle {
+    stream: StreamId,
+    writable: bool,
 }
 
 impl fuser::Filesystem for IntactFuse {
@@ -811,17 +844,16 @@ impl fuser::Filesystem for IntactFuse {
         Self::reply_entry(r, reply)
     }
 
-    fn open(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let writable = flags.acc_mode() != OpenAccMode::O_RDONLY;
         let r = (|| {
             let st = self.read()?;
             let s = st.procs().stream_of(req.pid());
             st.fs_ref()?.getattr(ino.0).map_err(|e| errno(&e))?;
-            Ok(st.new_handle(s))
+            Ok(st.new_handle(s, writable))
         })();
         match r {
-            // Writes go through to the engine (no writeback cache: it would lose the
-            // writer's identity and program order), so the kernel's page cache is coherent.
-            Ok(fh) => reply.opened(fh, FopenFlags::FOPEN_KEEP_CACHE),
+            Ok(fh) => reply.opened(fh, self.open_flags(writable)),
             Err(e) => reply.error(e),
         }
     }
@@ -1012,14 +1044,15 @@ impl fuser::Filesystem for IntactFuse {
         Self::empty(r, reply)
     }
 
-    fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, _flags: i32, reply: ReplyCreate) {
+    fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, flags: i32, reply: ReplyCreate) {
+        let writable = OpenFlags(flags).acc_mode() != OpenAccMode::O_RDONLY;
         let r = (|| {
             let (mut st, s) = self.begin(req)?;
             let a = Self::make_locked(&mut st, s, req, parent, name, NewKind::File, mode)?;
-            Ok((a, st.new_handle(s)))
+            Ok((a, st.new_handle(s, writable)))
         })();
         match r {
-            Ok((a, fh)) => reply.created(&TTL, &file_attr(&a), Generation(0), fh, FopenFlags::FOPEN_KEEP_CACHE),
+            Ok((a, fh)) => reply.created(&TTL, &file_attr(&a), Generation(0), fh, self.open_flags(writable)),
             Err(e) => reply.error(e),
         }
     }
@@ -1032,10 +1065,11 @@ impl fuser::Filesystem for IntactFuse {
             let a = st.fs()?.create_tmpfile(s, parent.0, mode & 0o7777, owner).map_err(|e| errno(&e))?;
             // The engine opened it already: that open is the kernel's first reference.
             st.remember_opened(a.ino);
-            Ok((a, st.new_handle(s)))
+            // O_TMPFILE needs O_WRONLY or O_RDWR.
+            Ok((a, st.new_handle(s, true)))
         })();
         match r {
-            Ok((a, fh)) => reply.created(&TTL, &file_attr(&a), Generation(0), fh, FopenFlags::FOPEN_KEEP_CACHE),
+            Ok((a, fh)) => reply.created(&TTL, &file_attr(&a), Generation(0), fh, self.open_flags(true)),
             Err(e) => reply.error(e),
         }
     }
