@@ -7,14 +7,63 @@ use crate::fs::State;
 use fuser::Errno;
 use intactfs::CommitIo;
 use intactfs_device::SharedIo;
-use std::sync::{Arc, Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
+
+/// The longest a flush waits for more fsyncs to join it (`Flushing::gather`).
+const MAX_GATHER: Duration = Duration::from_millis(1);
+
+/// The group commit's shared state (under `Committer::flushing`'s mutex).
+#[derive(Default)]
+struct Flushing {
+    /// A flush outside the lock is being gathered or is under way.
+    busy: bool,
+    /// Callers in `wait_durable` now.
+    waiting: usize,
+    /// How many callers were waiting when the previous flush started.
+    last_batch: usize,
+    /// Moving average of a flush's duration.
+    flush_avg: Duration,
+}
+
+impl Flushing {
+    /// How long a flush about to start waits for more callers: while fewer wait than
+    /// shared the previous flush, up to half a flush (at most `MAX_GATHER`). Without it the
+    /// callers a flush releases come back during the next flush and wait for the one
+    /// after, so N concurrent fsyncers split into groups that alternate (about two per
+    /// flush with four); waiting a fraction of a flush lets them all share one, as ext4's
+    /// journal waits for more writers before a commit when several are syncing.
+    fn gather(&self) -> Option<Duration> {
+        (self.waiting < self.last_batch).then(|| (self.flush_avg / 2).min(MAX_GATHER)).filter(|d| !d.is_zero())
+    }
+}
+
+/// Counts a caller of `wait_durable` in `Flushing::waiting` while it lives.
+struct Waiting<'a>(&'a (Mutex<Flushing>, Condvar, Condvar));
+
+impl<'a> Waiting<'a> {
+    fn enter(f: &'a (Mutex<Flushing>, Condvar, Condvar)) -> Result<Waiting<'a>, Errno> {
+        f.0.lock().map_err(|_| Errno::EIO)?.waiting += 1;
+        // A flush gathering callers may now have enough.
+        f.2.notify_all();
+        Ok(Waiting(f))
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        let mut g = self.0 .0.lock().unwrap_or_else(|p| p.into_inner());
+        g.waiting -= 1;
+    }
+}
 
 /// What the request threads and the periodic committer share to write commits.
 #[derive(Clone)]
 pub struct Committer {
     pub state: Arc<RwLock<State>>,
-    /// A flush outside the lock is under way; signalled when it ends.
-    flushing: Arc<(Mutex<bool>, Condvar)>,
+    /// The group commit: its state; signalled when a flush ends; signalled when a caller
+    /// arrives (for a flush gathering callers).
+    flushing: Arc<(Mutex<Flushing>, Condvar, Condvar)>,
     /// The device's shared handle; `None` with `locked_commit` (or a device that has
     /// none): commits then write and flush under the lock, as the engine does by itself.
     io: Option<Arc<dyn SharedIo>>,
@@ -22,7 +71,7 @@ pub struct Committer {
 
 impl Committer {
     pub fn new(state: Arc<RwLock<State>>, io: Option<Arc<dyn SharedIo>>) -> Committer {
-        Committer { state, flushing: Arc::new((Mutex::new(false), Condvar::new())), io }
+        Committer { state, flushing: Arc::new((Mutex::new(Flushing::default()), Condvar::new(), Condvar::new())), io }
     }
 
     /// The engine to change. A panic while holding the lock left the engine in an unknown
@@ -72,8 +121,8 @@ impl Committer {
 
     /// Returns once every commit up to `ticket` is on the media: writes those not yet
     /// written (another thread may be writing them: done ones are skipped), then flushes
-    /// once for everything written so far, unless another thread's flush is under way,
-    /// which it waits for and checks again.
+    /// once for everything written so far (after gathering callers: `Flushing::gather`),
+    /// unless another thread's flush is under way, which it waits for and checks again.
     pub fn wait_durable(&self, ticket: u64) -> Result<(), Errno> {
         let Some(io) = self.io.clone() else {
             // Locked commits: flush under the lock.
@@ -89,7 +138,8 @@ impl Committer {
             st.notify();
             return Ok(());
         };
-        let (flag, ended) = &*self.flushing;
+        let (flag, ended, arrived) = &*self.flushing;
+        let _waiting = Waiting::enter(&self.flushing)?;
         loop {
             let (durable, written, failed) = {
                 let st = self.read()?;
@@ -102,21 +152,48 @@ impl Committer {
             if failed {
                 return Err(Errno::EIO);
             }
-            let mut busy = flag.lock().map_err(|_| Errno::EIO)?;
-            if *busy {
+            let mut f = flag.lock().map_err(|_| Errno::EIO)?;
+            if f.busy {
                 // The flusher clears the flag (after telling the engine) under this mutex,
                 // then signals: no wake-up is lost.
-                drop(ended.wait(busy).map_err(|_| Errno::EIO)?);
+                drop(ended.wait(f).map_err(|_| Errno::EIO)?);
                 continue;
             }
             if written < ticket {
-                drop(busy);
+                drop(f);
                 let pending = self.read()?.fs.as_ref().ok_or(Errno::EIO)?.pending_io(ticket);
                 self.write_out(&pending)?;
                 continue;
             }
-            *busy = true;
-            drop(busy);
+            f.busy = true;
+            let written = match f.gather() {
+                None => {
+                    f.last_batch = f.waiting;
+                    drop(f);
+                    written
+                }
+                Some(d) => {
+                    // Callers arriving meanwhile wrote their commits before they came, so
+                    // the flush covers them if `written` is read after the wait.
+                    let mut f = match gather(arrived, f, d) {
+                        Ok(f) => f,
+                        Err(e) => {
+                            self.end_flush(None);
+                            return Err(e);
+                        }
+                    };
+                    f.last_batch = f.waiting;
+                    drop(f);
+                    match self.read() {
+                        Ok(st) => st.fs.as_ref().map_or(written, |fs| fs.written_upto()),
+                        Err(e) => {
+                            self.end_flush(None);
+                            return Err(e);
+                        }
+                    }
+                }
+            };
+            let started = Instant::now();
             let r = io.flush();
             let done = {
                 let mut st = self.lock()?;
@@ -136,9 +213,75 @@ impl Committer {
                     (None, _) => Err(Errno::EIO),
                 }
             };
-            *flag.lock().map_err(|_| Errno::EIO)? = false;
-            ended.notify_all();
+            self.end_flush(Some(started.elapsed()));
             done?;
         }
+    }
+
+    /// Clears the busy flag (with a flush's duration for the average) and wakes waiters.
+    fn end_flush(&self, took: Option<Duration>) {
+        let (flag, ended, _) = &*self.flushing;
+        {
+            let mut f = flag.lock().unwrap_or_else(|p| p.into_inner());
+            f.busy = false;
+            if let Some(t) = took {
+                // An average over about the last eight flushes.
+                f.flush_avg = if f.flush_avg.is_zero() { t } else { (f.flush_avg * 7 + t) / 8 };
+            }
+        }
+        ended.notify_all();
+    }
+}
+
+/// Waits on `arrived` up to `d` while fewer callers wait than shared the previous flush.
+fn gather<'a>(arrived: &Condvar, mut f: MutexGuard<'a, Flushing>, d: Duration) -> Result<MutexGuard<'a, Flushing>, Errno> {
+    let deadline = Instant::now() + d;
+    while f.waiting < f.last_batch {
+        let now = Instant::now();
+        if now >= deadline {
+            break;
+        }
+        f = arrived.wait_timeout(f, deadline - now).map_err(|_| Errno::EIO)?.0;
+    }
+    Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flushing(waiting: usize, last_batch: usize, avg_us: u64) -> Flushing {
+        Flushing { busy: true, waiting, last_batch, flush_avg: Duration::from_micros(avg_us) }
+    }
+
+    #[test]
+    fn a_flush_gathers_only_while_fewer_wait_than_shared_the_last_one() {
+        assert_eq!(flushing(1, 4, 400).gather(), Some(Duration::from_micros(200)));
+        assert_eq!(flushing(4, 4, 400).gather(), None, "all of the last batch are here");
+        assert_eq!(flushing(1, 1, 400).gather(), None, "a lone fsyncer never waits");
+        assert_eq!(flushing(1, 4, 0).gather(), None, "no flush measured yet");
+        assert_eq!(flushing(1, 4, 50_000).gather(), Some(MAX_GATHER), "bounded");
+    }
+
+    #[test]
+    fn gathering_ends_when_the_last_batch_is_back_or_at_the_deadline() {
+        let f = Arc::new((Mutex::new(flushing(1, 3, 400)), Condvar::new(), Condvar::new()));
+        let started = Instant::now();
+        // Nobody comes: the wait ends at its deadline with the one caller.
+        let g = gather(&f.2, f.0.lock().unwrap(), Duration::from_millis(20)).unwrap();
+        assert_eq!(g.waiting, 1);
+        assert!(started.elapsed() >= Duration::from_millis(20));
+        drop(g);
+        // Two more arrive: the wait ends with three, however long the deadline.
+        let f2 = f.clone();
+        let arrivals = std::thread::spawn(move || {
+            let a = Waiting::enter(&f2).unwrap();
+            let b = Waiting::enter(&f2).unwrap();
+            std::mem::forget((a, b));
+        });
+        let g = gather(&f.2, f.0.lock().unwrap(), Duration::from_secs(600)).unwrap();
+        assert_eq!(g.waiting, 3);
+        drop(g);
+        arrivals.join().unwrap();
     }
 }
