@@ -1,10 +1,16 @@
 #!/bin/bash
-# What two FUSE capabilities save on the intactfs mount (issue 17 item 3), each measured on
+# What FUSE capabilities save on the intactfs mount (issue 17 item 3), each measured on
 # vs off side by side in one run, REPS rounds alternating (default 5), medians:
 #   READDIRPLUS  `ls -l` and `find -size` of a directory of 10,000 files, kernel caches
 #                dropped first (-o noreaddirplus: plain readdir, one LOOKUP per entry)
 #   KILLPRIV_V2  20,000 writes of 4 KiB with dd (-o nokillpriv: the kernel asks for
 #                security.capability before every write)
+#   io_uring     FUSE over io_uring (-o uring) vs the default /dev/fuse transport: the
+#                workloads above, plus create+stat+unlink of 5,000 small files and 20,000
+#                random 4 KiB O_DIRECT reads of a 64 MiB file (so each read is a request;
+#                the daemon has the data in memory). The kernel's
+#                /sys/module/fuse/parameters/enable_uring is set to Y for the run and put
+#                back on exit; without it (a kernel before 6.14) these rows are left out.
 # Usage (as root, from the repository root): [REPS=5] bash bench/fs/features.sh
 # It builds target/release/intact if needed; prints a Markdown table. Leaves nothing behind.
 set -euo pipefail
@@ -16,11 +22,13 @@ command -v bc >/dev/null || apt-get install -y -qq bc >/dev/null
 cargo build --release -q -p intact-cli
 B=$PWD/target/release/intact
 W=$(mktemp -d /var/tmp/intact-features.XXXXXX)
+uring_param=/sys/module/fuse/parameters/enable_uring uring_was=""
 cleanup() {
   for m in "$W"/m-*; do
     if mountpoint -q "$m" 2>/dev/null; then "$B" fs umount "$m" >/dev/null || umount -l "$m"; fi
   done
   rm -rf "$W"
+  if [ -n "$uring_was" ]; then echo "$uring_was" > "$uring_param"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -33,23 +41,69 @@ mountfs() {  # mountfs NAME OPTIONS...
 mountfs on
 mountfs noplus -o noreaddirplus
 mountfs nokill -o nokillpriv
-for v in on noplus; do
+rings=()
+if [ -w "$uring_param" ]; then
+  uring_was=$(cat "$uring_param")
+  echo Y > "$uring_param"
+  mountfs ring -o uring
+  rings=(ring)
+else
+  echo "$me: $uring_param missing: no io_uring rows" >&2
+fi
+for v in on noplus "${rings[@]}"; do
   mkdir "$W/m-$v/d"
   (cd "$W/m-$v/d" && seq 1 10000 | xargs -n 500 touch)
 done
+dd if=/dev/urandom of="$W/m-on/r" bs=1M count=64 status=none
+for v in "${rings[@]}"; do cp "$W/m-on/r" "$W/m-$v/r"; done
 sync
+
+# create (100 bytes), stat, unlink 5,000 files: one CREATE, WRITE, FLUSH, RELEASE, GETATTR
+# (or none: attributes are cached), UNLINK... each a round trip.
+meta() {
+  python3 - "$1" <<'PY'
+import os, sys
+d = os.path.join(sys.argv[1], "meta")
+os.mkdir(d)
+names = [os.path.join(d, f"f{i}") for i in range(5000)]
+for n in names:
+    with open(n, "wb") as f:
+        f.write(b"x" * 100)
+for n in names:
+    os.stat(n)
+for n in names:
+    os.unlink(n)
+os.rmdir(d)
+PY
+}
+# 20,000 random aligned 4 KiB reads with O_DIRECT: each one a READ request.
+randread() {
+  python3 - "$1" <<'PY'
+import mmap, os, random, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
+buf = mmap.mmap(-1, 4096)
+n = os.fstat(fd).st_size // 4096
+rnd = random.Random(1)
+for _ in range(20000):
+    os.preadv(fd, [buf], rnd.randrange(n) * 4096)
+PY
+}
 
 t() { local a b; a=$(date +%s.%N); "$@" >/dev/null; b=$(date +%s.%N); echo "$b - $a" | bc; }
 declare -A r=()
 for ((i = 0; i < reps; i++)); do
-  for v in on noplus; do
+  for v in on noplus "${rings[@]}"; do
     echo 3 > /proc/sys/vm/drop_caches
     r[ls-$v]+=" $(t ls -l "$W/m-$v/d")"
     echo 3 > /proc/sys/vm/drop_caches
     r[find-$v]+=" $(t find "$W/m-$v/d" -size +1)"
   done
-  for v in on nokill; do
+  for v in on nokill "${rings[@]}"; do
     r[dd-$v]+=" $(t dd if=/dev/zero of="$W/m-$v/f" bs=4096 count=20000 conv=notrunc status=none)"
+  done
+  for v in on "${rings[@]}"; do
+    r[meta-$v]+=" $(t meta "$W/m-$v")"
+    r[rand-$v]+=" $(t randread "$W/m-$v/r")"
   done
 done
 med() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
@@ -63,3 +117,11 @@ echo "|---|---:|---:|---:|"
 row "ls -l of 10,000 files (READDIRPLUS)" ls-on ls-noplus
 row "find -size of 10,000 files (READDIRPLUS)" find-on find-noplus
 row "20,000 writes of 4 KiB (HANDLE_KILLPRIV_V2)" dd-on dd-nokill
+if [ ${#rings[@]} -gt 0 ]; then
+  # Here "on" is -o uring and "off" the default mount (/dev/fuse).
+  row "ls -l of 10,000 files (io_uring)" ls-ring ls-on
+  row "find -size of 10,000 files (io_uring)" find-ring find-on
+  row "20,000 writes of 4 KiB (io_uring)" dd-ring dd-on
+  row "create+stat+unlink of 5,000 files (io_uring)" meta-ring meta-on
+  row "20,000 random 4 KiB O_DIRECT reads (io_uring)" rand-ring rand-on
+fi

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The POSIX conformance suite on a fresh intactfs mount against tmpfs (root needed).
 # Passes if exactly the documented known failures fail; then fsck must find the image clean.
+# MOUNT_OPTS: mount options for the intactfs mount (e.g. MOUNT_OPTS=uring, which needs
+# /sys/module/fuse/parameters/enable_uring set to Y).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 INTACT=${INTACT:-target/debug/intact}
@@ -17,7 +19,7 @@ cleanup() {
 trap cleanup EXIT
 mount -t tmpfs none "$D/ref"
 "$INTACT" fs mkfs "$D/img" --size 16G >/dev/null
-"$INTACT" fs mount "$D/img" "$D/mnt" --daemon --log "$D/log" >/dev/null
+"$INTACT" fs mount "$D/img" "$D/mnt" --daemon --log "$D/log" ${MOUNT_OPTS:+-o "$MOUNT_OPTS"} >/dev/null
 python3 tests/posix/conformance.py --dir "$D/mnt" --reference "$D/ref" \
   --known-failures tests/posix/intactfs-known-failures.txt "$@" | grep -v '^ok '
 "$INTACT" fs umount "$D/mnt" >/dev/null

@@ -42,7 +42,10 @@ pub struct MountArgs {
     /// kernel clear set-user-id, asking for `security.capability` before every write: only
     /// for comparison); noreaddirplus (plain readdir: the kernel looks up each listed entry
     /// on its own: only for comparison); flushall (closing a read-only descriptor sends
-    /// FUSE_FLUSH too, a round trip the closing process waits for: only for comparison). A pmem image (`mkfs --device pmem`) is served by
+    /// FUSE_FLUSH too, a round trip the closing process waits for: only for comparison);
+    /// uring (serve requests through FUSE over io_uring, one ring per CPU; needs Linux
+    /// 6.14+ with `/sys/module/fuse/parameters/enable_uring` set to Y by root, else the
+    /// mount fails). A pmem image (`mkfs --device pmem`) is served by
     /// the persistent-memory engine with AD-transactions; of these only private applies to
     /// it (the others are ignored with a note), and pmem_nosync (fences do not msync the
     /// image file: transactions survive the daemon's death, not a power loss; faster).
@@ -154,6 +157,7 @@ struct Options {
     locked_commit: bool,
     caps: Caps,
     pmem_sync: bool,
+    uring: bool,
     /// Options given that only the block engine uses (noted when a pmem image is mounted).
     block_only: Vec<String>,
 }
@@ -169,13 +173,15 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
     let mut locked_commit = false;
     let mut caps = Caps::default();
     let mut pmem_sync = true;
+    let mut uring = false;
     let mut block_only = Vec::new();
     for o in opts.iter().filter(|o| !o.is_empty()) {
-        if o != "private" && o != "pmem_nosync" {
+        if o != "private" && o != "pmem_nosync" && o != "uring" {
             block_only.push(o.clone());
         }
         match o.as_str() {
             "pmem_nosync" => pmem_sync = false,
+            "uring" => uring = true,
             "fsync=durable" => fsync = FsyncMode::Durable,
             "fsync=ignore" => fsync = FsyncMode::Ignore,
             "fsync=osync" => fsync = FsyncMode::Osync,
@@ -215,10 +221,10 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
                 durability_timeout = Duration::from_secs_f64(v);
             }
             _ if o.starts_with("fsync=") => return Err(Failure::input(format!("mount option {o}: expected fsync=durable, fsync=ignore or fsync=osync"))),
-            _ => return Err(Failure::input(format!("unknown mount option {o:?}: expected fsync=durable|ignore|osync, durability=SECONDS, private, xattr, noxattr, dirty_limit=SIZE, region_limit=SIZE, commit=SECONDS, locked_commit, nokillpriv, noreaddirplus, flushall or pmem_nosync"))),
+            _ => return Err(Failure::input(format!("unknown mount option {o:?}: expected fsync=durable|ignore|osync, durability=SECONDS, private, xattr, noxattr, dirty_limit=SIZE, region_limit=SIZE, commit=SECONDS, locked_commit, nokillpriv, noreaddirplus, flushall, uring or pmem_nosync"))),
         }
     }
-    Ok(Options { fsync, private, xattr, dirty_limit, region_limit, commit_interval, durability_timeout, locked_commit, caps, pmem_sync, block_only })
+    Ok(Options { fsync, private, xattr, dirty_limit, region_limit, commit_interval, durability_timeout, locked_commit, caps, pmem_sync, uring, block_only })
 }
 
 pub fn mount(a: MountArgs) -> Result<u8, Failure> {
@@ -234,7 +240,7 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
         drop(mount::lock_image(&a.image).map_err(failure)?);
         return spawn_daemon(&a);
     }
-    let cfg = MountConfig { image: a.image.clone(), mountpoint: a.mountpoint.clone(), fsync: o.fsync, xattr: o.xattr, dirty_limit: o.dirty_limit, region_limit: o.region_limit, commit_interval: o.commit_interval, durability_timeout: o.durability_timeout, threads: a.threads, allow_other: root && !o.private, locked_commit: o.locked_commit, caps: o.caps, pmem_sync: o.pmem_sync };
+    let cfg = MountConfig { image: a.image.clone(), mountpoint: a.mountpoint.clone(), fsync: o.fsync, xattr: o.xattr, dirty_limit: o.dirty_limit, region_limit: o.region_limit, commit_interval: o.commit_interval, durability_timeout: o.durability_timeout, threads: a.threads, allow_other: root && !o.private, locked_commit: o.locked_commit, caps: o.caps, pmem_sync: o.pmem_sync, uring: o.uring };
     let state = state_file(&a.mountpoint);
     let child = a.daemon_child;
     let pmem = intactfs_fuse::pmem::is_pmem_image(&a.image);
@@ -283,6 +289,10 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
         let mut log = state.clone().into_os_string();
         log.push(".log");
         let _ = std::fs::remove_file(log);
+    }
+    if o.uring {
+        // Shows that the rings carried the requests (the tests check this line).
+        eprintln!("intactfs: {} requests were served through FUSE over io_uring", fuser::uring_requests_served());
     }
     match u {
         mount::Served::Block(u) => eprintln!(

@@ -56,6 +56,10 @@ pub struct MountConfig {
     /// committed transaction survives a power loss, not only the daemon's death (mount
     /// option `pmem_nosync` turns it off).
     pub pmem_sync: bool,
+    /// Serve requests through FUSE over io_uring (mount option `uring`; needs the kernel's
+    /// `/sys/module/fuse/parameters/enable_uring`): mounting fails if the kernel does not
+    /// offer it.
+    pub uring: bool,
 }
 
 /// What a mount ended with.
@@ -133,6 +137,7 @@ pub fn session_config(cfg: &MountConfig, subtype: &str) -> Config {
     config.acl = if cfg.allow_other { SessionACL::All } else { SessionACL::Owner };
     config.n_threads = Some(cfg.threads.max(1));
     config.clone_fd = true;
+    config.uring = cfg.uring;
     config
 }
 

@@ -104,6 +104,11 @@ mod request;
 mod request_param;
 mod session;
 mod time;
+// intact patch: FUSE over io_uring (see uring.rs).
+#[cfg(target_os = "linux")]
+mod uring;
+#[cfg(target_os = "linux")]
+pub use crate::uring::uring_requests_served;
 
 /// We generally support async reads
 #[cfg(not(target_os = "macos"))]

@@ -34,6 +34,10 @@ use crate::session::SessionEventLoop;
 pub(crate) struct RequestWithSender<'a> {
     /// Channel sender for sending the reply
     ch: ChannelSender,
+    /// intact patch: set when the request came through a FUSE-over-io_uring ring, whose
+    /// entry then takes the reply.
+    #[cfg(target_os = "linux")]
+    uring: Option<crate::uring::UringTarget>,
     /// Parsed request
     pub(crate) request: ll::AnyRequest<'a>,
 }
@@ -49,7 +53,33 @@ impl<'a> RequestWithSender<'a> {
             }
         };
 
-        Some(Self { ch, request })
+        Some(Self {
+            ch,
+            #[cfg(target_os = "linux")]
+            uring: None,
+            request,
+        })
+    }
+
+    /// intact patch: a request read from a FUSE-over-io_uring entry, answered through it.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn new_uring(
+        ch: ChannelSender,
+        data: &'a [u8],
+        target: crate::uring::UringTarget,
+    ) -> Option<RequestWithSender<'a>> {
+        let mut req = Self::new(ch, data)?;
+        req.uring = Some(target);
+        Some(req)
+    }
+
+    /// intact patch: where this request's reply goes (the ring entry it came in, if any).
+    fn sender(&self) -> ReplySender {
+        #[cfg(target_os = "linux")]
+        if let Some(t) = &self.uring {
+            return ReplySender::Uring(crate::uring::UringReply::new(t.clone(), self.ch.clone()));
+        }
+        ReplySender::Channel(self.ch.clone())
     }
 
     /// Dispatch request to the given filesystem.
@@ -304,7 +334,7 @@ impl<'a> RequestWithSender<'a> {
                     x.offset(),
                     ReplyDirectory::new(
                         self.request.unique(),
-                        ReplySender::Channel(self.ch.clone()),
+                        self.sender(),
                         x.size() as usize,
                     ),
                 );
@@ -490,7 +520,7 @@ impl<'a> RequestWithSender<'a> {
                     x.offset(),
                     ReplyDirectoryPlus::new(
                         self.request.unique(),
-                        ReplySender::Channel(self.ch.clone()),
+                        self.sender(),
                         x.size() as usize,
                     ),
                 );
@@ -563,7 +593,7 @@ impl<'a> RequestWithSender<'a> {
     /// Create a reply object for this request that can be passed to the filesystem
     /// implementation and makes sure that a request is replied exactly once
     pub(crate) fn reply<T: Reply>(&self) -> T {
-        Reply::new(self.request.unique(), ReplySender::Channel(self.ch.clone()))
+        Reply::new(self.request.unique(), self.sender())
     }
 
     /// Returns a Request reference for this request

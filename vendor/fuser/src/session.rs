@@ -124,6 +124,10 @@ impl Drop for UmountOnDrop {
 /// The session data structure
 #[derive(Debug)]
 pub struct Session<FS: Filesystem> {
+    /// intact patch: the FUSE-over-io_uring queues when `Config::uring` (first, so that
+    /// they stop before the channel closes).
+    #[cfg(target_os = "linux")]
+    uring: Option<crate::uring::Rings<FS>>,
     /// Filesystem operation implementations. None after `destroy` called.
     pub(crate) filesystem: FilesystemHolder<FS>,
     /// Communication channel to the kernel driver
@@ -157,6 +161,16 @@ impl<FS: Filesystem> Session<FS> {
         options: &Config,
     ) -> io::Result<Session<FS>> {
         check_option_conflicts(options)?;
+        // intact patch: refuse before mounting when the kernel has io_uring off.
+        if options.uring {
+            #[cfg(target_os = "linux")]
+            crate::uring::check_enabled()?;
+            #[cfg(not(target_os = "linux"))]
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "FUSE over io_uring is only available on Linux",
+            ));
+        }
 
         let mountpoint = mountpoint.as_ref();
         info!("Mounting {}", mountpoint.display());
@@ -175,6 +189,8 @@ impl<FS: Filesystem> Session<FS> {
         let ch = Channel::new(file);
 
         let mut session = Session {
+            #[cfg(target_os = "linux")]
+            uring: None,
             filesystem: FilesystemHolder {
                 fs: Some(filesystem),
             },
@@ -188,7 +204,8 @@ impl<FS: Filesystem> Session<FS> {
             config: options.clone(),
         };
 
-        session.handshake()?;
+        let payload = session.handshake()?;
+        session.start_uring(payload)?;
 
         Ok(session)
     }
@@ -203,6 +220,8 @@ impl<FS: Filesystem> Session<FS> {
     ) -> io::Result<Self> {
         let ch = Channel::new(Arc::new(DevFuse(File::from(fd))));
         let mut session = Session {
+            #[cfg(target_os = "linux")]
+            uring: None,
             filesystem: FilesystemHolder {
                 fs: Some(filesystem),
             },
@@ -216,7 +235,8 @@ impl<FS: Filesystem> Session<FS> {
             config,
         };
 
-        session.handshake()?;
+        let payload = session.handshake()?;
+        session.start_uring(payload)?;
 
         Ok(session)
     }
@@ -245,6 +265,8 @@ impl<FS: Filesystem> Session<FS> {
     /// Returns any final error when the session comes to an end.
     pub fn run(self) -> io::Result<()> {
         let Session {
+            #[cfg(target_os = "linux")]
+            uring,
             filesystem,
             ch,
             mount: _do_not_umount_yet,
@@ -286,6 +308,10 @@ impl<FS: Filesystem> Session<FS> {
                 channels.push(ch.clone());
             }
         }
+        // intact patch: the ring threads dispatch with a channel of their own (for poll
+        // notifications and backing ids; their replies go through the ring).
+        #[cfg(target_os = "linux")]
+        let uring_ch = ch.clone();
         channels.push(ch);
 
         let mut threads = Vec::with_capacity(n_threads);
@@ -306,6 +332,21 @@ impl<FS: Filesystem> Session<FS> {
             );
         }
 
+        // intact patch: the rings dispatch from now on; they stop once the classic loops
+        // have seen the connection end (or at the latest when `uring` is dropped).
+        #[cfg(target_os = "linux")]
+        let mut uring = uring;
+        #[cfg(target_os = "linux")]
+        if let Some(rings) = uring.as_mut() {
+            rings.run(|qid| SessionEventLoop {
+                thread_name: format!("fuser-uring-{qid}"),
+                filesystem: filesystem.clone(),
+                ch: uring_ch.clone(),
+                allowed,
+                session_owner,
+            });
+        }
+
         let mut reply: io::Result<()> = Ok(());
         for thread in threads {
             let res = match thread.join() {
@@ -321,6 +362,11 @@ impl<FS: Filesystem> Session<FS> {
             }
         }
 
+        #[cfg(target_os = "linux")]
+        if let Some(mut rings) = uring.take() {
+            rings.stop();
+        }
+
         let Some(filesystem) = Arc::get_mut(&mut filesystem) else {
             return Err(io::Error::other(
                 "BUG: must have one refcount for filesystem",
@@ -332,7 +378,28 @@ impl<FS: Filesystem> Session<FS> {
         reply
     }
 
-    fn handshake(&mut self) -> io::Result<()> {
+    /// intact patch: registers the FUSE-over-io_uring queues (`Config::uring`), each entry
+    /// with a `payload`-byte buffer, once INIT has been answered.
+    fn start_uring(&mut self, payload: usize) -> io::Result<()> {
+        if !self.config.uring {
+            return Ok(());
+        }
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            let rings = crate::uring::Rings::start(self.ch.as_fd().as_raw_fd(), payload)
+                .map_err(|e| {
+                    io::Error::new(e.kind(), format!("setting up FUSE over io_uring: {e}"))
+                })?;
+            self.uring = Some(rings);
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = payload;
+        Ok(())
+    }
+
+    /// Answers INIT; returns the payload size a FUSE-over-io_uring entry needs.
+    fn handshake(&mut self) -> io::Result<usize> {
         let mut buf = FuseReadBuf::new();
         let buf = buf.as_mut();
 
@@ -429,6 +496,33 @@ impl<FS: Filesystem> Session<FS> {
                 return Err(error);
             }
 
+            // intact patch: ask for FUSE over io_uring when configured; refuse the mount
+            // when the kernel does not offer it (it would otherwise wait for rings).
+            if self.config.uring {
+                if !init.capabilities().contains(InitFlags::FUSE_OVER_IO_URING) {
+                    <ReplyRaw as Reply>::new(
+                        request.unique(),
+                        ReplySender::Channel(self.ch.sender()),
+                    )
+                    .send_ll(&ResponseErrno(ll::Errno::EPROTO));
+                    #[cfg(target_os = "linux")]
+                    let how = crate::uring::how_to_enable();
+                    #[cfg(not(target_os = "linux"))]
+                    let how = String::from("it needs Linux 6.14 or later");
+                    return Err(io::Error::new(
+                        io::ErrorKind::Unsupported,
+                        format!(
+                            "the kernel did not offer FUSE over io_uring in INIT (ABI {v}): {how}"
+                        ),
+                    ));
+                }
+                config.requested |= InitFlags::FUSE_OVER_IO_URING;
+            }
+            #[cfg(target_os = "linux")]
+            let payload = crate::uring::payload_size(config.max_write, config.max_pages());
+            #[cfg(not(target_os = "linux"))]
+            let payload = 0;
+
             // Remember the ABI version supported by kernel and mark the session initialized.
             self.proto_version = Some(v);
 
@@ -473,7 +567,7 @@ impl<FS: Filesystem> Session<FS> {
             <ReplyRaw as Reply>::new(request.unique(), ReplySender::Channel(self.ch.sender()))
                 .send_ll(&response);
 
-            return Ok(());
+            return Ok(payload);
         }
     }
 

@@ -18,6 +18,11 @@ pub struct Config {
     /// This enables more efficient request processing
     /// when multiple threads are used. Requires Linux 4.5+.
     pub clone_fd: bool,
+    /// intact patch: serve requests through FUSE over io_uring (Linux 6.14+, with
+    /// `/sys/module/fuse/parameters/enable_uring` on): one ring per possible CPU beside
+    /// the `/dev/fuse` loop, which keeps the interrupts and forgets. Mounting fails if the
+    /// kernel does not offer it.
+    pub uring: bool,
 }
 
 /// Mount options accepted by the FUSE filesystem type
