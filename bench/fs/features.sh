@@ -5,6 +5,9 @@
 #                dropped first (-o noreaddirplus: plain readdir, one LOOKUP per entry)
 #   KILLPRIV_V2  20,000 writes of 4 KiB with dd (-o nokillpriv: the kernel asks for
 #                security.capability before every write)
+#   NOFLUSH      4 processes each opening, reading and closing 5,000 times one of 1,000
+#                cached 16 KiB files read-only, as a web server does (-o flushall: every
+#                close waits for a FUSE_FLUSH)
 #   io_uring     FUSE over io_uring (-o uring) vs the default /dev/fuse transport: the
 #                workloads above, plus create+stat+unlink of 5,000 small files and 20,000
 #                random 4 KiB O_DIRECT reads of a 64 MiB file (so each read is a request;
@@ -41,6 +44,7 @@ mountfs() {  # mountfs NAME OPTIONS...
 mountfs on
 mountfs noplus -o noreaddirplus
 mountfs nokill -o nokillpriv
+mountfs flushall -o flushall
 rings=()
 if [ -w "$uring_param" ]; then
   uring_was=$(cat "$uring_param")
@@ -55,6 +59,10 @@ for v in on noplus "${rings[@]}"; do
   (cd "$W/m-$v/d" && seq 1 10000 | xargs -n 500 touch)
 done
 dd if=/dev/urandom of="$W/m-on/r" bs=1M count=64 status=none
+for v in on flushall; do
+  mkdir "$W/m-$v/web"
+  for i in $(seq 0 999); do head -c 16384 "$W/m-on/r" > "$W/m-$v/web/f$i"; done
+done
 for v in "${rings[@]}"; do cp "$W/m-on/r" "$W/m-$v/r"; done
 sync
 
@@ -89,6 +97,28 @@ for _ in range(20000):
 PY
 }
 
+# 4 processes, each 5,000 x (open read-only, read 16 KiB, close) of random files of DIR/web.
+openread() {
+  python3 - "$1" <<'PY'
+import os, random, sys
+d = os.path.join(sys.argv[1], "web")
+kids = []
+for k in range(4):
+    pid = os.fork()
+    if pid == 0:
+        rnd = random.Random(k)
+        for _ in range(5000):
+            fd = os.open(os.path.join(d, "f%d" % rnd.randrange(1000)), os.O_RDONLY)
+            os.read(fd, 16384)
+            os.close(fd)
+        os._exit(0)
+    kids.append(pid)
+for pid in kids:
+    _, st = os.waitpid(pid, 0)
+    assert st == 0, "a reader failed"
+PY
+}
+
 t() { local a b; a=$(date +%s.%N); "$@" >/dev/null; b=$(date +%s.%N); echo "$b - $a" | bc; }
 declare -A r=()
 for ((i = 0; i < reps; i++)); do
@@ -100,6 +130,9 @@ for ((i = 0; i < reps; i++)); do
   done
   for v in on nokill "${rings[@]}"; do
     r[dd-$v]+=" $(t dd if=/dev/zero of="$W/m-$v/f" bs=4096 count=20000 conv=notrunc status=none)"
+  done
+  for v in on flushall; do
+    r[web-$v]+=" $(t openread "$W/m-$v")"
   done
   for v in on "${rings[@]}"; do
     r[meta-$v]+=" $(t meta "$W/m-$v")"
@@ -117,6 +150,7 @@ echo "|---|---:|---:|---:|"
 row "ls -l of 10,000 files (READDIRPLUS)" ls-on ls-noplus
 row "find -size of 10,000 files (READDIRPLUS)" find-on find-noplus
 row "20,000 writes of 4 KiB (HANDLE_KILLPRIV_V2)" dd-on dd-nokill
+row "4 x 5,000 open+read+close of cached 16 KiB files (NOFLUSH)" web-on web-flushall
 if [ ${#rings[@]} -gt 0 ]; then
   # Here "on" is -o uring and "off" the default mount (/dev/fuse).
   row "ls -l of 10,000 files (io_uring)" ls-ring ls-on
