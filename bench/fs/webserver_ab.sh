@@ -4,7 +4,7 @@
 # each daemon's CPU time per op. For one personality where mount.sh (all workloads, ~7 min
 # per repetition) is too coarse: e.g. intactfs with and without a mount option.
 #
-#   [REPS=6] [DUR=10] [THREADS=100] bash bench/fs/webserver_ab.sh NAME=[BINARY][@OPTIONS] ...
+#   [REPS=6] [DUR=10] [THREADS=100] [AGE=1] bash bench/fs/webserver_ab.sh NAME=[BINARY][@OPTIONS] ...
 #   e.g. bash bench/fs/webserver_ab.sh default= flushall=@-o,flushall      (as root)
 #
 # BINARY defaults to target/release/intact; OPTIONS are `intact fs mount` arguments with
@@ -14,7 +14,8 @@
 # in rotated order, in a fresh directory removed afterwards. Prints one JSON line per run
 # (ops/s, ops/s including the final sync, daemon CPU µs per op) and the medians with each
 # system's ratio to the passthrough. Mounts, daemons, loop devices and files are removed
-# on exit, even on failure.
+# on exit, even on failure. AGE=1 first runs, on every system, 50,000 creates (then removed)
+# and 20 s of fileserver (then removed), as mount.sh's earlier workloads leave its mounts.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 (($#)) || { echo "usage: [REPS=6] [DUR=10] [THREADS=100] bash bench/fs/webserver_ab.sh NAME=[BINARY][@OPTIONS] ..." >&2; exit 2; }
@@ -64,6 +65,21 @@ done
 sleep 1
 for n in "${names[@]}"; do mountpoint -q "$w/mnt/$n" || { echo "webserver_ab.sh: $n did not mount (log: $w/$n.log)" >&2; exit 1; }; done
 sync
+if [[ -n ${AGE:-} ]]; then
+  # Age every system first as mount.sh's earlier workloads do: 50,000 files created and
+  # removed, then 20 s of fileserver (10,000 files of 128 KiB), removed.
+  for n in "${names[@]}"; do
+    if [[ $n == passthrough ]]; then sp="syncfs:$w/pt"; else sp="streamsync:$w/mnt/$n"; fi
+    mkdir "$w/mnt/$n/age"
+    "$w/pers" createfiles "$w/mnt/$n/age" --files 50000 --dirwidth 100 --filesize 16k --iosize 1m --threads 16 --sync "$sp" >/dev/null
+    rm -rf "$w/mnt/$n/age"
+    mkdir "$w/mnt/$n/age"
+    "$w/pers" fileserver "$w/mnt/$n/age" --files 10000 --dirwidth 20 --filesize 128k --appendsize 16k --iosize 1m --threads 50 --prealloc 80 --duration 20 --sync "$sp" >/dev/null
+    rm -rf "$w/mnt/$n/age"
+    echo "aged $n" >&2
+  done
+  sync
+fi
 : >"$w/results"
 for ((r = 0; r < reps; r++)); do
   k=${#names[@]}
