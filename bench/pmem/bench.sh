@@ -25,16 +25,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 me=bench/pmem/bench.sh
-quick=0 write_docs=0
-for a in "$@"; do
-  case $a in
-    --quick) quick=1 ;;
-    --write-docs) write_docs=1 ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "$me: unknown argument $a (try --help)" >&2; exit 2 ;;
-  esac
-done
-cannot() { echo "$me: cannot run: $*" >&2; exit 2; }
+source bench/pmem/lib.sh  # parse_args, cannot, start_clock, stop_clock
+parse_args "$@"
 if ((quick)); then
   reps=${REPS:-1} files=${FILES:-100} file_mib=${FILE_MIB:-1} txns=${TXNS:-500}
 else
@@ -72,9 +64,7 @@ trap 'exit 130' INT TERM
 [[ -n $results ]] || results=$tmp/results.jsonl
 : >"$results"
 
-psi() { awk '/^some/ {sub("total=", "", $5); print $5}' "/proc/pressure/$1" 2>/dev/null || echo 0; }
-load0=$(cut -d' ' -f1-3 /proc/loadavg) psi0=$(psi cpu) psio0=$(psi io) t0=$(date +%s)
-date=$(date -u '+%Y-%m-%d %H:%M UTC')
+start_clock
 args=(--files "$files" --file-mib "$file_mib" --txns "$txns" --threads "$threads" --latency fcfs,none --reps "$reps" --seed "$seed" --dir "$dir")
 echo "running $bin ${args[*]} ..." >&2
 set +e
@@ -84,16 +74,12 @@ wait "$child"; rc=$?
 set -e
 child=""
 cat "$tmp/stderr" >&2
-e=$(($(date +%s) - t0)); ((e > 0)) || e=1
-pressure="CPU $((($(psi cpu) - psi0) / 10000 / e))%, I/O $((($(psi io) - psio0) / 10000 / e))%"
+stop_clock
 if ((rc != 0)); then
   echo "$me: txbench failed (exit $rc); results so far in $results" >&2
   [[ -n ${RESULTS:-} ]] || cat "$results" >&2
   exit 1
 fi
-command_line="REPS=$reps bash $me"
-if ((quick)); then command_line+=" --quick"; fi
-if ((write_docs)); then command_line+=" --write-docs"; fi
 report=(python3 bench/pmem/report.py "$results" --reps "$reps" --command "$command_line" --date "$date"
   --elapsed "${e}s" --load-start "$load0" --load-end "$(cut -d' ' -f1-3 /proc/loadavg)" --pressure "$pressure"
   --txbench-args "${args[*]}")

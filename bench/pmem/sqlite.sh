@@ -24,16 +24,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$PWD me=bench/pmem/sqlite.sh
-quick=0 write_docs=0
-for a in "$@"; do
-  case $a in
-    --quick) quick=1 ;;
-    --write-docs) write_docs=1 ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "$me: unknown argument $a (try --help)" >&2; exit 2 ;;
-  esac
-done
-cannot() { echo "$me: cannot run: $*" >&2; exit 2; }
+source bench/pmem/lib.sh  # parse_args, cannot, start_clock, stop_clock
+parse_args "$@"
 if ((quick)); then reps=${REPS:-1} txns=${TXNS:-300}; else reps=${REPS:-3} txns=${TXNS:-2000}; fi
 dir=${PMEM_DIR:-/dev/shm} img_mib=${IMG_MIB:-256} journal=${JOURNAL:-1M} docs=${DOCS:-docs/benchmarks.md}
 for v in reps txns img_mib; do [[ ${!v} =~ ^[1-9][0-9]*$ ]] || cannot "${v^^}=${!v}: expected a positive whole number"; done
@@ -66,9 +58,7 @@ trap 'exit 130' INT TERM
 results=${RESULTS:-$work/results.jsonl}
 : >"$results"
 
-psi() { awk '/^some/ {sub("total=", "", $5); print $5}' "/proc/pressure/$1" 2>/dev/null || echo 0; }
-load0=$(cut -d' ' -f1-3 /proc/loadavg) psi0=$(psi cpu) psio0=$(psi io) t0=$(date +%s)
-date=$(date -u '+%Y-%m-%d %H:%M UTC')
+start_clock
 fail=0
 for ((r = 0; r < reps; r++)); do
   "$intact" fs mkfs "$img" --device pmem --size "${img_mib}M" --journal "$journal" --force >/dev/null
@@ -97,11 +87,7 @@ for ((r = 0; r < reps; r++)); do
   done
   "$intact" fs umount "$mnt" >/dev/null
 done
-e=$(($(date +%s) - t0)); ((e > 0)) || e=1
-pressure="CPU $((($(psi cpu) - psi0) / 10000 / e))%, I/O $((($(psi io) - psio0) / 10000 / e))%"
-command_line="REPS=$reps bash $me"
-((quick)) && command_line+=" --quick"
-((write_docs)) && command_line+=" --write-docs"
+stop_clock
 report=(python3 bench/pmem/sqlite_report.py "$results" --reps "$reps" --command "$command_line" --date "$date"
   --elapsed "${e}s" --load-start "$load0" --load-end "$(cut -d' ' -f1-3 /proc/loadavg)" --pressure "$pressure"
   --image-mib "$img_mib" --txns "$txns" --journal "$journal" --pmem-dir "$dir" --sqlite "$sqlite_version" --mount-opts "${MOUNT_OPTS:-}")

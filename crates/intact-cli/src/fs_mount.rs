@@ -292,7 +292,7 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
     }
     if o.uring {
         // Shows that the rings carried the requests (the tests check this line).
-        eprintln!("intactfs: {} requests were served through FUSE over io_uring", fuser::uring_requests_served());
+        eprintln!("intactfs: {} requests were served through FUSE over io_uring", intactfs_fuse::uring_requests_served());
     }
     match u {
         mount::Served::Block(u) => eprintln!(

@@ -420,21 +420,7 @@ fn sqlite_batch_atomic_write_commits_without_a_journal_and_survives_sigkill() {
     let sq = dir.join("sqlite-batch");
     let m = Mount::new("256M");
     m.mount(&[]);
-    let db = m.p("t.db");
-    let o = run(Command::new(&sq).arg(&db).arg("features"));
-    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "batch_atomic yes", "{}", text(&o));
-    // The first transaction of a new database (CREATE TABLE) uses a journal (SQLite's rule);
-    // every later one is a batch.
-    let o = run(Command::new(&sq).arg(&db).args(["insert", "1"]));
-    assert!(o.status.success(), "{}", text(&o));
-    let trace = m.dir.path().join("strace.txt");
-    let o = run(Command::new("strace").args(["-f", "-e", "trace=openat,ioctl,rename,unlink", "-o"]).arg(&trace).arg(&sq).arg(&db).args(["insert", "20"]));
-    assert!(o.status.success(), "strace sqlite-batch: {}", text(&o));
-    let t = fs::read_to_string(&trace).unwrap();
-    let count = |what: &str| t.lines().filter(|l| l.contains(what)).count();
-    assert_eq!(count("F2FS_IOC_START_ATOMIC_WRITE"), 20, "{t}");
-    assert_eq!(count("F2FS_IOC_COMMIT_ATOMIC_WRITE"), 20, "{t}");
-    assert_eq!(count("-journal"), 0, "a journal file was used:\n{t}");
+    let t = sqlite_batch_traced(&m, &sq, "openat,ioctl,rename,unlink");
     assert!(!t.lines().any(|l| l.contains("F2FS") && l.contains("= -1")), "an atomic-write ioctl failed:\n{t}");
 
     // Crashes mid-transaction, at a different moment each round.
@@ -668,21 +654,10 @@ fn pmem_sqlite_batch_atomic_write_is_one_transaction_per_commit_and_survives_sig
     ioctl(&f1, control::F2FS_IOC_COMMIT_ATOMIC_WRITE).unwrap();
     drop(f1);
 
-    let db = m.p("t.db");
-    let o = run(Command::new(&sq).arg(&db).arg("features"));
-    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "batch_atomic yes", "{}", text(&o));
-    // The first transaction of a new database (CREATE TABLE) uses a journal (SQLite's rule);
-    // every later one is a batch: one AD-transaction.
-    let o = run(Command::new(&sq).arg(&db).args(["insert", "1"]));
-    assert!(o.status.success(), "{}", text(&o));
-    let trace = m.dir.path().join("strace.txt");
-    let o = run(Command::new("strace").args(["-f", "-e", "trace=openat,ioctl,rename,unlink,pwrite64", "-o"]).arg(&trace).arg(&sq).arg(&db).args(["insert", "20"]));
-    assert!(o.status.success(), "strace sqlite-batch: {}", text(&o));
-    let t = fs::read_to_string(&trace).unwrap();
+    // Each batch is one AD-transaction here.
+    let t = sqlite_batch_traced(&m, &sq, "openat,ioctl,rename,unlink,pwrite64");
+    let (db, trace) = (m.p("t.db"), m.dir.path().join("strace.txt"));
     let count = |t: &str, what: &str| t.lines().filter(|l| l.contains(what)).count();
-    assert_eq!(count(&t, "F2FS_IOC_START_ATOMIC_WRITE"), 20, "{t}");
-    assert_eq!(count(&t, "F2FS_IOC_COMMIT_ATOMIC_WRITE"), 20, "{t}");
-    assert_eq!(count(&t, "-journal"), 0, "a journal file was used:\n{t}");
     assert!(!t.lines().any(|l| (l.contains("F2FS") || l.contains("pwrite64")) && l.contains("= -1")), "an atomic-write ioctl or a page write failed:\n{t}");
     // Too large for the log: EFBIG on a page write, ABORT, then SQLite's rollback journal.
     let o = run(Command::new("strace").args(["-f", "-e", "trace=openat,ioctl,pwrite64", "-o"]).arg(&trace).arg(&sq).arg(&db).args(["insert", "1", "1200000"]));
@@ -704,6 +679,29 @@ fn pmem_sqlite_batch_atomic_write_is_one_transaction_per_commit_and_survives_sig
 /// each rewrite 18 pages; the daemon is SIGKILLed after a few commits, at a different moment
 /// each of three rounds; after fsck and a remount the database passes SQLite's check and
 /// holds the last generation the writer printed or the next, with no hot journal.
+/// Runs SQLite's batch atomic writes on a new database `t.db` of mount `m`: checks that
+/// SQLite finds the interface, makes the table, then inserts 20 rows under strace (tracing
+/// `syscalls` into `strace.txt` of the mount's directory) and checks that they were 20
+/// START/COMMIT pairs and no journal. Returns the trace.
+fn sqlite_batch_traced(m: &Mount, sq: &Path, syscalls: &str) -> String {
+    let db = m.p("t.db");
+    let o = run(Command::new(sq).arg(&db).arg("features"));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "batch_atomic yes", "{}", text(&o));
+    // The first transaction of a new database (CREATE TABLE) uses a journal (SQLite's rule);
+    // every later one is a batch.
+    let o = run(Command::new(sq).arg(&db).args(["insert", "1"]));
+    assert!(o.status.success(), "{}", text(&o));
+    let trace = m.dir.path().join("strace.txt");
+    let o = run(Command::new("strace").args(["-f", "-e", &format!("trace={syscalls}"), "-o"]).arg(&trace).arg(sq).arg(&db).args(["insert", "20"]));
+    assert!(o.status.success(), "strace sqlite-batch: {}", text(&o));
+    let t = fs::read_to_string(&trace).unwrap();
+    let count = |what: &str| t.lines().filter(|l| l.contains(what)).count();
+    assert_eq!(count("F2FS_IOC_START_ATOMIC_WRITE"), 20, "{t}");
+    assert_eq!(count("F2FS_IOC_COMMIT_ATOMIC_WRITE"), 20, "{t}");
+    assert_eq!(count("-journal"), 0, "a journal file was used:\n{t}");
+    t
+}
+
 fn sqlite_batch_crash_rounds(m: &Mount, sq: &Path) {
     let db = m.p("loop.db");
     let mut last = 0u64;
