@@ -12,15 +12,34 @@ use std::ops::Range;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Micro {
     /// change_file_size: growth exposes whatever the blocks held (garbage).
-    SetSize { inode: InodeId, size: u64 },
+    SetSize {
+        inode: InodeId,
+        size: u64,
+    },
     /// write(data) or write(zeros) at `offset`; bytes beyond the file's size stay invisible.
-    Write { inode: InodeId, offset: u64, data: Data },
-    CreateEntry { dir: InodeId, name: String, inode: InodeId },
+    Write {
+        inode: InodeId,
+        offset: u64,
+        data: Data,
+    },
+    CreateEntry {
+        dir: InodeId,
+        name: String,
+        inode: InodeId,
+    },
     /// Removes `dir/name` if it still names `inode`.
-    DeleteEntry { dir: InodeId, name: String, inode: InodeId },
+    DeleteEntry {
+        dir: InodeId,
+        name: String,
+        inode: InodeId,
+    },
     /// A sync point: no effect on the state, only on ordering.
-    Sync { inode: Option<InodeId> },
-    Output { data: Data },
+    Sync {
+        inode: Option<InodeId>,
+    },
+    Output {
+        data: Data,
+    },
     /// Marks a call whose operation changes nothing (e.g. a rename between two names of
     /// one inode): keeps the call visible to exploration.
     Nop,
@@ -104,7 +123,11 @@ pub struct Program {
 #[derive(Debug, thiserror::Error)]
 pub enum ProgramError {
     #[error("operation {op} ({name}): {msg}")]
-    Op { op: usize, name: &'static str, msg: String },
+    Op {
+        op: usize,
+        name: &'static str,
+        msg: String,
+    },
 }
 
 const fn bit(c: Class) -> u16 {
@@ -150,7 +173,20 @@ impl Builder<'_> {
             _ => None,
         };
         self.tie.push(tie_prev);
-        self.micros.push(MicroOp { micro, op: o.id, call: o.call, classes, entity, range, renamed: None, replacing: false, stream: o.stream, stream_scoped: false, names, path: Vec::new() });
+        self.micros.push(MicroOp {
+            micro,
+            op: o.id,
+            call: o.call,
+            classes,
+            entity,
+            range,
+            renamed: None,
+            replacing: false,
+            stream: o.stream,
+            stream_scoped: false,
+            names,
+            path: Vec::new(),
+        });
         self.micros.last_mut().unwrap()
     }
 
@@ -158,12 +194,35 @@ impl Builder<'_> {
     fn grow(&mut self, o: &Op, inode: InodeId, old: u64, new: u64, data: Option<Data>, class: u16) {
         let ca = self.apm.atomicity.content;
         for (a, b) in pieces(old, new, self.piece) {
-            self.push(o, Micro::SetSize { inode, size: b }, class | bit(Class::Size) | bit(Class::Data), false);
+            self.push(
+                o,
+                Micro::SetSize { inode, size: b },
+                class | bit(Class::Size) | bit(Class::Data),
+                false,
+            );
             if self.apm.atomicity.append_zeros || data.is_none() {
-                self.push(o, Micro::Write { inode, offset: a, data: Data::Zeros { zeros: b - a } }, class | bit(Class::Write) | bit(Class::Data), ca);
+                self.push(
+                    o,
+                    Micro::Write {
+                        inode,
+                        offset: a,
+                        data: Data::Zeros { zeros: b - a },
+                    },
+                    class | bit(Class::Write) | bit(Class::Data),
+                    ca,
+                );
             }
             if let Some(d) = data {
-                self.push(o, Micro::Write { inode, offset: a, data: d.slice(a - old, b - a) }, class | bit(Class::Write) | bit(Class::Data), ca);
+                self.push(
+                    o,
+                    Micro::Write {
+                        inode,
+                        offset: a,
+                        data: d.slice(a - old, b - a),
+                    },
+                    class | bit(Class::Write) | bit(Class::Data),
+                    ca,
+                );
             }
         }
     }
@@ -173,12 +232,24 @@ impl Builder<'_> {
     fn shrink(&mut self, o: &Op, inode: InodeId, old: u64, new: u64) {
         // With content atomicity the size shrinks in one metadata update (thesis §3.2:
         // ext3-j makes truncates atomic); otherwise piece by piece.
-        let mut bounds: Vec<u64> = if self.apm.atomicity.content { vec![new] } else { pieces(new, old, self.piece).iter().map(|(a, _)| *a).collect() };
+        let mut bounds: Vec<u64> = if self.apm.atomicity.content {
+            vec![new]
+        } else {
+            pieces(new, old, self.piece)
+                .iter()
+                .map(|(a, _)| *a)
+                .collect()
+        };
         if !self.apm.atomicity.content {
             bounds.reverse();
         }
         for size in bounds {
-            self.push(o, Micro::SetSize { inode, size }, bit(Class::Truncate) | bit(Class::Size) | bit(Class::Data), false);
+            self.push(
+                o,
+                Micro::SetSize { inode, size },
+                bit(Class::Truncate) | bit(Class::Size) | bit(Class::Data),
+                false,
+            );
         }
     }
 
@@ -187,13 +258,37 @@ impl Builder<'_> {
     }
 
     /// Entry removal plus, for the last link of a non-empty file, its truncation.
-    fn unlink_entry(&mut self, o: &Op, dir: InodeId, name: &str, inode: InodeId, last: bool, renamed: Option<InodeId>) {
+    fn unlink_entry(
+        &mut self,
+        o: &Op,
+        dir: InodeId,
+        name: &str,
+        inode: InodeId,
+        last: bool,
+        renamed: Option<InodeId>,
+    ) {
         // A replaced rename destination belongs to the rename.
-        let cls = if renamed.is_some() { bit(Class::Dir) | bit(Class::Rename) } else { bit(Class::Dir) };
-        let m = self.push(o, Micro::DeleteEntry { dir, name: name.to_string(), inode }, cls, false);
+        let cls = if renamed.is_some() {
+            bit(Class::Dir) | bit(Class::Rename)
+        } else {
+            bit(Class::Dir)
+        };
+        let m = self.push(
+            o,
+            Micro::DeleteEntry {
+                dir,
+                name: name.to_string(),
+                inode,
+            },
+            cls,
+            false,
+        );
         m.renamed = renamed;
         m.replacing = renamed.is_some();
-        let is_file = matches!(self.meta.inodes.get(&inode).map(|i| &i.node), Some(Node::File { .. }));
+        let is_file = matches!(
+            self.meta.inodes.get(&inode).map(|i| &i.node),
+            Some(Node::File { .. })
+        );
         let size = self.file_size(inode);
         if last && is_file && size > 0 {
             self.shrink(o, inode, size, 0);
@@ -202,11 +297,20 @@ impl Builder<'_> {
     }
 
     fn op(&mut self, o: &Op, blob_len: u64) -> Result<(), ProgramError> {
-        let err = |msg: String| ProgramError::Op { op: o.id, name: o.op.name(), msg };
+        let err = |msg: String| ProgramError::Op {
+            op: o.id,
+            name: o.op.name(),
+            msg,
+        };
         let start = self.micros.len();
         let dirop = bit(Class::Dir);
         match &o.op {
-            LogicalOp::Overwrite { inode, offset, count, data } => {
+            LogicalOp::Overwrite {
+                inode,
+                offset,
+                count,
+                data,
+            } => {
                 if let Data::Bytes { at, len } = data {
                     if at + len > blob_len {
                         return Err(err("data reference past the end of data.bin".into()));
@@ -215,75 +319,196 @@ impl Builder<'_> {
                 for (a, b) in pieces(*offset, offset + count, self.piece) {
                     self.push(
                         o,
-                        Micro::Write { inode: *inode, offset: a, data: data.slice(a - offset, b - a) },
+                        Micro::Write {
+                            inode: *inode,
+                            offset: a,
+                            data: data.slice(a - offset, b - a),
+                        },
                         bit(Class::Overwrite) | bit(Class::Write) | bit(Class::Data),
                         false,
                     );
                 }
             }
-            LogicalOp::Append { inode, old_size, new_size, data } => {
+            LogicalOp::Append {
+                inode,
+                old_size,
+                new_size,
+                data,
+            } => {
                 if new_size < old_size || data.len() != new_size - old_size {
-                    return Err(err(format!("inconsistent sizes {old_size} -> {new_size} for {} bytes", data.len())));
+                    return Err(err(format!(
+                        "inconsistent sizes {old_size} -> {new_size} for {} bytes",
+                        data.len()
+                    )));
                 }
-                self.grow(o, *inode, *old_size, *new_size, Some(*data), bit(Class::Append));
+                self.grow(
+                    o,
+                    *inode,
+                    *old_size,
+                    *new_size,
+                    Some(*data),
+                    bit(Class::Append),
+                );
                 self.sizes.insert(*inode, *new_size);
             }
-            LogicalOp::Truncate { inode, old_size, new_size } => {
+            LogicalOp::Truncate {
+                inode,
+                old_size,
+                new_size,
+            } => {
                 if new_size > old_size {
                     self.grow(o, *inode, *old_size, *new_size, None, bit(Class::Truncate));
                 } else if new_size < old_size {
                     self.shrink(o, *inode, *old_size, *new_size);
                 } else {
                     // Same size: a no-op, kept as a size change so the call still exists.
-                    self.push(o, Micro::SetSize { inode: *inode, size: *new_size }, bit(Class::Truncate) | bit(Class::Size) | bit(Class::Data), false);
+                    self.push(
+                        o,
+                        Micro::SetSize {
+                            inode: *inode,
+                            size: *new_size,
+                        },
+                        bit(Class::Truncate) | bit(Class::Size) | bit(Class::Data),
+                        false,
+                    );
                 }
                 self.sizes.insert(*inode, *new_size);
             }
-            LogicalOp::Link { dir, name, inode, .. } => {
-                self.push(o, Micro::CreateEntry { dir: *dir, name: name.clone(), inode: *inode }, dirop, false);
+            LogicalOp::Link {
+                dir, name, inode, ..
+            } => {
+                self.push(
+                    o,
+                    Micro::CreateEntry {
+                        dir: *dir,
+                        name: name.clone(),
+                        inode: *inode,
+                    },
+                    dirop,
+                    false,
+                );
             }
-            LogicalOp::Unlink { dir, name, inode, link_count } => {
+            LogicalOp::Unlink {
+                dir,
+                name,
+                inode,
+                link_count,
+            } => {
                 self.unlink_entry(o, *dir, name, *inode, *link_count == 0, None);
             }
-            LogicalOp::Rename { src_dir, src_name, dst_dir, dst_name, inode, replaced, exchange } => {
+            LogicalOp::Rename {
+                src_dir,
+                src_name,
+                dst_dir,
+                dst_name,
+                inode,
+                replaced,
+                exchange,
+            } => {
                 let cls = dirop | bit(Class::Rename);
                 if *exchange {
-                    let other = replaced.ok_or_else(|| err("exchange without a destination inode".into()))?;
-                    let m = self.push(o, Micro::CreateEntry { dir: *dst_dir, name: dst_name.clone(), inode: *inode }, cls, false);
+                    let other = replaced
+                        .ok_or_else(|| err("exchange without a destination inode".into()))?;
+                    let m = self.push(
+                        o,
+                        Micro::CreateEntry {
+                            dir: *dst_dir,
+                            name: dst_name.clone(),
+                            inode: *inode,
+                        },
+                        cls,
+                        false,
+                    );
                     m.renamed = Some(*inode);
                     m.replacing = true;
-                    let m = self.push(o, Micro::CreateEntry { dir: *src_dir, name: src_name.clone(), inode: other }, cls, false);
+                    let m = self.push(
+                        o,
+                        Micro::CreateEntry {
+                            dir: *src_dir,
+                            name: src_name.clone(),
+                            inode: other,
+                        },
+                        cls,
+                        false,
+                    );
                     m.renamed = Some(other);
                     m.replacing = true;
                 } else {
                     if let Some(old) = replaced {
                         if old != inode {
-                            let last = self.meta.inodes.get(old).map(|i| i.nlink <= 1).unwrap_or(true);
+                            let last = self
+                                .meta
+                                .inodes
+                                .get(old)
+                                .map(|i| i.nlink <= 1)
+                                .unwrap_or(true);
                             self.unlink_entry(o, *dst_dir, dst_name, *old, last, Some(*inode));
                         }
                     }
                     if replaced != &Some(*inode) {
                         let replacing = replaced.is_some();
-                        let m = self.push(o, Micro::CreateEntry { dir: *dst_dir, name: dst_name.clone(), inode: *inode }, cls, false);
+                        let m = self.push(
+                            o,
+                            Micro::CreateEntry {
+                                dir: *dst_dir,
+                                name: dst_name.clone(),
+                                inode: *inode,
+                            },
+                            cls,
+                            false,
+                        );
                         m.renamed = Some(*inode);
                         m.replacing = replacing;
-                        let m = self.push(o, Micro::DeleteEntry { dir: *src_dir, name: src_name.clone(), inode: *inode }, cls, false);
+                        let m = self.push(
+                            o,
+                            Micro::DeleteEntry {
+                                dir: *src_dir,
+                                name: src_name.clone(),
+                                inode: *inode,
+                            },
+                            cls,
+                            false,
+                        );
                         m.renamed = Some(*inode);
                         m.replacing = replacing;
                     }
                     // else: rename between two names of one inode changes nothing (POSIX).
                 }
             }
-            LogicalOp::Mkdir { dir, name, inode } | LogicalOp::Symlink { dir, name, inode, .. } => {
-                self.push(o, Micro::CreateEntry { dir: *dir, name: name.clone(), inode: *inode }, dirop, false);
+            LogicalOp::Mkdir { dir, name, inode }
+            | LogicalOp::Symlink {
+                dir, name, inode, ..
+            } => {
+                self.push(
+                    o,
+                    Micro::CreateEntry {
+                        dir: *dir,
+                        name: name.clone(),
+                        inode: *inode,
+                    },
+                    dirop,
+                    false,
+                );
             }
             LogicalOp::Rmdir { dir, name, inode } => {
-                self.push(o, Micro::DeleteEntry { dir: *dir, name: name.clone(), inode: *inode }, dirop, false);
+                self.push(
+                    o,
+                    Micro::DeleteEntry {
+                        dir: *dir,
+                        name: name.clone(),
+                        inode: *inode,
+                    },
+                    dirop,
+                    false,
+                );
             }
             // sync_file_range only starts (or waits for) writeback of data pages: no
             // metadata, no device cache flush, "no guarantee that the data will be available
             // after a crash" (sync_file_range(2)). It orders and persists nothing.
-            LogicalOp::Sync { how: SyncKind::SyncFileRange, .. } => {
+            LogicalOp::Sync {
+                how: SyncKind::SyncFileRange,
+                ..
+            } => {
                 self.push(o, Micro::Nop, 0, false);
             }
             LogicalOp::Sync { inode, how, .. } => {
@@ -293,8 +518,19 @@ impl Builder<'_> {
                 };
                 // A sync of one file (or directory) is also `fsync`; sync(2), syncfs and
                 // STREAMSYNC are not (intactfs keeps them durable when fsync is an osync).
-                let file_sync = matches!(how, SyncKind::Fsync | SyncKind::Fdatasync | SyncKind::Msync | SyncKind::OSync | SyncKind::ODsync);
-                let classes = if file_sync { bit(Class::Sync) | bit(Class::Fsync) } else { bit(Class::Sync) };
+                let file_sync = matches!(
+                    how,
+                    SyncKind::Fsync
+                        | SyncKind::Fdatasync
+                        | SyncKind::Msync
+                        | SyncKind::OSync
+                        | SyncKind::ODsync
+                );
+                let classes = if file_sync {
+                    bit(Class::Sync) | bit(Class::Fsync)
+                } else {
+                    bit(Class::Sync)
+                };
                 let m = self.push(o, Micro::Sync { inode: *inode }, classes, false);
                 m.path = path;
                 m.stream_scoped = *how == SyncKind::StreamSync;
@@ -309,7 +545,9 @@ impl Builder<'_> {
         }
         // Keep the namespace current for file-path rules and last-link decisions.
         if o.op.is_namespace() {
-            self.meta.apply(&o.op, &[]).map_err(|e| err(format!("does not fit the recorded namespace: {e}")))?;
+            self.meta
+                .apply(&o.op, &[])
+                .map_err(|e| err(format!("does not fit the recorded namespace: {e}")))?;
         }
         Ok(())
     }
@@ -342,7 +580,11 @@ fn ancestry(s: &State, inode: InodeId) -> Vec<InodeId> {
 }
 
 fn rule_matches(r: &Rule, a: &MicroOp, b: &MicroOp) -> bool {
-    if !a.any_of(&r.before) || a.any_of(&r.before_except) || !b.any_of(&r.after) || b.any_of(&r.after_except) {
+    if !a.any_of(&r.before)
+        || a.any_of(&r.before_except)
+        || !b.any_of(&r.after)
+        || b.any_of(&r.after_except)
+    {
         return false;
     }
     match r.when {
@@ -373,7 +615,9 @@ fn rule_matches(r: &Rule, a: &MicroOp, b: &MicroOp) -> bool {
 fn related(a: &MicroOp, b: &MicroOp) -> bool {
     fn entry(m: &MicroOp) -> Option<(InodeId, &str, InodeId)> {
         match &m.micro {
-            Micro::CreateEntry { dir, name, inode } | Micro::DeleteEntry { dir, name, inode } => Some((*dir, name.as_str(), *inode)),
+            Micro::CreateEntry { dir, name, inode } | Micro::DeleteEntry { dir, name, inode } => {
+                Some((*dir, name.as_str(), *inode))
+            }
             _ => None,
         }
     }
@@ -382,7 +626,9 @@ fn related(a: &MicroOp, b: &MicroOp) -> bool {
         return true;
     }
     match (entry(a), entry(b)) {
-        (Some((da, na, ia)), Some((db, nb, ib))) => (da == db && na == nb) || ia == ib || ia == db || ib == da,
+        (Some((da, na, ia)), Some((db, nb, ib))) => {
+            (da == db && na == nb) || ia == ib || ia == db || ib == da
+        }
         (Some((da, _, ia)), None) => b.entity.is_some_and(|e| e == ia || e == da),
         (None, Some((db, _, ib))) => a.entity.is_some_and(|e| e == ib || e == db),
         (None, None) => a.entity.is_some() && a.entity == b.entity,
@@ -412,14 +658,23 @@ fn mandatory(a: &MicroOp, b: &MicroOp) -> bool {
 /// the earlier writes of the bytes it exposes (what ordered and journaled modes do).
 fn content_order(a: &MicroOp, b: &MicroOp) -> bool {
     match (&b.micro, a.range) {
-        (Micro::SetSize { inode, size }, Some((start, _))) => a.entity == Some(*inode) && start < *size && (a.is(Class::Append) || a.is(Class::Truncate)),
+        (Micro::SetSize { inode, size }, Some((start, _))) => {
+            a.entity == Some(*inode)
+                && start < *size
+                && (a.is(Class::Append) || a.is(Class::Truncate))
+        }
         _ => false,
     }
 }
 
 impl Program {
     /// Translates `ops` (applied to `initial`) under `apm`.
-    pub fn build(apm: &Apm, ops: &[Op], initial: &State, blob_len: u64) -> Result<Program, ProgramError> {
+    pub fn build(
+        apm: &Apm,
+        ops: &[Op],
+        initial: &State,
+        blob_len: u64,
+    ) -> Result<Program, ProgramError> {
         let g = apm.atomicity.granularity;
         let divisible = g < 512;
         let piece = if divisible { 4096 } else { g };
@@ -429,7 +684,14 @@ impl Program {
                 sizes.insert(*id, data.len() as u64);
             }
         }
-        let mut b = Builder { apm, piece, micros: Vec::new(), tie: Vec::new(), sizes, meta: initial.clone() };
+        let mut b = Builder {
+            apm,
+            piece,
+            micros: Vec::new(),
+            tie: Vec::new(),
+            sizes,
+            meta: initial.clone(),
+        };
         let mut op_micros = Vec::with_capacity(ops.len());
         let mut prev_call = None;
         for o in ops {
@@ -474,7 +736,12 @@ impl Program {
                 let ca = apm.atomicity.content;
                 let related = units[u].clone().any(|i| {
                     vr.clone().any(|j| {
-                        mandatory(&micros[i], &micros[j]) || (ca && content_order(&micros[i], &micros[j])) || apm.order.iter().any(|r| rule_matches(r, &micros[i], &micros[j]))
+                        mandatory(&micros[i], &micros[j])
+                            || (ca && content_order(&micros[i], &micros[j]))
+                            || apm
+                                .order
+                                .iter()
+                                .any(|r| rule_matches(r, &micros[i], &micros[j]))
                     })
                 });
                 if related {
@@ -494,7 +761,12 @@ impl Program {
                     c.ops.end = id + 1;
                     c.micros.end = mr.end;
                 }
-                _ => calls.push(CallGroup { call: o.call, ops: id..id + 1, units: 0..0, micros: mr }),
+                _ => calls.push(CallGroup {
+                    call: o.call,
+                    ops: id..id + 1,
+                    units: 0..0,
+                    micros: mr,
+                }),
             }
         }
         for c in &mut calls {
@@ -522,7 +794,10 @@ impl Program {
     /// Whether some unit of call `g` must follow a unit in `removed`: dropping `removed`
     /// drops the whole call (the reordering phase and its report walk calls this way).
     pub fn call_follows(&self, g: usize, removed: &FixedBitSet) -> bool {
-        self.calls[g].units.clone().any(|u| !self.preds[u].is_disjoint(removed))
+        self.calls[g]
+            .units
+            .clone()
+            .any(|u| !self.preds[u].is_disjoint(removed))
     }
 
     /// Whether a set of units is closed under the ordering constraints.
@@ -537,14 +812,50 @@ mod tests {
     use intact_model::op::Data;
 
     fn op(id: usize, op: LogicalOp) -> Op {
-        Op { id, call: id, pid: 1, tid: 1, syscall: "x".into(), op, path: None, path2: None, stack: vec![], loc: None, stream: 0 }
+        Op {
+            id,
+            call: id,
+            pid: 1,
+            tid: 1,
+            syscall: "x".into(),
+            op,
+            path: None,
+            path2: None,
+            stack: vec![],
+            loc: None,
+            stream: 0,
+        }
     }
 
     fn protocol() -> (Vec<Op>, State) {
         let ops = vec![
-            op(0, LogicalOp::Link { dir: 1, name: "f".into(), inode: 2, link_count: 1, created: true }),
-            op(1, LogicalOp::Append { inode: 2, old_size: 0, new_size: 8192, data: Data::Zeros { zeros: 8192 } }),
-            op(2, LogicalOp::Truncate { inode: 2, old_size: 8192, new_size: 0 }),
+            op(
+                0,
+                LogicalOp::Link {
+                    dir: 1,
+                    name: "f".into(),
+                    inode: 2,
+                    link_count: 1,
+                    created: true,
+                },
+            ),
+            op(
+                1,
+                LogicalOp::Append {
+                    inode: 2,
+                    old_size: 0,
+                    new_size: 8192,
+                    data: Data::Zeros { zeros: 8192 },
+                },
+            ),
+            op(
+                2,
+                LogicalOp::Truncate {
+                    inode: 2,
+                    old_size: 8192,
+                    new_size: 0,
+                },
+            ),
         ];
         (ops, State::empty())
     }
@@ -558,14 +869,27 @@ mod tests {
         let r = p.op_micros[1].clone();
         let (u1, u2) = (p.unit_of[r.start] as usize, p.unit_of[r.end - 1] as usize);
         assert_ne!(u1, u2, "two 4 KiB pieces, two units");
-        assert!(p.preds[u2].contains(u1), "piece 2 requires piece 1 under content atomicity");
-        assert_eq!(p.op_micros[2].len(), 1, "a shrinking truncate is one size change");
+        assert!(
+            p.preds[u2].contains(u1),
+            "piece 2 requires piece 1 under content atomicity"
+        );
+        assert_eq!(
+            p.op_micros[2].len(),
+            1,
+            "a shrinking truncate is one size change"
+        );
         let d = Program::build(&Apm::resolve("default").unwrap(), &ops, &s, 0).unwrap();
         let r = d.op_micros[1].clone();
         // Per piece: size change, zeros, data. Piece 2's size change needs nothing of piece 1.
         let size2 = d.unit_of[r.start + 3] as usize;
-        assert!(matches!(d.micros[r.start + 3].micro, Micro::SetSize { size: 8192, .. }));
-        assert!((r.start..r.start + 3).all(|i| !d.preds[size2].contains(d.unit_of[i] as usize)), "default: pieces unordered");
+        assert!(matches!(
+            d.micros[r.start + 3].micro,
+            Micro::SetSize { size: 8192, .. }
+        ));
+        assert!(
+            (r.start..r.start + 3).all(|i| !d.preds[size2].contains(d.unit_of[i] as usize)),
+            "default: pieces unordered"
+        );
         assert_eq!(d.op_micros[2].len(), 2, "default: shrink piece by piece");
     }
 
@@ -575,49 +899,189 @@ mod tests {
     #[test]
     fn intactfs_orders_within_a_stream_and_related_updates_across() {
         let mut ops = vec![
-            op(0, LogicalOp::Link { dir: 1, name: "a".into(), inode: 2, link_count: 1, created: true }),
-            op(1, LogicalOp::Append { inode: 2, old_size: 0, new_size: 10, data: Data::Zeros { zeros: 10 } }),
-            op(2, LogicalOp::Link { dir: 1, name: "b".into(), inode: 3, link_count: 1, created: true }),
-            op(3, LogicalOp::Append { inode: 3, old_size: 0, new_size: 10, data: Data::Zeros { zeros: 10 } }),
-            op(4, LogicalOp::Append { inode: 2, old_size: 10, new_size: 20, data: Data::Zeros { zeros: 10 } }),
-            op(5, LogicalOp::Sync { inode: None, how: SyncKind::StreamSync, range: None }),
-            op(6, LogicalOp::Output { data: Data::Zeros { zeros: 1 } }),
+            op(
+                0,
+                LogicalOp::Link {
+                    dir: 1,
+                    name: "a".into(),
+                    inode: 2,
+                    link_count: 1,
+                    created: true,
+                },
+            ),
+            op(
+                1,
+                LogicalOp::Append {
+                    inode: 2,
+                    old_size: 0,
+                    new_size: 10,
+                    data: Data::Zeros { zeros: 10 },
+                },
+            ),
+            op(
+                2,
+                LogicalOp::Link {
+                    dir: 1,
+                    name: "b".into(),
+                    inode: 3,
+                    link_count: 1,
+                    created: true,
+                },
+            ),
+            op(
+                3,
+                LogicalOp::Append {
+                    inode: 3,
+                    old_size: 0,
+                    new_size: 10,
+                    data: Data::Zeros { zeros: 10 },
+                },
+            ),
+            op(
+                4,
+                LogicalOp::Append {
+                    inode: 2,
+                    old_size: 10,
+                    new_size: 20,
+                    data: Data::Zeros { zeros: 10 },
+                },
+            ),
+            op(
+                5,
+                LogicalOp::Sync {
+                    inode: None,
+                    how: SyncKind::StreamSync,
+                    range: None,
+                },
+            ),
+            op(
+                6,
+                LogicalOp::Output {
+                    data: Data::Zeros { zeros: 1 },
+                },
+            ),
         ];
         // Stream A: a's creation and first append. Stream B: b, then the second append to a
         // (related to A's updates of a), its streamsync and the output.
         for o in ops.iter_mut() {
             o.stream = if o.id < 2 { 1 } else { 2 };
         }
-        let p = Program::build(&Apm::resolve("intactfs").unwrap(), &ops, &State::empty(), 0).unwrap();
+        let p =
+            Program::build(&Apm::resolve("intactfs").unwrap(), &ops, &State::empty(), 0).unwrap();
         let unit = |op: usize| p.unit_of[p.op_micros[op].start] as usize;
         let last = |op: usize| p.unit_of[p.op_micros[op].end - 1] as usize;
-        assert!(p.preds[unit(3)].contains(unit(2)), "within stream B: b's data after b's creation");
-        assert!(!p.preds[unit(2)].contains(last(1)), "b's creation does not wait for stream A's unrelated append");
-        assert!(p.preds[unit(4)].contains(last(1)), "related across streams: a's second append after its first");
-        assert!(p.preds[unit(6)].contains(unit(5)) && p.preds[unit(5)].contains(last(3)), "the streamsync persists stream B before the output");
+        assert!(
+            p.preds[unit(3)].contains(unit(2)),
+            "within stream B: b's data after b's creation"
+        );
+        assert!(
+            !p.preds[unit(2)].contains(last(1)),
+            "b's creation does not wait for stream A's unrelated append"
+        );
+        assert!(
+            p.preds[unit(4)].contains(last(1)),
+            "related across streams: a's second append after its first"
+        );
+        assert!(
+            p.preds[unit(6)].contains(unit(5)) && p.preds[unit(5)].contains(last(3)),
+            "the streamsync persists stream B before the output"
+        );
         // One stream: the same program is totally ordered.
         for o in ops.iter_mut() {
             o.stream = 0;
         }
-        let p = Program::build(&Apm::resolve("intactfs").unwrap(), &ops, &State::empty(), 0).unwrap();
+        let p =
+            Program::build(&Apm::resolve("intactfs").unwrap(), &ops, &State::empty(), 0).unwrap();
         let unit = |op: usize| p.unit_of[p.op_micros[op].start] as usize;
         let last = |op: usize| p.unit_of[p.op_micros[op].end - 1] as usize;
-        assert!(p.preds[unit(2)].contains(last(1)), "one stream: program order");
+        assert!(
+            p.preds[unit(2)].contains(last(1)),
+            "one stream: program order"
+        );
     }
 
     /// The workload of the next two tests: a, its data, fsync(a), b, its data, a rename of
     /// b over a (one stream), "saved", then sync(2) and "synced".
     fn osync_workload() -> Vec<Op> {
         vec![
-            op(0, LogicalOp::Link { dir: 1, name: "a".into(), inode: 2, link_count: 1, created: true }),
-            op(1, LogicalOp::Append { inode: 2, old_size: 0, new_size: 10, data: Data::Zeros { zeros: 10 } }),
-            op(2, LogicalOp::Sync { inode: Some(2), how: SyncKind::Fsync, range: None }),
-            op(3, LogicalOp::Link { dir: 1, name: "b".into(), inode: 3, link_count: 1, created: true }),
-            op(4, LogicalOp::Append { inode: 3, old_size: 0, new_size: 5000, data: Data::Zeros { zeros: 5000 } }),
-            op(5, LogicalOp::Rename { src_dir: 1, src_name: "b".into(), dst_dir: 1, dst_name: "a".into(), inode: 3, replaced: Some(2), exchange: false }),
-            op(6, LogicalOp::Output { data: Data::Zeros { zeros: 1 } }),
-            op(7, LogicalOp::Sync { inode: None, how: SyncKind::Sync, range: None }),
-            op(8, LogicalOp::Output { data: Data::Zeros { zeros: 1 } }),
+            op(
+                0,
+                LogicalOp::Link {
+                    dir: 1,
+                    name: "a".into(),
+                    inode: 2,
+                    link_count: 1,
+                    created: true,
+                },
+            ),
+            op(
+                1,
+                LogicalOp::Append {
+                    inode: 2,
+                    old_size: 0,
+                    new_size: 10,
+                    data: Data::Zeros { zeros: 10 },
+                },
+            ),
+            op(
+                2,
+                LogicalOp::Sync {
+                    inode: Some(2),
+                    how: SyncKind::Fsync,
+                    range: None,
+                },
+            ),
+            op(
+                3,
+                LogicalOp::Link {
+                    dir: 1,
+                    name: "b".into(),
+                    inode: 3,
+                    link_count: 1,
+                    created: true,
+                },
+            ),
+            op(
+                4,
+                LogicalOp::Append {
+                    inode: 3,
+                    old_size: 0,
+                    new_size: 5000,
+                    data: Data::Zeros { zeros: 5000 },
+                },
+            ),
+            op(
+                5,
+                LogicalOp::Rename {
+                    src_dir: 1,
+                    src_name: "b".into(),
+                    dst_dir: 1,
+                    dst_name: "a".into(),
+                    inode: 3,
+                    replaced: Some(2),
+                    exchange: false,
+                },
+            ),
+            op(
+                6,
+                LogicalOp::Output {
+                    data: Data::Zeros { zeros: 1 },
+                },
+            ),
+            op(
+                7,
+                LogicalOp::Sync {
+                    inode: None,
+                    how: SyncKind::Sync,
+                    range: None,
+                },
+            ),
+            op(
+                8,
+                LogicalOp::Output {
+                    data: Data::Zeros { zeros: 1 },
+                },
+            ),
         ]
     }
 
@@ -628,28 +1092,56 @@ mod tests {
     #[test]
     fn intactfs_osync_orders_like_intactfs_without_fsync_durability() {
         let ops = osync_workload();
-        let o = Program::build(&Apm::resolve("intactfs-osync").unwrap(), &ops, &State::empty(), 0).unwrap();
-        let i = Program::build(&Apm::resolve("intactfs").unwrap(), &ops, &State::empty(), 0).unwrap();
+        let o = Program::build(
+            &Apm::resolve("intactfs-osync").unwrap(),
+            &ops,
+            &State::empty(),
+            0,
+        )
+        .unwrap();
+        let i =
+            Program::build(&Apm::resolve("intactfs").unwrap(), &ops, &State::empty(), 0).unwrap();
         assert_eq!(o.units, i.units, "same atomicity as intactfs");
-        let is_output = |p: &Program, u: usize| matches!(p.micros[p.units[u].start].micro, Micro::Output { .. });
+        let is_output = |p: &Program, u: usize| {
+            matches!(p.micros[p.units[u].start].micro, Micro::Output { .. })
+        };
         for v in 0..o.units.len() {
             if is_output(&o, v) {
                 continue;
             }
             let earlier: Vec<usize> = (0..v).filter(|&u| !is_output(&o, u)).collect();
-            assert!(earlier.iter().all(|&u| o.preds[v].contains(u)), "unit {v} ({:?}) without an earlier update", o.micros[o.units[v].start].micro);
+            assert!(
+                earlier.iter().all(|&u| o.preds[v].contains(u)),
+                "unit {v} ({:?}) without an earlier update",
+                o.micros[o.units[v].start].micro
+            );
             assert_eq!(o.preds[v], i.preds[v], "unit {v}: the order is intactfs's");
         }
         let unit = |p: &Program, op: usize| p.unit_of[p.op_micros[op].start] as usize;
         let (saved, synced) = (unit(&o, 6), unit(&o, 8));
-        assert!(o.preds[saved].is_clear(), "osync: 'saved' waits for nothing on disk");
-        assert!(i.preds[saved].contains(unit(&i, 2)) && i.preds[saved].contains(unit(&i, 1)), "intactfs: 'saved' waits for fsync(a) and a's data");
-        assert!(!i.preds[saved].contains(unit(&i, 5)), "intactfs: the rename after the fsync is not durable either");
+        assert!(
+            o.preds[saved].is_clear(),
+            "osync: 'saved' waits for nothing on disk"
+        );
+        assert!(
+            i.preds[saved].contains(unit(&i, 2)) && i.preds[saved].contains(unit(&i, 1)),
+            "intactfs: 'saved' waits for fsync(a) and a's data"
+        );
+        assert!(
+            !i.preds[saved].contains(unit(&i, 5)),
+            "intactfs: the rename after the fsync is not durable either"
+        );
         for before in [0, 1, 2, 3, 4, 5, 7] {
-            assert!(o.preds[synced].contains(unit(&o, before)), "sync(2) still makes op {before} durable before 'synced'");
+            assert!(
+                o.preds[synced].contains(unit(&o, before)),
+                "sync(2) still makes op {before} durable before 'synced'"
+            );
         }
         // The class: file syncs are `fsync`, sync(2) is not.
-        assert!(o.micros[o.op_micros[2].start].is(Class::Fsync) && !o.micros[o.op_micros[7].start].is(Class::Fsync));
+        assert!(
+            o.micros[o.op_micros[2].start].is(Class::Fsync)
+                && !o.micros[o.op_micros[7].start].is(Class::Fsync)
+        );
     }
 
     /// nobarrier (no cache flushes): nothing orders anything. A later update persists
@@ -659,24 +1151,61 @@ mod tests {
     #[test]
     fn nobarrier_orders_nothing() {
         let ops = osync_workload();
-        let p = Program::build(&Apm::resolve("nobarrier").unwrap(), &ops, &State::empty(), 0).unwrap();
+        let p = Program::build(
+            &Apm::resolve("nobarrier").unwrap(),
+            &ops,
+            &State::empty(),
+            0,
+        )
+        .unwrap();
         let unit = |op: usize| p.unit_of[p.op_micros[op].start] as usize;
         let last = |op: usize| p.unit_of[p.op_micros[op].end - 1] as usize;
-        assert!(!p.preds[unit(3)].contains(last(1)) && !p.preds[unit(3)].contains(unit(2)), "b persists without a's synced data and the fsync");
-        assert!(!p.preds[unit(4)].contains(unit(3)), "b's data without b's entry");
+        assert!(
+            !p.preds[unit(3)].contains(last(1)) && !p.preds[unit(3)].contains(unit(2)),
+            "b persists without a's synced data and the fsync"
+        );
+        assert!(
+            !p.preds[unit(4)].contains(unit(3)),
+            "b's data without b's entry"
+        );
         assert!(p.preds[unit(6)].is_clear(), "'saved' waits for nothing");
-        assert_eq!(p.preds[unit(8)].ones().collect::<Vec<_>>(), vec![unit(6)], "'synced' waits only for the earlier output, not for sync(2)");
+        assert_eq!(
+            p.preds[unit(8)].ones().collect::<Vec<_>>(),
+            vec![unit(6)],
+            "'synced' waits only for the earlier output, not for sync(2)"
+        );
         let r = p.op_micros[4].clone();
-        assert_ne!(p.unit_of[r.start], p.unit_of[r.start + 1], "an append's size change and data are separate units");
+        assert_ne!(
+            p.unit_of[r.start],
+            p.unit_of[r.start + 1],
+            "an append's size change and data are separate units"
+        );
         let r = p.op_micros[5].clone();
-        assert_eq!(p.unit_of[r.end - 1] - p.unit_of[r.start] + 1, r.len() as u32, "every micro-op of the rename is its own unit");
+        assert_eq!(
+            p.unit_of[r.end - 1] - p.unit_of[r.start] + 1,
+            r.len() as u32,
+            "every micro-op of the rename is its own unit"
+        );
         // Only the mandatory rules: the replaced file's truncation after its entry's
         // removal (and output before what follows it).
         let is_output = |u: usize| matches!(p.micros[p.units[u].start].micro, Micro::Output { .. });
-        let ordered: Vec<(usize, usize)> = (0..p.units.len()).flat_map(|v| p.preds[v].ones().map(move |u| (u, v))).filter(|&(u, _)| !is_output(u)).collect();
-        let del = p.op_micros[5].clone().find(|&i| matches!(p.micros[i].micro, Micro::DeleteEntry { inode: 2, .. })).unwrap();
-        let trunc = p.op_micros[5].clone().find(|&i| matches!(p.micros[i].micro, Micro::SetSize { inode: 2, size: 0 })).unwrap();
-        assert_eq!(ordered, vec![(p.unit_of[del] as usize, p.unit_of[trunc] as usize)], "no order besides the implicit rules");
+        let ordered: Vec<(usize, usize)> = (0..p.units.len())
+            .flat_map(|v| p.preds[v].ones().map(move |u| (u, v)))
+            .filter(|&(u, _)| !is_output(u))
+            .collect();
+        let del = p.op_micros[5]
+            .clone()
+            .find(|&i| matches!(p.micros[i].micro, Micro::DeleteEntry { inode: 2, .. }))
+            .unwrap();
+        let trunc = p.op_micros[5]
+            .clone()
+            .find(|&i| matches!(p.micros[i].micro, Micro::SetSize { inode: 2, size: 0 }))
+            .unwrap();
+        assert_eq!(
+            ordered,
+            vec![(p.unit_of[del] as usize, p.unit_of[trunc] as usize)],
+            "no order besides the implicit rules"
+        );
     }
 
     /// Safe rename: under ext4-o a file's data precedes every rename of it; under xfs
@@ -685,24 +1214,73 @@ mod tests {
     fn replacing_rename_orders_data_only_before_replacing_renames() {
         let ops = |replaced: Option<InodeId>| {
             let mut v = vec![
-                op(0, LogicalOp::Link { dir: 1, name: "old".into(), inode: 3, link_count: 1, created: true }),
-                op(1, LogicalOp::Link { dir: 1, name: "tmp".into(), inode: 2, link_count: 1, created: true }),
-                op(2, LogicalOp::Append { inode: 2, old_size: 0, new_size: 100, data: Data::Zeros { zeros: 100 } }),
+                op(
+                    0,
+                    LogicalOp::Link {
+                        dir: 1,
+                        name: "old".into(),
+                        inode: 3,
+                        link_count: 1,
+                        created: true,
+                    },
+                ),
+                op(
+                    1,
+                    LogicalOp::Link {
+                        dir: 1,
+                        name: "tmp".into(),
+                        inode: 2,
+                        link_count: 1,
+                        created: true,
+                    },
+                ),
+                op(
+                    2,
+                    LogicalOp::Append {
+                        inode: 2,
+                        old_size: 0,
+                        new_size: 100,
+                        data: Data::Zeros { zeros: 100 },
+                    },
+                ),
             ];
             let dst = if replaced.is_some() { "old" } else { "new" };
-            v.push(op(3, LogicalOp::Rename { src_dir: 1, src_name: "tmp".into(), dst_dir: 1, dst_name: dst.into(), inode: 2, replaced, exchange: false }));
+            v.push(op(
+                3,
+                LogicalOp::Rename {
+                    src_dir: 1,
+                    src_name: "tmp".into(),
+                    dst_dir: 1,
+                    dst_name: dst.into(),
+                    inode: 2,
+                    replaced,
+                    exchange: false,
+                },
+            ));
             v
         };
         let data_before_rename = |apm: &str, replaced: Option<InodeId>| {
             let ops = ops(replaced);
             let p = Program::build(&Apm::resolve(apm).unwrap(), &ops, &State::empty(), 0).unwrap();
-            let data = p.op_micros[2].clone().find(|&i| matches!(p.micros[i].micro, Micro::Write { .. })).unwrap();
-            let create = p.op_micros[3].clone().find(|&i| matches!(p.micros[i].micro, Micro::CreateEntry { .. })).unwrap();
+            let data = p.op_micros[2]
+                .clone()
+                .find(|&i| matches!(p.micros[i].micro, Micro::Write { .. }))
+                .unwrap();
+            let create = p.op_micros[3]
+                .clone()
+                .find(|&i| matches!(p.micros[i].micro, Micro::CreateEntry { .. }))
+                .unwrap();
             p.preds[p.unit_of[create] as usize].contains(p.unit_of[data] as usize)
         };
         assert!(data_before_rename("ext4-o", None) && data_before_rename("ext4-o", Some(3)));
-        assert!(!data_before_rename("xfs", None), "xfs: a rename to a new name may persist before the data");
-        assert!(data_before_rename("xfs", Some(3)), "xfs: a replacing rename waits for the data");
+        assert!(
+            !data_before_rename("xfs", None),
+            "xfs: a rename to a new name may persist before the data"
+        );
+        assert!(
+            data_before_rename("xfs", Some(3)),
+            "xfs: a replacing rename waits for the data"
+        );
     }
 
     /// Under every APM, even the default one with non-atomic directory operations, the
@@ -710,17 +1288,51 @@ mod tests {
     #[test]
     fn last_link_truncation_follows_the_entry_removal() {
         let ops = vec![
-            op(0, LogicalOp::Link { dir: 1, name: "j".into(), inode: 2, link_count: 1, created: true }),
-            op(1, LogicalOp::Append { inode: 2, old_size: 0, new_size: 100, data: Data::Zeros { zeros: 100 } }),
-            op(2, LogicalOp::Unlink { dir: 1, name: "j".into(), inode: 2, link_count: 0 }),
+            op(
+                0,
+                LogicalOp::Link {
+                    dir: 1,
+                    name: "j".into(),
+                    inode: 2,
+                    link_count: 1,
+                    created: true,
+                },
+            ),
+            op(
+                1,
+                LogicalOp::Append {
+                    inode: 2,
+                    old_size: 0,
+                    new_size: 100,
+                    data: Data::Zeros { zeros: 100 },
+                },
+            ),
+            op(
+                2,
+                LogicalOp::Unlink {
+                    dir: 1,
+                    name: "j".into(),
+                    inode: 2,
+                    link_count: 0,
+                },
+            ),
         ];
         for apm in ["default", "btrfs", "ext3-w"] {
             let p = Program::build(&Apm::resolve(apm).unwrap(), &ops, &State::empty(), 0).unwrap();
             let r = p.op_micros[2].clone();
-            let del = r.clone().find(|&i| matches!(p.micros[i].micro, Micro::DeleteEntry { .. })).expect("entry removal");
-            let trunc = r.clone().find(|&i| matches!(p.micros[i].micro, Micro::SetSize { size: 0, .. })).expect("truncation");
+            let del = r
+                .clone()
+                .find(|&i| matches!(p.micros[i].micro, Micro::DeleteEntry { .. }))
+                .expect("entry removal");
+            let trunc = r
+                .clone()
+                .find(|&i| matches!(p.micros[i].micro, Micro::SetSize { size: 0, .. }))
+                .expect("truncation");
             let (ud, ut) = (p.unit_of[del] as usize, p.unit_of[trunc] as usize);
-            assert!(ud == ut || p.preds[ut].contains(ud), "{apm}: truncation may persist before the removal");
+            assert!(
+                ud == ut || p.preds[ut].contains(ud),
+                "{apm}: truncation may persist before the removal"
+            );
         }
     }
 
@@ -729,16 +1341,48 @@ mod tests {
     #[test]
     fn sync_file_range_is_not_a_sync_point() {
         let ops = vec![
-            op(0, LogicalOp::Link { dir: 1, name: "f".into(), inode: 2, link_count: 1, created: true }),
-            op(1, LogicalOp::Append { inode: 2, old_size: 0, new_size: 10, data: Data::Zeros { zeros: 10 } }),
-            op(2, LogicalOp::Sync { inode: Some(2), how: SyncKind::SyncFileRange, range: Some((0, 10)) }),
-            op(3, LogicalOp::Output { data: Data::Zeros { zeros: 1 } }),
+            op(
+                0,
+                LogicalOp::Link {
+                    dir: 1,
+                    name: "f".into(),
+                    inode: 2,
+                    link_count: 1,
+                    created: true,
+                },
+            ),
+            op(
+                1,
+                LogicalOp::Append {
+                    inode: 2,
+                    old_size: 0,
+                    new_size: 10,
+                    data: Data::Zeros { zeros: 10 },
+                },
+            ),
+            op(
+                2,
+                LogicalOp::Sync {
+                    inode: Some(2),
+                    how: SyncKind::SyncFileRange,
+                    range: Some((0, 10)),
+                },
+            ),
+            op(
+                3,
+                LogicalOp::Output {
+                    data: Data::Zeros { zeros: 1 },
+                },
+            ),
         ];
         for name in ["ext3-j", "default", "ext4-o"] {
             let p = Program::build(&Apm::resolve(name).unwrap(), &ops, &State::empty(), 0).unwrap();
             let out = p.unit_of[p.op_micros[3].start] as usize;
             let data = p.unit_of[p.op_micros[1].end - 1] as usize;
-            assert!(!p.preds[out].contains(data), "{name}: output waits for data after sync_file_range");
+            assert!(
+                !p.preds[out].contains(data),
+                "{name}: output waits for data after sync_file_range"
+            );
         }
     }
 
@@ -747,17 +1391,53 @@ mod tests {
     #[test]
     fn output_is_ordered_only_by_sync() {
         let ops = vec![
-            op(0, LogicalOp::Link { dir: 1, name: "f".into(), inode: 2, link_count: 1, created: true }),
-            op(1, LogicalOp::Output { data: Data::Zeros { zeros: 1 } }),
-            op(2, LogicalOp::Sync { inode: Some(2), how: intact_model::op::SyncKind::Fsync, range: None }),
-            op(3, LogicalOp::Output { data: Data::Zeros { zeros: 1 } }),
+            op(
+                0,
+                LogicalOp::Link {
+                    dir: 1,
+                    name: "f".into(),
+                    inode: 2,
+                    link_count: 1,
+                    created: true,
+                },
+            ),
+            op(
+                1,
+                LogicalOp::Output {
+                    data: Data::Zeros { zeros: 1 },
+                },
+            ),
+            op(
+                2,
+                LogicalOp::Sync {
+                    inode: Some(2),
+                    how: intact_model::op::SyncKind::Fsync,
+                    range: None,
+                },
+            ),
+            op(
+                3,
+                LogicalOp::Output {
+                    data: Data::Zeros { zeros: 1 },
+                },
+            ),
         ];
         for name in ["ext3-j", "strict", "default", "ext4-o"] {
             let p = Program::build(&Apm::resolve(name).unwrap(), &ops, &State::empty(), 0).unwrap();
-            assert!(!p.preds[1].contains(0), "{name}: output 1 does not wait for the create");
+            assert!(
+                !p.preds[1].contains(0),
+                "{name}: output 1 does not wait for the create"
+            );
             // fsync(f) persists f's directory entry only with safe file flush (or total order).
-            assert_eq!(p.preds[3].contains(0), name != "default", "{name}: output after fsync and the create");
-            assert!(p.preds[3].contains(2), "{name}: output after the fsync call returned");
+            assert_eq!(
+                p.preds[3].contains(0),
+                name != "default",
+                "{name}: output after fsync and the create"
+            );
+            assert!(
+                p.preds[3].contains(2),
+                "{name}: output after the fsync call returned"
+            );
         }
     }
 }

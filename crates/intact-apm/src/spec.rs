@@ -71,7 +71,10 @@ impl Class {
         ("output", Class::Output, "output the application printed"),
     ];
     pub fn parse(s: &str) -> Option<Class> {
-        Class::ALL.iter().find(|(n, _, _)| *n == s).map(|(_, c, _)| *c)
+        Class::ALL
+            .iter()
+            .find(|(n, _, _)| *n == s)
+            .map(|(_, c, _)| *c)
     }
 }
 
@@ -167,7 +170,11 @@ fn classes(origin: &str, what: &str, names: &[String]) -> Result<Vec<Class>, Apm
                 origin: origin.to_string(),
                 msg: format!(
                     "{what}: unknown class {n:?}; classes are {}",
-                    Class::ALL.iter().map(|(n, _, _)| *n).collect::<Vec<_>>().join(", ")
+                    Class::ALL
+                        .iter()
+                        .map(|(n, _, _)| *n)
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             })
         })
@@ -177,10 +184,22 @@ fn classes(origin: &str, what: &str, names: &[String]) -> Result<Vec<Class>, Apm
 impl Apm {
     /// Parses APM text. `origin` names the file in error messages.
     pub fn parse(text: &str, origin: &str) -> Result<Apm, ApmError> {
-        let raw: RawApm = toml::from_str(text).map_err(|e| ApmError::Invalid { origin: origin.to_string(), msg: e.to_string() })?;
-        let bad = |msg: String| ApmError::Invalid { origin: origin.to_string(), msg };
-        if raw.name.trim().is_empty() || raw.name.contains(char::is_whitespace) || raw.name.contains(',') {
-            return Err(bad(format!("name {:?} must be a non-empty word without spaces or commas", raw.name)));
+        let raw: RawApm = toml::from_str(text).map_err(|e| ApmError::Invalid {
+            origin: origin.to_string(),
+            msg: e.to_string(),
+        })?;
+        let bad = |msg: String| ApmError::Invalid {
+            origin: origin.to_string(),
+            msg,
+        };
+        if raw.name.trim().is_empty()
+            || raw.name.contains(char::is_whitespace)
+            || raw.name.contains(',')
+        {
+            return Err(bad(format!(
+                "name {:?} must be a non-empty word without spaces or commas",
+                raw.name
+            )));
         }
         if raw.atomicity.granularity == 0 {
             return Err(bad("atomicity.granularity must be at least 1 (byte)".into()));
@@ -193,12 +212,20 @@ impl Apm {
             let at = format!("order[{i}]");
             let when = match &r.when {
                 None => When::Always,
-                Some(w) => When::ALL.iter().find(|(n, _)| n == w).map(|(_, w)| *w).ok_or_else(|| {
-                    bad(format!(
-                        "{at}.when: unknown relation {w:?}; relations are {}",
-                        When::ALL.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
-                    ))
-                })?,
+                Some(w) => When::ALL
+                    .iter()
+                    .find(|(n, _)| n == w)
+                    .map(|(_, w)| *w)
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "{at}.when: unknown relation {w:?}; relations are {}",
+                            When::ALL
+                                .iter()
+                                .map(|(n, _)| *n)
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ))
+                    })?,
             };
             let rule = Rule {
                 before: classes(origin, &format!("{at}.before"), &r.before)?,
@@ -208,21 +235,36 @@ impl Apm {
                 when,
             };
             if rule.before.is_empty() || rule.after.is_empty() {
-                return Err(bad(format!("{at}: before and after must each name at least one class")));
+                return Err(bad(format!(
+                    "{at}: before and after must each name at least one class"
+                )));
             }
             if when == When::FilePath && !rule.after.iter().all(|c| *c == Class::Sync) {
-                return Err(bad(format!("{at}: when = \"file-path\" needs after = [\"sync\"]")));
+                return Err(bad(format!(
+                    "{at}: when = \"file-path\" needs after = [\"sync\"]"
+                )));
             }
-            if matches!(when, When::RenamedFile | When::ReplacingRename) && !rule.after.iter().all(|c| *c == Class::Rename) {
+            if matches!(when, When::RenamedFile | When::ReplacingRename)
+                && !rule.after.iter().all(|c| *c == Class::Rename)
+            {
                 return Err(bad(format!("{at}: when = \"renamed-file\" and \"replacing-rename\" need after = [\"rename\"]")));
             }
             order.push(rule);
         }
-        Ok(Apm { name: raw.name, description: raw.description, atomicity: raw.atomicity, order, source: text.to_string() })
+        Ok(Apm {
+            name: raw.name,
+            description: raw.description,
+            atomicity: raw.atomicity,
+            order,
+            source: text.to_string(),
+        })
     }
 
     pub fn from_file(path: &Path) -> Result<Apm, ApmError> {
-        let text = std::fs::read_to_string(path).map_err(|err| ApmError::Io { path: path.display().to_string(), err })?;
+        let text = std::fs::read_to_string(path).map_err(|err| ApmError::Io {
+            path: path.display().to_string(),
+            err,
+        })?;
         Apm::parse(&text, &path.display().to_string())
     }
 
@@ -235,13 +277,22 @@ impl Apm {
             Some((n, text)) => Apm::parse(text, &format!("built-in APM {n}")),
             None => Err(ApmError::Unknown {
                 name: name_or_path.to_string(),
-                known: BUILTINS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "),
+                known: BUILTINS
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", "),
             }),
         }
     }
 
     pub fn builtins() -> Vec<Apm> {
-        BUILTINS.iter().map(|(n, text)| Apm::parse(text, &format!("built-in APM {n}")).expect("built-in APMs parse")).collect()
+        BUILTINS
+            .iter()
+            .map(|(n, text)| {
+                Apm::parse(text, &format!("built-in APM {n}")).expect("built-in APMs parse")
+            })
+            .collect()
     }
 }
 
@@ -256,7 +307,10 @@ pub const BUILTINS: [(&str, &str); 11] = [
     ("btrfs", include_str!("../apms/btrfs.toml")),
     ("strict", include_str!("../apms/strict.toml")),
     ("intactfs", include_str!("../apms/intactfs.toml")),
-    ("intactfs-osync", include_str!("../apms/intactfs-osync.toml")),
+    (
+        "intactfs-osync",
+        include_str!("../apms/intactfs-osync.toml"),
+    ),
     ("nobarrier", include_str!("../apms/nobarrier.toml")),
 ];
 
@@ -274,13 +328,23 @@ mod tests {
 
     #[test]
     fn errors_name_the_problem() {
-        let e = Apm::parse("name = \"x\"\n[atomicity]\ngranularity = 0\n", "f.toml").unwrap_err().to_string();
+        let e = Apm::parse("name = \"x\"\n[atomicity]\ngranularity = 0\n", "f.toml")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("f.toml") && e.contains("granularity"), "{e}");
         let e = Apm::parse("name = \"x\"\n[atomicity]\ngranularity = 1\n[[order]]\nbefore=[\"dirr\"]\nafter=[\"any\"]\n", "f.toml")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("order[0].before") && e.contains("\"dirr\""), "{e}");
-        let e = Apm::parse("name = \"x\"\n[atomicity]\ngranularity = 1\nbogus = 1\n", "f.toml").unwrap_err().to_string();
+        assert!(
+            e.contains("order[0].before") && e.contains("\"dirr\""),
+            "{e}"
+        );
+        let e = Apm::parse(
+            "name = \"x\"\n[atomicity]\ngranularity = 1\nbogus = 1\n",
+            "f.toml",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("bogus"), "{e}");
         let e = Apm::resolve("ext5").unwrap_err().to_string();
         assert!(e.contains("ext4-o"), "{e}");

@@ -18,14 +18,45 @@ const LOG: u64 = 3;
 const LOG_LEN: u64 = 8033;
 
 fn op(id: usize, op: LogicalOp) -> Op {
-    Op { id, call: id, pid: 1, tid: 1, syscall: "x".into(), op, path: None, path2: None, stack: vec![], loc: None, stream: 0 }
+    Op {
+        id,
+        call: id,
+        pid: 1,
+        tid: 1,
+        syscall: "x".into(),
+        op,
+        path: None,
+        path2: None,
+        stack: vec![],
+        loc: None,
+        stream: 0,
+    }
 }
 
 /// `dbfile` (12288 bytes) exists before the workload.
 fn initial() -> State {
     let mut s = State::empty();
-    s.apply(&LogicalOp::Link { dir: ROOT, name: "dbfile".into(), inode: DB, link_count: 1, created: true }, &[]).unwrap();
-    s.apply(&LogicalOp::Append { inode: DB, old_size: 0, new_size: 12288, data: Data::Zeros { zeros: 12288 } }, &[]).unwrap();
+    s.apply(
+        &LogicalOp::Link {
+            dir: ROOT,
+            name: "dbfile".into(),
+            inode: DB,
+            link_count: 1,
+            created: true,
+        },
+        &[],
+    )
+    .unwrap();
+    s.apply(
+        &LogicalOp::Append {
+            inode: DB,
+            old_size: 0,
+            new_size: 12288,
+            data: Data::Zeros { zeros: 12288 },
+        },
+        &[],
+    )
+    .unwrap();
     s
 }
 
@@ -34,15 +65,45 @@ fn initial() -> State {
 /// the print.
 fn undolog(fsync_dir_unlink: bool) -> Vec<Op> {
     let mut v = vec![
-        LogicalOp::Link { dir: ROOT, name: "log".into(), inode: LOG, link_count: 1, created: true },
-        LogicalOp::Append { inode: LOG, old_size: 0, new_size: LOG_LEN, data: Data::Bytes { at: 0, len: LOG_LEN } },
-        LogicalOp::Overwrite { inode: DB, offset: 1000, count: 8000, data: Data::Bytes { at: 0, len: 8000 } },
-        LogicalOp::Unlink { dir: ROOT, name: "log".into(), inode: LOG, link_count: 0 },
+        LogicalOp::Link {
+            dir: ROOT,
+            name: "log".into(),
+            inode: LOG,
+            link_count: 1,
+            created: true,
+        },
+        LogicalOp::Append {
+            inode: LOG,
+            old_size: 0,
+            new_size: LOG_LEN,
+            data: Data::Bytes {
+                at: 0,
+                len: LOG_LEN,
+            },
+        },
+        LogicalOp::Overwrite {
+            inode: DB,
+            offset: 1000,
+            count: 8000,
+            data: Data::Bytes { at: 0, len: 8000 },
+        },
+        LogicalOp::Unlink {
+            dir: ROOT,
+            name: "log".into(),
+            inode: LOG,
+            link_count: 0,
+        },
     ];
     if fsync_dir_unlink {
-        v.push(LogicalOp::Sync { inode: Some(ROOT), how: SyncKind::Fsync, range: None });
+        v.push(LogicalOp::Sync {
+            inode: Some(ROOT),
+            how: SyncKind::Fsync,
+            range: None,
+        });
     }
-    v.push(LogicalOp::Output { data: Data::Bytes { at: 0, len: 10 } });
+    v.push(LogicalOp::Output {
+        data: Data::Bytes { at: 0, len: 10 },
+    });
     v.into_iter().enumerate().map(|(i, o)| op(i, o)).collect()
 }
 
@@ -68,15 +129,49 @@ struct Failures {
 fn evaluate(p: &Program, has: &dyn Fn(usize) -> bool) -> (bool, bool) {
     let m = |i: usize| &p.micros[i].micro;
     let idx: Vec<usize> = (0..p.micros.len()).collect();
-    let linked = idx.iter().any(|&i| has(i) && matches!(m(i), Micro::CreateEntry { inode: LOG, .. }))
-        && !idx.iter().any(|&i| has(i) && matches!(m(i), Micro::DeleteEntry { inode: LOG, .. }));
-    let log_writes: Vec<usize> = idx.iter().copied().filter(|&i| matches!(m(i), Micro::Write { inode: LOG, data: Data::Bytes { .. }, .. })).collect();
-    let full_size = idx.iter().any(|&i| has(i) && matches!(m(i), Micro::SetSize { inode: LOG, size: LOG_LEN }));
-    let header = log_writes.iter().any(|&i| has(i) && matches!(m(i), Micro::Write { offset: 0, .. }));
+    let linked = idx
+        .iter()
+        .any(|&i| has(i) && matches!(m(i), Micro::CreateEntry { inode: LOG, .. }))
+        && !idx
+            .iter()
+            .any(|&i| has(i) && matches!(m(i), Micro::DeleteEntry { inode: LOG, .. }));
+    let log_writes: Vec<usize> = idx
+        .iter()
+        .copied()
+        .filter(|&i| {
+            matches!(
+                m(i),
+                Micro::Write {
+                    inode: LOG,
+                    data: Data::Bytes { .. },
+                    ..
+                }
+            )
+        })
+        .collect();
+    let full_size = idx.iter().any(|&i| {
+        has(i)
+            && matches!(
+                m(i),
+                Micro::SetSize {
+                    inode: LOG,
+                    size: LOG_LEN
+                }
+            )
+    });
+    let header = log_writes
+        .iter()
+        .any(|&i| has(i) && matches!(m(i), Micro::Write { offset: 0, .. }));
     let complete = full_size && log_writes.iter().all(|&i| has(i));
-    let db: Vec<usize> = idx.iter().copied().filter(|&i| matches!(m(i), Micro::Write { inode: DB, .. })).collect();
+    let db: Vec<usize> = idx
+        .iter()
+        .copied()
+        .filter(|&i| matches!(m(i), Micro::Write { inode: DB, .. }))
+        .collect();
     let new = db.iter().filter(|&&i| has(i)).count();
-    let printed = idx.iter().any(|&i| has(i) && matches!(m(i), Micro::Output { .. }));
+    let printed = idx
+        .iter()
+        .any(|&i| has(i) && matches!(m(i), Micro::Output { .. }));
     // Recovery: a log of the recorded size whose header parses is rolled back.
     let (db_ok, db_new) = if linked && full_size && header {
         (complete, false) // a torn record restores garbage
@@ -93,7 +188,9 @@ fn failures(p: &Program) -> Failures {
     assert!(n <= 16, "{} units", n);
     let mut f = Failures::default();
     for mask in 0u32..(1 << n) {
-        let closed = (0..n).filter(|u| mask & (1 << u) != 0).all(|u| p.preds[u].ones().all(|q| mask & (1 << q) != 0));
+        let closed = (0..n)
+            .filter(|u| mask & (1 << u) != 0)
+            .all(|u| p.preds[u].ones().all(|q| mask & (1 << q) != 0));
         if !closed {
             continue;
         }
@@ -116,20 +213,39 @@ fn intactfs_masks_undolog_ordering_but_not_its_missing_fsync() {
     let plain = undolog(false);
     for apm in ["default", "ext4-o", "btrfs", "ext3-w"] {
         let f = failures(&build(apm, &plain));
-        assert!(f.ordering_or_atomicity > 0, "{apm} reorders Figure 2.1: {f:?}");
-        assert!(f.durability > 0, "{apm}: nothing synced before 'committed': {f:?}");
+        assert!(
+            f.ordering_or_atomicity > 0,
+            "{apm} reorders Figure 2.1: {f:?}"
+        );
+        assert!(
+            f.durability > 0,
+            "{apm}: nothing synced before 'committed': {f:?}"
+        );
     }
     let f = failures(&build("intactfs", &plain));
-    assert_eq!(f.ordering_or_atomicity, 0, "intactfs keeps the log before the overwrite before the unlink: {f:?}");
-    assert!(f.durability > 0, "intactfs does not make unsynced work durable: {f:?}");
+    assert_eq!(
+        f.ordering_or_atomicity, 0,
+        "intactfs keeps the log before the overwrite before the unlink: {f:?}"
+    );
+    assert!(
+        f.durability > 0,
+        "intactfs does not make unsynced work durable: {f:?}"
+    );
 
     let fixed = undolog(true);
     let f = failures(&build("intactfs", &fixed));
-    assert_eq!((f.ordering_or_atomicity, f.durability), (0, 0), "fsync(\".\") after the unlink: {f:?}");
+    assert_eq!(
+        (f.ordering_or_atomicity, f.durability),
+        (0, 0),
+        "fsync(\".\") after the unlink: {f:?}"
+    );
     // On a reordering file system the last fsync alone does not help: dbfile can still
     // persist half new before the log (Figure 2.2 needs fsync-log and fsync-db there).
     let f = failures(&build("ext4-o", &fixed));
-    assert!(f.ordering_or_atomicity > 0, "ext4-o with only the last fsync: {f:?}");
+    assert!(
+        f.ordering_or_atomicity > 0,
+        "ext4-o with only the last fsync: {f:?}"
+    );
 }
 
 /// One stream: every unit needs every earlier disk unit, so the crash states of a
@@ -137,14 +253,55 @@ fn intactfs_masks_undolog_ordering_but_not_its_missing_fsync() {
 #[test]
 fn intactfs_orders_every_update_in_program_order() {
     let ops: Vec<Op> = vec![
-        LogicalOp::Link { dir: ROOT, name: "a".into(), inode: 3, link_count: 1, created: true },
-        LogicalOp::Append { inode: 3, old_size: 0, new_size: 10000, data: Data::Zeros { zeros: 10000 } },
-        LogicalOp::Overwrite { inode: DB, offset: 0, count: 12288, data: Data::Zeros { zeros: 12288 } },
-        LogicalOp::Sync { inode: Some(DB), how: SyncKind::Fdatasync, range: None },
-        LogicalOp::Rename { src_dir: ROOT, src_name: "a".into(), dst_dir: ROOT, dst_name: "b".into(), inode: 3, replaced: None, exchange: false },
-        LogicalOp::Truncate { inode: DB, old_size: 12288, new_size: 100 },
-        LogicalOp::Sync { inode: None, how: SyncKind::Sync, range: None },
-        LogicalOp::Unlink { dir: ROOT, name: "dbfile".into(), inode: DB, link_count: 0 },
+        LogicalOp::Link {
+            dir: ROOT,
+            name: "a".into(),
+            inode: 3,
+            link_count: 1,
+            created: true,
+        },
+        LogicalOp::Append {
+            inode: 3,
+            old_size: 0,
+            new_size: 10000,
+            data: Data::Zeros { zeros: 10000 },
+        },
+        LogicalOp::Overwrite {
+            inode: DB,
+            offset: 0,
+            count: 12288,
+            data: Data::Zeros { zeros: 12288 },
+        },
+        LogicalOp::Sync {
+            inode: Some(DB),
+            how: SyncKind::Fdatasync,
+            range: None,
+        },
+        LogicalOp::Rename {
+            src_dir: ROOT,
+            src_name: "a".into(),
+            dst_dir: ROOT,
+            dst_name: "b".into(),
+            inode: 3,
+            replaced: None,
+            exchange: false,
+        },
+        LogicalOp::Truncate {
+            inode: DB,
+            old_size: 12288,
+            new_size: 100,
+        },
+        LogicalOp::Sync {
+            inode: None,
+            how: SyncKind::Sync,
+            range: None,
+        },
+        LogicalOp::Unlink {
+            dir: ROOT,
+            name: "dbfile".into(),
+            inode: DB,
+            link_count: 0,
+        },
     ]
     .into_iter()
     .enumerate()
@@ -153,12 +310,23 @@ fn intactfs_orders_every_update_in_program_order() {
     let p = build("intactfs", &ops);
     for v in 0..p.units.len() {
         let want: Vec<usize> = (0..v).collect();
-        assert_eq!(p.preds[v].ones().collect::<Vec<_>>(), want, "unit {v} ({:?}) needs every earlier unit", p.micros[p.units[v].start].micro);
+        assert_eq!(
+            p.preds[v].ones().collect::<Vec<_>>(),
+            want,
+            "unit {v} ({:?}) needs every earlier unit",
+            p.micros[p.units[v].start].micro
+        );
     }
     // ext4-o does not: the overwrite of dbfile may persist before the append to a.
     let e = build("ext4-o", &ops);
-    let (app, ovw) = (e.unit_of[e.op_micros[1].start] as usize, e.unit_of[e.op_micros[2].start] as usize);
-    assert!(!e.preds[ovw].contains(app), "ext4-o reorders data of different files");
+    let (app, ovw) = (
+        e.unit_of[e.op_micros[1].start] as usize,
+        e.unit_of[e.op_micros[2].start] as usize,
+    );
+    assert!(
+        !e.preds[ovw].contains(app),
+        "ext4-o reorders data of different files"
+    );
 }
 
 /// Weak atomicity: directory operations whole, data whole per 4 KiB block but not per
@@ -167,10 +335,34 @@ fn intactfs_orders_every_update_in_program_order() {
 #[test]
 fn intactfs_atomicity_is_weak() {
     let ops: Vec<Op> = vec![
-        LogicalOp::Link { dir: ROOT, name: "a".into(), inode: 3, link_count: 1, created: true },
-        LogicalOp::Append { inode: 3, old_size: 0, new_size: 8192, data: Data::Zeros { zeros: 8192 } },
-        LogicalOp::Overwrite { inode: DB, offset: 1000, count: 8000, data: Data::Zeros { zeros: 8000 } },
-        LogicalOp::Rename { src_dir: ROOT, src_name: "a".into(), dst_dir: ROOT, dst_name: "dbfile".into(), inode: 3, replaced: Some(DB), exchange: false },
+        LogicalOp::Link {
+            dir: ROOT,
+            name: "a".into(),
+            inode: 3,
+            link_count: 1,
+            created: true,
+        },
+        LogicalOp::Append {
+            inode: 3,
+            old_size: 0,
+            new_size: 8192,
+            data: Data::Zeros { zeros: 8192 },
+        },
+        LogicalOp::Overwrite {
+            inode: DB,
+            offset: 1000,
+            count: 8000,
+            data: Data::Zeros { zeros: 8000 },
+        },
+        LogicalOp::Rename {
+            src_dir: ROOT,
+            src_name: "a".into(),
+            dst_dir: ROOT,
+            dst_name: "dbfile".into(),
+            inode: 3,
+            replaced: Some(DB),
+            exchange: false,
+        },
     ]
     .into_iter()
     .enumerate()
@@ -188,13 +380,21 @@ fn intactfs_atomicity_is_weak() {
     assert_eq!(app.len(), 2, "an 8 KiB append is two block-sized units");
     for &u in &app {
         let kinds: Vec<_> = p.units[u].clone().map(|i| &p.micros[i].micro).collect();
-        assert!(kinds.iter().any(|m| matches!(m, Micro::SetSize { .. })) && kinds.iter().any(|m| matches!(m, Micro::Write { .. })), "size and data together: {kinds:?}");
+        assert!(
+            kinds.iter().any(|m| matches!(m, Micro::SetSize { .. }))
+                && kinds.iter().any(|m| matches!(m, Micro::Write { .. })),
+            "size and data together: {kinds:?}"
+        );
     }
     // The overwrite of [1000, 9000): three blocks, three units; strict makes it one.
     assert_eq!(units(2).len(), 3, "data atomic per block, not per call");
     let s = build("strict", &ops);
     let r = s.op_micros[2].clone();
-    assert_eq!(s.unit_of[r.start], s.unit_of[r.end - 1], "strict: every call atomic");
+    assert_eq!(
+        s.unit_of[r.start],
+        s.unit_of[r.end - 1],
+        "strict: every call atomic"
+    );
     // The rename over dbfile (its entry removal, the truncation of its last link, the new
     // entry and the old name's removal): one unit.
     assert_eq!(units(3).len(), 1, "a rename persists whole");
@@ -202,7 +402,11 @@ fn intactfs_atomicity_is_weak() {
     // Appends: the default APM lets the size persist alone (garbage); intactfs never.
     let d = build("default", &ops);
     let r = d.op_micros[1].clone();
-    assert_ne!(d.unit_of[r.start], d.unit_of[r.start + 2], "default: size and data are separate units");
+    assert_ne!(
+        d.unit_of[r.start],
+        d.unit_of[r.start + 2],
+        "default: size and data are separate units"
+    );
 }
 
 /// Sync points: output waits for a completed sync (and through it for every earlier
@@ -211,12 +415,36 @@ fn intactfs_atomicity_is_weak() {
 #[test]
 fn intactfs_sync_makes_the_whole_stream_durable() {
     let ops: Vec<Op> = vec![
-        LogicalOp::Link { dir: ROOT, name: "a".into(), inode: 3, link_count: 1, created: true },
-        LogicalOp::Append { inode: 3, old_size: 0, new_size: 10, data: Data::Zeros { zeros: 10 } },
-        LogicalOp::Output { data: Data::Zeros { zeros: 1 } },
-        LogicalOp::Overwrite { inode: DB, offset: 0, count: 10, data: Data::Zeros { zeros: 10 } },
-        LogicalOp::Sync { inode: Some(DB), how: SyncKind::Fdatasync, range: None },
-        LogicalOp::Output { data: Data::Zeros { zeros: 1 } },
+        LogicalOp::Link {
+            dir: ROOT,
+            name: "a".into(),
+            inode: 3,
+            link_count: 1,
+            created: true,
+        },
+        LogicalOp::Append {
+            inode: 3,
+            old_size: 0,
+            new_size: 10,
+            data: Data::Zeros { zeros: 10 },
+        },
+        LogicalOp::Output {
+            data: Data::Zeros { zeros: 1 },
+        },
+        LogicalOp::Overwrite {
+            inode: DB,
+            offset: 0,
+            count: 10,
+            data: Data::Zeros { zeros: 10 },
+        },
+        LogicalOp::Sync {
+            inode: Some(DB),
+            how: SyncKind::Fdatasync,
+            range: None,
+        },
+        LogicalOp::Output {
+            data: Data::Zeros { zeros: 1 },
+        },
     ]
     .into_iter()
     .enumerate()
@@ -224,13 +452,22 @@ fn intactfs_sync_makes_the_whole_stream_durable() {
     .collect();
     let unit = |p: &Program, op: usize| p.unit_of[p.op_micros[op].start] as usize;
     let p = build("intactfs", &ops);
-    assert!(p.preds[unit(&p, 2)].is_clear(), "output before any sync waits for nothing");
+    assert!(
+        p.preds[unit(&p, 2)].is_clear(),
+        "output before any sync waits for nothing"
+    );
     for before in [0, 1, 3, 4] {
-        assert!(p.preds[unit(&p, 5)].contains(unit(&p, before)), "fdatasync(dbfile) persists op {before} too");
+        assert!(
+            p.preds[unit(&p, 5)].contains(unit(&p, before)),
+            "fdatasync(dbfile) persists op {before} too"
+        );
     }
     // ext4-o's fsync persists only the synced file (and its path).
     let e = build("ext4-o", &ops);
-    assert!(!e.preds[unit(&e, 5)].contains(unit(&e, 1)), "ext4-o: fdatasync(dbfile) does not persist a's data");
+    assert!(
+        !e.preds[unit(&e, 5)].contains(unit(&e, 1)),
+        "ext4-o: fdatasync(dbfile) does not persist a's data"
+    );
 }
 
 /// For one stream, intactfs's promise is the model of ext3 data=journal (thesis 004
@@ -244,7 +481,15 @@ fn intactfs_is_ext3_j_for_one_stream() {
         assert_eq!(a.preds, b.preds);
     }
     let a = Apm::resolve("intactfs").unwrap();
-    assert_eq!((a.atomicity.granularity, a.atomicity.content, a.atomicity.directory_ops, a.atomicity.calls), (4096, true, true, false));
+    assert_eq!(
+        (
+            a.atomicity.granularity,
+            a.atomicity.content,
+            a.atomicity.directory_ops,
+            a.atomicity.calls
+        ),
+        (4096, true, true, false)
+    );
     assert!(Apm::builtins().iter().any(|b| b.name == "intactfs"));
 }
 
@@ -256,13 +501,26 @@ fn intactfs_is_ext3_j_for_one_stream() {
 fn osync_keeps_consistency_not_durability_and_nobarrier_neither() {
     let fixed = undolog(true);
     let f = failures(&build("intactfs-osync", &fixed));
-    assert_eq!(f.ordering_or_atomicity, 0, "intactfs-osync: in order, weakly atomic: {f:?}");
-    assert!(f.durability > 0, "intactfs-osync: fsync(\".\") returns before the unlink is durable: {f:?}");
+    assert_eq!(
+        f.ordering_or_atomicity, 0,
+        "intactfs-osync: in order, weakly atomic: {f:?}"
+    );
+    assert!(
+        f.durability > 0,
+        "intactfs-osync: fsync(\".\") returns before the unlink is durable: {f:?}"
+    );
     let (o, i) = (build("intactfs-osync", &fixed), build("intactfs", &fixed));
     assert_eq!(o.units, i.units);
     let output = fixed.len() - 1;
     let disk = o.unit_of[o.op_micros[output].start] as usize;
-    assert_eq!(o.preds[..disk], i.preds[..disk], "the disk updates are ordered exactly as under intactfs");
+    assert_eq!(
+        o.preds[..disk],
+        i.preds[..disk],
+        "the disk updates are ordered exactly as under intactfs"
+    );
     let f = failures(&build("nobarrier", &fixed));
-    assert!(f.ordering_or_atomicity > 0 && f.durability > 0, "nobarrier: {f:?}");
+    assert!(
+        f.ordering_or_atomicity > 0 && f.durability > 0,
+        "nobarrier: {f:?}"
+    );
 }

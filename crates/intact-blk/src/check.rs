@@ -38,11 +38,19 @@ pub struct CheckConfig {
 #[serde(rename_all = "lowercase", tag = "verdict")]
 pub enum CheckerVerdict {
     Pass,
-    Fail { code: Option<i32>, signal: Option<i32>, stderr: String },
-    Timeout { seconds: f64 },
+    Fail {
+        code: Option<i32>,
+        signal: Option<i32>,
+        stderr: String,
+    },
+    Timeout {
+        seconds: f64,
+    },
     /// Not run: the image did not mount, or building it failed.
     Skipped,
-    Error { message: String },
+    Error {
+        message: String,
+    },
 }
 
 #[derive(Clone, Debug, serde::Serialize)]
@@ -113,7 +121,12 @@ struct Slot {
     fsck: Option<FsckResult>,
 }
 
-pub fn check(ld: &LogDir, cfg: &CheckConfig, interrupted: &dyn Fn() -> bool, progress: &mut dyn FnMut(usize, usize, usize)) -> Result<CheckReport, CheckError> {
+pub fn check(
+    ld: &LogDir,
+    cfg: &CheckConfig,
+    interrupted: &dyn Fn() -> bool,
+    progress: &mut dyn FnMut(usize, usize, usize),
+) -> Result<CheckReport, CheckError> {
     use CheckError::{Failed, Input};
     let started = Instant::now();
     let fs = ld.meta.fs;
@@ -121,9 +134,23 @@ pub fn check(ld: &LogDir, cfg: &CheckConfig, interrupted: &dyn Fn() -> bool, pro
     let gen = Generator::new(&ld.log).map_err(|e| Input(format!("{}: {e}", ld.dir.display())))?;
     let (specs, distinct) = gen.generate(&cfg.gen);
 
-    let checker = if cfg.checker.is_empty() { vec!["true".to_string()] } else { cfg.checker.clone() };
-    let runner = Runner::start(RunnerConfig { checker, jobs: cfg.jobs, timeout: cfg.timeout, scratch_parent: cfg.scratch.clone(), keep_output_bytes: 4096 }).map_err(|e| Input(e.to_string()))?;
-    let root = runner.scratch_root().ok_or_else(|| Failed("the checker runner has no scratch space".into()))?.to_path_buf();
+    let checker = if cfg.checker.is_empty() {
+        vec!["true".to_string()]
+    } else {
+        cfg.checker.clone()
+    };
+    let runner = Runner::start(RunnerConfig {
+        checker,
+        jobs: cfg.jobs,
+        timeout: cfg.timeout,
+        scratch_parent: cfg.scratch.clone(),
+        keep_output_bytes: 4096,
+    })
+    .map_err(|e| Input(e.to_string()))?;
+    let root = runner
+        .scratch_root()
+        .ok_or_else(|| Failed("the checker runner has no scratch space".into()))?
+        .to_path_buf();
     // The runner removes its scratch root when it finishes; images live in a directory of
     // their own beside the crash directories.
     let images = root.join("images");
@@ -136,13 +163,26 @@ pub fn check(ld: &LogDir, cfg: &CheckConfig, interrupted: &dyn Fn() -> bool, pro
     // (docs/benchmarks.md).
     let reflink = !cfg.full_copy && crate::sys::supports_reflink(&images);
     let base0 = images.join("base-0.img");
-    clone_file(&ld.initial(), &base0).map_err(|e| Failed(format!("copying {} into {}: {e}", ld.initial().display(), images.display())))?;
+    clone_file(&ld.initial(), &base0).map_err(|e| {
+        Failed(format!(
+            "copying {} into {}: {e}",
+            ld.initial().display(),
+            images.display()
+        ))
+    })?;
     let mut bases: Vec<PathBuf> = vec![base0];
 
-    let mut options = cfg.mount_options.clone().unwrap_or_else(|| ld.meta.mount_options.clone());
+    let mut options = cfg
+        .mount_options
+        .clone()
+        .unwrap_or_else(|| ld.meta.mount_options.clone());
     let extra = fs.clone_mount_options();
     if !extra.is_empty() && !options.split(',').any(|o| o == extra) {
-        options = if options.is_empty() { extra.to_string() } else { format!("{options},{extra}") };
+        options = if options.is_empty() {
+            extra.to_string()
+        } else {
+            format!("{options},{extra}")
+        };
     }
     let log = ld.log.clone();
     let slots: Vec<Arc<Mutex<Slot>>> = specs.iter().map(|_| Arc::default()).collect();
@@ -161,17 +201,32 @@ pub fn check(ld: &LogDir, cfg: &CheckConfig, interrupted: &dyn Fn() -> bool, pro
                 clone_file(&bases[j - 1], &next)
                     .and_then(|_| std::fs::OpenOptions::new().write(true).open(&next))
                     .and_then(|f| write_pieces(&ld.log, &f, &gen.pieces(&gen.epoch_map(j - 1))))
-                    .map_err(|e| Failed(format!("building the base image of epoch {j} in {}: {e}", images.display())))?;
+                    .map_err(|e| {
+                        Failed(format!(
+                            "building the base image of epoch {j} in {}: {e}",
+                            images.display()
+                        ))
+                    })?;
                 bases.push(next);
             }
-            (bases[spec.epoch].clone(), gen.pieces(&gen.overlay_map(spec)))
+            (
+                bases[spec.epoch].clone(),
+                gen.pieces(&gen.overlay_map(spec)),
+            )
         } else {
             (bases[0].clone(), gen.pieces(&gen.sector_map(spec)))
         };
         let id = spec.id;
         let img = images.join(format!("img-{id}.img"));
         let (slot, slot2) = (slots[id].clone(), slots[id].clone());
-        let (img2, base2, opts, tools, tools2, log2) = (img.clone(), base, options.clone(), cfg.tools.clone(), cfg.tools.clone(), log.clone());
+        let (img2, base2, opts, tools, tools2, log2) = (
+            img.clone(),
+            base,
+            options.clone(),
+            cfg.tools.clone(),
+            cfg.tools.clone(),
+            log.clone(),
+        );
         let daemon_log = images.join(format!("img-{id}.daemon.log"));
         let do_fsck = cfg.fsck;
         let full_copy = cfg.full_copy;
@@ -179,17 +234,28 @@ pub fn check(ld: &LogDir, cfg: &CheckConfig, interrupted: &dyn Fn() -> bool, pro
         // ends the image's epoch (a crash after that flush would leave the whole epoch).
         let printed = match spec.kind {
             ImageKind::Final => ld.log.output_before(usize::MAX),
-            _ => ld.log.output_before(ld.log.flush_ending(spec.epoch).unwrap_or(usize::MAX)),
+            _ => ld
+                .log
+                .output_before(ld.log.flush_ending(spec.epoch).unwrap_or(usize::MAX)),
         };
         let job = Job {
             id: id as u64,
             state_id: format!("image-{id}"),
             stdout: printed.unwrap_or_else(|| ld.stdout.clone()),
             materialise: Box::new(move |crash: &Path| {
-                let copied = if full_copy { full_copy_file(&base2, &img2) } else { clone_file(&base2, &img2).map(|_| ()) };
-                copied.map_err(|e| format!("copying the initial image to {}: {e}", img2.display()))?;
-                let f = std::fs::OpenOptions::new().write(true).open(&img2).map_err(|e| format!("{}: {e}", img2.display()))?;
-                write_pieces(&log2, &f, &pieces).map_err(|e| format!("writing the crash image {}: {e}", img2.display()))?;
+                let copied = if full_copy {
+                    full_copy_file(&base2, &img2)
+                } else {
+                    clone_file(&base2, &img2).map(|_| ())
+                };
+                copied
+                    .map_err(|e| format!("copying the initial image to {}: {e}", img2.display()))?;
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&img2)
+                    .map_err(|e| format!("{}: {e}", img2.display()))?;
+                write_pieces(&log2, &f, &pieces)
+                    .map_err(|e| format!("writing the crash image {}: {e}", img2.display()))?;
                 drop(f);
                 match fs.mount(&img2, crash, &opts, false, &tools, &daemon_log) {
                     Ok(a) => {
@@ -197,7 +263,16 @@ pub fn check(ld: &LogDir, cfg: &CheckConfig, interrupted: &dyn Fn() -> bool, pro
                         Ok(())
                     }
                     Err(e) => {
-                        let e = if fs == FsKind::Intactfs { format!("{e} {}", std::fs::read_to_string(&daemon_log).unwrap_or_default().trim()) } else { e };
+                        let e = if fs == FsKind::Intactfs {
+                            format!(
+                                "{e} {}",
+                                std::fs::read_to_string(&daemon_log)
+                                    .unwrap_or_default()
+                                    .trim()
+                            )
+                        } else {
+                            e
+                        };
                         lock(&slot).mount_error = Some(e.clone());
                         Err(e)
                     }
@@ -212,7 +287,11 @@ pub fn check(ld: &LogDir, cfg: &CheckConfig, interrupted: &dyn Fn() -> bool, pro
                     }
                 }
                 if do_fsck && mounted && s.mount_error.is_none() {
-                    s.fsck = Some(fs.fsck(&img, &tools2).unwrap_or_else(|e| FsckResult { clean: false, code: None, output: e }));
+                    s.fsck = Some(fs.fsck(&img, &tools2).unwrap_or_else(|e| FsckResult {
+                        clean: false,
+                        code: None,
+                        output: e,
+                    }));
                 }
                 let _ = std::fs::remove_file(&img);
             })),
@@ -249,15 +328,30 @@ pub fn check(ld: &LogDir, cfg: &CheckConfig, interrupted: &dyn Fn() -> bool, pro
     }
     outcomes.extend(runner.finish());
 
-    let mut summary = Summary { distinct, checked: total, ..Summary::default() };
+    let mut summary = Summary {
+        distinct,
+        checked: total,
+        ..Summary::default()
+    };
     let mut results = Vec::with_capacity(total);
     outcomes.sort_by_key(|o| o.id);
     for (spec, o) in specs.into_iter().zip(outcomes) {
         let slot = std::mem::take(&mut *lock(&slots[spec.id]));
         let checker = match o.verdict {
             Verdict::Pass => CheckerVerdict::Pass,
-            Verdict::Fail { code, signal, stderr, .. } => CheckerVerdict::Fail { code, signal, stderr },
-            Verdict::Timeout { after } => CheckerVerdict::Timeout { seconds: after.as_secs_f64() },
+            Verdict::Fail {
+                code,
+                signal,
+                stderr,
+                ..
+            } => CheckerVerdict::Fail {
+                code,
+                signal,
+                stderr,
+            },
+            Verdict::Timeout { after } => CheckerVerdict::Timeout {
+                seconds: after.as_secs_f64(),
+            },
             Verdict::Error(_) if slot.mount_error.is_some() => CheckerVerdict::Skipped,
             Verdict::Error(message) => CheckerVerdict::Error { message },
         };
@@ -273,7 +367,13 @@ pub fn check(ld: &LogDir, cfg: &CheckConfig, interrupted: &dyn Fn() -> bool, pro
         summary.fsck_errors += usize::from(fsck_bad);
         let consistent = !unmountable && !fsck_bad && matches!(checker, CheckerVerdict::Pass);
         summary.consistent += usize::from(consistent);
-        results.push(ImageResult { spec, mount_error: slot.mount_error, fsck: slot.fsck, checker, consistent });
+        results.push(ImageResult {
+            spec,
+            mount_error: slot.mount_error,
+            fsck: slot.fsck,
+            checker,
+            consistent,
+        });
     }
     Ok(CheckReport {
         schema: SCHEMA,
@@ -292,7 +392,10 @@ pub fn check(ld: &LogDir, cfg: &CheckConfig, interrupted: &dyn Fn() -> bool, pro
 /// Every byte, holes included.
 fn full_copy_file(from: &Path, to: &Path) -> std::io::Result<()> {
     let src = std::fs::File::open(from)?;
-    let dst = std::fs::OpenOptions::new().write(true).create_new(true).open(to)?;
+    let dst = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(to)?;
     crate::sys::copy_range(&src, &dst, 0, src.metadata()?.len())
 }
 

@@ -32,7 +32,11 @@ impl Attached {
         let r = match (self.mount.take(), &self.intact) {
             (Some(m), Some(intact)) => {
                 let dir = m.dir.clone();
-                let r = run(&format!("unmounting intactfs at {}", dir.display()), Command::new(intact).args(["fs", "umount"]).arg(&dir)).map(|_| ());
+                let r = run(
+                    &format!("unmounting intactfs at {}", dir.display()),
+                    Command::new(intact).args(["fs", "umount"]).arg(&dir),
+                )
+                .map(|_| ());
                 if r.is_ok() {
                     m.forget();
                 }
@@ -59,7 +63,12 @@ impl FsKind {
     pub const ALL: [FsKind; 4] = [FsKind::Ext4, FsKind::Xfs, FsKind::Btrfs, FsKind::Intactfs];
 
     pub fn parse(s: &str) -> Result<FsKind, String> {
-        FsKind::ALL.into_iter().find(|k| k.name() == s).ok_or_else(|| format!("unknown file system {s:?}: choose ext4, xfs, btrfs or intactfs"))
+        FsKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| {
+                format!("unknown file system {s:?}: choose ext4, xfs, btrfs or intactfs")
+            })
     }
 
     pub fn name(self) -> &'static str {
@@ -109,12 +118,24 @@ impl FsKind {
         let progs: Vec<&str> = missing.iter().map(|(p, _)| *p).collect();
         let mut pkgs: Vec<&str> = missing.iter().map(|(_, k)| *k).collect();
         pkgs.dedup();
-        Err(format!("{} needs {} (not found): install with `apt-get install -y {}`", self.name(), progs.join(", "), pkgs.join(" ")))
+        Err(format!(
+            "{} needs {} (not found): install with `apt-get install -y {}`",
+            self.name(),
+            progs.join(", "),
+            pkgs.join(" ")
+        ))
     }
 
     /// Makes the file system in `image` (an existing file of the device's size); returns the command line.
-    pub fn mkfs(self, image: &Path, options: &[String], tools: &Tools) -> Result<Vec<String>, String> {
-        let size = std::fs::metadata(image).map_err(|e| format!("{}: {e}", image.display()))?.len();
+    pub fn mkfs(
+        self,
+        image: &Path,
+        options: &[String],
+        tools: &Tools,
+    ) -> Result<Vec<String>, String> {
+        let size = std::fs::metadata(image)
+            .map_err(|e| format!("{}: {e}", image.display()))?
+            .len();
         let mut c = match self {
             FsKind::Ext4 => {
                 let mut c = Command::new("mkfs.ext4");
@@ -139,25 +160,56 @@ impl FsKind {
             }
         };
         c.args(options).arg(image);
-        let argv: Vec<String> = std::iter::once(c.get_program()).chain(c.get_args()).map(|a| a.to_string_lossy().into_owned()).collect();
-        run(&format!("making {} on {} ({} MiB)", self.name(), image.display(), size >> 20), &mut c)?;
+        let argv: Vec<String> = std::iter::once(c.get_program())
+            .chain(c.get_args())
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        run(
+            &format!(
+                "making {} on {} ({} MiB)",
+                self.name(),
+                image.display(),
+                size >> 20
+            ),
+            &mut c,
+        )?;
         Ok(argv)
     }
 
     /// Mounts `image` on `dir` with `options` (comma-separated, may be empty). Kernel file
     /// systems go through a loop device (`direct_io` as for the recorder).
-    pub fn mount(self, image: &Path, dir: &Path, options: &str, direct_io: bool, tools: &Tools, daemon_log: &Path) -> Result<Attached, String> {
+    pub fn mount(
+        self,
+        image: &Path,
+        dir: &Path,
+        options: &str,
+        direct_io: bool,
+        tools: &Tools,
+        daemon_log: &Path,
+    ) -> Result<Attached, String> {
         if self == FsKind::Intactfs {
             let mut c = Command::new(&tools.intact);
-            c.args(["fs", "mount", "--daemon", "--log"]).arg(daemon_log).arg(image).arg(dir);
+            c.args(["fs", "mount", "--daemon", "--log"])
+                .arg(daemon_log)
+                .arg(image)
+                .arg(dir);
             if !options.is_empty() {
                 c.arg("-o").arg(options);
             }
-            run(&format!("mounting intactfs {} on {}", image.display(), dir.display()), &mut c)?;
-            return Ok(Attached { mount: Some(Mounted::adopt(dir)), intact: Some(tools.intact.clone()) });
+            run(
+                &format!("mounting intactfs {} on {}", image.display(), dir.display()),
+                &mut c,
+            )?;
+            return Ok(Attached {
+                mount: Some(Mounted::adopt(dir)),
+                intact: Some(tools.intact.clone()),
+            });
         }
         let m = crate::sys::mount_image(self.name(), image, dir, options, direct_io)?;
-        Ok(Attached { mount: Some(m), intact: None })
+        Ok(Attached {
+            mount: Some(m),
+            intact: None,
+        })
     }
 
     /// Mount options a check adds so that clones of one image can be mounted at once.
@@ -192,10 +244,22 @@ impl FsKind {
                 c
             }
         };
-        let out = c.arg(image).stdin(std::process::Stdio::null()).output().map_err(|e| format!("cannot run {:?}: {e}", c.get_program()))?;
+        let out = c
+            .arg(image)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run {:?}: {e}", c.get_program()))?;
         let clean = out.status.success();
         let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
         text.push_str(&String::from_utf8_lossy(&out.stderr));
-        Ok(FsckResult { clean, code: out.status.code(), output: if clean { String::new() } else { tail(text.trim(), 2000) } })
+        Ok(FsckResult {
+            clean,
+            code: out.status.code(),
+            output: if clean {
+                String::new()
+            } else {
+                tail(text.trim(), 2000)
+            },
+        })
     }
 }

@@ -34,7 +34,14 @@ pub struct GenConfig {
 
 impl Default for GenConfig {
     fn default() -> Self {
-        GenConfig { exhaustive: 8, samples: 32, torn: 4, seed: 0, max_images: 5000, tear: 4096 }
+        GenConfig {
+            exhaustive: 8,
+            samples: 32,
+            torn: 4,
+            seed: 0,
+            max_images: 5000,
+            tear: 4096,
+        }
     }
 }
 
@@ -74,14 +81,21 @@ fn hex<S: serde::Serializer>(h: &[u8; 32], s: S) -> Result<S::Ok, S::Error> {
 #[derive(Debug, thiserror::Error)]
 pub enum GenError {
     #[error("record {record} writes {len} bytes at offset {offset}, not whole {SECTOR}-byte sectors; crash images are built per sector")]
-    Unaligned { record: usize, offset: u64, len: u64 },
+    Unaligned {
+        record: usize,
+        offset: u64,
+        len: u64,
+    },
 }
 
 /// Where a sector's content comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Src {
     /// Sector `k` of write record `record`.
-    Log { record: usize, k: u32 },
+    Log {
+        record: usize,
+        k: u32,
+    },
     Zeros,
 }
 
@@ -92,8 +106,16 @@ pub type SectorMap = BTreeMap<u64, Src>;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Piece {
     /// `len` bytes of log data starting at record `record`'s byte `from`.
-    Log { offset: u64, record: usize, from: u64, len: u64 },
-    Zeros { offset: u64, len: u64 },
+    Log {
+        offset: u64,
+        record: usize,
+        from: u64,
+        len: u64,
+    },
+    Zeros {
+        offset: u64,
+        len: u64,
+    },
 }
 
 pub struct Generator<'a> {
@@ -127,14 +149,22 @@ impl<'a> Generator<'a> {
         let mut sector_hash = Vec::with_capacity(log.records.len());
         for (i, r) in log.records.iter().enumerate() {
             if r.kind != Kind::Flush && (r.offset % SECTOR != 0 || r.len % SECTOR != 0) {
-                return Err(GenError::Unaligned { record: i, offset: r.offset, len: r.len });
+                return Err(GenError::Unaligned {
+                    record: i,
+                    offset: r.offset,
+                    len: r.len,
+                });
             }
             sector_hash.push(match r.kind {
                 Kind::Write { .. } => log.data(i).chunks(SECTOR as usize).map(h64).collect(),
                 _ => Vec::new(),
             });
         }
-        Ok(Generator { log, epochs: log.epochs(), sector_hash })
+        Ok(Generator {
+            log,
+            epochs: log.epochs(),
+            sector_hash,
+        })
     }
 
     pub fn epochs(&self) -> &[Vec<usize>] {
@@ -216,7 +246,18 @@ impl<'a> Generator<'a> {
         for (&s, &src) in map {
             let offset = s * SECTOR;
             let merged = match (out.last_mut(), src) {
-                (Some(Piece::Log { offset: o, record: r, from, len }), Src::Log { record, k }) if *r == record && *o + *len == offset && *from + *len == u64::from(k) * SECTOR => {
+                (
+                    Some(Piece::Log {
+                        offset: o,
+                        record: r,
+                        from,
+                        len,
+                    }),
+                    Src::Log { record, k },
+                ) if *r == record
+                    && *o + *len == offset
+                    && *from + *len == u64::from(k) * SECTOR =>
+                {
                     *len += SECTOR;
                     true
                 }
@@ -228,8 +269,16 @@ impl<'a> Generator<'a> {
             };
             if !merged {
                 out.push(match src {
-                    Src::Log { record, k } => Piece::Log { offset, record, from: u64::from(k) * SECTOR, len: SECTOR },
-                    Src::Zeros => Piece::Zeros { offset, len: SECTOR },
+                    Src::Log { record, k } => Piece::Log {
+                        offset,
+                        record,
+                        from: u64::from(k) * SECTOR,
+                        len: SECTOR,
+                    },
+                    Src::Zeros => Piece::Zeros {
+                        offset,
+                        len: SECTOR,
+                    },
                 });
             }
         }
@@ -244,41 +293,109 @@ impl<'a> Generator<'a> {
         let mut out = Vec::new();
         let mut base = SectorMap::new();
         let last = self.epochs.len() - 1;
-        let mut push = |g: &Generator, base: &SectorMap, kind, epoch, members: Vec<usize>, torn: Option<Torn>, out: &mut Vec<ImageSpec>| {
+        let mut push = |g: &Generator,
+                        base: &SectorMap,
+                        kind,
+                        epoch,
+                        members: Vec<usize>,
+                        torn: Option<Torn>,
+                        out: &mut Vec<ImageSpec>| {
             let mut map = base.clone();
             g.overlay(&mut map, &members, torn.as_ref());
             let hash = g.hash(&map);
             if seen.insert(hash) {
-                out.push(ImageSpec { id: 0, kind, epoch, members, torn, hash });
+                out.push(ImageSpec {
+                    id: 0,
+                    kind,
+                    epoch,
+                    members,
+                    torn,
+                    hash,
+                });
             }
         };
         for (j, w) in self.epochs.iter().enumerate() {
-            push(self, &base, ImageKind::Prefix, j, Vec::new(), None, &mut out);
+            push(
+                self,
+                &base,
+                ImageKind::Prefix,
+                j,
+                Vec::new(),
+                None,
+                &mut out,
+            );
             let n = w.len();
-            let pick = |mask: &dyn Fn(usize) -> bool| -> Vec<usize> { (0..n).filter(|&k| mask(k)).map(|k| w[k]).collect() };
+            let pick = |mask: &dyn Fn(usize) -> bool| -> Vec<usize> {
+                (0..n).filter(|&k| mask(k)).map(|k| w[k]).collect()
+            };
             if n > 1 && n <= cfg.exhaustive {
                 for m in 1u64..(1 << n) - 1 {
-                    push(self, &base, ImageKind::Subset, j, pick(&|k| m >> k & 1 == 1), None, &mut out);
+                    push(
+                        self,
+                        &base,
+                        ImageKind::Subset,
+                        j,
+                        pick(&|k| m >> k & 1 == 1),
+                        None,
+                        &mut out,
+                    );
                 }
             } else if n > 1 {
                 for p in 1..n {
-                    push(self, &base, ImageKind::Subset, j, pick(&|k| k < p), None, &mut out);
+                    push(
+                        self,
+                        &base,
+                        ImageKind::Subset,
+                        j,
+                        pick(&|k| k < p),
+                        None,
+                        &mut out,
+                    );
                 }
                 for x in 0..n {
-                    push(self, &base, ImageKind::Subset, j, pick(&|k| k != x), None, &mut out);
-                    push(self, &base, ImageKind::Subset, j, pick(&|k| k == x), None, &mut out);
+                    push(
+                        self,
+                        &base,
+                        ImageKind::Subset,
+                        j,
+                        pick(&|k| k != x),
+                        None,
+                        &mut out,
+                    );
+                    push(
+                        self,
+                        &base,
+                        ImageKind::Subset,
+                        j,
+                        pick(&|k| k == x),
+                        None,
+                        &mut out,
+                    );
                 }
                 for _ in 0..cfg.samples {
                     let bits: Vec<bool> = (0..n).map(|_| rng.next() & 1 == 1).collect();
                     if bits.iter().all(|&b| b) || !bits.iter().any(|&b| b) {
                         continue;
                     }
-                    push(self, &base, ImageKind::Subset, j, pick(&|k| bits[k]), None, &mut out);
+                    push(
+                        self,
+                        &base,
+                        ImageKind::Subset,
+                        j,
+                        pick(&|k| bits[k]),
+                        None,
+                        &mut out,
+                    );
                 }
             }
             // Torn writes: the crash hit while w was being written, after the ones before it.
             let unit = (cfg.tear / SECTOR).max(1) as u32;
-            let mut multi: Vec<usize> = (0..n).filter(|&k| matches!(self.log.records[w[k]].kind, Kind::Write { .. }) && self.log.records[w[k]].len > u64::from(unit) * SECTOR).collect();
+            let mut multi: Vec<usize> = (0..n)
+                .filter(|&k| {
+                    matches!(self.log.records[w[k]].kind, Kind::Write { .. })
+                        && self.log.records[w[k]].len > u64::from(unit) * SECTOR
+                })
+                .collect();
             for i in (1..multi.len()).rev() {
                 multi.swap(i, rng.below(i + 1));
             }
@@ -291,8 +408,22 @@ impl<'a> Generator<'a> {
                 if kept.is_empty() || kept.len() == units as usize {
                     kept = vec![0]; // the first unit only: the commonest tear
                 }
-                let chosen: Vec<u32> = kept.iter().flat_map(|u| (u * unit..((u + 1) * unit).min(sectors)).collect::<Vec<_>>()).collect();
-                push(self, &base, ImageKind::Torn, j, w[..k].to_vec(), Some(Torn { record: w[k], sectors: chosen }), &mut out);
+                let chosen: Vec<u32> = kept
+                    .iter()
+                    .flat_map(|u| (u * unit..((u + 1) * unit).min(sectors)).collect::<Vec<_>>())
+                    .collect();
+                push(
+                    self,
+                    &base,
+                    ImageKind::Torn,
+                    j,
+                    w[..k].to_vec(),
+                    Some(Torn {
+                        record: w[k],
+                        sectors: chosen,
+                    }),
+                    &mut out,
+                );
             }
             for &i in w {
                 self.apply(&mut base, i, None);
@@ -301,18 +432,31 @@ impl<'a> Generator<'a> {
                 // Everything: equal to the device at the end of recording.
                 let hash = self.hash(&base);
                 out.retain(|s| s.hash != hash);
-                out.push(ImageSpec { id: 0, kind: ImageKind::Final, epoch: last + 1, members: Vec::new(), torn: None, hash });
+                out.push(ImageSpec {
+                    id: 0,
+                    kind: ImageKind::Final,
+                    epoch: last + 1,
+                    members: Vec::new(),
+                    torn: None,
+                    hash,
+                });
             }
         }
         let distinct = out.len();
         if out.len() > cfg.max_images {
-            let (mut keep, mut rest): (Vec<ImageSpec>, Vec<ImageSpec>) = out.into_iter().partition(|s| matches!(s.kind, ImageKind::Prefix | ImageKind::Final));
+            let (mut keep, mut rest): (Vec<ImageSpec>, Vec<ImageSpec>) = out
+                .into_iter()
+                .partition(|s| matches!(s.kind, ImageKind::Prefix | ImageKind::Final));
             for i in (1..rest.len()).rev() {
                 rest.swap(i, rng.below(i + 1));
             }
             rest.truncate(cfg.max_images.saturating_sub(keep.len()));
             keep.extend(rest);
-            keep.sort_by(|a, b| (a.epoch, a.kind).cmp(&(b.epoch, b.kind)).then_with(|| a.members.cmp(&b.members)));
+            keep.sort_by(|a, b| {
+                (a.epoch, a.kind)
+                    .cmp(&(b.epoch, b.kind))
+                    .then_with(|| a.members.cmp(&b.members))
+            });
             out = keep;
         }
         for (i, s) in out.iter_mut().enumerate() {
@@ -323,13 +467,25 @@ impl<'a> Generator<'a> {
 }
 
 /// Applies `pieces` to `image` (a copy of the initial image).
-pub fn write_pieces(log: &BlockLog, image: &std::fs::File, pieces: &[Piece]) -> std::io::Result<()> {
+pub fn write_pieces(
+    log: &BlockLog,
+    image: &std::fs::File,
+    pieces: &[Piece],
+) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
     let zeros = vec![0u8; 1 << 16];
     for p in pieces {
         match *p {
-            Piece::Log { offset, record, from, len } => {
-                image.write_all_at(&log.data(record)[from as usize..(from + len) as usize], offset)?;
+            Piece::Log {
+                offset,
+                record,
+                from,
+                len,
+            } => {
+                image.write_all_at(
+                    &log.data(record)[from as usize..(from + len) as usize],
+                    offset,
+                )?;
             }
             Piece::Zeros { offset, len } => {
                 let mut done = 0;

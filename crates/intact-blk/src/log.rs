@@ -37,21 +37,35 @@ const T_OUTPUT: u8 = 5;
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
     #[error("{}: {source}", path.display())]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{}: not an intact block log ({what}); logs are written by `intact blk record`", path.display())]
     NotALog { path: PathBuf, what: String },
     #[error("{}: block log version {version} is not supported (this intact reads version {VERSION}); record it again", path.display())]
     Version { path: PathBuf, version: u32 },
     #[error("{}: damaged at byte {at} (record {index}): {what}; the log cannot be used, record it again", path.display())]
-    Damaged { path: PathBuf, at: usize, index: usize, what: String },
+    Damaged {
+        path: PathBuf,
+        at: usize,
+        index: usize,
+        what: String,
+    },
     #[error("{}: truncated after record {index} (byte {at}) — it has no end record, so recording did not finish (interrupted, or the disk filled); record it again", path.display())]
-    Truncated { path: PathBuf, at: usize, index: usize },
+    Truncated {
+        path: PathBuf,
+        at: usize,
+        index: usize,
+    },
 }
 
 /// What a record is; data of writes stays in the log's buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
-    Write { fua: bool },
+    Write {
+        fua: bool,
+    },
     Flush,
     /// The range reads as zeros afterwards (we assume the common "discard zeroes" case).
     Discard,
@@ -87,7 +101,10 @@ pub struct LogWriter {
 
 impl LogWriter {
     pub fn create(path: &Path, device_size: u64) -> Result<LogWriter, LogError> {
-        let io = |source| LogError::Io { path: path.to_path_buf(), source };
+        let io = |source| LogError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
         let f = File::create(path).map_err(io)?;
         let mut out = BufWriter::with_capacity(1 << 20, f);
         let mut h = Vec::with_capacity(HEADER);
@@ -98,7 +115,13 @@ impl LogWriter {
         let crc = crc32c::crc32c(&h);
         h.extend_from_slice(&crc.to_le_bytes());
         out.write_all(&h).map_err(io)?;
-        Ok(LogWriter { out, path: path.to_path_buf(), records: 0, counts: Counts::default(), scratch: Vec::new() })
+        Ok(LogWriter {
+            out,
+            path: path.to_path_buf(),
+            records: 0,
+            counts: Counts::default(),
+            scratch: Vec::new(),
+        })
     }
 
     fn emit(&mut self, tag: u8, payload: &[&[u8]]) -> Result<(), LogError> {
@@ -110,15 +133,31 @@ impl LogWriter {
         let crc = crc32c::crc32c(&self.scratch);
         self.scratch.extend_from_slice(&crc.to_le_bytes());
         self.records += 1;
-        self.out.write_all(&self.scratch).map_err(|source| LogError::Io { path: self.path.clone(), source })
+        self.out
+            .write_all(&self.scratch)
+            .map_err(|source| LogError::Io {
+                path: self.path.clone(),
+                source,
+            })
     }
 
     pub fn write(&mut self, offset: u64, data: &[u8], fua: bool) -> Result<(), LogError> {
-        let len = u32::try_from(data.len()).map_err(|_| LogError::Io { path: self.path.clone(), source: std::io::Error::other("a single write larger than 4 GiB") })?;
+        let len = u32::try_from(data.len()).map_err(|_| LogError::Io {
+            path: self.path.clone(),
+            source: std::io::Error::other("a single write larger than 4 GiB"),
+        })?;
         self.counts.writes += 1;
         self.counts.bytes += data.len() as u64;
         self.counts.fua += u64::from(fua);
-        self.emit(T_WRITE, &[&offset.to_le_bytes(), &len.to_le_bytes(), &[u8::from(fua)], data])
+        self.emit(
+            T_WRITE,
+            &[
+                &offset.to_le_bytes(),
+                &len.to_le_bytes(),
+                &[u8::from(fua)],
+                data,
+            ],
+        )
     }
 
     pub fn flush(&mut self) -> Result<(), LogError> {
@@ -128,7 +167,10 @@ impl LogWriter {
 
     /// What the workload printed, at this point of the device's request order.
     pub fn output(&mut self, bytes: &[u8]) -> Result<(), LogError> {
-        let len = u32::try_from(bytes.len()).map_err(|_| LogError::Io { path: self.path.clone(), source: std::io::Error::other("output chunk larger than 4 GiB") })?;
+        let len = u32::try_from(bytes.len()).map_err(|_| LogError::Io {
+            path: self.path.clone(),
+            source: std::io::Error::other("output chunk larger than 4 GiB"),
+        })?;
         self.emit(T_OUTPUT, &[&len.to_le_bytes(), bytes])
     }
 
@@ -141,8 +183,14 @@ impl LogWriter {
     pub fn finish(mut self, final_hash: [u8; 32]) -> Result<Counts, LogError> {
         let records = self.records;
         let bytes = self.counts.bytes;
-        self.emit(T_END, &[&records.to_le_bytes(), &bytes.to_le_bytes(), &final_hash])?;
-        let io = |source| LogError::Io { path: self.path.clone(), source };
+        self.emit(
+            T_END,
+            &[&records.to_le_bytes(), &bytes.to_le_bytes(), &final_hash],
+        )?;
+        let io = |source| LogError::Io {
+            path: self.path.clone(),
+            source,
+        };
         let f = self.out.into_inner().map_err(|e| io(e.into_error()))?;
         f.sync_all().map_err(io)?;
         Ok(self.counts)
@@ -166,14 +214,22 @@ pub struct BlockLog {
 impl BlockLog {
     pub fn open(path: &Path) -> Result<BlockLog, LogError> {
         let mut bytes = Vec::new();
-        File::open(path).and_then(|mut f| f.read_to_end(&mut bytes)).map_err(|source| LogError::Io { path: path.to_path_buf(), source })?;
+        File::open(path)
+            .and_then(|mut f| f.read_to_end(&mut bytes))
+            .map_err(|source| LogError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
         BlockLog::parse(path, bytes)
     }
 
     pub fn parse(path: &Path, bytes: Vec<u8>) -> Result<BlockLog, LogError> {
         let p = || path.to_path_buf();
         if bytes.len() < HEADER || &bytes[..10] != MAGIC {
-            return Err(LogError::NotALog { path: p(), what: "no INTACTBLK header".into() });
+            return Err(LogError::NotALog {
+                path: p(),
+                what: "no INTACTBLK header".into(),
+            });
         }
         let version = u32::from_le_bytes(bytes[10..14].try_into().unwrap_or_default());
         if version != VERSION && version != 1 {
@@ -181,11 +237,19 @@ impl BlockLog {
         }
         let sector = u32::from_le_bytes(bytes[14..18].try_into().unwrap_or_default());
         if u64::from(sector) != SECTOR {
-            return Err(LogError::NotALog { path: p(), what: format!("sector size {sector}, expected {SECTOR}") });
+            return Err(LogError::NotALog {
+                path: p(),
+                what: format!("sector size {sector}, expected {SECTOR}"),
+            });
         }
         let device_size = u64::from_le_bytes(bytes[18..26].try_into().unwrap_or_default());
         if crc32c::crc32c(&bytes[..26]).to_le_bytes() != bytes[26..30] {
-            return Err(LogError::Damaged { path: p(), at: 0, index: 0, what: "header checksum mismatch".into() });
+            return Err(LogError::Damaged {
+                path: p(),
+                at: 0,
+                index: 0,
+                what: "header checksum mismatch".into(),
+            });
         }
         let mut records = Vec::new();
         let mut outputs = Vec::new();
@@ -194,9 +258,18 @@ impl BlockLog {
         loop {
             let index = records.len() + outputs.len();
             if at >= bytes.len() {
-                return Err(LogError::Truncated { path: p(), at, index });
+                return Err(LogError::Truncated {
+                    path: p(),
+                    at,
+                    index,
+                });
             }
-            let damaged = |what: String| LogError::Damaged { path: p(), at, index, what };
+            let damaged = |what: String| LogError::Damaged {
+                path: p(),
+                at,
+                index,
+                what,
+            };
             let tag = bytes[at];
             let fixed = match tag {
                 T_WRITE => 8 + 4 + 1,
@@ -208,25 +281,38 @@ impl BlockLog {
             };
             let body = at + 1;
             if body + fixed > bytes.len() {
-                return Err(LogError::Truncated { path: p(), at, index });
+                return Err(LogError::Truncated {
+                    path: p(),
+                    at,
+                    index,
+                });
             }
-            let u64_at = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap_or_default());
+            let u64_at =
+                |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap_or_default());
             let mut payload = fixed;
             if tag == T_WRITE {
-                payload += u32::from_le_bytes(bytes[body + 8..body + 12].try_into().unwrap_or_default()) as usize;
+                payload +=
+                    u32::from_le_bytes(bytes[body + 8..body + 12].try_into().unwrap_or_default())
+                        as usize;
             }
             if tag == T_OUTPUT {
-                payload += u32::from_le_bytes(bytes[body..body + 4].try_into().unwrap_or_default()) as usize;
+                payload += u32::from_le_bytes(bytes[body..body + 4].try_into().unwrap_or_default())
+                    as usize;
             }
             let end = body + payload;
             if end + 4 > bytes.len() {
-                return Err(LogError::Truncated { path: p(), at, index });
+                return Err(LogError::Truncated {
+                    path: p(),
+                    at,
+                    index,
+                });
             }
             let crc = u32::from_le_bytes(bytes[end..end + 4].try_into().unwrap_or_default());
             if crc32c::crc32c(&bytes[at..end]) != crc {
                 return Err(damaged("checksum mismatch".into()));
             }
-            let in_device = |offset: u64, len: u64| offset.checked_add(len).is_some_and(|e| e <= device_size);
+            let in_device =
+                |offset: u64, len: u64| offset.checked_add(len).is_some_and(|e| e <= device_size);
             match tag {
                 T_WRITE => {
                     let offset = u64_at(body);
@@ -235,16 +321,33 @@ impl BlockLog {
                         return Err(damaged(format!("write of {len} bytes at {offset} lies beyond the device ({device_size} bytes)")));
                     }
                     bytes_written += len;
-                    records.push(Rec { kind: Kind::Write { fua: bytes[body + 12] & 1 != 0 }, offset, len, data_at: body + fixed });
+                    records.push(Rec {
+                        kind: Kind::Write {
+                            fua: bytes[body + 12] & 1 != 0,
+                        },
+                        offset,
+                        len,
+                        data_at: body + fixed,
+                    });
                 }
-                T_FLUSH => records.push(Rec { kind: Kind::Flush, offset: 0, len: 0, data_at: 0 }),
+                T_FLUSH => records.push(Rec {
+                    kind: Kind::Flush,
+                    offset: 0,
+                    len: 0,
+                    data_at: 0,
+                }),
                 T_OUTPUT => outputs.push((records.len(), body + 4, payload - 4)),
                 T_DISCARD => {
                     let (offset, len) = (u64_at(body), u64_at(body + 8));
                     if !in_device(offset, len) {
                         return Err(damaged(format!("discard of {len} bytes at {offset} lies beyond the device ({device_size} bytes)")));
                     }
-                    records.push(Rec { kind: Kind::Discard, offset, len, data_at: 0 });
+                    records.push(Rec {
+                        kind: Kind::Discard,
+                        offset,
+                        len,
+                        data_at: 0,
+                    });
                 }
                 _ => {
                     let (n, b) = (u64_at(body), u64_at(body + 8));
@@ -252,11 +355,22 @@ impl BlockLog {
                         return Err(damaged(format!("end record says {n} records and {b} bytes, the log holds {index} and {bytes_written}")));
                     }
                     if end + 4 != bytes.len() {
-                        return Err(damaged(format!("{} bytes follow the end record", bytes.len() - end - 4)));
+                        return Err(damaged(format!(
+                            "{} bytes follow the end record",
+                            bytes.len() - end - 4
+                        )));
                     }
                     let mut final_hash = [0u8; 32];
                     final_hash.copy_from_slice(&bytes[body + 16..body + 48]);
-                    return Ok(BlockLog { path: path.to_path_buf(), version, device_size, records, outputs, final_hash, bytes });
+                    return Ok(BlockLog {
+                        path: path.to_path_buf(),
+                        version,
+                        device_size,
+                        records,
+                        outputs,
+                        final_hash,
+                        bytes,
+                    });
                 }
             }
             at = end + 4;
@@ -289,7 +403,12 @@ impl BlockLog {
 
     /// Index of the flush that ends epoch `j` (`None` for the last epoch).
     pub fn flush_ending(&self, j: usize) -> Option<usize> {
-        self.records.iter().enumerate().filter(|(_, r)| r.kind == Kind::Flush).nth(j).map(|(i, _)| i)
+        self.records
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.kind == Kind::Flush)
+            .nth(j)
+            .map(|(i, _)| i)
     }
 
     /// Record indices of the writes and discards of each epoch; epoch k ends with flush
@@ -347,7 +466,16 @@ mod tests {
         assert_eq!(log.records[2].kind, Kind::Write { fua: true });
         assert_eq!(log.epochs(), vec![vec![0], vec![2, 3]]);
         assert_eq!(log.final_hash, [7; 32]);
-        assert_eq!(log.counts(), Counts { writes: 2, bytes: 1536, flushes: 1, fua: 1, discards: 1 });
+        assert_eq!(
+            log.counts(),
+            Counts {
+                writes: 2,
+                bytes: 1536,
+                flushes: 1,
+                fua: 1,
+                discards: 1
+            }
+        );
         // Printed after the flush ending epoch 0: not part of what a crash in epoch 0 saw.
         assert_eq!(log.flush_ending(0), Some(1));
         assert_eq!(log.output_before(1).unwrap(), b"");
@@ -360,7 +488,10 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let bytes = std::fs::read(sample(d.path())).unwrap();
         for cut in 0..bytes.len() {
-            assert!(BlockLog::parse(Path::new("x"), bytes[..cut].to_vec()).is_err(), "cut at {cut}");
+            assert!(
+                BlockLog::parse(Path::new("x"), bytes[..cut].to_vec()).is_err(),
+                "cut at {cut}"
+            );
         }
         for i in 0..bytes.len() {
             let mut b = bytes.clone();
@@ -369,6 +500,9 @@ mod tests {
         }
         let mut extra = bytes.clone();
         extra.push(0);
-        assert!(matches!(BlockLog::parse(Path::new("x"), extra), Err(LogError::Damaged { .. })));
+        assert!(matches!(
+            BlockLog::parse(Path::new("x"), extra),
+            Err(LogError::Damaged { .. })
+        ));
     }
 }

@@ -57,14 +57,24 @@ impl LogDir {
             return Err(format!("{}: not a directory {hint}", dir.display()));
         }
         let mp = dir.join("meta.json");
-        let text = std::fs::read_to_string(&mp).map_err(|e| format!("{}: {e} {hint}", mp.display()))?;
-        let meta: Meta = serde_json::from_str(&text).map_err(|e| format!("{}: not valid block-log metadata: {e} {hint}", mp.display()))?;
+        let text =
+            std::fs::read_to_string(&mp).map_err(|e| format!("{}: {e} {hint}", mp.display()))?;
+        let meta: Meta = serde_json::from_str(&text)
+            .map_err(|e| format!("{}: not valid block-log metadata: {e} {hint}", mp.display()))?;
         if meta.schema != SCHEMA {
-            return Err(format!("{}: schema {:?}, this intact reads {SCHEMA:?}; record it again", mp.display(), meta.schema));
+            return Err(format!(
+                "{}: schema {:?}, this intact reads {SCHEMA:?}; record it again",
+                mp.display(),
+                meta.schema
+            ));
         }
-        let log = std::sync::Arc::new(BlockLog::open(&dir.join("blocks.log")).map_err(|e| e.to_string())?);
+        let log = std::sync::Arc::new(
+            BlockLog::open(&dir.join("blocks.log")).map_err(|e| e.to_string())?,
+        );
         let initial = dir.join("initial.img");
-        let len = std::fs::metadata(&initial).map_err(|e| format!("{}: {e} {hint}", initial.display()))?.len();
+        let len = std::fs::metadata(&initial)
+            .map_err(|e| format!("{}: {e} {hint}", initial.display()))?
+            .len();
         if len != log.device_size || meta.size != len {
             return Err(format!("{}: {len} bytes, but the log is of a {}-byte device and the metadata says {}; the log directory is damaged", initial.display(), log.device_size, meta.size));
         }
@@ -73,6 +83,11 @@ impl LogDir {
         }
         let sp = dir.join("stdout");
         let stdout = std::fs::read(&sp).map_err(|e| format!("{}: {e} {hint}", sp.display()))?;
-        Ok(LogDir { dir: dir.to_path_buf(), meta, log, stdout })
+        Ok(LogDir {
+            dir: dir.to_path_buf(),
+            meta,
+            log,
+            stdout,
+        })
     }
 }

@@ -39,37 +39,66 @@ pub enum RecordError {
 }
 
 fn now_unix() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 fn kernel() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
 }
 
 /// Records; returns the metadata written (its `workload.ok` says whether CMD succeeded).
 pub fn record(cfg: &RecordConfig, interrupted: &dyn Fn() -> bool) -> Result<Meta, RecordError> {
     use RecordError::{Failed, Input};
     if cfg.command.is_empty() {
-        return Err(Input("no workload given: `intact blk record --fs ext4 --out LOG -- CMD ARGS`".into()));
+        return Err(Input(
+            "no workload given: `intact blk record --fs ext4 --out LOG -- CMD ARGS`".into(),
+        ));
     }
     if cfg.out.exists() {
-        return Err(Input(format!("{} already exists: choose a new output directory (the log is never written over)", cfg.out.display())));
+        return Err(Input(format!(
+            "{} already exists: choose a new output directory (the log is never written over)",
+            cfg.out.display()
+        )));
     }
     cfg.fs.check_tools().map_err(Input)?;
     if cfg.size < (16 << 20) {
-        return Err(Input(format!("--size {} bytes is too small for a file system image: use at least 16M (xfs: 300M)", cfg.size)));
+        return Err(Input(format!(
+            "--size {} bytes is too small for a file system image: use at least 16M (xfs: 300M)",
+            cfg.size
+        )));
     }
     let parent = match cfg.out.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let name = cfg.out.file_name().ok_or_else(|| Input(format!("{}: not a usable output path", cfg.out.display())))?;
+    let name = cfg
+        .out
+        .file_name()
+        .ok_or_else(|| Input(format!("{}: not a usable output path", cfg.out.display())))?;
     let staging = tempfile::Builder::new()
         .prefix(&format!(".{}.partial-", name.to_string_lossy()))
         .tempdir_in(&parent)
-        .map_err(|e| Input(format!("cannot create the output next to {}: {e}", cfg.out.display())))?;
+        .map_err(|e| {
+            Input(format!(
+                "cannot create the output next to {}: {e}",
+                cfg.out.display()
+            ))
+        })?;
     let scratch = cfg.scratch.clone().unwrap_or_else(std::env::temp_dir);
-    let work = tempfile::Builder::new().prefix("intact-blk-record.").tempdir_in(&scratch).map_err(|e| Input(format!("cannot create scratch space in {}: {e}", scratch.display())))?;
+    let work = tempfile::Builder::new()
+        .prefix("intact-blk-record.")
+        .tempdir_in(&scratch)
+        .map_err(|e| {
+            Input(format!(
+                "cannot create scratch space in {}: {e}",
+                scratch.display()
+            ))
+        })?;
     let backing = work.path().join("backing.img");
     let rec_dir = work.path().join("rec");
     let mnt = work.path().join("mnt");
@@ -78,12 +107,31 @@ pub fn record(cfg: &RecordConfig, interrupted: &dyn Fn() -> bool) -> Result<Meta
     }
     std::fs::File::create(&backing)
         .and_then(|f| f.set_len(cfg.size))
-        .map_err(|e| Failed(format!("cannot create the {}-byte image {}: {e}", cfg.size, backing.display())))?;
+        .map_err(|e| {
+            Failed(format!(
+                "cannot create the {}-byte image {}: {e}",
+                cfg.size,
+                backing.display()
+            ))
+        })?;
     // A file system that refuses the size is an input problem (e.g. xfs under 300 MiB).
-    let mkfs = cfg.fs.mkfs(&backing, &cfg.mkfs_options, &cfg.tools).map_err(Input)?;
+    let mkfs = cfg
+        .fs
+        .mkfs(&backing, &cfg.mkfs_options, &cfg.tools)
+        .map_err(Input)?;
     if let Some(setup) = &cfg.setup {
         let daemon_log = work.path().join("setup-intactfs.log");
-        let attached = cfg.fs.mount(&backing, &mnt, &cfg.mount_options, false, &cfg.tools, &daemon_log).map_err(Failed)?;
+        let attached = cfg
+            .fs
+            .mount(
+                &backing,
+                &mnt,
+                &cfg.mount_options,
+                false,
+                &cfg.tools,
+                &daemon_log,
+            )
+            .map_err(Failed)?;
         let st = Command::new("sh")
             .arg("-c")
             .arg(setup)
@@ -94,26 +142,44 @@ pub fn record(cfg: &RecordConfig, interrupted: &dyn Fn() -> bool) -> Result<Meta
             .map_err(|e| Failed(format!("running the setup command: {e}")))?;
         attached.unmount().map_err(Failed)?;
         if !st.success() {
-            return Err(Input(format!("the setup command {setup:?} failed ({st}); nothing was recorded")));
+            return Err(Input(format!(
+                "the setup command {setup:?} failed ({st}); nothing was recorded"
+            )));
         }
     }
-    clone_file(&backing, &staging.path().join("initial.img")).map_err(|e| Failed(format!("saving the initial image: {e}")))?;
+    clone_file(&backing, &staging.path().join("initial.img"))
+        .map_err(|e| Failed(format!("saving the initial image: {e}")))?;
     if interrupted() {
         return Err(RecordError::Interrupted);
     }
 
-    let recorder = Recorder::start(&backing, &rec_dir, &staging.path().join("blocks.log")).map_err(Failed)?;
+    let recorder =
+        Recorder::start(&backing, &rec_dir, &staging.path().join("blocks.log")).map_err(Failed)?;
     let daemon_log = work.path().join("intactfs.log");
-    let attached = cfg.fs.mount(&recorder.file(), &mnt, &cfg.mount_options, true, &cfg.tools, &daemon_log).map_err(|e| {
-        if cfg.fs == FsKind::Intactfs {
-            Failed(format!("{e}\n{}", std::fs::read_to_string(&daemon_log).unwrap_or_default()))
-        } else {
-            Failed(e)
-        }
-    })?;
+    let attached = cfg
+        .fs
+        .mount(
+            &recorder.file(),
+            &mnt,
+            &cfg.mount_options,
+            true,
+            &cfg.tools,
+            &daemon_log,
+        )
+        .map_err(|e| {
+            if cfg.fs == FsKind::Intactfs {
+                Failed(format!(
+                    "{e}\n{}",
+                    std::fs::read_to_string(&daemon_log).unwrap_or_default()
+                ))
+            } else {
+                Failed(e)
+            }
+        })?;
 
     let stdout_path = staging.path().join("stdout");
-    let mut stdout = std::fs::File::create(&stdout_path).map_err(|e| Failed(format!("{}: {e}", stdout_path.display())))?;
+    let mut stdout = std::fs::File::create(&stdout_path)
+        .map_err(|e| Failed(format!("{}: {e}", stdout_path.display())))?;
     let start = Instant::now();
     let mut child = Command::new(&cfg.command[0])
         .args(&cfg.command[1..])
@@ -128,7 +194,10 @@ pub fn record(cfg: &RecordConfig, interrupted: &dyn Fn() -> bool) -> Result<Meta
     // requests around it (a checker's durability test needs to know what was printed
     // before each crash point), and into `stdout`. Read late, a chunk is logged after
     // requests that really followed it: a crash image then sees less output, never more.
-    let pipe = child.stdout.take().ok_or_else(|| Failed("the workload's stdout".into()))?;
+    let pipe = child
+        .stdout
+        .take()
+        .ok_or_else(|| Failed("the workload's stdout".into()))?;
     let sink = recorder.output_sink();
     let reader = std::thread::spawn(move || -> Result<(), String> {
         use std::io::{Read, Write};
@@ -142,7 +211,9 @@ pub fn record(cfg: &RecordConfig, interrupted: &dyn Fn() -> bool) -> Result<Meta
                 Err(e) => return Err(format!("reading the workload's output: {e}")),
             };
             sink.output(&buf[..n])?;
-            stdout.write_all(&buf[..n]).map_err(|e| format!("saving the workload's output: {e}"))?;
+            stdout
+                .write_all(&buf[..n])
+                .map_err(|e| format!("saving the workload's output: {e}"))?;
         }
     });
     let pgid = child.id() as i32;
@@ -172,11 +243,19 @@ pub fn record(cfg: &RecordConfig, interrupted: &dyn Fn() -> bool) -> Result<Meta
     if !reader.is_finished() {
         return Err(Failed("a process the workload started (outside its process group) still holds its standard output open; stop it and record again".into()));
     }
-    reader.join().map_err(|_| Failed("the output reader failed".into()))?.map_err(Failed)?;
+    reader
+        .join()
+        .map_err(|_| Failed("the output reader failed".into()))?
+        .map_err(Failed)?;
 
-    attached.unmount().map_err(|e| Failed(format!("{e} (the workload may have left a process using the mount)")))?;
+    attached.unmount().map_err(|e| {
+        Failed(format!(
+            "{e} (the workload may have left a process using the mount)"
+        ))
+    })?;
     let counts = recorder.finish().map_err(Failed)?;
-    let log = crate::log::BlockLog::open(&staging.path().join("blocks.log")).map_err(|e| Failed(e.to_string()))?;
+    let log = crate::log::BlockLog::open(&staging.path().join("blocks.log"))
+        .map_err(|e| Failed(e.to_string()))?;
     let meta = Meta {
         schema: SCHEMA.into(),
         fs: cfg.fs,
@@ -184,7 +263,12 @@ pub fn record(cfg: &RecordConfig, interrupted: &dyn Fn() -> bool) -> Result<Meta
         mkfs,
         mount_options: cfg.mount_options.clone(),
         command: cfg.command.clone(),
-        workload: Workload { exit_code: status.code(), signal: status.signal(), ok: status.success(), seconds },
+        workload: Workload {
+            exit_code: status.code(),
+            signal: status.signal(),
+            ok: status.success(),
+            seconds,
+        },
         counts,
         epochs: log.epochs().len(),
         final_hash: hex(&log.final_hash),
@@ -193,14 +277,18 @@ pub fn record(cfg: &RecordConfig, interrupted: &dyn Fn() -> bool) -> Result<Meta
         created_unix: now_unix(),
     };
     let text = serde_json::to_string_pretty(&meta).map_err(|e| Failed(e.to_string()))?;
-    std::fs::write(staging.path().join("meta.json"), text + "\n").map_err(|e| Failed(format!("writing meta.json: {e}")))?;
+    std::fs::write(staging.path().join("meta.json"), text + "\n")
+        .map_err(|e| Failed(format!("writing meta.json: {e}")))?;
     if interrupted() {
         return Err(RecordError::Interrupted);
     }
     let staged = staging.keep();
     if let Err(e) = std::fs::rename(&staged, &cfg.out) {
         let _ = std::fs::remove_dir_all(&staged);
-        return Err(Failed(format!("moving the log into {}: {e}", cfg.out.display())));
+        return Err(Failed(format!(
+            "moving the log into {}: {e}",
+            cfg.out.display()
+        )));
     }
     Ok(meta)
 }
@@ -227,5 +315,15 @@ fn stop_group(pgid: i32, child: &mut std::process::Child) {
 
 /// One line about a recorded log, for messages.
 pub fn describe(meta: &Meta) -> String {
-    format!("{} on {} ({} MiB): {} writes ({} KiB), {} flushes, {} discards, {} epochs", meta.command.join(" "), meta.fs.name(), meta.size >> 20, meta.counts.writes, meta.counts.bytes >> 10, meta.counts.flushes, meta.counts.discards, meta.epochs)
+    format!(
+        "{} on {} ({} MiB): {} writes ({} KiB), {} flushes, {} discards, {} epochs",
+        meta.command.join(" "),
+        meta.fs.name(),
+        meta.size >> 20,
+        meta.counts.writes,
+        meta.counts.bytes >> 10,
+        meta.counts.flushes,
+        meta.counts.discards,
+        meta.epochs
+    )
 }

@@ -13,7 +13,9 @@
 
 use crate::log::{Counts, LogError, LogWriter};
 use fuser::{
-    Config, Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner, MountOption, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, Request, Session, WriteFlags,
+    Config, Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, KernelConfig,
+    LockOwner, MountOption, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty,
+    ReplyEntry, ReplyOpen, ReplyWrite, Request, Session, WriteFlags,
 };
 use std::ffi::OsStr;
 use std::fs::File;
@@ -43,7 +45,11 @@ struct RecFs {
 
 impl RecFs {
     fn attr(&self, ino: u64) -> FileAttr {
-        let (kind, perm, nlink, size) = if ino == ROOT { (FileType::Directory, 0o755, 2, 0) } else { (FileType::RegularFile, 0o644, 1, self.size) };
+        let (kind, perm, nlink, size) = if ino == ROOT {
+            (FileType::Directory, 0o755, 2, 0)
+        } else {
+            (FileType::RegularFile, 0o644, 1, self.size)
+        };
         FileAttr {
             ino: INodeNo(ino),
             size,
@@ -70,7 +76,9 @@ impl RecFs {
         if g.failed.is_some() {
             return Err(Errno::EIO);
         }
-        let Some(log) = g.log.as_mut() else { return Err(Errno::EIO) };
+        let Some(log) = g.log.as_mut() else {
+            return Err(Errno::EIO);
+        };
         if let Err(e) = f(log) {
             g.failed = Some(e.to_string());
             return Err(Errno::EIO);
@@ -136,7 +144,17 @@ impl fuser::Filesystem for RecFs {
         reply.opened(FileHandle(0), FopenFlags::empty());
     }
 
-    fn read(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, offset: u64, size: u32, _flags: OpenFlags, _lock: Option<LockOwner>, reply: ReplyData) {
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
         let len = (size as u64).min(self.size.saturating_sub(offset)) as usize;
         let mut buf = vec![0u8; len];
         match self.backing.read_exact_at(&mut buf, offset) {
@@ -145,22 +163,56 @@ impl fuser::Filesystem for RecFs {
         }
     }
 
-    fn write(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, offset: u64, data: &[u8], _wf: WriteFlags, _flags: OpenFlags, _lock: Option<LockOwner>, reply: ReplyWrite) {
-        if offset.checked_add(data.len() as u64).is_none_or(|e| e > self.size) {
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _wf: WriteFlags,
+        _flags: OpenFlags,
+        _lock: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        if offset
+            .checked_add(data.len() as u64)
+            .is_none_or(|e| e > self.size)
+        {
             return reply.error(Errno::ENOSPC);
         }
-        let r = self.logged(|l| l.write(offset, data, false)).and_then(|()| self.backing.write_all_at(data, offset).map_err(|e| io_errno(&e)));
+        let r = self
+            .logged(|l| l.write(offset, data, false))
+            .and_then(|()| {
+                self.backing
+                    .write_all_at(data, offset)
+                    .map_err(|e| io_errno(&e))
+            });
         match r {
             Ok(()) => reply.written(data.len() as u32),
             Err(e) => reply.error(e),
         }
     }
 
-    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock: LockOwner, reply: ReplyEmpty) {
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock: LockOwner,
+        reply: ReplyEmpty,
+    ) {
         reply.ok()
     }
 
-    fn fsync(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         // The backing file's own durability does not matter: the log is the record.
         match self.logged(|l| l.flush()) {
             Ok(()) => reply.ok(),
@@ -168,7 +220,16 @@ impl fuser::Filesystem for RecFs {
         }
     }
 
-    fn fallocate(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
         if offset.checked_add(length).is_none_or(|e| e > self.size) {
             return reply.error(Errno::EINVAL);
         }
@@ -179,7 +240,14 @@ impl fuser::Filesystem for RecFs {
         }
         let r = self.logged(|l| l.discard(offset, length)).and_then(|()| {
             // SAFETY: fallocate on a descriptor we own.
-            let rc = unsafe { libc::fallocate(self.backing.as_raw_fd(), libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, offset as i64, length as i64) };
+            let rc = unsafe {
+                libc::fallocate(
+                    self.backing.as_raw_fd(),
+                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                    offset as i64,
+                    length as i64,
+                )
+            };
             if rc != 0 {
                 return Err(io_errno(&std::io::Error::last_os_error()));
             }
@@ -191,11 +259,22 @@ impl fuser::Filesystem for RecFs {
         }
     }
 
-    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
         if ino.0 != ROOT {
             return reply.error(Errno::ENOTDIR);
         }
-        let entries = [(ROOT, FileType::Directory, "."), (ROOT, FileType::Directory, ".."), (FILE, FileType::RegularFile, FILE_NAME)];
+        let entries = [
+            (ROOT, FileType::Directory, "."),
+            (ROOT, FileType::Directory, ".."),
+            (FILE, FileType::RegularFile, FILE_NAME),
+        ];
         for (i, (ino, kind, name)) in entries.iter().enumerate().skip(offset as usize) {
             if reply.add(INodeNo(*ino), (i + 1) as u64, *kind, name) {
                 break;
@@ -217,17 +296,42 @@ impl Recorder {
     /// Serves `backing` (an existing file, e.g. a fresh mkfs image) as `dir/disk.img` and
     /// logs to `log`.
     pub fn start(backing: &Path, dir: &Path, log: &Path) -> Result<Recorder, String> {
-        let file = std::fs::OpenOptions::new().read(true).write(true).open(backing).map_err(|e| format!("{}: {e}", backing.display()))?;
-        let size = file.metadata().map_err(|e| format!("{}: {e}", backing.display()))?.len();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(backing)
+            .map_err(|e| format!("{}: {e}", backing.display()))?;
+        let size = file
+            .metadata()
+            .map_err(|e| format!("{}: {e}", backing.display()))?
+            .len();
         let writer = LogWriter::create(log, size).map_err(|e| e.to_string())?;
-        let inner = Arc::new(Mutex::new(Inner { log: Some(writer), failed: None }));
-        let fs = RecFs { backing: file, size, inner: inner.clone() };
+        let inner = Arc::new(Mutex::new(Inner {
+            log: Some(writer),
+            failed: None,
+        }));
+        let fs = RecFs {
+            backing: file,
+            size,
+            inner: inner.clone(),
+        };
         let mut config = Config::default();
-        config.mount_options = vec![MountOption::FSName("intact-blk-recorder".into()), MountOption::RW];
+        config.mount_options = vec![
+            MountOption::FSName("intact-blk-recorder".into()),
+            MountOption::RW,
+        ];
         config.n_threads = Some(1);
-        let session = Session::new(fs, dir, &config).map_err(|e| format!("mounting the block recorder on {}: {e}", dir.display()))?;
-        let session = session.spawn().map_err(|e| format!("starting the block recorder: {e}"))?;
-        Ok(Recorder { session: Some(session), inner, dir: dir.to_path_buf(), backing: backing.to_path_buf() })
+        let session = Session::new(fs, dir, &config)
+            .map_err(|e| format!("mounting the block recorder on {}: {e}", dir.display()))?;
+        let session = session
+            .spawn()
+            .map_err(|e| format!("starting the block recorder: {e}"))?;
+        Ok(Recorder {
+            session: Some(session),
+            inner,
+            dir: dir.to_path_buf(),
+            backing: backing.to_path_buf(),
+        })
     }
 
     /// A handle that logs what the workload prints, in order with the device's requests.
@@ -243,18 +347,27 @@ impl Recorder {
     /// everything above (loop device, mounts) is gone.
     pub fn finish(mut self) -> Result<Counts, String> {
         self.stop()?;
-        let mut g = self.inner.lock().map_err(|_| "the recorder failed".to_string())?;
+        let mut g = self
+            .inner
+            .lock()
+            .map_err(|_| "the recorder failed".to_string())?;
         if let Some(f) = g.failed.take() {
             return Err(format!("writing the block log failed: {f}"));
         }
         let log = g.log.take().ok_or("the block log was already closed")?;
-        let hash = hash_file(&self.backing).map_err(|e| format!("{}: {e}", self.backing.display()))?;
+        let hash =
+            hash_file(&self.backing).map_err(|e| format!("{}: {e}", self.backing.display()))?;
         log.finish(hash).map_err(|e| e.to_string())
     }
 
     fn stop(&mut self) -> Result<(), String> {
         if let Some(s) = self.session.take() {
-            s.umount_and_join().map_err(|e| format!("unmounting the block recorder at {}: {e}", self.dir.display()))?;
+            s.umount_and_join().map_err(|e| {
+                format!(
+                    "unmounting the block recorder at {}: {e}",
+                    self.dir.display()
+                )
+            })?;
         }
         Ok(())
     }
@@ -274,11 +387,16 @@ pub struct OutputSink(Arc<Mutex<Inner>>);
 
 impl OutputSink {
     pub fn output(&self, bytes: &[u8]) -> Result<(), String> {
-        let mut g = self.0.lock().map_err(|_| "the recorder failed".to_string())?;
+        let mut g = self
+            .0
+            .lock()
+            .map_err(|_| "the recorder failed".to_string())?;
         if let Some(f) = &g.failed {
             return Err(f.clone());
         }
-        let Some(log) = g.log.as_mut() else { return Err("the block log is closed".into()) };
+        let Some(log) = g.log.as_mut() else {
+            return Err("the block log is closed".into());
+        };
         if let Err(e) = log.output(bytes) {
             let m = e.to_string();
             g.failed = Some(m.clone());

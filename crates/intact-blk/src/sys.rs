@@ -8,12 +8,23 @@ use std::process::{Command, Output, Stdio};
 
 /// Runs a program to completion; an error names the step and carries its stderr.
 pub fn run(what: &str, cmd: &mut Command) -> Result<Output, String> {
-    let out = cmd.stdin(Stdio::null()).output().map_err(|e| format!("{what}: cannot run {:?}: {e}", cmd.get_program()))?;
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{what}: cannot run {:?}: {e}", cmd.get_program()))?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         let msg = String::from_utf8_lossy(&out.stdout);
-        let text = if err.trim().is_empty() { msg.trim().to_string() } else { err.trim().to_string() };
-        return Err(format!("{what} failed ({}): {}", out.status, tail(&text, 2000)));
+        let text = if err.trim().is_empty() {
+            msg.trim().to_string()
+        } else {
+            err.trim().to_string()
+        };
+        return Err(format!(
+            "{what} failed ({}): {}",
+            out.status,
+            tail(&text, 2000)
+        ));
     }
     Ok(out)
 }
@@ -47,7 +58,13 @@ fn wait_detached(dev: &Path, file: &Path) {
     let sys = Path::new("/sys/block").join(name).join("loop/backing_file");
     for i in 0..400 {
         match std::fs::read_to_string(&sys) {
-            Ok(b) if Path::new(b.trim().trim_end_matches(" (deleted)")) == file => std::thread::sleep(std::time::Duration::from_millis(if i < 100 { 1 } else { 10 })),
+            Ok(b) if Path::new(b.trim().trim_end_matches(" (deleted)")) == file => {
+                std::thread::sleep(std::time::Duration::from_millis(if i < 100 {
+                    1
+                } else {
+                    10
+                }))
+            }
             _ => return, // detached (or already reused for another file)
         }
     }
@@ -85,7 +102,8 @@ const LO_FLAGS_DIRECT_IO: u32 = 16;
 
 fn cstr(p: &Path) -> Result<std::ffi::CString, String> {
     use std::os::unix::ffi::OsStrExt;
-    std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(|_| format!("{}: path contains a NUL byte", p.display()))
+    std::ffi::CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| format!("{}: path contains a NUL byte", p.display()))
 }
 
 /// Mounts an image file through a loop device that detaches itself when unmounted
@@ -93,10 +111,30 @@ fn cstr(p: &Path) -> Result<std::ffi::CString, String> {
 /// of images, the two programs per image would cost more than the mount. `direct_io`: the
 /// loop device writes straight to the file (the recorder then sees each write as the
 /// device completes it, and writes between flushes in any order: block semantics).
-pub fn mount_image(fstype: &str, image: &Path, dir: &Path, options: &str, direct_io: bool) -> Result<Mounted, String> {
-    let what = |e: std::io::Error| format!("mounting {} ({fstype}) on {}: {e}", image.display(), dir.display());
-    let backing = std::fs::OpenOptions::new().read(true).write(true).open(image).map_err(what)?;
-    let ctl = std::fs::OpenOptions::new().read(true).write(true).open("/dev/loop-control").map_err(|e| format!("/dev/loop-control: {e} (loop devices are needed)"))?;
+pub fn mount_image(
+    fstype: &str,
+    image: &Path,
+    dir: &Path,
+    options: &str,
+    direct_io: bool,
+) -> Result<Mounted, String> {
+    let what = |e: std::io::Error| {
+        format!(
+            "mounting {} ({fstype}) on {}: {e}",
+            image.display(),
+            dir.display()
+        )
+    };
+    let backing = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(image)
+        .map_err(what)?;
+    let ctl = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/loop-control")
+        .map_err(|e| format!("/dev/loop-control: {e} (loop devices are needed)"))?;
     for _ in 0..100 {
         // SAFETY: ioctl without arguments on our descriptor.
         let n = unsafe { libc::ioctl(ctl.as_raw_fd(), LOOP_CTL_GET_FREE) };
@@ -104,7 +142,11 @@ pub fn mount_image(fstype: &str, image: &Path, dir: &Path, options: &str, direct
             return Err(what(std::io::Error::last_os_error()));
         }
         let dev = PathBuf::from(format!("/dev/loop{n}"));
-        let lo = match std::fs::OpenOptions::new().read(true).write(true).open(&dev) {
+        let lo = match std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&dev)
+        {
             Ok(f) => f,
             Err(_) => continue, // udev has not made the node yet, or it went away
         };
@@ -120,28 +162,63 @@ pub fn mount_image(fstype: &str, image: &Path, dir: &Path, options: &str, direct
             }
             return Err(what(e));
         }
-        let (src, target, ty, data) = (cstr(&dev)?, cstr(dir)?, std::ffi::CString::new(fstype).map_err(|_| "bad fs type".to_string())?, std::ffi::CString::new(options).map_err(|_| "mount options contain a NUL byte".to_string())?);
+        let (src, target, ty, data) = (
+            cstr(&dev)?,
+            cstr(dir)?,
+            std::ffi::CString::new(fstype).map_err(|_| "bad fs type".to_string())?,
+            std::ffi::CString::new(options)
+                .map_err(|_| "mount options contain a NUL byte".to_string())?,
+        );
         // SAFETY: valid C strings; data is a NUL-terminated option string.
-        let rc = unsafe { libc::mount(src.as_ptr(), target.as_ptr(), ty.as_ptr(), 0, data.as_ptr() as *const libc::c_void) };
+        let rc = unsafe {
+            libc::mount(
+                src.as_ptr(),
+                target.as_ptr(),
+                ty.as_ptr(),
+                0,
+                data.as_ptr() as *const libc::c_void,
+            )
+        };
         if rc != 0 {
             let e = std::io::Error::last_os_error();
             // Closing `lo` with autoclear set detaches the device.
             drop(lo);
-            let k = kernel_says(&dev).map(|k| format!("{k}; ")).unwrap_or_default();
-            return Err(format!("{k}mounting {} ({fstype}) on {}: {e}", image.display(), dir.display()));
+            let k = kernel_says(&dev)
+                .map(|k| format!("{k}; "))
+                .unwrap_or_default();
+            return Err(format!(
+                "{k}mounting {} ({fstype}) on {}: {e}",
+                image.display(),
+                dir.display()
+            ));
         }
         let file = std::fs::canonicalize(image).unwrap_or_else(|_| image.to_path_buf());
-        return Ok(Mounted { dir: dir.to_path_buf(), done: false, lo: Some((dev, file)) });
+        return Ok(Mounted {
+            dir: dir.to_path_buf(),
+            done: false,
+            lo: Some((dev, file)),
+        });
     }
-    Err(format!("mounting {}: no free loop device after 100 attempts", image.display()))
+    Err(format!(
+        "mounting {}: no free loop device after 100 attempts",
+        image.display()
+    ))
 }
 
 /// The kernel's last messages about a device (why a mount failed), from the kernel log.
 fn kernel_says(dev: &Path) -> Option<String> {
     let name = dev.file_name()?.to_string_lossy().into_owned();
-    let out = Command::new("dmesg").arg("--notime").stdin(Stdio::null()).stderr(Stdio::null()).output().ok()?;
+    let out = Command::new("dmesg")
+        .arg("--notime")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
-    let lines: Vec<&str> = text.lines().filter(|l| l.contains(&format!("({name})")) || l.contains(&format!("{name}:"))).collect();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(&format!("({name})")) || l.contains(&format!("{name}:")))
+        .collect();
     let last: Vec<&str> = lines.iter().rev().take(2).rev().copied().collect();
     (!last.is_empty()).then(|| last.join("; "))
 }
@@ -158,7 +235,11 @@ pub struct Mounted {
 impl Mounted {
     /// A mount someone else made (e.g. an intactfs daemon); we only unmount it.
     pub fn adopt(dir: &Path) -> Mounted {
-        Mounted { dir: dir.to_path_buf(), done: false, lo: None }
+        Mounted {
+            dir: dir.to_path_buf(),
+            done: false,
+            lo: None,
+        }
     }
 
     pub fn unmount(mut self) -> Result<(), String> {
@@ -220,7 +301,10 @@ pub fn supports_reflink(dir: &Path) -> bool {
     let ok = (|| -> std::io::Result<bool> {
         std::fs::write(&a, [0u8; 4096])?;
         let src = File::open(&a)?;
-        let dst = std::fs::OpenOptions::new().write(true).create_new(true).open(&b)?;
+        let dst = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&b)?;
         // SAFETY: ioctl(FICLONE) with two descriptors we own.
         Ok(unsafe { libc::ioctl(dst.as_raw_fd(), libc::FICLONE, src.as_raw_fd()) } == 0)
     })()
@@ -236,7 +320,10 @@ pub fn supports_reflink(dir: &Path) -> bool {
 /// Returns whether it was a reflink.
 pub fn clone_file(from: &Path, to: &Path) -> std::io::Result<bool> {
     let src = File::open(from)?;
-    let dst = std::fs::OpenOptions::new().write(true).create_new(true).open(to)?;
+    let dst = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(to)?;
     // SAFETY: ioctl(FICLONE) with two descriptors we own.
     if unsafe { libc::ioctl(dst.as_raw_fd(), libc::FICLONE, src.as_raw_fd()) } == 0 {
         return Ok(true);
@@ -264,10 +351,15 @@ pub fn clone_file(from: &Path, to: &Path) -> std::io::Result<bool> {
         let mut off_out = data;
         while off_in < hole {
             // SAFETY: copy_file_range between our descriptors with offsets we own.
-            let n = unsafe { libc::copy_file_range(s, &mut off_in, d, &mut off_out, (hole - off_in) as usize, 0) };
+            let n = unsafe {
+                libc::copy_file_range(s, &mut off_in, d, &mut off_out, (hole - off_in) as usize, 0)
+            };
             if n < 0 {
                 let e = std::io::Error::last_os_error();
-                if matches!(e.raw_os_error(), Some(libc::EXDEV | libc::EOPNOTSUPP | libc::ENOSYS | libc::EINVAL)) {
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EXDEV | libc::EOPNOTSUPP | libc::ENOSYS | libc::EINVAL)
+                ) {
                     copy_range(&src, &dst, off_in as u64, (hole - off_in) as u64)?;
                     break;
                 }

@@ -57,7 +57,10 @@ mod hexbytes {
         if !s.len().is_multiple_of(2) {
             return Err(serde::de::Error::custom("odd-length hex"));
         }
-        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(serde::de::Error::custom)).collect()
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(serde::de::Error::custom))
+            .collect()
     }
 }
 
@@ -73,20 +76,31 @@ impl Tree {
             if visited > 1_000_000 {
                 break; // a cycle cannot happen in a State; stay finite anyway
             }
-            let Some(ino) = s.inodes.get(&id) else { continue };
+            let Some(ino) = s.inodes.get(&id) else {
+                continue;
+            };
             match &ino.node {
                 Node::Dir { entries: es, .. } => {
                     if !path.is_empty() {
                         entries.insert(path.clone(), Entry::Dir);
                     }
                     for (name, child) in es {
-                        let p = if path.is_empty() { name.clone() } else { format!("{path}/{name}") };
+                        let p = if path.is_empty() {
+                            name.clone()
+                        } else {
+                            format!("{path}/{name}")
+                        };
                         stack.push((p, *child));
                     }
                 }
                 Node::File { .. } => files.push((path, id)),
                 Node::Symlink { target } => {
-                    entries.insert(path, Entry::Symlink { target: target.clone() });
+                    entries.insert(
+                        path,
+                        Entry::Symlink {
+                            target: target.clone(),
+                        },
+                    );
                 }
             }
         }
@@ -135,13 +149,27 @@ impl Tree {
     /// in the allowed state).
     pub fn admits(&self, real: &Tree) -> bool {
         self.entries.len() == real.entries.len()
-            && self.entries.iter().zip(&real.entries).all(|((pa, a), (pb, b))| {
-                pa == pb
-                    && match (a, b) {
-                        (Entry::File { data: x, link: lx }, Entry::File { data: y, link: ly }) => lx == ly && x.len() == y.len() && x.iter().zip(y).enumerate().all(|(i, (u, v))| u == v || *u == garbage(i as u64)),
-                        _ => a == b,
-                    }
-            })
+            && self
+                .entries
+                .iter()
+                .zip(&real.entries)
+                .all(|((pa, a), (pb, b))| {
+                    pa == pb
+                        && match (a, b) {
+                            (
+                                Entry::File { data: x, link: lx },
+                                Entry::File { data: y, link: ly },
+                            ) => {
+                                lx == ly
+                                    && x.len() == y.len()
+                                    && x.iter()
+                                        .zip(y)
+                                        .enumerate()
+                                        .all(|(i, (u, v))| u == v || *u == garbage(i as u64))
+                            }
+                            _ => a == b,
+                        }
+                })
     }
 
     /// One line per entry, for findings.
@@ -151,8 +179,15 @@ impl Tree {
             .map(|(p, e)| match e {
                 Entry::Dir => format!("{p}/"),
                 Entry::Symlink { target } => format!("{p} -> {target}"),
-                Entry::File { data, link: Some(l) } => format!("{p} = hard link of {l} ({} bytes)", data.len()),
-                Entry::File { data, link: None } => format!("{p} ({} bytes, blake3 {})", data.len(), &blake3::hash(data).to_hex()[..12]),
+                Entry::File {
+                    data,
+                    link: Some(l),
+                } => format!("{p} = hard link of {l} ({} bytes)", data.len()),
+                Entry::File { data, link: None } => format!(
+                    "{p} ({} bytes, blake3 {})",
+                    data.len(),
+                    &blake3::hash(data).to_hex()[..12]
+                ),
             })
             .collect()
     }
@@ -163,7 +198,15 @@ impl Tree {
         for (p, e) in &self.entries {
             match real.entries.get(p) {
                 None => out.push(format!("{p}: allowed state has it, image lacks it")),
-                Some(r) if r != e && !Tree { entries: BTreeMap::from([(p.clone(), e.clone())]) }.admits(&Tree { entries: BTreeMap::from([(p.clone(), r.clone())]) }) => {
+                Some(r)
+                    if r != e
+                        && !Tree {
+                            entries: BTreeMap::from([(p.clone(), e.clone())]),
+                        }
+                        .admits(&Tree {
+                            entries: BTreeMap::from([(p.clone(), r.clone())]),
+                        }) =>
+                {
                     out.push(format!("{p}: differs ({} vs {})", describe(e), describe(r)))
                 }
                 _ => {}
@@ -182,7 +225,13 @@ fn describe(e: &Entry) -> String {
     match e {
         Entry::Dir => "directory".into(),
         Entry::Symlink { target } => format!("symlink to {target}"),
-        Entry::File { data, link } => format!("{} bytes{}", data.len(), link.as_ref().map(|l| format!(", link of {l}")).unwrap_or_default()),
+        Entry::File { data, link } => format!(
+            "{} bytes{}",
+            data.len(),
+            link.as_ref()
+                .map(|l| format!(", link of {l}"))
+                .unwrap_or_default()
+        ),
     }
 }
 
@@ -205,15 +254,20 @@ impl Allowed {
     }
 
     pub fn admits(&self, real: &Tree) -> bool {
-        self.by_shape.get(&real.shape()).is_some_and(|v| v.iter().any(|a| a.admits(real)))
+        self.by_shape
+            .get(&real.shape())
+            .is_some_and(|v| v.iter().any(|a| a.admits(real)))
     }
 
     /// The allowed tree with the fewest differing paths.
     pub fn nearest(&self, real: &Tree) -> Option<(&Tree, Vec<String>)> {
-        self.by_shape.values().flatten().map(|a| (a, a.differences(real))).min_by_key(|(_, d)| d.len())
+        self.by_shape
+            .values()
+            .flatten()
+            .map(|a| (a, a.differences(real)))
+            .min_by_key(|(_, d)| d.len())
     }
 }
-
 
 /// A workload: a name for reports and the command, run in `w` (its working directory, made
 /// before recording starts in the mount's root).
@@ -270,15 +324,28 @@ pub struct WorkloadResult {
 pub const SNAPSHOT_DIR: &str = "w";
 
 /// Records, enumerates, checks one workload on one file system.
-pub fn validate_workload(w: &WorkloadSpec, cfg: &ValidateConfig, interrupted: &dyn Fn() -> bool) -> Result<WorkloadResult, String> {
+pub fn validate_workload(
+    w: &WorkloadSpec,
+    cfg: &ValidateConfig,
+    interrupted: &dyn Fn() -> bool,
+) -> Result<WorkloadResult, String> {
     let started = std::time::Instant::now();
     let scratch = cfg.scratch.clone().unwrap_or_else(std::env::temp_dir);
-    let work = tempfile::Builder::new().prefix("intact-blk-validate.").tempdir_in(&scratch).map_err(|e| format!("scratch space in {}: {e}", scratch.display()))?;
+    let work = tempfile::Builder::new()
+        .prefix("intact-blk-validate.")
+        .tempdir_in(&scratch)
+        .map_err(|e| format!("scratch space in {}: {e}", scratch.display()))?;
     let bundle = work.path().join("bundle");
     let logdir = work.path().join("log");
     // The workload runs in `w` (its working directory), traced by `intact record`.
     let script = format!("cd {SNAPSHOT_DIR} && b=\"$1\" && shift && exec \"$0\" record --dir . --out \"$b\" --no-stacks -- \"$@\"");
-    let mut command = vec!["sh".into(), "-c".into(), script, cfg.tools.intact.display().to_string(), bundle.display().to_string()];
+    let mut command = vec![
+        "sh".into(),
+        "-c".into(),
+        script,
+        cfg.tools.intact.display().to_string(),
+        bundle.display().to_string(),
+    ];
     command.extend(w.argv.iter().cloned());
     let rc = RecordConfig {
         fs: cfg.fs,
@@ -292,11 +359,18 @@ pub fn validate_workload(w: &WorkloadSpec, cfg: &ValidateConfig, interrupted: &d
         tools: cfg.tools.clone(),
     };
     let meta = record(&rc, interrupted).map_err(|e| match e {
-        RecordError::Input(m) | RecordError::Failed(m) => format!("recording {} on {}: {m}", w.name, cfg.fs.name()),
+        RecordError::Input(m) | RecordError::Failed(m) => {
+            format!("recording {} on {}: {m}", w.name, cfg.fs.name())
+        }
         RecordError::Interrupted => "interrupted".into(),
     })?;
     if !meta.workload.ok {
-        return Err(format!("workload {} failed under `intact record` on {} (exit {:?}; its messages are above)", w.name, cfg.fs.name(), meta.workload.exit_code));
+        return Err(format!(
+            "workload {} failed under `intact record` on {} (exit {:?}; its messages are above)",
+            w.name,
+            cfg.fs.name(),
+            meta.workload.exit_code
+        ));
     }
 
     // What the APM allows.
@@ -305,7 +379,8 @@ pub fn validate_workload(w: &WorkloadSpec, cfg: &ValidateConfig, interrupted: &d
     let blob = b.data().map_err(|e| e.to_string())?;
     let initial = b.initial().map_err(|e| e.to_string())?;
     let apm = Apm::resolve(&cfg.apm).map_err(|e| format!("--apm {}: {e}", cfg.apm))?;
-    let prog = Program::build(&apm, &ops, &initial, blob.len() as u64).map_err(|e| format!("{} under {}: {e}", w.name, cfg.apm))?;
+    let prog = Program::build(&apm, &ops, &initial, blob.len() as u64)
+        .map_err(|e| format!("{} under {}: {e}", w.name, cfg.apm))?;
     let universe = CrashFs::universe(&initial, &ops).map_err(|e| e.to_string())?;
     let exp = Explorer::new(&prog, &ops, &blob, universe).map_err(|e| e.to_string())?;
     let mut allowed = Allowed::default();
@@ -325,8 +400,25 @@ pub fn validate_workload(w: &WorkloadSpec, cfg: &ValidateConfig, interrupted: &d
     let ld = LogDir::open(&logdir)?;
     let snaps = work.path().join("snapshots");
     std::fs::create_dir(&snaps).map_err(|e| format!("{}: {e}", snaps.display()))?;
-    let checker = vec![cfg.tools.intact.display().to_string(), "blk".into(), "snapshot".into(), "--sub".into(), SNAPSHOT_DIR.into(), snaps.display().to_string()];
-    let cc = CheckConfig { gen: cfg.gen.clone(), checker, jobs: cfg.jobs, timeout: Some(std::time::Duration::from_secs(120)), fsck: true, scratch: cfg.scratch.clone(), mount_options: None, full_copy: false, tools: cfg.tools.clone() };
+    let checker = vec![
+        cfg.tools.intact.display().to_string(),
+        "blk".into(),
+        "snapshot".into(),
+        "--sub".into(),
+        SNAPSHOT_DIR.into(),
+        snaps.display().to_string(),
+    ];
+    let cc = CheckConfig {
+        gen: cfg.gen.clone(),
+        checker,
+        jobs: cfg.jobs,
+        timeout: Some(std::time::Duration::from_secs(120)),
+        fsck: true,
+        scratch: cfg.scratch.clone(),
+        mount_options: None,
+        full_copy: false,
+        tools: cfg.tools.clone(),
+    };
     let report = check(&ld, &cc, interrupted, &mut |_, _, _| {}).map_err(|e| match e {
         CheckError::Input(m) | CheckError::Failed(m) => m,
         CheckError::Interrupted => "interrupted".into(),
@@ -362,15 +454,20 @@ pub fn validate_workload(w: &WorkloadSpec, cfg: &ValidateConfig, interrupted: &d
         };
         if let Some(e) = &img.mount_error {
             r.unmountable += 1;
-            r.findings.push(finding("unmountable", vec![e.clone()], Vec::new()));
+            r.findings
+                .push(finding("unmountable", vec![e.clone()], Vec::new()));
             continue;
         }
         if let Some(f) = img.fsck.as_ref().filter(|f| !f.clean) {
             r.fsck_errors += 1;
-            r.findings.push(finding("fsck", vec![f.output.clone()], Vec::new()));
+            r.findings
+                .push(finding("fsck", vec![f.output.clone()], Vec::new()));
         }
         let path = snaps.join(format!("image-{}.json", img.spec.id));
-        let tree: Tree = match std::fs::read_to_string(&path).ok().and_then(|t| serde_json::from_str(&t).ok()) {
+        let tree: Tree = match std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+        {
             Some(t) => t,
             None => {
                 let why = match &img.checker {
@@ -387,7 +484,8 @@ pub fn validate_workload(w: &WorkloadSpec, cfg: &ValidateConfig, interrupted: &d
         } else {
             r.forbidden += 1;
             let detail = allowed.nearest(&tree).map(|(_, d)| d).unwrap_or_default();
-            r.findings.push(finding("forbidden", detail, tree.listing()));
+            r.findings
+                .push(finding("forbidden", detail, tree.listing()));
         }
     }
     r.seconds = started.elapsed().as_secs_f64();
@@ -398,10 +496,20 @@ pub fn validate_workload(w: &WorkloadSpec, cfg: &ValidateConfig, interrupted: &d
 fn describe_op(o: &intact_model::op::Op) -> String {
     use intact_model::op::LogicalOp as L;
     let what = match &o.op {
-        L::Append { old_size, new_size, .. } => format!("append {old_size} -> {new_size}"),
+        L::Append {
+            old_size, new_size, ..
+        } => format!("append {old_size} -> {new_size}"),
         L::Overwrite { offset, count, .. } => format!("overwrite {count} bytes at {offset}"),
-        L::Truncate { old_size, new_size, .. } => format!("truncate {old_size} -> {new_size}"),
-        L::Rename { replaced, .. } => if replaced.is_some() { "rename (replacing)".into() } else { "rename".into() },
+        L::Truncate {
+            old_size, new_size, ..
+        } => format!("truncate {old_size} -> {new_size}"),
+        L::Rename { replaced, .. } => {
+            if replaced.is_some() {
+                "rename (replacing)".into()
+            } else {
+                "rename".into()
+            }
+        }
         other => other.name().to_string(),
     };
     let paths = match (&o.path, &o.path2) {
@@ -416,11 +524,15 @@ fn describe_op(o: &intact_model::op::Op) -> String {
 /// of CRASH/w to OUTDIR/$INTACT_STATE.json.
 pub fn snapshot(sub: &str, outdir: &Path, crash: &Path) -> Result<(), String> {
     let dir = crash.join(sub);
-    let state = capture(&dir, &IgnoreSet::default()).map_err(|e| format!("the recovered directory {sub} cannot be read: {e}"))?;
+    let state = capture(&dir, &IgnoreSet::default())
+        .map_err(|e| format!("the recovered directory {sub} cannot be read: {e}"))?;
     let tree = Tree::of_state(&state);
-    let id = std::env::var("INTACT_STATE").map_err(|_| "INTACT_STATE is not set (this runs as a checker of `intact blk check`)".to_string())?;
+    let id = std::env::var("INTACT_STATE").map_err(|_| {
+        "INTACT_STATE is not set (this runs as a checker of `intact blk check`)".to_string()
+    })?;
     let text = serde_json::to_string(&tree).map_err(|e| e.to_string())?;
-    std::fs::write(outdir.join(format!("{id}.json")), text).map_err(|e| format!("{}: {e}", outdir.display()))
+    std::fs::write(outdir.join(format!("{id}.json")), text)
+        .map_err(|e| format!("{}: {e}", outdir.display()))
 }
 
 /// Small random workloads (deterministic from the seed), as Python programs: creates,
@@ -434,8 +546,16 @@ pub fn generated(seed: u64, count: usize, dir: &Path) -> Result<Vec<WorkloadSpec
         let s = seed.wrapping_mul(1_000_003).wrapping_add(k as u64);
         let ops = gen_ops(s);
         let f = dir.join(format!("ops-{s}.json"));
-        std::fs::write(&f, serde_json::to_string(&ops).unwrap_or_default()).map_err(|e| format!("{}: {e}", f.display()))?;
-        out.push(WorkloadSpec { name: format!("gen-{s}"), argv: vec!["python3".into(), runner.display().to_string(), f.display().to_string()] });
+        std::fs::write(&f, serde_json::to_string(&ops).unwrap_or_default())
+            .map_err(|e| format!("{}: {e}", f.display()))?;
+        out.push(WorkloadSpec {
+            name: format!("gen-{s}"),
+            argv: vec![
+                "python3".into(),
+                runner.display().to_string(),
+                f.display().to_string(),
+            ],
+        });
     }
     Ok(out)
 }
@@ -537,9 +657,20 @@ fn gen_ops(seed: u64) -> Vec<serde_json::Value> {
             }
             8 if !names.is_empty() => {
                 let f = pick(&mut rng);
-                ops.push(json!([if rng.below(2) == 0 { "fsync" } else { "fdatasync" }, f]));
+                ops.push(json!([
+                    if rng.below(2) == 0 {
+                        "fsync"
+                    } else {
+                        "fdatasync"
+                    },
+                    f
+                ]));
             }
-            9 => ops.push(if rng.below(2) == 0 { json!(["sync"]) } else { json!(["fsync"]) }),
+            9 => ops.push(if rng.below(2) == 0 {
+                json!(["sync"])
+            } else {
+                json!(["fsync"])
+            }),
             _ => {}
         }
     }
@@ -551,18 +682,29 @@ mod tests {
     use super::*;
 
     fn file(data: &[u8]) -> Entry {
-        Entry::File { data: data.to_vec(), link: None }
+        Entry::File {
+            data: data.to_vec(),
+            link: None,
+        }
     }
 
     #[test]
     fn garbage_matches_anything_and_only_garbage_does() {
         let g: Vec<u8> = (0..8).map(garbage).collect();
-        let allowed = Tree { entries: BTreeMap::from([("a".to_string(), file(&g))]) };
-        let zeros = Tree { entries: BTreeMap::from([("a".to_string(), file(&[0; 8]))]) };
+        let allowed = Tree {
+            entries: BTreeMap::from([("a".to_string(), file(&g))]),
+        };
+        let zeros = Tree {
+            entries: BTreeMap::from([("a".to_string(), file(&[0; 8]))]),
+        };
         assert!(allowed.admits(&zeros));
-        let exact = Tree { entries: BTreeMap::from([("a".to_string(), file(b"abcdefgh"))]) };
+        let exact = Tree {
+            entries: BTreeMap::from([("a".to_string(), file(b"abcdefgh"))]),
+        };
         assert!(!exact.admits(&zeros));
-        let shorter = Tree { entries: BTreeMap::from([("a".to_string(), file(&[0; 7]))]) };
+        let shorter = Tree {
+            entries: BTreeMap::from([("a".to_string(), file(&[0; 7]))]),
+        };
         assert!(!allowed.admits(&shorter));
         let mut set = Allowed::default();
         set.insert(allowed.clone());
@@ -576,14 +718,32 @@ mod tests {
     fn hard_links_are_part_of_the_shape() {
         let mut s = State::empty();
         let f = s.alloc_id();
-        s.inodes.insert(f, intact_model::state::Inode { id: f, mode: 0o100644, nlink: 2, node: Node::File { data: b"x".to_vec() } });
+        s.inodes.insert(
+            f,
+            intact_model::state::Inode {
+                id: f,
+                mode: 0o100644,
+                nlink: 2,
+                node: Node::File {
+                    data: b"x".to_vec(),
+                },
+            },
+        );
         if let Node::Dir { entries, .. } = &mut s.inodes.get_mut(&s.root.clone()).unwrap().node {
             entries.insert("b".into(), f);
             entries.insert("a".into(), f);
         }
         let t = Tree::of_state(&s);
-        assert_eq!(t.entries["b"], Entry::File { data: b"x".to_vec(), link: Some("a".into()) });
-        let copies = Tree { entries: BTreeMap::from([("a".to_string(), file(b"x")), ("b".to_string(), file(b"x"))]) };
+        assert_eq!(
+            t.entries["b"],
+            Entry::File {
+                data: b"x".to_vec(),
+                link: Some("a".into())
+            }
+        );
+        let copies = Tree {
+            entries: BTreeMap::from([("a".to_string(), file(b"x")), ("b".to_string(), file(b"x"))]),
+        };
         assert_ne!(t.shape(), copies.shape());
     }
 }

@@ -67,8 +67,24 @@ fn small_epochs() -> impl Strategy<Value = Vec<Op>> {
 /// Small bounds; `max_images` either effectively unbounded or a real cap; tears of one
 /// sector, two, or a 4 KiB page.
 fn config() -> impl Strategy<Value = GenConfig> {
-    (0usize..=6, 0usize..=6, 0usize..=4, any::<u64>(), prop_oneof![Just(1_000_000usize), 1usize..40], prop_oneof![Just(SECTOR), Just(2 * SECTOR), Just(4096)])
-        .prop_map(|(exhaustive, samples, torn, seed, max_images, tear)| GenConfig { exhaustive, samples, torn, seed, max_images, tear })
+    (
+        0usize..=6,
+        0usize..=6,
+        0usize..=4,
+        any::<u64>(),
+        prop_oneof![Just(1_000_000usize), 1usize..40],
+        prop_oneof![Just(SECTOR), Just(2 * SECTOR), Just(4096)],
+    )
+        .prop_map(
+            |(exhaustive, samples, torn, seed, max_images, tear)| GenConfig {
+                exhaustive,
+                samples,
+                torn,
+                seed,
+                max_images,
+                tear,
+            },
+        )
 }
 
 /// Sector `k` of write record `record`: tagged 0x22, names its record and index.
@@ -143,8 +159,21 @@ impl Case {
         let log = BlockLog::open(&path).unwrap();
         assert_eq!(log.records.len(), ops.len());
         assert_eq!(log.epochs(), epochs);
-        let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(dir.path().join("image")).unwrap();
-        Case { _dir: dir, ops, log, epochs, file, data, init: initial() }
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(dir.path().join("image"))
+            .unwrap();
+        Case {
+            _dir: dir,
+            ops,
+            log,
+            epochs,
+            file,
+            data,
+            init: initial(),
+        }
     }
 
     fn sectors(&self, record: usize) -> u64 {
@@ -221,18 +250,37 @@ fn digest(d: &[u8]) -> [u8; 32] {
 
 /// What identifies an image apart from its id: kind, epoch, members, torn record and
 /// sectors, hash.
-type Key = (ImageKind, usize, Vec<usize>, Option<(usize, Vec<u32>)>, [u8; 32]);
+type Key = (
+    ImageKind,
+    usize,
+    Vec<usize>,
+    Option<(usize, Vec<u32>)>,
+    [u8; 32],
+);
 
 fn key(s: &ImageSpec) -> Key {
-    (s.kind, s.epoch, s.members.clone(), s.torn.as_ref().map(|t| (t.record, t.sectors.clone())), s.hash)
+    (
+        s.kind,
+        s.epoch,
+        s.members.clone(),
+        s.torn.as_ref().map(|t| (t.record, t.sectors.clone())),
+        s.hash,
+    )
 }
 
 fn check_well_formed(c: &Case, specs: &[ImageSpec], tear: u64) -> Result<(), TestCaseError> {
     let unit = (tear / SECTOR).max(1) as u32;
     let n_epochs = c.epochs.len();
-    let finals: Vec<_> = specs.iter().filter(|s| s.kind == ImageKind::Final).collect();
+    let finals: Vec<_> = specs
+        .iter()
+        .filter(|s| s.kind == ImageKind::Final)
+        .collect();
     prop_assert_eq!(finals.len(), 1, "exactly one final image");
-    prop_assert_eq!(specs.last().map(|s| s.kind), Some(ImageKind::Final), "the final image comes last");
+    prop_assert_eq!(
+        specs.last().map(|s| s.kind),
+        Some(ImageKind::Final),
+        "the final image comes last"
+    );
     for (i, s) in specs.iter().enumerate() {
         prop_assert_eq!(s.id, i);
         if i > 0 {
@@ -243,32 +291,87 @@ fn check_well_formed(c: &Case, specs: &[ImageSpec], tear: u64) -> Result<(), Tes
             prop_assert!(s.members.is_empty() && s.torn.is_none());
             continue;
         }
-        prop_assert!(s.epoch < n_epochs, "image {} of epoch {} (there are {})", i, s.epoch, n_epochs);
+        prop_assert!(
+            s.epoch < n_epochs,
+            "image {} of epoch {} (there are {})",
+            i,
+            s.epoch,
+            n_epochs
+        );
         let epoch = &c.epochs[s.epoch];
-        prop_assert!(s.members.iter().all(|m| epoch.contains(m)), "image {}: members {:?} not all in epoch {:?}", i, s.members, epoch);
-        prop_assert!(s.members.windows(2).all(|w| w[0] < w[1]), "image {}: members {:?} not in log order", i, s.members);
+        prop_assert!(
+            s.members.iter().all(|m| epoch.contains(m)),
+            "image {}: members {:?} not all in epoch {:?}",
+            i,
+            s.members,
+            epoch
+        );
+        prop_assert!(
+            s.members.windows(2).all(|w| w[0] < w[1]),
+            "image {}: members {:?} not in log order",
+            i,
+            s.members
+        );
         match s.kind {
-            ImageKind::Prefix => prop_assert!(s.members.is_empty() && s.torn.is_none(), "prefix {} has members", i),
+            ImageKind::Prefix => prop_assert!(
+                s.members.is_empty() && s.torn.is_none(),
+                "prefix {} has members",
+                i
+            ),
             ImageKind::Subset => {
                 prop_assert!(s.torn.is_none());
-                prop_assert!(!s.members.is_empty() && s.members.len() < epoch.len(), "subset {}: {:?} is not a proper non-empty subset of {:?}", i, s.members, epoch);
+                prop_assert!(
+                    !s.members.is_empty() && s.members.len() < epoch.len(),
+                    "subset {}: {:?} is not a proper non-empty subset of {:?}",
+                    i,
+                    s.members,
+                    epoch
+                );
             }
             ImageKind::Torn => {
                 let t = s.torn.as_ref().expect("a torn image has a torn record");
-                prop_assert!(epoch.contains(&t.record), "torn record {} not in epoch {:?}", t.record, epoch);
-                prop_assert!(!s.members.contains(&t.record), "torn record {} is also a member", t.record);
+                prop_assert!(
+                    epoch.contains(&t.record),
+                    "torn record {} not in epoch {:?}",
+                    t.record,
+                    epoch
+                );
+                prop_assert!(
+                    !s.members.contains(&t.record),
+                    "torn record {} is also a member",
+                    t.record
+                );
                 // The writes before it in log order, and a proper non-empty subset of its sectors.
                 let before: Vec<usize> = epoch.iter().copied().filter(|&r| r < t.record).collect();
                 prop_assert_eq!(&s.members, &before);
                 let n = c.sectors(t.record);
-                prop_assert!(n > u64::from(unit), "torn record {} has {} sectors, not more than one {}-sector unit", t.record, n, unit);
-                prop_assert!(!t.sectors.is_empty() && (t.sectors.len() as u64) < n, "torn sectors {:?} of {}", t.sectors, n);
-                prop_assert!(t.sectors.windows(2).all(|w| w[0] < w[1]) && t.sectors.iter().all(|&k| u64::from(k) < n));
+                prop_assert!(
+                    n > u64::from(unit),
+                    "torn record {} has {} sectors, not more than one {}-sector unit",
+                    t.record,
+                    n,
+                    unit
+                );
+                prop_assert!(
+                    !t.sectors.is_empty() && (t.sectors.len() as u64) < n,
+                    "torn sectors {:?} of {}",
+                    t.sectors,
+                    n
+                );
+                prop_assert!(
+                    t.sectors.windows(2).all(|w| w[0] < w[1])
+                        && t.sectors.iter().all(|&k| u64::from(k) < n)
+                );
                 // Whole units of `tear` bytes (the last may be short) are kept or lost.
                 for &k in &t.sectors {
                     let first = k / unit * unit;
                     let last = (first + unit).min(n as u32);
-                    prop_assert!((first..last).all(|x| t.sectors.contains(&x)), "torn sectors {:?} split a {}-sector unit", t.sectors, unit);
+                    prop_assert!(
+                        (first..last).all(|x| t.sectors.contains(&x)),
+                        "torn sectors {:?} split a {}-sector unit",
+                        t.sectors,
+                        unit
+                    );
                 }
             }
             ImageKind::Final => unreachable!(),
@@ -399,15 +502,37 @@ fn a_known_log() {
         Op::Write { at: 8, n: 4 },
     ]);
     let g = Generator::new(&c.log).unwrap();
-    let cfg = GenConfig { exhaustive: 8, samples: 0, torn: 1, seed: 1, max_images: 1000, tear: SECTOR };
+    let cfg = GenConfig {
+        exhaustive: 8,
+        samples: 0,
+        torn: 1,
+        seed: 1,
+        max_images: 1000,
+        tear: SECTOR,
+    };
     let (specs, distinct) = g.generate(&cfg);
     let count = |k| specs.iter().filter(|s| s.kind == k).count();
     // Prefixes 0 and 1; {w0}, {w1}; the 14 proper non-empty subsets of four writes; one
     // tear of the four-sector write (after the three before it); the final image.
-    assert_eq!((count(ImageKind::Prefix), count(ImageKind::Subset), count(ImageKind::Torn), count(ImageKind::Final)), (2, 2 + 14, 1, 1));
+    assert_eq!(
+        (
+            count(ImageKind::Prefix),
+            count(ImageKind::Subset),
+            count(ImageKind::Torn),
+            count(ImageKind::Final)
+        ),
+        (2, 2 + 14, 1, 1)
+    );
     assert_eq!(distinct, specs.len());
     let torn = specs.iter().find(|s| s.kind == ImageKind::Torn).unwrap();
-    assert_eq!((torn.epoch, torn.members.clone(), torn.torn.as_ref().unwrap().record), (1, vec![3, 4, 5], 6));
+    assert_eq!(
+        (
+            torn.epoch,
+            torn.members.clone(),
+            torn.torn.as_ref().unwrap().record
+        ),
+        (1, vec![3, 4, 5], 6)
+    );
     for s in &specs {
         assert!(c.naive(s) == c.built(&g, s), "image {}", s.id);
     }
@@ -419,6 +544,11 @@ fn a_known_log() {
     assert_eq!(specs[0].kind, ImageKind::Final);
     assert!(empty.built(&g, &specs[0]) == initial());
     // 4 KiB tears: the four-sector write is one unit and cannot tear.
-    let (specs, _) = Generator::new(&c.log).unwrap().generate(&GenConfig { tear: 4096, ..cfg });
-    assert_eq!(specs.iter().filter(|s| s.kind == ImageKind::Torn).count(), 0);
+    let (specs, _) = Generator::new(&c.log)
+        .unwrap()
+        .generate(&GenConfig { tear: 4096, ..cfg });
+    assert_eq!(
+        specs.iter().filter(|s| s.kind == ImageKind::Torn).count(),
+        0
+    );
 }

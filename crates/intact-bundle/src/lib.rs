@@ -24,7 +24,10 @@ pub const UNSUPPORTED: &str = "unsupported.json";
 #[derive(Debug, thiserror::Error)]
 pub enum BundleError {
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path}: not a valid bundle file: {message}")]
     Format { path: PathBuf, message: String },
     #[error("{path}: bundle format version {found} is not supported by this intact (reads version {FORMAT_VERSION}); re-record it with this version")]
@@ -32,7 +35,10 @@ pub enum BundleError {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BundleError + '_ {
-    move |source| BundleError::Io { path: path.to_path_buf(), source }
+    move |source| BundleError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// Metadata of a recording.
@@ -77,7 +83,12 @@ pub struct Counts {
 
 impl Counts {
     pub fn of(conv: &intact_convert::Conversion) -> Counts {
-        Counts { calls: conv.calls, tasks: conv.tasks, ops: conv.ops.len(), unsupported: conv.unsupported.len() }
+        Counts {
+            calls: conv.calls,
+            tasks: conv.tasks,
+            ops: conv.ops.len(),
+            unsupported: conv.unsupported.len(),
+        }
     }
 }
 
@@ -116,45 +127,75 @@ pub fn write_state(dir: &Path, state: &State) -> Result<(), BundleError> {
         } else {
             None
         };
-        inodes.push(ManifestInode { inode, contents: contents_ref });
+        inodes.push(ManifestInode {
+            inode,
+            contents: contents_ref,
+        });
     }
     contents.flush().map_err(io(&cpath))?;
-    let m = Manifest { root: state.root, next_id: state.next_id, inodes };
+    let m = Manifest {
+        root: state.root,
+        next_id: state.next_id,
+        inodes,
+    };
     let mpath = dir.join("manifest.json");
     let f = std::fs::File::create(&mpath).map_err(io(&mpath))?;
-    serde_json::to_writer(BufWriter::new(f), &m).map_err(|e| BundleError::Format { path: mpath.clone(), message: e.to_string() })?;
+    serde_json::to_writer(BufWriter::new(f), &m).map_err(|e| BundleError::Format {
+        path: mpath.clone(),
+        message: e.to_string(),
+    })?;
     Ok(())
 }
 
 pub fn read_state(dir: &Path) -> Result<State, BundleError> {
     let mpath = dir.join("manifest.json");
     let text = std::fs::read(&mpath).map_err(io(&mpath))?;
-    let m: Manifest = serde_json::from_slice(&text).map_err(|e| BundleError::Format { path: mpath.clone(), message: e.to_string() })?;
+    let m: Manifest = serde_json::from_slice(&text).map_err(|e| BundleError::Format {
+        path: mpath.clone(),
+        message: e.to_string(),
+    })?;
     let cpath = dir.join("contents.bin");
     let contents = std::fs::read(&cpath).map_err(io(&cpath))?;
     let mut inodes = HashMap::new();
     for mi in m.inodes {
         let mut inode = mi.inode;
         if let (Node::File { data }, Some((at, len))) = (&mut inode.node, mi.contents) {
-            let end = at.checked_add(len).filter(|&e| e <= contents.len() as u64).ok_or_else(|| BundleError::Format {
-                path: cpath.clone(),
-                message: format!("inode {} refers to bytes {at}+{len}, past the end ({} bytes)", inode.id, contents.len()),
-            })?;
+            let end = at
+                .checked_add(len)
+                .filter(|&e| e <= contents.len() as u64)
+                .ok_or_else(|| BundleError::Format {
+                    path: cpath.clone(),
+                    message: format!(
+                        "inode {} refers to bytes {at}+{len}, past the end ({} bytes)",
+                        inode.id,
+                        contents.len()
+                    ),
+                })?;
             *data = contents[at as usize..end as usize].to_vec();
         }
         inodes.insert(inode.id, inode);
     }
     if !inodes.contains_key(&m.root) {
-        return Err(BundleError::Format { path: mpath, message: format!("root inode {} is missing", m.root) });
+        return Err(BundleError::Format {
+            path: mpath,
+            message: format!("root inode {} is missing", m.root),
+        });
     }
-    Ok(State { inodes, root: m.root, next_id: m.next_id })
+    Ok(State {
+        inodes,
+        root: m.root,
+        next_id: m.next_id,
+    })
 }
 
 pub fn write_ops(path: &Path, ops: &[Op]) -> Result<(), BundleError> {
     let f = std::fs::File::create(path).map_err(io(path))?;
     let mut w = BufWriter::new(f);
     for op in ops {
-        serde_json::to_writer(&mut w, op).map_err(|e| BundleError::Format { path: path.into(), message: e.to_string() })?;
+        serde_json::to_writer(&mut w, op).map_err(|e| BundleError::Format {
+            path: path.into(),
+            message: e.to_string(),
+        })?;
         w.write_all(b"\n").map_err(io(path))?;
     }
     w.flush().map_err(io(path))
@@ -168,9 +209,15 @@ pub fn read_ops(path: &Path) -> Result<Vec<Op>, BundleError> {
         if line.trim().is_empty() {
             continue;
         }
-        let op: Op = serde_json::from_str(&line).map_err(|e| BundleError::Format { path: path.into(), message: format!("line {}: {e}", i + 1) })?;
+        let op: Op = serde_json::from_str(&line).map_err(|e| BundleError::Format {
+            path: path.into(),
+            message: format!("line {}: {e}", i + 1),
+        })?;
         if op.id != ops.len() {
-            return Err(BundleError::Format { path: path.into(), message: format!("line {}: operation id {} out of sequence", i + 1, op.id) });
+            return Err(BundleError::Format {
+                path: path.into(),
+                message: format!("line {}: operation id {} out of sequence", i + 1, op.id),
+            });
         }
         ops.push(op);
     }
@@ -188,21 +235,40 @@ impl Bundle {
         if !path.is_dir() {
             return Err(BundleError::Io {
                 path: path.into(),
-                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no bundle directory here (record one with `intact record`)"),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no bundle directory here (record one with `intact record`)",
+                ),
             });
         }
         let mpath = path.join(META);
         let text = std::fs::read(&mpath).map_err(io(&mpath))?;
-        let v: serde_json::Value = serde_json::from_slice(&text).map_err(|e| BundleError::Format { path: mpath.clone(), message: e.to_string() })?;
+        let v: serde_json::Value =
+            serde_json::from_slice(&text).map_err(|e| BundleError::Format {
+                path: mpath.clone(),
+                message: e.to_string(),
+            })?;
         if v.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
-            return Err(BundleError::Format { path: mpath, message: format!("\"format\" is not {FORMAT:?}") });
+            return Err(BundleError::Format {
+                path: mpath,
+                message: format!("\"format\" is not {FORMAT:?}"),
+            });
         }
         let version = v.get("version").and_then(|f| f.as_u64()).unwrap_or(0) as u32;
         if version != FORMAT_VERSION {
-            return Err(BundleError::Version { path: mpath, found: version });
+            return Err(BundleError::Version {
+                path: mpath,
+                found: version,
+            });
         }
-        let meta: Meta = serde_json::from_value(v).map_err(|e| BundleError::Format { path: mpath, message: e.to_string() })?;
-        Ok(Bundle { path: path.into(), meta })
+        let meta: Meta = serde_json::from_value(v).map_err(|e| BundleError::Format {
+            path: mpath,
+            message: e.to_string(),
+        })?;
+        Ok(Bundle {
+            path: path.into(),
+            meta,
+        })
     }
     pub fn ops(&self) -> Result<Vec<Op>, BundleError> {
         read_ops(&self.path.join(OPS))
@@ -220,7 +286,10 @@ impl Bundle {
     pub fn unsupported(&self) -> Result<Vec<Unsupported>, BundleError> {
         let p = self.path.join(UNSUPPORTED);
         let text = std::fs::read(&p).map_err(io(&p))?;
-        serde_json::from_slice(&text).map_err(|e| BundleError::Format { path: p, message: e.to_string() })
+        serde_json::from_slice(&text).map_err(|e| BundleError::Format {
+            path: p,
+            message: e.to_string(),
+        })
     }
     /// Replays every operation on the initial state and compares with the final state.
     /// `Ok(None)`: identical. `Ok(Some(diff))`: the first difference.
@@ -229,7 +298,11 @@ impl Bundle {
         let blob = self.data()?;
         for op in self.ops()? {
             if let Err(e) = s.apply(&op.op, &blob) {
-                return Ok(Some(format!("operation #{} ({}) cannot be applied: {e}", op.id, op.op.name())));
+                return Ok(Some(format!(
+                    "operation #{} ({}) cannot be applied: {e}",
+                    op.id,
+                    op.op.name()
+                )));
             }
         }
         Ok(s.diff(&self.final_state()?))
@@ -240,7 +313,10 @@ impl Bundle {
 pub fn write_json<T: Serialize>(path: &Path, v: &T) -> Result<(), BundleError> {
     let f = std::fs::File::create(path).map_err(io(path))?;
     let mut w = BufWriter::new(f);
-    serde_json::to_writer_pretty(&mut w, v).map_err(|e| BundleError::Format { path: path.into(), message: e.to_string() })?;
+    serde_json::to_writer_pretty(&mut w, v).map_err(|e| BundleError::Format {
+        path: path.into(),
+        message: e.to_string(),
+    })?;
     w.write_all(b"\n").map_err(io(path))?;
     w.flush().map_err(io(path))
 }
@@ -262,9 +338,37 @@ mod tests {
     #[test]
     fn state_roundtrip() {
         let mut s = State::empty();
-        s.apply(&LogicalOp::Link { dir: 1, name: "a".into(), inode: 2, link_count: 1, created: true }, b"").unwrap();
-        s.apply(&LogicalOp::Append { inode: 2, old_size: 0, new_size: 3, data: Data::Bytes { at: 0, len: 3 } }, b"xyz").unwrap();
-        s.apply(&LogicalOp::Symlink { dir: 1, name: "l".into(), inode: 3, target: "a".into() }, b"").unwrap();
+        s.apply(
+            &LogicalOp::Link {
+                dir: 1,
+                name: "a".into(),
+                inode: 2,
+                link_count: 1,
+                created: true,
+            },
+            b"",
+        )
+        .unwrap();
+        s.apply(
+            &LogicalOp::Append {
+                inode: 2,
+                old_size: 0,
+                new_size: 3,
+                data: Data::Bytes { at: 0, len: 3 },
+            },
+            b"xyz",
+        )
+        .unwrap();
+        s.apply(
+            &LogicalOp::Symlink {
+                dir: 1,
+                name: "l".into(),
+                inode: 3,
+                target: "a".into(),
+            },
+            b"",
+        )
+        .unwrap();
         let t = tempfile::tempdir().unwrap();
         write_state(t.path(), &s).unwrap();
         let r = read_state(t.path()).unwrap();

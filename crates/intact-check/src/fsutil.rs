@@ -122,7 +122,10 @@ mod tests {
         }
         force_remove(&root).unwrap();
         assert!(!root.exists());
-        assert!(keep.join("precious").exists(), "symlink target must survive");
+        assert!(
+            keep.join("precious").exists(),
+            "symlink target must survive"
+        );
         force_remove(&root).unwrap(); // missing is fine
     }
 }

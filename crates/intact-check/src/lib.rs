@@ -283,7 +283,10 @@ impl Runner {
 
         let root = create_scratch_root(cfg.scratch_parent.as_deref())?;
         let shared = Arc::new(Shared {
-            queue: Mutex::new(Queue { jobs: VecDeque::new(), closed: false }),
+            queue: Mutex::new(Queue {
+                jobs: VecDeque::new(),
+                closed: false,
+            }),
             not_empty: Condvar::new(),
             not_full: Condvar::new(),
             capacity: cfg.jobs.saturating_mul(2),
@@ -292,11 +295,18 @@ impl Runner {
         });
         // Built before the workers so that an error below drops it, which
         // cancels and cleans up whatever was already started.
-        let mut runner = Runner { shared: shared.clone(), workers: Vec::new(), root: Some(root.clone()) };
+        let mut runner = Runner {
+            shared: shared.clone(),
+            workers: Vec::new(),
+            root: Some(root.clone()),
+        };
 
         for index in 0..cfg.jobs {
             let dir = root.join(format!("w{index}"));
-            fs::create_dir(&dir).map_err(|source| RunnerError::Scratch { path: dir.clone(), source })?;
+            fs::create_dir(&dir).map_err(|source| RunnerError::Scratch {
+                path: dir.clone(),
+                source,
+            })?;
             let worker = Worker {
                 index: first + index,
                 crash: dir.join("crash"),
@@ -321,7 +331,9 @@ impl Runner {
     }
 
     pub fn cancel_handle(&self) -> CancelHandle {
-        CancelHandle { shared: self.shared.clone() }
+        CancelHandle {
+            shared: self.shared.clone(),
+        }
     }
 
     /// Blocks while the queue is full (bounded, ~2*jobs) — backpressure for the constructor. Err if cancelled.
@@ -367,7 +379,10 @@ impl Runner {
         if let Some(root) = self.root.take() {
             if let Err(e) = fsutil::force_remove(&root) {
                 // No error channel in finish/drop; leaving litter silently would be worse.
-                eprintln!("intact-check: warning: cannot remove scratch space {}: {e}", root.display());
+                eprintln!(
+                    "intact-check: warning: cannot remove scratch space {}: {e}",
+                    root.display()
+                );
             }
         }
     }
@@ -407,7 +422,10 @@ fn create_scratch_root(parent: Option<&Path>) -> Result<PathBuf, RunnerError> {
     };
     let mut last_err = None;
     for parent in candidates {
-        match tempfile::Builder::new().prefix("intact-check.").tempdir_in(&parent) {
+        match tempfile::Builder::new()
+            .prefix("intact-check.")
+            .tempdir_in(&parent)
+        {
             // keep(): we remove it ourselves with force_remove, because the
             // checker may leave read-only directories that TempDir's drop
             // cannot delete (for non-root users).
@@ -415,7 +433,12 @@ fn create_scratch_root(parent: Option<&Path>) -> Result<PathBuf, RunnerError> {
                 let p = dir.keep();
                 return Ok(std::path::absolute(&p).unwrap_or(p));
             }
-            Err(source) => last_err = Some(RunnerError::Scratch { path: parent, source }),
+            Err(source) => {
+                last_err = Some(RunnerError::Scratch {
+                    path: parent,
+                    source,
+                })
+            }
         }
     }
     Err(last_err.unwrap_or_else(|| RunnerError::Scratch {
@@ -500,7 +523,12 @@ impl Worker {
             // Belt and braces: run_job does not panic on its own, but a panic
             // must not kill the worker and leave the queue without a consumer.
             let outcome = panic::catch_unwind(AssertUnwindSafe(|| self.run_job(job)))
-                .unwrap_or_else(|p| Some(self.error(id, format!("internal error in checker worker: {}", panic_text(&*p)))));
+                .unwrap_or_else(|p| {
+                    Some(self.error(
+                        id,
+                        format!("internal error in checker worker: {}", panic_text(&*p)),
+                    ))
+                });
             // The next job recreates it anyway; removing now frees tmpfs memory.
             let _ = fsutil::force_remove(&self.crash);
             if let Some(o) = outcome {
@@ -511,12 +539,23 @@ impl Worker {
     }
 
     fn error(&self, id: u64, msg: String) -> Outcome {
-        Outcome { id, verdict: Verdict::Error(msg), elapsed: Duration::ZERO, worker: self.index }
+        Outcome {
+            id,
+            verdict: Verdict::Error(msg),
+            elapsed: Duration::ZERO,
+            worker: self.index,
+        }
     }
 
     /// `None` when the job was cancelled before it produced a verdict.
     fn run_job(&self, job: Job) -> Option<Outcome> {
-        let Job { id, state_id, stdout, materialise, release } = job;
+        let Job {
+            id,
+            state_id,
+            stdout,
+            materialise,
+            release,
+        } = job;
         // Dropped last, on every path out of here (and on unwinding).
         let _release = ReleaseGuard(release);
         if let Err(e) = self.prepare(&stdout) {
@@ -524,15 +563,33 @@ impl Worker {
         }
         match panic::catch_unwind(AssertUnwindSafe(|| materialise(&self.crash))) {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => return Some(self.error(id, format!("materialising the crash state failed: {e}"))),
-            Err(p) => return Some(self.error(id, format!("materialising the crash state panicked: {}", panic_text(&*p)))),
+            Ok(Err(e)) => {
+                return Some(self.error(id, format!("materialising the crash state failed: {e}")))
+            }
+            Err(p) => {
+                return Some(self.error(
+                    id,
+                    format!(
+                        "materialising the crash state panicked: {}",
+                        panic_text(&*p)
+                    ),
+                ))
+            }
         }
         if self.shared.is_cancelled() {
             return None;
         }
-        let (out, err) = match (File::create(&self.out_capture), File::create(&self.err_capture)) {
+        let (out, err) = match (
+            File::create(&self.out_capture),
+            File::create(&self.err_capture),
+        ) {
             (Ok(o), Ok(e)) => (o, e),
-            (Err(e), _) | (_, Err(e)) => return Some(self.error(id, format!("cannot create checker output capture file: {e}"))),
+            (Err(e), _) | (_, Err(e)) => {
+                return Some(self.error(
+                    id,
+                    format!("cannot create checker output capture file: {e}"),
+                ))
+            }
         };
 
         let mut cmd = Command::new(&self.program);
@@ -554,7 +611,10 @@ impl Worker {
         let child = match spawn_retrying(&mut cmd) {
             Ok(c) => c,
             Err(e) => {
-                return Some(self.error(id, format!("cannot start checker {}: {e}", self.program.display())));
+                return Some(self.error(
+                    id,
+                    format!("cannot start checker {}: {e}", self.program.display()),
+                ));
             }
         };
         let pgid = i32::try_from(child.id()).unwrap_or(0);
@@ -576,20 +636,34 @@ impl Worker {
             End::Cancelled => return None,
             End::WaitFailed(e) => Verdict::Error(format!("waiting for the checker failed: {e}")),
         };
-        Some(Outcome { id, verdict, elapsed, worker: self.index })
+        Some(Outcome {
+            id,
+            verdict,
+            elapsed,
+            worker: self.index,
+        })
     }
 
     /// Fresh, empty crash dir and the stdout file.
     fn prepare(&self, stdout: &[u8]) -> Result<(), String> {
         fsutil::force_remove(&self.crash)
             .map_err(|e| format!("cannot clear crash directory {}: {e}", self.crash.display()))?;
-        fs::create_dir(&self.crash)
-            .map_err(|e| format!("cannot create crash directory {}: {e}", self.crash.display()))?;
+        fs::create_dir(&self.crash).map_err(|e| {
+            format!(
+                "cannot create crash directory {}: {e}",
+                self.crash.display()
+            )
+        })?;
         // force_remove, not overwrite: the previous checker may have made it
         // read-only or replaced it with a symlink.
         fsutil::force_remove(&self.stdout_file)
             .and_then(|()| fs::write(&self.stdout_file, stdout))
-            .map_err(|e| format!("cannot write stdout file {}: {e}", self.stdout_file.display()))
+            .map_err(|e| {
+                format!(
+                    "cannot write stdout file {}: {e}",
+                    self.stdout_file.display()
+                )
+            })
     }
 
     fn wait(&self, child: &mut Child, start: Instant) -> End {

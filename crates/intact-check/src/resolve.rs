@@ -34,7 +34,11 @@ pub fn resolve_program(program: &str) -> Result<PathBuf, RunnerError> {
     // it is a better diagnosis than "not found".
     let mut first_bad: Option<(PathBuf, String)> = None;
     for dir in std::env::split_paths(path_var) {
-        let dir = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir };
+        let dir = if dir.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            dir
+        };
         let cand = dir.join(program);
         // A PATH entry we cannot search (EACCES, ENOTDIR) is skipped, as execvp does.
         if std::fs::metadata(&cand).is_err() {
@@ -54,7 +58,8 @@ pub fn resolve_program(program: &str) -> Result<PathBuf, RunnerError> {
         Some((path, why)) => Err(RunnerError::CheckerNotExecutable { path, why }),
         None => Err(RunnerError::CheckerNotFound {
             program: program.to_string(),
-            hint: "not found in PATH; give a path containing '/' (e.g. ./check.sh) or install it".into(),
+            hint: "not found in PATH; give a path containing '/' (e.g. ./check.sh) or install it"
+                .into(),
         }),
     }
 }

@@ -22,7 +22,10 @@ struct Env {
 
 impl Env {
     fn new() -> Env {
-        Env { dir: tempfile::tempdir().unwrap(), scratch: tempfile::tempdir().unwrap() }
+        Env {
+            dir: tempfile::tempdir().unwrap(),
+            scratch: tempfile::tempdir().unwrap(),
+        }
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -47,13 +50,19 @@ impl Env {
     }
 
     fn assert_scratch_clean(&self) {
-        let left: Vec<_> = fs::read_dir(self.scratch.path()).unwrap().map(|e| e.unwrap().path()).collect();
+        let left: Vec<_> = fs::read_dir(self.scratch.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
         assert!(left.is_empty(), "scratch leftovers: {left:?}");
     }
 }
 
 fn job(id: u64, state: &str, stdout: &str, files: &[(&str, &str)]) -> Job {
-    let files: Vec<(String, String)> = files.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    let files: Vec<(String, String)> = files
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
     Job {
         id,
         state_id: state.to_string(),
@@ -80,7 +89,9 @@ fn is_dead(pid: u32) -> bool {
         Err(_) => true,
         Ok(stat) => {
             // State is the field after the parenthesised command name.
-            let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.trim_start().chars().next());
             matches!(state, Some('Z') | Some('X') | None)
         }
     }
@@ -117,7 +128,8 @@ fn guarded<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static
     std::thread::spawn(move || {
         let _ = tx.send(f());
     });
-    rx.recv_timeout(GUARD).unwrap_or_else(|_| panic!("{what} hung"))
+    rx.recv_timeout(GUARD)
+        .unwrap_or_else(|_| panic!("{what} hung"))
 }
 
 #[test]
@@ -132,7 +144,12 @@ exit 1"#,
     );
     let r = Runner::start(env.config(vec![checker], 1, Some(GUARD))).unwrap();
     let root = r.scratch_root().unwrap().to_path_buf();
-    assert!(root.file_name().unwrap().to_str().unwrap().starts_with("intact-check."));
+    assert!(root
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .starts_with("intact-check."));
     r.submit(job(1, "good", "", &[])).unwrap();
     r.submit(job(2, "bad", "", &[])).unwrap();
     let out = sorted(r.finish());
@@ -159,7 +176,14 @@ fn killed_by_signal_is_fail() {
     r.submit(job(1, "s", "", &[])).unwrap();
     let out = r.finish();
     assert!(
-        matches!(out[0].verdict, Verdict::Fail { code: None, signal: Some(9), .. }),
+        matches!(
+            out[0].verdict,
+            Verdict::Fail {
+                code: None,
+                signal: Some(9),
+                ..
+            }
+        ),
         "{:?}",
         out[0].verdict
     );
@@ -179,7 +203,12 @@ echo END >&2; exit 3"#,
     r.submit(job(1, "s", "", &[])).unwrap();
     let out = r.finish();
     match &out[0].verdict {
-        Verdict::Fail { code: Some(3), stderr, stdout, .. } => {
+        Verdict::Fail {
+            code: Some(3),
+            stderr,
+            stdout,
+            ..
+        } => {
             assert!(stderr.len() <= 100, "{}", stderr.len());
             assert!(stderr.ends_with("END\n"), "{stderr:?}");
             assert!(stdout.is_empty());
@@ -207,7 +236,15 @@ printf '%s|%s|%s|%s|%s\n' "$INTACT_WORKER" "$INTACT_STATE" "$#" "$1" "$2" > "$re
     let root = r.scratch_root().unwrap().to_path_buf();
     r.submit(job(7, "state-42", "", &[])).unwrap();
     let out = r.finish();
-    assert_eq!(out, vec![Outcome { id: 7, verdict: Verdict::Pass, elapsed: out[0].elapsed, worker: 0 }]);
+    assert_eq!(
+        out,
+        vec![Outcome {
+            id: 7,
+            verdict: Verdict::Pass,
+            elapsed: out[0].elapsed,
+            worker: 0
+        }]
+    );
     let s = fs::read_to_string(report).unwrap();
     let f: Vec<&str> = s.trim_end().split('|').collect();
     assert_eq!(f[0], "0");
@@ -231,7 +268,13 @@ mkdir "$1/junk"; echo x > "$1/junk/f"; echo garbage > "$2""#,
     let r = Runner::start(env.config(vec![checker], 1, Some(GUARD))).unwrap();
     for i in 0..3u64 {
         let s = format!("s{i}");
-        r.submit(job(i, &s, &format!("printed {s}\n"), &[("data", &format!("hello {s}\n"))])).unwrap();
+        r.submit(job(
+            i,
+            &s,
+            &format!("printed {s}\n"),
+            &[("data", &format!("hello {s}\n"))],
+        ))
+        .unwrap();
     }
     let out = r.finish();
     assert_eq!(out.len(), 3);
@@ -245,7 +288,10 @@ mkdir "$1/junk"; echo x > "$1/junk/f"; echo garbage > "$2""#,
 fn timeout_kills_whole_group() {
     let env = Env::new();
     let pids = env.path("pids");
-    let checker = env.script("check", r#"report="$1"; sleep 30 & echo "$$ $!" > "$report"; sleep 30"#);
+    let checker = env.script(
+        "check",
+        r#"report="$1"; sleep 30 & echo "$$ $!" > "$report"; sleep 30"#,
+    );
     let r = Runner::start(env.config(
         vec![checker, pids.to_str().unwrap().into()],
         1,
@@ -254,7 +300,12 @@ fn timeout_kills_whole_group() {
     .unwrap();
     r.submit(job(1, "s", "", &[])).unwrap();
     let out = guarded("finish after timeout", move || r.finish());
-    assert_eq!(out[0].verdict, Verdict::Timeout { after: Duration::from_millis(500) });
+    assert_eq!(
+        out[0].verdict,
+        Verdict::Timeout {
+            after: Duration::from_millis(500)
+        }
+    );
     let s = fs::read_to_string(&pids).unwrap();
     for pid in s.split_whitespace() {
         wait_dead(pid.parse().unwrap());
@@ -266,7 +317,10 @@ fn timeout_kills_whole_group() {
 fn normal_exit_kills_background_leftovers() {
     let env = Env::new();
     let pidfile = env.path("pid");
-    let checker = env.script("check", r#"report="$1"; sleep 30 & echo $! > "$report"; exit 0"#);
+    let checker = env.script(
+        "check",
+        r#"report="$1"; sleep 30 & echo $! > "$report"; exit 0"#,
+    );
     let r = Runner::start(env.config(
         vec![checker, pidfile.to_str().unwrap().into()],
         1,
@@ -299,14 +353,19 @@ chmod -R a-w "$1"; chmod a-rx "$1/sub""#,
     for o in &out {
         assert_eq!(o.verdict, Verdict::Pass, "{o:?}");
     }
-    assert!(!root.exists(), "scratch root {} left behind", root.display());
+    assert!(
+        !root.exists(),
+        "scratch root {} left behind",
+        root.display()
+    );
     env.assert_scratch_clean();
 }
 
 #[test]
 fn start_errors() {
     let env = Env::new();
-    let e = Runner::start(env.config(vec!["intact-no-such-checker-xyz".into()], 1, None)).unwrap_err();
+    let e =
+        Runner::start(env.config(vec!["intact-no-such-checker-xyz".into()], 1, None)).unwrap_err();
     assert!(matches!(e, RunnerError::CheckerNotFound { .. }), "{e}");
     assert!(e.to_string().contains("intact-no-such-checker-xyz"), "{e}");
     assert!(e.to_string().contains("PATH"), "{e}");
@@ -322,7 +381,8 @@ fn start_errors() {
     assert!(matches!(e, RunnerError::CheckerNotExecutable { .. }), "{e}");
     assert!(e.to_string().contains("chmod +x"), "{e}");
 
-    let e = Runner::start(env.config(vec![env.dir.path().to_str().unwrap().into()], 1, None)).unwrap_err();
+    let e = Runner::start(env.config(vec![env.dir.path().to_str().unwrap().into()], 1, None))
+        .unwrap_err();
     assert!(matches!(e, RunnerError::CheckerNotExecutable { .. }), "{e}");
 
     let e = Runner::start(env.config(vec![], 1, None)).unwrap_err();
@@ -396,7 +456,10 @@ fn materialise_failure_is_error_and_worker_continues() {
 fn cancel_kills_running_checker_and_drops_queue() {
     let env = Env::new();
     let pidfile = env.path("pids");
-    let checker = env.script("check", r#"report="$1"; sleep 30 & echo "$$ $!" > "$report"; wait"#);
+    let checker = env.script(
+        "check",
+        r#"report="$1"; sleep 30 & echo "$$ $!" > "$report"; wait"#,
+    );
     let r = Runner::start(env.config(
         vec![checker, pidfile.to_str().unwrap().into()],
         1,
@@ -428,7 +491,10 @@ fn cancel_kills_running_checker_and_drops_queue() {
     assert_eq!(r.submit(job(3, "s", "", &[])), Err(Cancelled));
     let out = guarded("finish after cancel", move || r.finish());
     assert!(out.is_empty(), "cancelled jobs produce no outcome: {out:?}");
-    assert!(!queued_ran.load(Ordering::SeqCst), "queued job must be dropped");
+    assert!(
+        !queued_ran.load(Ordering::SeqCst),
+        "queued job must be dropped"
+    );
     for pid in pids.split_whitespace() {
         wait_dead(pid.parse().unwrap());
     }
@@ -441,7 +507,10 @@ fn cancel_unblocks_full_submit() {
     let env = Env::new();
     let pidfile = env.path("pid");
     let checker = env.script("check", r#"echo $$ > "$1"; exec sleep 30"#);
-    let r = Arc::new(Runner::start(env.config(vec![checker, pidfile.to_str().unwrap().into()], 1, None)).unwrap());
+    let r = Arc::new(
+        Runner::start(env.config(vec![checker, pidfile.to_str().unwrap().into()], 1, None))
+            .unwrap(),
+    );
     r.submit(job(1, "s", "", &[])).unwrap();
     let pid = read_pid(&pidfile);
     // Worker busy; capacity is 2 * jobs = 2.
@@ -454,9 +523,16 @@ fn cancel_unblocks_full_submit() {
         drop(r2); // before sending, so the main thread is sole owner afterwards
         let _ = tx.send(res);
     });
-    assert!(rx.recv_timeout(Duration::from_millis(300)).is_err(), "submit should block on a full queue");
+    assert!(
+        rx.recv_timeout(Duration::from_millis(300)).is_err(),
+        "submit should block on a full queue"
+    );
     r.cancel_handle().cancel();
-    assert_eq!(rx.recv_timeout(GUARD).expect("submit still blocked after cancel"), Err(Cancelled));
+    assert_eq!(
+        rx.recv_timeout(GUARD)
+            .expect("submit still blocked after cancel"),
+        Err(Cancelled)
+    );
     let r = Arc::try_unwrap(r).expect("sole owner");
     guarded("finish", move || r.finish());
     wait_dead(pid);
@@ -467,7 +543,8 @@ fn drop_without_finish_cleans_up() {
     let env = Env::new();
     let pidfile = env.path("pid");
     let checker = env.script("check", r#"echo $$ > "$1"; exec sleep 30"#);
-    let r = Runner::start(env.config(vec![checker, pidfile.to_str().unwrap().into()], 2, None)).unwrap();
+    let r = Runner::start(env.config(vec![checker, pidfile.to_str().unwrap().into()], 2, None))
+        .unwrap();
     let root = r.scratch_root().unwrap().to_path_buf();
     r.submit(job(1, "s", "", &[])).unwrap();
     let pid = read_pid(&pidfile);
@@ -517,16 +594,23 @@ while [ ! -e "$dir/$other" ]; do sleep 0.05; done"#,
 #[test]
 fn many_jobs_all_reported() {
     let env = Env::new();
-    let checker = env.script("check", r#"[ -f "$1/f" ] || exit 1; [ $(( $(cat "$1/f") % 2 )) -eq 0 ]"#);
+    let checker = env.script(
+        "check",
+        r#"[ -f "$1/f" ] || exit 1; [ $(( $(cat "$1/f") % 2 )) -eq 0 ]"#,
+    );
     let r = Runner::start(env.config(vec![checker], 2, Some(GUARD))).unwrap();
     let mut out = Vec::new();
     for i in 0..40u64 {
-        r.submit(job(i, &i.to_string(), "", &[("f", &i.to_string())])).unwrap();
+        r.submit(job(i, &i.to_string(), "", &[("f", &i.to_string())]))
+            .unwrap();
         out.extend(r.drain());
     }
     out.extend(r.finish());
     let out = sorted(out);
-    assert_eq!(out.iter().map(|o| o.id).collect::<Vec<_>>(), (0..40).collect::<Vec<_>>());
+    assert_eq!(
+        out.iter().map(|o| o.id).collect::<Vec<_>>(),
+        (0..40).collect::<Vec<_>>()
+    );
     for o in out {
         assert_eq!(matches!(o.verdict, Verdict::Pass), o.id % 2 == 0, "{o:?}");
     }
@@ -541,7 +625,13 @@ fn release_runs_once_after_the_checker_on_every_path() {
     let checker = env.script("check", r#"test -f "$1/ok" && sleep "$(cat "$1/ok")""#);
     let r = Runner::start(env.config(vec![checker], 2, Some(Duration::from_millis(300)))).unwrap();
     let log = Arc::new(std::sync::Mutex::new(Vec::<(u64, bool)>::new()));
-    let kinds: [(u64, Option<&str>, bool, bool); 5] = [(1, Some("0"), false, false), (2, None, false, false), (3, None, true, false), (4, None, false, true), (5, Some("5"), false, false)];
+    let kinds: [(u64, Option<&str>, bool, bool); 5] = [
+        (1, Some("0"), false, false),
+        (2, None, false, false),
+        (3, None, true, false),
+        (4, None, false, true),
+        (5, Some("5"), false, false),
+    ];
     for (id, sleep, fail, panics) in kinds {
         let seen: Arc<std::sync::Mutex<Option<std::path::PathBuf>>> = Arc::default();
         let (seen2, log2) = (seen.clone(), log.clone());
@@ -564,7 +654,9 @@ fn release_runs_once_after_the_checker_on_every_path() {
             }),
             release: Some(Box::new(move || {
                 let dir = seen2.lock().unwrap().clone();
-                log2.lock().unwrap().push((id, dir.is_some_and(|d| d.is_dir())));
+                log2.lock()
+                    .unwrap()
+                    .push((id, dir.is_some_and(|d| d.is_dir())));
             })),
         })
         .unwrap();
@@ -572,12 +664,23 @@ fn release_runs_once_after_the_checker_on_every_path() {
     let out = sorted(guarded("finish", move || r.finish()));
     assert_eq!(out.len(), 5);
     assert_eq!(out[0].verdict, Verdict::Pass);
-    assert!(matches!(out[1].verdict, Verdict::Fail { .. }), "{:?}", out[1].verdict);
+    assert!(
+        matches!(out[1].verdict, Verdict::Fail { .. }),
+        "{:?}",
+        out[1].verdict
+    );
     assert!(matches!(out[2].verdict, Verdict::Error(_)));
     assert!(matches!(out[3].verdict, Verdict::Error(_)));
-    assert!(matches!(out[4].verdict, Verdict::Timeout { .. }), "{:?}", out[4].verdict);
+    assert!(
+        matches!(out[4].verdict, Verdict::Timeout { .. }),
+        "{:?}",
+        out[4].verdict
+    );
     let mut released = log.lock().unwrap().clone();
     released.sort();
-    assert_eq!(released, vec![(1, true), (2, true), (3, true), (4, true), (5, true)]);
+    assert_eq!(
+        released,
+        vec![(1, true), (2, true), (3, true), (4, true), (5, true)]
+    );
     env.assert_scratch_clean();
 }

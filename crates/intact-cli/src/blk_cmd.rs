@@ -15,19 +15,26 @@ use std::time::Duration;
 pub enum BlkCmd {
     /// Make a file system image, mount it through the block recorder, run CMD in it
     /// ($INTACT_MNT, also its working directory), unmount, and write the block log.
-    #[command(after_help = "Exit status: 0 recorded; 1 recorded, but the workload failed (the log says so); \
-2 usage or input error (nothing written); 3 a step failed (nothing written); 130 interrupted (nothing written).")]
+    #[command(
+        after_help = "Exit status: 0 recorded; 1 recorded, but the workload failed (the log says so); \
+2 usage or input error (nothing written); 3 a step failed (nothing written); 130 interrupted (nothing written)."
+    )]
     Record(RecordArgs),
     /// Build every crash image the log allows, mount each (the file system's recovery), run
     /// the checker on it and the file system's fsck, and report.
-    #[command(after_help = "Exit status: 0 every image consistent; 1 some image did not mount, failed fsck or \
-failed the checker; 2 usage or input error; 3 internal error; 130 interrupted (no report).")]
+    #[command(
+        after_help = "Exit status: 0 every image consistent; 1 some image did not mount, failed fsck or \
+failed the checker; 2 usage or input error; 3 internal error; 130 interrupted (no report)."
+    )]
     Check(CheckArgs),
     /// Check built-in APMs against real file systems: run workloads (the explorer's and
     /// generated ones) under `intact record` inside `intact blk record`, and verify that every
     /// crash image the device allows recovers to a state the file system's APM allows.
-    #[command(name = "validate-apm", after_help = "Exit status: 0 every image is allowed; 1 findings (printed, and in --json); \
-2 usage or input error; 3 internal error; 130 interrupted.")]
+    #[command(
+        name = "validate-apm",
+        after_help = "Exit status: 0 every image is allowed; 1 findings (printed, and in --json); \
+2 usage or input error; 3 internal error; 130 interrupted."
+    )]
     ValidateApm(ValidateArgs),
     /// (Internal: the checker validate-apm runs on each image.)
     #[command(hide = true)]
@@ -97,7 +104,12 @@ pub struct RecordArgs {
     #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
     pub mkfs_opts: Option<String>,
     /// Mount options, comma-separated (e.g. data=writeback).
-    #[arg(long, value_name = "OPTS", default_value = "", allow_hyphen_values = true)]
+    #[arg(
+        long,
+        value_name = "OPTS",
+        default_value = "",
+        allow_hyphen_values = true
+    )]
     pub mount_opts: String,
     /// The log directory to write (must not exist).
     #[arg(long, value_name = "LOG")]
@@ -169,7 +181,8 @@ pub struct CheckArgs {
 }
 
 pub fn tools() -> Result<Tools, Failure> {
-    let intact = std::env::current_exe().map_err(|e| Failure::internal(format!("cannot find the intact binary: {e}")))?;
+    let intact = std::env::current_exe()
+        .map_err(|e| Failure::internal(format!("cannot find the intact binary: {e}")))?;
     Ok(Tools { intact })
 }
 
@@ -179,9 +192,17 @@ pub fn blk(cmd: BlkCmd) -> Result<u8, Failure> {
         BlkCmd::Record(a) => record_cmd(a),
         BlkCmd::Check(a) => check_cmd(a),
         BlkCmd::ValidateApm(a) => validate_cmd(a),
-        BlkCmd::Snapshot { sub, outdir, crash, stdout: _ } => match intact_blk::validate::snapshot(&sub, &outdir, &crash) {
+        BlkCmd::Snapshot {
+            sub,
+            outdir,
+            crash,
+            stdout: _,
+        } => match intact_blk::validate::snapshot(&sub, &outdir, &crash) {
             Ok(()) => Ok(0),
-            Err(e) => Err(Failure { code: 1, message: e }),
+            Err(e) => Err(Failure {
+                code: 1,
+                message: e,
+            }),
         },
     }
 }
@@ -189,7 +210,9 @@ pub fn blk(cmd: BlkCmd) -> Result<u8, Failure> {
 fn need_root() -> Result<(), Failure> {
     // SAFETY: getuid has no failure mode.
     if unsafe { libc::getuid() } != 0 {
-        return Err(Failure::input("intact blk needs root: it attaches loop devices and mounts file systems"));
+        return Err(Failure::input(
+            "intact blk needs root: it attaches loop devices and mounts file systems",
+        ));
     }
     Ok(())
 }
@@ -201,11 +224,22 @@ fn record_cmd(a: RecordArgs) -> Result<u8, Failure> {
         None => fs.default_size(),
     };
     let mkfs_options = match &a.mkfs_opts {
-        Some(s) => shlex::split(s).ok_or_else(|| Failure::input(format!("--mkfs-opts {s:?}: unbalanced quotes")))?,
+        Some(s) => shlex::split(s)
+            .ok_or_else(|| Failure::input(format!("--mkfs-opts {s:?}: unbalanced quotes")))?,
         None => Vec::new(),
     };
     need_root()?;
-    let cfg = RecordConfig { fs, size, mkfs_options, mount_options: a.mount_opts.clone(), out: a.out.clone(), command: a.cmd.clone(), setup: a.setup.clone(), scratch: a.scratch.clone(), tools: tools()? };
+    let cfg = RecordConfig {
+        fs,
+        size,
+        mkfs_options,
+        mount_options: a.mount_opts.clone(),
+        out: a.out.clone(),
+        command: a.cmd.clone(),
+        setup: a.setup.clone(),
+        scratch: a.scratch.clone(),
+        tools: tools()?,
+    };
     match record(&cfg, &interrupted) {
         Ok(meta) => {
             eprintln!("intact: recorded {}", describe(&meta));
@@ -226,14 +260,18 @@ fn record_cmd(a: RecordArgs) -> Result<u8, Failure> {
         }
         Err(RecordError::Input(m)) => Err(Failure::input(m)),
         Err(RecordError::Failed(m)) => Err(Failure::internal(format!("{m}; nothing was written"))),
-        Err(RecordError::Interrupted) => Err(Failure { code: 130, message: "interrupted; nothing was written and everything mounted was removed".into() }),
+        Err(RecordError::Interrupted) => Err(Failure {
+            code: 130,
+            message: "interrupted; nothing was written and everything mounted was removed".into(),
+        }),
     }
 }
 
 fn check_cmd(a: CheckArgs) -> Result<u8, Failure> {
     let checker = match &a.checker {
         Some(s) => {
-            let v = shlex::split(s).ok_or_else(|| Failure::input(format!("--checker {s:?}: unbalanced quotes")))?;
+            let v = shlex::split(s)
+                .ok_or_else(|| Failure::input(format!("--checker {s:?}: unbalanced quotes")))?;
             if v.is_empty() {
                 return Err(Failure::input("--checker: empty command"));
             }
@@ -245,23 +283,38 @@ fn check_cmd(a: CheckArgs) -> Result<u8, Failure> {
         return Err(Failure::input("--jobs must be at least 1"));
     }
     if !(a.timeout > 0.0 && a.timeout.is_finite()) {
-        return Err(Failure::input("--timeout must be a positive number of seconds"));
+        return Err(Failure::input(
+            "--timeout must be a positive number of seconds",
+        ));
     }
     if a.max_images == 0 {
         return Err(Failure::input("--max-images must be at least 1"));
     }
     check_tear(a.tear)?;
     if a.exhaustive > 16 {
-        return Err(Failure::input("--exhaustive: at most 16 (2^16 subsets per epoch)"));
+        return Err(Failure::input(
+            "--exhaustive: at most 16 (2^16 subsets per epoch)",
+        ));
     }
     let ld = LogDir::open(&a.log).map_err(Failure::input)?;
     if !ld.meta.workload.ok {
         return Err(Failure::input(format!("{}: the recorded workload failed, so its crash images mean little; fix the workload and record again", a.log.display())));
     }
     need_root()?;
-    let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    let jobs = a.jobs.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
     let cfg = CheckConfig {
-        gen: GenConfig { exhaustive: a.exhaustive, samples: a.samples, torn: a.torn, seed: a.seed, max_images: a.max_images, tear: a.tear },
+        gen: GenConfig {
+            exhaustive: a.exhaustive,
+            samples: a.samples,
+            torn: a.torn,
+            seed: a.seed,
+            max_images: a.max_images,
+            tear: a.tear,
+        },
         checker,
         jobs,
         timeout: Some(Duration::from_secs_f64(a.timeout)),
@@ -273,11 +326,20 @@ fn check_cmd(a: CheckArgs) -> Result<u8, Failure> {
     };
     // Refuse an unwritable --json before the run, not after it.
     if let Some(j) = &a.json {
-        std::fs::OpenOptions::new().create(true).append(true).open(j).map_err(|e| Failure::input(format!("--json {}: {e}", j.display())))?;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(j)
+            .map_err(|e| Failure::input(format!("--json {}: {e}", j.display())))?;
     }
     let bar = (!a.quiet && std::io::stderr().is_terminal()).then(|| {
         let b = indicatif::ProgressBar::new(0);
-        b.set_style(indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} images {msg} [{elapsed}<{eta}, {per_sec}]").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{bar:30} {pos}/{len} images {msg} [{elapsed}<{eta}, {per_sec}]",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
         b
     });
     let mut last_line = std::time::Instant::now();
@@ -300,12 +362,19 @@ fn check_cmd(a: CheckArgs) -> Result<u8, Failure> {
         Ok(r) => r,
         Err(CheckError::Input(m)) => return Err(Failure::input(m)),
         Err(CheckError::Failed(m)) => return Err(Failure::internal(m)),
-        Err(CheckError::Interrupted) => return Err(Failure { code: 130, message: "interrupted; no report".into() }),
+        Err(CheckError::Interrupted) => {
+            return Err(Failure {
+                code: 130,
+                message: "interrupted; no report".into(),
+            })
+        }
     };
     print!("{}", render(&report, &ld));
     if let Some(j) = &a.json {
-        let text = serde_json::to_string_pretty(&report).map_err(|e| Failure::internal(e.to_string()))?;
-        std::fs::write(j, text + "\n").map_err(|e| Failure::input(format!("--json {}: {e}", j.display())))?;
+        let text =
+            serde_json::to_string_pretty(&report).map_err(|e| Failure::internal(e.to_string()))?;
+        std::fs::write(j, text + "\n")
+            .map_err(|e| Failure::input(format!("--json {}: {e}", j.display())))?;
     }
     Ok(report.exit_code())
 }
@@ -315,8 +384,16 @@ fn render(r: &CheckReport, ld: &LogDir) -> String {
     let s = &r.summary;
     let mut o = String::new();
     let _ = writeln!(o, "block log: {}", describe(&ld.meta));
-    let sampled = if s.distinct > s.checked { format!(" (sampled from {} distinct)", s.distinct) } else { String::new() };
-    let _ = writeln!(o, "crash images: {} checked{sampled} in {:.1} s", s.checked, r.seconds);
+    let sampled = if s.distinct > s.checked {
+        format!(" (sampled from {} distinct)", s.distinct)
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        o,
+        "crash images: {} checked{sampled} in {:.1} s",
+        s.checked, r.seconds
+    );
     let _ = writeln!(o, "consistent: {}/{}", s.consistent, s.checked);
     let _ = writeln!(
         o,
@@ -331,14 +408,32 @@ fn render(r: &CheckReport, ld: &LogDir) -> String {
             format!("fsck: {}", first_line(&f.output))
         } else {
             match &i.checker {
-                CheckerVerdict::Fail { stderr, code, .. } => format!("checker failed (exit {}): {}", code.map(|c| c.to_string()).unwrap_or("signal".into()), first_line(stderr)),
-                CheckerVerdict::Timeout { seconds } => format!("checker timed out after {seconds:.0} s"),
+                CheckerVerdict::Fail { stderr, code, .. } => format!(
+                    "checker failed (exit {}): {}",
+                    code.map(|c| c.to_string()).unwrap_or("signal".into()),
+                    first_line(stderr)
+                ),
+                CheckerVerdict::Timeout { seconds } => {
+                    format!("checker timed out after {seconds:.0} s")
+                }
                 CheckerVerdict::Error { message } => format!("error: {}", first_line(message)),
                 _ => String::new(),
             }
         };
-        let torn = i.spec.torn.as_ref().map(|t| format!(", record {} torn to {} sectors", t.record, t.sectors.len())).unwrap_or_default();
-        let _ = writeln!(o, "  image {} ({:?}, epochs < {} + {} writes of the next{torn}): {what}", i.spec.id, i.spec.kind, i.spec.epoch, i.spec.members.len());
+        let torn = i
+            .spec
+            .torn
+            .as_ref()
+            .map(|t| format!(", record {} torn to {} sectors", t.record, t.sectors.len()))
+            .unwrap_or_default();
+        let _ = writeln!(
+            o,
+            "  image {} ({:?}, epochs < {} + {} writes of the next{torn}): {what}",
+            i.spec.id,
+            i.spec.kind,
+            i.spec.epoch,
+            i.spec.members.len()
+        );
     }
     if bad.len() > 20 {
         let _ = writeln!(o, "  ... and {} more (see --json)", bad.len() - 20);
@@ -347,7 +442,13 @@ fn render(r: &CheckReport, ld: &LogDir) -> String {
 }
 
 fn first_line(s: &str) -> String {
-    let l = s.trim().lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    let l = s
+        .trim()
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
     l.chars().take(200).collect()
 }
 
@@ -357,21 +458,37 @@ fn validate_cmd(a: ValidateArgs) -> Result<u8, Failure> {
     for f in &a.fs {
         fses.push(FsKind::parse(f.trim()).map_err(|e| Failure::input(format!("--fs: {e}")))?);
     }
-    let mut apms: std::collections::HashMap<FsKind, String> = fses.iter().map(|f| (*f, f.apm().to_string())).collect();
+    let mut apms: std::collections::HashMap<FsKind, String> =
+        fses.iter().map(|f| (*f, f.apm().to_string())).collect();
     for o in &a.apm {
-        let (f, m) = o.split_once('=').ok_or_else(|| Failure::input(format!("--apm {o:?}: expected FS=APM, e.g. xfs=ext4-o")))?;
+        let (f, m) = o.split_once('=').ok_or_else(|| {
+            Failure::input(format!("--apm {o:?}: expected FS=APM, e.g. xfs=ext4-o"))
+        })?;
         let f = FsKind::parse(f.trim()).map_err(|e| Failure::input(format!("--apm: {e}")))?;
-        intact_apm::Apm::resolve(m.trim()).map_err(|e| Failure::input(format!("--apm {o}: {e}")))?;
+        intact_apm::Apm::resolve(m.trim())
+            .map_err(|e| Failure::input(format!("--apm {o}: {e}")))?;
         apms.insert(f, m.trim().to_string());
     }
     let mut mopts: std::collections::HashMap<FsKind, String> = std::collections::HashMap::new();
     for o in &a.mount_opts {
-        let (f, m) = o.split_once('=').ok_or_else(|| Failure::input(format!("--mount-opts {o:?}: expected FS=OPTS, e.g. ext4=dioread_lock")))?;
-        let f = FsKind::parse(f.trim()).map_err(|e| Failure::input(format!("--mount-opts: {e}")))?;
+        let (f, m) = o.split_once('=').ok_or_else(|| {
+            Failure::input(format!(
+                "--mount-opts {o:?}: expected FS=OPTS, e.g. ext4=dioread_lock"
+            ))
+        })?;
+        let f =
+            FsKind::parse(f.trim()).map_err(|e| Failure::input(format!("--mount-opts: {e}")))?;
         mopts.insert(f, m.trim().to_string());
     }
     for f in &fses {
-        intact_apm::Apm::resolve(&apms[f]).map_err(|e| Failure::input(format!("APM {} for {}: {e} (choose one with --apm {}=NAME)", apms[f], f.name(), f.name())))?;
+        intact_apm::Apm::resolve(&apms[f]).map_err(|e| {
+            Failure::input(format!(
+                "APM {} for {}: {e} (choose one with --apm {}=NAME)",
+                apms[f],
+                f.name(),
+                f.name()
+            ))
+        })?;
         f.check_tools().map_err(Failure::input)?;
     }
     if a.jobs == Some(0) {
@@ -380,20 +497,38 @@ fn validate_cmd(a: ValidateArgs) -> Result<u8, Failure> {
     check_tear(a.tear)?;
     let mut workloads = Vec::new();
     for (i, w) in a.workload.iter().enumerate() {
-        let argv = shlex::split(w).filter(|v| !v.is_empty()).ok_or_else(|| Failure::input(format!("--workload {w:?}: empty or unbalanced quotes")))?;
-        let name = std::path::Path::new(&argv[0]).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| format!("workload-{i}"));
+        let argv = shlex::split(w).filter(|v| !v.is_empty()).ok_or_else(|| {
+            Failure::input(format!("--workload {w:?}: empty or unbalanced quotes"))
+        })?;
+        let name = std::path::Path::new(&argv[0])
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| format!("workload-{i}"));
         workloads.push(WorkloadSpec { name, argv });
     }
     if workloads.is_empty() && a.generated == 0 {
-        return Err(Failure::input("no workloads: give --workload CMD or --generated N"));
+        return Err(Failure::input(
+            "no workloads: give --workload CMD or --generated N",
+        ));
     }
     if let Some(j) = &a.json {
-        std::fs::OpenOptions::new().create(true).append(true).open(j).map_err(|e| Failure::input(format!("--json {}: {e}", j.display())))?;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(j)
+            .map_err(|e| Failure::input(format!("--json {}: {e}", j.display())))?;
     }
     need_root()?;
-    let gen_dir = tempfile::Builder::new().prefix("intact-blk-workloads.").tempdir().map_err(|e| Failure::internal(format!("temp dir: {e}")))?;
+    let gen_dir = tempfile::Builder::new()
+        .prefix("intact-blk-workloads.")
+        .tempdir()
+        .map_err(|e| Failure::internal(format!("temp dir: {e}")))?;
     workloads.extend(generated(a.seed, a.generated, gen_dir.path()).map_err(Failure::internal)?);
-    let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    let jobs = a.jobs.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
     let tools = tools()?;
     let mut results = Vec::new();
     let mut failed = Vec::new();
@@ -402,7 +537,12 @@ fn validate_cmd(a: ValidateArgs) -> Result<u8, Failure> {
             fs: *fs,
             apm: apms[fs].clone(),
             mount_options: mopts.get(fs).cloned().unwrap_or_default(),
-            gen: GenConfig { seed: a.seed, max_images: a.max_images, tear: a.tear, ..GenConfig::default() },
+            gen: GenConfig {
+                seed: a.seed,
+                max_images: a.max_images,
+                tear: a.tear,
+                ..GenConfig::default()
+            },
             jobs,
             max_states: a.max_states,
             scratch: a.scratch.clone(),
@@ -410,7 +550,10 @@ fn validate_cmd(a: ValidateArgs) -> Result<u8, Failure> {
         };
         for w in &workloads {
             if interrupted() {
-                return Err(Failure { code: 130, message: "interrupted; no report".into() });
+                return Err(Failure {
+                    code: 130,
+                    message: "interrupted; no report".into(),
+                });
             }
             match validate_workload(w, &cfg, &interrupted) {
                 Ok(r) => {
@@ -430,7 +573,12 @@ fn validate_cmd(a: ValidateArgs) -> Result<u8, Failure> {
                     );
                     results.push(r);
                 }
-                Err(e) if e == "interrupted" => return Err(Failure { code: 130, message: "interrupted; no report".into() }),
+                Err(e) if e == "interrupted" => {
+                    return Err(Failure {
+                        code: 130,
+                        message: "interrupted; no report".into(),
+                    })
+                }
                 Err(e) => {
                     eprintln!("intact: {} {}: {e}", fs.name(), w.name);
                     failed.push(format!("{} {}: {e}", fs.name(), w.name));
@@ -441,10 +589,18 @@ fn validate_cmd(a: ValidateArgs) -> Result<u8, Failure> {
     print!("{}", render_validation(&results, a.show));
     if let Some(j) = &a.json {
         let v = serde_json::json!({ "schema": "intact-blk-validate/1", "seed": a.seed, "results": results, "failed_workloads": failed });
-        std::fs::write(j, serde_json::to_string_pretty(&v).unwrap_or_default() + "\n").map_err(|e| Failure::input(format!("--json {}: {e}", j.display())))?;
+        std::fs::write(
+            j,
+            serde_json::to_string_pretty(&v).unwrap_or_default() + "\n",
+        )
+        .map_err(|e| Failure::input(format!("--json {}: {e}", j.display())))?;
     }
     if !failed.is_empty() {
-        return Err(Failure::internal(format!("{} workload runs could not be validated:\n  {}", failed.len(), failed.join("\n  "))));
+        return Err(Failure::internal(format!(
+            "{} workload runs could not be validated:\n  {}",
+            failed.len(),
+            failed.join("\n  ")
+        )));
     }
     Ok(u8::from(results.iter().any(|r| !r.findings.is_empty())))
 }
@@ -456,17 +612,29 @@ fn render_validation(results: &[intact_blk::validate::WorkloadResult], show: usi
     let _ = writeln!(o, "|---|---|---:|---:|---:|---:|---:|---:|---:|");
     let mut order: Vec<(FsKind, &str, &str)> = Vec::new();
     for r in results {
-        if !order.iter().any(|(f, a, m)| *f == r.fs && *a == r.apm && *m == r.mount_options) {
+        if !order
+            .iter()
+            .any(|(f, a, m)| *f == r.fs && *a == r.apm && *m == r.mount_options)
+        {
             order.push((r.fs, &r.apm, &r.mount_options));
         }
     }
     for (fs, apm, mo) in order {
-        let rs: Vec<_> = results.iter().filter(|r| r.fs == fs && r.apm == apm && r.mount_options == mo).collect();
-        let sum = |f: &dyn Fn(&&intact_blk::validate::WorkloadResult) -> usize| rs.iter().map(f).sum::<usize>();
+        let rs: Vec<_> = results
+            .iter()
+            .filter(|r| r.fs == fs && r.apm == apm && r.mount_options == mo)
+            .collect();
+        let sum = |f: &dyn Fn(&&intact_blk::validate::WorkloadResult) -> usize| {
+            rs.iter().map(f).sum::<usize>()
+        };
         let _ = writeln!(
             o,
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            if mo.is_empty() { fs.name().to_string() } else { format!("{} -o {mo}", fs.name()) },
+            if mo.is_empty() {
+                fs.name().to_string()
+            } else {
+                format!("{} -o {mo}", fs.name())
+            },
             apm,
             rs.len(),
             sum(&|r| r.images),
@@ -478,15 +646,30 @@ fn render_validation(results: &[intact_blk::validate::WorkloadResult], show: usi
         );
     }
     for r in results.iter().filter(|r| !r.findings.is_empty()) {
-        let _ = writeln!(o, "\nfindings: {} on {} under {} ({} findings)", r.workload.name, r.fs.name(), r.apm, r.findings.len());
+        let _ = writeln!(
+            o,
+            "\nfindings: {} on {} under {} ({} findings)",
+            r.workload.name,
+            r.fs.name(),
+            r.apm,
+            r.findings.len()
+        );
         let _ = writeln!(o, "  workload: {}", r.workload.argv.join(" "));
         let _ = writeln!(o, "  operations:");
         for op in &r.ops {
             let _ = writeln!(o, "    {op}");
         }
         for f in r.findings.iter().take(show) {
-            let torn = f.torn.as_ref().map(|t| format!(", record {} torn", t.record)).unwrap_or_default();
-            let _ = writeln!(o, "  image {} ({:?}: epochs < {} + records {:?}{torn}): {}", f.image, f.kind, f.epoch, f.members, f.what);
+            let torn = f
+                .torn
+                .as_ref()
+                .map(|t| format!(", record {} torn", t.record))
+                .unwrap_or_default();
+            let _ = writeln!(
+                o,
+                "  image {} ({:?}: epochs < {} + records {:?}{torn}): {}",
+                f.image, f.kind, f.epoch, f.members, f.what
+            );
             for l in &f.recovered {
                 let _ = writeln!(o, "      recovered: {l}");
             }
@@ -500,7 +683,9 @@ fn render_validation(results: &[intact_blk::validate::WorkloadResult], show: usi
 
 fn check_tear(t: u64) -> Result<(), Failure> {
     if t == 0 || !t.is_multiple_of(512) || t > 1 << 20 {
-        return Err(Failure::input(format!("--tear {t}: a multiple of 512 bytes, at most 1 MiB (512 or 4096 are usual)")));
+        return Err(Failure::input(format!(
+            "--tear {t}: a multiple of 512 bytes, at most 1 MiB (512 or 4096 are usual)"
+        )));
     }
     Ok(())
 }

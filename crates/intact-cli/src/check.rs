@@ -42,7 +42,12 @@ pub struct CheckOpts {
     pub checker: String,
     /// APMs to explore: built-in names (see `intact apm list`) or .toml files; comma-separated
     /// or repeated. The report says which APMs expose each vulnerability.
-    #[arg(long, value_delimiter = ',', default_value = "default", value_name = "APM")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "default",
+        value_name = "APM"
+    )]
     pub apm: Vec<String>,
     /// Exploration strategy.
     #[arg(long, value_enum, default_value = "alice")]
@@ -96,9 +101,11 @@ pub struct CheckOpts {
 }
 
 #[derive(clap::Args)]
-#[command(after_help = "Exit status: 0 no vulnerability; 1 vulnerabilities found; 2 usage or input error \
+#[command(
+    after_help = "Exit status: 0 no vulnerability; 1 vulnerabilities found; 2 usage or input error \
 (bad bundle, APM or checker; or the checker rejects the workload's own initial or final state); 3 internal error; \
-130 interrupted (no report).")]
+130 interrupted (no report)."
+)]
 pub struct CheckArgs {
     /// The bundle written by `intact record`.
     pub bundle: PathBuf,
@@ -107,7 +114,9 @@ pub struct CheckArgs {
 }
 
 #[derive(clap::Args)]
-#[command(after_help = "Exit status as for `intact check`; a workload that fails while recorded is an input error (2).")]
+#[command(
+    after_help = "Exit status as for `intact check`; a workload that fails while recorded is an input error (2)."
+)]
 pub struct RunArgs {
     /// Directory whose crash consistency matters.
     #[arg(long, default_value = ".")]
@@ -133,7 +142,10 @@ pub fn run(a: RunArgs) -> Result<u8, Failure> {
     let out = match &a.out {
         Some(p) => p.clone(),
         None => {
-            tmp = tempfile::Builder::new().prefix("intact-run-").tempdir().map_err(|e| Failure::internal(format!("creating a temporary directory: {e}")))?;
+            tmp = tempfile::Builder::new()
+                .prefix("intact-run-")
+                .tempdir()
+                .map_err(|e| Failure::internal(format!("creating a temporary directory: {e}")))?;
             tmp.path().join("bundle")
         }
     };
@@ -190,7 +202,8 @@ fn resolve_apms(names: &[String]) -> Result<Vec<Apm>, Failure> {
 }
 
 fn parse_checker(s: &str) -> Result<Vec<String>, Failure> {
-    let v = shlex::split(s).ok_or_else(|| Failure::input(format!("--checker {s:?}: unbalanced quotes")))?;
+    let v = shlex::split(s)
+        .ok_or_else(|| Failure::input(format!("--checker {s:?}: unbalanced quotes")))?;
     if v.is_empty() {
         return Err(Failure::input("--checker: empty command"));
     }
@@ -201,7 +214,11 @@ fn parse_checker(s: &str) -> Result<Vec<String>, Failure> {
 fn locator(filter: Option<FrameFilter>) -> impl Fn(&Op) -> String {
     move |op: &Op| match ops_view::location(filter.as_ref(), op) {
         Some(f) => f.display(),
-        None => format!("{}({}) [no stack]", op.syscall, op.path.as_deref().unwrap_or("")),
+        None => format!(
+            "{}({}) [no stack]",
+            op.syscall,
+            op.path.as_deref().unwrap_or("")
+        ),
     }
 }
 
@@ -240,7 +257,14 @@ struct Driver<'a> {
 
 impl Driver<'_> {
     /// Hash, deduplicate, submit. Returns false when the run was interrupted.
-    fn submit(&mut self, apm: usize, probes: &mut Vec<Probe>, prov: Provenance, fs: CrashFs, desc: String) -> Result<bool, CrashFsError> {
+    fn submit(
+        &mut self,
+        apm: usize,
+        probes: &mut Vec<Probe>,
+        prov: Provenance,
+        fs: CrashFs,
+        desc: String,
+    ) -> Result<bool, CrashFsError> {
         if interrupted() {
             return Ok(false);
         }
@@ -253,15 +277,37 @@ impl Driver<'_> {
             let id = self.next_id;
             self.next_id += 1;
             let sid = format!("s{id}");
-            self.seen.insert(hash, Seen { id: sid.clone(), desc: desc.clone(), verdict: None });
+            self.seen.insert(
+                hash,
+                Seen {
+                    id: sid.clone(),
+                    desc: desc.clone(),
+                    verdict: None,
+                },
+            );
             self.stats[apm].checked += 1;
             let keep_copy = (self.keep.is_some() || self.failing.is_some()).then(|| fs.clone());
-            self.pending.insert(id, Pending { hash, apm, state: keep_copy });
+            self.pending.insert(
+                id,
+                Pending {
+                    hash,
+                    apm,
+                    state: keep_copy,
+                },
+            );
             if let Some(u) = &mut self.units {
                 u.submit(id, &sid, hash, &prov, &fs)?;
             } else {
                 let stdout = fs.stdout.to_vec();
-                let job = Job { id, state_id: sid, stdout, materialise: Box::new(move |d: &Path| fs.materialise(d).map_err(|e| e.to_string())), release: None };
+                let job = Job {
+                    id,
+                    state_id: sid,
+                    stdout,
+                    materialise: Box::new(move |d: &Path| {
+                        fs.materialise(d).map_err(|e| e.to_string())
+                    }),
+                    release: None,
+                };
                 if self.runner().submit(job).is_err() {
                     return Ok(false);
                 }
@@ -273,7 +319,9 @@ impl Driver<'_> {
     }
 
     fn runner(&self) -> &Runner {
-        self.runner.as_ref().expect("the runner lives until the report")
+        self.runner
+            .as_ref()
+            .expect("the runner lives until the report")
     }
 
     fn collect(&mut self) {
@@ -287,15 +335,31 @@ impl Driver<'_> {
         let failed: usize = self.stats.iter().map(|s| s.failed).sum();
         let built: usize = self.stats.iter().map(|s| s.constructed).sum();
         let (distinct, pending) = (self.seen.len(), self.pending.len());
-        self.progress.update(built, distinct, distinct - pending.min(distinct), failed);
+        self.progress
+            .update(built, distinct, distinct - pending.min(distinct), failed);
     }
 
     fn record(&mut self, o: intact_check::Outcome) {
-        let Some(p) = self.pending.remove(&o.id) else { return };
+        let Some(p) = self.pending.remove(&o.id) else {
+            return;
+        };
         let verdict = match o.verdict {
-            RVerdict::Pass => Verdict { pass: true, timeout: false, message: String::new() },
-            RVerdict::Fail { code, signal, stderr, stdout } => {
-                let mut message = if stderr.trim().is_empty() { stdout.trim().to_string() } else { stderr.trim().to_string() };
+            RVerdict::Pass => Verdict {
+                pass: true,
+                timeout: false,
+                message: String::new(),
+            },
+            RVerdict::Fail {
+                code,
+                signal,
+                stderr,
+                stdout,
+            } => {
+                let mut message = if stderr.trim().is_empty() {
+                    stdout.trim().to_string()
+                } else {
+                    stderr.trim().to_string()
+                };
                 if message.is_empty() {
                     message = match (code, signal) {
                         (Some(c), _) => format!("(exit status {c}, no output)"),
@@ -303,23 +367,49 @@ impl Driver<'_> {
                         _ => "(failed, no output)".into(),
                     };
                 }
-                Verdict { pass: false, timeout: false, message }
+                Verdict {
+                    pass: false,
+                    timeout: false,
+                    message,
+                }
             }
-            RVerdict::Timeout { after } => Verdict { pass: false, timeout: true, message: format!("timed out after {:.1} s", after.as_secs_f64()) },
+            RVerdict::Timeout { after } => Verdict {
+                pass: false,
+                timeout: true,
+                message: format!("timed out after {:.1} s", after.as_secs_f64()),
+            },
             RVerdict::Error(e) => {
                 self.errors.push(e.clone());
-                Verdict { pass: false, timeout: true, message: format!("not checked: {e}") }
+                Verdict {
+                    pass: false,
+                    timeout: true,
+                    message: format!("not checked: {e}"),
+                }
             }
         };
-        let Some(seen) = self.seen.get_mut(&p.hash) else { return };
+        let Some(seen) = self.seen.get_mut(&p.hash) else {
+            return;
+        };
         if verdict.timeout {
             self.stats[p.apm].timeouts += 1;
-            self.timeouts.push(Example { state: seen.id.clone(), description: seen.desc.clone(), checker_message: verdict.message.clone() });
+            self.timeouts.push(Example {
+                state: seen.id.clone(),
+                description: seen.desc.clone(),
+                checker_message: verdict.message.clone(),
+            });
         } else if !verdict.pass {
             self.stats[p.apm].failed += 1;
             if let (Some(dir), Some(state)) = (&self.keep, &p.state) {
-                if let Err(e) = save_failing(dir, &seen.id, state, self.checker, &verdict.message, &seen.desc) {
-                    self.errors.push(format!("--keep-failing: saving {}: {e}", seen.id));
+                if let Err(e) = save_failing(
+                    dir,
+                    &seen.id,
+                    state,
+                    self.checker,
+                    &verdict.message,
+                    &seen.desc,
+                ) {
+                    self.errors
+                        .push(format!("--keep-failing: saving {}: {e}", seen.id));
                 }
             }
             if let (Some(f), Some(state)) = (&mut self.failing, p.state) {
@@ -351,18 +441,40 @@ impl Driver<'_> {
     }
 }
 
-fn save_failing(dir: &Path, id: &str, state: &CrashFs, checker: &[String], message: &str, desc: &str) -> Result<(), String> {
+fn save_failing(
+    dir: &Path,
+    id: &str,
+    state: &CrashFs,
+    checker: &[String],
+    message: &str,
+    desc: &str,
+) -> Result<(), String> {
     save_state(&dir.join(id), id, state, checker, message, desc, "")
 }
 
 /// `d/{crash,stdout,README}`: the state, what the workload had printed, and how to rerun
 /// the checker on a copy.
-fn save_state(d: &Path, id: &str, state: &CrashFs, checker: &[String], message: &str, desc: &str, title: &str) -> Result<(), String> {
+fn save_state(
+    d: &Path,
+    id: &str,
+    state: &CrashFs,
+    checker: &[String],
+    message: &str,
+    desc: &str,
+    title: &str,
+) -> Result<(), String> {
     let crash = d.join("crash");
     std::fs::create_dir_all(&crash).map_err(|e| format!("{}: {e}", crash.display()))?;
     state.materialise(&crash).map_err(|e| e.to_string())?;
     std::fs::write(d.join("stdout"), &state.stdout[..]).map_err(|e| e.to_string())?;
-    let quoted: Vec<String> = checker.iter().map(|a| shlex::try_quote(a).map(|c| c.into_owned()).unwrap_or_else(|_| a.clone())).collect();
+    let quoted: Vec<String> = checker
+        .iter()
+        .map(|a| {
+            shlex::try_quote(a)
+                .map(|c| c.into_owned())
+                .unwrap_or_else(|_| a.clone())
+        })
+        .collect();
     let info = format!(
         "{title}state {id}: {desc}\nchecker said: {message}\n\nreproduce (the checker may modify the copy):\n  cp -a {crash} /tmp/{id} && INTACT_WORKER=0 INTACT_STATE={id} {} /tmp/{id} {}\n",
         quoted.join(" "),
@@ -373,7 +485,12 @@ fn save_state(d: &Path, id: &str, state: &CrashFs, checker: &[String], message: 
     Ok(())
 }
 
-pub fn check_bundle(bundle_path: &Path, o: &CheckOpts, apms: Vec<Apm>, checker: Vec<String>) -> Result<u8, Failure> {
+pub fn check_bundle(
+    bundle_path: &Path,
+    o: &CheckOpts,
+    apms: Vec<Apm>,
+    checker: Vec<String>,
+) -> Result<u8, Failure> {
     let started = Instant::now();
     // --emit-states writes no report: leave its outputs alone.
     let emit_opts = crate::units::emit_view(o);
@@ -384,27 +501,51 @@ pub fn check_bundle(bundle_path: &Path, o: &CheckOpts, apms: Vec<Apm>, checker: 
     let initial = b.initial().map_err(|e| Failure::input(e.to_string()))?;
     let final_state = b.final_state().map_err(|e| Failure::input(e.to_string()))?;
     if !o.timeout.is_finite() || o.timeout <= 0.0 {
-        return Err(Failure::input("--timeout must be a positive number of seconds"));
+        return Err(Failure::input(
+            "--timeout must be a positive number of seconds",
+        ));
     }
     if o.jobs == Some(0) {
         return Err(Failure::input("--jobs must be at least 1"));
     }
     let filter = ops_view::refilter(&b, &o.frame_skip, &o.frame_keep)?;
     o.outputs.check_writable()?;
-    for (flag, k) in [("--keep-failing", &o.keep_failing), ("--keep-examples", &o.keep_examples)] {
+    for (flag, k) in [
+        ("--keep-failing", &o.keep_failing),
+        ("--keep-examples", &o.keep_examples),
+    ] {
         let Some(k) = k else { continue };
-        if k.exists() && std::fs::read_dir(k).map(|mut d| d.next().is_some()).unwrap_or(true) {
-            return Err(Failure::input(format!("{flag} {}: exists and is not empty (choose a new directory)", k.display())));
+        if k.exists()
+            && std::fs::read_dir(k)
+                .map(|mut d| d.next().is_some())
+                .unwrap_or(true)
+        {
+            return Err(Failure::input(format!(
+                "{flag} {}: exists and is not empty (choose a new directory)",
+                k.display()
+            )));
         }
-        std::fs::create_dir_all(k).map_err(|e| Failure::input(format!("{flag} {}: {e}", k.display())))?;
+        std::fs::create_dir_all(k)
+            .map_err(|e| Failure::input(format!("{flag} {}: {e}", k.display())))?;
     }
-    let universe = CrashFs::universe(&initial, &ops).map_err(|e| Failure::input(format!("bundle {}: {e}", bundle_path.display())))?;
+    let universe = CrashFs::universe(&initial, &ops)
+        .map_err(|e| Failure::input(format!("bundle {}: {e}", bundle_path.display())))?;
     let mut programs = Vec::new();
     for a in &apms {
-        let p = Program::build(a, &ops, &initial, blob.len() as u64).map_err(|e| Failure::input(format!("bundle {} under APM {}: {e}", bundle_path.display(), a.name)))?;
+        let p = Program::build(a, &ops, &initial, blob.len() as u64).map_err(|e| {
+            Failure::input(format!(
+                "bundle {} under APM {}: {e}",
+                bundle_path.display(),
+                a.name
+            ))
+        })?;
         programs.push(p);
     }
-    let jobs = o.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    let jobs = o.jobs.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
     let units = crate::units::Store::open(o, bundle_path, &apms, &checker)?;
     let runner = if units.is_some() {
         None
@@ -434,7 +575,15 @@ pub fn check_bundle(bundle_path: &Path, o: &CheckOpts, apms: Vec<Apm>, checker: 
         stats: apms
             .iter()
             .zip(&programs)
-            .map(|(a, p)| ApmStats { apm: a.name.clone(), explore: o.explore.name().into(), micro_ops: p.micros.len(), units: p.units.len(), calls: p.calls.len(), complete: true, ..Default::default() })
+            .map(|(a, p)| ApmStats {
+                apm: a.name.clone(),
+                explore: o.explore.name().into(),
+                micro_ops: p.micros.len(),
+                units: p.units.len(),
+                calls: p.calls.len(),
+                complete: true,
+                ..Default::default()
+            })
             .collect(),
         errors: Vec::new(),
         timeouts: Vec::new(),
@@ -458,16 +607,30 @@ pub fn check_bundle(bundle_path: &Path, o: &CheckOpts, apms: Vec<Apm>, checker: 
         let mut go = true;
         // Sanity first: the state before the workload and the one it left must pass.
         {
-            let mut emit = |p: Provenance, s: CrashFs, desc: String| d.submit(ai, &mut probes, p, s, desc);
-            emit(Provenance::Prefix { calls: 0 }, exp.prefix_state(0), "before the workload ran".into()).map_err(internal)?;
-            emit(Provenance::Prefix { calls: n }, exp.full().clone(), "after the workload finished (no crash)".into()).map_err(internal)?;
+            let mut emit =
+                |p: Provenance, s: CrashFs, desc: String| d.submit(ai, &mut probes, p, s, desc);
+            emit(
+                Provenance::Prefix { calls: 0 },
+                exp.prefix_state(0),
+                "before the workload ran".into(),
+            )
+            .map_err(internal)?;
+            emit(
+                Provenance::Prefix { calls: n },
+                exp.full().clone(),
+                "after the workload finished (no crash)".into(),
+            )
+            .map_err(internal)?;
         }
         if !d.settle() {
             go = false;
         }
         if go && ai == 0 {
             for (k, what) in [(0usize, "initial"), (n, "final")] {
-                let p = probes.iter().find(|p| p.prov == Provenance::Prefix { calls: k }).expect("sanity probe");
+                let p = probes
+                    .iter()
+                    .find(|p| p.prov == Provenance::Prefix { calls: k })
+                    .expect("sanity probe");
                 if let Some(v) = d.verdict(&p.hash) {
                     if v.timeout {
                         drop(d);
@@ -489,7 +652,9 @@ pub fn check_bundle(bundle_path: &Path, o: &CheckOpts, apms: Vec<Apm>, checker: 
         if go {
             let r = match o.explore {
                 Explore::Alice => {
-                    let mut emit = |p: Provenance, s: CrashFs, desc: String| d.submit(ai, &mut probes, p, s, desc);
+                    let mut emit = |p: Provenance, s: CrashFs, desc: String| {
+                        d.submit(ai, &mut probes, p, s, desc)
+                    };
                     exp.prefixes(&mut emit).map_err(internal)?;
                     // Work units: the prefix verdicts come in a later round.
                     if !d.settle() || d.units.as_ref().is_some_and(|u| u.blocked()) {
@@ -504,7 +669,9 @@ pub fn check_bundle(bundle_path: &Path, o: &CheckOpts, apms: Vec<Apm>, checker: 
                         }
                     }
                     if go {
-                        let mut emit = |p: Provenance, s: CrashFs, desc: String| d.submit(ai, &mut probes, p, s, desc);
+                        let mut emit = |p: Provenance, s: CrashFs, desc: String| {
+                            d.submit(ai, &mut probes, p, s, desc)
+                        };
                         exp.atomicity(&excluded, &mut emit).map_err(internal)?;
                         exp.reorderings(&excluded, &mut emit).map_err(internal)?;
                     }
@@ -513,16 +680,19 @@ pub fn check_bundle(bundle_path: &Path, o: &CheckOpts, apms: Vec<Apm>, checker: 
                 Explore::Exhaustive => {
                     let max = o.max_states;
                     let start_distinct = d.seen.len();
-                    let mut emit = |p: Provenance, s: CrashFs, desc: String| -> Result<bool, CrashFsError> {
-                        if d.seen.len() - start_distinct >= max {
-                            return Ok(false);
-                        }
-                        d.submit(ai, &mut probes, p, s, desc)
-                    };
+                    let mut emit =
+                        |p: Provenance, s: CrashFs, desc: String| -> Result<bool, CrashFsError> {
+                            if d.seen.len() - start_distinct >= max {
+                                return Ok(false);
+                            }
+                            d.submit(ai, &mut probes, p, s, desc)
+                        };
                     exp.exhaustive(&mut emit).map_err(internal)?
                 }
                 Explore::Random => {
-                    let mut emit = |p: Provenance, s: CrashFs, desc: String| d.submit(ai, &mut probes, p, s, desc);
+                    let mut emit = |p: Provenance, s: CrashFs, desc: String| {
+                        d.submit(ai, &mut probes, p, s, desc)
+                    };
                     exp.random(o.samples, o.seed, &mut emit).map_err(internal)?;
                     true
                 }
@@ -561,16 +731,27 @@ pub fn check_bundle(bundle_path: &Path, o: &CheckOpts, apms: Vec<Apm>, checker: 
         }
     }
     if interrupted_run {
-        return Err(Failure { code: 130, message: "interrupted: no report written (scratch space removed)".into() });
+        return Err(Failure {
+            code: 130,
+            message: "interrupted: no report written (scratch space removed)".into(),
+        });
     }
     // Report.
     let loc = locator(filter);
     let summary = |op: &Op| ops_view::describe(op, &blob);
-    let state_ids: HashMap<StateHash, String> = d.seen.iter().map(|(h, s)| (*h, s.id.clone())).collect();
+    let state_ids: HashMap<StateHash, String> =
+        d.seen.iter().map(|(h, s)| (*h, s.id.clone())).collect();
     let mut dynamic = Vec::new();
     for (ai, prog) in programs.iter().enumerate() {
-        let Some(probes) = all_probes.get(ai) else { continue };
-        let run = ApmRun { prog, ops: &ops, probes, state_ids: &state_ids };
+        let Some(probes) = all_probes.get(ai) else {
+            continue;
+        };
+        let run = ApmRun {
+            prog,
+            ops: &ops,
+            probes,
+            state_ids: &state_ids,
+        };
         dynamic.extend(run.dynamics(&|h| d.verdict(h), &loc, &summary));
     }
     let statics = intact_report::statics(&dynamic);
@@ -587,25 +768,53 @@ pub fn check_bundle(bundle_path: &Path, o: &CheckOpts, apms: Vec<Apm>, checker: 
     if let (Some(dir), Some(failing)) = (&o.keep_examples, &d.failing) {
         for s in &report.statics {
             let ex = &s.example;
-            let Some(state) = failing.get(&ex.state) else { continue };
-            let title = format!("static vulnerability #{} [{}] {}\n", s.id, s.categories_label(), s.title());
-            if let Err(e) = save_state(&dir.join(format!("v{}", s.id)), &ex.state, state, &checker, &ex.checker_message, &ex.description, &title) {
-                d.errors.push(format!("--keep-examples: saving the example of #{}: {e}", s.id));
+            let Some(state) = failing.get(&ex.state) else {
+                continue;
+            };
+            let title = format!(
+                "static vulnerability #{} [{}] {}\n",
+                s.id,
+                s.categories_label(),
+                s.title()
+            );
+            if let Err(e) = save_state(
+                &dir.join(format!("v{}", s.id)),
+                &ex.state,
+                state,
+                &checker,
+                &ex.checker_message,
+                &ex.description,
+                &title,
+            ) {
+                d.errors.push(format!(
+                    "--keep-examples: saving the example of #{}: {e}",
+                    s.id
+                ));
             }
         }
     }
-    print!("{}", intact_report::render_text(&report, o.keep_failing.as_ref().and_then(|p| p.to_str())));
+    print!(
+        "{}",
+        intact_report::render_text(&report, o.keep_failing.as_ref().and_then(|p| p.to_str()))
+    );
     if let Some(j) = &o.json {
-        let text = serde_json::to_string_pretty(&report).map_err(|e| Failure::internal(e.to_string()))?;
+        let text =
+            serde_json::to_string_pretty(&report).map_err(|e| Failure::internal(e.to_string()))?;
         let tmp = j.with_extension("json.partial");
-        std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, j)).map_err(|e| Failure::input(format!("--json {}: {e}", j.display())))?;
+        std::fs::write(&tmp, text)
+            .and_then(|_| std::fs::rename(&tmp, j))
+            .map_err(|e| Failure::input(format!("--json {}: {e}", j.display())))?;
     }
     if !o.outputs.is_empty() {
         let v = serde_json::to_value(&report).map_err(|e| Failure::internal(e.to_string()))?;
         o.outputs.write(&v)?;
     }
     if !d.errors.is_empty() {
-        return Err(Failure::internal(format!("{} state(s) could not be checked; first: {}", d.errors.len(), d.errors[0])));
+        return Err(Failure::internal(format!(
+            "{} state(s) could not be checked; first: {}",
+            d.errors.len(),
+            d.errors[0]
+        )));
     }
     Ok(if report.statics.is_empty() { 0 } else { 1 })
 }

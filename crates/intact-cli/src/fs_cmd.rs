@@ -68,16 +68,27 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         Some('T') => (&t[..t.len() - 1], 1 << 40),
         _ => (t, 1),
     };
-    let n: u64 = num.trim().parse().map_err(|_| format!("size {s:?}: expected a number with an optional K, M, G or T suffix"))?;
-    n.checked_mul(mult).ok_or(format!("size {s:?} is too large"))
+    let n: u64 = num.trim().parse().map_err(|_| {
+        format!("size {s:?}: expected a number with an optional K, M, G or T suffix")
+    })?;
+    n.checked_mul(mult)
+        .ok_or(format!("size {s:?} is too large"))
 }
 
 fn open(image: &Path) -> Result<(ImageDevice, ImageLock), Failure> {
     if !image.exists() {
-        return Err(Failure::input(format!("{}: no such file (create one with `intact fs mkfs {} --size 1G`)", image.display(), image.display())));
+        return Err(Failure::input(format!(
+            "{}: no such file (create one with `intact fs mkfs {} --size 1G`)",
+            image.display(),
+            image.display()
+        )));
     }
     let lock = lock(image)?;
-    Ok((ImageDevice::open(image, BLOCK).map_err(|e| Failure::input(format!("{}: {e}", image.display())))?, lock))
+    Ok((
+        ImageDevice::open(image, BLOCK)
+            .map_err(|e| Failure::input(format!("{}: {e}", image.display())))?,
+        lock,
+    ))
 }
 
 /// A mounted image must not be checked, dumped or overwritten meanwhile.
@@ -197,13 +208,20 @@ pub fn fs(cmd: FsCmd) -> Result<u8, Failure> {
 
 /// A file system id: distinguishes records of an earlier file system on the same device.
 fn uuid() -> u64 {
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
     (t.as_nanos() as u64) ^ ((std::process::id() as u64) << 32)
 }
 
 /// `mkfs --device pmem`: a new image file of `size` bytes (whole 4 KiB blocks), formatted by
 /// the persistent-memory engine (`PmemFs::mkfs` on a `PmemFile`).
-fn mkfs_pmem(image: &Path, size: Option<String>, journal: Option<String>, force: bool) -> Result<u8, Failure> {
+fn mkfs_pmem(
+    image: &Path,
+    size: Option<String>,
+    journal: Option<String>,
+    force: bool,
+) -> Result<u8, Failure> {
     use intactfs_device::PmemFile;
     use intactfs_pmem::{MkfsOptions as PmemMkfs, PmemFs, BLOCK as PBLOCK};
     let Some(size) = size else {
@@ -211,11 +229,26 @@ fn mkfs_pmem(image: &Path, size: Option<String>, journal: Option<String>, force:
     };
     let bytes = parse_size(&size).map_err(Failure::input)? / PBLOCK * PBLOCK;
     let exists = image.exists();
-    if exists && !std::fs::metadata(image).map(|m| m.is_file()).unwrap_or(false) {
-        return Err(Failure::input(format!("{} is not a regular file: a pmem image is a file of its own", image.display())));
+    if exists
+        && !std::fs::metadata(image)
+            .map(|m| m.is_file())
+            .unwrap_or(false)
+    {
+        return Err(Failure::input(format!(
+            "{} is not a regular file: a pmem image is a file of its own",
+            image.display()
+        )));
     }
-    if exists && !force && std::fs::metadata(image).map(|m| m.len() > 0).unwrap_or(true) {
-        return Err(Failure::input(format!("{} exists and is not empty: pass --force to overwrite it", image.display())));
+    if exists
+        && !force
+        && std::fs::metadata(image)
+            .map(|m| m.len() > 0)
+            .unwrap_or(true)
+    {
+        return Err(Failure::input(format!(
+            "{} exists and is not empty: pass --force to overwrite it",
+            image.display()
+        )));
     }
     // Held until mkfs is done: a mounted image is never overwritten.
     let held = if exists { Some(lock(image)?) } else { None };
@@ -223,7 +256,9 @@ fn mkfs_pmem(image: &Path, size: Option<String>, journal: Option<String>, force:
     if let Some(j) = journal {
         let entries = parse_size(&j).map_err(Failure::input)? / 64;
         if !(16..=u32::MAX as u64).contains(&entries) {
-            return Err(Failure::input(format!("--journal {j}: a pmem log holds 16 to 2^32 entries of 64 bytes (at least 1K)")));
+            return Err(Failure::input(format!(
+                "--journal {j}: a pmem log holds 16 to 2^32 entries of 64 bytes (at least 1K)"
+            )));
         }
         opts.log_entries = entries;
     }
@@ -264,8 +299,10 @@ fn fsck_pmem(image: &Path, json: bool) -> Result<u8, Failure> {
     use intactfs_device::PmemSim;
     use intactfs_pmem::PmemFs;
     let _lock = lock(image)?;
-    let bytes = std::fs::read(image).map_err(|e| Failure::input(format!("{}: {e}", image.display())))?;
-    let dev = PmemSim::from_image(bytes).map_err(|e| Failure::input(format!("{}: {e}", image.display())))?;
+    let bytes =
+        std::fs::read(image).map_err(|e| Failure::input(format!("{}: {e}", image.display())))?;
+    let dev = PmemSim::from_image(bytes)
+        .map_err(|e| Failure::input(format!("{}: {e}", image.display())))?;
     let checked = PmemFs::mount(dev).and_then(|(fs, rep)| fs.check().map(|_| (fs, rep)));
     let (notes, problem) = match &checked {
         Ok((fs, rep)) => {
@@ -298,7 +335,15 @@ fn fsck_pmem(image: &Path, json: bool) -> Result<u8, Failure> {
         if let Some(p) = &problem {
             println!("DAMAGE: {p}");
         }
-        println!("{}: {}", image.display(), if clean { "clean" } else { "damaged: a mount refuses it" });
+        println!(
+            "{}: {}",
+            image.display(),
+            if clean {
+                "clean"
+            } else {
+                "damaged: a mount refuses it"
+            }
+        );
     }
     Ok(if clean { 0 } else { 1 })
 }

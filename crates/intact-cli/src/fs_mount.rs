@@ -107,7 +107,10 @@ pub struct ExecArgs {
 fn failure(e: MountError) -> Failure {
     match e {
         MountError::Input(m) => Failure::input(m),
-        MountError::Failed(m) => Failure { code: 1, message: m },
+        MountError::Failed(m) => Failure {
+            code: 1,
+            message: m,
+        },
     }
 }
 
@@ -127,7 +130,10 @@ fn runtime_dir() -> PathBuf {
 /// The state file of a mount point: "pid\nimage\nlog\n".
 fn state_file(mnt: &Path) -> PathBuf {
     let abs = std::path::absolute(mnt).unwrap_or_else(|_| mnt.to_path_buf());
-    runtime_dir().join(format!("mount-{:016x}", control::stream_id(&abs.display().to_string())))
+    runtime_dir().join(format!(
+        "mount-{:016x}",
+        control::stream_id(&abs.display().to_string())
+    ))
 }
 
 struct MountState {
@@ -138,12 +144,18 @@ struct MountState {
 fn read_state(mnt: &Path) -> Option<MountState> {
     let s = std::fs::read_to_string(state_file(mnt)).ok()?;
     let mut l = s.lines();
-    Some(MountState { pid: l.next()?.parse().ok()?, image: l.next()?.to_string() })
+    Some(MountState {
+        pid: l.next()?.parse().ok()?,
+        image: l.next()?.to_string(),
+    })
 }
 
 /// Alive and not a zombie.
 fn alive(pid: i32) -> bool {
-    u32::try_from(pid).ok().and_then(intactfs_fuse::procs::stat_fields).is_some_and(|f| f.first().is_some_and(|st| st != "Z" && st != "X"))
+    u32::try_from(pid)
+        .ok()
+        .and_then(intactfs_fuse::procs::stat_fields)
+        .is_some_and(|f| f.first().is_some_and(|st| st != "Z" && st != "X"))
 }
 
 struct Options {
@@ -224,13 +236,30 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
             _ => return Err(Failure::input(format!("unknown mount option {o:?}: expected fsync=durable|ignore|osync, durability=SECONDS, private, xattr, noxattr, dirty_limit=SIZE, region_limit=SIZE, commit=SECONDS, locked_commit, nokillpriv, noreaddirplus, flushall, uring or pmem_nosync"))),
         }
     }
-    Ok(Options { fsync, private, xattr, dirty_limit, region_limit, commit_interval, durability_timeout, locked_commit, caps, pmem_sync, uring, block_only })
+    Ok(Options {
+        fsync,
+        private,
+        xattr,
+        dirty_limit,
+        region_limit,
+        commit_interval,
+        durability_timeout,
+        locked_commit,
+        caps,
+        pmem_sync,
+        uring,
+        block_only,
+    })
 }
 
 pub fn mount(a: MountArgs) -> Result<u8, Failure> {
     let o = parse_options(&a.options)?;
     if !a.image.exists() {
-        return Err(Failure::input(format!("{}: no such file (create one with `intact fs mkfs {} --size 1G`)", a.image.display(), a.image.display())));
+        return Err(Failure::input(format!(
+            "{}: no such file (create one with `intact fs mkfs {} --size 1G`)",
+            a.image.display(),
+            a.image.display()
+        )));
     }
     mount::check_mountpoint(&a.mountpoint).map_err(failure)?;
     // SAFETY: geteuid cannot fail.
@@ -240,12 +269,31 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
         drop(mount::lock_image(&a.image).map_err(failure)?);
         return spawn_daemon(&a);
     }
-    let cfg = MountConfig { image: a.image.clone(), mountpoint: a.mountpoint.clone(), fsync: o.fsync, xattr: o.xattr, dirty_limit: o.dirty_limit, region_limit: o.region_limit, commit_interval: o.commit_interval, durability_timeout: o.durability_timeout, threads: a.threads, allow_other: root && !o.private, locked_commit: o.locked_commit, caps: o.caps, pmem_sync: o.pmem_sync, uring: o.uring };
+    let cfg = MountConfig {
+        image: a.image.clone(),
+        mountpoint: a.mountpoint.clone(),
+        fsync: o.fsync,
+        xattr: o.xattr,
+        dirty_limit: o.dirty_limit,
+        region_limit: o.region_limit,
+        commit_interval: o.commit_interval,
+        durability_timeout: o.durability_timeout,
+        threads: a.threads,
+        allow_other: root && !o.private,
+        locked_commit: o.locked_commit,
+        caps: o.caps,
+        pmem_sync: o.pmem_sync,
+        uring: o.uring,
+    };
     let state = state_file(&a.mountpoint);
     let child = a.daemon_child;
     let pmem = intactfs_fuse::pmem::is_pmem_image(&a.image);
     if pmem && !o.block_only.is_empty() {
-        eprintln!("intactfs: {} is a pmem image: mount option(s) {} apply to block images only; ignored", a.image.display(), o.block_only.join(","));
+        eprintln!(
+            "intactfs: {} is a pmem image: mount option(s) {} apply to block images only; ignored",
+            a.image.display(),
+            o.block_only.join(",")
+        );
     }
     let r = mount::serve(&cfg, |rec| {
         let pid = std::process::id();
@@ -261,7 +309,11 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
                 rec.committed_txs, rec.uncommitted_txs, rec.redo_indexed, rec.undo_applied
             ),
         };
-        let msg = format!("intactfs: {} mounted on {} (pid {pid}; {recovered})", a.image.display(), a.mountpoint.display());
+        let msg = format!(
+            "intactfs: {} mounted on {} (pid {pid}; {recovered})",
+            a.image.display(),
+            a.mountpoint.display()
+        );
         if child {
             // The launcher waits for this line, then returns; our stdout goes nowhere after.
             println!("ready {msg}");
@@ -276,7 +328,10 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
             }
             eprintln!("{msg}");
         } else {
-            eprintln!("{msg}; Ctrl-C or `intact fs umount {}` unmounts", a.mountpoint.display());
+            eprintln!(
+                "{msg}; Ctrl-C or `intact fs umount {}` unmounts",
+                a.mountpoint.display()
+            );
         }
     });
     let _ = std::fs::remove_file(&state);
@@ -292,7 +347,10 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
     }
     if o.uring {
         // Shows that the rings carried the requests (the tests check this line).
-        eprintln!("intactfs: {} requests were served through FUSE over io_uring", intactfs_fuse::uring_requests_served());
+        eprintln!(
+            "intactfs: {} requests were served through FUSE over io_uring",
+            intactfs_fuse::uring_requests_served()
+        );
     }
     match u {
         mount::Served::Block(u) => eprintln!(
@@ -324,17 +382,28 @@ fn spawn_daemon(a: &MountArgs) -> Result<u8, Failure> {
     if let Some(d) = log.parent() {
         std::fs::create_dir_all(d).map_err(|e| Failure::input(format!("{}: {e}", d.display())))?;
     }
-    let logf = std::fs::File::create(&log).map_err(|e| Failure::input(format!("log {}: {e}", log.display())))?;
-    let exe = std::env::current_exe().map_err(|e| Failure::internal(format!("finding this program: {e}")))?;
+    let logf = std::fs::File::create(&log)
+        .map_err(|e| Failure::input(format!("log {}: {e}", log.display())))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| Failure::internal(format!("finding this program: {e}")))?;
     let mut cmd = Command::new(exe);
-    cmd.arg("fs").arg("mount").arg(&a.image).arg(&a.mountpoint).arg("--daemon").arg("--daemon-child").arg("--threads").arg(a.threads.to_string());
+    cmd.arg("fs")
+        .arg("mount")
+        .arg(&a.image)
+        .arg(&a.mountpoint)
+        .arg("--daemon")
+        .arg("--daemon-child")
+        .arg("--threads")
+        .arg(a.threads.to_string());
     if !a.options.is_empty() {
         cmd.arg("-o").arg(a.options.join(","));
     }
     if let Some(p) = &a.pid_file {
         cmd.arg("--pid-file").arg(p);
     }
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::from(logf));
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(logf));
     // SAFETY: setsid is async-signal-safe; the daemon leaves the terminal's session so
     // that a Ctrl-C meant for the shell does not unmount it.
     unsafe {
@@ -343,7 +412,9 @@ fn spawn_daemon(a: &MountArgs) -> Result<u8, Failure> {
             Ok(())
         });
     }
-    let mut child = cmd.spawn().map_err(|e| Failure::internal(format!("starting the mount daemon: {e}")))?;
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| Failure::internal(format!("starting the mount daemon: {e}")))?;
     let mut line = String::new();
     let _ = BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line);
     if let Some(msg) = line.strip_prefix("ready ") {
@@ -357,7 +428,10 @@ fn spawn_daemon(a: &MountArgs) -> Result<u8, Failure> {
         let _ = std::fs::remove_file(&log);
     }
     let code = status.code().unwrap_or(3).clamp(1, 3) as u8;
-    Err(Failure { code, message: format!("the mount daemon failed: {}", text.trim()) })
+    Err(Failure {
+        code,
+        message: format!("the mount daemon failed: {}", text.trim()),
+    })
 }
 
 pub fn umount(a: UmountArgs) -> Result<u8, Failure> {
@@ -379,10 +453,16 @@ pub fn umount(a: UmountArgs) -> Result<u8, Failure> {
     if state.is_none() && !is_intactfs_mount(mnt) {
         if mount::is_stale_mount(mnt) {
             mount::detach(mnt).map_err(|e| Failure::input(format!("{}: {e}", mnt.display())))?;
-            println!("removed the stale mount {} (its daemon is gone)", mnt.display());
+            println!(
+                "removed the stale mount {} (its daemon is gone)",
+                mnt.display()
+            );
             return Ok(0);
         }
-        return Err(Failure::input(format!("{} is not an intactfs mount", mnt.display())));
+        return Err(Failure::input(format!(
+            "{} is not an intactfs mount",
+            mnt.display()
+        )));
     }
     let flags = if a.lazy { libc::MNT_DETACH } else { 0 };
     if let Err(e) = mount::umount(mnt, flags) {
@@ -390,7 +470,10 @@ pub fn umount(a: UmountArgs) -> Result<u8, Failure> {
             return Err(Failure { code: 1, message: format!("{} is busy (a process has a file open or its working directory there): close them, or pass --lazy to detach now and write back when they close", mnt.display()) });
         }
         if e.raw_os_error() != Some(libc::EINVAL) {
-            return Err(Failure { code: 1, message: format!("unmounting {}: {e}", mnt.display()) });
+            return Err(Failure {
+                code: 1,
+                message: format!("unmounting {}: {e}", mnt.display()),
+            });
         }
     }
     if let Some(st) = state {
@@ -409,23 +492,38 @@ pub fn umount(a: UmountArgs) -> Result<u8, Failure> {
 }
 
 fn is_intactfs_mount(mnt: &Path) -> bool {
-    let Ok(abs) = std::path::absolute(mnt) else { return false };
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return false };
+    let Ok(abs) = std::path::absolute(mnt) else {
+        return false;
+    };
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
     info.lines().any(|l| {
         let f: Vec<&str> = l.split(' ').collect();
         let sep = f.iter().position(|x| *x == "-");
-        f.get(4).is_some_and(|m| Path::new(m) == abs) && sep.and_then(|i| f.get(i + 1)).is_some_and(|t| *t == "fuse" || *t == "fuse.intactfs" || *t == "fuse.intactfs-pmem")
+        f.get(4).is_some_and(|m| Path::new(m) == abs)
+            && sep.and_then(|i| f.get(i + 1)).is_some_and(|t| {
+                *t == "fuse" || *t == "fuse.intactfs" || *t == "fuse.intactfs-pmem"
+            })
     })
 }
 
 pub fn exec(a: ExecArgs) -> Result<u8, Failure> {
-    let dir = std::fs::File::open(&a.mount).map_err(|e| Failure::input(format!("{}: {e}", a.mount.display())))?;
+    let dir = std::fs::File::open(&a.mount)
+        .map_err(|e| Failure::input(format!("{}: {e}", a.mount.display())))?;
     if a.atomic {
         return exec_atomic(&a, &dir);
     }
-    let name = a.stream.clone().unwrap_or_else(|| format!("exec-{}", std::process::id()));
+    let name = a
+        .stream
+        .clone()
+        .unwrap_or_else(|| format!("exec-{}", std::process::id()));
     let id = control::stream_id(&name);
-    let fsync_as = if a.ignore_fsync { FsyncAs::Ignore } else { a.fsync_as };
+    let fsync_as = if a.ignore_fsync {
+        FsyncAs::Ignore
+    } else {
+        a.fsync_as
+    };
     if id == intactfs::INIT_STREAM && fsync_as != FsyncAs::Fsync {
         return Err(Failure::input("--fsync-as osync|ignore (--ignore-fsync) needs a stream of its own: the init stream is shared by every program that did not choose one"));
     }
@@ -436,13 +534,23 @@ pub fn exec(a: ExecArgs) -> Result<u8, Failure> {
     };
     use std::os::unix::io::AsRawFd;
     if let Err(e) = control::setstream(dir.as_raw_fd(), id, flags) {
-        let why = if e.raw_os_error() == Some(libc::ENOTTY) { "not on an intactfs mount".to_string() } else { e.to_string() };
-        return Err(Failure::input(format!("{}: cannot set the stream: {why}", a.mount.display())));
+        let why = if e.raw_os_error() == Some(libc::ENOTTY) {
+            "not on an intactfs mount".to_string()
+        } else {
+            e.to_string()
+        };
+        return Err(Failure::input(format!(
+            "{}: cannot set the stream: {why}",
+            a.mount.display()
+        )));
     }
     drop(dir);
     // The stream belongs to this process id, which exec keeps; children inherit it.
     let e = Command::new(&a.command[0]).args(&a.command[1..]).exec();
-    Err(Failure { code: 127, message: format!("{}: {e}", a.command[0]) })
+    Err(Failure {
+        code: 127,
+        message: format!("{}: {e}", a.command[0]),
+    })
 }
 
 /// `exec --atomic`: a region around a child process; commit on success, abort otherwise.
@@ -452,11 +560,19 @@ fn exec_atomic(a: &ExecArgs, dir: &std::fs::File) -> Result<u8, Failure> {
     let fd = dir.as_raw_fd();
     let why = |e: std::io::Error| match e.raw_os_error() {
         Some(libc::ENOTTY) => "not on an intactfs mount".to_string(),
-        Some(libc::EALREADY) => "this process is already in an atomic region (regions do not nest)".to_string(),
+        Some(libc::EALREADY) => {
+            "this process is already in an atomic region (regions do not nest)".to_string()
+        }
         Some(libc::EINVAL) => "no atomic region is open".to_string(),
         _ => e.to_string(),
     };
-    control::region_begin(fd).map_err(|e| Failure::input(format!("{}: cannot begin an atomic region: {}", a.mount.display(), why(e))))?;
+    control::region_begin(fd).map_err(|e| {
+        Failure::input(format!(
+            "{}: cannot begin an atomic region: {}",
+            a.mount.display(),
+            why(e)
+        ))
+    })?;
     let child = Command::new(&a.command[0]).args(&a.command[1..]).spawn();
     let status = match child {
         Ok(mut c) => {
@@ -476,17 +592,36 @@ fn exec_atomic(a: &ExecArgs, dir: &std::fs::File) -> Result<u8, Failure> {
         Ok(s) => s,
         Err(e) => {
             let _ = control::region_abort(fd);
-            return Err(Failure { code: 127, message: format!("{}: {e} (nothing was changed: the region was aborted)", a.command[0]) });
+            return Err(Failure {
+                code: 127,
+                message: format!(
+                    "{}: {e} (nothing was changed: the region was aborted)",
+                    a.command[0]
+                ),
+            });
         }
     };
     if status.success() {
-        control::region_commit(fd).map_err(|e| Failure { code: 1, message: format!("committing the atomic region of {}: {}", a.command[0], why(e)) })?;
+        control::region_commit(fd).map_err(|e| Failure {
+            code: 1,
+            message: format!(
+                "committing the atomic region of {}: {}",
+                a.command[0],
+                why(e)
+            ),
+        })?;
         return Ok(0);
     }
-    control::region_abort(fd).map_err(|e| Failure { code: 1, message: format!("aborting the atomic region of {}: {}", a.command[0], why(e)) })?;
+    control::region_abort(fd).map_err(|e| Failure {
+        code: 1,
+        message: format!("aborting the atomic region of {}: {}", a.command[0], why(e)),
+    })?;
     let (code, how) = match (status.code(), status.signal()) {
         (Some(c), _) => (c.clamp(1, 255) as u8, format!("exited with status {c}")),
-        (None, Some(sig)) => ((128 + sig).min(255) as u8, format!("was killed by signal {sig}")),
+        (None, Some(sig)) => (
+            (128 + sig).min(255) as u8,
+            format!("was killed by signal {sig}"),
+        ),
         _ => (1, "failed".to_string()),
     };
     eprintln!("intact: {} {how}: its changes were aborted", a.command[0]);

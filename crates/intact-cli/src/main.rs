@@ -116,10 +116,16 @@ pub struct Failure {
 
 impl Failure {
     pub fn input(message: impl Into<String>) -> Failure {
-        Failure { code: 2, message: message.into() }
+        Failure {
+            code: 2,
+            message: message.into(),
+        }
     }
     pub fn internal(message: impl Into<String>) -> Failure {
-        Failure { code: 3, message: message.into() }
+        Failure {
+            code: 3,
+            message: message.into(),
+        }
     }
 }
 

@@ -40,22 +40,61 @@ fn data_view(d: &Data, blob: &[u8]) -> String {
 pub fn describe(op: &Op, blob: &[u8]) -> String {
     let path = op.path.clone().unwrap_or_default();
     match &op.op {
-        LogicalOp::Overwrite { inode, offset, count, data } => {
-            format!("overwrite {path} [{offset}, {}) {count} bytes {} (inode {inode})", offset + count, data_view(data, blob))
+        LogicalOp::Overwrite {
+            inode,
+            offset,
+            count,
+            data,
+        } => {
+            format!(
+                "overwrite {path} [{offset}, {}) {count} bytes {} (inode {inode})",
+                offset + count,
+                data_view(data, blob)
+            )
         }
-        LogicalOp::Append { inode, old_size, new_size, data } => {
-            format!("append    {path} size {old_size} -> {new_size} {} (inode {inode})", data_view(data, blob))
+        LogicalOp::Append {
+            inode,
+            old_size,
+            new_size,
+            data,
+        } => {
+            format!(
+                "append    {path} size {old_size} -> {new_size} {} (inode {inode})",
+                data_view(data, blob)
+            )
         }
-        LogicalOp::Truncate { inode, old_size, new_size } => format!("truncate  {path} size {old_size} -> {new_size} (inode {inode})"),
-        LogicalOp::Link { inode, link_count, created, .. } => {
+        LogicalOp::Truncate {
+            inode,
+            old_size,
+            new_size,
+        } => format!("truncate  {path} size {old_size} -> {new_size} (inode {inode})"),
+        LogicalOp::Link {
+            inode,
+            link_count,
+            created,
+            ..
+        } => {
             if *created {
                 format!("link      {path} (creates inode {inode})")
             } else {
-                format!("link      {path} -> inode {inode}{} (links now {link_count})", op.path2.as_ref().map(|p| format!(" (= {p})")).unwrap_or_default())
+                format!(
+                    "link      {path} -> inode {inode}{} (links now {link_count})",
+                    op.path2
+                        .as_ref()
+                        .map(|p| format!(" (= {p})"))
+                        .unwrap_or_default()
+                )
             }
         }
-        LogicalOp::Unlink { inode, link_count, .. } => format!("unlink    {path} (inode {inode}, links left {link_count})"),
-        LogicalOp::Rename { inode, replaced, exchange, .. } => {
+        LogicalOp::Unlink {
+            inode, link_count, ..
+        } => format!("unlink    {path} (inode {inode}, links left {link_count})"),
+        LogicalOp::Rename {
+            inode,
+            replaced,
+            exchange,
+            ..
+        } => {
             let dst = op.path2.clone().unwrap_or_default();
             let extra = match (replaced, exchange) {
                 (Some(r), true) => format!(", exchanged with inode {r}"),
@@ -66,14 +105,24 @@ pub fn describe(op: &Op, blob: &[u8]) -> String {
         }
         LogicalOp::Mkdir { inode, .. } => format!("mkdir     {path} (inode {inode})"),
         LogicalOp::Rmdir { inode, .. } => format!("rmdir     {path} (inode {inode})"),
-        LogicalOp::Symlink { target, inode, .. } => format!("symlink   {path} -> {target:?} (inode {inode})"),
+        LogicalOp::Symlink { target, inode, .. } => {
+            format!("symlink   {path} -> {target:?} (inode {inode})")
+        }
         LogicalOp::Sync { inode, how, range } => {
             let what = match inode {
                 Some(i) => format!("{path} (inode {i})"),
                 None => "<whole file system>".to_string(),
             };
-            let r = range.map(|(o, n)| format!(" [{o}, {})", o + n)).unwrap_or_default();
-            format!("sync      {what}{r} via {}", serde_json::to_value(how).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default())
+            let r = range
+                .map(|(o, n)| format!(" [{o}, {})", o + n))
+                .unwrap_or_default();
+            format!(
+                "sync      {what}{r} via {}",
+                serde_json::to_value(how)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default()
+            )
         }
         LogicalOp::Output { data } => format!("output    {}", data_view(data, blob)),
     }
@@ -82,12 +131,28 @@ pub fn describe(op: &Op, blob: &[u8]) -> String {
 /// The frame filter for `--frame-skip REGEX...` given after recording: the bundle's own
 /// record-time patterns plus the new ones. None when there are no new ones (keep the
 /// locations chosen at record time).
-pub fn refilter(b: &Bundle, extra_skip: &[String], extra_keep: &[String]) -> Result<Option<FrameFilter>, Failure> {
+pub fn refilter(
+    b: &Bundle,
+    extra_skip: &[String],
+    extra_keep: &[String],
+) -> Result<Option<FrameFilter>, Failure> {
     if extra_skip.is_empty() && extra_keep.is_empty() {
         return Ok(None);
     }
-    let skip: Vec<String> = b.meta.frame_skip.iter().chain(extra_skip).cloned().collect();
-    let keep: Vec<String> = b.meta.frame_keep.iter().chain(extra_keep).cloned().collect();
+    let skip: Vec<String> = b
+        .meta
+        .frame_skip
+        .iter()
+        .chain(extra_skip)
+        .cloned()
+        .collect();
+    let keep: Vec<String> = b
+        .meta
+        .frame_keep
+        .iter()
+        .chain(extra_keep)
+        .cloned()
+        .collect();
     frame_filter(&skip, &keep).map(Some)
 }
 
@@ -127,7 +192,8 @@ pub fn ops(a: OpsArgs) -> Result<u8, Failure> {
             for op in &ops {
                 let mut v = serde_json::to_value(op).map_err(std::io::Error::other)?;
                 if filter.is_some() {
-                    v["loc"] = serde_json::to_value(location(filter.as_ref(), op)).map_err(std::io::Error::other)?;
+                    v["loc"] = serde_json::to_value(location(filter.as_ref(), op))
+                        .map_err(std::io::Error::other)?;
                 }
                 if let Some(d) = op.op.data() {
                     if let Ok(bytes) = d.bytes(&blob) {
@@ -139,16 +205,45 @@ pub fn ops(a: OpsArgs) -> Result<u8, Failure> {
             }
             return Ok(());
         }
-        writeln!(w, "# update protocol of `{}` in {}", b.meta.command.join(" "), b.meta.dir)?;
-        writeln!(w, "# {} logical operations from {} system calls", ops.len(), b.meta.counts.calls)?;
+        writeln!(
+            w,
+            "# update protocol of `{}` in {}",
+            b.meta.command.join(" "),
+            b.meta.dir
+        )?;
+        writeln!(
+            w,
+            "# {} logical operations from {} system calls",
+            ops.len(),
+            b.meta.counts.calls
+        )?;
         let mut last_call = usize::MAX;
         for op in &ops {
-            let loc = location(filter.as_ref(), op).map(|f| f.display()).unwrap_or_else(|| "?".into());
-            let call = if op.call == last_call { format!("{:>14}", "\"") } else { format!("{:>14}", op.syscall) };
+            let loc = location(filter.as_ref(), op)
+                .map(|f| f.display())
+                .unwrap_or_else(|| "?".into());
+            let call = if op.call == last_call {
+                format!("{:>14}", "\"")
+            } else {
+                format!("{:>14}", op.syscall)
+            };
             last_call = op.call;
-            let who = if op.tid != op.pid { format!("pid {} tid {}", op.pid, op.tid) } else { format!("pid {}", op.pid) };
-            let stream = if op.stream != 0 { format!(" stream {:#x}", op.stream) } else { String::new() };
-            writeln!(w, "{:>5}  {call}  {}  @ {loc}  [{who}{stream}]", op.id, describe(op, &blob))?;
+            let who = if op.tid != op.pid {
+                format!("pid {} tid {}", op.pid, op.tid)
+            } else {
+                format!("pid {}", op.pid)
+            };
+            let stream = if op.stream != 0 {
+                format!(" stream {:#x}", op.stream)
+            } else {
+                String::new()
+            };
+            writeln!(
+                w,
+                "{:>5}  {call}  {}  @ {loc}  [{who}{stream}]",
+                op.id,
+                describe(op, &blob)
+            )?;
             if a.stacks {
                 for f in &op.stack {
                     writeln!(w, "{:>24}{}", "", f.display())?;
@@ -160,14 +255,25 @@ pub fn ops(a: OpsArgs) -> Result<u8, Failure> {
     match res {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(0),
-        Err(e) => return Err(Failure::internal(format!("writing to standard output: {e}"))),
+        Err(e) => {
+            return Err(Failure::internal(format!(
+                "writing to standard output: {e}"
+            )))
+        }
     }
     let _ = w.flush();
     let unsupported = b.unsupported().unwrap_or_default();
     if !a.json && !unsupported.is_empty() {
         eprintln!("# not modelled:");
         for u in unsupported {
-            eprintln!("#   {} × {}: {} (first at raw trace line {}{})", u.count, u.syscall, u.reason, u.first_line, u.first_path.map(|p| format!(", {p}")).unwrap_or_default());
+            eprintln!(
+                "#   {} × {}: {} (first at raw trace line {}{})",
+                u.count,
+                u.syscall,
+                u.reason,
+                u.first_line,
+                u.first_path.map(|p| format!(", {p}")).unwrap_or_default()
+            );
         }
     }
     Ok(0)

@@ -9,9 +9,11 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 #[derive(clap::Args)]
-#[command(after_help = "Exit status: 0 recorded; 1 recorded, but the workload exited non-zero or was killed \
+#[command(
+    after_help = "Exit status: 0 recorded; 1 recorded, but the workload exited non-zero or was killed \
 (the bundle says how); 2 bad input, nothing written; 3 internal error (e.g. the replay oracle failed; \
-the bundle is kept for diagnosis and marked).")]
+the bundle is kept for diagnosis and marked)."
+)]
 pub struct RecordArgs {
     /// Directory whose crash consistency matters (snapshotted before the run; calls on
     /// paths outside it are ignored).
@@ -63,37 +65,74 @@ impl Drop for Staging {
 }
 
 fn rel_inside(root: &Path, p: &Path) -> Option<String> {
-    p.strip_prefix(root).ok().map(|r| r.to_string_lossy().into_owned()).filter(|r| !r.is_empty())
+    p.strip_prefix(root)
+        .ok()
+        .map(|r| r.to_string_lossy().into_owned())
+        .filter(|r| !r.is_empty())
 }
 
 pub fn record(a: RecordArgs) -> Result<u8, Failure> {
     let started = Instant::now();
-    let cwd = std::env::current_dir().map_err(|e| Failure::input(format!("cannot read the current directory: {e}")))?;
+    let cwd = std::env::current_dir()
+        .map_err(|e| Failure::input(format!("cannot read the current directory: {e}")))?;
     // --- validate everything before running anything
     let dir = cwd.join(&a.dir);
-    let root_abs = std::fs::canonicalize(&dir)
-        .map_err(|e| Failure::input(format!("--dir {}: {e} (give an existing directory)", a.dir.display())))?;
+    let root_abs = std::fs::canonicalize(&dir).map_err(|e| {
+        Failure::input(format!(
+            "--dir {}: {e} (give an existing directory)",
+            a.dir.display()
+        ))
+    })?;
     if !root_abs.is_dir() {
-        return Err(Failure::input(format!("--dir {}: not a directory", a.dir.display())));
+        return Err(Failure::input(format!(
+            "--dir {}: not a directory",
+            a.dir.display()
+        )));
     }
-    let strace_version = tracer::strace_version(&a.strace).map_err(|e| Failure::input(e.to_string()))?;
+    let strace_version =
+        tracer::strace_version(&a.strace).map_err(|e| Failure::input(e.to_string()))?;
     tracer::find_command(&a.cmd[0], &cwd).map_err(|e| Failure::input(e.to_string()))?;
     let out = cwd.join(&a.out);
-    let out_name = out.file_name().ok_or_else(|| Failure::input(format!("--out {}: not a file name", a.out.display())))?.to_owned();
+    let out_name = out
+        .file_name()
+        .ok_or_else(|| Failure::input(format!("--out {}: not a file name", a.out.display())))?
+        .to_owned();
     let out_parent = out.parent().unwrap_or(Path::new("/")).to_path_buf();
-    let out_parent = std::fs::canonicalize(&out_parent)
-        .map_err(|e| Failure::input(format!("--out {}: the parent directory {}: {e}", a.out.display(), out_parent.display())))?;
+    let out_parent = std::fs::canonicalize(&out_parent).map_err(|e| {
+        Failure::input(format!(
+            "--out {}: the parent directory {}: {e}",
+            a.out.display(),
+            out_parent.display()
+        ))
+    })?;
     let out = out_parent.join(&out_name);
     if out.exists() && !a.force {
-        return Err(Failure::input(format!("--out {}: already exists (use --force to replace it, or choose another path)", out.display())));
+        return Err(Failure::input(format!(
+            "--out {}: already exists (use --force to replace it, or choose another path)",
+            out.display()
+        )));
     }
     if out == root_abs {
-        return Err(Failure::input("--out must not be the recorded directory itself"));
+        return Err(Failure::input(
+            "--out must not be the recorded directory itself",
+        ));
     }
-    let staging_path = out_parent.join(format!(".{}.partial-{}", out_name.to_string_lossy(), std::process::id()));
-    std::fs::create_dir(&staging_path)
-        .map_err(|e| Failure::input(format!("--out {}: cannot write in {}: {e}", a.out.display(), out_parent.display())))?;
-    let mut staging = Staging { path: staging_path, keep: false };
+    let staging_path = out_parent.join(format!(
+        ".{}.partial-{}",
+        out_name.to_string_lossy(),
+        std::process::id()
+    ));
+    std::fs::create_dir(&staging_path).map_err(|e| {
+        Failure::input(format!(
+            "--out {}: cannot write in {}: {e}",
+            a.out.display(),
+            out_parent.display()
+        ))
+    })?;
+    let mut staging = Staging {
+        path: staging_path,
+        keep: false,
+    };
     // The bundle must not record itself.
     let mut ignore = a.ignore.clone();
     for p in [&out, &staging.path] {
@@ -105,27 +144,45 @@ pub fn record(a: RecordArgs) -> Result<u8, Failure> {
     let filter = crate::ops_view::frame_filter(&a.frame_skip, &a.frame_keep)?;
 
     // --- snapshot
-    let initial = capture(&root_abs, &ignore_set).map_err(|e| Failure::input(format!("snapshot of {}: {e}", root_abs.display())))?;
+    let initial = capture(&root_abs, &ignore_set)
+        .map_err(|e| Failure::input(format!("snapshot of {}: {e}", root_abs.display())))?;
 
     // --- trace
-    let shim_dir = tempfile::Builder::new().prefix("intact-shim-").tempdir().map_err(|e| Failure::internal(format!("creating a temporary directory: {e}")))?;
-    let shim = tracer::install_shim(shim_dir.path()).map_err(|e| Failure::internal(e.to_string()))?;
+    let shim_dir = tempfile::Builder::new()
+        .prefix("intact-shim-")
+        .tempdir()
+        .map_err(|e| Failure::internal(format!("creating a temporary directory: {e}")))?;
+    let shim =
+        tracer::install_shim(shim_dir.path()).map_err(|e| Failure::internal(e.to_string()))?;
     let raw = staging.path.join(bundle::RAW_TRACE);
-    let cfg = TraceConfig { strace: a.strace.clone(), stacks: !a.no_stacks, max_string: a.max_write };
+    let cfg = TraceConfig {
+        strace: a.strace.clone(),
+        stacks: !a.no_stacks,
+        max_string: a.max_write,
+    };
     // Ctrl-C goes to the whole foreground group: the workload and strace stop by
     // themselves; intact must survive to clean up.
     crate::install_interrupt_handler();
-    eprintln!("intact: recording `{}` in {}", a.cmd.join(" "), root_abs.display());
+    eprintln!(
+        "intact: recording `{}` in {}",
+        a.cmd.join(" "),
+        root_abs.display()
+    );
     let status = tracer::run(&cfg, &a.cmd, &cwd, &raw, Some(&shim)).map_err(|e| match e {
         TraceError::Io { .. } => Failure::internal(e.to_string()),
         other => Failure::input(other.to_string()),
     })?;
     drop(shim_dir);
     if crate::interrupted() {
-        return Err(Failure { code: 130, message: "interrupted: nothing written".into() });
+        return Err(Failure {
+            code: 130,
+            message: "interrupted: nothing written".into(),
+        });
     }
-    let raw_bytes = std::fs::read(&raw).map_err(|e| Failure::internal(format!("reading the raw trace {}: {e}", raw.display())))?;
-    let trace = intact_trace::parse_trace(&raw_bytes).map_err(|e| Failure::internal(format!("parsing the raw trace: {e}")))?;
+    let raw_bytes = std::fs::read(&raw)
+        .map_err(|e| Failure::internal(format!("reading the raw trace {}: {e}", raw.display())))?;
+    let trace = intact_trace::parse_trace(&raw_bytes)
+        .map_err(|e| Failure::internal(format!("parsing the raw trace: {e}")))?;
     if !trace.complete_last_line || (raw_bytes.is_empty() && status.code() != Some(0)) {
         return Err(Failure::input(format!(
             "the trace is cut short (strace ended with {status}); nothing written. Was strace killed, or the disk full?"
@@ -133,30 +190,47 @@ pub fn record(a: RecordArgs) -> Result<u8, Failure> {
     }
 
     // --- convert
-    let opts = ConvertOptions { root_abs: root_abs.clone(), cwd: cwd.clone(), ignore: ignore_set.clone(), filter, symbolize: !a.no_stacks, stdout: stdout_identity() };
+    let opts = ConvertOptions {
+        root_abs: root_abs.clone(),
+        cwd: cwd.clone(),
+        ignore: ignore_set.clone(),
+        filter,
+        symbolize: !a.no_stacks,
+        stdout: stdout_identity(),
+    };
     let stdout_id = opts.stdout.clone();
-    let conv = intact_convert::convert(&trace, initial.clone(), &opts).map_err(|e| Failure::internal(format!("converting the trace: {e}")))?;
+    let conv = intact_convert::convert(&trace, initial.clone(), &opts)
+        .map_err(|e| Failure::internal(format!("converting the trace: {e}")))?;
 
     // --- final snapshot and bundle
-    let final_state = capture(&root_abs, &ignore_set).map_err(|e| Failure::internal(format!("final snapshot of {}: {e}", root_abs.display())))?;
+    let final_state = capture(&root_abs, &ignore_set)
+        .map_err(|e| Failure::internal(format!("final snapshot of {}: {e}", root_abs.display())))?;
     let b = |e: bundle::BundleError| Failure::internal(format!("writing the bundle: {e}"));
     bundle::write_state(&staging.path.join(bundle::INITIAL), &initial).map_err(b)?;
     bundle::write_state(&staging.path.join(bundle::FINAL), &final_state).map_err(b)?;
     bundle::write_ops(&staging.path.join(bundle::OPS), &conv.ops).map_err(b)?;
-    std::fs::write(staging.path.join(bundle::DATA), &conv.blob).map_err(|e| Failure::internal(format!("writing the bundle: {e}")))?;
-    std::fs::write(staging.path.join(bundle::STDOUT), &conv.stdout).map_err(|e| Failure::internal(format!("writing the bundle: {e}")))?;
+    std::fs::write(staging.path.join(bundle::DATA), &conv.blob)
+        .map_err(|e| Failure::internal(format!("writing the bundle: {e}")))?;
+    std::fs::write(staging.path.join(bundle::STDOUT), &conv.stdout)
+        .map_err(|e| Failure::internal(format!("writing the bundle: {e}")))?;
     bundle::write_json(&staging.path.join(bundle::UNSUPPORTED), &conv.unsupported).map_err(b)?;
     let mut meta = bundle::Meta {
         format: bundle::FORMAT.into(),
         version: bundle::FORMAT_VERSION,
         intact_version: env!("CARGO_PKG_VERSION").into(),
-        recorded_at: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+        recorded_at: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
         command: a.cmd.clone(),
         dir: root_abs.display().to_string(),
         cwd: cwd.display().to_string(),
         ignore,
         strace: strace_version,
-        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string(),
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
         stacks: !a.no_stacks,
         frame_skip: a.frame_skip.clone(),
         frame_keep: a.frame_keep.clone(),
@@ -168,16 +242,25 @@ pub fn record(a: RecordArgs) -> Result<u8, Failure> {
     };
     bundle::write_json(&staging.path.join(bundle::META), &meta).map_err(b)?;
     // The oracle reads the bundle back, so it checks the files as written.
-    let opened = bundle::Bundle::open(&staging.path).map_err(|e| Failure::internal(format!("reading back the bundle: {e}")))?;
-    let mismatch = opened.verify().map_err(|e| Failure::internal(format!("reading back the bundle: {e}")))?;
+    let opened = bundle::Bundle::open(&staging.path)
+        .map_err(|e| Failure::internal(format!("reading back the bundle: {e}")))?;
+    let mismatch = opened
+        .verify()
+        .map_err(|e| Failure::internal(format!("reading back the bundle: {e}")))?;
     if mismatch.is_some() {
         meta.oracle_mismatch = mismatch.clone();
         bundle::write_json(&staging.path.join(bundle::META), &meta).map_err(b)?;
     }
     if out.exists() {
-        std::fs::remove_dir_all(&out).map_err(|e| Failure::internal(format!("--force: removing {}: {e}", out.display())))?;
+        std::fs::remove_dir_all(&out)
+            .map_err(|e| Failure::internal(format!("--force: removing {}: {e}", out.display())))?;
     }
-    std::fs::rename(&staging.path, &out).map_err(|e| Failure::internal(format!("moving the bundle into place at {}: {e}", out.display())))?;
+    std::fs::rename(&staging.path, &out).map_err(|e| {
+        Failure::internal(format!(
+            "moving the bundle into place at {}: {e}",
+            out.display()
+        ))
+    })?;
     staging.keep = true;
 
     // --- report
@@ -188,18 +271,37 @@ pub fn record(a: RecordArgs) -> Result<u8, Failure> {
         conv.calls,
         conv.tasks,
         conv.ops.len(),
-        if hist.is_empty() { "none".to_string() } else { hist.join(", ") },
-        if conv.ignored_calls > 0 { format!("; {} calls on ignored paths left out", conv.ignored_calls) } else { String::new() }
+        if hist.is_empty() {
+            "none".to_string()
+        } else {
+            hist.join(", ")
+        },
+        if conv.ignored_calls > 0 {
+            format!("; {} calls on ignored paths left out", conv.ignored_calls)
+        } else {
+            String::new()
+        }
     );
     for u in &conv.unsupported {
-        let at = opts.filter.select(&u.first_stack).map(|f| f.display()).unwrap_or_default();
+        let at = opts
+            .filter
+            .select(&u.first_stack)
+            .map(|f| f.display())
+            .unwrap_or_default();
         eprintln!(
             "intact: warning: {} × {} not modelled: {}{}{}",
             u.count,
             u.syscall,
             u.reason,
-            u.first_path.as_ref().map(|p| format!(" (first on {p})")).unwrap_or_default(),
-            if at.is_empty() { String::new() } else { format!(" at {at}") }
+            u.first_path
+                .as_ref()
+                .map(|p| format!(" (first on {p})"))
+                .unwrap_or_default(),
+            if at.is_empty() {
+                String::new()
+            } else {
+                format!(" at {at}")
+            }
         );
     }
     eprintln!("intact: bundle written to {}", out.display());
@@ -229,7 +331,11 @@ pub fn record(a: RecordArgs) -> Result<u8, Failure> {
 /// Our standard output as strace's `-y` prints it: the workload inherits it.
 fn stdout_identity() -> Option<String> {
     let p = std::fs::read_link("/proc/self/fd/1").ok()?;
-    Some(p.to_string_lossy().trim_end_matches(" (deleted)").to_string())
+    Some(
+        p.to_string_lossy()
+            .trim_end_matches(" (deleted)")
+            .to_string(),
+    )
 }
 
 /// `intact reconvert`: derive the logical operations again from a bundle's raw trace (for
@@ -238,16 +344,26 @@ pub fn reconvert(path: &Path) -> Result<u8, Failure> {
     let b = bundle::Bundle::open(path).map_err(|e| Failure::input(e.to_string()))?;
     let m = &b.meta;
     let raw_path = path.join(bundle::RAW_TRACE);
-    let raw = std::fs::read(&raw_path).map_err(|e| Failure::input(format!("{}: {e}", raw_path.display())))?;
+    let raw = std::fs::read(&raw_path)
+        .map_err(|e| Failure::input(format!("{}: {e}", raw_path.display())))?;
     let initial = b.initial().map_err(|e| Failure::input(e.to_string()))?;
     let ignore = IgnoreSet::new(&m.ignore).map_err(|e| Failure::input(e.to_string()))?;
     let filter = crate::ops_view::frame_filter(&m.frame_skip, &m.frame_keep)
         .map_err(|e| Failure::input(format!("the bundle's frame patterns: {}", e.message)))?;
-    let opts = ConvertOptions { root_abs: m.dir.clone().into(), cwd: m.cwd.clone().into(), ignore, filter, symbolize: m.stacks, stdout: m.stdout.clone() };
+    let opts = ConvertOptions {
+        root_abs: m.dir.clone().into(),
+        cwd: m.cwd.clone().into(),
+        ignore,
+        filter,
+        symbolize: m.stacks,
+        stdout: m.stdout.clone(),
+    };
     let t0 = Instant::now();
-    let trace = intact_trace::parse_trace(&raw).map_err(|e| Failure::input(format!("parsing {}: {e}", raw_path.display())))?;
+    let trace = intact_trace::parse_trace(&raw)
+        .map_err(|e| Failure::input(format!("parsing {}: {e}", raw_path.display())))?;
     let t1 = Instant::now();
-    let conv = intact_convert::convert(&trace, initial, &opts).map_err(|e| Failure::internal(format!("converting the trace: {e}")))?;
+    let conv = intact_convert::convert(&trace, initial, &opts)
+        .map_err(|e| Failure::internal(format!("converting the trace: {e}")))?;
     let t2 = Instant::now();
     let events = trace.events.len();
     let w = |e: bundle::BundleError| Failure::internal(format!("writing the bundle: {e}"));
@@ -255,14 +371,19 @@ pub fn reconvert(path: &Path) -> Result<u8, Failure> {
     let ops_new = path.join(".ops.jsonl.new");
     let data_new = path.join(".data.bin.new");
     bundle::write_ops(&ops_new, &conv.ops).map_err(w)?;
-    std::fs::write(&data_new, &conv.blob).map_err(|e| Failure::internal(format!("writing {}: {e}", data_new.display())))?;
-    std::fs::rename(&ops_new, path.join(bundle::OPS)).map_err(|e| Failure::internal(e.to_string()))?;
-    std::fs::rename(&data_new, path.join(bundle::DATA)).map_err(|e| Failure::internal(e.to_string()))?;
+    std::fs::write(&data_new, &conv.blob)
+        .map_err(|e| Failure::internal(format!("writing {}: {e}", data_new.display())))?;
+    std::fs::rename(&ops_new, path.join(bundle::OPS))
+        .map_err(|e| Failure::internal(e.to_string()))?;
+    std::fs::rename(&data_new, path.join(bundle::DATA))
+        .map_err(|e| Failure::internal(e.to_string()))?;
     bundle::write_json(&path.join(bundle::UNSUPPORTED), &conv.unsupported).map_err(w)?;
     let mut meta = m.clone();
     meta.counts = bundle::Counts::of(&conv);
     let reopened = bundle::Bundle::open(path).map_err(|e| Failure::internal(e.to_string()))?;
-    let mismatch = reopened.verify().map_err(|e| Failure::internal(e.to_string()))?;
+    let mismatch = reopened
+        .verify()
+        .map_err(|e| Failure::internal(e.to_string()))?;
     meta.oracle_mismatch = mismatch.clone();
     bundle::write_json(&path.join(bundle::META), &meta).map_err(w)?;
     let secs = (t2 - t0).as_secs_f64();
@@ -276,6 +397,8 @@ pub fn reconvert(path: &Path) -> Result<u8, Failure> {
     );
     match mismatch {
         None => Ok(0),
-        Some(d) => Err(Failure::internal(format!("replay oracle FAILED after reconversion: {d}"))),
+        Some(d) => Err(Failure::internal(format!(
+            "replay oracle FAILED after reconversion: {d}"
+        ))),
     }
 }

@@ -21,7 +21,9 @@ pub struct Outputs {
 }
 
 #[derive(clap::Args)]
-#[command(after_help = "Exit status: 0 written; 2 the report or an output path is unusable; 3 internal error.")]
+#[command(
+    after_help = "Exit status: 0 written; 2 the report or an output path is unusable; 3 internal error."
+)]
 pub struct ReportArgs {
     /// A JSON report written by `intact check --json`.
     pub report: PathBuf,
@@ -32,7 +34,11 @@ pub struct ReportArgs {
 impl Outputs {
     fn each(&self) -> Vec<(&'static str, &Path)> {
         let mut v = Vec::new();
-        for (flag, p) in [("--html", &self.html), ("--sarif", &self.sarif), ("--junit", &self.junit)] {
+        for (flag, p) in [
+            ("--html", &self.html),
+            ("--sarif", &self.sarif),
+            ("--junit", &self.junit),
+        ] {
             if let Some(p) = p {
                 v.push((flag, p.as_path()));
             }
@@ -52,14 +58,27 @@ impl Outputs {
                 _ => PathBuf::from("."),
             };
             if !dir.is_dir() {
-                return Err(Failure::input(format!("{flag} {}: the directory {} does not exist", p.display(), dir.display())));
+                return Err(Failure::input(format!(
+                    "{flag} {}: the directory {} does not exist",
+                    p.display(),
+                    dir.display()
+                )));
             }
             if p.is_dir() {
-                return Err(Failure::input(format!("{flag} {}: is a directory", p.display())));
+                return Err(Failure::input(format!(
+                    "{flag} {}: is a directory",
+                    p.display()
+                )));
             }
-            let probe = tempfile::Builder::new().prefix(".intact-probe").tempfile_in(&dir);
+            let probe = tempfile::Builder::new()
+                .prefix(".intact-probe")
+                .tempfile_in(&dir);
             if let Err(e) = probe {
-                return Err(Failure::input(format!("{flag} {}: cannot write in {}: {e}", p.display(), dir.display())));
+                return Err(Failure::input(format!(
+                    "{flag} {}: cannot write in {}: {e}",
+                    p.display(),
+                    dir.display()
+                )));
             }
         }
         Ok(())
@@ -72,9 +91,16 @@ impl Outputs {
             return Ok(());
         }
         let bundle = report["bundle"].as_str().map(PathBuf::from);
-        let ops = bundle.as_ref().and_then(|b| intact_bundle::Bundle::open(b).ok()).and_then(|b| b.ops().ok());
+        let ops = bundle
+            .as_ref()
+            .and_then(|b| intact_bundle::Bundle::open(b).ok())
+            .and_then(|b| b.ops().ok());
         let source = |loc: &str| read_source(loc, bundle.as_deref());
-        let ctx = Context { report, ops: ops.as_deref(), source: &source };
+        let ctx = Context {
+            report,
+            ops: ops.as_deref(),
+            source: &source,
+        };
         for (flag, p) in self.each() {
             let text = match flag {
                 "--html" => intact_report::html::render(&ctx),
@@ -83,10 +109,12 @@ impl Outputs {
             }
             .map_err(|e| Failure::internal(format!("{flag}: {e}")))?;
             let tmp = p.with_extension("partial");
-            std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, p)).map_err(|e| {
-                let _ = std::fs::remove_file(&tmp);
-                Failure::input(format!("{flag} {}: {e}", p.display()))
-            })?;
+            std::fs::write(&tmp, text)
+                .and_then(|_| std::fs::rename(&tmp, p))
+                .map_err(|e| {
+                    let _ = std::fs::remove_file(&tmp);
+                    Failure::input(format!("{flag} {}: {e}", p.display()))
+                })?;
         }
         Ok(())
     }
@@ -103,17 +131,32 @@ fn read_source(loc: &str, bundle: Option<&Path>) -> Option<String> {
     if let Some(parent) = bundle.and_then(|b| b.parent()) {
         candidates.push(parent.join(path));
     }
-    candidates.into_iter().find_map(|c| std::fs::read_to_string(c).ok())
+    candidates
+        .into_iter()
+        .find_map(|c| std::fs::read_to_string(c).ok())
 }
 
 pub fn report(a: ReportArgs) -> Result<u8, Failure> {
     if a.outputs.is_empty() {
-        return Err(Failure::input("name at least one output: --html FILE, --sarif FILE or --junit FILE"));
+        return Err(Failure::input(
+            "name at least one output: --html FILE, --sarif FILE or --junit FILE",
+        ));
     }
-    let text = std::fs::read_to_string(&a.report).map_err(|e| Failure::input(format!("{}: {e}", a.report.display())))?;
-    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| Failure::input(format!("{}: not a JSON report: {e} (write one with `intact check --json FILE`)", a.report.display())))?;
+    let text = std::fs::read_to_string(&a.report)
+        .map_err(|e| Failure::input(format!("{}: {e}", a.report.display())))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        Failure::input(format!(
+            "{}: not a JSON report: {e} (write one with `intact check --json FILE`)",
+            a.report.display()
+        ))
+    })?;
     if v["schema"] != intact_report::SCHEMA {
-        return Err(Failure::input(format!("{}: schema {}, expected {:?} (write one with `intact check --json FILE`)", a.report.display(), v["schema"], intact_report::SCHEMA)));
+        return Err(Failure::input(format!(
+            "{}: schema {}, expected {:?} (write one with `intact check --json FILE`)",
+            a.report.display(),
+            v["schema"],
+            intact_report::SCHEMA
+        )));
     }
     a.outputs.check_writable()?;
     a.outputs.write(&v)?;

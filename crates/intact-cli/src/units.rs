@@ -22,7 +22,9 @@ use crate::Failure;
 use intact_apm::{Apm, Program};
 use intact_bundle::Bundle;
 use intact_check::{Job, Outcome, Runner, RunnerConfig, Verdict as RVerdict};
-use intact_explore::{CrashFs, CrashFsError, Delta, DirDelta, Explorer, FileDelta, Provenance, StateHash};
+use intact_explore::{
+    CrashFs, CrashFsError, Delta, DirDelta, Explorer, FileDelta, Provenance, StateHash,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -198,25 +200,58 @@ struct VerdictFile {
 #[serde(tag = "kind", rename_all = "lowercase")]
 enum VerdictJson {
     Pass,
-    Fail { code: Option<i32>, signal: Option<i32>, stderr: String, stdout: String },
-    Timeout { after: f64 },
-    Error { message: String },
+    Fail {
+        code: Option<i32>,
+        signal: Option<i32>,
+        stderr: String,
+        stdout: String,
+    },
+    Timeout {
+        after: f64,
+    },
+    Error {
+        message: String,
+    },
 }
 
 impl VerdictJson {
     fn of(v: &RVerdict) -> VerdictJson {
         match v {
             RVerdict::Pass => VerdictJson::Pass,
-            RVerdict::Fail { code, signal, stderr, stdout } => VerdictJson::Fail { code: *code, signal: *signal, stderr: stderr.clone(), stdout: stdout.clone() },
-            RVerdict::Timeout { after } => VerdictJson::Timeout { after: after.as_secs_f64() },
+            RVerdict::Fail {
+                code,
+                signal,
+                stderr,
+                stdout,
+            } => VerdictJson::Fail {
+                code: *code,
+                signal: *signal,
+                stderr: stderr.clone(),
+                stdout: stdout.clone(),
+            },
+            RVerdict::Timeout { after } => VerdictJson::Timeout {
+                after: after.as_secs_f64(),
+            },
             RVerdict::Error(m) => VerdictJson::Error { message: m.clone() },
         }
     }
     fn verdict(&self) -> RVerdict {
         match self {
             VerdictJson::Pass => RVerdict::Pass,
-            VerdictJson::Fail { code, signal, stderr, stdout } => RVerdict::Fail { code: *code, signal: *signal, stderr: stderr.clone(), stdout: stdout.clone() },
-            VerdictJson::Timeout { after } => RVerdict::Timeout { after: Duration::from_secs_f64(after.max(0.0)) },
+            VerdictJson::Fail {
+                code,
+                signal,
+                stderr,
+                stdout,
+            } => RVerdict::Fail {
+                code: *code,
+                signal: *signal,
+                stderr: stderr.clone(),
+                stdout: stdout.clone(),
+            },
+            VerdictJson::Timeout { after } => RVerdict::Timeout {
+                after: Duration::from_secs_f64(after.max(0.0)),
+            },
             VerdictJson::Error { message } => RVerdict::Error(message.clone()),
         }
     }
@@ -224,8 +259,24 @@ impl VerdictJson {
 
 fn delta_json(d: &Delta) -> DeltaJson {
     DeltaJson {
-        files: d.files.iter().map(|f| FileJson { inode: f.inode, size: f.size, runs: f.runs.iter().map(|(o, b)| (*o, b64_encode(b))).collect() }).collect(),
-        dirs: d.dirs.iter().map(|x| DirJson { inode: x.inode, set: x.set.clone(), remove: x.remove.clone() }).collect(),
+        files: d
+            .files
+            .iter()
+            .map(|f| FileJson {
+                inode: f.inode,
+                size: f.size,
+                runs: f.runs.iter().map(|(o, b)| (*o, b64_encode(b))).collect(),
+            })
+            .collect(),
+        dirs: d
+            .dirs
+            .iter()
+            .map(|x| DirJson {
+                inode: x.inode,
+                set: x.set.clone(),
+                remove: x.remove.clone(),
+            })
+            .collect(),
         stdout: d.stdout.as_ref().map(|s| b64_encode(s)),
     }
 }
@@ -235,23 +286,48 @@ fn delta_of(j: &DeltaJson) -> Result<Delta, String> {
     for f in &j.files {
         let mut runs = Vec::new();
         for (o, b) in &f.runs {
-            runs.push((*o, b64_decode(b).ok_or_else(|| format!("inode {}: a run at {o} is not base64", f.inode))?));
+            runs.push((
+                *o,
+                b64_decode(b)
+                    .ok_or_else(|| format!("inode {}: a run at {o} is not base64", f.inode))?,
+            ));
         }
-        files.push(FileDelta { inode: f.inode, size: f.size, runs });
+        files.push(FileDelta {
+            inode: f.inode,
+            size: f.size,
+            runs,
+        });
     }
     let stdout = match &j.stdout {
         Some(s) => Some(b64_decode(s).ok_or("stdout is not base64")?),
         None => None,
     };
-    Ok(Delta { files, dirs: j.dirs.iter().map(|x| DirDelta { inode: x.inode, set: x.set.clone(), remove: x.remove.clone() }).collect(), stdout })
+    Ok(Delta {
+        files,
+        dirs: j
+            .dirs
+            .iter()
+            .map(|x| DirDelta {
+                inode: x.inode,
+                set: x.set.clone(),
+                remove: x.remove.clone(),
+            })
+            .collect(),
+        stdout,
+    })
 }
 
 fn write_whole(path: &Path, text: &[u8]) -> std::io::Result<()> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let tmp = path.with_file_name(format!(".{name}.partial-{}", std::process::id()));
-    std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, path)).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
+    std::fs::write(&tmp, text)
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })
 }
 
 fn hex(b: &[u8]) -> String {
@@ -259,7 +335,10 @@ fn hex(b: &[u8]) -> String {
 }
 
 fn apm_text(a: &Apm) -> ApmText {
-    ApmText { name: a.name.clone(), source: a.source.clone() }
+    ApmText {
+        name: a.name.clone(),
+        source: a.source.clone(),
+    }
 }
 
 fn run_id(bundle_hash: String, o: &CheckOpts, apms: &[Apm], checker: &[String]) -> RunId {
@@ -269,7 +348,11 @@ fn run_id(bundle_hash: String, o: &CheckOpts, apms: &[Apm], checker: &[String]) 
         checker: checker.to_vec(),
         timeout: o.timeout,
         apms: apms.iter().map(apm_text).collect(),
-        explore: o.explore.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default(),
+        explore: o
+            .explore
+            .to_possible_value()
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_default(),
         max_states: o.max_states,
         samples: o.samples,
         seed: o.seed,
@@ -291,7 +374,11 @@ fn run_id_diff(a: &RunId, b: &RunId) -> String {
     if a.apms != b.apms {
         d.push("--apm");
     }
-    if a.explore != b.explore || a.max_states != b.max_states || a.samples != b.samples || a.seed != b.seed {
+    if a.explore != b.explore
+        || a.max_states != b.max_states
+        || a.samples != b.samples
+        || a.seed != b.seed
+    {
         d.push("--explore/--max-states/--samples/--seed");
     }
     d.join(", ")
@@ -301,7 +388,15 @@ fn run_id_diff(a: &RunId, b: &RunId) -> String {
 // The bundle's content hash.
 
 /// The bundle files `intact check` reads (and a worker needs), in hash order.
-pub const BUNDLE_FILES: [&str; 7] = ["bundle.json", "ops.jsonl", "data.bin", "initial/manifest.json", "initial/contents.bin", "final/manifest.json", "final/contents.bin"];
+pub const BUNDLE_FILES: [&str; 7] = [
+    "bundle.json",
+    "ops.jsonl",
+    "data.bin",
+    "initial/manifest.json",
+    "initial/contents.bin",
+    "final/manifest.json",
+    "final/contents.bin",
+];
 
 /// blake3 (as intact hashes states) over, for each of [`BUNDLE_FILES`]: its name, a NUL
 /// byte, its length as 8 little-endian bytes, its contents. (The raw trace is not part of
@@ -324,7 +419,9 @@ const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 fn b64_encode(data: &[u8]) -> String {
     let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
     for c in data.chunks(3) {
-        let n = (c[0] as u32) << 16 | (*c.get(1).unwrap_or(&0) as u32) << 8 | *c.get(2).unwrap_or(&0) as u32;
+        let n = (c[0] as u32) << 16
+            | (*c.get(1).unwrap_or(&0) as u32) << 8
+            | *c.get(2).unwrap_or(&0) as u32;
         for i in 0..4 {
             if i <= c.len() {
                 out.push(B64[(n >> (18 - 6 * i) & 63) as usize] as char);
@@ -364,7 +461,9 @@ fn b64_decode(s: &str) -> Option<Vec<u8>> {
 }
 
 fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_else(|_| "?".into())
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "?".into())
 }
 
 // ---------------------------------------------------------------------------------------
@@ -397,20 +496,35 @@ pub struct Store {
 
 impl Store {
     /// `None` for a local run (the checker runs here).
-    pub fn open(o: &CheckOpts, bundle: &Path, apms: &[Apm], checker: &[String]) -> Result<Option<Store>, Failure> {
+    pub fn open(
+        o: &CheckOpts,
+        bundle: &Path,
+        apms: &[Apm],
+        checker: &[String],
+    ) -> Result<Option<Store>, Failure> {
         let (mode, dir, flag) = match (&o.dist.emit_states, &o.dist.from_verdicts) {
             (Some(d), _) => (Mode::Emit, d.clone(), "--emit-states"),
             (None, Some(d)) => (Mode::Assemble, d.clone(), "--from-verdicts"),
             (None, None) => return Ok(None),
         };
-        let hash = bundle_hash(bundle).map_err(|e| Failure::input(format!("bundle {}: {e}", bundle.display())))?;
+        let hash = bundle_hash(bundle)
+            .map_err(|e| Failure::input(format!("bundle {}: {e}", bundle.display())))?;
         let run = run_id(hash, o, apms, checker);
         let mpath = dir.join("manifest.json");
         let previous: Option<Manifest> = if mpath.exists() {
-            let text = std::fs::read(&mpath).map_err(|e| Failure::input(format!("{flag} {}: {e}", mpath.display())))?;
-            let m: Manifest = serde_json::from_slice(&text).map_err(|e| Failure::input(format!("{flag} {}: not a work-unit manifest: {e}", mpath.display())))?;
+            let text = std::fs::read(&mpath)
+                .map_err(|e| Failure::input(format!("{flag} {}: {e}", mpath.display())))?;
+            let m: Manifest = serde_json::from_slice(&text).map_err(|e| {
+                Failure::input(format!(
+                    "{flag} {}: not a work-unit manifest: {e}",
+                    mpath.display()
+                ))
+            })?;
             if m.format != UNITS_FORMAT || m.version != VERSION {
-                return Err(Failure::input(format!("{flag} {}: not a version {VERSION} {UNITS_FORMAT} manifest", mpath.display())));
+                return Err(Failure::input(format!(
+                    "{flag} {}: not a version {VERSION} {UNITS_FORMAT} manifest",
+                    mpath.display()
+                )));
             }
             if m.run != run {
                 return Err(Failure::input(format!(
@@ -432,14 +546,19 @@ impl Store {
         }
         if let Mode::Emit = mode {
             for sub in ["units", "verdicts"] {
-                std::fs::create_dir_all(dir.join(sub)).map_err(|e| Failure::input(format!("--emit-states {}: {e}", dir.join(sub).display())))?;
+                std::fs::create_dir_all(dir.join(sub)).map_err(|e| {
+                    Failure::input(format!("--emit-states {}: {e}", dir.join(sub).display()))
+                })?;
             }
         }
         let verdicts = load_verdicts(&dir.join("verdicts"), flag)?;
         Ok(Some(Store {
             mode,
             bundle: bundle.display().to_string(),
-            bundle_abs: std::path::absolute(bundle).unwrap_or_else(|_| bundle.to_path_buf()).display().to_string(),
+            bundle_abs: std::path::absolute(bundle)
+                .unwrap_or_else(|_| bundle.to_path_buf())
+                .display()
+                .to_string(),
             run,
             round: previous.as_ref().map(|m| m.round + 1).unwrap_or(1),
             verdicts,
@@ -457,15 +576,29 @@ impl Store {
     pub fn begin_apm(&mut self, apm: usize, exp: &Explorer) {
         self.apm = apm;
         if let Mode::Emit = self.mode {
-            self.bases = (0..=exp.prog.calls.len()).map(|k| exp.prefix_state(k)).collect();
+            self.bases = (0..=exp.prog.calls.len())
+                .map(|k| exp.prefix_state(k))
+                .collect();
         }
     }
 
     /// A new distinct state: its verdict if known, else a unit (or a missing verdict).
-    pub fn submit(&mut self, id: u64, state: &str, hash: StateHash, prov: &Provenance, fs: &CrashFs) -> Result<(), CrashFsError> {
+    pub fn submit(
+        &mut self,
+        id: u64,
+        state: &str,
+        hash: StateHash,
+        prov: &Provenance,
+        fs: &CrashFs,
+    ) -> Result<(), CrashFsError> {
         if let Some(v) = self.verdicts.get(&hash) {
             self.used += 1;
-            self.ready.push(Outcome { id, verdict: v.verdict(), elapsed: Duration::ZERO, worker: 0 });
+            self.ready.push(Outcome {
+                id,
+                verdict: v.verdict(),
+                elapsed: Duration::ZERO,
+                worker: 0,
+            });
             return Ok(());
         }
         self.missing.push((state.to_string(), hash));
@@ -479,8 +612,19 @@ impl Store {
             Provenance::Reorder { b, .. } => b + 1,
         }
         .min(n);
-        let delta = self.bases.get(base).and_then(|b| fs.delta_from(b)).ok_or_else(|| CrashFsError::Data(format!("state {state}: no delta against its base state")))?;
-        let apm = self.run.apms.get(self.apm).cloned().ok_or_else(|| CrashFsError::Data("APM index out of range".into()))?;
+        let delta = self
+            .bases
+            .get(base)
+            .and_then(|b| fs.delta_from(b))
+            .ok_or_else(|| {
+                CrashFsError::Data(format!("state {state}: no delta against its base state"))
+            })?;
+        let apm = self
+            .run
+            .apms
+            .get(self.apm)
+            .cloned()
+            .ok_or_else(|| CrashFsError::Data("APM index out of range".into()))?;
         let unit = Unit {
             format: UNIT_FORMAT.into(),
             version: VERSION,
@@ -492,7 +636,13 @@ impl Store {
             apm: UnitApm {
                 name: apm.name.clone(),
                 source: match Apm::resolve(&apm.name) {
-                    Ok(b) if !apm.name.contains('/') && !apm.name.ends_with(".toml") && b.source == apm.source => None,
+                    Ok(b)
+                        if !apm.name.contains('/')
+                            && !apm.name.ends_with(".toml")
+                            && b.source == apm.source =>
+                    {
+                        None
+                    }
                     _ => Some(apm.source.clone()),
                 },
             },
@@ -502,9 +652,17 @@ impl Store {
         let file = format!("units/{state}.json");
         let path = self.dir.join(&file);
         let text = serde_json::to_vec(&unit).map_err(|e| CrashFsError::Data(e.to_string()))?;
-        write_whole(&path, &text).map_err(|err| CrashFsError::Io { path: path.display().to_string(), err })?;
+        write_whole(&path, &text).map_err(|err| CrashFsError::Io {
+            path: path.display().to_string(),
+            err,
+        })?;
         if !self.units.iter().any(|u| u.state == state) {
-            self.units.push(UnitRef { state: state.to_string(), hash: hex(&hash), apm: apm.name, file });
+            self.units.push(UnitRef {
+                state: state.to_string(),
+                hash: hex(&hash),
+                apm: apm.name,
+                file,
+            });
         }
         Ok(())
     }
@@ -550,8 +708,11 @@ impl Store {
                     pending: self.missing.iter().map(|(s, _)| s.clone()).collect(),
                 };
                 let path = self.dir.join("manifest.json");
-                let text = serde_json::to_vec_pretty(&m).map_err(|e| Failure::internal(e.to_string()))?;
-                write_whole(&path, &text).map_err(|e| Failure::input(format!("--emit-states {}: {e}", path.display())))?;
+                let text =
+                    serde_json::to_vec_pretty(&m).map_err(|e| Failure::internal(e.to_string()))?;
+                write_whole(&path, &text).map_err(|e| {
+                    Failure::input(format!("--emit-states {}: {e}", path.display()))
+                })?;
                 if complete {
                     eprintln!("intact: every state has a verdict ({} states); report with --from-verdicts {}", self.used, self.dir.display());
                 } else {
@@ -585,9 +746,12 @@ fn load_verdicts(dir: &Path, flag: &str) -> Result<HashMap<StateHash, VerdictJso
         }
         let bad = |m: String| Failure::input(format!("{flag}: verdict {}: {m}", p.display()));
         let text = std::fs::read(&p).map_err(|e| bad(e.to_string()))?;
-        let v: VerdictFile = serde_json::from_slice(&text).map_err(|e| bad(format!("not a verdict: {e}")))?;
+        let v: VerdictFile =
+            serde_json::from_slice(&text).map_err(|e| bad(format!("not a verdict: {e}")))?;
         if v.format != VERDICT_FORMAT || v.version != VERSION {
-            return Err(bad(format!("not a version {VERSION} {VERDICT_FORMAT} file")));
+            return Err(bad(format!(
+                "not a version {VERSION} {VERDICT_FORMAT} file"
+            )));
         }
         let h = parse_hash(&v.hash).ok_or_else(|| bad("\"hash\" is not 64 hex digits".into()))?;
         out.insert(h, v.verdict);
@@ -610,8 +774,10 @@ fn parse_hash(s: &str) -> Option<StateHash> {
 // `intact check-unit`: one unit on a worker.
 
 #[derive(clap::Args)]
-#[command(after_help = "Exit status: 0 verdict written (whatever the checker said); 2 bad unit, bundle or checker \
-(nothing written); 3 internal error; 130 interrupted (nothing written).")]
+#[command(
+    after_help = "Exit status: 0 verdict written (whatever the checker said); 2 bad unit, bundle or checker \
+(nothing written); 3 internal error; 130 interrupted (nothing written)."
+)]
 pub struct CheckUnitArgs {
     /// The bundle the unit was emitted from (a copy: bundle.json, ops.jsonl, data.bin,
     /// initial/, final/ suffice); its content hash must match the unit's.
@@ -657,16 +823,26 @@ pub fn check_unit(a: CheckUnitArgs) -> Result<u8, Failure> {
     let host = hostname();
     let bad_unit = |m: String| Failure::input(format!("unit {}: {m}", a.unit.display()));
     let text = std::fs::read(&a.unit).map_err(|e| bad_unit(e.to_string()))?;
-    let u: Unit = serde_json::from_slice(&text).map_err(|e| bad_unit(format!("not a valid work unit (corrupt or truncated?): {e}")))?;
+    let u: Unit = serde_json::from_slice(&text).map_err(|e| {
+        bad_unit(format!(
+            "not a valid work unit (corrupt or truncated?): {e}"
+        ))
+    })?;
     if u.format != UNIT_FORMAT || u.version != VERSION {
-        return Err(bad_unit(format!("not a version {VERSION} {UNIT_FORMAT} file")));
+        return Err(bad_unit(format!(
+            "not a version {VERSION} {UNIT_FORMAT} file"
+        )));
     }
-    let want = parse_hash(&u.hash).ok_or_else(|| bad_unit("\"hash\" is not 64 hex digits".into()))?;
+    let want =
+        parse_hash(&u.hash).ok_or_else(|| bad_unit("\"hash\" is not 64 hex digits".into()))?;
     let delta = delta_of(&u.delta).map_err(|e| bad_unit(format!("corrupt delta: {e}")))?;
     if !u.timeout.is_finite() || u.timeout <= 0.0 {
-        return Err(bad_unit("\"timeout\" must be a positive number of seconds".into()));
+        return Err(bad_unit(
+            "\"timeout\" must be a positive number of seconds".into(),
+        ));
     }
-    let bh = bundle_hash(&a.bundle).map_err(|e| Failure::input(format!("bundle {}: {e}", a.bundle.display())))?;
+    let bh = bundle_hash(&a.bundle)
+        .map_err(|e| Failure::input(format!("bundle {}: {e}", a.bundle.display())))?;
     if bh != u.bundle_hash {
         return Err(Failure::input(format!(
             "bundle {} on {host} is not the bundle unit {} was emitted from (content hash {bh}, expected {})",
@@ -680,39 +856,82 @@ pub fn check_unit(a: CheckUnitArgs) -> Result<u8, Failure> {
     let blob = b.data().map_err(|e| Failure::input(e.to_string()))?;
     let initial = b.initial().map_err(|e| Failure::input(e.to_string()))?;
     let apm = match &u.apm.source {
-        Some(text) => Apm::parse(text, &format!("APM {} of unit {}", u.apm.name, a.unit.display())),
-        None if u.apm.name.contains('/') || u.apm.name.ends_with(".toml") => return Err(bad_unit(format!("APM {:?} has no text", u.apm.name))),
+        Some(text) => Apm::parse(
+            text,
+            &format!("APM {} of unit {}", u.apm.name, a.unit.display()),
+        ),
+        None if u.apm.name.contains('/') || u.apm.name.ends_with(".toml") => {
+            return Err(bad_unit(format!("APM {:?} has no text", u.apm.name)))
+        }
         None => Apm::resolve(&u.apm.name),
     }
     .map_err(|e| bad_unit(e.to_string()))?;
     if apm.name != u.apm.name {
-        return Err(bad_unit(format!("APM text names {}, not {}", apm.name, u.apm.name)));
+        return Err(bad_unit(format!(
+            "APM text names {}, not {}",
+            apm.name, u.apm.name
+        )));
     }
-    let prog = Program::build(&apm, &ops, &initial, blob.len() as u64).map_err(|e| Failure::input(format!("bundle {} under APM {}: {e}", a.bundle.display(), apm.name)))?;
-    let universe = CrashFs::universe(&initial, &ops).map_err(|e| Failure::input(format!("bundle {}: {e}", a.bundle.display())))?;
-    let exp = Explorer::new(&prog, &ops, &blob, universe).map_err(|e| Failure::internal(format!("building crash states: {e}")))?;
+    let prog = Program::build(&apm, &ops, &initial, blob.len() as u64).map_err(|e| {
+        Failure::input(format!(
+            "bundle {} under APM {}: {e}",
+            a.bundle.display(),
+            apm.name
+        ))
+    })?;
+    let universe = CrashFs::universe(&initial, &ops)
+        .map_err(|e| Failure::input(format!("bundle {}: {e}", a.bundle.display())))?;
+    let exp = Explorer::new(&prog, &ops, &blob, universe)
+        .map_err(|e| Failure::internal(format!("building crash states: {e}")))?;
     if u.base > prog.calls.len() {
-        return Err(bad_unit(format!("base state {} does not exist (the program has {} calls)", u.base, prog.calls.len())));
+        return Err(bad_unit(format!(
+            "base state {} does not exist (the program has {} calls)",
+            u.base,
+            prog.calls.len()
+        )));
     }
     let mut state = exp.prefix_state(u.base);
-    state.patch(&delta).map_err(|e| bad_unit(format!("its delta does not apply (corrupt unit): {e}")))?;
+    state
+        .patch(&delta)
+        .map_err(|e| bad_unit(format!("its delta does not apply (corrupt unit): {e}")))?;
     let got = state.hash(&mut HashMap::new());
     if got != want {
-        return Err(bad_unit(format!("the rebuilt state {} has content hash {}, not {} (corrupt unit)", u.state, hex(&got), u.hash)));
+        return Err(bad_unit(format!(
+            "the rebuilt state {} has content hash {}, not {} (corrupt unit)",
+            u.state,
+            hex(&got),
+            u.hash
+        )));
     }
     // Nothing written unless the verdict is: check the output path first.
     if let Some(d) = a.out.parent().filter(|d| !d.as_os_str().is_empty()) {
         if !d.is_dir() {
-            return Err(Failure::input(format!("--out {}: the directory {} does not exist", a.out.display(), d.display())));
+            return Err(Failure::input(format!(
+                "--out {}: the directory {} does not exist",
+                a.out.display(),
+                d.display()
+            )));
         }
     }
     let runner = Runner::start_numbered(
-        RunnerConfig { checker: u.checker.clone(), jobs: 1, timeout: Some(Duration::from_secs_f64(u.timeout)), scratch_parent: a.scratch.clone(), keep_output_bytes: KEEP_OUTPUT },
+        RunnerConfig {
+            checker: u.checker.clone(),
+            jobs: 1,
+            timeout: Some(Duration::from_secs_f64(u.timeout)),
+            scratch_parent: a.scratch.clone(),
+            keep_output_bytes: KEEP_OUTPUT,
+        },
         a.worker,
     )
     .map_err(|e| Failure::input(format!("--checker on {host}: {e}")))?;
     let stdout = state.stdout.to_vec();
-    let job = Job { id: 0, state_id: u.state.clone(), stdout, materialise: Box::new(move |d: &Path| state.materialise(d).map_err(|e| e.to_string())), release: None };
+    let job = Job {
+        id: 0,
+        state_id: u.state.clone(),
+        stdout,
+        materialise: Box::new(move |d: &Path| state.materialise(d).map_err(|e| e.to_string())),
+        release: None,
+    };
     if runner.submit(job).is_err() {
         return Err(Failure::internal("the checker runner stopped"));
     }
@@ -721,7 +940,10 @@ pub fn check_unit(a: CheckUnitArgs) -> Result<u8, Failure> {
         if crate::interrupted() {
             runner.cancel_handle().cancel();
             drop(runner);
-            return Err(Failure { code: 130, message: "interrupted: no verdict written".into() });
+            return Err(Failure {
+                code: 130,
+                message: "interrupted: no verdict written".into(),
+            });
         }
         std::thread::sleep(Duration::from_millis(5));
         outcome = runner.drain().pop();
@@ -739,7 +961,8 @@ pub fn check_unit(a: CheckUnitArgs) -> Result<u8, Failure> {
         worker: o.worker,
     };
     let text = serde_json::to_vec_pretty(&v).map_err(|e| Failure::internal(e.to_string()))?;
-    write_whole(&a.out, &text).map_err(|e| Failure::input(format!("--out {}: {e}", a.out.display())))?;
+    write_whole(&a.out, &text)
+        .map_err(|e| Failure::input(format!("--out {}: {e}", a.out.display())))?;
     Ok(0)
 }
 
@@ -764,7 +987,8 @@ pub fn exec_dask(scheduler: &str) -> Result<u8, Failure> {
         }
     }
     let python = std::env::var_os("INTACT_PYTHON").unwrap_or_else(|| "python3".into());
-    let me = std::env::current_exe().map_err(|e| Failure::internal(format!("--dask: where is intact? {e}")))?;
+    let me = std::env::current_exe()
+        .map_err(|e| Failure::internal(format!("--dask: where is intact? {e}")))?;
     // A development build finds the package in its source tree; an installed one needs
     // `pip install ./python`.
     let mut pypath = std::env::var_os("PYTHONPATH").unwrap_or_default();
@@ -789,18 +1013,29 @@ pub fn exec_dask(scheduler: &str) -> Result<u8, Failure> {
     }
     // Options of the driver itself (--env, --retries, --cluster-opt, ...).
     let extra = match std::env::var("INTACT_DASK_OPTS") {
-        Ok(s) => shlex::split(&s).ok_or_else(|| Failure::input("INTACT_DASK_OPTS: unbalanced quotes"))?,
+        Ok(s) => {
+            shlex::split(&s).ok_or_else(|| Failure::input("INTACT_DASK_OPTS: unbalanced quotes"))?
+        }
         Err(_) => Vec::new(),
     };
     let err = std::process::Command::new(&python)
-        .args(["-m", "intact.dask_run", "--scheduler", scheduler, "--intact"])
+        .args([
+            "-m",
+            "intact.dask_run",
+            "--scheduler",
+            scheduler,
+            "--intact",
+        ])
         .arg(&me)
         .args(&extra)
         .arg("--")
         .args(&rest)
         .env("PYTHONPATH", &pypath)
         .exec();
-    Err(Failure::input(format!("--dask: cannot run {}: {err}", python.to_string_lossy())))
+    Err(Failure::input(format!(
+        "--dask: cannot run {}: {err}",
+        python.to_string_lossy()
+    )))
 }
 
 #[cfg(test)]

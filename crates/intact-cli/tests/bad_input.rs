@@ -5,7 +5,11 @@ use common::*;
 use std::path::Path;
 
 fn leftovers(dir: &Path) -> Vec<String> {
-    std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.contains(".partial-")).collect()
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".partial-"))
+        .collect()
 }
 
 fn no_panic(out: &std::process::Output) {
@@ -16,10 +20,17 @@ fn no_panic(out: &std::process::Output) {
 #[test]
 fn missing_dir() {
     let t = tempfile::tempdir().unwrap();
-    let out = intact().current_dir(t.path()).args(["record", "--dir", "nope", "--out", "b", "--", "true"]).output().unwrap();
+    let out = intact()
+        .current_dir(t.path())
+        .args(["record", "--dir", "nope", "--out", "b", "--", "true"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let e = String::from_utf8_lossy(&out.stderr);
-    assert!(e.contains("--dir nope") && e.contains("No such file"), "{e}");
+    assert!(
+        e.contains("--dir nope") && e.contains("No such file"),
+        "{e}"
+    );
     assert!(!t.path().join("b").exists());
     assert!(leftovers(t.path()).is_empty());
     no_panic(&out);
@@ -28,9 +39,15 @@ fn missing_dir() {
 #[test]
 fn unknown_command() {
     let t = tempfile::tempdir().unwrap();
-    let out = intact().current_dir(t.path()).args(["record", "--out", "b", "--", "no-such-program-xyz"]).output().unwrap();
+    let out = intact()
+        .current_dir(t.path())
+        .args(["record", "--out", "b", "--", "no-such-program-xyz"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("command not found: \"no-such-program-xyz\""));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("command not found: \"no-such-program-xyz\"")
+    );
     assert!(!t.path().join("b").exists());
     assert!(leftovers(t.path()).is_empty());
 }
@@ -45,23 +62,43 @@ fn missing_command_is_a_usage_error() {
 #[test]
 fn strace_missing() {
     let t = tempfile::tempdir().unwrap();
-    let out = intact().current_dir(t.path()).args(["record", "--strace", "/nonexistent/strace", "--out", "b", "--", "true"]).output().unwrap();
+    let out = intact()
+        .current_dir(t.path())
+        .args([
+            "record",
+            "--strace",
+            "/nonexistent/strace",
+            "--out",
+            "b",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let e = String::from_utf8_lossy(&out.stderr);
-    assert!(e.contains("strace was not found") && e.contains("apt-get install -y strace"), "{e}");
+    assert!(
+        e.contains("strace was not found") && e.contains("apt-get install -y strace"),
+        "{e}"
+    );
     assert!(!t.path().join("b").exists());
     assert!(leftovers(t.path()).is_empty());
 }
 
 #[test]
 fn workload_fails_or_is_killed() {
-    for (script, expect) in [("exit 3", "exited with status 3"), ("kill -SEGV $$", "killed by SIGSEGV"), ("kill -KILL $$", "killed by SIGKILL")] {
+    for (script, expect) in [
+        ("exit 3", "exited with status 3"),
+        ("kill -SEGV $$", "killed by SIGSEGV"),
+        ("kill -KILL $$", "killed by SIGKILL"),
+    ] {
         let r = record_in(&["sh", "-c", &format!("echo x > f; {script}")], |_| {}, &[]);
         assert_eq!(r.output.status.code(), Some(1), "{script}: {}", r.stderr());
         assert!(r.stderr().contains(expect), "{script}: {}", r.stderr());
         // The bundle records what happened up to that point, and says how it ended.
         r.verify();
-        let meta: serde_json::Value = serde_json::from_slice(&std::fs::read(r.bundle.join("bundle.json")).unwrap()).unwrap();
+        let meta: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(r.bundle.join("bundle.json")).unwrap()).unwrap();
         assert!(meta["workload"].is_object(), "{meta}");
         assert!(r.sigs().contains(&"create f".to_string()));
         no_panic(&r.output);
@@ -78,7 +115,11 @@ fn trace_cut_short() {
         "#!/bin/sh\nif [ \"$1\" = -V ]; then exec strace -V; fi\nout=''\nprev=''\nfor a in \"$@\"; do [ \"$prev\" = -o ] && out=$a; prev=$a; done\nstrace \"$@\"\ns=$?\nsz=$(stat -c %s \"$out\")\ntruncate -s $((sz - 7)) \"$out\"\nexit $s\n",
     )
     .unwrap();
-    std::process::Command::new("chmod").arg("+x").arg(&fake).status().unwrap();
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&fake)
+        .status()
+        .unwrap();
     let work = t.path().join("w");
     std::fs::create_dir(&work).unwrap();
     let out = intact()
@@ -89,7 +130,12 @@ fn trace_cut_short() {
         .args(["--out", "../b", "--", "sh", "-c", "echo hi > f"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("cut short"));
     assert!(!t.path().join("b").exists());
     assert!(leftovers(t.path()).is_empty());
@@ -100,7 +146,11 @@ fn trace_cut_short() {
 fn unwritable_output() {
     let t = tempfile::tempdir().unwrap();
     for bad in ["/proc/intact-bundle", "/nonexistent-dir/b"] {
-        let out = intact().current_dir(t.path()).args(["record", "--out", bad, "--", "true"]).output().unwrap();
+        let out = intact()
+            .current_dir(t.path())
+            .args(["record", "--out", bad, "--", "true"])
+            .output()
+            .unwrap();
         assert_eq!(out.status.code(), Some(2), "{bad}");
         let e = String::from_utf8_lossy(&out.stderr);
         assert!(e.contains("--out"), "{e}");
@@ -108,7 +158,11 @@ fn unwritable_output() {
     }
     // An existing bundle is not replaced without --force.
     std::fs::create_dir(t.path().join("b")).unwrap();
-    let out = intact().current_dir(t.path()).args(["record", "--out", "b", "--", "true"]).output().unwrap();
+    let out = intact()
+        .current_dir(t.path())
+        .args(["record", "--out", "b", "--", "true"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("already exists"));
 }
@@ -117,7 +171,10 @@ fn unwritable_output() {
 fn not_a_bundle() {
     let t = tempfile::tempdir().unwrap();
     for cmd in ["ops", "verify"] {
-        let out = intact().args([cmd, t.path().to_str().unwrap()]).output().unwrap();
+        let out = intact()
+            .args([cmd, t.path().to_str().unwrap()])
+            .output()
+            .unwrap();
         assert_eq!(out.status.code(), Some(2));
         assert!(String::from_utf8_lossy(&out.stderr).contains("bundle.json"));
         let out = intact().args([cmd, "/nonexistent"]).output().unwrap();
@@ -129,19 +186,48 @@ fn not_a_bundle() {
     std::fs::write(r.bundle.join("ops.jsonl"), "{not json\n").unwrap();
     let out = intact().arg("ops").arg(&r.bundle).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("ops.jsonl: not a valid bundle file: line 1"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("ops.jsonl: not a valid bundle file: line 1")
+    );
 }
 
 #[test]
 fn bundle_inside_recorded_dir_is_ignored() {
     // Default --out is ./intact.bundle inside the default --dir (.): it must not record itself.
     let t = tempfile::tempdir().unwrap();
-    let out = intact().current_dir(t.path()).args(["record", "--", "sh", "-c", "echo x > f"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    let out = intact().current_dir(t.path()).args(["verify", "intact.bundle"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = intact()
+        .current_dir(t.path())
+        .args(["record", "--", "sh", "-c", "echo x > f"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = intact()
+        .current_dir(t.path())
+        .args(["verify", "intact.bundle"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // A second recording with --force over the first also works.
-    let out = intact().current_dir(t.path()).args(["record", "--force", "--", "sh", "-c", "echo y >> f"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = intact()
+        .current_dir(t.path())
+        .args(["record", "--force", "--", "sh", "-c", "echo y >> f"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(leftovers(t.path()).is_empty());
 }

@@ -10,14 +10,32 @@ use common::intact;
 fn validate(args: &[&str]) -> (i32, serde_json::Value, String) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("v.json");
-    let o = intact().args(["blk", "validate-apm", "-j", "2"]).args(args).arg("--json").arg(&json).output().expect("running intact");
-    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    let v = std::fs::read_to_string(&json).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or(serde_json::Value::Null);
+    let o = intact()
+        .args(["blk", "validate-apm", "-j", "2"])
+        .args(args)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("running intact");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v = std::fs::read_to_string(&json)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(serde_json::Value::Null);
     (o.status.code().unwrap_or(-1), v, text)
 }
 
 fn sum(v: &serde_json::Value, key: &str) -> u64 {
-    v["results"].as_array().unwrap().iter().map(|r| r[key].as_u64().unwrap()).sum()
+    v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r[key].as_u64().unwrap())
+        .sum()
 }
 
 fn root() -> bool {
@@ -40,7 +58,11 @@ fn intactfs_keeps_its_promise_on_every_crash_image() {
     let images = sum(&v, "images");
     assert!(images >= 8, "{text}");
     assert_eq!(sum(&v, "allowed"), images, "{text}");
-    assert_eq!(sum(&v, "forbidden") + sum(&v, "unmountable") + sum(&v, "fsck_errors"), 0, "{text}");
+    assert_eq!(
+        sum(&v, "forbidden") + sum(&v, "unmountable") + sum(&v, "fsck_errors"),
+        0,
+        "{text}"
+    );
     for r in v["results"].as_array().unwrap() {
         assert!(r["enumeration_complete"].as_bool().unwrap(), "{r}");
         assert!(r["allowed_states"].as_u64().unwrap() >= 2, "{r}");
@@ -54,7 +76,18 @@ fn ext4_with_dioread_lock_keeps_ext4_o() {
     }
     // 4 KiB tears: a 512-byte tear of ext4's superblock leaves an image that does not
     // mount, which says nothing about the APM (docs/validation.md).
-    let (code, v, text) = validate(&["--fs", "ext4", "--mount-opts", "ext4=dioread_lock", "--tear", "4096", "--generated", "3", "--seed", "1"]);
+    let (code, v, text) = validate(&[
+        "--fs",
+        "ext4",
+        "--mount-opts",
+        "ext4=dioread_lock",
+        "--tear",
+        "4096",
+        "--generated",
+        "3",
+        "--seed",
+        "1",
+    ]);
     assert_eq!(code, 0, "{text}");
     assert!(sum(&v, "images") >= 10, "{text}");
     assert_eq!(sum(&v, "allowed"), sum(&v, "images"), "{text}");
@@ -79,11 +112,34 @@ fn a_rename_to_a_new_name_breaks_ext4_o_and_keeps_replacing_rename() {
     let workload = format!("python3 {}", w.display());
     // dioread_lock: the default dioread_nolock may also show the file's blocks as zeros at
     // unmount (another finding, timing-dependent), which is not what this test is about.
-    let (code, v, text) = validate(&["--fs", "ext4", "--mount-opts", "ext4=dioread_lock", "--generated", "0", "--workload", &workload]);
+    let (code, v, text) = validate(&[
+        "--fs",
+        "ext4",
+        "--mount-opts",
+        "ext4=dioread_lock",
+        "--generated",
+        "0",
+        "--workload",
+        &workload,
+    ]);
     assert_eq!(code, 1, "{text}");
     assert!(sum(&v, "forbidden") >= 1, "{text}");
-    assert!(text.contains("b: differs (100 bytes vs 0 bytes)") || text.contains("b: image has it"), "{text}");
-    let (code, v, text) = validate(&["--fs", "ext4", "--mount-opts", "ext4=dioread_lock", "--apm", "ext4=xfs", "--generated", "0", "--workload", &workload]);
+    assert!(
+        text.contains("b: differs (100 bytes vs 0 bytes)") || text.contains("b: image has it"),
+        "{text}"
+    );
+    let (code, v, text) = validate(&[
+        "--fs",
+        "ext4",
+        "--mount-opts",
+        "ext4=dioread_lock",
+        "--apm",
+        "ext4=xfs",
+        "--generated",
+        "0",
+        "--workload",
+        &workload,
+    ]);
     assert_eq!(code, 0, "{text}");
     assert_eq!(sum(&v, "allowed"), sum(&v, "images"), "{text}");
 }

@@ -14,7 +14,10 @@ fn repo() -> PathBuf {
 
 /// The interpreter itself: a version manager's `python3` shim costs ~0.3 s per checker run.
 fn python() -> String {
-    let out = Command::new("python3").args(["-c", "import sys; print(sys.executable)"]).output().expect("python3 must be installed");
+    let out = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .expect("python3 must be installed");
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
@@ -27,24 +30,40 @@ struct Kv {
 fn kv() -> Kv {
     let tmp = tempfile::tempdir().unwrap();
     let bundle = common::record_kv(tmp.path());
-    let checker = format!("{} {}", python(), repo().join("examples/kvstore/check.py").display());
-    Kv { tmp, bundle, checker }
+    let checker = format!(
+        "{} {}",
+        python(),
+        repo().join("examples/kvstore/check.py").display()
+    );
+    Kv {
+        tmp,
+        bundle,
+        checker,
+    }
 }
 
 fn run(args: &[&str]) -> (i32, String, String) {
     let out = intact().args(args).output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// The report without its timings, the timed-out states sorted (their order is the order
 /// in which verdicts arrived).
 fn normalized(path: &Path) -> serde_json::Value {
-    let mut r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     r.as_object_mut().unwrap().remove("seconds");
     for a in r["apms"].as_array_mut().unwrap() {
         a.as_object_mut().unwrap().remove("seconds");
     }
-    r["timeouts"].as_array_mut().unwrap().sort_by_key(|v| v.to_string());
+    r["timeouts"]
+        .as_array_mut()
+        .unwrap()
+        .sort_by_key(|v| v.to_string());
     r
 }
 
@@ -53,7 +72,12 @@ fn manifest(dir: &Path) -> serde_json::Value {
 }
 
 fn pending(dir: &Path) -> Vec<String> {
-    manifest(dir)["pending"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect()
+    manifest(dir)["pending"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect()
 }
 
 /// Emits and checks units (two at a time) until the manifest is complete; returns the rounds.
@@ -79,7 +103,14 @@ fn emit_and_check_all(bundle: &Path, base: &[&str], dir: &Path) -> usize {
                 .enumerate()
                 .map(|(i, s)| {
                     intact()
-                        .args(["check-unit", "--bundle", b, "--worker", &i.to_string(), "--unit"])
+                        .args([
+                            "check-unit",
+                            "--bundle",
+                            b,
+                            "--worker",
+                            &i.to_string(),
+                            "--unit",
+                        ])
                         .arg(dir.join(format!("units/{s}.json")))
                         .arg("--out")
                         .arg(dir.join(format!("verdicts/{s}.json")))
@@ -101,8 +132,32 @@ fn units_give_the_local_report() {
     let b = k.bundle.to_str().unwrap();
     for (tag, opts, rounds) in [
         ("alice", vec!["--apm", "default,ext4-o"], 2),
-        ("exhaustive", vec!["--apm", "ext4-o,default", "--explore", "exhaustive", "--max-states", "40"], 1),
-        ("random", vec!["--apm", "btrfs", "--explore", "random", "--samples", "30", "--seed", "7"], 1),
+        (
+            "exhaustive",
+            vec![
+                "--apm",
+                "ext4-o,default",
+                "--explore",
+                "exhaustive",
+                "--max-states",
+                "40",
+            ],
+            1,
+        ),
+        (
+            "random",
+            vec![
+                "--apm",
+                "btrfs",
+                "--explore",
+                "random",
+                "--samples",
+                "30",
+                "--seed",
+                "7",
+            ],
+            1,
+        ),
     ] {
         let mut base: Vec<&str> = vec!["--checker", &k.checker];
         base.extend(opts.iter());
@@ -114,22 +169,52 @@ fn units_give_the_local_report() {
         assert!(lcode <= 1, "{lerr}");
 
         let dir = k.tmp.path().join(format!("{tag}-units"));
-        assert_eq!(emit_and_check_all(&k.bundle, &base, &dir), rounds, "{tag}: rounds");
+        assert_eq!(
+            emit_and_check_all(&k.bundle, &base, &dir),
+            rounds,
+            "{tag}: rounds"
+        );
         // Every unit names its state, its hash, and how to rebuild it.
         let m = manifest(&dir);
         let units = m["units"].as_array().unwrap();
         assert!(!units.is_empty());
-        let u: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join(units[0]["file"].as_str().unwrap())).unwrap()).unwrap();
-        assert!(u["state"].as_str().unwrap().starts_with('s') && u["hash"].as_str().unwrap().len() == 64 && u["delta"].is_object(), "{u}");
+        let u: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join(units[0]["file"].as_str().unwrap())).unwrap(),
+        )
+        .unwrap();
+        assert!(
+            u["state"].as_str().unwrap().starts_with('s')
+                && u["hash"].as_str().unwrap().len() == 64
+                && u["delta"].is_object(),
+            "{u}"
+        );
 
         let dist = k.tmp.path().join(format!("{tag}-dist.json"));
         let mut args = vec!["check", b];
         args.extend(base.iter());
-        args.extend(["--from-verdicts", dir.to_str().unwrap(), "-q", "--json", dist.to_str().unwrap()]);
+        args.extend([
+            "--from-verdicts",
+            dir.to_str().unwrap(),
+            "-q",
+            "--json",
+            dist.to_str().unwrap(),
+        ]);
         let (dcode, dtext, derr) = run(&args);
         assert_eq!(dcode, lcode, "{tag}: {derr}");
         assert_eq!(normalized(&dist), normalized(&local), "{tag}");
-        let untimed = |t: &str| t.lines().map(|l| l.split(" (").next().unwrap().split(" in ").next().unwrap().to_string()).collect::<Vec<_>>();
+        let untimed = |t: &str| {
+            t.lines()
+                .map(|l| {
+                    l.split(" (")
+                        .next()
+                        .unwrap()
+                        .split(" in ")
+                        .next()
+                        .unwrap()
+                        .to_string()
+                })
+                .collect::<Vec<_>>()
+        };
         assert_eq!(untimed(&dtext), untimed(&ltext), "{tag}: text report");
     }
 }
@@ -140,7 +225,15 @@ fn bad_units_and_directories_are_refused() {
     let b = k.bundle.to_str().unwrap();
     let dir = k.tmp.path().join("units");
     let d = dir.to_str().unwrap();
-    let (code, _, err) = run(&["check", b, "--checker", &k.checker, "--emit-states", d, "-q"]);
+    let (code, _, err) = run(&[
+        "check",
+        b,
+        "--checker",
+        &k.checker,
+        "--emit-states",
+        d,
+        "-q",
+    ]);
     assert_eq!(code, 0, "{err}");
     let todo = pending(&dir);
     let unit = dir.join(format!("units/{}.json", todo[0]));
@@ -149,20 +242,51 @@ fn bad_units_and_directories_are_refused() {
 
     // Not every state has a verdict: no report.
     let json = k.tmp.path().join("r.json");
-    let (code, out, err) = run(&["check", b, "--checker", &k.checker, "--from-verdicts", d, "--json", json.to_str().unwrap()]);
+    let (code, out, err) = run(&[
+        "check",
+        b,
+        "--checker",
+        &k.checker,
+        "--from-verdicts",
+        d,
+        "--json",
+        json.to_str().unwrap(),
+    ]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("have no verdict") && err.contains("no report written"), "{err}");
+    assert!(
+        err.contains("have no verdict") && err.contains("no report written"),
+        "{err}"
+    );
     assert!(out.is_empty() && !json.exists());
 
     // Another run's options on the same directory.
-    let (code, _, err) = run(&["check", b, "--checker", &k.checker, "--apm", "ext4-o", "--emit-states", d]);
+    let (code, _, err) = run(&[
+        "check",
+        b,
+        "--checker",
+        &k.checker,
+        "--apm",
+        "ext4-o",
+        "--emit-states",
+        d,
+    ]);
     assert_eq!(code, 2);
-    assert!(err.contains("another run") && err.contains("--apm"), "{err}");
+    assert!(
+        err.contains("another run") && err.contains("--apm"),
+        "{err}"
+    );
     let (code, _, err) = run(&["check", b, "--checker", "true", "--from-verdicts", d]);
     assert_eq!(code, 2);
     assert!(err.contains("--checker"), "{err}");
     // A directory that holds something else.
-    let (code, _, err) = run(&["check", b, "--checker", &k.checker, "--emit-states", k.tmp.path().to_str().unwrap()]);
+    let (code, _, err) = run(&[
+        "check",
+        b,
+        "--checker",
+        &k.checker,
+        "--emit-states",
+        k.tmp.path().to_str().unwrap(),
+    ]);
     assert_eq!(code, 2);
     assert!(err.contains("not empty"), "{err}");
 
@@ -170,7 +294,15 @@ fn bad_units_and_directories_are_refused() {
     let text = std::fs::read_to_string(&unit).unwrap();
     let bad = k.tmp.path().join("bad.json");
     std::fs::write(&bad, &text[..text.len() / 2]).unwrap();
-    let (code, _, err) = run(&["check-unit", "--bundle", b, "--unit", bad.to_str().unwrap(), "--out", v]);
+    let (code, _, err) = run(&[
+        "check-unit",
+        "--bundle",
+        b,
+        "--unit",
+        bad.to_str().unwrap(),
+        "--out",
+        v,
+    ]);
     assert_eq!(code, 2);
     assert!(err.contains("not a valid work unit"), "{err}");
     assert!(!verdict.exists());
@@ -178,31 +310,75 @@ fn bad_units_and_directories_are_refused() {
     let mut u: serde_json::Value = serde_json::from_str(&text).unwrap();
     u["delta"]["stdout"] = serde_json::json!("eA==");
     std::fs::write(&bad, u.to_string()).unwrap();
-    let (code, _, err) = run(&["check-unit", "--bundle", b, "--unit", bad.to_str().unwrap(), "--out", v]);
+    let (code, _, err) = run(&[
+        "check-unit",
+        "--bundle",
+        b,
+        "--unit",
+        bad.to_str().unwrap(),
+        "--out",
+        v,
+    ]);
     assert_eq!(code, 2);
     assert!(err.contains("corrupt unit"), "{err}");
     assert!(!verdict.exists());
     let other = k.tmp.path().join("b2");
     std::fs::create_dir(&other).unwrap();
-    assert!(Command::new("cp").arg("-a").arg(format!("{b}/.")).arg(&other).status().unwrap().success());
+    assert!(Command::new("cp")
+        .arg("-a")
+        .arg(format!("{b}/."))
+        .arg(&other)
+        .status()
+        .unwrap()
+        .success());
     let mut data = std::fs::read(other.join("data.bin")).unwrap();
     data[0] ^= 1;
     std::fs::write(other.join("data.bin"), data).unwrap();
-    let (code, _, err) = run(&["check-unit", "--bundle", other.to_str().unwrap(), "--unit", unit.to_str().unwrap(), "--out", v]);
+    let (code, _, err) = run(&[
+        "check-unit",
+        "--bundle",
+        other.to_str().unwrap(),
+        "--unit",
+        unit.to_str().unwrap(),
+        "--out",
+        v,
+    ]);
     assert_eq!(code, 2);
     assert!(err.contains("is not the bundle"), "{err}");
     // A worker without the checker: the message names it.
     let mut u: serde_json::Value = serde_json::from_str(&text).unwrap();
     u["checker"] = serde_json::json!(["intact-no-such-checker"]);
     std::fs::write(&bad, u.to_string()).unwrap();
-    let (code, _, err) = run(&["check-unit", "--bundle", b, "--unit", bad.to_str().unwrap(), "--out", v]);
+    let (code, _, err) = run(&[
+        "check-unit",
+        "--bundle",
+        b,
+        "--unit",
+        bad.to_str().unwrap(),
+        "--out",
+        v,
+    ]);
     assert_eq!(code, 2);
-    assert!(err.contains("intact-no-such-checker") && err.contains("not found"), "{err}");
+    assert!(
+        err.contains("intact-no-such-checker") && err.contains("not found"),
+        "{err}"
+    );
     assert!(!verdict.exists());
     // The good unit.
-    let (code, _, err) = run(&["check-unit", "--bundle", b, "--unit", unit.to_str().unwrap(), "--out", v, "--worker", "5"]);
+    let (code, _, err) = run(&[
+        "check-unit",
+        "--bundle",
+        b,
+        "--unit",
+        unit.to_str().unwrap(),
+        "--out",
+        v,
+        "--worker",
+        "5",
+    ]);
     assert_eq!(code, 0, "{err}");
-    let vj: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&verdict).unwrap()).unwrap();
+    let vj: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&verdict).unwrap()).unwrap();
     assert_eq!(vj["state"], serde_json::json!(todo[0]));
     assert_eq!(vj["worker"], 5);
     assert_eq!(vj["verdict"]["kind"], "pass", "{vj}");

@@ -12,14 +12,20 @@ use std::process::Command;
 /// whose expectations on the undo log are known (examples/undolog/README.md).
 const ALL_APMS: &str = "default,ext3-j,ext3-o,ext3-w,ext4-o,btrfs,strict,intactfs";
 /// Every built-in APM, as `intact apm list` shows them.
-const BUILTIN_APMS: &str = "default,ext3-j,ext3-o,ext3-w,ext4-o,xfs,btrfs,strict,intactfs,intactfs-osync,nobarrier";
+const BUILTIN_APMS: &str =
+    "default,ext3-j,ext3-o,ext3-w,ext4-o,xfs,btrfs,strict,intactfs,intactfs-osync,nobarrier";
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 fn gcc(src: &Path, out: &Path) {
-    let st = Command::new("gcc").args(["-g", "-O0", "-o"]).arg(out).arg(src).status().expect("gcc must be installed");
+    let st = Command::new("gcc")
+        .args(["-g", "-O0", "-o"])
+        .arg(out)
+        .arg(src)
+        .status()
+        .expect("gcc must be installed");
     assert!(st.success(), "compiling {}", src.display());
 }
 
@@ -27,18 +33,48 @@ fn gcc(src: &Path, out: &Path) {
 fn check(bundle: &Path, args: &[&str]) -> (i32, String, String, Option<serde_json::Value>) {
     let json = bundle.with_extension("report.json");
     let _ = std::fs::remove_file(&json);
-    let out = intact().arg("check").arg(bundle).args(args).arg("--json").arg(&json).arg("-q").output().unwrap();
-    let rep = std::fs::read_to_string(&json).ok().map(|t| serde_json::from_str(&t).expect("report is JSON"));
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned(), rep)
+    let out = intact()
+        .arg("check")
+        .arg(bundle)
+        .args(args)
+        .arg("--json")
+        .arg(&json)
+        .arg("-q")
+        .output()
+        .unwrap();
+    let rep = std::fs::read_to_string(&json)
+        .ok()
+        .map(|t| serde_json::from_str(&t).expect("report is JSON"));
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        rep,
+    )
 }
 
 /// APMs that expose at least one static vulnerability.
 fn exposing(rep: &serde_json::Value) -> BTreeSet<String> {
-    rep["static"].as_array().unwrap().iter().flat_map(|s| s["apms"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string())).collect()
+    rep["static"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| {
+            s["apms"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap().to_string())
+        })
+        .collect()
 }
 
 fn set(names: &str) -> BTreeSet<String> {
-    names.split(',').filter(|s| !s.is_empty()).map(String::from).collect()
+    names
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect()
 }
 
 struct Undolog {
@@ -53,22 +89,41 @@ impl Undolog {
         let bin = tmp.path().join("undolog");
         gcc(&repo().join("examples/undolog/undolog.c"), &bin);
         let root = tmp.path().to_path_buf();
-        Undolog { _tmp: tmp, bin, root }
+        Undolog {
+            _tmp: tmp,
+            bin,
+            root,
+        }
     }
     /// Records `undolog update --measures M` on a fresh database; returns the bundle.
     fn record(&self, measures: &str, stacks: bool) -> PathBuf {
         let tag = measures.replace(['=', ','], "_");
         let dir = self.root.join(format!("db-{tag}"));
         std::fs::create_dir(&dir).unwrap();
-        assert!(Command::new(&self.bin).arg("init").current_dir(&dir).status().unwrap().success());
+        assert!(Command::new(&self.bin)
+            .arg("init")
+            .current_dir(&dir)
+            .status()
+            .unwrap()
+            .success());
         let bundle = self.root.join(format!("b-{tag}"));
         let mut c = intact();
         c.arg("record").arg("--out").arg(&bundle);
         if !stacks {
             c.arg("--no-stacks");
         }
-        let out = c.arg("--").arg(&self.bin).args(["update", "--measures", measures]).current_dir(&dir).output().unwrap();
-        assert!(out.status.success(), "record: {}", String::from_utf8_lossy(&out.stderr));
+        let out = c
+            .arg("--")
+            .arg(&self.bin)
+            .args(["update", "--measures", measures])
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "record: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         bundle
     }
     fn checker(&self) -> String {
@@ -90,11 +145,25 @@ fn undolog_incorrect_and_correct() {
     for s in rep["static"].as_array().unwrap() {
         for l in s["locations"].as_array().unwrap() {
             let l = l.as_str().unwrap();
-            assert!(l.contains("undolog.c:") || l == "the output that follows it", "location {l} should be a line of undolog.c\n{text}");
+            assert!(
+                l.contains("undolog.c:") || l == "the output that follows it",
+                "location {l} should be a line of undolog.c\n{text}"
+            );
         }
     }
     // The durability vulnerability of the unlink (thesis §2.2: nothing is durable without fsync).
-    assert!(rep["static"].as_array().unwrap().iter().any(|s| s["categories"].as_array().unwrap().iter().any(|c| c == "durability")), "{text}");
+    assert!(
+        rep["static"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["categories"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c == "durability")),
+        "{text}"
+    );
     assert!(text.contains("static vulnerabilit"), "{text}");
 
     let good = u.record("all", false);
@@ -121,12 +190,25 @@ fn undolog_each_measure_matters_on_the_right_file_systems() {
     ];
     for (m, apms) in expected {
         let b = u.record(&format!("all-but={m}"), false);
-        let (code, text, err, rep) = check(&b, &["--checker", &u.checker(), "--apm", ALL_APMS, "--explore", "exhaustive"]);
+        let (code, text, err, rep) = check(
+            &b,
+            &[
+                "--checker",
+                &u.checker(),
+                "--apm",
+                ALL_APMS,
+                "--explore",
+                "exhaustive",
+            ],
+        );
         assert_eq!(code, 1, "without {m}: {text}\n{err}");
         let rep = rep.unwrap();
         assert_eq!(exposing(&rep), set(apms), "without {m}:\n{text}");
         for a in rep["apms"].as_array().unwrap() {
-            assert_eq!(a["complete"], true, "exhaustive search must complete on this small trace");
+            assert_eq!(
+                a["complete"], true,
+                "exhaustive search must complete on this small trace"
+            );
         }
     }
 }
@@ -140,26 +222,78 @@ fn undolog_each_measure_matters_on_the_right_file_systems() {
 fn intactfs_masks_ordering_not_durability() {
     let u = Undolog::new();
     let categories = |rep: &serde_json::Value, apm: &str| -> BTreeSet<String> {
-        rep["dynamic"].as_array().unwrap().iter().filter(|d| d["apm"] == apm).map(|d| d["category"].as_str().unwrap().to_string()).collect()
+        rep["dynamic"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["apm"] == apm)
+            .map(|d| d["category"].as_str().unwrap().to_string())
+            .collect()
     };
     // Exhaustive: ext4-o's orderings show only combined with a partly written dbfile.
     let fig21 = u.record("none", true);
-    let (code, text, err, rep) = check(&fig21, &["--checker", &u.checker(), "--apm", "default,ext4-o,intactfs", "--explore", "exhaustive"]);
+    let (code, text, err, rep) = check(
+        &fig21,
+        &[
+            "--checker",
+            &u.checker(),
+            "--apm",
+            "default,ext4-o,intactfs",
+            "--explore",
+            "exhaustive",
+        ],
+    );
     assert_eq!(code, 1, "{text}\n{err}");
     let rep = rep.unwrap();
     for apm in ["default", "ext4-o"] {
         let c = categories(&rep, apm);
-        assert!(c.iter().any(|c| c != "durability"), "{apm} reorders Figure 2.1, got only {c:?}:\n{text}");
+        assert!(
+            c.iter().any(|c| c != "durability"),
+            "{apm} reorders Figure 2.1, got only {c:?}:\n{text}"
+        );
     }
     assert_eq!(categories(&rep, "intactfs"), set("durability"), "{text}");
     // The one left is the unsynced unlink (the commit point) before the print.
-    let left: Vec<_> = rep["static"].as_array().unwrap().iter().filter(|s| s["apms"].as_array().unwrap().iter().any(|a| a == "intactfs")).collect();
+    let left: Vec<_> = rep["static"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| {
+            s["apms"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|a| a == "intactfs")
+        })
+        .collect();
     assert_eq!(left.len(), 1, "{text}");
-    assert!(left[0]["locations"][0].as_str().unwrap().contains("undolog.c:"), "{text}");
-    assert!(left[0]["calls"][0]["summary"].as_str().unwrap().starts_with("unlink"), "{text}");
+    assert!(
+        left[0]["locations"][0]
+            .as_str()
+            .unwrap()
+            .contains("undolog.c:"),
+        "{text}"
+    );
+    assert!(
+        left[0]["calls"][0]["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("unlink"),
+        "{text}"
+    );
 
     let synced = u.record("fsync-dir-unlink", false);
-    let (code, text, err, rep) = check(&synced, &["--checker", &u.checker(), "--apm", "ext4-o,intactfs", "--explore", "exhaustive"]);
+    let (code, text, err, rep) = check(
+        &synced,
+        &[
+            "--checker",
+            &u.checker(),
+            "--apm",
+            "ext4-o,intactfs",
+            "--explore",
+            "exhaustive",
+        ],
+    );
     assert_eq!(code, 1, "{text}\n{err}");
     assert_eq!(exposing(&rep.unwrap()), set("ext4-o"), "{text}");
 }
@@ -174,16 +308,43 @@ fn intactfs_masks_ordering_not_durability() {
 fn undolog_measures_need_durable_fsync() {
     let u = Undolog::new();
     let good = u.record("all", false);
-    let (code, text, err, rep) = check(&good, &["--checker", &u.checker(), "--apm", "intactfs,intactfs-osync,nobarrier", "--explore", "exhaustive"]);
+    let (code, text, err, rep) = check(
+        &good,
+        &[
+            "--checker",
+            &u.checker(),
+            "--apm",
+            "intactfs,intactfs-osync,nobarrier",
+            "--explore",
+            "exhaustive",
+        ],
+    );
     assert_eq!(code, 1, "{text}\n{err}");
     let rep = rep.unwrap();
     assert_eq!(exposing(&rep), set("intactfs-osync,nobarrier"), "{text}");
     let dynamic = rep["dynamic"].as_array().unwrap();
-    let after_output = |d: &serde_json::Value| d["calls"].as_array().unwrap().last().unwrap()["summary"].as_str().unwrap().starts_with("output");
+    let after_output = |d: &serde_json::Value| {
+        d["calls"].as_array().unwrap().last().unwrap()["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("output")
+    };
     for d in dynamic.iter().filter(|d| d["apm"] == "intactfs-osync") {
-        assert!(after_output(d) && d["example"]["checker_message"].as_str().unwrap().contains("not durable"), "osync: only the output outruns the disk\n{text}");
+        assert!(
+            after_output(d)
+                && d["example"]["checker_message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("not durable"),
+            "osync: only the output outruns the disk\n{text}"
+        );
     }
-    assert!(dynamic.iter().any(|d| d["apm"] == "nobarrier" && !after_output(d)), "nobarrier: inconsistent without any output\n{text}");
+    assert!(
+        dynamic
+            .iter()
+            .any(|d| d["apm"] == "nobarrier" && !after_output(d)),
+        "nobarrier: inconsistent without any output\n{text}"
+    );
 }
 
 /// The key-value store (Listing 3.1 style): the missing fsync before rename is found under
@@ -194,7 +355,10 @@ fn kvstore_safe_rename() {
     let tmp = tempfile::tempdir().unwrap();
     let kv = tmp.path().join("kv");
     gcc(&repo().join("examples/kvstore/kv.c"), &kv);
-    let checker = format!("python3 {}", repo().join("examples/kvstore/check.py").display());
+    let checker = format!(
+        "python3 {}",
+        repo().join("examples/kvstore/check.py").display()
+    );
     for (safe, tag) in [(false, "plain"), (true, "safe")] {
         let db = tmp.path().join(format!("db-{tag}"));
         std::fs::create_dir(&db).unwrap();
@@ -204,26 +368,81 @@ fn kvstore_safe_rename() {
             args.push("--safe");
         }
         args.extend(["x", "foo1", "y", "foo2"]);
-        let out = intact().arg("record").arg("--out").arg(&bundle).arg("--").arg(&kv).args(&args).current_dir(&db).output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let out = intact()
+            .arg("record")
+            .arg("--out")
+            .arg(&bundle)
+            .arg("--")
+            .arg(&kv)
+            .args(&args)
+            .current_dir(&db)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let keep = tmp.path().join(format!("failing-{tag}"));
-        let (code, text, err, rep) = check(&bundle, &["--checker", &checker, "--apm", "default,ext4-o", "--keep-failing", keep.to_str().unwrap()]);
+        let (code, text, err, rep) = check(
+            &bundle,
+            &[
+                "--checker",
+                &checker,
+                "--apm",
+                "default,ext4-o",
+                "--keep-failing",
+                keep.to_str().unwrap(),
+            ],
+        );
         let rep = rep.unwrap_or_else(|| panic!("no report: {err}"));
         let statics = rep["static"].as_array().unwrap();
-        let safe_rename: Vec<_> = statics.iter().filter(|s| s["categories"].as_array().unwrap().iter().any(|c| c == "safe_rename")).collect();
+        let safe_rename: Vec<_> = statics
+            .iter()
+            .filter(|s| {
+                s["categories"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|c| c == "safe_rename")
+            })
+            .collect();
         if !safe {
             assert_eq!(code, 1, "{text}\n{err}");
             assert_eq!(safe_rename.len(), 1, "{text}");
             let s = safe_rename[0];
-            assert_eq!(s["apms"], serde_json::json!(["default"]), "ext4-o promises safe rename:\n{text}");
-            assert!(s["locations"][0].as_str().unwrap().contains("kv.c:") && s["locations"][0].as_str().unwrap().contains("checkpoint"), "{text}");
+            assert_eq!(
+                s["apms"],
+                serde_json::json!(["default"]),
+                "ext4-o promises safe rename:\n{text}"
+            );
+            assert!(
+                s["locations"][0].as_str().unwrap().contains("kv.c:")
+                    && s["locations"][0].as_str().unwrap().contains("checkpoint"),
+                "{text}"
+            );
             // The example state was saved and reproduces the failure by hand.
             let state = s["example"]["state"].as_str().unwrap();
             let saved = keep.join(state);
-            assert!(saved.join("crash").is_dir() && saved.join("stdout").is_file() && saved.join("README").is_file());
+            assert!(
+                saved.join("crash").is_dir()
+                    && saved.join("stdout").is_file()
+                    && saved.join("README").is_file()
+            );
             let copy = tmp.path().join("repro");
-            assert!(Command::new("cp").arg("-a").arg(saved.join("crash")).arg(&copy).status().unwrap().success());
-            let st = Command::new("python3").arg(repo().join("examples/kvstore/check.py")).arg(&copy).arg(saved.join("stdout")).status().unwrap();
+            assert!(Command::new("cp")
+                .arg("-a")
+                .arg(saved.join("crash"))
+                .arg(&copy)
+                .status()
+                .unwrap()
+                .success());
+            let st = Command::new("python3")
+                .arg(repo().join("examples/kvstore/check.py"))
+                .arg(&copy)
+                .arg(saved.join("stdout"))
+                .status()
+                .unwrap();
             assert!(!st.success(), "the saved state must fail the checker again");
         } else {
             assert!(safe_rename.is_empty(), "--safe fixes the rename:\n{text}");
@@ -237,27 +456,52 @@ fn check_rejects_bad_input() {
     let r = record_c("basic", |_| {});
     let b = r.bundle.to_str().unwrap();
     let cases: Vec<(Vec<&str>, &str)> = vec![
-        (vec!["check", b, "--checker", "true", "--apm", "ext5"], "no APM named \"ext5\""),
-        (vec!["check", b, "--checker", "/nonexistent/checker"], "--checker"),
+        (
+            vec!["check", b, "--checker", "true", "--apm", "ext5"],
+            "no APM named \"ext5\"",
+        ),
+        (
+            vec!["check", b, "--checker", "/nonexistent/checker"],
+            "--checker",
+        ),
         (vec!["check", b, "--checker", ""], "empty"),
-        (vec!["check", b, "--checker", "true", "--timeout", "0"], "--timeout"),
-        (vec!["check", "/nonexistent/bundle", "--checker", "true"], "/nonexistent/bundle"),
-        (vec!["check", b, "--checker", "false"], "rejects the workload's initial state"),
+        (
+            vec!["check", b, "--checker", "true", "--timeout", "0"],
+            "--timeout",
+        ),
+        (
+            vec!["check", "/nonexistent/bundle", "--checker", "true"],
+            "/nonexistent/bundle",
+        ),
+        (
+            vec!["check", b, "--checker", "false"],
+            "rejects the workload's initial state",
+        ),
         (vec!["apm", "show", "nope"], "no APM named"),
     ];
     for (args, needle) in cases {
         let out = intact().args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(needle), "{args:?}: expected {needle:?} in {err}");
+        assert!(
+            err.contains(needle),
+            "{args:?}: expected {needle:?} in {err}"
+        );
     }
     // A broken user APM names the file and the field.
     let apm = r.tmp.path().join("bad.toml");
     std::fs::write(&apm, "name = \"x\"\n[atomicity]\ngranularity = 4096\n[[order]]\nbefore = [\"dirs\"]\nafter = [\"any\"]\n").unwrap();
-    let out = intact().args(["check", b, "--checker", "true", "--apm"]).arg(&apm).output().unwrap();
+    let out = intact()
+        .args(["check", b, "--checker", "true", "--apm"])
+        .arg(&apm)
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2));
-    assert!(err.contains("bad.toml") && err.contains("order[0].before"), "{err}");
+    assert!(
+        err.contains("bad.toml") && err.contains("order[0].before"),
+        "{err}"
+    );
 }
 
 /// A checker that hangs is killed (with its children) and counted as timed out, not failed.
@@ -268,7 +512,10 @@ fn timeouts_are_counted_separately() {
     // Passes on the initial and final states quickly, hangs on anything else.
     std::fs::write(&script, "#!/bin/sh\nif [ \"$INTACT_STATE\" = s0 ] || [ \"$INTACT_STATE\" = s1 ]; then exit 0; fi\nsleep 30 & wait\n").unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let (code, text, err, rep) = check(&r.bundle, &["--checker", script.to_str().unwrap(), "--timeout", "0.3"]);
+    let (code, text, err, rep) = check(
+        &r.bundle,
+        &["--checker", script.to_str().unwrap(), "--timeout", "0.3"],
+    );
     assert_eq!(code, 0, "{text}\n{err}");
     let rep = rep.unwrap();
     assert!(rep["apms"][0]["timeouts"].as_u64().unwrap() > 0, "{text}");
@@ -281,15 +528,40 @@ fn timeouts_are_counted_separately() {
 #[test]
 fn exhaustive_bound_and_random_seed() {
     let r = record_c("writes", |_| {});
-    let (code, text, err, rep) = check(&r.bundle, &["--checker", "true", "--explore", "exhaustive", "--max-states", "5"]);
+    let (code, text, err, rep) = check(
+        &r.bundle,
+        &[
+            "--checker",
+            "true",
+            "--explore",
+            "exhaustive",
+            "--max-states",
+            "5",
+        ],
+    );
     assert_eq!(code, 0, "{text}\n{err}");
     let rep = rep.unwrap();
     assert_eq!(rep["apms"][0]["complete"], false, "{text}");
     assert!(text.contains("cut by --max-states"), "{text}");
     let run = |seed: &str| {
-        let (_, _, _, rep) = check(&r.bundle, &["--checker", "true", "--explore", "random", "--samples", "40", "--seed", seed]);
+        let (_, _, _, rep) = check(
+            &r.bundle,
+            &[
+                "--checker",
+                "true",
+                "--explore",
+                "random",
+                "--samples",
+                "40",
+                "--seed",
+                seed,
+            ],
+        );
         let rep = rep.unwrap();
-        (rep["apms"][0]["constructed"].clone(), rep["apms"][0]["distinct"].clone())
+        (
+            rep["apms"][0]["constructed"].clone(),
+            rep["apms"][0]["distinct"].clone(),
+        )
     };
     assert_eq!(run("7"), run("7"));
 }
@@ -303,8 +575,18 @@ fn run_and_apm_commands() {
     let db = tmp.path().join("db");
     std::fs::create_dir(&db).unwrap();
     let out = intact()
-        .args(["run", "--dir", db.to_str().unwrap(), "--no-stacks", "-q", "--checker"])
-        .arg(format!("python3 {}", repo().join("examples/kvstore/check.py").display()))
+        .args([
+            "run",
+            "--dir",
+            db.to_str().unwrap(),
+            "--no-stacks",
+            "-q",
+            "--checker",
+        ])
+        .arg(format!(
+            "python3 {}",
+            repo().join("examples/kvstore/check.py").display()
+        ))
         .arg("--")
         .arg(&kv)
         .args(["x", "foo1", "y", "foo2"])
@@ -312,12 +594,25 @@ fn run_and_apm_commands() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(text.contains("ordering: safe rename"), "{text}");
     let list = intact().args(["apm", "list"]).output().unwrap();
     let list = String::from_utf8_lossy(&list.stdout);
-    let listed: Vec<&str> = list.lines().take_while(|l| !l.is_empty()).filter_map(|l| l.split_whitespace().next()).collect();
-    assert_eq!(listed, BUILTIN_APMS.split(',').collect::<Vec<_>>(), "{list}");
+    let listed: Vec<&str> = list
+        .lines()
+        .take_while(|l| !l.is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(
+        listed,
+        BUILTIN_APMS.split(',').collect::<Vec<_>>(),
+        "{list}"
+    );
     let show = intact().args(["apm", "show", "ext4-o"]).output().unwrap();
     assert!(String::from_utf8_lossy(&show.stdout).contains("renamed-file"));
 }
@@ -339,39 +634,112 @@ fn study_regressions_categories_grouping_examples() {
     std::fs::create_dir(&dir).unwrap();
     let bundle = tmp.path().join("b");
     let script = "for i in 1 2; do printf x$i > f.tmp; mv f.tmp f; echo done$i; done";
-    let out = intact().arg("record").arg("--out").arg(&bundle).args(["--", "sh", "-c", script]).current_dir(&dir).output().unwrap();
-    assert!(out.status.success(), "record: {}", String::from_utf8_lossy(&out.stderr));
+    let out = intact()
+        .arg("record")
+        .arg("--out")
+        .arg(&bundle)
+        .args(["--", "sh", "-c", script])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "record: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // f, when it exists, holds x1 or x2 (an empty f is corrupt whatever was printed), and
     // at least what the last printed "doneN" promised.
     let checker = "sh -c '[ ! -e \"$1/f\" ] || grep -qx \"x[12]\" \"$1/f\" || exit 1; n=$(grep -c done \"$2\"); [ \"$n\" = 0 ] || grep -qx \"x[$n-2]\" \"$1/f\"' checker";
     let ex = tmp.path().join("examples");
-    let (code, text, err, rep) = check(&bundle, &["--checker", checker, "--apm", "default,ext3-j", "-j", "2", "--keep-examples", ex.to_str().unwrap()]);
+    let (code, text, err, rep) = check(
+        &bundle,
+        &[
+            "--checker",
+            checker,
+            "--apm",
+            "default,ext3-j",
+            "-j",
+            "2",
+            "--keep-examples",
+            ex.to_str().unwrap(),
+        ],
+    );
     assert_eq!(code, 1, "{text}{err}");
     let rep = rep.unwrap();
     let statics = rep["static"].as_array().unwrap();
     let cats = |apm: &str| -> BTreeSet<String> {
-        rep["dynamic"].as_array().unwrap().iter().filter(|d| d["apm"] == apm).map(|d| d["category"].as_str().unwrap().to_string()).collect()
+        rep["dynamic"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["apm"] == apm)
+            .map(|d| d["category"].as_str().unwrap().to_string())
+            .collect()
     };
     assert_eq!(cats("ext3-j"), set("durability"), "{text}");
     // Fully ordered: a prefix state that stops earlier only loses more, so one call is
     // blamed per output (the last one whose loss breaks it), not every call since the start.
-    let ext3j: Vec<u64> = rep["dynamic"].as_array().unwrap().iter().filter(|d| d["apm"] == "ext3-j").map(|d| d["calls"][1]["index"].as_u64().unwrap()).collect();
+    let ext3j: Vec<u64> = rep["dynamic"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["apm"] == "ext3-j")
+        .map(|d| d["calls"][1]["index"].as_u64().unwrap())
+        .collect();
     let outputs: BTreeSet<u64> = ext3j.iter().copied().collect();
-    assert_eq!(outputs.len(), ext3j.len(), "one durability vulnerability per output under ext3-j: {text}");
+    assert_eq!(
+        outputs.len(),
+        ext3j.len(),
+        "one durability vulnerability per output under ext3-j: {text}"
+    );
     assert!(cats("default").contains("safe_rename"), "{text}");
     // One durability static vulnerability per call site (the grouping itself is unit-tested
     // in intact-report: durability_groups_by_the_call_that_must_persist).
-    let dur: Vec<_> = statics.iter().filter(|s| s["categories"].as_array().unwrap().iter().any(|c| c == "durability")).collect();
-    let sites: BTreeSet<String> = dur.iter().map(|s| s["locations"][0].as_str().unwrap().to_string()).collect();
+    let dur: Vec<_> = statics
+        .iter()
+        .filter(|s| {
+            s["categories"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c == "durability")
+        })
+        .collect();
+    let sites: BTreeSet<String> = dur
+        .iter()
+        .map(|s| s["locations"][0].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(sites.len(), dur.len(), "{text}");
     // One saved example per static vulnerability, and the checker fails on each again.
     for s in statics {
         let d = ex.join(format!("v{}", s["id"]));
-        assert!(d.join("README").is_file() && d.join("crash").is_dir(), "{}", d.display());
+        assert!(
+            d.join("README").is_file() && d.join("crash").is_dir(),
+            "{}",
+            d.display()
+        );
         let copy = tmp.path().join(format!("copy{}", s["id"]));
-        assert!(Command::new("cp").arg("-a").arg(d.join("crash")).arg(&copy).status().unwrap().success());
-        let st = Command::new("sh").arg("-c").arg(format!("{checker} {} {}", copy.display(), d.join("stdout").display())).status().unwrap();
-        assert!(!st.success(), "saved example v{} passes the checker", s["id"]);
+        assert!(Command::new("cp")
+            .arg("-a")
+            .arg(d.join("crash"))
+            .arg(&copy)
+            .status()
+            .unwrap()
+            .success());
+        let st = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "{checker} {} {}",
+                copy.display(),
+                d.join("stdout").display()
+            ))
+            .status()
+            .unwrap();
+        assert!(
+            !st.success(),
+            "saved example v{} passes the checker",
+            s["id"]
+        );
     }
     assert_eq!(std::fs::read_dir(&ex).unwrap().count(), statics.len());
 }

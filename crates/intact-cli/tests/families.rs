@@ -54,9 +54,21 @@ fn open_flags_family() {
         ],
     );
     // The syscalls behind the ops: creat and openat2 are recognised as such.
-    let calls: Vec<String> = r.ops_json().iter().map(|o| o["syscall"].as_str().unwrap().to_string()).collect();
-    assert_eq!(calls.iter().filter(|c| *c == "creat").count(), 2, "{calls:?}");
-    assert_eq!(calls.iter().filter(|c| *c == "openat2").count(), 2, "{calls:?}");
+    let calls: Vec<String> = r
+        .ops_json()
+        .iter()
+        .map(|o| o["syscall"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        calls.iter().filter(|c| *c == "creat").count(),
+        2,
+        "{calls:?}"
+    );
+    assert_eq!(
+        calls.iter().filter(|c| *c == "openat2").count(),
+        2,
+        "{calls:?}"
+    );
 }
 
 #[test]
@@ -203,7 +215,10 @@ fn rename_family() {
 fn namespace_family() {
     let r = record_c("namespace", |_| {});
     // The fixture makes a symlink with an absolute target: the work directory's real path.
-    let abs = format!("symlink abs->{}/c2", std::fs::canonicalize(&r.work).unwrap().display());
+    let abs = format!(
+        "symlink abs->{}/c2",
+        std::fs::canonicalize(&r.work).unwrap().display()
+    );
     assert_ops(
         &r,
         &[
@@ -241,7 +256,10 @@ fn namespace_family() {
 
 fn symlink_hardlink_family() {
     let r = record_c("symlink_hardlink", |_| {});
-    assert_ops(&r, &["symlink s->target", "link s=>s2 n=2", "link s=>s3 n=3"]);
+    assert_ops(
+        &r,
+        &["symlink s->target", "link s=>s2 n=2", "link s=>s3 n=3"],
+    );
 }
 
 #[test]
@@ -369,7 +387,12 @@ fn process_family() {
     let main = pid(0);
     assert_eq!(tid(0), main);
     for i in [2, 3, 4, 10, 11, 20, 21, 23, 25] {
-        assert_ne!(pid(i), main, "op {i} was done by a child process: {}", ops[i]);
+        assert_ne!(
+            pid(i),
+            main,
+            "op {i} was done by a child process: {}",
+            ops[i]
+        );
     }
     for i in [7, 14, 27] {
         assert_eq!((pid(i), tid(i)), (main, main), "op {i}: {}", ops[i]);
@@ -406,9 +429,22 @@ fn ignore_family() {
     let bins = tempfile::tempdir().unwrap();
     let bin = build_c("ignore", bins.path());
     let r = record_in(&[bin.to_str().unwrap()], |_| {}, &["--ignore", "*.lock"]);
-    assert_eq!(r.output.status.code(), Some(0), "intact record failed:\n{}", r.stderr());
+    assert_eq!(
+        r.output.status.code(),
+        Some(0),
+        "intact record failed:\n{}",
+        r.stderr()
+    );
     r.verify();
-    assert_ops(&r, &["create data", "append data 0->1 \"d\"", "fsync data", "mkdir sub"]);
+    assert_ops(
+        &r,
+        &[
+            "create data",
+            "append data 0->1 \"d\"",
+            "fsync data",
+            "mkdir sub",
+        ],
+    );
 }
 
 fn unsupported_entries(r: &Recorded) -> Vec<serde_json::Value> {
@@ -421,13 +457,28 @@ fn unsupported_family() {
     let r = record_c("unsupported", |_| {});
     assert_ops(&r, &["create f", "append f 0->1 \"f\""]);
     let err = r.stderr();
-    let warning = err.lines().find(|l| l.contains("warning") && l.contains(" chmod ")).unwrap_or_else(|| panic!("no chmod warning:\n{err}"));
+    let warning = err
+        .lines()
+        .find(|l| l.contains("warning") && l.contains(" chmod "))
+        .unwrap_or_else(|| panic!("no chmod warning:\n{err}"));
     assert!(warning.contains("not modelled"), "{warning}");
-    assert!(err.lines().any(|l| l.contains("warning") && l.contains(" fchmod ") && l.contains("not modelled")), "{err}");
+    assert!(
+        err.lines()
+            .any(|l| l.contains("warning") && l.contains(" fchmod ") && l.contains("not modelled")),
+        "{err}"
+    );
     let un = unsupported_entries(&r);
-    let find = |name: &str| un.iter().find(|u| u["syscall"] == name).unwrap_or_else(|| panic!("no {name} in {un:?}")).clone();
+    let find = |name: &str| {
+        un.iter()
+            .find(|u| u["syscall"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {un:?}"))
+            .clone()
+    };
     let chmod = find("chmod");
-    assert_eq!(chmod["count"], 1, "chmod of /tmp (outside) must not count: {chmod}");
+    assert_eq!(
+        chmod["count"], 1,
+        "chmod of /tmp (outside) must not count: {chmod}"
+    );
     assert_eq!(chmod["first_path"], "f");
     assert_eq!(find("fchmod")["first_path"], "f");
     assert_eq!(un.len(), 2, "{un:?}");
@@ -439,7 +490,10 @@ fn unsupported_warning_names_the_workload_source() {
     let r = record_c("unsupported", |_| {});
     let err = r.stderr();
     for name in [" chmod ", " fchmod "] {
-        let warning = err.lines().find(|l| l.contains("warning") && l.contains(name)).unwrap_or_else(|| panic!("no{name}warning:\n{err}"));
+        let warning = err
+            .lines()
+            .find(|l| l.contains("warning") && l.contains(name))
+            .unwrap_or_else(|| panic!("no{name}warning:\n{err}"));
         assert!(warning.contains("fixtures/unsupported.c:"), "{warning}");
         assert!(warning.ends_with(":main"), "{warning}");
     }
@@ -452,7 +506,12 @@ fn record_c_with(name: &str, extra: &[&str]) -> Recorded {
     let bins = tempfile::tempdir().unwrap();
     let bin = build_c(name, bins.path());
     let mut r = record_in(&[bin.to_str().unwrap()], |_| {}, extra);
-    assert_eq!(r.output.status.code(), Some(0), "intact record failed:\n{}", r.stderr());
+    assert_eq!(
+        r.output.status.code(),
+        Some(0),
+        "intact record failed:\n{}",
+        r.stderr()
+    );
     r.verify();
     r.bins = Some(bins);
     r
@@ -464,7 +523,13 @@ fn proc_fd_reopen() {
     let r = record_c("proc_fd_reopen", |_| {});
     assert_ops(
         &r,
-        &["create f", "append f 0->3 \"abc\"", "append f 3->6 \"def\"", "truncate f 6->0", "append f 0->1 \"X\""],
+        &[
+            "create f",
+            "append f 0->3 \"abc\"",
+            "append f 3->6 \"def\"",
+            "truncate f 6->0",
+            "append f 0->1 \"X\"",
+        ],
     );
 }
 
@@ -474,7 +539,13 @@ fn link_fd_paths() {
     let r = record_c("link_fd_paths", |_| {});
     assert_ops(
         &r,
-        &["mkdir d", "append <unlinked #3> 0->3 \"pid\"", "link =>d/a n=1", "append <unlinked #4> 0->3 \"dev\"", "link =>d/b n=1"],
+        &[
+            "mkdir d",
+            "append <unlinked #3> 0->3 \"pid\"",
+            "link =>d/a n=1",
+            "append <unlinked #4> 0->3 \"dev\"",
+            "link =>d/b n=1",
+        ],
     );
 }
 
@@ -484,7 +555,13 @@ fn openat2_in_root() {
     let r = record_c("openat2_in_root", |_| {});
     assert_ops(
         &r,
-        &["mkdir jail", "create jail/abs", "append jail/abs 0->1 \"a\"", "create jail/up", "append jail/up 0->1 \"u\""],
+        &[
+            "mkdir jail",
+            "create jail/abs",
+            "append jail/abs 0->1 \"a\"",
+            "create jail/up",
+            "append jail/up 0->1 \"u\"",
+        ],
     );
 }
 
@@ -492,7 +569,15 @@ fn openat2_in_root() {
 
 fn exec_fionclex() {
     let r = record_c("exec_fionclex", |_| {});
-    assert_ops(&r, &["create log", "append log 0->3 \"abc\"", "append log 3->6 \"hi\\n\"", "append log 6->7 \"!\""]);
+    assert_ops(
+        &r,
+        &[
+            "create log",
+            "append log 0->3 \"abc\"",
+            "append log 3->6 \"hi\\n\"",
+            "append log 6->7 \"!\"",
+        ],
+    );
     assert_eq!(unsupported_entries(&r), Vec::<serde_json::Value>::new());
 }
 
@@ -502,7 +587,13 @@ fn thread_exec() {
     let r = record_c_with("thread_exec", &["--no-stacks"]);
     assert_ops(
         &r,
-        &["create log", "append log 0->3 \"abc\"", "append log 3->6 \"hi\\n\"", "create end", "append end 0->5 \"done\\n\""],
+        &[
+            "create log",
+            "append log 0->3 \"abc\"",
+            "append log 3->6 \"hi\\n\"",
+            "create end",
+            "append end 0->5 \"done\\n\"",
+        ],
     );
 }
 
@@ -510,7 +601,15 @@ fn thread_exec() {
 
 fn rwf_noappend() {
     let r = record_c("rwf_noappend", |_| {});
-    assert_ops(&r, &["create f", "append f 0->6 \"abcdef\"", "overwrite f @1 \"XY\"", "append f 6->7 \"g\""]);
+    assert_ops(
+        &r,
+        &[
+            "create f",
+            "append f 0->6 \"abcdef\"",
+            "overwrite f @1 \"XY\"",
+            "append f 6->7 \"g\"",
+        ],
+    );
 }
 
 #[test]

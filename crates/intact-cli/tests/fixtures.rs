@@ -28,7 +28,13 @@ fn basic_family() {
     // Source locations: every operation names this fixture's source file and main().
     for op in r.ops_json() {
         let loc = &op["loc"];
-        assert!(loc["file"].as_str().unwrap_or("").ends_with("fixtures/basic.c"), "{op}");
+        assert!(
+            loc["file"]
+                .as_str()
+                .unwrap_or("")
+                .ends_with("fixtures/basic.c"),
+            "{op}"
+        );
         assert_eq!(loc["function"], "main");
         assert!(loc["line"].as_u64().unwrap() > 10);
     }

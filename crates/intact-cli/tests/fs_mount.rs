@@ -23,7 +23,10 @@ fn in_stream(m: &Mount, name: &str, flags: u32, f: impl FnOnce()) {
         let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let d = fs::File::open(&m.mnt).unwrap();
             control::setstream(d.as_raw_fd(), control::stream_id(name), flags).unwrap();
-            assert_eq!(control::getstream(d.as_raw_fd()).unwrap().id, control::stream_id(name));
+            assert_eq!(
+                control::getstream(d.as_raw_fd()).unwrap().id,
+                control::stream_id(name)
+            );
             f();
         }))
         .map(|_| 0)
@@ -34,11 +37,20 @@ fn in_stream(m: &Mount, name: &str, flags: u32, f: impl FnOnce()) {
     let mut status = 0;
     // SAFETY: waiting for our own child.
     unsafe { libc::waitpid(pid, &mut status, 0) };
-    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child in stream {name} failed");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the child in stream {name} failed"
+    );
 }
 
 fn write_file(p: &Path, data: &[u8], sync: bool) {
-    let mut f = fs::OpenOptions::new().create(true).write(true).truncate(true).mode(0o644).open(p).unwrap();
+    let mut f = fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o644)
+        .open(p)
+        .unwrap();
     f.write_all(data).unwrap();
     if sync {
         f.sync_all().unwrap();
@@ -54,15 +66,24 @@ fn streams_decide_what_a_crash_keeps() {
         m.mount(&[]);
         let big = vec![7u8; 8 << 20];
         in_stream(&m, "A", 0, || write_file(&m.p("a"), &big, false));
-        in_stream(&m, if same { "A" } else { "B" }, 0, || write_file(&m.p("b"), b"x", true));
+        in_stream(&m, if same { "A" } else { "B" }, 0, || {
+            write_file(&m.p("b"), b"x", true)
+        });
         m.crash();
         m.fsck_clean();
         m.mount(&[]);
         assert_eq!(fs::read(m.p("b")).unwrap(), b"x", "B was fsynced");
         if same {
-            assert_eq!(fs::read(m.p("a")).unwrap(), big, "one stream: A precedes B in program order");
+            assert_eq!(
+                fs::read(m.p("a")).unwrap(),
+                big,
+                "one stream: A precedes B in program order"
+            );
         } else {
-            assert!(!m.p("a").exists(), "two streams: A was never synced and is not related to B");
+            assert!(
+                !m.p("a").exists(),
+                "two streams: A was never synced and is not related to B"
+            );
         }
         let o = m.umount();
         assert!(o.status.success(), "{}", text(&o));
@@ -79,16 +100,33 @@ fn children_adopt_the_stream_and_exec_wrapper_sets_it() {
         "import fcntl, struct, os\nfd = os.open({:?}, os.O_RDONLY)\nb = fcntl.ioctl(fd, 0x8010CC02, bytes(16))\nprint(struct.unpack('QII', b)[0], struct.unpack('QII', b)[1])",
         m.mnt.to_str().unwrap()
     );
-    let o = run(intact().args(["fs", "exec", "--mount"]).arg(&m.mnt).args(["--stream", "S", "--ignore-fsync", "--", "sh", "-c"]).arg("python3 -c \"$0\"").arg(&script));
+    let o = run(intact()
+        .args(["fs", "exec", "--mount"])
+        .arg(&m.mnt)
+        .args(["--stream", "S", "--ignore-fsync", "--", "sh", "-c"])
+        .arg("python3 -c \"$0\"")
+        .arg(&script));
     assert!(o.status.success(), "{}", text(&o));
-    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), format!("{} {}", control::stream_id("S"), control::FLAG_IGNORE_FSYNC));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        format!("{} {}", control::stream_id("S"), control::FLAG_IGNORE_FSYNC)
+    );
     // The harness itself is still in the init stream.
     let d = fs::File::open(&m.mnt).unwrap();
-    assert_eq!(control::getstream(d.as_raw_fd()).unwrap(), control::StreamArg { id: 0, flags: 0 });
+    assert_eq!(
+        control::getstream(d.as_raw_fd()).unwrap(),
+        control::StreamArg { id: 0, flags: 0 }
+    );
     // Not an intactfs directory: a clear refusal, exit 2.
-    let o = run(intact().args(["fs", "exec", "--mount", "/tmp", "--stream", "S", "--", "true"]));
+    let o = run(intact().args([
+        "fs", "exec", "--mount", "/tmp", "--stream", "S", "--", "true",
+    ]));
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains("not on an intactfs mount"), "{}", text(&o));
+    assert!(
+        text(&o).contains("not on an intactfs mount"),
+        "{}",
+        text(&o)
+    );
 }
 
 /// IGNORE_FSYNC (per stream, or for the whole mount): fsync returns without committing;
@@ -96,14 +134,25 @@ fn children_adopt_the_stream_and_exec_wrapper_sets_it() {
 #[test]
 fn ignore_fsync_stream_and_mount_option() {
     for mount_option in [false, true] {
-        let opts: &[&str] = if mount_option { &["-o", "fsync=ignore"] } else { &[] };
-        let flags = if mount_option { 0 } else { control::FLAG_IGNORE_FSYNC };
+        let opts: &[&str] = if mount_option {
+            &["-o", "fsync=ignore"]
+        } else {
+            &[]
+        };
+        let flags = if mount_option {
+            0
+        } else {
+            control::FLAG_IGNORE_FSYNC
+        };
         let m = Mount::new("256M");
         m.mount(opts);
         in_stream(&m, "S", flags, || write_file(&m.p("fsynced"), b"1", true));
         m.crash();
         m.mount(opts);
-        assert!(!m.p("fsynced").exists(), "fsync was ignored (mount option: {mount_option})");
+        assert!(
+            !m.p("fsynced").exists(),
+            "fsync was ignored (mount option: {mount_option})"
+        );
         in_stream(&m, "S", flags, || {
             write_file(&m.p("streamsynced"), b"2", false);
             let d = fs::File::open(&m.mnt).unwrap();
@@ -111,7 +160,11 @@ fn ignore_fsync_stream_and_mount_option() {
         });
         m.crash();
         m.mount(&[]);
-        assert_eq!(fs::read(m.p("streamsynced")).unwrap(), b"2", "streamsync is durable (mount option: {mount_option})");
+        assert_eq!(
+            fs::read(m.p("streamsynced")).unwrap(),
+            b"2",
+            "streamsync is durable (mount option: {mount_option})"
+        );
         assert!(m.umount().status.success());
         m.fsck_clean();
     }
@@ -148,29 +201,110 @@ fn bad_input_busy_and_stale_mounts_get_clear_errors() {
     let m = Mount::new("256M");
     let expect = |o: Output, code: i32, needle: &str| {
         assert_eq!(o.status.code(), Some(code), "{}", text(&o));
-        assert!(text(&o).contains(needle), "expected {needle:?} in: {}", text(&o));
+        assert!(
+            text(&o).contains(needle),
+            "expected {needle:?} in: {}",
+            text(&o)
+        );
     };
     // No image, a file as mount point, an unknown option, garbage instead of an image.
-    expect(run(intact().args(["fs", "mount", "/nonexistent/img"]).arg(&m.mnt)), 2, "no such file");
-    expect(run(intact().args(["fs", "mount"]).arg(&m.img).arg(&m.img)), 2, "not a directory");
-    expect(run(intact().args(["fs", "mount"]).arg(&m.img).arg(&m.mnt).args(["-o", "fsync=sometimes"])), 2, "expected fsync=durable, fsync=ignore or fsync=osync");
-    expect(run(intact().args(["fs", "mount"]).arg(&m.img).arg(&m.mnt).args(["-o", "sometimes"])), 2, "unknown mount option");
-    expect(run(intact().args(["fs", "mount"]).arg(&m.img).arg(&m.mnt).args(["-o", "durability=0"])), 2, "between 0.01 and 86400");
-    expect(run(intact().args(["fs", "mount"]).arg(&m.img).arg(&m.mnt).args(["-o", "dirty_limit=lots"])), 2, "dirty_limit=lots");
-    expect(run(intact().args(["fs", "mount"]).arg(&m.img).arg(&m.mnt).args(["-o", "commit=soon"])), 2, "whole seconds");
+    expect(
+        run(intact()
+            .args(["fs", "mount", "/nonexistent/img"])
+            .arg(&m.mnt)),
+        2,
+        "no such file",
+    );
+    expect(
+        run(intact().args(["fs", "mount"]).arg(&m.img).arg(&m.img)),
+        2,
+        "not a directory",
+    );
+    expect(
+        run(intact()
+            .args(["fs", "mount"])
+            .arg(&m.img)
+            .arg(&m.mnt)
+            .args(["-o", "fsync=sometimes"])),
+        2,
+        "expected fsync=durable, fsync=ignore or fsync=osync",
+    );
+    expect(
+        run(intact()
+            .args(["fs", "mount"])
+            .arg(&m.img)
+            .arg(&m.mnt)
+            .args(["-o", "sometimes"])),
+        2,
+        "unknown mount option",
+    );
+    expect(
+        run(intact()
+            .args(["fs", "mount"])
+            .arg(&m.img)
+            .arg(&m.mnt)
+            .args(["-o", "durability=0"])),
+        2,
+        "between 0.01 and 86400",
+    );
+    expect(
+        run(intact()
+            .args(["fs", "mount"])
+            .arg(&m.img)
+            .arg(&m.mnt)
+            .args(["-o", "dirty_limit=lots"])),
+        2,
+        "dirty_limit=lots",
+    );
+    expect(
+        run(intact()
+            .args(["fs", "mount"])
+            .arg(&m.img)
+            .arg(&m.mnt)
+            .args(["-o", "commit=soon"])),
+        2,
+        "whole seconds",
+    );
     let junk = m.dir.path().join("junk");
     fs::write(&junk, vec![0x5au8; 1 << 20]).unwrap();
-    expect(run(intact().args(["fs", "mount"]).arg(&junk).arg(&m.mnt).arg("--daemon")), 2, "cannot mount");
-    assert!(!mounted_on(&m.mnt), "a refused mount leaves nothing mounted");
+    expect(
+        run(intact()
+            .args(["fs", "mount"])
+            .arg(&junk)
+            .arg(&m.mnt)
+            .arg("--daemon")),
+        2,
+        "cannot mount",
+    );
+    assert!(
+        !mounted_on(&m.mnt),
+        "a refused mount leaves nothing mounted"
+    );
     // In use: a second mount, fsck and mkfs --force are refused while mounted.
     m.mount(&[]);
     let other = m.dir.path().join("other");
     fs::create_dir(&other).unwrap();
-    expect(run(intact().args(["fs", "mount"]).arg(&m.img).arg(&other).arg("--daemon")), 2, "in use");
+    expect(
+        run(intact()
+            .args(["fs", "mount"])
+            .arg(&m.img)
+            .arg(&other)
+            .arg("--daemon")),
+        2,
+        "in use",
+    );
     expect(run(intact().args(["fs", "fsck"]).arg(&m.img)), 2, "in use");
-    expect(run(intact().args(["fs", "mkfs", "--force"]).arg(&m.img)), 2, "in use");
+    expect(
+        run(intact().args(["fs", "mkfs", "--force"]).arg(&m.img)),
+        2,
+        "in use",
+    );
     // Busy: a process with its working directory on the mount.
-    let mut sleeper = Command::new("sleep").arg("30").current_dir(&m.mnt).spawn().unwrap();
+    let mut sleeper = Command::new("sleep")
+        .arg("30")
+        .current_dir(&m.mnt)
+        .spawn()
+        .unwrap();
     expect(m.umount(), 1, "busy");
     assert!(mounted_on(&m.mnt));
     sleeper.kill().unwrap();
@@ -180,10 +314,18 @@ fn bad_input_busy_and_stale_mounts_get_clear_errors() {
     // SAFETY: the daemon this test started.
     unsafe { libc::kill(pid, libc::SIGKILL) };
     std::thread::sleep(std::time::Duration::from_millis(200));
-    expect(run(intact().args(["fs", "mount"]).arg(&m.img).arg(&m.mnt)), 2, "stale mount");
+    expect(
+        run(intact().args(["fs", "mount"]).arg(&m.img).arg(&m.mnt)),
+        2,
+        "stale mount",
+    );
     expect(m.umount(), 0, "is gone");
     m.fsck_clean();
-    expect(run(intact().args(["fs", "umount"]).arg(&m.mnt)), 2, "not an intactfs mount");
+    expect(
+        run(intact().args(["fs", "umount"]).arg(&m.mnt)),
+        2,
+        "not an intactfs mount",
+    );
 }
 
 #[test]
@@ -191,12 +333,23 @@ fn unlinked_open_files_live_until_closed_and_statfs_is_real() {
     let m = Mount::new("256M");
     m.mount(&[]);
     let st0 = nix_statvfs(&m.mnt);
-    let mut f = fs::OpenOptions::new().create(true).truncate(true).read(true).write(true).open(m.p("tmp")).unwrap();
+    let mut f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(m.p("tmp"))
+        .unwrap();
     f.write_all(&vec![1u8; 4 << 20]).unwrap();
     f.sync_all().unwrap();
     fs::remove_file(m.p("tmp")).unwrap();
     let st1 = nix_statvfs(&m.mnt);
-    assert!(st1.1 + 1000 <= st0.1, "4 MiB in use while open: free {} -> {}", st0.1, st1.1);
+    assert!(
+        st1.1 + 1000 <= st0.1,
+        "4 MiB in use while open: free {} -> {}",
+        st0.1,
+        st1.1
+    );
     use std::io::{Read, Seek};
     f.seek(std::io::SeekFrom::Start(0)).unwrap();
     let mut back = vec![0u8; 4 << 20];
@@ -217,9 +370,16 @@ fn unlinked_open_files_live_until_closed_and_statfs_is_real() {
     assert!(freed, "space of the unlinked file came back after close");
     // df agrees with statvfs and reports the image's size.
     let o = run(Command::new("df").arg("-B4096").arg(&m.mnt));
-    let line = String::from_utf8_lossy(&o.stdout).lines().nth(1).unwrap_or("").to_string();
+    let line = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .nth(1)
+        .unwrap_or("")
+        .to_string();
     let total: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-    assert!(total > 60_000 && total <= 65_536, "df total {total} blocks of a 256 MiB image");
+    assert!(
+        total > 60_000 && total <= 65_536,
+        "df total {total} blocks of a 256 MiB image"
+    );
 }
 
 /// (blocks, free blocks) from statvfs.
@@ -271,16 +431,31 @@ fn shared_mapping_writes_stay_in_the_openers_stream() {
     let m = Mount::new("256M");
     m.mount(&[]);
     in_stream(&m, "M", 0, || {
-        let f = fs::OpenOptions::new().create(true).truncate(true).read(true).write(true).open(m.p("x")).unwrap();
+        let f = fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .read(true)
+            .write(true)
+            .open(m.p("x"))
+            .unwrap();
         f.set_len(4096).unwrap();
         f.sync_all().unwrap();
         // SAFETY: a 4096-byte shared mapping of a 4096-byte file, unmapped below.
         unsafe {
-            let p = libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, f.as_raw_fd(), 0);
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            );
             assert_ne!(p, libc::MAP_FAILED);
             std::ptr::write_bytes(p as *mut u8, b'X', 4096);
             // Push the pages to the daemon without an fsync of x.
-            let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+            let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
+                | libc::SYNC_FILE_RANGE_WRITE
+                | libc::SYNC_FILE_RANGE_WAIT_AFTER;
             assert_eq!(libc::sync_file_range(f.as_raw_fd(), 0, 4096, flags), 0);
             libc::munmap(p, 4096);
         }
@@ -289,12 +464,22 @@ fn shared_mapping_writes_stay_in_the_openers_stream() {
     m.crash();
     m.mount(&[]);
     assert_eq!(fs::read(m.p("y")).unwrap(), b"y");
-    assert_eq!(fs::read(m.p("x")).unwrap(), vec![b'X'; 4096], "the mapping's writes precede y's fsync in stream M");
+    assert_eq!(
+        fs::read(m.p("x")).unwrap(),
+        vec![b'X'; 4096],
+        "the mapping's writes precede y's fsync in stream M"
+    );
     // Nobody may turn off fsync for the init stream, which every other program shares.
     let d = fs::File::open(&m.mnt).unwrap();
     let e = control::setstream(d.as_raw_fd(), 0, control::FLAG_IGNORE_FSYNC).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
-    let o = run(intact().args(["fs", "exec", "--mount"]).arg(&m.mnt).args(["--stream", "init", "--ignore-fsync", "--", "true"]));
+    let o = run(intact().args(["fs", "exec", "--mount"]).arg(&m.mnt).args([
+        "--stream",
+        "init",
+        "--ignore-fsync",
+        "--",
+        "true",
+    ]));
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
 
@@ -304,14 +489,33 @@ fn extended_attributes_and_noxattr() {
     let set = |p: &Path, v: &[u8]| {
         let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
         // SAFETY: valid C strings and buffer.
-        let r = unsafe { libc::setxattr(c.as_ptr(), c"user.k".as_ptr(), v.as_ptr().cast(), v.len(), 0) };
-        if r == 0 { Ok(()) } else { Err(std::io::Error::last_os_error().raw_os_error()) }
+        let r = unsafe {
+            libc::setxattr(
+                c.as_ptr(),
+                c"user.k".as_ptr(),
+                v.as_ptr().cast(),
+                v.len(),
+                0,
+            )
+        };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error().raw_os_error())
+        }
     };
     let get = |p: &Path| {
         let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
         let mut buf = [0u8; 64];
         // SAFETY: valid C strings and a 64-byte buffer.
-        let n = unsafe { libc::getxattr(c.as_ptr(), c"user.k".as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        let n = unsafe {
+            libc::getxattr(
+                c.as_ptr(),
+                c"user.k".as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        };
         (n >= 0).then(|| buf[..n as usize].to_vec())
     };
     let m = Mount::new("256M");
@@ -324,7 +528,11 @@ fn extended_attributes_and_noxattr() {
     assert_eq!(get(&m.p("f")), None);
     assert!(m.umount().status.success());
     m.mount(&[]);
-    assert_eq!(get(&m.p("f")).as_deref(), Some(&b"value"[..]), "kept through unmount, untouched by the noxattr mount");
+    assert_eq!(
+        get(&m.p("f")).as_deref(),
+        Some(&b"value"[..]),
+        "kept through unmount, untouched by the noxattr mount"
+    );
 }
 
 /// `commit=SECONDS`: what nobody synced is committed within the interval, so a crash after
@@ -342,7 +550,10 @@ fn periodic_commits_bound_what_a_crash_loses() {
             // The engine writes its image only when it commits: wait for that (bounded).
             let start = std::time::Instant::now();
             while mtime() == before {
-                assert!(start.elapsed().as_secs() < 60, "no periodic commit within a minute");
+                assert!(
+                    start.elapsed().as_secs() < 60,
+                    "no periodic commit within a minute"
+                );
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
             // The first write of a commit changes the mtime before its record is written and
@@ -351,7 +562,10 @@ fn periodic_commits_bound_what_a_crash_loses() {
             let mut last = mtime();
             let mut quiet_since = std::time::Instant::now();
             while quiet_since.elapsed() < std::time::Duration::from_millis(500) {
-                assert!(start.elapsed().as_secs() < 60, "the image never stopped changing");
+                assert!(
+                    start.elapsed().as_secs() < 60,
+                    "the image never stopped changing"
+                );
                 std::thread::sleep(std::time::Duration::from_millis(20));
                 let now = mtime();
                 if now != last {
@@ -366,9 +580,16 @@ fn periodic_commits_bound_what_a_crash_loses() {
         m.fsck_clean();
         m.mount(&[]);
         if every > 0 {
-            assert_eq!(fs::read(m.p("unsynced")).unwrap(), data, "committed by the periodic commit");
+            assert_eq!(
+                fs::read(m.p("unsynced")).unwrap(),
+                data,
+                "committed by the periodic commit"
+            );
         } else {
-            assert!(!m.p("unsynced").exists(), "commit=0: never committed, lost in the crash");
+            assert!(
+                !m.p("unsynced").exists(),
+                "commit=0: never committed, lost in the crash"
+            );
         }
         // A process that briefly looks at the mount (under load: a concurrent test's child
         // between fork and exec) can make the unmount busy for a moment: retry a little.
@@ -391,7 +612,10 @@ fn negative_entries_never_hide_new_names() {
     let m = Mount::new("256M");
     m.mount(&[]);
     for _ in 0..3 {
-        assert_eq!(fs::metadata(m.p("x")).unwrap_err().kind(), std::io::ErrorKind::NotFound);
+        assert_eq!(
+            fs::metadata(m.p("x")).unwrap_err().kind(),
+            std::io::ErrorKind::NotFound
+        );
     }
     write_file(&m.p("x"), b"1", false);
     assert_eq!(fs::read(m.p("x")).unwrap(), b"1");
@@ -403,7 +627,12 @@ fn negative_entries_never_hide_new_names() {
     assert!(fs::metadata(m.p("x")).unwrap().is_dir());
     assert!(!m.p("x/z").exists());
     // Another process (a shell) creates the name the test process just failed to find.
-    let st = Command::new("sh").arg("-c").arg("echo 2 > x/z && ln -s z x/l").current_dir(&m.mnt).status().unwrap();
+    let st = Command::new("sh")
+        .arg("-c")
+        .arg("echo 2 > x/z && ln -s z x/l")
+        .current_dir(&m.mnt)
+        .status()
+        .unwrap();
     assert!(st.success());
     assert_eq!(fs::read(m.p("x/l")).unwrap(), b"2\n");
     let o = m.umount();
@@ -421,7 +650,10 @@ fn sqlite_batch_atomic_write_commits_without_a_journal_and_survives_sigkill() {
     let m = Mount::new("256M");
     m.mount(&[]);
     let t = sqlite_batch_traced(&m, &sq, "openat,ioctl,rename,unlink");
-    assert!(!t.lines().any(|l| l.contains("F2FS") && l.contains("= -1")), "an atomic-write ioctl failed:\n{t}");
+    assert!(
+        !t.lines().any(|l| l.contains("F2FS") && l.contains("= -1")),
+        "an atomic-write ioctl failed:\n{t}"
+    );
 
     // Crashes mid-transaction, at a different moment each round.
     sqlite_batch_crash_rounds(&m, &sq);
@@ -436,9 +668,19 @@ fn sqlite_batch_atomic_write_commits_without_a_journal_and_survives_sigkill() {
 #[test]
 fn txflash_images_mount_recover_and_refuse_damage() {
     let m = Mount::new("64M");
-    let o = run(intact().args(["fs", "mkfs", "--force", "--device", "txflash", "--size", "64M"]).arg(&m.img));
-    assert!(o.status.success() && text(&o).contains("txflash device"), "{}", text(&o));
-    let o = run(intact().args(["fs", "mkfs", "--device", "txflash"]).arg(m.dir.path().join("nosize")));
+    let o = run(intact()
+        .args([
+            "fs", "mkfs", "--force", "--device", "txflash", "--size", "64M",
+        ])
+        .arg(&m.img));
+    assert!(
+        o.status.success() && text(&o).contains("txflash device"),
+        "{}",
+        text(&o)
+    );
+    let o = run(intact()
+        .args(["fs", "mkfs", "--device", "txflash"])
+        .arg(m.dir.path().join("nosize")));
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("give --size"), "{}", text(&o));
     m.mount(&[]);
@@ -467,9 +709,19 @@ fn txflash_images_mount_recover_and_refuse_damage() {
     for args in [vec!["fs", "fsck"], vec!["fs", "dump"]] {
         let o = run(intact().args(&args).arg(&m.img));
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
-        assert!(text(&o).contains("txflash image") && text(&o).contains("root"), "{args:?}: {}", text(&o));
+        assert!(
+            text(&o).contains("txflash image") && text(&o).contains("root"),
+            "{args:?}: {}",
+            text(&o)
+        );
     }
-    let o = run(intact().args(["fs", "mount"]).arg(&m.img).arg(&m.mnt).arg("--daemon").arg("--pid-file").arg(&m.pidfile));
+    let o = run(intact()
+        .args(["fs", "mount"])
+        .arg(&m.img)
+        .arg(&m.mnt)
+        .arg("--daemon")
+        .arg("--pid-file")
+        .arg(&m.pidfile));
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("txflash image"), "{}", text(&o));
     assert!(!mounted_on(&m.mnt));
@@ -483,23 +735,43 @@ fn exec_atomic_commits_on_success_and_aborts_on_failure() {
     let m = Mount::new("64M");
     m.mount(&[]);
     write_file(&m.p("a"), b"old", true);
-    let exec = |script: &str| run(intact().current_dir(&m.mnt).args(["fs", "exec", "--mount"]).arg(&m.mnt).args(["--atomic", "--", "sh", "-c", script]));
+    let exec = |script: &str| {
+        run(intact()
+            .current_dir(&m.mnt)
+            .args(["fs", "exec", "--mount"])
+            .arg(&m.mnt)
+            .args(["--atomic", "--", "sh", "-c", script]))
+    };
     let o = exec("echo new > a; echo made > b; mv b c; exit 7");
     assert_eq!(o.status.code(), Some(7), "{}", text(&o));
-    assert!(text(&o).contains("exited with status 7: its changes were aborted"), "{}", text(&o));
+    assert!(
+        text(&o).contains("exited with status 7: its changes were aborted"),
+        "{}",
+        text(&o)
+    );
     assert_eq!(fs::read(m.p("a")).unwrap(), b"old");
     assert!(!m.p("b").exists() && !m.p("c").exists());
     let o = exec("echo new > a && echo made > c");
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     // Nested: the inner exec is in the outer one's region.
-    let inner = format!("{} fs exec --mount {} --atomic -- true", env!("CARGO_BIN_EXE_intact"), m.mnt.display());
+    let inner = format!(
+        "{} fs exec --mount {} --atomic -- true",
+        env!("CARGO_BIN_EXE_intact"),
+        m.mnt.display()
+    );
     let o = exec(&inner);
     assert_ne!(o.status.code(), Some(0), "{}", text(&o));
     assert!(text(&o).contains("regions do not nest"), "{}", text(&o));
     // Off the mount.
-    let o = run(intact().current_dir(&m.mnt).args(["fs", "exec", "--mount", "/tmp", "--atomic", "--", "true"]));
+    let o = run(intact()
+        .current_dir(&m.mnt)
+        .args(["fs", "exec", "--mount", "/tmp", "--atomic", "--", "true"]));
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains("not on an intactfs mount"), "{}", text(&o));
+    assert!(
+        text(&o).contains("not on an intactfs mount"),
+        "{}",
+        text(&o)
+    );
     // What the successful command did is durable: a crash now keeps it.
     m.crash();
     m.mount(&[]);
@@ -515,7 +787,11 @@ fn exec_atomic_commits_on_success_and_aborts_on_failure() {
 #[test]
 fn region_limit_bounds_what_a_region_keeps_in_memory() {
     let m = Mount::new("64M");
-    let o = run(intact().args(["fs", "mount"]).arg(&m.img).arg(&m.mnt).args(["-o", "region_limit=4K"]));
+    let o = run(intact()
+        .args(["fs", "mount"])
+        .arg(&m.img)
+        .arg(&m.mnt)
+        .args(["-o", "region_limit=4K"]));
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("at least 1M"), "{}", text(&o));
     m.mount(&["-o", "region_limit=1M"]);
@@ -534,7 +810,11 @@ fn region_limit_bounds_what_a_region_keeps_in_memory() {
                     break;
                 }
             }
-            assert_eq!(err.and_then(|e| e.raw_os_error()), Some(libc::ENOSPC), "2 MiB in a region under a 1M limit");
+            assert_eq!(
+                err.and_then(|e| e.raw_os_error()),
+                Some(libc::ENOSPC),
+                "2 MiB in a region under a 1M limit"
+            );
             control::region_abort(d.as_raw_fd()).unwrap();
         }))
         .map(|_| 0)
@@ -545,7 +825,10 @@ fn region_limit_bounds_what_a_region_keeps_in_memory() {
     let mut status = 0;
     // SAFETY: waiting for the child forked above.
     unsafe { libc::waitpid(pid, &mut status, 0) };
-    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child's checks failed");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the child's checks failed"
+    );
     assert!(!m.p("big").exists(), "the aborted region's file is gone");
     let o = m.umount();
     assert!(o.status.success(), "{}", text(&o));
@@ -558,12 +841,24 @@ fn region_limit_bounds_what_a_region_keeps_in_memory() {
 #[test]
 fn pmem_images_mount_with_transactions_and_survive_sigkill() {
     let m = Mount::new("16M");
-    let o = run(intact().args(["fs", "mkfs", "--force", "--device", "pmem", "--size", "16M"]).arg(&m.img));
-    assert!(o.status.success() && text(&o).contains("pmem device"), "{}", text(&o));
+    let o = run(intact()
+        .args(["fs", "mkfs", "--force", "--device", "pmem", "--size", "16M"])
+        .arg(&m.img));
+    assert!(
+        o.status.success() && text(&o).contains("pmem device"),
+        "{}",
+        text(&o)
+    );
     m.mount(&[]);
     write_file(&m.p("a"), b"old-a", true);
     write_file(&m.p("b"), b"old-b", false);
-    let open_rw = |n: &str| fs::OpenOptions::new().read(true).write(true).open(m.p(n)).unwrap();
+    let open_rw = |n: &str| {
+        fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(m.p(n))
+            .unwrap()
+    };
     let (fa, fb) = (open_rw("a"), open_rw("b"));
     // Committed: both new.
     let tx = control::tx_begin(fa.as_raw_fd()).unwrap();
@@ -573,22 +868,39 @@ fn pmem_images_mount_with_transactions_and_survive_sigkill() {
         std::os::unix::fs::FileExt::write_all_at(f, b"new", 0).unwrap();
     }
     control::tx_commit(fa.as_raw_fd(), tx).unwrap();
-    assert_eq!(control::tx_commit(fa.as_raw_fd(), tx).unwrap_err().raw_os_error(), Some(libc::EINVAL), "commit of a committed transaction");
+    assert_eq!(
+        control::tx_commit(fa.as_raw_fd(), tx)
+            .unwrap_err()
+            .raw_os_error(),
+        Some(libc::EINVAL),
+        "commit of a committed transaction"
+    );
     // Open at the crash: neither changes.
     let tx = control::tx_begin(fa.as_raw_fd()).unwrap();
     control::tx_add(fb.as_raw_fd(), tx).unwrap();
     for f in [&fa, &fb] {
         std::os::unix::fs::FileExt::write_all_at(f, b"NEWER!", 0).unwrap();
     }
-    assert_eq!(fs::read(m.p("b")).unwrap(), b"NEWER!", "no isolation: the change is visible at once");
+    assert_eq!(
+        fs::read(m.p("b")).unwrap(),
+        b"NEWER!",
+        "no isolation: the change is visible at once"
+    );
     write_file(&m.p("legacy"), &[9u8; 50000], false);
     drop((fa, fb));
     m.crash();
     let o = run(intact().args(["fs", "fsck"]).arg(&m.img));
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("1 uncommitted transaction(s) to undo"), "{}", text(&o));
+    assert!(
+        text(&o).contains("1 uncommitted transaction(s) to undo"),
+        "{}",
+        text(&o)
+    );
     m.mount(&[]);
-    assert_eq!((fs::read(m.p("a")).unwrap(), fs::read(m.p("b")).unwrap()), (b"new".to_vec(), b"new".to_vec()));
+    assert_eq!(
+        (fs::read(m.p("a")).unwrap(), fs::read(m.p("b")).unwrap()),
+        (b"new".to_vec(), b"new".to_vec())
+    );
     assert_eq!(fs::read(m.p("legacy")).unwrap(), vec![9u8; 50000]);
     let o = m.umount();
     assert!(o.status.success(), "{}", text(&o));
@@ -599,10 +911,24 @@ fn pmem_images_mount_with_transactions_and_survive_sigkill() {
     fs::write(&m.img, &img).unwrap();
     let o = run(intact().args(["fs", "fsck"]).arg(&m.img));
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("DAMAGE") && text(&o).contains("superblock"), "{}", text(&o));
-    let o = run(intact().args(["fs", "mount"]).arg(&m.img).arg(&m.mnt).arg("--daemon").arg("--pid-file").arg(&m.pidfile));
+    assert!(
+        text(&o).contains("DAMAGE") && text(&o).contains("superblock"),
+        "{}",
+        text(&o)
+    );
+    let o = run(intact()
+        .args(["fs", "mount"])
+        .arg(&m.img)
+        .arg(&m.mnt)
+        .arg("--daemon")
+        .arg("--pid-file")
+        .arg(&m.pidfile));
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains("cannot mount the pmem image"), "{}", text(&o));
+    assert!(
+        text(&o).contains("cannot mount the pmem image"),
+        "{}",
+        text(&o)
+    );
     assert!(!mounted_on(&m.mnt));
 }
 
@@ -620,8 +946,24 @@ fn pmem_sqlite_batch_atomic_write_is_one_transaction_per_commit_and_survives_sig
     let sq = dir.join("sqlite-batch");
     let m = Mount::new("64M");
     // A 256-entry log: SQLite's transactions below fit, a 1.2 MB row (~300 pages) does not.
-    let o = run(intact().args(["fs", "mkfs", "--force", "--device", "pmem", "--size", "64M", "--journal", "16K"]).arg(&m.img));
-    assert!(o.status.success() && text(&o).contains("log 256 entries"), "{}", text(&o));
+    let o = run(intact()
+        .args([
+            "fs",
+            "mkfs",
+            "--force",
+            "--device",
+            "pmem",
+            "--size",
+            "64M",
+            "--journal",
+            "16K",
+        ])
+        .arg(&m.img));
+    assert!(
+        o.status.success() && text(&o).contains("log 256 entries"),
+        "{}",
+        text(&o)
+    );
     m.mount(&[]);
 
     // The ioctls by hand.
@@ -635,11 +977,28 @@ fn pmem_sqlite_batch_atomic_write_is_one_transaction_per_commit_and_survives_sig
         }
     };
     write_file(&m.p("f"), b"old", false);
-    let open_rw = || fs::OpenOptions::new().read(true).write(true).open(m.p("f")).unwrap();
+    let open_rw = || {
+        fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(m.p("f"))
+            .unwrap()
+    };
     let (f1, f2) = (open_rw(), open_rw());
-    assert_eq!(ioctl(&fs::File::open(&m.mnt).unwrap(), control::F2FS_IOC_START_ATOMIC_WRITE), Err(libc::EINVAL), "START on a directory");
+    assert_eq!(
+        ioctl(
+            &fs::File::open(&m.mnt).unwrap(),
+            control::F2FS_IOC_START_ATOMIC_WRITE
+        ),
+        Err(libc::EINVAL),
+        "START on a directory"
+    );
     ioctl(&f1, control::F2FS_IOC_START_ATOMIC_WRITE).unwrap();
-    assert_eq!(ioctl(&f2, control::F2FS_IOC_START_ATOMIC_WRITE), Err(libc::EBUSY), "a second START on the file");
+    assert_eq!(
+        ioctl(&f2, control::F2FS_IOC_START_ATOMIC_WRITE),
+        Err(libc::EBUSY),
+        "a second START on the file"
+    );
     std::os::unix::fs::FileExt::write_all_at(&f1, b"NEW", 0).unwrap();
     ioctl(&f1, control::F2FS_IOC_ABORT_VOLATILE_WRITE).unwrap();
     assert_eq!(fs::read(m.p("f")).unwrap(), b"old", "aborted");
@@ -649,7 +1008,11 @@ fn pmem_sqlite_batch_atomic_write_is_one_transaction_per_commit_and_survives_sig
     ioctl(&f2, control::F2FS_IOC_START_ATOMIC_WRITE).unwrap();
     std::os::unix::fs::FileExt::write_all_at(&f2, b"NEW", 0).unwrap();
     drop(f2);
-    assert_eq!(fs::read(m.p("f")).unwrap(), b"new", "the close of the starting descriptor aborts");
+    assert_eq!(
+        fs::read(m.p("f")).unwrap(),
+        b"new",
+        "the close of the starting descriptor aborts"
+    );
     ioctl(&f1, control::F2FS_IOC_START_ATOMIC_WRITE).unwrap();
     ioctl(&f1, control::F2FS_IOC_COMMIT_ATOMIC_WRITE).unwrap();
     drop(f1);
@@ -658,13 +1021,25 @@ fn pmem_sqlite_batch_atomic_write_is_one_transaction_per_commit_and_survives_sig
     let t = sqlite_batch_traced(&m, &sq, "openat,ioctl,rename,unlink,pwrite64");
     let (db, trace) = (m.p("t.db"), m.dir.path().join("strace.txt"));
     let count = |t: &str, what: &str| t.lines().filter(|l| l.contains(what)).count();
-    assert!(!t.lines().any(|l| (l.contains("F2FS") || l.contains("pwrite64")) && l.contains("= -1")), "an atomic-write ioctl or a page write failed:\n{t}");
+    assert!(
+        !t.lines()
+            .any(|l| (l.contains("F2FS") || l.contains("pwrite64")) && l.contains("= -1")),
+        "an atomic-write ioctl or a page write failed:\n{t}"
+    );
     // Too large for the log: EFBIG on a page write, ABORT, then SQLite's rollback journal.
-    let o = run(Command::new("strace").args(["-f", "-e", "trace=openat,ioctl,pwrite64", "-o"]).arg(&trace).arg(&sq).arg(&db).args(["insert", "1", "1200000"]));
+    let o = run(Command::new("strace")
+        .args(["-f", "-e", "trace=openat,ioctl,pwrite64", "-o"])
+        .arg(&trace)
+        .arg(&sq)
+        .arg(&db)
+        .args(["insert", "1", "1200000"]));
     assert!(o.status.success(), "the large transaction: {}", text(&o));
     let t = fs::read_to_string(&trace).unwrap();
     assert_eq!(count(&t, "EFBIG"), 1, "{t}");
-    assert!(count(&t, "F2FS_IOC_ABORT") == 1 && count(&t, "-journal") > 0, "{t}");
+    assert!(
+        count(&t, "F2FS_IOC_ABORT") == 1 && count(&t, "-journal") > 0,
+        "{t}"
+    );
     let log = fs::read_to_string(&m.log).unwrap();
     assert!(log.contains("the F2FS atomic write does not fit"), "{log}");
 
@@ -686,13 +1061,23 @@ fn pmem_sqlite_batch_atomic_write_is_one_transaction_per_commit_and_survives_sig
 fn sqlite_batch_traced(m: &Mount, sq: &Path, syscalls: &str) -> String {
     let db = m.p("t.db");
     let o = run(Command::new(sq).arg(&db).arg("features"));
-    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "batch_atomic yes", "{}", text(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "batch_atomic yes",
+        "{}",
+        text(&o)
+    );
     // The first transaction of a new database (CREATE TABLE) uses a journal (SQLite's rule);
     // every later one is a batch.
     let o = run(Command::new(sq).arg(&db).args(["insert", "1"]));
     assert!(o.status.success(), "{}", text(&o));
     let trace = m.dir.path().join("strace.txt");
-    let o = run(Command::new("strace").args(["-f", "-e", &format!("trace={syscalls}"), "-o"]).arg(&trace).arg(sq).arg(&db).args(["insert", "20"]));
+    let o = run(Command::new("strace")
+        .args(["-f", "-e", &format!("trace={syscalls}"), "-o"])
+        .arg(&trace)
+        .arg(sq)
+        .arg(&db)
+        .args(["insert", "20"]));
     assert!(o.status.success(), "strace sqlite-batch: {}", text(&o));
     let t = fs::read_to_string(&trace).unwrap();
     let count = |what: &str| t.lines().filter(|l| l.contains(what)).count();
@@ -706,7 +1091,13 @@ fn sqlite_batch_crash_rounds(m: &Mount, sq: &Path) {
     let db = m.p("loop.db");
     let mut last = 0u64;
     for round in 0..3u64 {
-        let mut w = Command::new(sq).arg(&db).arg("loop").stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null()).spawn().unwrap();
+        let mut w = Command::new(sq)
+            .arg(&db)
+            .arg("loop")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
         let out = w.stdout.take().unwrap();
         let mut lines = std::io::BufRead::lines(std::io::BufReader::new(out));
         let mut seen = 0;
@@ -728,9 +1119,20 @@ fn sqlite_batch_crash_rounds(m: &Mount, sq: &Path) {
         m.mount(&[]);
         let o = run(Command::new(sq).arg(&db).arg("check"));
         let got = String::from_utf8_lossy(&o.stdout).to_string();
-        assert!(o.status.success(), "round {round}: the database after the crash: {}", text(&o));
-        let g: u64 = got.trim().strip_prefix("consistent generation ").and_then(|g| g.parse().ok()).unwrap_or_else(|| panic!("{got}"));
-        assert!(g == last || g == last + 1, "round {round}: generation {g} after the crash, the writer had printed {last}");
+        assert!(
+            o.status.success(),
+            "round {round}: the database after the crash: {}",
+            text(&o)
+        );
+        let g: u64 = got
+            .trim()
+            .strip_prefix("consistent generation ")
+            .and_then(|g| g.parse().ok())
+            .unwrap_or_else(|| panic!("{got}"));
+        assert!(
+            g == last || g == last + 1,
+            "round {round}: generation {g} after the crash, the writer had printed {last}"
+        );
         assert!(!m.p("loop.db-journal").exists(), "a hot journal was left");
         last = g;
     }

@@ -114,7 +114,13 @@ fn header(b: &[u8]) -> Option<(usize, usize, usize, u64, u32)> {
     }
     let u16_at = |o: usize| u16::from_le_bytes(b[o..o + 2].try_into().unwrap()) as usize;
     let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
-    Some((u16_at(8), u16_at(10), u32_at(12) as usize, u64::from_le_bytes(b[16..24].try_into().unwrap()), u32_at(24)))
+    Some((
+        u16_at(8),
+        u16_at(10),
+        u32_at(12) as usize,
+        u64::from_le_bytes(b[16..24].try_into().unwrap()),
+        u32_at(24),
+    ))
 }
 
 fn hex(b: &[u8]) -> String {
@@ -126,7 +132,14 @@ fn describe(b: &[u8]) -> String {
     match header(b) {
         Some((w, s, i, v, t)) => {
             let intact = b.len() == BLOCK && block(w, s, i, v, t) == b;
-            format!("block tagged writer {w} file f{s} block {i} version {v} total {t} ({})", if intact { "payload intact" } else { "payload damaged" })
+            format!(
+                "block tagged writer {w} file f{s} block {i} version {v} total {t} ({})",
+                if intact {
+                    "payload intact"
+                } else {
+                    "payload damaged"
+                }
+            )
         }
         None if b.iter().all(|&x| x == 0) => "all zeros".to_string(),
         None => format!("untagged data {}...", hex(&b[..b.len().min(16)])),
@@ -137,15 +150,26 @@ fn describe(b: &[u8]) -> String {
 /// `w`) is a block written there; returns its version and total.
 fn check_block(got: &[u8], w: usize, slot: usize, idx: usize) -> Result<(u64, u32), String> {
     let Some((hw, hs, hi, v, t)) = header(got) else {
-        return Err(format!("expected a block tagged writer {w} file f{slot} block {idx}, got {}", describe(got)));
+        return Err(format!(
+            "expected a block tagged writer {w} file f{slot} block {idx}, got {}",
+            describe(got)
+        ));
     };
     if (hw, hs, hi) != (w, slot, idx) {
-        return Err(format!("expected a block tagged writer {w} file f{slot} block {idx}, got a {}", describe(got)));
+        return Err(format!(
+            "expected a block tagged writer {w} file f{slot} block {idx}, got a {}",
+            describe(got)
+        ));
     }
     let want = block(w, slot, idx, v, t);
     if let Some(o) = (0..BLOCK).find(|&o| want[o] != got[o]) {
         let e = (o + 16).min(BLOCK);
-        return Err(format!("the {} is damaged at byte {o} of the block: expected {} got {}", describe(got), hex(&want[o..e]), hex(&got[o..e])));
+        return Err(format!(
+            "the {} is damaged at byte {o} of the block: expected {} got {}",
+            describe(got),
+            hex(&want[o..e]),
+            hex(&got[o..e])
+        ));
     }
     Ok((v, t))
 }
@@ -155,10 +179,18 @@ fn difference(want: &[u8], got: &[u8]) -> Option<String> {
     if want == got {
         return None;
     }
-    let off = (0..want.len().min(got.len())).find(|&o| want[o] != got[o]).unwrap_or(want.len().min(got.len()));
+    let off = (0..want.len().min(got.len()))
+        .find(|&o| want[o] != got[o])
+        .unwrap_or(want.len().min(got.len()));
     let at = |d: &[u8]| hex(&d[off.min(d.len())..(off + 16).min(d.len())]);
     let blk = off / BLOCK * BLOCK;
-    let blk_of = |d: &[u8]| if blk < d.len() { describe(&d[blk..(blk + BLOCK).min(d.len())]) } else { "past the end".to_string() };
+    let blk_of = |d: &[u8]| {
+        if blk < d.len() {
+            describe(&d[blk..(blk + BLOCK).min(d.len())])
+        } else {
+            "past the end".to_string()
+        }
+    };
     Some(format!(
         "length expected {} got {}; first difference at offset {off}: expected {} got {}; the block at offset {blk}: expected {}, got {}",
         want.len(),
@@ -172,7 +204,10 @@ fn difference(want: &[u8], got: &[u8]) -> Option<String> {
 
 /// Opens `p` for reading, with O_DIRECT (reads go to the daemon, past the page cache).
 fn open_read(p: &Path, direct: bool) -> std::io::Result<fs::File> {
-    fs::OpenOptions::new().read(true).custom_flags(if direct { libc::O_DIRECT } else { 0 }).open(p)
+    fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(if direct { libc::O_DIRECT } else { 0 })
+        .open(p)
 }
 
 /// A 4096-aligned buffer of `n` bytes (O_DIRECT wants aligned memory).
@@ -246,20 +281,31 @@ impl Writer {
 
     fn fsync(&mut self, f: &fs::File, p: &Path, data_only: bool) {
         let t = Instant::now();
-        ok(if data_only { f.sync_data() } else { f.sync_all() }, || format!("writer {}: fsync of {}", self.w, p.display()));
+        ok(
+            if data_only {
+                f.sync_data()
+            } else {
+                f.sync_all()
+            },
+            || format!("writer {}: fsync of {}", self.w, p.display()),
+        );
         self.st.fsyncs += 1;
         self.st.max_fsync_ms = self.st.max_fsync_ms.max(t.elapsed().as_millis() as u64);
     }
 
     fn fsync_dir(&mut self) {
-        let d = ok(fs::File::open(&self.dir), || format!("writer {}: open {}", self.w, self.dir.display()));
+        let d = ok(fs::File::open(&self.dir), || {
+            format!("writer {}: open {}", self.w, self.dir.display())
+        });
         let dir = self.dir.clone();
         self.fsync(&d, &dir, false);
     }
 
     fn unlink(&mut self, slot: usize) {
         let p = self.path(slot);
-        ok(fs::remove_file(&p), || format!("writer {}: unlink {}", self.w, p.display()));
+        ok(fs::remove_file(&p), || {
+            format!("writer {}: unlink {}", self.w, p.display())
+        });
         self.model[slot] = None;
         self.st.unlinks += 1;
     }
@@ -272,17 +318,32 @@ impl Writer {
         } else {
             o.write(true);
         }
-        ok(o.create(true).mode(0o644).open(&p), || format!("writer {}: open {}", self.w, p.display()))
+        ok(o.create(true).mode(0o644).open(&p), || {
+            format!("writer {}: open {}", self.w, p.display())
+        })
     }
 
     fn truncate(&mut self, slot: usize, f: &fs::File, len: usize) {
-        ok(f.set_len(len as u64), || format!("writer {}: truncate {} to {len}", self.w, self.path(slot).display()));
+        ok(f.set_len(len as u64), || {
+            format!(
+                "writer {}: truncate {} to {len}",
+                self.w,
+                self.path(slot).display()
+            )
+        });
         self.model[slot].get_or_insert_with(Vec::new).resize(len, 0);
         self.st.truncates += 1;
     }
 
     fn pwrite(&mut self, slot: usize, f: &fs::File, off: usize, data: &[u8]) {
-        ok(f.write_all_at(data, off as u64), || format!("writer {}: write {} bytes at {off} of {}", self.w, data.len(), self.path(slot).display()));
+        ok(f.write_all_at(data, off as u64), || {
+            format!(
+                "writer {}: write {} bytes at {off} of {}",
+                self.w,
+                data.len(),
+                self.path(slot).display()
+            )
+        });
         let m = self.model[slot].get_or_insert_with(Vec::new);
         if m.len() < off + data.len() {
             m.resize(off + data.len(), 0);
@@ -292,7 +353,9 @@ impl Writer {
     }
 
     fn blocks(&self, slot: usize, first: usize, n: usize, total: u32) -> Vec<u8> {
-        (first..first + n).flat_map(|i| block(self.w, slot, i, self.version, total)).collect()
+        (first..first + n)
+            .flat_map(|i| block(self.w, slot, i, self.version, total))
+            .collect()
     }
 
     /// One operation on a random file of this writer; fsyncs one in eight.
@@ -325,8 +388,17 @@ impl Writer {
                     let mut f = self.open_rw(slot, true);
                     let n = 1 + self.rng.below(8.min(MAX_BLOCKS - nb));
                     let data = self.blocks(slot, nb, n, 0);
-                    ok(f.write_all(&data), || format!("writer {}: append {} bytes to {}", self.w, data.len(), p.display()));
-                    self.model[slot].get_or_insert_with(Vec::new).extend_from_slice(&data);
+                    ok(f.write_all(&data), || {
+                        format!(
+                            "writer {}: append {} bytes to {}",
+                            self.w,
+                            data.len(),
+                            p.display()
+                        )
+                    });
+                    self.model[slot]
+                        .get_or_insert_with(Vec::new)
+                        .extend_from_slice(&data);
                     self.st.bytes += data.len() as u64;
                     f
                 }
@@ -362,11 +434,33 @@ impl Writer {
                 let n = 1 + self.rng.below(32);
                 let data = self.blocks(slot, 0, n, n as u32);
                 let tmp = self.dir.join(format!("f{slot}.tmp"));
-                let mut t = ok(fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o644).open(&tmp), || format!("writer {}: create {}", self.w, tmp.display()));
-                ok(t.write_all(&data), || format!("writer {}: write {} bytes to {}", self.w, data.len(), tmp.display()));
+                let mut t = ok(
+                    fs::OpenOptions::new()
+                        .write(true)
+                        .create(true)
+                        .truncate(true)
+                        .mode(0o644)
+                        .open(&tmp),
+                    || format!("writer {}: create {}", self.w, tmp.display()),
+                );
+                ok(t.write_all(&data), || {
+                    format!(
+                        "writer {}: write {} bytes to {}",
+                        self.w,
+                        data.len(),
+                        tmp.display()
+                    )
+                });
                 self.fsync(&t, &tmp, false);
                 drop(t);
-                ok(fs::rename(&tmp, &p), || format!("writer {}: rename {} over {}", self.w, tmp.display(), p.display()));
+                ok(fs::rename(&tmp, &p), || {
+                    format!(
+                        "writer {}: rename {} over {}",
+                        self.w,
+                        tmp.display(),
+                        p.display()
+                    )
+                });
                 self.model[slot] = Some(data);
                 self.st.bytes += (n * BLOCK) as u64;
                 self.st.renames += 1;
@@ -388,8 +482,17 @@ impl Writer {
         self.st.verifies += 1;
         match (&self.model[slot], read_path(&p, direct)) {
             (None, Err(e)) if e.kind() == ErrorKind::NotFound => {}
-            (None, r) => panic!("writer {}: {} should not exist (unlinked), but reading it gave {:?}", self.w, p.display(), r.map(|d| d.len())),
-            (Some(_), Err(e)) => panic!("writer {}: reading {} back (O_DIRECT: {direct}): {e}", self.w, p.display()),
+            (None, r) => panic!(
+                "writer {}: {} should not exist (unlinked), but reading it gave {:?}",
+                self.w,
+                p.display(),
+                r.map(|d| d.len())
+            ),
+            (Some(_), Err(e)) => panic!(
+                "writer {}: reading {} back (O_DIRECT: {direct}): {e}",
+                self.w,
+                p.display()
+            ),
             (Some(want), Ok(got)) => {
                 if let Some(d) = difference(want, &got) {
                     panic!("writer {}: {} read back wrong (O_DIRECT: {direct}, after {} operations): {d}", self.w, p.display(), self.st.ops);
@@ -416,11 +519,21 @@ fn writer_main(w: usize) {
     let stream = format!("s{}", w / PER_STREAM);
     let d = fs::File::open(&mnt).unwrap();
     control::setstream(d.as_raw_fd(), control::stream_id(&stream), 0).unwrap();
-    assert_eq!(control::getstream(d.as_raw_fd()).unwrap().id, control::stream_id(&stream));
+    assert_eq!(
+        control::getstream(d.as_raw_fd()).unwrap().id,
+        control::stream_id(&stream)
+    );
     drop(d);
     let dir = mnt.join(format!("w{w}"));
     fs::create_dir(&dir).unwrap();
-    let mut wr = Writer { w, dir, rng: Rng(0x5EED_0000_0000 + w as u64), model: vec![None; SLOTS], version: 0, st: WriterStats::default() };
+    let mut wr = Writer {
+        w,
+        dir,
+        rng: Rng(0x5EED_0000_0000 + w as u64),
+        model: vec![None; SLOTS],
+        version: 0,
+        st: WriterStats::default(),
+    };
     let deadline = Instant::now() + Duration::from_secs(secs);
     while Instant::now() < deadline {
         wr.step();
@@ -443,7 +556,10 @@ fn writer_main(w: usize) {
     let s = &wr.st;
     fs::write(
         out.join(format!("w{w}.stats")),
-        format!("{} {} {} {} {} {} {} {}", s.ops, s.fsyncs, s.bytes, s.verifies, s.unlinks, s.truncates, s.renames, s.max_fsync_ms),
+        format!(
+            "{} {} {} {} {} {} {} {}",
+            s.ops, s.fsyncs, s.bytes, s.verifies, s.unlinks, s.truncates, s.renames, s.max_fsync_ms
+        ),
     )
     .unwrap();
 }
@@ -477,10 +593,18 @@ fn reader(mnt: PathBuf, stop: Arc<AtomicBool>) -> ReaderStats {
                 Ok(entries) => {
                     rs.readdirs += 1;
                     for e in entries {
-                        let e = e.unwrap_or_else(|e| panic!("reader: listing {}: {e}", dir.display()));
+                        let e =
+                            e.unwrap_or_else(|e| panic!("reader: listing {}: {e}", dir.display()));
                         let name = e.file_name().into_string().unwrap();
-                        let known = (0..SLOTS).any(|s| name == format!("f{s}") || (kind(s) == Kind::Replace && name == format!("f{s}.tmp")));
-                        assert!(known, "reader: unexpected name {name:?} in {}", dir.display());
+                        let known = (0..SLOTS).any(|s| {
+                            name == format!("f{s}")
+                                || (kind(s) == Kind::Replace && name == format!("f{s}.tmp"))
+                        });
+                        assert!(
+                            known,
+                            "reader: unexpected name {name:?} in {}",
+                            dir.display()
+                        );
                     }
                 }
                 Err(e) if e.kind() == ErrorKind::NotFound => {}
@@ -498,16 +622,25 @@ fn reader(mnt: PathBuf, stop: Arc<AtomicBool>) -> ReaderStats {
             }
             Err(e) => panic!("reader: open {} (O_DIRECT: {direct}): {e}", p.display()),
         };
-        let data = read_all(&f).unwrap_or_else(|e| panic!("reader: reading {} (O_DIRECT: {direct}): {e}", p.display()));
+        let data = read_all(&f).unwrap_or_else(|e| {
+            panic!("reader: reading {} (O_DIRECT: {direct}): {e}", p.display())
+        });
         rs.reads += 1;
         rs.direct_reads += direct as u64;
         rs.bytes += data.len() as u64;
         match kind(slot) {
-            Kind::Bytes => assert!(data.len() <= MAX_BYTES, "reader: {} has {} bytes, its writer never made it longer than {MAX_BYTES}", p.display(), data.len()),
+            Kind::Bytes => assert!(
+                data.len() <= MAX_BYTES,
+                "reader: {} has {} bytes, its writer never made it longer than {MAX_BYTES}",
+                p.display(),
+                data.len()
+            ),
             Kind::Log | Kind::Rand => {
                 for (idx, got) in data.chunks_exact(BLOCK).enumerate() {
                     rs.blocks_checked += 1;
-                    let Err(why) = check_block(got, w, slot, idx) else { continue };
+                    let Err(why) = check_block(got, w, slot, idx) else {
+                        continue;
+                    };
                     // A read racing with a write of this block may see it half copied: re-read
                     // it; an error only if it stays the same (and so stays wrong).
                     let mut stable = true;
@@ -551,7 +684,13 @@ fn reader(mnt: PathBuf, stop: Arc<AtomicBool>) -> ReaderStats {
                     }
                 }
                 if let Some((off, why)) = problem {
-                    let again = read_all(&f).map(|d| if d == data { "the same".to_string() } else { format!("different content ({} bytes)", d.len()) });
+                    let again = read_all(&f).map(|d| {
+                        if d == data {
+                            "the same".to_string()
+                        } else {
+                            format!("different content ({} bytes)", d.len())
+                        }
+                    });
                     panic!("reader: {} (O_DIRECT: {direct}) at offset {off}: {why}; re-read through the same descriptor: {again:?}", p.display());
                 }
             }
@@ -630,7 +769,10 @@ fn check_all(mnt: &Path, expected: &Path, when: &str) {
                 }
             }
         }
-        let mut names: Vec<String> = fs::read_dir(&dir).unwrap_or_else(|e| panic!("{when}: listing {}: {e}", dir.display())).map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        let mut names: Vec<String> = fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{when}: listing {}: {e}", dir.display()))
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
         names.sort();
         assert_eq!(names, present, "{when}: the names in {}", dir.display());
     }
@@ -645,7 +787,10 @@ fn eight_writers_in_four_streams_under_a_1mib_dirty_limit() {
         writer_main(w.parse().unwrap());
         return;
     }
-    let secs: u64 = std::env::var("INTACTFS_STRESS_SECS").ok().map(|s| s.parse().expect("INTACTFS_STRESS_SECS: whole seconds")).unwrap_or(60);
+    let secs: u64 = std::env::var("INTACTFS_STRESS_SECS")
+        .ok()
+        .map(|s| s.parse().expect("INTACTFS_STRESS_SECS: whole seconds"))
+        .unwrap_or(60);
     let started = Instant::now();
     let m = Mount::new("512M");
     m.mount(&["--threads", "4", "-o", "dirty_limit=1M,commit=1"]);
@@ -672,7 +817,10 @@ fn eight_writers_in_four_streams_under_a_1mib_dirty_limit() {
     let stop = Arc::new(AtomicBool::new(false));
     let mnt = m.mnt.clone();
     let stop2 = stop.clone();
-    let reader = Reader { stop, handle: Some(std::thread::spawn(move || reader(mnt, stop2))) };
+    let reader = Reader {
+        stop,
+        handle: Some(std::thread::spawn(move || reader(mnt, stop2))),
+    };
 
     // Wait for the writers; stop at the first failure (of a writer or of the reader).
     let hung = Duration::from_secs(secs + 600);
@@ -680,8 +828,13 @@ fn eight_writers_in_four_streams_under_a_1mib_dirty_limit() {
         for (w, slot) in writers.0.iter_mut().enumerate() {
             if let Some(c) = slot {
                 if let Some(st) = c.try_wait().unwrap() {
-                    let err = fs::read_to_string(m.dir.path().join(format!("w{w}.stderr"))).unwrap_or_default();
-                    assert!(st.success(), "writer {w} (stream s{}) failed ({st}):\n{err}", w / PER_STREAM);
+                    let err = fs::read_to_string(m.dir.path().join(format!("w{w}.stderr")))
+                        .unwrap_or_default();
+                    assert!(
+                        st.success(),
+                        "writer {w} (stream s{}) failed ({st}):\n{err}",
+                        w / PER_STREAM
+                    );
                     *slot = None;
                 }
             }
@@ -689,7 +842,11 @@ fn eight_writers_in_four_streams_under_a_1mib_dirty_limit() {
         if writers.0.iter().all(Option::is_none) || reader.handle.as_ref().unwrap().is_finished() {
             break;
         }
-        assert!(started.elapsed() < hung, "writers still running {} s after they should have stopped: is the daemon stuck?", hung.as_secs() - secs);
+        assert!(
+            started.elapsed() < hung,
+            "writers still running {} s after they should have stopped: is the daemon stuck?",
+            hung.as_secs() - secs
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     let rs = reader.finish();
@@ -704,9 +861,21 @@ fn eight_writers_in_four_streams_under_a_1mib_dirty_limit() {
     m.fsck_clean();
 
     let stats: Vec<Vec<u64>> = (0..WRITERS)
-        .map(|w| fs::read_to_string(expected.join(format!("w{w}.stats"))).unwrap().split_whitespace().map(|x| x.parse().unwrap()).collect())
+        .map(|w| {
+            fs::read_to_string(expected.join(format!("w{w}.stats")))
+                .unwrap()
+                .split_whitespace()
+                .map(|x| x.parse().unwrap())
+                .collect()
+        })
         .collect();
-    let col = |i: usize| stats.iter().map(|s| s[i].to_string()).collect::<Vec<_>>().join(",");
+    let col = |i: usize| {
+        stats
+            .iter()
+            .map(|s| s[i].to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
     let sum = |i: usize| stats.iter().map(|s| s[i]).sum::<u64>();
     eprintln!(
         "fs_stress: {secs} s, {WRITERS} writers in {} streams: ops [{}] (total {}), fsyncs [{}] (total {}), MiB written [{}] (total {:.1}), self-checks {}, unlinks {}, truncates {}, renames {}, slowest fsync {} ms; \

@@ -6,7 +6,10 @@ use common::*;
 
 fn tagged_line(src: &str, tag: &str) -> u64 {
     let needle = format!("L:{tag}");
-    src.lines().position(|l| l.ends_with(&needle)).map(|i| i as u64 + 1).unwrap_or_else(|| panic!("no line tagged {tag}"))
+    src.lines()
+        .position(|l| l.ends_with(&needle))
+        .map(|i| i as u64 + 1)
+        .unwrap_or_else(|| panic!("no line tagged {tag}"))
 }
 
 fn python_case(python: &str) {
@@ -17,29 +20,71 @@ fn python_case(python: &str) {
     r.verify();
     let ops = r.ops_json();
     let line_of = |sig_prefix: &str| -> u64 {
-        let op = ops.iter().find(|o| signature(o).starts_with(sig_prefix)).unwrap_or_else(|| panic!("no op {sig_prefix}"));
+        let op = ops
+            .iter()
+            .find(|o| signature(o).starts_with(sig_prefix))
+            .unwrap_or_else(|| panic!("no op {sig_prefix}"));
         assert_eq!(op["loc"]["lang"], "python", "{op}");
-        assert!(op["loc"]["file"].as_str().unwrap().ends_with("fixtures/app.py"), "{op}");
+        assert!(
+            op["loc"]["file"]
+                .as_str()
+                .unwrap()
+                .ends_with("fixtures/app.py"),
+            "{op}"
+        );
         op["loc"]["line"].as_u64().unwrap()
     };
     assert_eq!(line_of("create raw.bin"), tagged_line(&src, "os_open"));
-    assert_eq!(line_of("append raw.bin 0->3"), tagged_line(&src, "os_write"));
+    assert_eq!(
+        line_of("append raw.bin 0->3"),
+        tagged_line(&src, "os_write")
+    );
     assert_eq!(line_of("create cfg.txt.tmp"), tagged_line(&src, "open_tmp"));
-    assert_eq!(line_of("append cfg.txt.tmp 0->6"), tagged_line(&src, "flush"));
+    assert_eq!(
+        line_of("append cfg.txt.tmp 0->6"),
+        tagged_line(&src, "flush")
+    );
     assert_eq!(line_of("fsync cfg.txt.tmp"), tagged_line(&src, "fsync"));
-    assert_eq!(line_of("rename cfg.txt.tmp=>cfg.txt"), tagged_line(&src, "rename"));
+    assert_eq!(
+        line_of("rename cfg.txt.tmp=>cfg.txt"),
+        tagged_line(&src, "rename")
+    );
     // I/O done by SQLite inside the _sqlite3 extension is attributed to the Python line.
-    assert_eq!(line_of("create t.db"), tagged_line(&src, "create_table") - 1);
+    assert_eq!(
+        line_of("create t.db"),
+        tagged_line(&src, "create_table") - 1
+    );
     let commit = tagged_line(&src, "commit");
-    let commit_ops: Vec<_> = ops.iter().filter(|o| o["loc"]["line"].as_u64() == Some(commit)).map(signature).collect();
+    let commit_ops: Vec<_> = ops
+        .iter()
+        .filter(|o| o["loc"]["line"].as_u64() == Some(commit))
+        .map(signature)
+        .collect();
     assert!(commit_ops.iter().any(|s| s.starts_with("fdatasync t.db-journal") || s.starts_with("fsync t.db-journal")), "{commit_ops:?}");
-    assert!(commit_ops.iter().any(|s| s.starts_with("overwrite t.db @")), "{commit_ops:?}");
-    assert!(commit_ops.iter().any(|s| s.starts_with("unlink t.db-journal")), "{commit_ops:?}");
+    assert!(
+        commit_ops.iter().any(|s| s.starts_with("overwrite t.db @")),
+        "{commit_ops:?}"
+    );
+    assert!(
+        commit_ops
+            .iter()
+            .any(|s| s.starts_with("unlink t.db-journal")),
+        "{commit_ops:?}"
+    );
     // The caller of save() is in the stack too.
-    let op = ops.iter().find(|o| signature(o).starts_with("rename cfg.txt.tmp")).unwrap();
-    assert!(op["stack"].as_array().unwrap().iter().any(|f| f["line"].as_u64() == Some(tagged_line(&src, "call_save"))));
+    let op = ops
+        .iter()
+        .find(|o| signature(o).starts_with("rename cfg.txt.tmp"))
+        .unwrap();
+    assert!(op["stack"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["line"].as_u64() == Some(tagged_line(&src, "call_save"))));
     // What was printed, in order, and after the last file-system operation.
-    assert!(std::fs::read_to_string(r.bundle.join("stdout")).unwrap().ends_with("Done\n"));
+    assert!(std::fs::read_to_string(r.bundle.join("stdout"))
+        .unwrap()
+        .ends_with("Done\n"));
     assert_eq!(ops.last().unwrap()["op"], "output");
 }
 
@@ -76,19 +121,43 @@ fn mmap_writes() {
 fn java_names_the_jni_entry() {
     let classes = tempfile::tempdir().unwrap();
     let src = fixtures_dir().join("JavaWriter.java");
-    let st = std::process::Command::new("javac").arg("-d").arg(classes.path()).arg(&src).status().expect("javac must be installed (apt-get install -y default-jdk-headless)");
+    let st = std::process::Command::new("javac")
+        .arg("-d")
+        .arg(classes.path())
+        .arg(&src)
+        .status()
+        .expect("javac must be installed (apt-get install -y default-jdk-headless)");
     assert!(st.success());
-    let r = record_in(&["java", "-cp", classes.path().to_str().unwrap(), "JavaWriter"], |_| {}, &[]);
+    let r = record_in(
+        &[
+            "java",
+            "-cp",
+            classes.path().to_str().unwrap(),
+            "JavaWriter",
+        ],
+        |_| {},
+        &[],
+    );
     assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
     r.verify();
     let ops = r.ops_json();
     let sigs: Vec<String> = ops.iter().map(signature).collect();
     assert_eq!(
         sigs,
-        vec!["create data.bin", "append data.bin 0->11 \"hello java\\n\"", "fsync data.bin", "rename data.bin=>final.bin", "output \"Done\\n\""]
+        vec![
+            "create data.bin",
+            "append data.bin 0->11 \"hello java\\n\"",
+            "fsync data.bin",
+            "rename data.bin=>final.bin",
+            "output \"Done\\n\""
+        ]
     );
     let func = |i: usize| ops[i]["loc"]["function"].as_str().unwrap_or("").to_string();
     assert_eq!(func(1), "Java_sun_nio_ch_FileDispatcherImpl_write0");
     assert_eq!(func(2), "Java_sun_nio_ch_FileDispatcherImpl_force0");
-    assert!(func(3).starts_with("Java_sun_nio_fs_UnixNativeDispatcher_rename"), "{}", func(3));
+    assert!(
+        func(3).starts_with("Java_sun_nio_fs_UnixNativeDispatcher_rename"),
+        "{}",
+        func(3)
+    );
 }

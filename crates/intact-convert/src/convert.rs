@@ -30,7 +30,11 @@ pub struct ConvertOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum ConvertError {
     #[error("raw trace line {line} ({syscall}): {message}")]
-    Call { line: usize, syscall: String, message: String },
+    Call {
+        line: usize,
+        syscall: String,
+        message: String,
+    },
 }
 
 /// A system call the model cannot express, touching the recorded directory.
@@ -140,7 +144,11 @@ struct Conv<'a> {
 }
 
 /// Converts a parsed trace, starting from `initial` (the snapshot of the directory).
-pub fn convert(trace: &Trace, initial: State, opts: &ConvertOptions) -> Result<Conversion, ConvertError> {
+pub fn convert(
+    trace: &Trace,
+    initial: State,
+    opts: &ConvertOptions,
+) -> Result<Conversion, ConvertError> {
     use std::os::unix::fs::MetadataExt;
     let mut c = Conv {
         opts,
@@ -165,7 +173,9 @@ pub fn convert(trace: &Trace, initial: State, opts: &ConvertOptions) -> Result<C
         let parent = match parent_path {
             None => c.state.root,
             Some(pp) => match c.resolver().resolve(&Loc::In(c.state.root), &pp, false) {
-                Ok(Res::In { target: Some(d), .. }) => d,
+                Ok(Res::In {
+                    target: Some(d), ..
+                }) => d,
                 _ => continue,
             },
         };
@@ -178,14 +188,26 @@ pub fn convert(trace: &Trace, initial: State, opts: &ConvertOptions) -> Result<C
                 if let Some(child) = call.ret.ok() {
                     let flags = match call.name.as_str() {
                         "clone" => call.args.iter().find_map(|a| match a {
-                            Arg::Sym(s) if s.starts_with("flags=") => Some(s["flags=".len()..].split('|').map(String::from).collect()),
+                            Arg::Sym(s) if s.starts_with("flags=") => {
+                                Some(s["flags=".len()..].split('|').map(String::from).collect())
+                            }
                             _ => None,
                         }),
-                        "clone3" => call.args.first().and_then(|a| a.field("flags")).map(|f| f.flags().into_iter().map(String::from).collect()),
+                        "clone3" => call
+                            .args
+                            .first()
+                            .and_then(|a| a.field("flags"))
+                            .map(|f| f.flags().into_iter().map(String::from).collect()),
                         "vfork" => Some(vec!["CLONE_VM".to_string(), "CLONE_VFORK".to_string()]),
                         _ => Some(Vec::new()),
                     };
-                    c.births.insert(child as u32, Birth { parent: call.tid, flags: flags.unwrap_or_default() });
+                    c.births.insert(
+                        child as u32,
+                        Birth {
+                            parent: call.tid,
+                            flags: flags.unwrap_or_default(),
+                        },
+                    );
                 }
             }
         }
@@ -206,13 +228,22 @@ pub fn convert(trace: &Trace, initial: State, opts: &ConvertOptions) -> Result<C
                 c.call(call, calls - 1)?;
                 ignored_calls += usize::from(c.hit_ignored.get());
             }
-            Event::Exited { tid, code, .. } if Some(*tid) == root_tid => root_exit = Some(TaskExit::Exited { code: *code }),
-            Event::Killed { tid, signal, .. } if Some(*tid) == root_tid => root_exit = Some(TaskExit::Killed { signal: signal.clone() }),
+            Event::Exited { tid, code, .. } if Some(*tid) == root_tid => {
+                root_exit = Some(TaskExit::Exited { code: *code })
+            }
+            Event::Killed { tid, signal, .. } if Some(*tid) == root_tid => {
+                root_exit = Some(TaskExit::Killed {
+                    signal: signal.clone(),
+                })
+            }
             _ => {}
         }
     }
     for (tid, name, line) in &trace.unfinished {
-        let key = (format!("unfinished {name}"), "the call never completed; its effect is unknown".to_string());
+        let key = (
+            format!("unfinished {name}"),
+            "the call never completed; its effect is unknown".to_string(),
+        );
         c.unsupported.entry(key).or_insert_with(|| Unsupported {
             syscall: name.clone(),
             reason: format!("started by task {tid} but never completed (task killed or trace cut short); its effect is unknown"),
@@ -250,25 +281,43 @@ fn before_int(a: &Arg) -> Option<i64> {
 
 fn str_arg(call: &Call, i: usize) -> Result<String, String> {
     match call.args.get(i) {
-        Some(Arg::Str { bytes, truncated: false }) => {
-            String::from_utf8(bytes.clone()).map_err(|_| "a path that is not UTF-8 is not supported".to_string())
-        }
-        Some(Arg::Str { truncated: true, .. }) => Err("path argument was truncated by strace".into()),
+        Some(Arg::Str {
+            bytes,
+            truncated: false,
+        }) => String::from_utf8(bytes.clone())
+            .map_err(|_| "a path that is not UTF-8 is not supported".to_string()),
+        Some(Arg::Str {
+            truncated: true, ..
+        }) => Err("path argument was truncated by strace".into()),
         other => Err(format!("argument {i}: expected a string, found {other:?}")),
     }
 }
 
 fn int_arg(call: &Call, i: usize) -> Result<i64, String> {
-    call.args.get(i).and_then(|a| a.as_int()).ok_or_else(|| format!("argument {i}: expected a number, found {:?}", call.args.get(i)))
+    call.args.get(i).and_then(|a| a.as_int()).ok_or_else(|| {
+        format!(
+            "argument {i}: expected a number, found {:?}",
+            call.args.get(i)
+        )
+    })
 }
 
 impl Conv<'_> {
     fn err(&self, call: &Call, message: impl Into<String>) -> ConvertError {
-        ConvertError::Call { line: call.line, syscall: call.name.clone(), message: message.into() }
+        ConvertError::Call {
+            line: call.line,
+            syscall: call.name.clone(),
+            message: message.into(),
+        }
     }
 
     fn resolver(&self) -> Resolver<'_> {
-        Resolver { state: &self.state, root_abs: &self.opts.root_abs, ignore: &self.opts.ignore, hit_ignored: Some(&self.hit_ignored) }
+        Resolver {
+            state: &self.state,
+            root_abs: &self.opts.root_abs,
+            ignore: &self.opts.ignore,
+            hit_ignored: Some(&self.hit_ignored),
+        }
     }
 
     fn task(&mut self, tid: u32) -> Task {
@@ -281,17 +330,41 @@ impl Conv<'_> {
                 let parent = self.task(parent_tid);
                 let share = |f: &str| flags.iter().any(|x| x == f);
                 Task {
-                    tgid: if share("CLONE_THREAD") { parent.tgid } else { tid },
-                    fds: if share("CLONE_FILES") { parent.fds.clone() } else { Rc::new(RefCell::new(parent.fds.borrow().clone())) },
-                    cwd: if share("CLONE_FS") { parent.cwd.clone() } else { Rc::new(RefCell::new(parent.cwd.borrow().clone())) },
-                    maps: if share("CLONE_VM") { parent.maps.clone() } else { Rc::new(RefCell::new(parent.maps.borrow().clone())) },
+                    tgid: if share("CLONE_THREAD") {
+                        parent.tgid
+                    } else {
+                        tid
+                    },
+                    fds: if share("CLONE_FILES") {
+                        parent.fds.clone()
+                    } else {
+                        Rc::new(RefCell::new(parent.fds.borrow().clone()))
+                    },
+                    cwd: if share("CLONE_FS") {
+                        parent.cwd.clone()
+                    } else {
+                        Rc::new(RefCell::new(parent.cwd.borrow().clone()))
+                    },
+                    maps: if share("CLONE_VM") {
+                        parent.maps.clone()
+                    } else {
+                        Rc::new(RefCell::new(parent.maps.borrow().clone()))
+                    },
                     py: Vec::new(),
                     copy: None,
-                    stream: if share("CLONE_THREAD") { parent.stream.clone() } else { Rc::new(std::cell::Cell::new(parent.stream.get())) },
+                    stream: if share("CLONE_THREAD") {
+                        parent.stream.clone()
+                    } else {
+                        Rc::new(std::cell::Cell::new(parent.stream.get()))
+                    },
                 }
             }
             None => {
-                let cwd = match self.resolver().resolve(&Loc::Out("/".into()), &self.opts.cwd.to_string_lossy(), true) {
+                let cwd = match self.resolver().resolve(
+                    &Loc::Out("/".into()),
+                    &self.opts.cwd.to_string_lossy(),
+                    true,
+                ) {
                     Ok(Res::Dir(d)) => Loc::In(d),
                     _ => Loc::Out(self.opts.cwd.clone()),
                 };
@@ -315,16 +388,28 @@ impl Conv<'_> {
         if let Some(s) = &self.cur_stack {
             return s.clone();
         }
-        let raws: Vec<_> = call.stack.iter().filter_map(|l| parse_strace_frame(l)).collect();
+        let raws: Vec<_> = call
+            .stack
+            .iter()
+            .filter_map(|l| parse_strace_frame(l))
+            .collect();
         let mut frames = if self.opts.symbolize {
             self.symbolizer.resolve_stack(&raws)
         } else {
             raws.iter()
-                .map(|r| Frame { binary: r.binary.clone(), function: r.symbol.clone(), file: None, line: None, lang: Lang::Native, offset: Some(r.addr) })
+                .map(|r| Frame {
+                    binary: r.binary.clone(),
+                    function: r.symbol.clone(),
+                    file: None,
+                    line: None,
+                    lang: Lang::Native,
+                    offset: Some(r.addr),
+                })
                 .collect()
         };
         // Python frames apply to calls that went through the shim (or when no native stack exists).
-        let via_shim = raws.is_empty() || raws.iter().any(|r| r.binary.contains("libintact_preload"));
+        let via_shim =
+            raws.is_empty() || raws.iter().any(|r| r.binary.contains("libintact_preload"));
         if via_shim && !task.py.is_empty() {
             let mut all = task.py.clone();
             all.append(&mut frames);
@@ -337,16 +422,46 @@ impl Conv<'_> {
     fn store(&mut self, bytes: &[u8]) -> Data {
         let at = self.blob.len() as u64;
         self.blob.extend_from_slice(bytes);
-        Data::Bytes { at, len: bytes.len() as u64 }
+        Data::Bytes {
+            at,
+            len: bytes.len() as u64,
+        }
     }
 
-    fn emit(&mut self, call: &Call, idx: usize, task: &Task, op: LogicalOp, path: Option<String>, path2: Option<String>) -> Result<(), ConvertError> {
-        self.state.apply(&op, &self.blob).map_err(|e| self.err(call, format!("{} does not fit the recorded state: {e}", op.name())))?;
+    fn emit(
+        &mut self,
+        call: &Call,
+        idx: usize,
+        task: &Task,
+        op: LogicalOp,
+        path: Option<String>,
+        path2: Option<String>,
+    ) -> Result<(), ConvertError> {
+        self.state.apply(&op, &self.blob).map_err(|e| {
+            self.err(
+                call,
+                format!("{} does not fit the recorded state: {e}", op.name()),
+            )
+        })?;
         match &op {
-            LogicalOp::Link { dir, name, inode, .. } | LogicalOp::Mkdir { dir, name, inode } | LogicalOp::Symlink { dir, name, inode, .. } => {
+            LogicalOp::Link {
+                dir, name, inode, ..
+            }
+            | LogicalOp::Mkdir { dir, name, inode }
+            | LogicalOp::Symlink {
+                dir, name, inode, ..
+            } => {
                 self.names.insert(*inode, (*dir, name.clone()));
             }
-            LogicalOp::Rename { src_dir, src_name, dst_dir, dst_name, inode, replaced, exchange } => {
+            LogicalOp::Rename {
+                src_dir,
+                src_name,
+                dst_dir,
+                dst_name,
+                inode,
+                replaced,
+                exchange,
+            } => {
                 self.names.insert(*inode, (*dst_dir, dst_name.clone()));
                 if let (Some(r), true) = (replaced, exchange) {
                     self.names.insert(*r, (*src_dir, src_name.clone()));
@@ -356,7 +471,19 @@ impl Conv<'_> {
         }
         let stack = self.stack(call, task);
         let loc = self.opts.filter.select(&stack).cloned();
-        self.ops.push(Op { id: self.ops.len(), call: idx, pid: task.tgid, tid: call.tid, syscall: call.name.clone(), op, path, path2, stack, loc, stream: task.stream.get().0 });
+        self.ops.push(Op {
+            id: self.ops.len(),
+            call: idx,
+            pid: task.tgid,
+            tid: call.tid,
+            syscall: call.name.clone(),
+            op,
+            path,
+            path2,
+            stack,
+            loc,
+            stream: task.stream.get().0,
+        });
         Ok(())
     }
 
@@ -369,7 +496,14 @@ impl Conv<'_> {
         let stack = self.stack(call, task);
         self.unsupported.insert(
             key,
-            Unsupported { syscall: call.name.clone(), reason: reason.to_string(), count: 1, first_line: call.line, first_path: path, first_stack: stack },
+            Unsupported {
+                syscall: call.name.clone(),
+                reason: reason.to_string(),
+                count: 1,
+                first_line: call.line,
+                first_path: path,
+                first_stack: stack,
+            },
         );
     }
 
@@ -403,7 +537,11 @@ impl Conv<'_> {
             return None;
         }
         let pp = self.path_of(*parent, depth + 1)?;
-        Some(if pp.is_empty() { name.clone() } else { format!("{pp}/{name}") })
+        Some(if pp.is_empty() {
+            name.clone()
+        } else {
+            format!("{pp}/{name}")
+        })
     }
 
     fn path_of_file(&self, inode: InodeId) -> String {
@@ -433,17 +571,31 @@ impl Conv<'_> {
             }
         }
         match dirfd {
-            Arg::Fd { path: Some(p), .. } => match self.resolver().resolve(&Loc::Out("/".into()), p, true)? {
-                Res::Dir(d) => Ok(Loc::In(d)),
-                Res::Out(p) => Ok(Loc::Out(p)),
-                Res::In { .. } => Err(format!("directory fd {fd} ({p}) is not a directory in the recorded state")),
-            },
+            Arg::Fd { path: Some(p), .. } => {
+                match self.resolver().resolve(&Loc::Out("/".into()), p, true)? {
+                    Res::Dir(d) => Ok(Loc::In(d)),
+                    Res::Out(p) => Ok(Loc::Out(p)),
+                    Res::In { .. } => Err(format!(
+                        "directory fd {fd} ({p}) is not a directory in the recorded state"
+                    )),
+                }
+            }
             _ => Err(format!("unknown directory fd {fd}")),
         }
     }
 
-    fn resolve_at(&self, task: &Task, dirfd: &Arg, path: &str, follow: bool) -> Result<Res, String> {
-        let base = if path.starts_with('/') { Loc::Out("/".into()) } else { self.base(task, dirfd)? };
+    fn resolve_at(
+        &self,
+        task: &Task,
+        dirfd: &Arg,
+        path: &str,
+        follow: bool,
+    ) -> Result<Res, String> {
+        let base = if path.starts_with('/') {
+            Loc::Out("/".into())
+        } else {
+            self.base(task, dirfd)?
+        };
         self.resolver().resolve(&base, path, follow)
     }
 
@@ -454,7 +606,14 @@ impl Conv<'_> {
 
     /// The path argument of a call that comes in a plain form (path at `plain`, relative
     /// to the working directory) and an *at form (path at `at`, its dirfd just before).
-    fn path_arg(&self, call: &Call, task: &Task, plain: usize, at: usize, follow: bool) -> Result<Res, String> {
+    fn path_arg(
+        &self,
+        call: &Call,
+        task: &Task,
+        plain: usize,
+        at: usize,
+        follow: bool,
+    ) -> Result<Res, String> {
         let n = call.name.as_str();
         if n != "creat" && (n.ends_with("at") || n.ends_with("at2")) {
             self.resolve_at(task, &call.args[at - 1], &str_arg(call, at)?, follow)
@@ -476,23 +635,51 @@ impl Conv<'_> {
         };
         let target = if path.starts_with('/') {
             match self.resolver().resolve(&Loc::Out("/".into()), &path, true) {
-                Ok(Res::In { target: Some(t), .. }) if matches!(self.state.inodes.get(&t).map(|i| &i.node), Some(Node::File { .. })) => {
+                Ok(Res::In {
+                    target: Some(t), ..
+                }) if matches!(
+                    self.state.inodes.get(&t).map(|i| &i.node),
+                    Some(Node::File { .. })
+                ) =>
+                {
                     self.unsupported(call, task, "file descriptor opened before tracing began; its offset is unknown (assumed 0)", Some(path.clone()));
                     Target::File(t)
                 }
-                Ok(Res::Dir(d)) | Ok(Res::In { target: Some(d), .. }) => Target::Dir(d),
+                Ok(Res::Dir(d))
+                | Ok(Res::In {
+                    target: Some(d), ..
+                }) => Target::Dir(d),
                 _ => Target::Out(path),
             }
         } else {
             Target::Out(path) // pipe:[..], socket:[..], anon_inode:...
         };
-        let of = Rc::new(RefCell::new(OpenFile { target, offset: 0, append: false, sync: None }));
-        task.fds.borrow_mut().insert(fd, Fd { of: of.clone(), cloexec: false });
+        let of = Rc::new(RefCell::new(OpenFile {
+            target,
+            offset: 0,
+            append: false,
+            sync: None,
+        }));
+        task.fds.borrow_mut().insert(
+            fd,
+            Fd {
+                of: of.clone(),
+                cloexec: false,
+            },
+        );
         Some(of)
     }
 
     /// Emits the operations of writing `data` at `pos` of `inode`.
-    fn write_at(&mut self, call: &Call, idx: usize, task: &Task, inode: InodeId, pos: u64, data: Data) -> Result<(), ConvertError> {
+    fn write_at(
+        &mut self,
+        call: &Call,
+        idx: usize,
+        task: &Task,
+        inode: InodeId,
+        pos: u64,
+        data: Data,
+    ) -> Result<(), ConvertError> {
         let path = Some(self.path_of_file(inode));
         let mut size = self.size(inode);
         let len = data.len();
@@ -500,15 +687,50 @@ impl Conv<'_> {
             return Ok(());
         }
         if pos > size {
-            self.emit(call, idx, task, LogicalOp::Truncate { inode, old_size: size, new_size: pos }, path.clone(), None)?;
+            self.emit(
+                call,
+                idx,
+                task,
+                LogicalOp::Truncate {
+                    inode,
+                    old_size: size,
+                    new_size: pos,
+                },
+                path.clone(),
+                None,
+            )?;
             size = pos;
         }
         let over = len.min(size - pos);
         if over > 0 {
-            self.emit(call, idx, task, LogicalOp::Overwrite { inode, offset: pos, count: over, data: data.slice(0, over) }, path.clone(), None)?;
+            self.emit(
+                call,
+                idx,
+                task,
+                LogicalOp::Overwrite {
+                    inode,
+                    offset: pos,
+                    count: over,
+                    data: data.slice(0, over),
+                },
+                path.clone(),
+                None,
+            )?;
         }
         if len > over {
-            self.emit(call, idx, task, LogicalOp::Append { inode, old_size: size, new_size: size + len - over, data: data.slice(over, len - over) }, path, None)?;
+            self.emit(
+                call,
+                idx,
+                task,
+                LogicalOp::Append {
+                    inode,
+                    old_size: size,
+                    new_size: size + len - over,
+                    data: data.slice(over, len - over),
+                },
+                path,
+                None,
+            )?;
         }
         Ok(())
     }
@@ -518,14 +740,20 @@ impl Conv<'_> {
         let mut out = Vec::new();
         let mut truncated = false;
         match buf {
-            Arg::Str { bytes, truncated: t } => {
+            Arg::Str {
+                bytes,
+                truncated: t,
+            } => {
                 out.extend_from_slice(bytes);
                 truncated |= t;
             }
             Arg::Array(iovs) => {
                 for iov in iovs {
                     match iov.field("iov_base") {
-                        Some(Arg::Str { bytes, truncated: t }) => {
+                        Some(Arg::Str {
+                            bytes,
+                            truncated: t,
+                        }) => {
                             out.extend_from_slice(bytes);
                             truncated |= t;
                             if *t {
@@ -539,8 +767,18 @@ impl Conv<'_> {
             _ => return Err(self.err(call, format!("cannot decode the written buffer {buf:?}"))),
         }
         if (out.len() as u64) < ret {
-            let why = if truncated { "larger than the capture limit: rerun with a larger --max-write" } else { "not fully printed by strace" };
-            return Err(self.err(call, format!("the call wrote {ret} bytes but only {} were captured ({why})", out.len())));
+            let why = if truncated {
+                "larger than the capture limit: rerun with a larger --max-write"
+            } else {
+                "not fully printed by strace"
+            };
+            return Err(self.err(
+                call,
+                format!(
+                    "the call wrote {ret} bytes but only {} were captured ({why})",
+                    out.len()
+                ),
+            ));
         }
         out.truncate(ret as usize);
         Ok(out)
@@ -552,7 +790,9 @@ impl Conv<'_> {
         if call.name == "write" && call.args.first().and_then(|a| a.as_int()) == Some(-1) {
             if let Some(Arg::Str { bytes, .. }) = call.args.get(1) {
                 if let Some(m) = marker::decode(bytes) {
-                    let m = m.map_err(|e| self.err(call, format!("bad marker from the preload shim: {e}")))?;
+                    let m = m.map_err(|e| {
+                        self.err(call, format!("bad marker from the preload shim: {e}"))
+                    })?;
                     return self.marker(call, idx, task, m);
                 }
             }
@@ -569,12 +809,25 @@ impl Conv<'_> {
         })
     }
 
-    fn marker(&mut self, call: &Call, idx: usize, task: Task, m: Marker) -> Result<(), ConvertError> {
+    fn marker(
+        &mut self,
+        call: &Call,
+        idx: usize,
+        task: Task,
+        m: Marker,
+    ) -> Result<(), ConvertError> {
         match m {
             Marker::Python(frames) => {
                 let py: Vec<Frame> = frames
                     .into_iter()
-                    .map(|f| Frame { binary: "python".into(), function: Some(f.function), file: Some(f.file), line: Some(f.line), lang: Lang::Python, offset: None })
+                    .map(|f| Frame {
+                        binary: "python".into(),
+                        function: Some(f.function),
+                        file: Some(f.file),
+                        line: Some(f.line),
+                        lang: Lang::Python,
+                        offset: None,
+                    })
                     .collect();
                 if let Some(t) = self.tasks.get_mut(&call.tid) {
                     t.py = py;
@@ -607,7 +860,9 @@ impl Conv<'_> {
                     // Only bytes inside the file's size can reach it; emit runs that differ.
                     let size = self.size(m.inode);
                     let usable = chunk.len().min(size.saturating_sub(file_off) as usize);
-                    let cur = self.file_bytes(m.inode)[file_off as usize..file_off as usize + usable].to_vec();
+                    let cur = self.file_bytes(m.inode)
+                        [file_off as usize..file_off as usize + usable]
+                        .to_vec();
                     let mut i = 0;
                     while i < usable {
                         if chunk[i] == cur[i] {
@@ -620,7 +875,19 @@ impl Conv<'_> {
                         }
                         let d = self.store(&chunk[s..i]);
                         let path = Some(self.path_of_file(m.inode));
-                        self.emit(call, idx, &task, LogicalOp::Overwrite { inode: m.inode, offset: file_off + s as u64, count: (i - s) as u64, data: d }, path, None)?;
+                        self.emit(
+                            call,
+                            idx,
+                            &task,
+                            LogicalOp::Overwrite {
+                                inode: m.inode,
+                                offset: file_off + s as u64,
+                                count: (i - s) as u64,
+                                data: d,
+                            },
+                            path,
+                            None,
+                        )?;
                     }
                     a = stop;
                 }
@@ -656,16 +923,19 @@ impl From<ConvertError> for Fail {
 /// `/proc/self/fd/N`, `/proc/thread-self/fd/N`, `/proc/PID/fd/N`, `/dev/fd/N`: the pid
 /// (None: the caller) and fd named by a magic fd path.
 fn fd_alias(path: &str) -> Option<(Option<u32>, i64)> {
-    let rest = path.strip_prefix("/dev/fd/").map(|r| (None, r)).or_else(|| {
-        let r = path.strip_prefix("/proc/")?;
-        let (who, r) = r.split_once('/')?;
-        let r = r.strip_prefix("fd/")?;
-        let pid = match who {
-            "self" | "thread-self" => None,
-            n => Some(n.parse().ok()?),
-        };
-        Some((pid, r))
-    })?;
+    let rest = path
+        .strip_prefix("/dev/fd/")
+        .map(|r| (None, r))
+        .or_else(|| {
+            let r = path.strip_prefix("/proc/")?;
+            let (who, r) = r.split_once('/')?;
+            let r = r.strip_prefix("fd/")?;
+            let pid = match who {
+                "self" | "thread-self" => None,
+                n => Some(n.parse().ok()?),
+            };
+            Some((pid, r))
+        })?;
     Some((rest.0, rest.1.parse().ok()?))
 }
 
@@ -678,7 +948,9 @@ fn flag_bits(a: &Arg) -> u64 {
             .split('|')
             .filter_map(|part| {
                 let t = part.split("/*").next().unwrap_or("").trim();
-                t.strip_prefix("0x").and_then(|h| u64::from_str_radix(h, 16).ok()).or_else(|| t.parse().ok())
+                t.strip_prefix("0x")
+                    .and_then(|h| u64::from_str_radix(h, 16).ok())
+                    .or_else(|| t.parse().ok())
             })
             .fold(0, |a, b| a | b),
         _ => 0,
@@ -705,8 +977,16 @@ impl Conv<'_> {
             }
             "close_range" => {
                 let lo = int_arg(call, 0)? as u64;
-                let hi = call.args.get(1).and_then(|a| a.as_int()).map(|v| v as u64).unwrap_or(u64::MAX);
-                let cloexec = call.args.get(2).is_some_and(|a| has(a, "CLOSE_RANGE_CLOEXEC"));
+                let hi = call
+                    .args
+                    .get(1)
+                    .and_then(|a| a.as_int())
+                    .map(|v| v as u64)
+                    .unwrap_or(u64::MAX);
+                let cloexec = call
+                    .args
+                    .get(2)
+                    .is_some_and(|a| has(a, "CLOSE_RANGE_CLOEXEC"));
                 let mut fds = task.fds.borrow_mut();
                 if cloexec {
                     for (fd, f) in fds.iter_mut() {
@@ -720,16 +1000,27 @@ impl Conv<'_> {
             }
             "dup" | "dup2" | "dup3" => {
                 if let Some(of) = self.fd(call, task, &call.args[0]) {
-                    let cloexec = name == "dup3" && call.args.get(2).is_some_and(|a| has(a, "O_CLOEXEC"));
+                    let cloexec =
+                        name == "dup3" && call.args.get(2).is_some_and(|a| has(a, "O_CLOEXEC"));
                     task.fds.borrow_mut().insert(ret, Fd { of, cloexec });
                 }
             }
             "fcntl" => {
-                let cmd = call.args.get(1).map(|a| a.flags().join("|")).unwrap_or_default();
+                let cmd = call
+                    .args
+                    .get(1)
+                    .map(|a| a.flags().join("|"))
+                    .unwrap_or_default();
                 match cmd.as_str() {
                     "F_DUPFD" | "F_DUPFD_CLOEXEC" => {
                         if let Some(of) = self.fd(call, task, &call.args[0]) {
-                            task.fds.borrow_mut().insert(ret, Fd { of, cloexec: cmd == "F_DUPFD_CLOEXEC" });
+                            task.fds.borrow_mut().insert(
+                                ret,
+                                Fd {
+                                    of,
+                                    cloexec: cmd == "F_DUPFD_CLOEXEC",
+                                },
+                            );
                         }
                     }
                     "F_SETFL" => {
@@ -758,16 +1049,23 @@ impl Conv<'_> {
                     of.borrow_mut().offset += ret as u64;
                 }
             }
-            "write" | "writev" | "pwrite64" | "pwritev" | "pwritev2" => self.write(call, idx, task, ret as u64)?,
+            "write" | "writev" | "pwrite64" | "pwritev" | "pwritev2" => {
+                self.write(call, idx, task, ret as u64)?
+            }
             "truncate" | "ftruncate" => {
                 let len = int_arg(call, 1)? as u64;
                 let inode = if name == "truncate" {
                     match self.resolve_cwd(task, &str_arg(call, 0)?, true)? {
-                        Res::In { target: Some(t), .. } => Some(t),
+                        Res::In {
+                            target: Some(t), ..
+                        } => Some(t),
                         _ => None,
                     }
                 } else {
-                    match self.fd(call, task, &call.args[0]).map(|o| o.borrow().target.clone()) {
+                    match self
+                        .fd(call, task, &call.args[0])
+                        .map(|o| o.borrow().target.clone())
+                    {
                         Some(Target::File(t)) => Some(t),
                         _ => None,
                     }
@@ -776,52 +1074,125 @@ impl Conv<'_> {
                     let old = self.size(inode);
                     if old != len {
                         let path = Some(self.path_of_file(inode));
-                        self.emit(call, idx, task, LogicalOp::Truncate { inode, old_size: old, new_size: len }, path, None)?;
+                        self.emit(
+                            call,
+                            idx,
+                            task,
+                            LogicalOp::Truncate {
+                                inode,
+                                old_size: old,
+                                new_size: len,
+                            },
+                            path,
+                            None,
+                        )?;
                     }
                 }
             }
             "fallocate" => self.fallocate(call, idx, task)?,
             "copy_file_range" | "sendfile" => self.copy(call, idx, task, ret as u64)?,
             "splice" => {
-                if let Some(Target::File(t)) = self.fd(call, task, &call.args[2]).map(|o| o.borrow().target.clone()) {
+                if let Some(Target::File(t)) = self
+                    .fd(call, task, &call.args[2])
+                    .map(|o| o.borrow().target.clone())
+                {
                     let p = self.path_of_file(t);
-                    self.unsupported(call, task, "splice into a file: the spliced bytes are not visible to the tracer", Some(p));
+                    self.unsupported(
+                        call,
+                        task,
+                        "splice into a file: the spliced bytes are not visible to the tracer",
+                        Some(p),
+                    );
                 }
             }
             "rename" | "renameat" | "renameat2" => self.rename(call, idx, task)?,
             "link" | "linkat" => self.link(call, idx, task)?,
             "unlink" | "unlinkat" | "rmdir" => {
                 let res = self.path_arg(call, task, 0, 1, false)?;
-                let dir_op = name == "rmdir" || name == "unlinkat" && call.args.get(2).is_some_and(|a| has(a, "AT_REMOVEDIR"));
-                if let Res::In { parent, name: n, target } = res {
-                    let inode = target.ok_or_else(|| format!("{n:?} does not exist in the recorded state"))?;
+                let dir_op = name == "rmdir"
+                    || name == "unlinkat"
+                        && call.args.get(2).is_some_and(|a| has(a, "AT_REMOVEDIR"));
+                if let Res::In {
+                    parent,
+                    name: n,
+                    target,
+                } = res
+                {
+                    let inode = target
+                        .ok_or_else(|| format!("{n:?} does not exist in the recorded state"))?;
                     let path = Some(self.join(parent, &n));
                     let op = if dir_op {
-                        LogicalOp::Rmdir { dir: parent, name: n, inode }
+                        LogicalOp::Rmdir {
+                            dir: parent,
+                            name: n,
+                            inode,
+                        }
                     } else {
-                        let lc = self.state.get(inode).map(|i| i.nlink).unwrap_or(1).saturating_sub(1);
-                        LogicalOp::Unlink { dir: parent, name: n, inode, link_count: lc }
+                        let lc = self
+                            .state
+                            .get(inode)
+                            .map(|i| i.nlink)
+                            .unwrap_or(1)
+                            .saturating_sub(1);
+                        LogicalOp::Unlink {
+                            dir: parent,
+                            name: n,
+                            inode,
+                            link_count: lc,
+                        }
                     };
                     self.emit(call, idx, task, op, path, None)?;
                 }
             }
             "mkdir" | "mkdirat" => {
-                if let Res::In { parent, name: n, .. } = self.path_arg(call, task, 0, 1, false)? {
+                if let Res::In {
+                    parent, name: n, ..
+                } = self.path_arg(call, task, 0, 1, false)?
+                {
                     let inode = self.state.alloc_id();
                     let path = Some(self.join(parent, &n));
-                    self.emit(call, idx, task, LogicalOp::Mkdir { dir: parent, name: n, inode }, path, None)?;
+                    self.emit(
+                        call,
+                        idx,
+                        task,
+                        LogicalOp::Mkdir {
+                            dir: parent,
+                            name: n,
+                            inode,
+                        },
+                        path,
+                        None,
+                    )?;
                 }
             }
             "symlink" | "symlinkat" => {
                 let target = str_arg(call, 0)?;
-                if let Res::In { parent, name: n, .. } = self.path_arg(call, task, 1, 2, false)? {
+                if let Res::In {
+                    parent, name: n, ..
+                } = self.path_arg(call, task, 1, 2, false)?
+                {
                     let inode = self.state.alloc_id();
                     let path = Some(self.join(parent, &n));
-                    self.emit(call, idx, task, LogicalOp::Symlink { dir: parent, name: n, inode, target }, path, None)?;
+                    self.emit(
+                        call,
+                        idx,
+                        task,
+                        LogicalOp::Symlink {
+                            dir: parent,
+                            name: n,
+                            inode,
+                            target,
+                        },
+                        path,
+                        None,
+                    )?;
                 }
             }
             "mknod" | "mknodat" => {
-                if let Res::In { parent, name: n, .. } = self.path_arg(call, task, 0, 1, false)? {
+                if let Res::In {
+                    parent, name: n, ..
+                } = self.path_arg(call, task, 0, 1, false)?
+                {
                     let p = self.join(parent, &n);
                     self.unsupported(call, task, "special files are not modelled", Some(p));
                 }
@@ -830,7 +1201,9 @@ impl Conv<'_> {
                 // IGNORE_FSYNC: intactfs returns at once without committing anything.
             }
             "fsync" | "fdatasync" | "sync_file_range" | "syncfs" => {
-                let target = self.fd(call, task, &call.args[0]).map(|o| o.borrow().target.clone());
+                let target = self
+                    .fd(call, task, &call.args[0])
+                    .map(|o| o.borrow().target.clone());
                 if name == "syncfs" {
                     let same_fs = match &target {
                         Some(Target::File(_)) | Some(Target::Dir(_)) => true,
@@ -841,7 +1214,18 @@ impl Conv<'_> {
                         None => false,
                     };
                     if same_fs {
-                        self.emit(call, idx, task, LogicalOp::Sync { inode: None, how: SyncKind::Syncfs, range: None }, None, None)?;
+                        self.emit(
+                            call,
+                            idx,
+                            task,
+                            LogicalOp::Sync {
+                                inode: None,
+                                how: SyncKind::Syncfs,
+                                range: None,
+                            },
+                            None,
+                            None,
+                        )?;
                     }
                     return Ok(());
                 }
@@ -855,49 +1239,101 @@ impl Conv<'_> {
                     _ => {
                         let off = int_arg(call, 1)? as u64;
                         let n = int_arg(call, 2)? as u64;
-                        let n = if n == 0 { self.size(inode).saturating_sub(off) } else { n };
+                        let n = if n == 0 {
+                            self.size(inode).saturating_sub(off)
+                        } else {
+                            n
+                        };
                         (SyncKind::SyncFileRange, Some((off, n)))
                     }
                 };
                 let path = Some(self.display_path(inode));
-                self.emit(call, idx, task, LogicalOp::Sync { inode: Some(inode), how, range }, path, None)?;
+                self.emit(
+                    call,
+                    idx,
+                    task,
+                    LogicalOp::Sync {
+                        inode: Some(inode),
+                        how,
+                        range,
+                    },
+                    path,
+                    None,
+                )?;
             }
-            "sync" => self.emit(call, idx, task, LogicalOp::Sync { inode: None, how: SyncKind::Sync, range: None }, None, None)?,
+            "sync" => self.emit(
+                call,
+                idx,
+                task,
+                LogicalOp::Sync {
+                    inode: None,
+                    how: SyncKind::Sync,
+                    range: None,
+                },
+                None,
+                None,
+            )?,
             "msync" => {
                 let addr = int_arg(call, 0)? as u64;
                 let len = int_arg(call, 1)? as u64;
                 if call.args.get(2).is_some_and(|a| has(a, "MS_SYNC")) {
                     let maps = task.maps.borrow().clone();
-                    for m in maps.iter().filter(|m| m.addr < addr + len && addr < m.addr + m.len) {
+                    for m in maps
+                        .iter()
+                        .filter(|m| m.addr < addr + len && addr < m.addr + m.len)
+                    {
                         let s = addr.max(m.addr);
                         let e = (addr + len).min(m.addr + m.len);
                         let path = Some(self.path_of_file(m.inode));
                         let range = Some((m.file_off + (s - m.addr), e - s));
-                        self.emit(call, idx, task, LogicalOp::Sync { inode: Some(m.inode), how: SyncKind::Msync, range }, path, None)?;
+                        self.emit(
+                            call,
+                            idx,
+                            task,
+                            LogicalOp::Sync {
+                                inode: Some(m.inode),
+                                how: SyncKind::Msync,
+                                range,
+                            },
+                            path,
+                            None,
+                        )?;
                     }
                 }
             }
             "mmap" => {
                 let flags = call.args.get(3).cloned().unwrap_or(Arg::Int(0));
                 if has(&flags, "MAP_SHARED") || has(&flags, "MAP_SHARED_VALIDATE") {
-                    if let Some(Target::File(inode)) = call.args.get(4).and_then(|a| {
-                        if a.as_int().unwrap_or(-1) < 0 {
-                            None
-                        } else {
-                            Some(a.clone())
-                        }
-                    }).and_then(|a| self.fd(call, task, &a)).map(|o| o.borrow().target.clone())
+                    if let Some(Target::File(inode)) = call
+                        .args
+                        .get(4)
+                        .and_then(|a| {
+                            if a.as_int().unwrap_or(-1) < 0 {
+                                None
+                            } else {
+                                Some(a.clone())
+                            }
+                        })
+                        .and_then(|a| self.fd(call, task, &a))
+                        .map(|o| o.borrow().target.clone())
                     {
                         let len = int_arg(call, 1)? as u64;
                         let file_off = int_arg(call, 5)? as u64;
-                        task.maps.borrow_mut().push(Mapping { addr: ret as u64, len, inode, file_off });
+                        task.maps.borrow_mut().push(Mapping {
+                            addr: ret as u64,
+                            len,
+                            inode,
+                            file_off,
+                        });
                     }
                 }
             }
             "munmap" => {
                 let addr = int_arg(call, 0)? as u64;
                 let len = int_arg(call, 1)? as u64;
-                task.maps.borrow_mut().retain(|m| !(m.addr < addr + len && addr < m.addr + m.len));
+                task.maps
+                    .borrow_mut()
+                    .retain(|m| !(m.addr < addr + len && addr < m.addr + m.len));
             }
             "mremap" => {
                 let old = int_arg(call, 0)? as u64;
@@ -912,12 +1348,22 @@ impl Conv<'_> {
             "chdir" | "fchdir" => {
                 let loc = if name == "chdir" {
                     match self.resolve_cwd(task, &str_arg(call, 0)?, true)? {
-                        Res::Dir(d) | Res::In { target: Some(d), .. } => Loc::In(d),
+                        Res::Dir(d)
+                        | Res::In {
+                            target: Some(d), ..
+                        } => Loc::In(d),
                         Res::Out(p) => Loc::Out(p),
-                        Res::In { .. } => return Err("chdir into a directory missing from the recorded state".into()),
+                        Res::In { .. } => {
+                            return Err(
+                                "chdir into a directory missing from the recorded state".into()
+                            )
+                        }
                     }
                 } else {
-                    match self.fd(call, task, &call.args[0]).map(|o| o.borrow().target.clone()) {
+                    match self
+                        .fd(call, task, &call.args[0])
+                        .map(|o| o.borrow().target.clone())
+                    {
                         Some(Target::Dir(d)) => Loc::In(d),
                         Some(Target::Out(p)) => Loc::Out(PathBuf::from(p)),
                         _ => return Err("fchdir to an fd that is not a directory".into()),
@@ -927,7 +1373,13 @@ impl Conv<'_> {
             }
             "execve" | "execveat" => {
                 // The new program keeps the fd table minus close-on-exec fds; memory is new.
-                let kept: FdTable = task.fds.borrow().iter().filter(|(_, f)| !f.cloexec).map(|(k, v)| (*k, v.clone())).collect();
+                let kept: FdTable = task
+                    .fds
+                    .borrow()
+                    .iter()
+                    .filter(|(_, f)| !f.cloexec)
+                    .map(|(k, v)| (*k, v.clone()))
+                    .collect();
                 if let Some(t) = self.tasks.get_mut(&call.tid) {
                     t.fds = Rc::new(RefCell::new(kept));
                     t.maps = Rc::new(RefCell::new(Vec::new()));
@@ -938,7 +1390,11 @@ impl Conv<'_> {
                 self.task(ret as u32);
             }
             "ioctl" => {
-                let req = call.args.get(1).map(|a| a.flags().join("|")).unwrap_or_default();
+                let req = call
+                    .args
+                    .get(1)
+                    .map(|a| a.flags().join("|"))
+                    .unwrap_or_default();
                 match req.as_str() {
                     "FIOCLEX" | "FIONCLEX" => {
                         let fd = int_arg(call, 0)?;
@@ -948,24 +1404,54 @@ impl Conv<'_> {
                     }
                     r if is_streamsync(r) => {
                         // intactfs STREAMSYNC, `_IO(0xCC, 3)`: the caller's stream is durable.
-                        self.emit(call, idx, task, LogicalOp::Sync { inode: None, how: SyncKind::StreamSync, range: None }, None, None)?;
+                        self.emit(
+                            call,
+                            idx,
+                            task,
+                            LogicalOp::Sync {
+                                inode: None,
+                                how: SyncKind::StreamSync,
+                                range: None,
+                            },
+                            None,
+                            None,
+                        )?;
                     }
                     r if r.starts_with("FICLONE") || r.starts_with("FIDEDUPERANGE") => {
-                        if let Some(Target::File(t)) = self.fd(call, task, &call.args[0]).map(|o| o.borrow().target.clone()) {
+                        if let Some(Target::File(t)) = self
+                            .fd(call, task, &call.args[0])
+                            .map(|o| o.borrow().target.clone())
+                        {
                             let p = self.path_of_file(t);
-                            self.unsupported(call, task, "reflink copies (FICLONE) are not modelled", Some(p));
+                            self.unsupported(
+                                call,
+                                task,
+                                "reflink copies (FICLONE) are not modelled",
+                                Some(p),
+                            );
                         }
                     }
                     _ => {}
                 }
             }
-            "io_uring_setup" => self.unsupported(call, task, "io_uring submissions are not visible to the tracer", None),
-            "chmod" | "fchmod" | "fchmodat" | "chown" | "fchown" | "lchown" | "fchownat" | "utimensat" | "utime" | "utimes" | "futimesat"
-            | "setxattr" | "lsetxattr" | "fsetxattr" | "removexattr" | "lremovexattr" | "fremovexattr" => {
+            "io_uring_setup" => self.unsupported(
+                call,
+                task,
+                "io_uring submissions are not visible to the tracer",
+                None,
+            ),
+            "chmod" | "fchmod" | "fchmodat" | "chown" | "fchown" | "lchown" | "fchownat"
+            | "utimensat" | "utime" | "utimes" | "futimesat" | "setxattr" | "lsetxattr"
+            | "fsetxattr" | "removexattr" | "lremovexattr" | "fremovexattr" => {
                 // Attributes are not part of the logical model; report those inside the directory.
                 let p = self.attr_target(call, task);
                 if let Some(p) = p {
-                    self.unsupported(call, task, "file attributes (mode, owner, times, xattrs) are not modelled", Some(p));
+                    self.unsupported(
+                        call,
+                        task,
+                        "file attributes (mode, owner, times, xattrs) are not modelled",
+                        Some(p),
+                    );
                 }
             }
             _ => {}
@@ -976,7 +1462,10 @@ impl Conv<'_> {
     fn display_path(&self, inode: InodeId) -> String {
         match self.state.inodes.get(&inode).map(|i| &i.node) {
             Some(Node::Dir { .. }) => {
-                let p = self.path_of(inode, 0).or_else(|| self.state.dir_path(inode)).unwrap_or_default();
+                let p = self
+                    .path_of(inode, 0)
+                    .or_else(|| self.state.dir_path(inode))
+                    .unwrap_or_default();
                 if p.is_empty() {
                     ".".into()
                 } else {
@@ -991,7 +1480,10 @@ impl Conv<'_> {
         let name = call.name.as_str();
         let res = match name {
             "fchmod" | "fchown" | "fsetxattr" | "fremovexattr" => {
-                return match self.fd(call, task, &call.args[0]).map(|o| o.borrow().target.clone()) {
+                return match self
+                    .fd(call, task, &call.args[0])
+                    .map(|o| o.borrow().target.clone())
+                {
                     Some(Target::File(t)) | Some(Target::Dir(t)) => Some(self.display_path(t)),
                     _ => None,
                 };
@@ -1002,14 +1494,19 @@ impl Conv<'_> {
                     _ => String::new(),
                 };
                 if p.is_empty() {
-                    return match self.fd(call, task, &call.args[0]).map(|o| o.borrow().target.clone()) {
+                    return match self
+                        .fd(call, task, &call.args[0])
+                        .map(|o| o.borrow().target.clone())
+                    {
                         Some(Target::File(t)) | Some(Target::Dir(t)) => Some(self.display_path(t)),
                         _ => None,
                     };
                 }
                 self.resolve_at(task, &call.args[0], &p, false).ok()?
             }
-            _ => self.resolve_cwd(task, &str_arg(call, 0).ok()?, !name.starts_with('l')).ok()?,
+            _ => self
+                .resolve_cwd(task, &str_arg(call, 0).ok()?, !name.starts_with('l'))
+                .ok()?,
         };
         match res {
             Res::In { parent, name, .. } => Some(self.join(parent, &name)),
@@ -1020,10 +1517,21 @@ impl Conv<'_> {
 
     fn open(&mut self, call: &Call, idx: usize, task: &Task, fd: i64) -> Result<(), Fail> {
         let flags = open_flags(call).unwrap_or(Arg::Int(0));
-        let path = str_arg(call, if call.name == "open" || call.name == "creat" { 0 } else { 1 })?;
+        let path = str_arg(
+            call,
+            if call.name == "open" || call.name == "creat" {
+                0
+            } else {
+                1
+            },
+        )?;
         let follow = !has(&flags, "O_NOFOLLOW");
         let in_root = call.name == "openat2"
-            && call.args.get(2).and_then(|a| a.field("resolve")).is_some_and(|r| has(r, "RESOLVE_IN_ROOT"));
+            && call
+                .args
+                .get(2)
+                .and_then(|a| a.field("resolve"))
+                .is_some_and(|r| has(r, "RESOLVE_IN_ROOT"));
         let res = if let Some(target) = self.alias_target(task, &path) {
             // Reopening through /proc/self/fd/N: the same inode, a new open file description.
             target
@@ -1048,12 +1556,33 @@ impl Conv<'_> {
             }),
             Res::Dir(d) if has(&flags, "O_TMPFILE") => self.tmpfile(d),
             Res::Dir(d) => Target::Dir(d),
-            Res::In { target: Some(d), .. } if has(&flags, "O_TMPFILE") => self.tmpfile(d),
-            Res::In { parent, name, target } => match target.map(|t| (t, self.state.inodes.get(&t).map(|i| i.node.clone()))) {
+            Res::In {
+                target: Some(d), ..
+            } if has(&flags, "O_TMPFILE") => self.tmpfile(d),
+            Res::In {
+                parent,
+                name,
+                target,
+            } => match target.map(|t| (t, self.state.inodes.get(&t).map(|i| i.node.clone()))) {
                 Some((t, Some(Node::File { data }))) => {
                     if has(&flags, "O_TRUNC") && !data.is_empty() && !has(&flags, "O_PATH") {
-                        let p = Some(if name.is_empty() { self.path_of_file(t) } else { self.join(parent, &name) });
-                        self.emit(call, idx, task, LogicalOp::Truncate { inode: t, old_size: data.len() as u64, new_size: 0 }, p, None)?;
+                        let p = Some(if name.is_empty() {
+                            self.path_of_file(t)
+                        } else {
+                            self.join(parent, &name)
+                        });
+                        self.emit(
+                            call,
+                            idx,
+                            task,
+                            LogicalOp::Truncate {
+                                inode: t,
+                                old_size: data.len() as u64,
+                                new_size: 0,
+                            },
+                            p,
+                            None,
+                        )?;
                     }
                     Target::File(t)
                 }
@@ -1061,18 +1590,46 @@ impl Conv<'_> {
                 Some((_, _)) => Target::Out(format!("<symlink {}>", self.join(parent, &name))),
                 None => {
                     if !has(&flags, "O_CREAT") {
-                        return Err(format!("{:?} was opened but does not exist in the recorded state", self.join(parent, &name)).into());
+                        return Err(format!(
+                            "{:?} was opened but does not exist in the recorded state",
+                            self.join(parent, &name)
+                        )
+                        .into());
                     }
                     let inode = self.state.alloc_id();
                     let p = Some(self.join(parent, &name));
-                    self.emit(call, idx, task, LogicalOp::Link { dir: parent, name, inode, link_count: 1, created: true }, p, None)?;
+                    self.emit(
+                        call,
+                        idx,
+                        task,
+                        LogicalOp::Link {
+                            dir: parent,
+                            name,
+                            inode,
+                            link_count: 1,
+                            created: true,
+                        },
+                        p,
+                        None,
+                    )?;
                     Target::File(inode)
                 }
             },
         };
         let cloexec = has(&flags, "O_CLOEXEC");
-        let of = OpenFile { target, offset: 0, append, sync };
-        task.fds.borrow_mut().insert(fd, Fd { of: Rc::new(RefCell::new(of)), cloexec });
+        let of = OpenFile {
+            target,
+            offset: 0,
+            append,
+            sync,
+        };
+        task.fds.borrow_mut().insert(
+            fd,
+            Fd {
+                of: Rc::new(RefCell::new(of)),
+                cloexec,
+            },
+        );
         Ok(())
     }
 
@@ -1081,11 +1638,23 @@ impl Conv<'_> {
         let (pid, fd) = fd_alias(path)?;
         let fds = match pid {
             None => task.fds.clone(),
-            Some(p) => self.tasks.values().find(|t| t.tgid == p).map(|t| t.fds.clone()).unwrap_or_else(|| task.fds.clone()),
+            Some(p) => self
+                .tasks
+                .values()
+                .find(|t| t.tgid == p)
+                .map(|t| t.fds.clone())
+                .unwrap_or_else(|| task.fds.clone()),
         };
-        let target = fds.borrow().get(&fd).map(|f| f.of.borrow().target.clone())?;
+        let target = fds
+            .borrow()
+            .get(&fd)
+            .map(|f| f.of.borrow().target.clone())?;
         Some(match target {
-            Target::File(t) => Res::In { parent: 0, name: String::new(), target: Some(t) },
+            Target::File(t) => Res::In {
+                parent: 0,
+                name: String::new(),
+                target: Some(t),
+            },
             Target::Dir(d) => Res::Dir(d),
             Target::Out(p) => Res::Out(PathBuf::from(p)),
         })
@@ -1099,7 +1668,9 @@ impl Conv<'_> {
     }
 
     fn write(&mut self, call: &Call, idx: usize, task: &Task, ret: u64) -> Result<(), Fail> {
-        let Some(of) = self.fd(call, task, &call.args[0]) else { return Ok(()) };
+        let Some(of) = self.fd(call, task, &call.args[0]) else {
+            return Ok(());
+        };
         let fdnum = call.args[0].as_int().unwrap_or(-1);
         let buf = call.args.get(1).ok_or("missing buffer argument")?;
         let target = of.borrow().target.clone();
@@ -1127,10 +1698,18 @@ impl Conv<'_> {
             "pwritev2" => Some(int_arg(call, 3)?).filter(|&o| o != -1),
             _ => None,
         };
-        let rwf = if call.name == "pwritev2" { call.args.get(4).cloned() } else { None };
-        let rwf_append = rwf.as_ref().is_some_and(|f| has(f, "RWF_APPEND") || flag_bits(f) & RWF_APPEND_BIT != 0);
+        let rwf = if call.name == "pwritev2" {
+            call.args.get(4).cloned()
+        } else {
+            None
+        };
+        let rwf_append = rwf
+            .as_ref()
+            .is_some_and(|f| has(f, "RWF_APPEND") || flag_bits(f) & RWF_APPEND_BIT != 0);
         // RWF_NOAPPEND (Linux 6.9; strace 6.1 prints it as a number) overrides O_APPEND.
-        let rwf_noappend = rwf.as_ref().is_some_and(|f| has(f, "RWF_NOAPPEND") || flag_bits(f) & RWF_NOAPPEND_BIT != 0);
+        let rwf_noappend = rwf
+            .as_ref()
+            .is_some_and(|f| has(f, "RWF_NOAPPEND") || flag_bits(f) & RWF_NOAPPEND_BIT != 0);
         let (pos, moves) = {
             let o = of.borrow();
             // Linux: with O_APPEND even pwrite appends (see pwrite(2), BUGS).
@@ -1156,14 +1735,30 @@ impl Conv<'_> {
         if let Some(how) = sync {
             if ret > 0 {
                 let p = Some(self.path_of_file(inode));
-                self.emit(call, idx, task, LogicalOp::Sync { inode: Some(inode), how, range: Some((pos, ret)) }, p, None)?;
+                self.emit(
+                    call,
+                    idx,
+                    task,
+                    LogicalOp::Sync {
+                        inode: Some(inode),
+                        how,
+                        range: Some((pos, ret)),
+                    },
+                    p,
+                    None,
+                )?;
             }
         }
         Ok(())
     }
 
     fn fallocate(&mut self, call: &Call, idx: usize, task: &Task) -> Result<(), Fail> {
-        let Some(Target::File(inode)) = self.fd(call, task, &call.args[0]).map(|o| o.borrow().target.clone()) else { return Ok(()) };
+        let Some(Target::File(inode)) = self
+            .fd(call, task, &call.args[0])
+            .map(|o| o.borrow().target.clone())
+        else {
+            return Ok(());
+        };
         let mode = call.args.get(1).cloned().unwrap_or(Arg::Int(0));
         let off = int_arg(call, 2)? as u64;
         let len = int_arg(call, 3)? as u64;
@@ -1171,16 +1766,44 @@ impl Conv<'_> {
         let size = self.size(inode);
         let path = Some(self.path_of_file(inode));
         if has(&mode, "FALLOC_FL_COLLAPSE_RANGE") || has(&mode, "FALLOC_FL_INSERT_RANGE") {
-            self.unsupported(call, task, "fallocate collapse/insert range is not modelled", path);
+            self.unsupported(
+                call,
+                task,
+                "fallocate collapse/insert range is not modelled",
+                path,
+            );
             return Ok(());
         }
         let zeroing = has(&mode, "FALLOC_FL_PUNCH_HOLE") || has(&mode, "FALLOC_FL_ZERO_RANGE");
         if zeroing && off < size {
             let n = (off + len).min(size) - off;
-            self.emit(call, idx, task, LogicalOp::Overwrite { inode, offset: off, count: n, data: Data::Zeros { zeros: n } }, path.clone(), None)?;
+            self.emit(
+                call,
+                idx,
+                task,
+                LogicalOp::Overwrite {
+                    inode,
+                    offset: off,
+                    count: n,
+                    data: Data::Zeros { zeros: n },
+                },
+                path.clone(),
+                None,
+            )?;
         }
         if !keep && !has(&mode, "FALLOC_FL_PUNCH_HOLE") && off + len > size {
-            self.emit(call, idx, task, LogicalOp::Truncate { inode, old_size: size, new_size: off + len }, path, None)?;
+            self.emit(
+                call,
+                idx,
+                task,
+                LogicalOp::Truncate {
+                    inode,
+                    old_size: size,
+                    new_size: off + len,
+                },
+                path,
+                None,
+            )?;
         }
         Ok(())
     }
@@ -1188,7 +1811,12 @@ impl Conv<'_> {
     fn copy(&mut self, call: &Call, idx: usize, task: &Task, ret: u64) -> Result<(), Fail> {
         // copy_file_range(in, off_in, out, off_out, len, flags); sendfile(out, in, offset, count)
         let (in_arg, in_off, out_arg, out_off) = if call.name == "copy_file_range" {
-            (&call.args[0], call.args.get(1), &call.args[2], call.args.get(3))
+            (
+                &call.args[0],
+                call.args.get(1),
+                &call.args[2],
+                call.args.get(3),
+            )
         } else {
             (&call.args[1], call.args.get(2), &call.args[0], None)
         };
@@ -1207,7 +1835,9 @@ impl Conv<'_> {
             }
         }
         let Some(dst) = dst else { return Ok(()) };
-        let Target::File(inode) = dst.borrow().target.clone() else { return Ok(()) };
+        let Target::File(inode) = dst.borrow().target.clone() else {
+            return Ok(());
+        };
         if ret == 0 {
             return Ok(());
         }
@@ -1217,7 +1847,11 @@ impl Conv<'_> {
                 let data = self.file_bytes(s);
                 let end = (src_pos + ret) as usize;
                 if end > data.len() {
-                    return Err(format!("copy of {ret} bytes from offset {src_pos} goes past the source's size {}", data.len()).into());
+                    return Err(format!(
+                        "copy of {ret} bytes from offset {src_pos} goes past the source's size {}",
+                        data.len()
+                    )
+                    .into());
                 }
                 data[src_pos as usize..end].to_vec()
             }
@@ -1245,25 +1879,77 @@ impl Conv<'_> {
     fn rename(&mut self, call: &Call, idx: usize, task: &Task) -> Result<(), Fail> {
         let src = self.path_arg(call, task, 0, 1, false)?;
         let dst = self.path_arg(call, task, 1, 3, false)?;
-        let flags = if call.name == "renameat2" { call.args.get(4).cloned() } else { None };
+        let flags = if call.name == "renameat2" {
+            call.args.get(4).cloned()
+        } else {
+            None
+        };
         let exchange = flags.as_ref().is_some_and(|f| has(f, "RENAME_EXCHANGE"));
         match (src, dst) {
-            (Res::In { parent: sp, name: sn, target: Some(inode) }, Res::In { parent: dp, name: dn, target: dt }) => {
+            (
+                Res::In {
+                    parent: sp,
+                    name: sn,
+                    target: Some(inode),
+                },
+                Res::In {
+                    parent: dp,
+                    name: dn,
+                    target: dt,
+                },
+            ) => {
                 if dt == Some(inode) {
                     return Ok(()); // both names link the same inode: rename and exchange do nothing
                 }
                 let (p1, p2) = (Some(self.join(sp, &sn)), Some(self.join(dp, &dn)));
-                let op = LogicalOp::Rename { src_dir: sp, src_name: sn, dst_dir: dp, dst_name: dn, inode, replaced: dt, exchange };
+                let op = LogicalOp::Rename {
+                    src_dir: sp,
+                    src_name: sn,
+                    dst_dir: dp,
+                    dst_name: dn,
+                    inode,
+                    replaced: dt,
+                    exchange,
+                };
                 self.emit(call, idx, task, op, p1, p2)?;
             }
-            (Res::In { parent, name, target: Some(inode) }, Res::Out(_)) => {
+            (
+                Res::In {
+                    parent,
+                    name,
+                    target: Some(inode),
+                },
+                Res::Out(_),
+            ) => {
                 // Leaving the recorded directory looks like a removal from inside it.
                 let p = Some(self.join(parent, &name));
                 if self.state.get(inode).map(|i| i.is_dir()).unwrap_or(false) {
-                    self.unsupported(call, task, "moving a directory out of the recorded directory is not modelled", p);
+                    self.unsupported(
+                        call,
+                        task,
+                        "moving a directory out of the recorded directory is not modelled",
+                        p,
+                    );
                 } else {
-                    let lc = self.state.get(inode).map(|i| i.nlink).unwrap_or(1).saturating_sub(1);
-                    self.emit(call, idx, task, LogicalOp::Unlink { dir: parent, name, inode, link_count: lc }, p, None)?;
+                    let lc = self
+                        .state
+                        .get(inode)
+                        .map(|i| i.nlink)
+                        .unwrap_or(1)
+                        .saturating_sub(1);
+                    self.emit(
+                        call,
+                        idx,
+                        task,
+                        LogicalOp::Unlink {
+                            dir: parent,
+                            name,
+                            inode,
+                            link_count: lc,
+                        },
+                        p,
+                        None,
+                    )?;
                 }
             }
             (Res::Out(_), Res::In { parent, name, .. }) => {
@@ -1271,7 +1957,11 @@ impl Conv<'_> {
                 self.unsupported(call, task, "moving a file into the recorded directory from outside: its contents are unknown", p);
             }
             (Res::Out(_), Res::Out(_)) => {}
-            (s, d) => return Err(format!("rename from {s:?} to {d:?} does not fit the recorded state").into()),
+            (s, d) => {
+                return Err(
+                    format!("rename from {s:?} to {d:?} does not fit the recorded state").into(),
+                )
+            }
         }
         Ok(())
     }
@@ -1284,8 +1974,15 @@ impl Conv<'_> {
             let flags = call.args.get(4).cloned().unwrap_or(Arg::Int(0));
             let old = str_arg(call, 1)?;
             if old.is_empty() && has(&flags, "AT_EMPTY_PATH") {
-                match self.fd(call, task, &call.args[0]).map(|o| o.borrow().target.clone()) {
-                    Some(Target::File(t)) => Res::In { parent: 0, name: String::new(), target: Some(t) },
+                match self
+                    .fd(call, task, &call.args[0])
+                    .map(|o| o.borrow().target.clone())
+                {
+                    Some(Target::File(t)) => Res::In {
+                        parent: 0,
+                        name: String::new(),
+                        target: Some(t),
+                    },
                     _ => Res::Out(PathBuf::from("<fd>")),
                 }
             } else if let Some(r) = self.alias_target(task, &old) {
@@ -1295,7 +1992,14 @@ impl Conv<'_> {
             }
         };
         match (src, dst) {
-            (Res::In { target: Some(inode), parent: sp, name: sn }, Res::In { parent, name, .. }) => {
+            (
+                Res::In {
+                    target: Some(inode),
+                    parent: sp,
+                    name: sn,
+                },
+                Res::In { parent, name, .. },
+            ) => {
                 let lc = self.state.get(inode).map(|i| i.nlink).unwrap_or(0) + 1;
                 let p1 = Some(self.join(parent, &name));
                 let p2 = if !sn.is_empty() {
@@ -1305,14 +2009,31 @@ impl Conv<'_> {
                 } else {
                     None
                 };
-                self.emit(call, idx, task, LogicalOp::Link { dir: parent, name, inode, link_count: lc, created: false }, p1, p2)?;
+                self.emit(
+                    call,
+                    idx,
+                    task,
+                    LogicalOp::Link {
+                        dir: parent,
+                        name,
+                        inode,
+                        link_count: lc,
+                        created: false,
+                    },
+                    p1,
+                    p2,
+                )?;
             }
             (Res::Out(_), Res::In { parent, name, .. }) => {
                 let p = Some(self.join(parent, &name));
                 self.unsupported(call, task, "hard link into the recorded directory to a file outside it: its contents are unknown", p);
             }
             (_, Res::Out(_)) => {}
-            (s, d) => return Err(format!("link from {s:?} to {d:?} does not fit the recorded state").into()),
+            (s, d) => {
+                return Err(
+                    format!("link from {s:?} to {d:?} does not fit the recorded state").into(),
+                )
+            }
         }
         Ok(())
     }

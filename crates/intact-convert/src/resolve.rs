@@ -16,7 +16,11 @@ pub enum Loc {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Res {
     /// `name` in directory `parent` (which may or may not exist: `target`).
-    In { parent: InodeId, name: String, target: Option<InodeId> },
+    In {
+        parent: InodeId,
+        name: String,
+        target: Option<InodeId>,
+    },
     /// The path names a directory of the state itself (".", the root, "a/..").
     Dir(InodeId),
     /// Outside the recorded directory (or ignored): the normalised absolute path.
@@ -54,17 +58,36 @@ impl Resolver<'_> {
 
     /// openat2 RESOLVE_IN_ROOT: `base` acts as "/" (absolute paths, absolute symlinks and
     /// ".." never leave it).
-    pub fn resolve_in_root(&self, base: &Loc, path: &str, follow_last: bool) -> Result<Res, String> {
+    pub fn resolve_in_root(
+        &self,
+        base: &Loc,
+        path: &str,
+        follow_last: bool,
+    ) -> Result<Res, String> {
         self.walk(base, path, follow_last, Some(base.clone()))
     }
 
-    fn walk(&self, base: &Loc, path: &str, follow_last: bool, root: Option<Loc>) -> Result<Res, String> {
+    fn walk(
+        &self,
+        base: &Loc,
+        path: &str,
+        follow_last: bool,
+        root: Option<Loc>,
+    ) -> Result<Res, String> {
         let top = root.clone().unwrap_or(Loc::Out(PathBuf::from("/")));
-        let mut cur = if path.starts_with('/') { top.clone() } else { base.clone() };
+        let mut cur = if path.starts_with('/') {
+            top.clone()
+        } else {
+            base.clone()
+        };
         if let Loc::Out(p) = &cur {
             cur = self.enter_out(p.clone());
         }
-        let mut comps: VecDeque<String> = path.split('/').filter(|c| !c.is_empty()).map(String::from).collect();
+        let mut comps: VecDeque<String> = path
+            .split('/')
+            .filter(|c| !c.is_empty())
+            .map(String::from)
+            .collect();
         let mut budget = 40;
         while let Some(c) = comps.pop_front() {
             let last = comps.is_empty();
@@ -76,9 +99,20 @@ impl Resolver<'_> {
                     continue;
                 }
                 cur = match cur {
-                    Loc::In(d) if d == self.state.root => Loc::Out(self.root_abs.parent().unwrap_or(Path::new("/")).to_path_buf()),
-                    Loc::In(d) => Loc::In(self.state.parent_of(d).ok_or_else(|| format!("directory #{d} has no parent"))?),
-                    Loc::Out(p) => self.enter_out(p.parent().unwrap_or(Path::new("/")).to_path_buf()),
+                    Loc::In(d) if d == self.state.root => Loc::Out(
+                        self.root_abs
+                            .parent()
+                            .unwrap_or(Path::new("/"))
+                            .to_path_buf(),
+                    ),
+                    Loc::In(d) => Loc::In(
+                        self.state
+                            .parent_of(d)
+                            .ok_or_else(|| format!("directory #{d} has no parent"))?,
+                    ),
+                    Loc::Out(p) => {
+                        self.enter_out(p.parent().unwrap_or(Path::new("/")).to_path_buf())
+                    }
                 };
                 continue;
             }
@@ -99,14 +133,22 @@ impl Resolver<'_> {
                         return Ok(Res::Out(p));
                     }
                     let child = self.state.lookup(d, &c);
-                    let node = child.and_then(|id| self.state.inodes.get(&id)).map(|i| &i.node);
+                    let node = child
+                        .and_then(|id| self.state.inodes.get(&id))
+                        .map(|i| &i.node);
                     match node {
                         Some(Node::Symlink { target }) if !last || follow_last => {
                             budget -= 1;
                             if budget == 0 {
-                                return Err(format!("too many levels of symbolic links resolving {path:?}"));
+                                return Err(format!(
+                                    "too many levels of symbolic links resolving {path:?}"
+                                ));
                             }
-                            let mut new: VecDeque<String> = target.split('/').filter(|c| !c.is_empty()).map(String::from).collect();
+                            let mut new: VecDeque<String> = target
+                                .split('/')
+                                .filter(|c| !c.is_empty())
+                                .map(String::from)
+                                .collect();
                             new.extend(comps.drain(..));
                             comps = new;
                             cur = if !target.starts_with('/') {
@@ -120,10 +162,26 @@ impl Resolver<'_> {
                                 return Ok(self.at(cur));
                             }
                         }
-                        _ if last => return Ok(Res::In { parent: d, name: c, target: child }),
+                        _ if last => {
+                            return Ok(Res::In {
+                                parent: d,
+                                name: c,
+                                target: child,
+                            })
+                        }
                         Some(Node::Dir { .. }) => cur = Loc::In(child.unwrap()),
-                        Some(_) => return Err(format!("{:?} is not a directory (resolving {path:?})", self.state.join(d, &c))),
-                        None => return Err(format!("{:?} does not exist in the recorded state (resolving {path:?})", self.state.join(d, &c))),
+                        Some(_) => {
+                            return Err(format!(
+                                "{:?} is not a directory (resolving {path:?})",
+                                self.state.join(d, &c)
+                            ))
+                        }
+                        None => {
+                            return Err(format!(
+                                "{:?} does not exist in the recorded state (resolving {path:?})",
+                                self.state.join(d, &c)
+                            ))
+                        }
                     }
                 }
             }
@@ -140,25 +198,131 @@ mod tests {
     #[test]
     fn resolves_in_out_dotdot_symlinks() {
         let mut s = State::empty();
-        s.apply(&LogicalOp::Mkdir { dir: 1, name: "d".into(), inode: 2 }, b"").unwrap();
-        s.apply(&LogicalOp::Link { dir: 2, name: "f".into(), inode: 3, link_count: 1, created: true }, b"").unwrap();
-        s.apply(&LogicalOp::Symlink { dir: 1, name: "l".into(), inode: 4, target: "d".into() }, b"").unwrap();
-        s.apply(&LogicalOp::Symlink { dir: 1, name: "abs".into(), inode: 5, target: "/r/d/f".into() }, b"").unwrap();
+        s.apply(
+            &LogicalOp::Mkdir {
+                dir: 1,
+                name: "d".into(),
+                inode: 2,
+            },
+            b"",
+        )
+        .unwrap();
+        s.apply(
+            &LogicalOp::Link {
+                dir: 2,
+                name: "f".into(),
+                inode: 3,
+                link_count: 1,
+                created: true,
+            },
+            b"",
+        )
+        .unwrap();
+        s.apply(
+            &LogicalOp::Symlink {
+                dir: 1,
+                name: "l".into(),
+                inode: 4,
+                target: "d".into(),
+            },
+            b"",
+        )
+        .unwrap();
+        s.apply(
+            &LogicalOp::Symlink {
+                dir: 1,
+                name: "abs".into(),
+                inode: 5,
+                target: "/r/d/f".into(),
+            },
+            b"",
+        )
+        .unwrap();
         let ig = IgnoreSet::new(&["*.lock".into()]).unwrap();
-        let r = Resolver { state: &s, root_abs: Path::new("/r"), ignore: &ig, hit_ignored: None };
+        let r = Resolver {
+            state: &s,
+            root_abs: Path::new("/r"),
+            ignore: &ig,
+            hit_ignored: None,
+        };
         let out = Loc::Out("/".into());
-        assert_eq!(r.resolve(&out, "/r/d/f", true).unwrap(), Res::In { parent: 2, name: "f".into(), target: Some(3) });
-        assert_eq!(r.resolve(&Loc::In(2), "../l/f", true).unwrap(), Res::In { parent: 2, name: "f".into(), target: Some(3) });
-        assert_eq!(r.resolve(&Loc::In(1), "l", false).unwrap(), Res::In { parent: 1, name: "l".into(), target: Some(4) });
-        assert_eq!(r.resolve(&Loc::In(1), "l", true).unwrap(), Res::In { parent: 1, name: "d".into(), target: Some(2) });
+        assert_eq!(
+            r.resolve(&out, "/r/d/f", true).unwrap(),
+            Res::In {
+                parent: 2,
+                name: "f".into(),
+                target: Some(3)
+            }
+        );
+        assert_eq!(
+            r.resolve(&Loc::In(2), "../l/f", true).unwrap(),
+            Res::In {
+                parent: 2,
+                name: "f".into(),
+                target: Some(3)
+            }
+        );
+        assert_eq!(
+            r.resolve(&Loc::In(1), "l", false).unwrap(),
+            Res::In {
+                parent: 1,
+                name: "l".into(),
+                target: Some(4)
+            }
+        );
+        assert_eq!(
+            r.resolve(&Loc::In(1), "l", true).unwrap(),
+            Res::In {
+                parent: 1,
+                name: "d".into(),
+                target: Some(2)
+            }
+        );
         // RESOLVE_IN_ROOT: "/" and ".." stay inside the base.
-        assert_eq!(r.resolve_in_root(&Loc::In(2), "/f", true).unwrap(), Res::In { parent: 2, name: "f".into(), target: Some(3) });
-        assert_eq!(r.resolve_in_root(&Loc::In(2), "../../f", true).unwrap(), Res::In { parent: 2, name: "f".into(), target: Some(3) });
-        assert_eq!(r.resolve(&Loc::In(1), "abs", true).unwrap(), Res::In { parent: 2, name: "f".into(), target: Some(3) });
-        assert_eq!(r.resolve(&Loc::In(1), "../x", true).unwrap(), Res::Out("/x".into()));
-        assert_eq!(r.resolve(&Loc::Out("/tmp".into()), "../r", true).unwrap(), Res::Dir(1));
-        assert_eq!(r.resolve(&Loc::In(1), "d/x.lock", true).unwrap(), Res::Out("/r/d/x.lock".into()));
-        assert_eq!(r.resolve(&Loc::In(1), "new", true).unwrap(), Res::In { parent: 1, name: "new".into(), target: None });
+        assert_eq!(
+            r.resolve_in_root(&Loc::In(2), "/f", true).unwrap(),
+            Res::In {
+                parent: 2,
+                name: "f".into(),
+                target: Some(3)
+            }
+        );
+        assert_eq!(
+            r.resolve_in_root(&Loc::In(2), "../../f", true).unwrap(),
+            Res::In {
+                parent: 2,
+                name: "f".into(),
+                target: Some(3)
+            }
+        );
+        assert_eq!(
+            r.resolve(&Loc::In(1), "abs", true).unwrap(),
+            Res::In {
+                parent: 2,
+                name: "f".into(),
+                target: Some(3)
+            }
+        );
+        assert_eq!(
+            r.resolve(&Loc::In(1), "../x", true).unwrap(),
+            Res::Out("/x".into())
+        );
+        assert_eq!(
+            r.resolve(&Loc::Out("/tmp".into()), "../r", true).unwrap(),
+            Res::Dir(1)
+        );
+        assert_eq!(
+            r.resolve(&Loc::In(1), "d/x.lock", true).unwrap(),
+            Res::Out("/r/d/x.lock".into())
+        );
+        assert_eq!(
+            r.resolve(&Loc::In(1), "new", true).unwrap(),
+            Res::In {
+                parent: 1,
+                name: "new".into(),
+                target: None
+            }
+        );
         assert!(r.resolve(&Loc::In(1), "d/f/x", true).is_err());
     }
 }

@@ -29,9 +29,19 @@ pub enum CNode {
     Absent,
     /// `buf` may extend beyond `size`: blocks written past the end are invisible until a
     /// size change reaches them.
-    File { buf: Arc<Vec<u8>>, size: u64, gen: u64, mode: u32 },
-    Dir { entries: Arc<BTreeMap<String, InodeId>>, mode: u32 },
-    Symlink { target: Arc<str> },
+    File {
+        buf: Arc<Vec<u8>>,
+        size: u64,
+        gen: u64,
+        mode: u32,
+    },
+    Dir {
+        entries: Arc<BTreeMap<String, InodeId>>,
+        mode: u32,
+    },
+    Symlink {
+        target: Arc<str>,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -87,22 +97,56 @@ pub type StateHash = [u8; 32];
 impl CrashFs {
     /// The initial snapshot plus, unlinked, every inode the operations create.
     pub fn universe(initial: &State, ops: &[Op]) -> Result<CrashFs, CrashFsError> {
-        let mut fs = CrashFs { nodes: Vec::new(), root: initial.root, stdout: Arc::new(Vec::new()) };
+        let mut fs = CrashFs {
+            nodes: Vec::new(),
+            root: initial.root,
+            stdout: Arc::new(Vec::new()),
+        };
         for (id, ino) in &initial.inodes {
             let node = match &ino.node {
-                Node::File { data } => CNode::File { buf: Arc::new(data.clone()), size: data.len() as u64, gen: next_gen(), mode: ino.mode },
-                Node::Dir { entries, .. } => CNode::Dir { entries: Arc::new(entries.clone()), mode: ino.mode },
-                Node::Symlink { target } => CNode::Symlink { target: target.as_str().into() },
+                Node::File { data } => CNode::File {
+                    buf: Arc::new(data.clone()),
+                    size: data.len() as u64,
+                    gen: next_gen(),
+                    mode: ino.mode,
+                },
+                Node::Dir { entries, .. } => CNode::Dir {
+                    entries: Arc::new(entries.clone()),
+                    mode: ino.mode,
+                },
+                Node::Symlink { target } => CNode::Symlink {
+                    target: target.as_str().into(),
+                },
             };
             fs.set(*id, node)?;
         }
         for o in ops {
             let (id, node) = match &o.op {
-                LogicalOp::Mkdir { inode, .. } => (*inode, CNode::Dir { entries: Arc::new(BTreeMap::new()), mode: 0o40755 }),
-                LogicalOp::Symlink { inode, target, .. } => (*inode, CNode::Symlink { target: target.as_str().into() }),
-                LogicalOp::Link { inode, .. } | LogicalOp::Overwrite { inode, .. } | LogicalOp::Append { inode, .. } | LogicalOp::Truncate { inode, .. } => {
-                    (*inode, CNode::File { buf: Arc::new(Vec::new()), size: 0, gen: next_gen(), mode: 0o100644 })
-                }
+                LogicalOp::Mkdir { inode, .. } => (
+                    *inode,
+                    CNode::Dir {
+                        entries: Arc::new(BTreeMap::new()),
+                        mode: 0o40755,
+                    },
+                ),
+                LogicalOp::Symlink { inode, target, .. } => (
+                    *inode,
+                    CNode::Symlink {
+                        target: target.as_str().into(),
+                    },
+                ),
+                LogicalOp::Link { inode, .. }
+                | LogicalOp::Overwrite { inode, .. }
+                | LogicalOp::Append { inode, .. }
+                | LogicalOp::Truncate { inode, .. } => (
+                    *inode,
+                    CNode::File {
+                        buf: Arc::new(Vec::new()),
+                        size: 0,
+                        gen: next_gen(),
+                        mode: 0o100644,
+                    },
+                ),
                 _ => continue,
             };
             if matches!(fs.nodes.get(id as usize), None | Some(CNode::Absent)) {
@@ -152,7 +196,11 @@ impl CrashFs {
                 }
                 *sz = *size;
             }
-            Micro::Write { inode, offset, data } => {
+            Micro::Write {
+                inode,
+                offset,
+                data,
+            } => {
                 let bytes = data.bytes(blob).map_err(CrashFsError::Data)?;
                 let (buf, _) = self.file(*inode)?;
                 let b = Arc::make_mut(buf);
@@ -185,10 +233,23 @@ impl CrashFs {
     /// (a crash between the two halves of a directory rename) are visited at each name;
     /// a directory inside itself is not entered again.
     fn walk(&self, mut f: impl FnMut(&str, InodeId, &CNode, usize)) {
-        fn rec(fs: &CrashFs, dir: InodeId, path: &str, depth: usize, anc: &mut Vec<InodeId>, f: &mut dyn FnMut(&str, InodeId, &CNode, usize)) {
-            let Some(CNode::Dir { entries, .. }) = fs.nodes.get(dir as usize) else { return };
+        fn rec(
+            fs: &CrashFs,
+            dir: InodeId,
+            path: &str,
+            depth: usize,
+            anc: &mut Vec<InodeId>,
+            f: &mut dyn FnMut(&str, InodeId, &CNode, usize),
+        ) {
+            let Some(CNode::Dir { entries, .. }) = fs.nodes.get(dir as usize) else {
+                return;
+            };
             for (name, &child) in entries.iter() {
-                let p = if path.is_empty() { name.clone() } else { format!("{path}/{name}") };
+                let p = if path.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{path}/{name}")
+                };
                 let node = fs.nodes.get(child as usize).unwrap_or(&CNode::Absent);
                 if matches!(node, CNode::Dir { .. }) && anc.contains(&child) {
                     continue;
@@ -216,14 +277,21 @@ impl CrashFs {
             h.update(&[0]);
             n += 1;
             match node {
-                CNode::File { buf, size, gen, mode } => {
+                CNode::File {
+                    buf,
+                    size,
+                    gen,
+                    mode,
+                } => {
                     if let Some(k) = first.get(&id) {
                         h.update(b"L");
                         h.update(&k.to_le_bytes());
                         return;
                     }
                     first.insert(id, n);
-                    let fh = *cache.entry(*gen).or_insert_with(|| *blake3::hash(&buf[..(*size as usize).min(buf.len())]).as_bytes());
+                    let fh = *cache.entry(*gen).or_insert_with(|| {
+                        *blake3::hash(&buf[..(*size as usize).min(buf.len())]).as_bytes()
+                    });
                     h.update(b"F");
                     h.update(&size.to_le_bytes());
                     h.update(&mode.to_le_bytes());
@@ -256,9 +324,14 @@ impl CrashFs {
                 return;
             }
             let p = dir.join(rel);
-            let io = |e: std::io::Error| CrashFsError::Io { path: p.display().to_string(), err: e };
+            let io = |e: std::io::Error| CrashFsError::Io {
+                path: p.display().to_string(),
+                err: e,
+            };
             let r = match node {
-                CNode::File { buf, size, mode, .. } => {
+                CNode::File {
+                    buf, size, mode, ..
+                } => {
                     if let Some(orig) = first.get(&id) {
                         std::fs::hard_link(orig, &p).map_err(io)
                     } else {
@@ -268,16 +341,26 @@ impl CrashFs {
                             .create_new(true)
                             .mode(mode & 0o7777 | 0o600)
                             .open(&p)
-                            .and_then(|mut f| f.write_all(&buf[..(*size as usize).min(buf.len())]).and_then(|_| {
-                                // Sizes beyond the buffer cannot happen; keep the size exact anyway.
-                                if (buf.len() as u64) < *size { f.set_len(*size) } else { Ok(()) }
-                            }))
+                            .and_then(|mut f| {
+                                f.write_all(&buf[..(*size as usize).min(buf.len())])
+                                    .and_then(|_| {
+                                        // Sizes beyond the buffer cannot happen; keep the size exact anyway.
+                                        if (buf.len() as u64) < *size {
+                                            f.set_len(*size)
+                                        } else {
+                                            Ok(())
+                                        }
+                                    })
+                            })
                             .map_err(io)
                     }
                 }
                 CNode::Dir { mode, .. } => {
                     dir_modes.push((p.clone(), *mode));
-                    std::fs::DirBuilder::new().mode(0o755).create(&p).map_err(io)
+                    std::fs::DirBuilder::new()
+                        .mode(0o755)
+                        .create(&p)
+                        .map_err(io)
                 }
                 CNode::Symlink { target } => std::os::unix::fs::symlink(&**target, &p).map_err(io),
                 CNode::Absent => Ok(()),
@@ -293,7 +376,10 @@ impl CrashFs {
         for (p, mode) in dir_modes.into_iter().rev() {
             if mode & 0o7777 != 0o755 {
                 use std::os::unix::fs::PermissionsExt;
-                let _ = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode & 0o7777 | 0o700));
+                let _ = std::fs::set_permissions(
+                    &p,
+                    std::fs::Permissions::from_mode(mode & 0o7777 | 0o700),
+                );
             }
         }
         Ok(())
@@ -310,9 +396,19 @@ impl CrashFs {
         }
         let mut d = Delta::default();
         for i in 0..self.nodes.len().max(base.nodes.len()) {
-            let (a, b) = (self.nodes.get(i).unwrap_or(&CNode::Absent), base.nodes.get(i).unwrap_or(&CNode::Absent));
+            let (a, b) = (
+                self.nodes.get(i).unwrap_or(&CNode::Absent),
+                base.nodes.get(i).unwrap_or(&CNode::Absent),
+            );
             match (a, b) {
-                (CNode::File { buf, size, .. }, CNode::File { buf: bbuf, size: bsize, .. }) => {
+                (
+                    CNode::File { buf, size, .. },
+                    CNode::File {
+                        buf: bbuf,
+                        size: bsize,
+                        ..
+                    },
+                ) => {
                     if Arc::ptr_eq(buf, bbuf) && size == bsize {
                         continue;
                     }
@@ -325,7 +421,11 @@ impl CrashFs {
                     while k < n {
                         if k < both {
                             // Skip equal bytes both buffers hold without per-byte calls.
-                            k += buf[k..both].iter().zip(&bbuf[k..both]).position(|(x, y)| x != y).unwrap_or(both - k);
+                            k += buf[k..both]
+                                .iter()
+                                .zip(&bbuf[k..both])
+                                .position(|(x, y)| x != y)
+                                .unwrap_or(both - k);
                             if k == both {
                                 continue;
                             }
@@ -349,15 +449,31 @@ impl CrashFs {
                     if runs.is_empty() && size == bsize {
                         continue;
                     }
-                    d.files.push(FileDelta { inode: i as InodeId, size: *size, runs });
+                    d.files.push(FileDelta {
+                        inode: i as InodeId,
+                        size: *size,
+                        runs,
+                    });
                 }
                 (CNode::Dir { entries, .. }, CNode::Dir { entries: bent, .. }) => {
                     if Arc::ptr_eq(entries, bent) || entries == bent {
                         continue;
                     }
-                    let set: Vec<(String, InodeId)> = entries.iter().filter(|(n, id)| bent.get(*n) != Some(id)).map(|(n, id)| (n.clone(), *id)).collect();
-                    let remove: Vec<String> = bent.keys().filter(|n| !entries.contains_key(*n)).cloned().collect();
-                    d.dirs.push(DirDelta { inode: i as InodeId, set, remove });
+                    let set: Vec<(String, InodeId)> = entries
+                        .iter()
+                        .filter(|(n, id)| bent.get(*n) != Some(id))
+                        .map(|(n, id)| (n.clone(), *id))
+                        .collect();
+                    let remove: Vec<String> = bent
+                        .keys()
+                        .filter(|n| !entries.contains_key(*n))
+                        .cloned()
+                        .collect();
+                    d.dirs.push(DirDelta {
+                        inode: i as InodeId,
+                        set,
+                        remove,
+                    });
                 }
                 (CNode::Symlink { target }, CNode::Symlink { target: bt }) if target == bt => {}
                 (CNode::Absent, CNode::Absent) => {}
@@ -375,7 +491,10 @@ impl CrashFs {
     pub fn patch(&mut self, d: &Delta) -> Result<(), CrashFsError> {
         for f in &d.files {
             if f.size > 1 << 40 {
-                return Err(CrashFsError::Data(format!("inode {}: size {} is implausible", f.inode, f.size)));
+                return Err(CrashFsError::Data(format!(
+                    "inode {}: size {} is implausible",
+                    f.inode, f.size
+                )));
             }
             let (buf, size) = self.file(f.inode)?;
             let b = Arc::make_mut(buf);
@@ -386,7 +505,15 @@ impl CrashFs {
             }
             for (off, bytes) in &f.runs {
                 let o = *off as usize;
-                let end = o.checked_add(bytes.len()).filter(|e| *e <= n).ok_or_else(|| CrashFsError::Data(format!("inode {}: run at {off} beyond the size {n}", f.inode)))?;
+                let end = o
+                    .checked_add(bytes.len())
+                    .filter(|e| *e <= n)
+                    .ok_or_else(|| {
+                        CrashFsError::Data(format!(
+                            "inode {}: run at {off} beyond the size {n}",
+                            f.inode
+                        ))
+                    })?;
                 b[o..end].copy_from_slice(bytes);
             }
             *size = f.size;
@@ -418,15 +545,30 @@ impl CrashFs {
                 continue;
             }
             let node = match self.nodes.get(id as usize) {
-                Some(CNode::File { buf, size, .. }) => Node::File { data: buf[..(*size as usize).min(buf.len())].to_vec() },
+                Some(CNode::File { buf, size, .. }) => Node::File {
+                    data: buf[..(*size as usize).min(buf.len())].to_vec(),
+                },
                 Some(CNode::Dir { entries, .. }) => {
                     todo.extend(entries.values().copied());
-                    Node::Dir { entries: (**entries).clone(), parent: self.root }
+                    Node::Dir {
+                        entries: (**entries).clone(),
+                        parent: self.root,
+                    }
                 }
-                Some(CNode::Symlink { target }) => Node::Symlink { target: target.to_string() },
+                Some(CNode::Symlink { target }) => Node::Symlink {
+                    target: target.to_string(),
+                },
                 _ => continue,
             };
-            s.inodes.insert(id, intact_model::state::Inode { id, mode: 0, nlink: 0, node });
+            s.inodes.insert(
+                id,
+                intact_model::state::Inode {
+                    id,
+                    mode: 0,
+                    nlink: 0,
+                    node,
+                },
+            );
         }
         s
     }

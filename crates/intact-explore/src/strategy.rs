@@ -34,7 +34,12 @@ pub struct Explorer<'a> {
 const MAX_SUBSET_UNITS: usize = 12;
 
 impl<'a> Explorer<'a> {
-    pub fn new(prog: &'a Program, ops: &'a [Op], blob: &'a [u8], universe: CrashFs) -> Result<Explorer<'a>, CrashFsError> {
+    pub fn new(
+        prog: &'a Program,
+        ops: &'a [Op],
+        blob: &'a [u8],
+        universe: CrashFs,
+    ) -> Result<Explorer<'a>, CrashFsError> {
         let mut prefix = Vec::with_capacity(prog.calls.len() + 1);
         let mut cur = universe;
         prefix.push(cur.clone());
@@ -44,7 +49,12 @@ impl<'a> Explorer<'a> {
             }
             prefix.push(cur.clone());
         }
-        Ok(Explorer { prog, ops, blob, prefix })
+        Ok(Explorer {
+            prog,
+            ops,
+            blob,
+            prefix,
+        })
     }
 
     /// The state with every operation applied (the workload's final directory).
@@ -65,7 +75,10 @@ impl<'a> Explorer<'a> {
     }
 
     fn call_has_effect(&self, g: usize) -> bool {
-        self.prog.calls[g].micros.clone().any(|i| self.prog.micros[i].has_effect())
+        self.prog.calls[g]
+            .micros
+            .clone()
+            .any(|i| self.prog.micros[i].has_effect())
     }
 
     /// Phase 1: one state per prefix of system calls, 0..=N.
@@ -74,7 +87,11 @@ impl<'a> Explorer<'a> {
             if k > 0 && k < self.prefix.len() - 1 && !self.call_has_effect(k - 1) {
                 continue; // same state as the previous prefix
             }
-            if !emit(Provenance::Prefix { calls: k }, self.prefix[k].clone(), format!("first {k} of {} calls", self.prog.calls.len()))? {
+            if !emit(
+                Provenance::Prefix { calls: k },
+                self.prefix[k].clone(),
+                format!("first {k} of {} calls", self.prog.calls.len()),
+            )? {
                 break;
             }
         }
@@ -127,7 +144,12 @@ impl<'a> Explorer<'a> {
 
     fn op_label(&self, o: usize) -> String {
         let op = &self.ops[o];
-        format!("op {} {}({})", op.id, op.syscall, op.path.as_deref().unwrap_or(""))
+        format!(
+            "op {} {}({})",
+            op.id,
+            op.syscall,
+            op.path.as_deref().unwrap_or("")
+        )
     }
     fn call_label(&self, g: usize) -> String {
         self.op_label(self.prog.calls[g].ops.start)
@@ -139,22 +161,37 @@ impl<'a> Explorer<'a> {
         let n = units.len();
         let mut out = Vec::new();
         let closed = |sel: &[usize]| {
-            sel.iter().all(|&u| units.iter().filter(|&&v| v < u && self.prog.preds[u].contains(v)).all(|v| sel.contains(v)))
+            sel.iter().all(|&u| {
+                units
+                    .iter()
+                    .filter(|&&v| v < u && self.prog.preds[u].contains(v))
+                    .all(|v| sel.contains(v))
+            })
         };
         let mut push = |desc: String, sel: Vec<usize>| {
-            if !sel.is_empty() && sel.len() < n && closed(&sel) && !out.iter().any(|(_, s): &(String, Vec<usize>)| *s == sel) {
+            if !sel.is_empty()
+                && sel.len() < n
+                && closed(&sel)
+                && !out.iter().any(|(_, s): &(String, Vec<usize>)| *s == sel)
+            {
                 out.push((desc, sel));
             }
         };
         if n <= MAX_SUBSET_UNITS && self.units_are_dir_ops(units) {
             for mask in 1u32..(1 << n) - 1 {
-                let sel: Vec<usize> = (0..n).filter(|i| mask & (1 << i) != 0).map(|i| units[i]).collect();
+                let sel: Vec<usize> = (0..n)
+                    .filter(|i| mask & (1 << i) != 0)
+                    .map(|i| units[i])
+                    .collect();
                 push(format!("micro-op subset {mask:#b} of {n}"), sel);
             }
         } else {
             for i in 0..n {
                 push(format!("only unit {} of {n}", i + 1), vec![units[i]]);
-                push(format!("all but unit {} of {n}", i + 1), units.iter().copied().filter(|&u| u != units[i]).collect());
+                push(
+                    format!("all but unit {} of {n}", i + 1),
+                    units.iter().copied().filter(|&u| u != units[i]).collect(),
+                );
                 push(format!("units 1..={} of {n}", i + 1), units[..=i].to_vec());
             }
         }
@@ -162,7 +199,14 @@ impl<'a> Explorer<'a> {
     }
 
     fn units_are_dir_ops(&self, units: &[usize]) -> bool {
-        units.iter().any(|&u| self.prog.units[u].clone().any(|i| matches!(self.prog.micros[i].micro, Micro::CreateEntry { .. } | Micro::DeleteEntry { .. })))
+        units.iter().any(|&u| {
+            self.prog.units[u].clone().any(|i| {
+                matches!(
+                    self.prog.micros[i].micro,
+                    Micro::CreateEntry { .. } | Micro::DeleteEntry { .. }
+                )
+            })
+        })
     }
 
     /// Intermediate states of one operation under a byte-granular APM.
@@ -175,22 +219,52 @@ impl<'a> Explorer<'a> {
             }
         };
         match &op.op {
-            LogicalOp::Overwrite { inode, offset, count, data } => {
+            LogicalOp::Overwrite {
+                inode,
+                offset,
+                count,
+                data,
+            } => {
                 for (cname, parts) in chunkings(*offset, offset + count) {
-                    let w = |p: &(u64, u64)| Micro::Write { inode: *inode, offset: p.0, data: data.slice(p.0 - offset, p.1 - p.0) };
-                    three_states(&cname, &parts, &mut |d, sel| push(d, sel.iter().map(w).collect()));
+                    let w = |p: &(u64, u64)| Micro::Write {
+                        inode: *inode,
+                        offset: p.0,
+                        data: data.slice(p.0 - offset, p.1 - p.0),
+                    };
+                    three_states(&cname, &parts, &mut |d, sel| {
+                        push(d, sel.iter().map(w).collect())
+                    });
                 }
             }
-            LogicalOp::Append { inode, old_size, new_size, data } => {
+            LogicalOp::Append {
+                inode,
+                old_size,
+                new_size,
+                data,
+            } => {
                 self.grow_variants(*inode, *old_size, *new_size, Some(*data), &mut push);
             }
-            LogicalOp::Truncate { inode, old_size, new_size } if new_size > old_size => {
+            LogicalOp::Truncate {
+                inode,
+                old_size,
+                new_size,
+            } if new_size > old_size => {
                 self.grow_variants(*inode, *old_size, *new_size, None, &mut push);
             }
-            LogicalOp::Truncate { inode, old_size, new_size } if new_size < old_size => {
+            LogicalOp::Truncate {
+                inode,
+                old_size,
+                new_size,
+            } if new_size < old_size => {
                 for (cname, parts) in chunkings(*new_size, *old_size) {
                     for p in parts.iter().skip(1) {
-                        push(format!("{cname}: size {}", p.0), vec![Micro::SetSize { inode: *inode, size: p.0 }]);
+                        push(
+                            format!("{cname}: size {}", p.0),
+                            vec![Micro::SetSize {
+                                inode: *inode,
+                                size: p.0,
+                            }],
+                        );
                     }
                 }
             }
@@ -198,9 +272,23 @@ impl<'a> Explorer<'a> {
                 // Every subset of the entry operations, with the truncation of a last link
                 // none, half, or all done (thesis: selective states for the truncate).
                 let r = self.prog.op_micros[o].clone();
-                let entries: Vec<&Micro> = r.clone().map(|i| &self.prog.micros[i].micro).filter(|m| matches!(m, Micro::CreateEntry { .. } | Micro::DeleteEntry { .. })).collect();
-                let truncs: Vec<&Micro> = r.clone().map(|i| &self.prog.micros[i].micro).filter(|m| matches!(m, Micro::SetSize { .. })).collect();
-                let tchoices: Vec<usize> = if truncs.is_empty() { vec![0] } else { let mut v = vec![0, truncs.len().div_ceil(2), truncs.len()]; v.dedup(); v };
+                let entries: Vec<&Micro> = r
+                    .clone()
+                    .map(|i| &self.prog.micros[i].micro)
+                    .filter(|m| matches!(m, Micro::CreateEntry { .. } | Micro::DeleteEntry { .. }))
+                    .collect();
+                let truncs: Vec<&Micro> = r
+                    .clone()
+                    .map(|i| &self.prog.micros[i].micro)
+                    .filter(|m| matches!(m, Micro::SetSize { .. }))
+                    .collect();
+                let tchoices: Vec<usize> = if truncs.is_empty() {
+                    vec![0]
+                } else {
+                    let mut v = vec![0, truncs.len().div_ceil(2), truncs.len()];
+                    v.dedup();
+                    v
+                };
                 let n = entries.len().min(MAX_SUBSET_UNITS);
                 // The file loses its data only once its last name is gone (an APM rule; see
                 // `mandatory` in intact-apm): no truncation without that entry's removal.
@@ -209,10 +297,16 @@ impl<'a> Explorer<'a> {
                     _ => None,
                 });
                 for mask in 0u32..(1 << n) {
-                    let removed = |k: usize| mask & (1 << k) != 0 && matches!(entries[k], Micro::DeleteEntry { inode, .. } if Some(*inode) == freed);
+                    let removed = |k: usize| {
+                        mask & (1 << k) != 0
+                            && matches!(entries[k], Micro::DeleteEntry { inode, .. } if Some(*inode) == freed)
+                    };
                     let name_gone = (0..n).any(removed);
                     for &t in &tchoices {
-                        if (mask == 0 && t == 0) || (mask == (1 << n) - 1 && t == truncs.len()) || (t > 0 && !name_gone) {
+                        if (mask == 0 && t == 0)
+                            || (mask == (1 << n) - 1 && t == truncs.len())
+                            || (t > 0 && !name_gone)
+                        {
                             continue;
                         }
                         // Keep program order: entry deletions of a replaced file come first.
@@ -237,7 +331,10 @@ impl<'a> Explorer<'a> {
                                 _ => {}
                             }
                         }
-                        push(format!("entries {mask:#b} of {n}, truncation {t}/{}", truncs.len()), v);
+                        push(
+                            format!("entries {mask:#b} of {n}, truncation {t}/{}", truncs.len()),
+                            v,
+                        );
                     }
                 }
             }
@@ -246,27 +343,55 @@ impl<'a> Explorer<'a> {
         out
     }
 
-    fn grow_variants(&self, inode: u64, old: u64, new: u64, data: Option<Data>, push: &mut dyn FnMut(String, Vec<Micro>)) {
+    fn grow_variants(
+        &self,
+        inode: u64,
+        old: u64,
+        new: u64,
+        data: Option<Data>,
+        push: &mut dyn FnMut(String, Vec<Micro>),
+    ) {
         let zeros = self.prog.append_zeros || data.is_none();
         let full = |p: &(u64, u64)| {
             let mut v = vec![Micro::SetSize { inode, size: p.1 }];
             if zeros {
-                v.push(Micro::Write { inode, offset: p.0, data: Data::Zeros { zeros: p.1 - p.0 } });
+                v.push(Micro::Write {
+                    inode,
+                    offset: p.0,
+                    data: Data::Zeros { zeros: p.1 - p.0 },
+                });
             }
             if let Some(d) = data {
-                v.push(Micro::Write { inode, offset: p.0, data: d.slice(p.0 - old, p.1 - p.0) });
+                v.push(Micro::Write {
+                    inode,
+                    offset: p.0,
+                    data: d.slice(p.0 - old, p.1 - p.0),
+                });
             }
             v
         };
         for (cname, parts) in chunkings(old, new) {
-            three_states(&cname, &parts, &mut |d, sel| push(d, sel.iter().flat_map(full).collect()));
+            three_states(&cname, &parts, &mut |d, sel| {
+                push(d, sel.iter().flat_map(full).collect())
+            });
             for (i, p) in parts.iter().enumerate() {
                 let mut done: Vec<Micro> = parts[..i].iter().flat_map(full).collect();
                 done.push(Micro::SetSize { inode, size: p.1 });
                 push(format!("{cname}: {i} earlier part(s) done, part {} of {} size change only (garbage)", i + 1, parts.len()), done.clone());
                 if zeros && data.is_some() {
-                    done.push(Micro::Write { inode, offset: p.0, data: Data::Zeros { zeros: p.1 - p.0 } });
-                    push(format!("{cname}: {i} earlier part(s) done, part {} of {} zeros only", i + 1, parts.len()), done);
+                    done.push(Micro::Write {
+                        inode,
+                        offset: p.0,
+                        data: Data::Zeros { zeros: p.1 - p.0 },
+                    });
+                    push(
+                        format!(
+                            "{cname}: {i} earlier part(s) done, part {} of {} zeros only",
+                            i + 1,
+                            parts.len()
+                        ),
+                        done,
+                    );
                 }
             }
         }
@@ -301,7 +426,12 @@ impl<'a> Explorer<'a> {
                 if ex(b) || !self.call_has_effect(b) {
                     continue;
                 }
-                let desc = format!("calls 1..={} without {} ({} later calls dropped with it)", b + 1, self.call_label(a), removed.count_ones(..) - self.prog.calls[a].units.len());
+                let desc = format!(
+                    "calls 1..={} without {} ({} later calls dropped with it)",
+                    b + 1,
+                    self.call_label(a),
+                    removed.count_ones(..) - self.prog.calls[a].units.len()
+                );
                 if !emit(Provenance::Reorder { a, b }, running.clone(), desc)? {
                     return Ok(());
                 }
@@ -312,10 +442,22 @@ impl<'a> Explorer<'a> {
 
     /// Builds the state of an arbitrary closed set of units.
     pub fn build_set(&self, set: &FixedBitSet) -> Result<CrashFs, CrashFsError> {
-        let first_missing = (0..self.prog.units.len()).find(|u| !set.contains(*u)).unwrap_or(self.prog.units.len());
-        let k = self.prog.calls.iter().take_while(|c| c.units.end <= first_missing).count();
+        let first_missing = (0..self.prog.units.len())
+            .find(|u| !set.contains(*u))
+            .unwrap_or(self.prog.units.len());
+        let k = self
+            .prog
+            .calls
+            .iter()
+            .take_while(|c| c.units.end <= first_missing)
+            .count();
         let mut s = self.prefix[k].clone();
-        let from = self.prog.calls.get(k).map(|c| c.units.start).unwrap_or(self.prog.units.len());
+        let from = self
+            .prog
+            .calls
+            .get(k)
+            .map(|c| c.units.start)
+            .unwrap_or(self.prog.units.len());
         for u in set.ones().filter(|u| *u >= from) {
             self.apply_unit(&mut s, u)?;
         }
@@ -326,7 +468,9 @@ impl<'a> Explorer<'a> {
     pub fn classify(&self, set: &FixedBitSet) -> Provenance {
         let full = |g: usize| self.prog.calls[g].units.clone().all(|u| set.contains(u));
         let any = |g: usize| self.prog.calls[g].units.clone().any(|u| set.contains(u));
-        let Some(b) = (0..self.prog.calls.len()).rev().find(|g| any(*g)) else { return Provenance::Prefix { calls: 0 } };
+        let Some(b) = (0..self.prog.calls.len()).rev().find(|g| any(*g)) else {
+            return Provenance::Prefix { calls: 0 };
+        };
         match (0..b).find(|g| !full(*g)) {
             Some(a) => Provenance::Reorder { a, b },
             None if full(b) => Provenance::Prefix { calls: b + 1 },
@@ -338,7 +482,8 @@ impl<'a> Explorer<'a> {
     /// Returns true when the enumeration completed.
     pub fn exhaustive(&self, emit: &mut Emit) -> Result<bool, CrashFsError> {
         let nu = self.prog.units.len();
-        let mut stack: Vec<(usize, FixedBitSet, CrashFs)> = vec![(0, FixedBitSet::with_capacity(nu), self.prefix[0].clone())];
+        let mut stack: Vec<(usize, FixedBitSet, CrashFs)> =
+            vec![(0, FixedBitSet::with_capacity(nu), self.prefix[0].clone())];
         while let Some((u, set, state)) = stack.pop() {
             if u == nu {
                 let prov = self.classify(&set);
@@ -392,7 +537,11 @@ pub fn describe_set(set: &FixedBitSet) -> String {
         while it.peek() == Some(&(b + 1)) {
             b = it.next().unwrap();
         }
-        parts.push(if a == b { format!("{a}") } else { format!("{a}-{b}") });
+        parts.push(if a == b {
+            format!("{a}")
+        } else {
+            format!("{a}-{b}")
+        });
     }
     if parts.is_empty() {
         "no units".into()
@@ -405,8 +554,14 @@ pub fn describe_set(set: &FixedBitSet) -> String {
 /// and three equal parts.
 fn chunkings(lo: u64, hi: u64) -> Vec<(String, Vec<(u64, u64)>)> {
     let mut out = vec![
-        ("4K chunks".to_string(), intact_apm::program::pieces(lo, hi, 4096)),
-        ("512B chunks".to_string(), intact_apm::program::pieces(lo, hi, 512)),
+        (
+            "4K chunks".to_string(),
+            intact_apm::program::pieces(lo, hi, 4096),
+        ),
+        (
+            "512B chunks".to_string(),
+            intact_apm::program::pieces(lo, hi, 512),
+        ),
     ];
     let len = hi - lo;
     if len >= 3 {
@@ -422,11 +577,25 @@ fn three_states(cname: &str, parts: &[(u64, u64)], f: &mut dyn FnMut(String, Vec
     let m = parts.len();
     for i in 0..m {
         if m > 1 {
-            f(format!("{cname}: only part {} of {m}", i + 1), vec![parts[i]]);
-            f(format!("{cname}: all but part {} of {m}", i + 1), parts.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, p)| *p).collect());
+            f(
+                format!("{cname}: only part {} of {m}", i + 1),
+                vec![parts[i]],
+            );
+            f(
+                format!("{cname}: all but part {} of {m}", i + 1),
+                parts
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != i)
+                    .map(|(_, p)| *p)
+                    .collect(),
+            );
         }
         if i + 1 < m {
-            f(format!("{cname}: parts 1..={} of {m}", i + 1), parts[..=i].to_vec());
+            f(
+                format!("{cname}: parts 1..={} of {m}", i + 1),
+                parts[..=i].to_vec(),
+            );
         }
     }
 }

@@ -52,7 +52,19 @@ fn protocol(acts: &[Act]) -> (Vec<Op>, Vec<u8>, State, State) {
     let push = |s: &mut State, ops: &mut Vec<Op>, blob: &[u8], op: LogicalOp| {
         s.apply(&op, blob).expect("generated op applies");
         let id = ops.len();
-        ops.push(Op { id, call: id, pid: 1, tid: 1, syscall: op.name().into(), op, path: None, path2: None, stack: vec![], loc: None, stream: 0 });
+        ops.push(Op {
+            id,
+            call: id,
+            pid: 1,
+            tid: 1,
+            syscall: op.name().into(),
+            op,
+            path: None,
+            path2: None,
+            stack: vec![],
+            loc: None,
+            stream: 0,
+        });
     };
     let size = |s: &State, i: u64| match &s.inodes[&i].node {
         Node::File { data } => data.len() as u64,
@@ -63,14 +75,35 @@ fn protocol(acts: &[Act]) -> (Vec<Op>, Vec<u8>, State, State) {
         match *a {
             Act::Create(f) if s.lookup(1, &name(f)).is_none() => {
                 let inode = s.next_id;
-                push(&mut s, &mut ops, &blob, LogicalOp::Link { dir: 1, name: name(f), inode, link_count: 1, created: true });
+                push(
+                    &mut s,
+                    &mut ops,
+                    &blob,
+                    LogicalOp::Link {
+                        dir: 1,
+                        name: name(f),
+                        inode,
+                        link_count: 1,
+                        created: true,
+                    },
+                );
             }
             Act::Append(f, n) => {
                 if let Some(i) = look(&s, f) {
                     let old = size(&s, i);
                     let at = blob.len() as u64;
                     blob.extend((0..n).map(|k| (k as u8).wrapping_mul(7).wrapping_add(f)));
-                    push(&mut s, &mut ops, &blob, LogicalOp::Append { inode: i, old_size: old, new_size: old + n as u64, data: Data::Bytes { at, len: n as u64 } });
+                    push(
+                        &mut s,
+                        &mut ops,
+                        &blob,
+                        LogicalOp::Append {
+                            inode: i,
+                            old_size: old,
+                            new_size: old + n as u64,
+                            data: Data::Bytes { at, len: n as u64 },
+                        },
+                    );
                 }
             }
             Act::Overwrite(f, o, n) => {
@@ -80,14 +113,33 @@ fn protocol(acts: &[Act]) -> (Vec<Op>, Vec<u8>, State, State) {
                     if o + n <= sz {
                         let at = blob.len() as u64;
                         blob.extend((0..n).map(|k| (k as u8) ^ 0x5a));
-                        push(&mut s, &mut ops, &blob, LogicalOp::Overwrite { inode: i, offset: o, count: n, data: Data::Bytes { at, len: n } });
+                        push(
+                            &mut s,
+                            &mut ops,
+                            &blob,
+                            LogicalOp::Overwrite {
+                                inode: i,
+                                offset: o,
+                                count: n,
+                                data: Data::Bytes { at, len: n },
+                            },
+                        );
                     }
                 }
             }
             Act::Truncate(f, n) => {
                 if let Some(i) = look(&s, f) {
                     let old = size(&s, i);
-                    push(&mut s, &mut ops, &blob, LogicalOp::Truncate { inode: i, old_size: old, new_size: n as u64 });
+                    push(
+                        &mut s,
+                        &mut ops,
+                        &blob,
+                        LogicalOp::Truncate {
+                            inode: i,
+                            old_size: old,
+                            new_size: n as u64,
+                        },
+                    );
                 }
             }
             Act::Rename(a, b) if a != b => {
@@ -96,37 +148,96 @@ fn protocol(acts: &[Act]) -> (Vec<Op>, Vec<u8>, State, State) {
                     if s.lookup(1, &name(b)).is_some() && replaced.is_none() {
                         continue; // destination is a directory
                     }
-                    push(&mut s, &mut ops, &blob, LogicalOp::Rename { src_dir: 1, src_name: name(a), dst_dir: 1, dst_name: name(b), inode: i, replaced, exchange: false });
+                    push(
+                        &mut s,
+                        &mut ops,
+                        &blob,
+                        LogicalOp::Rename {
+                            src_dir: 1,
+                            src_name: name(a),
+                            dst_dir: 1,
+                            dst_name: name(b),
+                            inode: i,
+                            replaced,
+                            exchange: false,
+                        },
+                    );
                 }
             }
             Act::Unlink(f) => {
                 if let Some(i) = look(&s, f) {
                     let left = s.inodes[&i].nlink - 1;
-                    push(&mut s, &mut ops, &blob, LogicalOp::Unlink { dir: 1, name: name(f), inode: i, link_count: left });
+                    push(
+                        &mut s,
+                        &mut ops,
+                        &blob,
+                        LogicalOp::Unlink {
+                            dir: 1,
+                            name: name(f),
+                            inode: i,
+                            link_count: left,
+                        },
+                    );
                 }
             }
             Act::Link(a, b) if a != b => {
                 if let (Some(i), None) = (look(&s, a), s.lookup(1, &name(b))) {
                     let n = s.inodes[&i].nlink + 1;
-                    push(&mut s, &mut ops, &blob, LogicalOp::Link { dir: 1, name: name(b), inode: i, link_count: n, created: false });
+                    push(
+                        &mut s,
+                        &mut ops,
+                        &blob,
+                        LogicalOp::Link {
+                            dir: 1,
+                            name: name(b),
+                            inode: i,
+                            link_count: n,
+                            created: false,
+                        },
+                    );
                 }
             }
             Act::Mkdir(d) => {
                 let nm = format!("d{d}");
                 if s.lookup(1, &nm).is_none() {
                     let inode = s.next_id;
-                    push(&mut s, &mut ops, &blob, LogicalOp::Mkdir { dir: 1, name: nm, inode });
+                    push(
+                        &mut s,
+                        &mut ops,
+                        &blob,
+                        LogicalOp::Mkdir {
+                            dir: 1,
+                            name: nm,
+                            inode,
+                        },
+                    );
                 }
             }
             Act::Fsync(f) => {
                 if let Some(i) = look(&s, f) {
-                    push(&mut s, &mut ops, &blob, LogicalOp::Sync { inode: Some(i), how: SyncKind::Fsync, range: None });
+                    push(
+                        &mut s,
+                        &mut ops,
+                        &blob,
+                        LogicalOp::Sync {
+                            inode: Some(i),
+                            how: SyncKind::Fsync,
+                            range: None,
+                        },
+                    );
                 }
             }
             Act::Output => {
                 let at = blob.len() as u64;
                 blob.extend_from_slice(b"ok\n");
-                push(&mut s, &mut ops, &blob, LogicalOp::Output { data: Data::Bytes { at, len: 3 } });
+                push(
+                    &mut s,
+                    &mut ops,
+                    &blob,
+                    LogicalOp::Output {
+                        data: Data::Bytes { at, len: 3 },
+                    },
+                );
             }
             _ => {}
         }
@@ -217,11 +328,29 @@ proptest! {
 fn no_emptied_file_keeps_its_last_name() {
     for last in [Act::Unlink(0), Act::Rename(1, 0)] {
         // f0: 9000 bytes, then unlinked or replaced by f1 (10 bytes).
-        let acts = vec![Act::Create(0), Act::Append(0, 9000), Act::Create(1), Act::Append(1, 10), last.clone()];
+        let acts = vec![
+            Act::Create(0),
+            Act::Append(0, 9000),
+            Act::Create(1),
+            Act::Append(1, 10),
+            last.clone(),
+        ];
         let (ops, blob, initial, _) = protocol(&acts);
         for name in ["default", "btrfs", "ext3-w"] {
-            let prog = Program::build(&Apm::resolve(name).unwrap(), &ops, &initial, blob.len() as u64).unwrap();
-            let exp = Explorer::new(&prog, &ops, &blob, CrashFs::universe(&initial, &ops).unwrap()).unwrap();
+            let prog = Program::build(
+                &Apm::resolve(name).unwrap(),
+                &ops,
+                &initial,
+                blob.len() as u64,
+            )
+            .unwrap();
+            let exp = Explorer::new(
+                &prog,
+                &ops,
+                &blob,
+                CrashFs::universe(&initial, &ops).unwrap(),
+            )
+            .unwrap();
             let excluded = vec![false; prog.calls.len()];
             let final_call = prog.calls.len() - 1;
             let mut seen = 0;
@@ -236,12 +365,18 @@ fn no_emptied_file_keeps_its_last_name() {
                     _ => 0,
                 });
                 // Named f0 holds the old 9000 bytes or (rename done) the new 10.
-                assert!(matches!(f0, None | Some(9000) | Some(10)), "{name} {last:?}: f0 named with {f0:?} bytes in `{desc}`");
+                assert!(
+                    matches!(f0, None | Some(9000) | Some(10)),
+                    "{name} {last:?}: f0 named with {f0:?} bytes in `{desc}`"
+                );
                 Ok(true)
             })
             .unwrap();
             // Directory operations are atomic under btrfs and ext3-w: no intermediate states.
-            assert!(name != "default" || seen > 0, "{name} {last:?}: no intermediate states");
+            assert!(
+                name != "default" || seen > 0,
+                "{name} {last:?}: no intermediate states"
+            );
         }
     }
 }

@@ -74,16 +74,41 @@ pub enum SyncKind {
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum LogicalOp {
     /// Write within the current size of a regular file.
-    Overwrite { inode: InodeId, offset: u64, count: u64, data: Data },
+    Overwrite {
+        inode: InodeId,
+        offset: u64,
+        count: u64,
+        data: Data,
+    },
     /// Write just beyond the current size, growing the file from `old_size` to `new_size`.
-    Append { inode: InodeId, old_size: u64, new_size: u64, data: Data },
+    Append {
+        inode: InodeId,
+        old_size: u64,
+        new_size: u64,
+        data: Data,
+    },
     /// Change the size without writing data (growth exposes zeros).
-    Truncate { inode: InodeId, old_size: u64, new_size: u64 },
+    Truncate {
+        inode: InodeId,
+        old_size: u64,
+        new_size: u64,
+    },
     /// Link `inode` as `dir/name`. `created` marks the creation of a new regular file;
     /// `link_count` is the inode's number of links after the operation.
-    Link { dir: InodeId, name: String, inode: InodeId, link_count: u64, created: bool },
+    Link {
+        dir: InodeId,
+        name: String,
+        inode: InodeId,
+        link_count: u64,
+        created: bool,
+    },
     /// Remove the link `dir/name` to a non-directory; `link_count` is what remains.
-    Unlink { dir: InodeId, name: String, inode: InodeId, link_count: u64 },
+    Unlink {
+        dir: InodeId,
+        name: String,
+        inode: InodeId,
+        link_count: u64,
+    },
     /// rename(2). `replaced` is the inode the destination pointed to, if any.
     /// With `exchange` (RENAME_EXCHANGE), `replaced` moves to the source name.
     Rename {
@@ -96,12 +121,30 @@ pub enum LogicalOp {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         exchange: bool,
     },
-    Mkdir { dir: InodeId, name: String, inode: InodeId },
-    Rmdir { dir: InodeId, name: String, inode: InodeId },
-    Symlink { dir: InodeId, name: String, inode: InodeId, target: String },
+    Mkdir {
+        dir: InodeId,
+        name: String,
+        inode: InodeId,
+    },
+    Rmdir {
+        dir: InodeId,
+        name: String,
+        inode: InodeId,
+    },
+    Symlink {
+        dir: InodeId,
+        name: String,
+        inode: InodeId,
+        target: String,
+    },
     /// Flush an inode (or, with `inode: None`, the whole file system: sync/syncfs).
     /// `range` is the byte range `[offset, offset+count)` where the call has one.
-    Sync { inode: Option<InodeId>, how: SyncKind, #[serde(default, skip_serializing_if = "Option::is_none")] range: Option<(u64, u64)> },
+    Sync {
+        inode: Option<InodeId>,
+        how: SyncKind,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        range: Option<(u64, u64)>,
+    },
     /// The application wrote to standard output.
     Output { data: Data },
 }
@@ -124,12 +167,22 @@ impl LogicalOp {
     }
     /// A directory operation (link, unlink, rename, mkdir, rmdir, symlink).
     pub fn is_namespace(&self) -> bool {
-        matches!(self, LogicalOp::Link { .. } | LogicalOp::Unlink { .. } | LogicalOp::Rename { .. } | LogicalOp::Mkdir { .. } | LogicalOp::Rmdir { .. } | LogicalOp::Symlink { .. })
+        matches!(
+            self,
+            LogicalOp::Link { .. }
+                | LogicalOp::Unlink { .. }
+                | LogicalOp::Rename { .. }
+                | LogicalOp::Mkdir { .. }
+                | LogicalOp::Rmdir { .. }
+                | LogicalOp::Symlink { .. }
+        )
     }
     /// The data this operation carries, if any.
     pub fn data(&self) -> Option<Data> {
         match self {
-            LogicalOp::Overwrite { data, .. } | LogicalOp::Append { data, .. } | LogicalOp::Output { data } => Some(*data),
+            LogicalOp::Overwrite { data, .. }
+            | LogicalOp::Append { data, .. }
+            | LogicalOp::Output { data } => Some(*data),
             _ => None,
         }
     }

@@ -9,10 +9,15 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
     #[error("cannot read {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path}: file names that are not UTF-8 are not supported")]
     NonUtf8 { path: PathBuf },
-    #[error("{path}: {kind} files are not supported (only regular files, directories and symlinks)")]
+    #[error(
+        "{path}: {kind} files are not supported (only regular files, directories and symlinks)"
+    )]
     Special { path: PathBuf, kind: &'static str },
     #[error("bad --ignore pattern {pattern:?}: {message}")]
     Pattern { pattern: String, message: String },
@@ -34,15 +39,28 @@ impl IgnoreSet {
         }
         let mut b = GlobSetBuilder::new();
         for p in patterns {
-            let full = if p.contains('/') { p.clone() } else { format!("**/{p}") };
+            let full = if p.contains('/') {
+                p.clone()
+            } else {
+                format!("**/{p}")
+            };
             let g = globset::GlobBuilder::new(&full)
                 .literal_separator(true)
                 .build()
-                .map_err(|e| SnapshotError::Pattern { pattern: p.clone(), message: e.to_string() })?;
+                .map_err(|e| SnapshotError::Pattern {
+                    pattern: p.clone(),
+                    message: e.to_string(),
+                })?;
             b.add(g);
         }
-        let set = b.build().map_err(|e| SnapshotError::Pattern { pattern: patterns.join(","), message: e.to_string() })?;
-        Ok(IgnoreSet { set: Some(set), patterns: patterns.to_vec() })
+        let set = b.build().map_err(|e| SnapshotError::Pattern {
+            pattern: patterns.join(","),
+            message: e.to_string(),
+        })?;
+        Ok(IgnoreSet {
+            set: Some(set),
+            patterns: patterns.to_vec(),
+        })
     }
     pub fn is_empty(&self) -> bool {
         self.set.is_none()
@@ -80,7 +98,10 @@ pub fn capture(dir: &Path, ignore: &IgnoreSet) -> Result<State, SnapshotError> {
     };
     let meta = std::fs::symlink_metadata(dir).map_err(io(dir))?;
     if !meta.is_dir() {
-        return Err(SnapshotError::Io { path: dir.into(), source: std::io::Error::other("not a directory") });
+        return Err(SnapshotError::Io {
+            path: dir.into(),
+            source: std::io::Error::other("not a directory"),
+        });
     }
     let mut state = State::empty();
     state.inodes.get_mut(&1).unwrap().mode = meta.mode();
@@ -91,62 +112,108 @@ pub fn capture(dir: &Path, ignore: &IgnoreSet) -> Result<State, SnapshotError> {
         let mut names = Vec::new();
         for ent in std::fs::read_dir(&abs).map_err(io(&abs))? {
             let ent = ent.map_err(io(&abs))?;
-            let name = ent.file_name().into_string().map_err(|_| SnapshotError::NonUtf8 { path: ent.path() })?;
+            let name = ent
+                .file_name()
+                .into_string()
+                .map_err(|_| SnapshotError::NonUtf8 { path: ent.path() })?;
             names.push(name);
         }
         names.sort();
         let mut entries = BTreeMap::new();
         let mut subdirs = Vec::new();
         for name in names {
-            let child_rel = if rel.is_empty() { name.clone() } else { format!("{rel}/{name}") };
+            let child_rel = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
             if ignore.is_ignored(&child_rel) {
                 continue;
             }
             let child_abs = abs.join(&name);
             let m = std::fs::symlink_metadata(&child_abs).map_err(io(&child_abs))?;
             let ft = m.file_type();
-            let child_id = if ft.is_file() {
-                if let Some(&existing) = by_devino.get(&(m.dev(), m.ino())) {
-                    state.inodes.get_mut(&existing).unwrap().nlink += 1;
-                    entries.insert(name, existing);
-                    continue;
-                }
-                let data = std::fs::read(&child_abs).map_err(io(&child_abs))?;
-                let cid = state.alloc_id();
-                by_devino.insert((m.dev(), m.ino()), cid);
-                state.inodes.insert(cid, Inode { id: cid, mode: m.mode(), nlink: 1, node: Node::File { data } });
-                cid
-            } else if ft.is_dir() {
-                let cid = state.alloc_id();
-                state.inodes.insert(cid, Inode { id: cid, mode: m.mode(), nlink: 1, node: Node::Dir { entries: BTreeMap::new(), parent: id } });
-                subdirs.push((child_abs, child_rel, cid));
-                cid
-            } else if ft.is_symlink() {
-                if let Some(&existing) = by_devino.get(&(m.dev(), m.ino())) {
-                    state.inodes.get_mut(&existing).unwrap().nlink += 1;
-                    entries.insert(name, existing);
-                    continue;
-                }
-                let target = std::fs::read_link(&child_abs).map_err(io(&child_abs))?;
-                let target = target.into_os_string().into_string().map_err(|_| SnapshotError::NonUtf8 { path: child_abs.clone() })?;
-                let cid = state.alloc_id();
-                by_devino.insert((m.dev(), m.ino()), cid);
-                state.inodes.insert(cid, Inode { id: cid, mode: m.mode(), nlink: 1, node: Node::Symlink { target } });
-                cid
-            } else {
-                use std::os::unix::fs::FileTypeExt;
-                let kind = if ft.is_fifo() {
-                    "FIFO"
-                } else if ft.is_socket() {
-                    "socket"
+            let child_id =
+                if ft.is_file() {
+                    if let Some(&existing) = by_devino.get(&(m.dev(), m.ino())) {
+                        state.inodes.get_mut(&existing).unwrap().nlink += 1;
+                        entries.insert(name, existing);
+                        continue;
+                    }
+                    let data = std::fs::read(&child_abs).map_err(io(&child_abs))?;
+                    let cid = state.alloc_id();
+                    by_devino.insert((m.dev(), m.ino()), cid);
+                    state.inodes.insert(
+                        cid,
+                        Inode {
+                            id: cid,
+                            mode: m.mode(),
+                            nlink: 1,
+                            node: Node::File { data },
+                        },
+                    );
+                    cid
+                } else if ft.is_dir() {
+                    let cid = state.alloc_id();
+                    state.inodes.insert(
+                        cid,
+                        Inode {
+                            id: cid,
+                            mode: m.mode(),
+                            nlink: 1,
+                            node: Node::Dir {
+                                entries: BTreeMap::new(),
+                                parent: id,
+                            },
+                        },
+                    );
+                    subdirs.push((child_abs, child_rel, cid));
+                    cid
+                } else if ft.is_symlink() {
+                    if let Some(&existing) = by_devino.get(&(m.dev(), m.ino())) {
+                        state.inodes.get_mut(&existing).unwrap().nlink += 1;
+                        entries.insert(name, existing);
+                        continue;
+                    }
+                    let target = std::fs::read_link(&child_abs).map_err(io(&child_abs))?;
+                    let target = target.into_os_string().into_string().map_err(|_| {
+                        SnapshotError::NonUtf8 {
+                            path: child_abs.clone(),
+                        }
+                    })?;
+                    let cid = state.alloc_id();
+                    by_devino.insert((m.dev(), m.ino()), cid);
+                    state.inodes.insert(
+                        cid,
+                        Inode {
+                            id: cid,
+                            mode: m.mode(),
+                            nlink: 1,
+                            node: Node::Symlink { target },
+                        },
+                    );
+                    cid
                 } else {
-                    "device"
+                    use std::os::unix::fs::FileTypeExt;
+                    let kind = if ft.is_fifo() {
+                        "FIFO"
+                    } else if ft.is_socket() {
+                        "socket"
+                    } else {
+                        "device"
+                    };
+                    return Err(SnapshotError::Special {
+                        path: child_abs,
+                        kind,
+                    });
                 };
-                return Err(SnapshotError::Special { path: child_abs, kind });
-            };
             entries.insert(name, child_id);
         }
-        if let Some(Inode { node: Node::Dir { entries: e, .. }, .. }) = state.inodes.get_mut(&id) {
+        if let Some(Inode {
+            node: Node::Dir { entries: e, .. },
+            ..
+        }) = state.inodes.get_mut(&id)
+        {
             *e = entries;
         }
         // Reverse so that pop() visits in sorted order.
@@ -177,14 +244,19 @@ mod tests {
         let r: HashMap<_, _> = s.reachable().into_iter().collect();
         assert_eq!(r["b"], r["sub/a"]);
         assert_eq!(s.get(r["b"]).unwrap().nlink, 2);
-        assert!(matches!(&s.get(r["s"]).unwrap().node, Node::Symlink { target } if target == "sub/a"));
+        assert!(
+            matches!(&s.get(r["s"]).unwrap().node, Node::Symlink { target } if target == "sub/a")
+        );
         // Same tree, same ids.
         let s2 = capture(d, &ig).unwrap();
         assert_eq!(s.reachable(), s2.reachable());
         assert_eq!(s.diff(&s2), None);
         std::fs::write(d.join("sub/a"), b"abd").unwrap();
         let s3 = capture(d, &ig).unwrap();
-        assert_eq!(s.diff(&s3).unwrap(), "b: contents differ at offset 2 (0x63 vs 0x64)");
+        assert_eq!(
+            s.diff(&s3).unwrap(),
+            "b: contents differ at offset 2 (0x63 vs 0x64)"
+        );
     }
 
     #[test]

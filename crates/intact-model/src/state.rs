@@ -18,7 +18,9 @@ pub enum Node {
         /// Parent directory (the root is its own parent).
         parent: InodeId,
     },
-    Symlink { target: String },
+    Symlink {
+        target: String,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,7 +67,12 @@ pub enum ApplyError {
     #[error("directory {0} already has an entry {1:?}")]
     Exists(InodeId, String),
     #[error("{op}: expected size {expected} of inode {inode}, found {found}")]
-    SizeMismatch { op: &'static str, inode: InodeId, expected: u64, found: u64 },
+    SizeMismatch {
+        op: &'static str,
+        inode: InodeId,
+        expected: u64,
+        found: u64,
+    },
     #[error("data: {0}")]
     Data(String),
     #[error("directory {0} is not empty")]
@@ -82,10 +89,22 @@ pub struct State {
 impl State {
     /// A state holding only an empty root directory (inode 1).
     pub fn empty() -> State {
-        let mut s = State { inodes: HashMap::new(), root: 1, next_id: 2 };
+        let mut s = State {
+            inodes: HashMap::new(),
+            root: 1,
+            next_id: 2,
+        };
         s.inodes.insert(
             1,
-            Inode { id: 1, mode: 0o40755, nlink: 0, node: Node::Dir { entries: BTreeMap::new(), parent: 1 } },
+            Inode {
+                id: 1,
+                mode: 0o40755,
+                nlink: 0,
+                node: Node::Dir {
+                    entries: BTreeMap::new(),
+                    parent: 1,
+                },
+            },
         );
         s
     }
@@ -130,7 +149,13 @@ impl State {
         let mut guard = 0;
         while cur != self.root {
             let parent = self.parent_of(cur)?;
-            let name = self.entries(parent).ok()?.iter().find(|(_, &v)| v == cur)?.0.clone();
+            let name = self
+                .entries(parent)
+                .ok()?
+                .iter()
+                .find(|(_, &v)| v == cur)?
+                .0
+                .clone();
             parts.push(name);
             cur = parent;
             guard += 1;
@@ -153,7 +178,12 @@ impl State {
     /// Makes `id` an empty regular file with no name if it does not exist yet.
     pub fn ensure_file(&mut self, id: InodeId) {
         if let std::collections::hash_map::Entry::Vacant(e) = self.inodes.entry(id) {
-            e.insert(Inode { id, mode: 0o100600, nlink: 0, node: Node::File { data: Vec::new() } });
+            e.insert(Inode {
+                id,
+                mode: 0o100600,
+                nlink: 0,
+                node: Node::File { data: Vec::new() },
+            });
             self.next_id = self.next_id.max(id + 1);
         }
     }
@@ -178,13 +208,20 @@ impl State {
         Ok(())
     }
     fn remove_entry(&mut self, dir: InodeId, name: &str) -> Result<InodeId, ApplyError> {
-        let id = self.entries_mut(dir)?.remove(name).ok_or_else(|| ApplyError::NoEntry(dir, name.to_string()))?;
+        let id = self
+            .entries_mut(dir)?
+            .remove(name)
+            .ok_or_else(|| ApplyError::NoEntry(dir, name.to_string()))?;
         let ino = self.get_mut(id)?;
         ino.nlink = ino.nlink.saturating_sub(1);
         Ok(id)
     }
     fn set_parent(&mut self, id: InodeId, new_parent: InodeId) {
-        if let Some(Inode { node: Node::Dir { parent, .. }, .. }) = self.inodes.get_mut(&id) {
+        if let Some(Inode {
+            node: Node::Dir { parent, .. },
+            ..
+        }) = self.inodes.get_mut(&id)
+        {
             *parent = new_parent;
         }
     }
@@ -197,7 +234,11 @@ impl State {
         while let Some((path, id)) = stack.pop() {
             if let Ok(entries) = self.entries(id) {
                 for (name, &child) in entries.iter().rev() {
-                    let p = if path.is_empty() { name.clone() } else { format!("{path}/{name}") };
+                    let p = if path.is_empty() {
+                        name.clone()
+                    } else {
+                        format!("{path}/{name}")
+                    };
                     out.push((p.clone(), child));
                     if self.inodes.get(&child).map(|i| i.is_dir()).unwrap_or(false) {
                         stack.push((p, child));
@@ -212,53 +253,107 @@ impl State {
     /// Applies one logical operation. `blob` holds the bytes that `Data::Bytes` refers to.
     pub fn apply(&mut self, op: &LogicalOp, blob: &[u8]) -> Result<(), ApplyError> {
         match op {
-            LogicalOp::Overwrite { inode, offset, count, data } => {
+            LogicalOp::Overwrite {
+                inode,
+                offset,
+                count,
+                data,
+            } => {
                 let bytes = data.bytes(blob).map_err(ApplyError::Data)?;
                 let file = self.file_data(*inode)?;
                 let end = offset + count;
                 if end > file.len() as u64 {
-                    return Err(ApplyError::SizeMismatch { op: "overwrite", inode: *inode, expected: end, found: file.len() as u64 });
+                    return Err(ApplyError::SizeMismatch {
+                        op: "overwrite",
+                        inode: *inode,
+                        expected: end,
+                        found: file.len() as u64,
+                    });
                 }
                 file[*offset as usize..end as usize].copy_from_slice(&bytes[..*count as usize]);
             }
-            LogicalOp::Append { inode, old_size, new_size, data } => {
+            LogicalOp::Append {
+                inode,
+                old_size,
+                new_size,
+                data,
+            } => {
                 let bytes = data.bytes(blob).map_err(ApplyError::Data)?;
                 let file = self.file_data(*inode)?;
                 if file.len() as u64 != *old_size {
-                    return Err(ApplyError::SizeMismatch { op: "append", inode: *inode, expected: *old_size, found: file.len() as u64 });
+                    return Err(ApplyError::SizeMismatch {
+                        op: "append",
+                        inode: *inode,
+                        expected: *old_size,
+                        found: file.len() as u64,
+                    });
                 }
                 file.extend_from_slice(&bytes);
                 if file.len() as u64 != *new_size {
-                    return Err(ApplyError::SizeMismatch { op: "append", inode: *inode, expected: *new_size, found: file.len() as u64 });
+                    return Err(ApplyError::SizeMismatch {
+                        op: "append",
+                        inode: *inode,
+                        expected: *new_size,
+                        found: file.len() as u64,
+                    });
                 }
             }
-            LogicalOp::Truncate { inode, old_size, new_size } => {
+            LogicalOp::Truncate {
+                inode,
+                old_size,
+                new_size,
+            } => {
                 let file = self.file_data(*inode)?;
                 if file.len() as u64 != *old_size {
-                    return Err(ApplyError::SizeMismatch { op: "truncate", inode: *inode, expected: *old_size, found: file.len() as u64 });
+                    return Err(ApplyError::SizeMismatch {
+                        op: "truncate",
+                        inode: *inode,
+                        expected: *old_size,
+                        found: file.len() as u64,
+                    });
                 }
                 file.resize(*new_size as usize, 0);
             }
-            LogicalOp::Link { dir, name, inode, created, .. } => {
+            LogicalOp::Link {
+                dir,
+                name,
+                inode,
+                created,
+                ..
+            } => {
                 if *created || !self.inodes.contains_key(inode) {
                     self.file_data(*inode)?;
                 }
                 self.add_entry(*dir, name, *inode)?;
             }
             LogicalOp::Unlink { dir, name, .. } => {
-                let id = self.lookup(*dir, name).ok_or_else(|| ApplyError::NoEntry(*dir, name.clone()))?;
+                let id = self
+                    .lookup(*dir, name)
+                    .ok_or_else(|| ApplyError::NoEntry(*dir, name.clone()))?;
                 if self.get(id)?.is_dir() {
                     return Err(ApplyError::WrongKind(id, "non-directory"));
                 }
                 self.remove_entry(*dir, name)?;
             }
-            LogicalOp::Rename { src_dir, src_name, dst_dir, dst_name, inode, exchange, .. } => {
-                let src = self.lookup(*src_dir, src_name).ok_or_else(|| ApplyError::NoEntry(*src_dir, src_name.clone()))?;
+            LogicalOp::Rename {
+                src_dir,
+                src_name,
+                dst_dir,
+                dst_name,
+                inode,
+                exchange,
+                ..
+            } => {
+                let src = self
+                    .lookup(*src_dir, src_name)
+                    .ok_or_else(|| ApplyError::NoEntry(*src_dir, src_name.clone()))?;
                 if src != *inode {
                     return Err(ApplyError::WrongKind(src, "renamed inode"));
                 }
                 if *exchange {
-                    let dst = self.lookup(*dst_dir, dst_name).ok_or_else(|| ApplyError::NoEntry(*dst_dir, dst_name.clone()))?;
+                    let dst = self
+                        .lookup(*dst_dir, dst_name)
+                        .ok_or_else(|| ApplyError::NoEntry(*dst_dir, dst_name.clone()))?;
                     self.entries_mut(*src_dir)?.insert(src_name.clone(), dst);
                     self.entries_mut(*dst_dir)?.insert(dst_name.clone(), src);
                     self.set_parent(dst, *src_dir);
@@ -279,20 +374,48 @@ impl State {
                 }
             }
             LogicalOp::Mkdir { dir, name, inode } => {
-                self.inodes.insert(*inode, Inode { id: *inode, mode: 0o40755, nlink: 0, node: Node::Dir { entries: BTreeMap::new(), parent: *dir } });
+                self.inodes.insert(
+                    *inode,
+                    Inode {
+                        id: *inode,
+                        mode: 0o40755,
+                        nlink: 0,
+                        node: Node::Dir {
+                            entries: BTreeMap::new(),
+                            parent: *dir,
+                        },
+                    },
+                );
                 self.next_id = self.next_id.max(inode + 1);
                 self.add_entry(*dir, name, *inode)?;
             }
             LogicalOp::Rmdir { dir, name, .. } => {
-                let id = self.lookup(*dir, name).ok_or_else(|| ApplyError::NoEntry(*dir, name.clone()))?;
+                let id = self
+                    .lookup(*dir, name)
+                    .ok_or_else(|| ApplyError::NoEntry(*dir, name.clone()))?;
                 if !self.entries(id)?.is_empty() {
                     return Err(ApplyError::NotEmpty(id));
                 }
                 self.remove_entry(*dir, name)?;
                 self.inodes.remove(&id);
             }
-            LogicalOp::Symlink { dir, name, inode, target } => {
-                self.inodes.insert(*inode, Inode { id: *inode, mode: 0o120777, nlink: 0, node: Node::Symlink { target: target.clone() } });
+            LogicalOp::Symlink {
+                dir,
+                name,
+                inode,
+                target,
+            } => {
+                self.inodes.insert(
+                    *inode,
+                    Inode {
+                        id: *inode,
+                        mode: 0o120777,
+                        nlink: 0,
+                        node: Node::Symlink {
+                            target: target.clone(),
+                        },
+                    },
+                );
                 self.next_id = self.next_id.max(inode + 1);
                 self.add_entry(*dir, name, *inode)?;
             }
@@ -325,19 +448,32 @@ impl State {
             };
             let (na, nb) = (&self.inodes[&ia], &other.inodes[&ib]);
             if na.kind() != nb.kind() {
-                return Some(format!("{path}: {} in the first state, {} in the second", na.kind(), nb.kind()));
+                return Some(format!(
+                    "{path}: {} in the first state, {} in the second",
+                    na.kind(),
+                    nb.kind()
+                ));
             }
             match (&na.node, &nb.node) {
                 (Node::File { data: da }, Node::File { data: db }) => {
                     if da.len() != db.len() {
-                        return Some(format!("{path}: size {} in the first state, {} in the second", da.len(), db.len()));
+                        return Some(format!(
+                            "{path}: size {} in the first state, {} in the second",
+                            da.len(),
+                            db.len()
+                        ));
                     }
                     if let Some(pos) = da.iter().zip(db.iter()).position(|(x, y)| x != y) {
-                        return Some(format!("{path}: contents differ at offset {pos} ({:#04x} vs {:#04x})", da[pos], db[pos]));
+                        return Some(format!(
+                            "{path}: contents differ at offset {pos} ({:#04x} vs {:#04x})",
+                            da[pos], db[pos]
+                        ));
                     }
                 }
                 (Node::Symlink { target: ta }, Node::Symlink { target: tb }) if ta != tb => {
-                    return Some(format!("{path}: symlink target {ta:?} in the first state, {tb:?} in the second"));
+                    return Some(format!(
+                        "{path}: symlink target {ta:?} in the first state, {tb:?} in the second"
+                    ));
                 }
                 _ => {}
             }
@@ -370,36 +506,154 @@ mod tests {
     fn create_write_rename_unlink() {
         let mut s = State::empty();
         let blob = b"hello world";
-        s.apply(&LogicalOp::Link { dir: 1, name: "a".into(), inode: 2, link_count: 1, created: true }, blob).unwrap();
-        s.apply(&LogicalOp::Append { inode: 2, old_size: 0, new_size: 5, data: Data::Bytes { at: 0, len: 5 } }, blob).unwrap();
-        s.apply(&LogicalOp::Overwrite { inode: 2, offset: 1, count: 2, data: Data::Zeros { zeros: 2 } }, blob).unwrap();
-        s.apply(&LogicalOp::Link { dir: 1, name: "b".into(), inode: 2, link_count: 2, created: false }, blob).unwrap();
-        s.apply(&LogicalOp::Mkdir { dir: 1, name: "d".into(), inode: 3 }, blob).unwrap();
         s.apply(
-            &LogicalOp::Rename { src_dir: 1, src_name: "a".into(), dst_dir: 3, dst_name: "x".into(), inode: 2, replaced: None, exchange: false },
+            &LogicalOp::Link {
+                dir: 1,
+                name: "a".into(),
+                inode: 2,
+                link_count: 1,
+                created: true,
+            },
             blob,
         )
         .unwrap();
-        assert_eq!(s.reachable().iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(), vec!["b", "d", "d/x"]);
+        s.apply(
+            &LogicalOp::Append {
+                inode: 2,
+                old_size: 0,
+                new_size: 5,
+                data: Data::Bytes { at: 0, len: 5 },
+            },
+            blob,
+        )
+        .unwrap();
+        s.apply(
+            &LogicalOp::Overwrite {
+                inode: 2,
+                offset: 1,
+                count: 2,
+                data: Data::Zeros { zeros: 2 },
+            },
+            blob,
+        )
+        .unwrap();
+        s.apply(
+            &LogicalOp::Link {
+                dir: 1,
+                name: "b".into(),
+                inode: 2,
+                link_count: 2,
+                created: false,
+            },
+            blob,
+        )
+        .unwrap();
+        s.apply(
+            &LogicalOp::Mkdir {
+                dir: 1,
+                name: "d".into(),
+                inode: 3,
+            },
+            blob,
+        )
+        .unwrap();
+        s.apply(
+            &LogicalOp::Rename {
+                src_dir: 1,
+                src_name: "a".into(),
+                dst_dir: 3,
+                dst_name: "x".into(),
+                inode: 2,
+                replaced: None,
+                exchange: false,
+            },
+            blob,
+        )
+        .unwrap();
+        assert_eq!(
+            s.reachable()
+                .iter()
+                .map(|(p, _)| p.as_str())
+                .collect::<Vec<_>>(),
+            vec!["b", "d", "d/x"]
+        );
         assert_eq!(s.get(2).unwrap().nlink, 2);
         match &s.get(2).unwrap().node {
             Node::File { data } => assert_eq!(data, b"h\0\0lo"),
             _ => panic!(),
         }
-        s.apply(&LogicalOp::Unlink { dir: 1, name: "b".into(), inode: 2, link_count: 1 }, blob).unwrap();
+        s.apply(
+            &LogicalOp::Unlink {
+                dir: 1,
+                name: "b".into(),
+                inode: 2,
+                link_count: 1,
+            },
+            blob,
+        )
+        .unwrap();
         assert_eq!(s.get(2).unwrap().nlink, 1);
-        assert!(s.apply(&LogicalOp::Rmdir { dir: 1, name: "d".into(), inode: 3 }, blob).is_err());
+        assert!(s
+            .apply(
+                &LogicalOp::Rmdir {
+                    dir: 1,
+                    name: "d".into(),
+                    inode: 3
+                },
+                blob
+            )
+            .is_err());
     }
 
     #[test]
     fn diff_detects_link_identity() {
         let blob = b"";
         let mut a = State::empty();
-        a.apply(&LogicalOp::Link { dir: 1, name: "a".into(), inode: 2, link_count: 1, created: true }, blob).unwrap();
-        a.apply(&LogicalOp::Link { dir: 1, name: "b".into(), inode: 2, link_count: 2, created: false }, blob).unwrap();
+        a.apply(
+            &LogicalOp::Link {
+                dir: 1,
+                name: "a".into(),
+                inode: 2,
+                link_count: 1,
+                created: true,
+            },
+            blob,
+        )
+        .unwrap();
+        a.apply(
+            &LogicalOp::Link {
+                dir: 1,
+                name: "b".into(),
+                inode: 2,
+                link_count: 2,
+                created: false,
+            },
+            blob,
+        )
+        .unwrap();
         let mut b = State::empty();
-        b.apply(&LogicalOp::Link { dir: 1, name: "a".into(), inode: 2, link_count: 1, created: true }, blob).unwrap();
-        b.apply(&LogicalOp::Link { dir: 1, name: "b".into(), inode: 3, link_count: 1, created: true }, blob).unwrap();
+        b.apply(
+            &LogicalOp::Link {
+                dir: 1,
+                name: "a".into(),
+                inode: 2,
+                link_count: 1,
+                created: true,
+            },
+            blob,
+        )
+        .unwrap();
+        b.apply(
+            &LogicalOp::Link {
+                dir: 1,
+                name: "b".into(),
+                inode: 3,
+                link_count: 1,
+                created: true,
+            },
+            blob,
+        )
+        .unwrap();
         let d = a.diff(&b).unwrap();
         assert!(d.starts_with("b: is a hard link of a"), "{d}");
         assert_eq!(a.diff(&a.clone()), None);
@@ -409,10 +663,36 @@ mod tests {
     fn exchange_swaps() {
         let blob = b"";
         let mut s = State::empty();
-        s.apply(&LogicalOp::Link { dir: 1, name: "a".into(), inode: 2, link_count: 1, created: true }, blob).unwrap();
-        s.apply(&LogicalOp::Mkdir { dir: 1, name: "b".into(), inode: 3 }, blob).unwrap();
         s.apply(
-            &LogicalOp::Rename { src_dir: 1, src_name: "a".into(), dst_dir: 1, dst_name: "b".into(), inode: 2, replaced: Some(3), exchange: true },
+            &LogicalOp::Link {
+                dir: 1,
+                name: "a".into(),
+                inode: 2,
+                link_count: 1,
+                created: true,
+            },
+            blob,
+        )
+        .unwrap();
+        s.apply(
+            &LogicalOp::Mkdir {
+                dir: 1,
+                name: "b".into(),
+                inode: 3,
+            },
+            blob,
+        )
+        .unwrap();
+        s.apply(
+            &LogicalOp::Rename {
+                src_dir: 1,
+                src_name: "a".into(),
+                dst_dir: 1,
+                dst_name: "b".into(),
+                inode: 2,
+                replaced: Some(3),
+                exchange: true,
+            },
             blob,
         )
         .unwrap();

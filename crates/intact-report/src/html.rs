@@ -34,7 +34,9 @@ pub fn esc(s: &str) -> String {
             '\'' => o.push_str("&#39;"),
             '\n' | '\t' => o.push(c),
             '\r' => o.push('\u{240d}'),
-            c if (c as u32) < 0x20 => o.push(char::from_u32(0x2400 + c as u32).unwrap_or('\u{fffd}')),
+            c if (c as u32) < 0x20 => {
+                o.push(char::from_u32(0x2400 + c as u32).unwrap_or('\u{fffd}'))
+            }
             '\u{7f}' => o.push('\u{2421}'),
             c if ('\u{80}'..='\u{9f}').contains(&c) => o.push('\u{fffd}'),
             c => o.push(c),
@@ -46,8 +48,22 @@ pub fn esc(s: &str) -> String {
 /// The text label of a JSON category (`Category::label`), or the name itself if unknown.
 pub fn category_label(name: &str) -> String {
     use Category::*;
-    for c in [AcrossCallsAtomicity, AppendTruncateAtomicity, OverwriteAtomicity, RenameUnlinkAtomicity, SafeFileFlush, SafeRename, OtherOrdering, Durability] {
-        if serde_json::to_value(c).ok().as_ref().and_then(Value::as_str) == Some(name) {
+    for c in [
+        AcrossCallsAtomicity,
+        AppendTruncateAtomicity,
+        OverwriteAtomicity,
+        RenameUnlinkAtomicity,
+        SafeFileFlush,
+        SafeRename,
+        OtherOrdering,
+        Durability,
+    ] {
+        if serde_json::to_value(c)
+            .ok()
+            .as_ref()
+            .and_then(Value::as_str)
+            == Some(name)
+        {
             return c.label().to_string();
         }
     }
@@ -55,7 +71,17 @@ pub fn category_label(name: &str) -> String {
 }
 
 fn strs(v: &Value) -> Vec<String> {
-    v.as_array().map(|a| a.iter().map(|x| x.as_str().map(String::from).unwrap_or_else(|| x.to_string())).collect()).unwrap_or_default()
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .map(|x| {
+                    x.as_str()
+                        .map(String::from)
+                        .unwrap_or_else(|| x.to_string())
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn s<'a>(v: &'a Value, k: &str) -> &'a str {
@@ -71,7 +97,9 @@ fn n(v: &Value, k: &str) -> String {
 }
 
 fn secs(v: &Value) -> String {
-    v.as_f64().map(|x| format!("{x:.1} s")).unwrap_or_else(|| "–".into())
+    v.as_f64()
+        .map(|x| format!("{x:.1} s"))
+        .unwrap_or_else(|| "–".into())
 }
 
 /// The title line of the text report (`Static::title`): the report's own `title`, or
@@ -85,13 +113,20 @@ pub fn title(v: &Value) -> String {
     match s(v, "kind") {
         "across_calls" => format!("calls from {} persist only together", locs.join(" to ")),
         "atomicity" => format!("{first} is not atomic"),
-        _ => format!("{first} must reach disk before {}", locs.get(1).cloned().unwrap_or_default()),
+        _ => format!(
+            "{first} must reach disk before {}",
+            locs.get(1).cloned().unwrap_or_default()
+        ),
     }
 }
 
 /// The categories, comma-separated (`Static::categories_label`).
 pub fn categories_label(v: &Value) -> String {
-    strs(&v["categories"]).iter().map(|c| category_label(c)).collect::<Vec<_>>().join(", ")
+    strs(&v["categories"])
+        .iter()
+        .map(|c| category_label(c))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Words as a shell would take them back.
@@ -99,7 +134,10 @@ fn shell_join(words: &[String]) -> String {
     words
         .iter()
         .map(|w| {
-            if !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c)) {
+            if !w.is_empty()
+                && w.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+            {
                 w.clone()
             } else {
                 format!("'{}'", w.replace('\'', "'\\''"))
@@ -127,12 +165,27 @@ fn source_block(loc: &str, source: &dyn Fn(&str) -> Option<String>) -> String {
         let _ = write!(o, "<figcaption><code>{}</code></figcaption><p class=\"na\">source not available (the location has no source line)</p></figure>", esc(loc));
         return o;
     };
-    let func = if func.is_empty() { String::new() } else { format!(", in <code>{}</code>", esc(func)) };
-    let _ = write!(o, "<figcaption><code>{}</code> line {line}{func}</figcaption>", esc(path));
+    let func = if func.is_empty() {
+        String::new()
+    } else {
+        format!(", in <code>{}</code>", esc(func))
+    };
+    let _ = write!(
+        o,
+        "<figcaption><code>{}</code> line {line}{func}</figcaption>",
+        esc(path)
+    );
     let text = source(loc);
-    let lines: Vec<&str> = text.as_deref().map(|t| t.lines().collect()).unwrap_or_default();
+    let lines: Vec<&str> = text
+        .as_deref()
+        .map(|t| t.lines().collect())
+        .unwrap_or_default();
     if text.is_none() || line > lines.len() {
-        let why = if text.is_none() { "source not available".to_string() } else { format!("source not available (the file has {} lines)", lines.len()) };
+        let why = if text.is_none() {
+            "source not available".to_string()
+        } else {
+            format!("source not available (the file has {} lines)", lines.len())
+        };
         let _ = write!(o, "<p class=\"na\">{why}</p></figure>");
         return o;
     }
@@ -142,7 +195,11 @@ fn source_block(loc: &str, source: &dyn Fn(&str) -> Option<String>) -> String {
     for (i, l) in lines.iter().enumerate().take(to).skip(from - 1) {
         let no = i + 1;
         let cls = if no == line { "line hit" } else { "line" };
-        let _ = write!(o, "<span class=\"{cls}\"><span class=\"ln\">{no}</span>{}</span>", esc(l));
+        let _ = write!(
+            o,
+            "<span class=\"{cls}\"><span class=\"ln\">{no}</span>{}</span>",
+            esc(l)
+        );
     }
     o.push_str("</pre></figure>");
     o
@@ -151,7 +208,12 @@ fn source_block(loc: &str, source: &dyn Fn(&str) -> Option<String>) -> String {
 /// What the diagram's red labels mean for this vulnerability, in a sentence.
 fn diagram_caption(v: &Value) -> String {
     let calls = v["calls"].as_array().cloned().unwrap_or_default();
-    let op = |i: usize| calls.get(i).map(|c| format!("op {}", n(c, "op"))).unwrap_or_else(|| "?".into());
+    let op = |i: usize| {
+        calls
+            .get(i)
+            .map(|c| format!("op {}", n(c, "op")))
+            .unwrap_or_else(|| "?".into())
+    };
     let durability = strs(&v["categories"]).iter().all(|c| c == "durability");
     match s(v, "kind") {
         "atomicity" => format!("In the example state, {} persisted only in part (<b>torn</b>).", op(0)),
@@ -225,7 +287,9 @@ pub fn render(ctx: &Context) -> Result<String, String> {
     if !r.is_object() {
         return Err("the report is not a JSON object".into());
     }
-    let statics = r["static"].as_array().ok_or("the report has no \"static\" array (schema intact-report/1)")?;
+    let statics = r["static"]
+        .as_array()
+        .ok_or("the report has no \"static\" array (schema intact-report/1)")?;
     let apms = r["apms"].as_array().cloned().unwrap_or_default();
     let dynamic = r["dynamic"].as_array().cloned().unwrap_or_default();
     let timeouts = r["timeouts"].as_array().cloned().unwrap_or_default();
@@ -250,7 +314,14 @@ pub fn render(ctx: &Context) -> Result<String, String> {
             if statics.len() == 1 { "y" } else { "ies" }
         )
     };
-    let timeouts_note = if timeouts.is_empty() { String::new() } else { format!("; {} state(s) timed out (not counted as failures)", timeouts.len()) };
+    let timeouts_note = if timeouts.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; {} state(s) timed out (not counted as failures)",
+            timeouts.len()
+        )
+    };
     let _ = write!(
         o,
         "<header>\n<h1>intact: crash vulnerabilities</h1>\n<dl class=\"meta\">\n<dt>bundle</dt><dd><code>{}</code></dd>\n<dt>checker</dt><dd><code>{}</code></dd>\n<dt>total time</dt><dd>{}</dd>\n<dt>result</dt><dd>{verdict}{timeouts_note}</dd>\n</dl>\n</header>\n",
@@ -263,7 +334,10 @@ pub fn render(ctx: &Context) -> Result<String, String> {
     o.push_str("<section id=\"apms\">\n<h2>APMs</h2>\n<table>\n<tr><th>APM</th><th>explore</th><th class=\"num\">calls</th><th class=\"num\">micro-ops</th><th class=\"num\">units</th><th class=\"num\">states built</th><th class=\"num\">distinct</th><th class=\"num\">checked here</th><th class=\"num\">failed</th><th class=\"num\">timed out</th><th>complete</th><th class=\"num\">time</th><th class=\"num\">static vulnerabilities</th></tr>\n");
     for a in &apms {
         let name = s(a, "apm");
-        let exposed = statics.iter().filter(|v| strs(&v["apms"]).iter().any(|x| x == name)).count();
+        let exposed = statics
+            .iter()
+            .filter(|v| strs(&v["apms"]).iter().any(|x| x == name))
+            .count();
         let complete = match a["complete"].as_bool() {
             Some(true) => "yes".to_string(),
             Some(false) => "<span class=\"bad\">no: cut by --max-states</span>".to_string(),
@@ -293,7 +367,14 @@ pub fn render(ctx: &Context) -> Result<String, String> {
         o.push_str("<nav>\n<h2>Vulnerabilities</h2>\n<ol>\n");
         for v in statics {
             let id = n(v, "id");
-            let _ = writeln!(o, "<li value=\"{}\"><a href=\"#v{}\">[{}] {}</a></li>", esc(&id), esc(&id), esc(&categories_label(v)), esc(&title(v)));
+            let _ = writeln!(
+                o,
+                "<li value=\"{}\"><a href=\"#v{}\">[{}] {}</a></li>",
+                esc(&id),
+                esc(&id),
+                esc(&categories_label(v)),
+                esc(&title(v))
+            );
         }
         o.push_str("</ol>\n</nav>\n");
     }
@@ -301,8 +382,19 @@ pub fn render(ctx: &Context) -> Result<String, String> {
     // Each static vulnerability.
     for v in statics {
         let id = n(v, "id");
-        let uid = format!("v{}", id.chars().filter(char::is_ascii_alphanumeric).collect::<String>());
-        let _ = write!(o, "<section class=\"vuln\" id=\"{}\">\n<h2>#{} {}</h2>\n<p>", esc(&uid), esc(&id), esc(&title(v)));
+        let uid = format!(
+            "v{}",
+            id.chars()
+                .filter(char::is_ascii_alphanumeric)
+                .collect::<String>()
+        );
+        let _ = write!(
+            o,
+            "<section class=\"vuln\" id=\"{}\">\n<h2>#{} {}</h2>\n<p>",
+            esc(&uid),
+            esc(&id),
+            esc(&title(v))
+        );
         for c in strs(&v["categories"]) {
             let _ = write!(o, "<span class=\"cat\">{}</span>", esc(&category_label(&c)));
         }
@@ -327,7 +419,12 @@ pub fn render(ctx: &Context) -> Result<String, String> {
         } else {
             "The bundle is not available: the diagram shows the vulnerability's calls only (lanes by the paths in their summaries).".to_string()
         };
-        let _ = writeln!(o, "<p class=\"note\">{} {}</p>", esc(&scope), diagram_caption(v));
+        let _ = writeln!(
+            o,
+            "<p class=\"note\">{} {}</p>",
+            esc(&scope),
+            diagram_caption(v)
+        );
         let _ = writeln!(o, "<div class=\"diagram\">{}</div>\n{LEGEND}", dg.svg);
 
         // Calls.
@@ -354,22 +451,40 @@ pub fn render(ctx: &Context) -> Result<String, String> {
             o.push('\n');
         }
         if locs.iter().any(|l| l == crate::OUTPUT_LOCATION) {
-            let _ = writeln!(o, "<p class=\"note\">and {} (any output printed after it).</p>", esc(crate::OUTPUT_LOCATION));
+            let _ = writeln!(
+                o,
+                "<p class=\"note\">and {} (any output printed after it).</p>",
+                esc(crate::OUTPUT_LOCATION)
+            );
         }
 
         // Example state and the checker's message.
         let ex = &v["example"];
-        let _ = writeln!(o, "<h3>Example state</h3>\n<p><code>{}</code>: {}</p>", esc(s(ex, "state")), esc(s(ex, "description")));
+        let _ = writeln!(
+            o,
+            "<h3>Example state</h3>\n<p><code>{}</code>: {}</p>",
+            esc(s(ex, "state")),
+            esc(s(ex, "description"))
+        );
         let msg = s(ex, "checker_message");
         if !msg.is_empty() {
-            let _ = writeln!(o, "<p class=\"note\">The checker said:</p>\n<pre class=\"msg\">{}</pre>", esc(&cut(msg)));
+            let _ = writeln!(
+                o,
+                "<p class=\"note\">The checker said:</p>\n<pre class=\"msg\">{}</pre>",
+                esc(&cut(msg))
+            );
         }
 
         // Its dynamic vulnerabilities.
         let _ = writeln!(o, "<details>\n<summary>{} dynamic vulnerabilit{}</summary>\n<table>\n<tr><th>APM</th><th>category</th><th>calls</th><th class=\"num\">failing states</th><th>example state</th></tr>", members.len(), if members.len() == 1 { "y" } else { "ies" });
         for m in &members {
-            let Some(d) = m.as_u64().and_then(|i| dynamic.get(i as usize)) else { continue };
-            let calls: Vec<String> = d["calls"].as_array().map(|a| a.iter().map(|c| n(c, "index")).collect()).unwrap_or_default();
+            let Some(d) = m.as_u64().and_then(|i| dynamic.get(i as usize)) else {
+                continue;
+            };
+            let calls: Vec<String> = d["calls"]
+                .as_array()
+                .map(|a| a.iter().map(|c| n(c, "index")).collect())
+                .unwrap_or_default();
             let _ = writeln!(
                 o,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td><code>{}</code>: {}</td></tr>",
@@ -388,10 +503,20 @@ pub fn render(ctx: &Context) -> Result<String, String> {
     if !timeouts.is_empty() {
         let _ = writeln!(o, "<section id=\"timeouts\">\n<h2>Timed-out states</h2>\n<p class=\"note\">{} state(s) timed out or could not be checked; they are not counted as failures.</p>\n<table>\n<tr><th>state</th><th>how it was built</th><th>message</th></tr>", timeouts.len());
         for t in timeouts.iter().take(MAX_TIMEOUTS) {
-            let _ = writeln!(o, "<tr><td><code>{}</code></td><td>{}</td><td>{}</td></tr>", esc(s(t, "state")), esc(s(t, "description")), esc(&cut(s(t, "checker_message"))));
+            let _ = writeln!(
+                o,
+                "<tr><td><code>{}</code></td><td>{}</td><td>{}</td></tr>",
+                esc(s(t, "state")),
+                esc(s(t, "description")),
+                esc(&cut(s(t, "checker_message")))
+            );
         }
         if timeouts.len() > MAX_TIMEOUTS {
-            let _ = writeln!(o, "<tr><td colspan=\"3\">… {} more</td></tr>", timeouts.len() - MAX_TIMEOUTS);
+            let _ = writeln!(
+                o,
+                "<tr><td colspan=\"3\">… {} more</td></tr>",
+                timeouts.len() - MAX_TIMEOUTS
+            );
         }
         o.push_str("</table>\n</section>\n");
     }
@@ -413,7 +538,11 @@ pub fn render(ctx: &Context) -> Result<String, String> {
             );
         }
         if ops.len() > MAX_OP_ROWS {
-            let _ = writeln!(o, "<tr><td colspan=\"5\">… {} more (see <code>intact ops</code>)</td></tr>", ops.len() - MAX_OP_ROWS);
+            let _ = writeln!(
+                o,
+                "<tr><td colspan=\"5\">… {} more (see <code>intact ops</code>)</td></tr>",
+                ops.len() - MAX_OP_ROWS
+            );
         }
         o.push_str("</table>\n</details>\n</section>\n");
     }
@@ -424,7 +553,11 @@ pub fn render(ctx: &Context) -> Result<String, String> {
 
 fn cut(msg: &str) -> String {
     match msg.char_indices().nth(MAX_MESSAGE) {
-        Some((at, _)) => format!("{}\n… ({} more characters; the JSON report has them all)", &msg[..at], msg[at..].chars().count()),
+        Some((at, _)) => format!(
+            "{}\n… ({} more characters; the JSON report has them all)",
+            &msg[..at],
+            msg[at..].chars().count()
+        ),
         None => msg.to_string(),
     }
 }
@@ -436,26 +569,55 @@ mod tests {
 
     #[test]
     fn escapes_markup_quotes_and_control_characters() {
-        assert_eq!(esc(r#"<b a="1">&'x'</b>"#), "&lt;b a=&quot;1&quot;&gt;&amp;&#39;x&#39;&lt;/b&gt;");
-        assert_eq!(esc("a\nb\tc\0d\x1be\x7f"), "a\nb\tc\u{2400}d\u{241b}e\u{2421}");
+        assert_eq!(
+            esc(r#"<b a="1">&'x'</b>"#),
+            "&lt;b a=&quot;1&quot;&gt;&amp;&#39;x&#39;&lt;/b&gt;"
+        );
+        assert_eq!(
+            esc("a\nb\tc\0d\x1be\x7f"),
+            "a\nb\tc\u{2400}d\u{241b}e\u{2421}"
+        );
         assert_eq!(esc("naïve ✓"), "naïve ✓");
     }
 
     #[test]
     fn locations_and_labels() {
-        assert_eq!(parse_location("/src/kv.c:25:put"), Some(("/src/kv.c", 25, "put")));
-        assert_eq!(parse_location("a.cc:7:ns::f(int)"), Some(("a.cc", 7, "ns::f(int)")));
+        assert_eq!(
+            parse_location("/src/kv.c:25:put"),
+            Some(("/src/kv.c", 25, "put"))
+        );
+        assert_eq!(
+            parse_location("a.cc:7:ns::f(int)"),
+            Some(("a.cc", 7, "ns::f(int)"))
+        );
         assert_eq!(parse_location("/usr/bin/git+0x1f2a:main"), None);
         assert_eq!(parse_location("write(x) [no stack]"), None);
         assert_eq!(category_label("safe_rename"), "ordering: safe rename");
         assert_eq!(category_label("something_new"), "something_new");
         let v = json!({"kind": "ordering", "locations": ["a.c:1:f", "b.c:2:g"], "categories": ["safe_rename", "durability"]});
         assert_eq!(title(&v), "a.c:1:f must reach disk before b.c:2:g");
-        assert_eq!(title(&json!({"kind": "atomicity", "locations": ["a.c:1:f"]})), "a.c:1:f is not atomic");
-        assert_eq!(title(&json!({"kind": "across_calls", "locations": ["a.c:1:f", "a.c:2:f"]})), "calls from a.c:1:f to a.c:2:f persist only together");
-        assert_eq!(title(&json!({"kind": "atomicity", "locations": ["x"], "title": "as written"})), "as written");
+        assert_eq!(
+            title(&json!({"kind": "atomicity", "locations": ["a.c:1:f"]})),
+            "a.c:1:f is not atomic"
+        );
+        assert_eq!(
+            title(&json!({"kind": "across_calls", "locations": ["a.c:1:f", "a.c:2:f"]})),
+            "calls from a.c:1:f to a.c:2:f persist only together"
+        );
+        assert_eq!(
+            title(&json!({"kind": "atomicity", "locations": ["x"], "title": "as written"})),
+            "as written"
+        );
         assert_eq!(categories_label(&v), "ordering: safe rename, durability");
-        assert_eq!(shell_join(&["python3".into(), "/x/check.py".into(), "a b".into(), "it's".into()]), "python3 /x/check.py 'a b' 'it'\\''s'");
+        assert_eq!(
+            shell_join(&[
+                "python3".into(),
+                "/x/check.py".into(),
+                "a b".into(),
+                "it's".into()
+            ]),
+            "python3 /x/check.py 'a b' 'it'\\''s'"
+        );
     }
 
     fn report(msg: &str) -> Value {
@@ -474,12 +636,32 @@ mod tests {
     #[test]
     fn page_escapes_everything_and_shows_the_parts() {
         let r = report("</pre><script>alert('x')</script> & \"done\"");
-        let src = |loc: &str| (loc.starts_with("src/a.c")).then(|| (1..=10).map(|i| format!("line {i} <tag> & stuff")).collect::<Vec<_>>().join("\n"));
-        let ctx = Context { report: &r, ops: None, source: &src };
+        let src = |loc: &str| {
+            (loc.starts_with("src/a.c")).then(|| {
+                (1..=10)
+                    .map(|i| format!("line {i} <tag> & stuff"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+        };
+        let ctx = Context {
+            report: &r,
+            ops: None,
+            source: &src,
+        };
         let h = render(&ctx).unwrap();
-        assert!(!h.contains("<script"), "raw markup from the checker must not reach the page");
-        assert!(h.contains("&lt;/pre&gt;&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;done&quot;"));
-        assert!(h.contains("<code>b&lt;&amp;&gt;</code>") && h.contains("sh -c &#39;echo &#39;\\&#39;&#39;&lt;x&gt;&#39;\\&#39;&#39;&#39;"), "bundle and checker escaped");
+        assert!(
+            !h.contains("<script"),
+            "raw markup from the checker must not reach the page"
+        );
+        assert!(h.contains(
+            "&lt;/pre&gt;&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;done&quot;"
+        ));
+        assert!(
+            h.contains("<code>b&lt;&amp;&gt;</code>")
+                && h.contains("sh -c &#39;echo &#39;\\&#39;&#39;&lt;x&gt;&#39;\\&#39;&#39;&#39;"),
+            "bundle and checker escaped"
+        );
         // Source: lines 1..=6 (3 before 3 is 1), line 3 highlighted, escaped.
         assert!(h.contains("<span class=\"line hit\"><span class=\"ln\">3</span>line 3 &lt;tag&gt; &amp; stuff</span>"), "{h}");
         assert!(h.contains(">6</span>") && !h.contains(">7</span>line 7"));
@@ -487,26 +669,54 @@ mod tests {
         assert_eq!(h.matches("<svg").count(), 1);
         assert!(h.contains("The bundle is not available") && h.contains(">torn<"));
         // APM table: default exposes 1, ext4-o 0; the timeout is listed.
-        assert!(h.contains("<td class=\"num bad\">1</td>") && h.contains("<td class=\"num\">0</td></tr>"));
+        assert!(
+            h.contains("<td class=\"num bad\">1</td>")
+                && h.contains("<td class=\"num\">0</td></tr>")
+        );
         assert!(h.contains("timed out after 60 s"));
-        assert!(!h.contains("http://") && !h.contains("https://"), "self-contained");
+        assert!(
+            !h.contains("http://") && !h.contains("https://"),
+            "self-contained"
+        );
     }
 
     #[test]
     fn missing_source_and_lines_without_source() {
         let r = report("m");
         let none = |_: &str| None;
-        let h = render(&Context { report: &r, ops: None, source: &none }).unwrap();
+        let h = render(&Context {
+            report: &r,
+            ops: None,
+            source: &none,
+        })
+        .unwrap();
         assert!(h.contains("source not available"));
         let short = |_: &str| Some("one line".to_string());
-        let h = render(&Context { report: &r, ops: None, source: &short }).unwrap();
+        let h = render(&Context {
+            report: &r,
+            ops: None,
+            source: &short,
+        })
+        .unwrap();
         assert!(h.contains("source not available (the file has 1 lines)"));
-        assert!(render(&Context { report: &json!([1]), ops: None, source: &none }).is_err());
+        assert!(render(&Context {
+            report: &json!([1]),
+            ops: None,
+            source: &none
+        })
+        .is_err());
         let mut clean = report("m");
         clean["static"] = json!([]);
         clean["dynamic"] = json!([]);
-        let h = render(&Context { report: &clean, ops: None, source: &none }).unwrap();
-        assert!(h.contains("No vulnerability found.") && !h.contains("<svg") && !h.contains("<nav>"));
+        let h = render(&Context {
+            report: &clean,
+            ops: None,
+            source: &none,
+        })
+        .unwrap();
+        assert!(
+            h.contains("No vulnerability found.") && !h.contains("<svg") && !h.contains("<nav>")
+        );
     }
 
     #[test]

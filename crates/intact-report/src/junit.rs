@@ -46,12 +46,25 @@ fn attr(name: &str, value: &str) -> String {
 fn details(st: &Value) -> String {
     let mut o = format!("#{} [{}] {}\n", st["id"], categories_label(st), title(st));
     let ndyn = st["dynamic"].as_array().map(Vec::len).unwrap_or(0);
-    o.push_str(&format!("APMs: {}   dynamic vulnerabilities: {ndyn}\n", strings(&st["apms"]).join(", ")));
+    o.push_str(&format!(
+        "APMs: {}   dynamic vulnerabilities: {ndyn}\n",
+        strings(&st["apms"]).join(", ")
+    ));
     for c in st["calls"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
-        o.push_str(&format!("call {:>3} op {:>4}  {}  @ {}\n", c["index"], c["op"], s(&c["summary"]), s(&c["location"])));
+        o.push_str(&format!(
+            "call {:>3} op {:>4}  {}  @ {}\n",
+            c["index"],
+            c["op"],
+            s(&c["summary"]),
+            s(&c["location"])
+        ));
     }
     let ex = &st["example"];
-    o.push_str(&format!("example state {}: {}\n", s(&ex["state"]), s(&ex["description"])));
+    o.push_str(&format!(
+        "example state {}: {}\n",
+        s(&ex["state"]),
+        s(&ex["description"])
+    ));
     let said = s(&ex["checker_message"]);
     if !said.is_empty() {
         o.push_str("checker said:\n");
@@ -65,7 +78,11 @@ fn details(st: &Value) -> String {
 pub fn render(ctx: &Context) -> Result<String, String> {
     let r = ctx.report;
     if r["schema"] != crate::SCHEMA {
-        return Err(format!("not a report of schema {}: {}", crate::SCHEMA, r["schema"]));
+        return Err(format!(
+            "not a report of schema {}: {}",
+            crate::SCHEMA,
+            r["schema"]
+        ));
     }
     let statics: &[Value] = r["static"].as_array().map(Vec::as_slice).unwrap_or(&[]);
     let apms: &[Value] = r["apms"].as_array().map(Vec::as_slice).unwrap_or(&[]);
@@ -74,7 +91,10 @@ pub fn render(ctx: &Context) -> Result<String, String> {
     for a in apms {
         let apm = s(&a["apm"]);
         let class = format!("intact.{apm}");
-        let exposed: Vec<&Value> = statics.iter().filter(|st| strings(&st["apms"]).iter().any(|x| x == apm)).collect();
+        let exposed: Vec<&Value> = statics
+            .iter()
+            .filter(|st| strings(&st["apms"]).iter().any(|x| x == apm))
+            .collect();
         let tests = statics.len() + usize::from(exposed.is_empty());
         all_tests += tests;
         all_failures += exposed.len();
@@ -88,37 +108,74 @@ pub fn render(ctx: &Context) -> Result<String, String> {
             attr("time", &secs(&a["seconds"])),
         ));
         suites.push_str("    <properties>\n");
-        for key in ["explore", "calls", "micro_ops", "units", "constructed", "distinct", "checked", "failed", "timeouts", "complete"] {
+        for key in [
+            "explore",
+            "calls",
+            "micro_ops",
+            "units",
+            "constructed",
+            "distinct",
+            "checked",
+            "failed",
+            "timeouts",
+            "complete",
+        ] {
             let v = match &a[key] {
                 Value::String(t) => t.clone(),
                 Value::Null => continue,
                 other => other.to_string(),
             };
-            suites.push_str(&format!("      <property{}{}/>\n", attr("name", key), attr("value", &v)));
+            suites.push_str(&format!(
+                "      <property{}{}/>\n",
+                attr("name", key),
+                attr("value", &v)
+            ));
         }
         suites.push_str("    </properties>\n");
         for st in statics {
             let name = format!("#{} {}", st["id"], title(st));
             let fails = exposed.iter().any(|e| std::ptr::eq(*e, st));
             if !fails {
-                suites.push_str(&format!("    <testcase{}{}/>\n", attr("classname", &class), attr("name", &name)));
+                suites.push_str(&format!(
+                    "    <testcase{}{}/>\n",
+                    attr("classname", &class),
+                    attr("name", &name)
+                ));
                 continue;
             }
             let ex = &st["example"];
             let said = s(&ex["checker_message"]);
-            let message = if said.is_empty() { format!("example state {} fails the checker", s(&ex["state"])) } else { said.to_string() };
+            let message = if said.is_empty() {
+                format!("example state {} fails the checker", s(&ex["state"]))
+            } else {
+                said.to_string()
+            };
             let cats = strings(&st["categories"]);
-            suites.push_str(&format!("    <testcase{}{}>\n", attr("classname", &class), attr("name", &name)));
+            suites.push_str(&format!(
+                "    <testcase{}{}>\n",
+                attr("classname", &class),
+                attr("name", &name)
+            ));
             suites.push_str(&format!(
                 "      <failure{}{}>{}</failure>\n",
                 attr("message", &message),
-                attr("type", cats.first().map(String::as_str).unwrap_or("crash_vulnerability")),
+                attr(
+                    "type",
+                    cats.first()
+                        .map(String::as_str)
+                        .unwrap_or("crash_vulnerability")
+                ),
                 escape(&details(st), false)
             ));
             suites.push_str("    </testcase>\n");
         }
         if exposed.is_empty() {
-            suites.push_str(&format!("    <testcase{}{}{}/>\n", attr("classname", &class), attr("name", "no crash vulnerability"), attr("time", &secs(&a["seconds"]))));
+            suites.push_str(&format!(
+                "    <testcase{}{}{}/>\n",
+                attr("classname", &class),
+                attr("name", "no crash vulnerability"),
+                attr("time", &secs(&a["seconds"]))
+            ));
         }
         let line = format!(
             "APM {apm} explore {}: {} calls, {} micro-ops in {} units; {} states built, {} distinct, {} checked here: {} failed, {} timed out{}",
@@ -133,7 +190,10 @@ pub fn render(ctx: &Context) -> Result<String, String> {
             a["timeouts"],
             if a["complete"] == Value::Bool(false) { "; search cut by --max-states" } else { "" }
         );
-        suites.push_str(&format!("    <system-out>{}</system-out>\n", escape(&line, false)));
+        suites.push_str(&format!(
+            "    <system-out>{}</system-out>\n",
+            escape(&line, false)
+        ));
         suites.push_str("  </testsuite>\n");
     }
     let mut o = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
@@ -160,7 +220,10 @@ mod tests {
         assert_eq!(escape("a<b>&\"c'", true), "a&lt;b&gt;&amp;&quot;c&apos;");
         assert_eq!(escape("x\ny\tz\r", true), "x&#10;y&#9;z&#13;");
         assert_eq!(escape("x\ny\tz\r", false), "x\ny\tz&#13;");
-        assert_eq!(escape("\u{0}\u{1b}\u{FFFF}é", false), "\\x00\\x1b\\u{ffff}é");
+        assert_eq!(
+            escape("\u{0}\u{1b}\u{FFFF}é", false),
+            "\\x00\\x1b\\u{ffff}é"
+        );
     }
 
     #[test]

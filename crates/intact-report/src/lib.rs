@@ -182,7 +182,12 @@ pub fn atomic_groups(prefix: &BTreeMap<usize, bool>) -> Vec<(usize, usize, usize
         }
     }
     if open {
-        let last = prefix.keys().next_back().copied().unwrap_or(0).saturating_sub(1);
+        let last = prefix
+            .keys()
+            .next_back()
+            .copied()
+            .unwrap_or(0)
+            .saturating_sub(1);
         let g = out.last_mut().expect("open group");
         g.1 = g.1.max(last);
     }
@@ -190,11 +195,16 @@ pub fn atomic_groups(prefix: &BTreeMap<usize, bool>) -> Vec<(usize, usize, usize
 }
 
 /// Pass/fail of each prefix state that has a verdict (timeouts left out), by call count.
-pub fn prefix_verdicts(probes: &[Probe], verdict: &dyn Fn(&StateHash) -> Option<Verdict>) -> BTreeMap<usize, bool> {
+pub fn prefix_verdicts(
+    probes: &[Probe],
+    verdict: &dyn Fn(&StateHash) -> Option<Verdict>,
+) -> BTreeMap<usize, bool> {
     probes
         .iter()
         .filter_map(|p| match p.prov {
-            Provenance::Prefix { calls } => verdict(&p.hash).filter(|v| !v.timeout).map(|v| (calls, v.pass)),
+            Provenance::Prefix { calls } => verdict(&p.hash)
+                .filter(|v| !v.timeout)
+                .map(|v| (calls, v.pass)),
             _ => None,
         })
         .collect()
@@ -210,10 +220,21 @@ pub struct ApmRun<'a> {
 }
 
 impl ApmRun<'_> {
-    fn call_ref(&self, g: usize, loc: &dyn Fn(&Op) -> String, summary: &dyn Fn(&Op) -> String) -> CallRef {
+    fn call_ref(
+        &self,
+        g: usize,
+        loc: &dyn Fn(&Op) -> String,
+        summary: &dyn Fn(&Op) -> String,
+    ) -> CallRef {
         let c = &self.prog.calls[g];
         let op = &self.ops[c.ops.start];
-        CallRef { index: g, op: op.id, syscall: op.syscall.clone(), summary: summary(op), location: loc(op) }
+        CallRef {
+            index: g,
+            op: op.id,
+            syscall: op.syscall.clone(),
+            summary: summary(op),
+            location: loc(op),
+        }
     }
 
     fn call_ops(&self, g: usize) -> &[Op] {
@@ -223,7 +244,9 @@ impl ApmRun<'_> {
     fn atomicity_category(&self, g: usize) -> Category {
         for o in self.call_ops(g) {
             match o.op {
-                LogicalOp::Append { .. } | LogicalOp::Truncate { .. } => return Category::AppendTruncateAtomicity,
+                LogicalOp::Append { .. } | LogicalOp::Truncate { .. } => {
+                    return Category::AppendTruncateAtomicity
+                }
                 LogicalOp::Overwrite { .. } => return Category::OverwriteAtomicity,
                 ref op if op.is_namespace() => return Category::RenameUnlinkAtomicity,
                 _ => {}
@@ -242,7 +265,11 @@ impl ApmRun<'_> {
         for g in a + 1..b {
             if self.prog.call_follows(g, &removed) {
                 removed.extend(self.prog.calls[g].units.clone());
-            } else if self.call_ops(g).iter().any(|o| !matches!(o.op, LogicalOp::Output { .. } | LogicalOp::Sync { .. })) {
+            } else if self
+                .call_ops(g)
+                .iter()
+                .any(|o| !matches!(o.op, LogicalOp::Output { .. } | LogicalOp::Sync { .. }))
+            {
                 return false;
             }
         }
@@ -255,35 +282,58 @@ impl ApmRun<'_> {
             .call_ops(a)
             .iter()
             .filter_map(|o| match o.op {
-                LogicalOp::Overwrite { inode, .. } | LogicalOp::Append { inode, .. } | LogicalOp::Truncate { inode, .. } => Some(inode),
+                LogicalOp::Overwrite { inode, .. }
+                | LogicalOp::Append { inode, .. }
+                | LogicalOp::Truncate { inode, .. } => Some(inode),
                 _ => None,
             })
             .collect();
-        let named: BTreeSet<u64> = self.prog.calls[a].micros.clone().filter_map(|i| match &self.prog.micros[i].micro {
-            Micro::CreateEntry { inode, .. } => Some(*inode),
-            _ => None,
-        }).collect();
+        let named: BTreeSet<u64> = self.prog.calls[a]
+            .micros
+            .clone()
+            .filter_map(|i| match &self.prog.micros[i].micro {
+                Micro::CreateEntry { inode, .. } => Some(*inode),
+                _ => None,
+            })
+            .collect();
         let later = a + 1..b + 1;
-        let flushed_later = later.clone().flat_map(|g| self.prog.calls[g].micros.clone()).any(|i| {
-            let m = &self.prog.micros[i];
-            matches!(m.micro, Micro::Sync { inode: Some(_) }) && m.path.iter().any(|p| named.contains(p))
-        });
+        let flushed_later = later
+            .clone()
+            .flat_map(|g| self.prog.calls[g].micros.clone())
+            .any(|i| {
+                let m = &self.prog.micros[i];
+                matches!(m.micro, Micro::Sync { inode: Some(_) })
+                    && m.path.iter().any(|p| named.contains(p))
+            });
         // The earliest failing b is the output itself: the same files without that output
         // passed (at b-1), so only the promise the output made is broken — durability, even
         // when a later rename also outran a (under ext3-j, where nothing is reordered, only
         // the missing fsync is to blame). A safe-file-flush durability loss stays that.
         let b_ops = self.call_ops(b);
-        if !b_ops.is_empty() && b_ops.iter().all(|o| matches!(o.op, LogicalOp::Output { .. })) {
-            return if flushed_later { Category::SafeFileFlush } else { Category::Durability };
+        if !b_ops.is_empty()
+            && b_ops
+                .iter()
+                .all(|o| matches!(o.op, LogicalOp::Output { .. }))
+        {
+            return if flushed_later {
+                Category::SafeFileFlush
+            } else {
+                Category::Durability
+            };
         }
-        let renamed_later = later.clone().flat_map(|g| self.call_ops(g)).any(|o| matches!(o.op, LogicalOp::Rename { inode, .. } if data_inodes.contains(&inode)));
+        let renamed_later = later.clone().flat_map(|g| self.call_ops(g)).any(
+            |o| matches!(o.op, LogicalOp::Rename { inode, .. } if data_inodes.contains(&inode)),
+        );
         if renamed_later {
             return Category::SafeRename;
         }
         if flushed_later {
             return Category::SafeFileFlush;
         }
-        if later.flat_map(|g| self.call_ops(g)).any(|o| matches!(o.op, LogicalOp::Output { .. })) {
+        if later
+            .flat_map(|g| self.call_ops(g))
+            .any(|o| matches!(o.op, LogicalOp::Output { .. }))
+        {
             return Category::Durability;
         }
         Category::OtherOrdering
@@ -291,7 +341,12 @@ impl ApmRun<'_> {
 
     /// Dynamic vulnerabilities from the verdicts. `loc` gives an op's representative
     /// location, `summary` a one-line description.
-    pub fn dynamics(&self, verdict: &dyn Fn(&StateHash) -> Option<Verdict>, loc: &dyn Fn(&Op) -> String, summary: &dyn Fn(&Op) -> String) -> Vec<Dynamic> {
+    pub fn dynamics(
+        &self,
+        verdict: &dyn Fn(&StateHash) -> Option<Verdict>,
+        loc: &dyn Fn(&Op) -> String,
+        summary: &dyn Fn(&Op) -> String,
+    ) -> Vec<Dynamic> {
         let apm = self.prog.apm.clone();
         let example = |p: &Probe, v: &Verdict| Example {
             state: self.state_ids.get(&p.hash).cloned().unwrap_or_default(),
@@ -302,23 +357,55 @@ impl ApmRun<'_> {
         let mut out = Vec::new();
         // Across calls, from prefix verdicts.
         for (first, last, k) in atomic_groups(&prefix_verdicts(self.probes, verdict)) {
-            let Some(p) = self.probes.iter().find(|p| p.prov == Provenance::Prefix { calls: k }) else { continue };
+            let Some(p) = self
+                .probes
+                .iter()
+                .find(|p| p.prov == Provenance::Prefix { calls: k })
+            else {
+                continue;
+            };
             let Some(v) = failing(p) else { continue };
-            let calls = (first..=last.max(first)).map(|g| self.call_ref(g, loc, summary)).collect();
-            out.push(Dynamic { apm: apm.clone(), kind: Kind::AcrossCalls, category: Category::AcrossCallsAtomicity, calls, failing_states: 1, example: example(p, &v) });
+            let calls = (first..=last.max(first))
+                .map(|g| self.call_ref(g, loc, summary))
+                .collect();
+            out.push(Dynamic {
+                apm: apm.clone(),
+                kind: Kind::AcrossCalls,
+                category: Category::AcrossCallsAtomicity,
+                calls,
+                failing_states: 1,
+                example: example(p, &v),
+            });
         }
         // Per call.
         // Failing states are counted once each: several probes can build the same state.
-        let mut per_call: BTreeMap<usize, (std::collections::BTreeSet<StateHash>, &Probe, Verdict)> = BTreeMap::new();
-        let mut per_pair: BTreeMap<usize, (std::collections::BTreeSet<StateHash>, usize, &Probe, Verdict)> = BTreeMap::new();
+        let mut per_call: BTreeMap<
+            usize,
+            (std::collections::BTreeSet<StateHash>, &Probe, Verdict),
+        > = BTreeMap::new();
+        let mut per_pair: BTreeMap<
+            usize,
+            (
+                std::collections::BTreeSet<StateHash>,
+                usize,
+                &Probe,
+                Verdict,
+            ),
+        > = BTreeMap::new();
         for p in self.probes {
             let Some(v) = failing(p) else { continue };
             match p.prov {
                 Provenance::Atomicity { group } => {
-                    per_call.entry(group).or_insert_with(|| (Default::default(), p, v)).0.insert(p.hash);
+                    per_call
+                        .entry(group)
+                        .or_insert_with(|| (Default::default(), p, v))
+                        .0
+                        .insert(p.hash);
                 }
                 Provenance::Reorder { a, b } => {
-                    let e = per_pair.entry(a).or_insert_with(|| (Default::default(), b, p, v.clone()));
+                    let e = per_pair
+                        .entry(a)
+                        .or_insert_with(|| (Default::default(), b, p, v.clone()));
                     e.0.insert(p.hash);
                     if b < e.1 {
                         (e.1, e.2, e.3) = (b, p, v);
@@ -327,8 +414,14 @@ impl ApmRun<'_> {
                 Provenance::Prefix { .. } => {}
             }
         }
-        let per_call: BTreeMap<usize, (usize, &Probe, Verdict)> = per_call.into_iter().map(|(g, (h, p, v))| (g, (h.len(), p, v))).collect();
-        let per_pair: BTreeMap<usize, (usize, usize, &Probe, Verdict)> = per_pair.into_iter().map(|(a, (h, b, p, v))| (a, (h.len(), b, p, v))).collect();
+        let per_call: BTreeMap<usize, (usize, &Probe, Verdict)> = per_call
+            .into_iter()
+            .map(|(g, (h, p, v))| (g, (h.len(), p, v)))
+            .collect();
+        let per_pair: BTreeMap<usize, (usize, usize, &Probe, Verdict)> = per_pair
+            .into_iter()
+            .map(|(a, (h, b, p, v))| (a, (h.len(), b, p, v)))
+            .collect();
         for (g, (n, p, v)) in per_call {
             out.push(Dynamic {
                 apm: apm.clone(),
@@ -366,7 +459,10 @@ impl ApmRun<'_> {
                 apm: apm.clone(),
                 kind: Kind::Ordering,
                 category,
-                calls: vec![self.call_ref(a, loc, summary), self.call_ref(b, loc, summary)],
+                calls: vec![
+                    self.call_ref(a, loc, summary),
+                    self.call_ref(b, loc, summary),
+                ],
                 failing_states: n,
                 example: example(p, &v),
             });
@@ -380,15 +476,26 @@ impl Static {
     /// One line: what must hold, at which source locations.
     pub fn title(&self) -> String {
         match self.kind {
-            Kind::AcrossCalls => format!("calls from {} persist only together", self.locations.join(" to ")),
+            Kind::AcrossCalls => format!(
+                "calls from {} persist only together",
+                self.locations.join(" to ")
+            ),
             Kind::Atomicity => format!("{} is not atomic", self.locations[0]),
-            Kind::Ordering => format!("{} must reach disk before {}", self.locations[0], self.locations.get(1).cloned().unwrap_or_default()),
+            Kind::Ordering => format!(
+                "{} must reach disk before {}",
+                self.locations[0],
+                self.locations.get(1).cloned().unwrap_or_default()
+            ),
         }
     }
 
     /// The Table 4.2 categories, comma-separated.
     pub fn categories_label(&self) -> String {
-        self.categories.iter().map(|c| c.label()).collect::<Vec<_>>().join(", ")
+        self.categories
+            .iter()
+            .map(|c| c.label())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -421,7 +528,8 @@ pub fn statics(dynamic: &[Dynamic]) -> Vec<Static> {
         .into_iter()
         .map(|((kind, locations), members)| {
             let first = &dynamic[members[0]];
-            let categories: BTreeSet<Category> = members.iter().map(|&i| dynamic[i].category).collect();
+            let categories: BTreeSet<Category> =
+                members.iter().map(|&i| dynamic[i].category).collect();
             let mut apms: Vec<String> = Vec::new();
             for &i in &members {
                 if !apms.contains(&dynamic[i].apm) {
@@ -451,7 +559,10 @@ pub fn statics(dynamic: &[Dynamic]) -> Vec<Static> {
 }
 
 fn indent(s: &str, pre: &str) -> String {
-    s.lines().map(|l| format!("{pre}{l}")).collect::<Vec<_>>().join("\n")
+    s.lines()
+        .map(|l| format!("{pre}{l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The human-readable report.
@@ -480,25 +591,54 @@ pub fn render_text(r: &Report, saved: Option<&str>) -> String {
         o.push_str("No vulnerability found.\n");
     }
     for s in &r.statics {
-        o.push_str(&format!("#{} [{}] {}\n", s.id, s.categories_label(), s.title()));
-        o.push_str(&format!("    APMs: {}   dynamic vulnerabilities: {}\n", s.apms.join(", "), s.dynamic.len()));
+        o.push_str(&format!(
+            "#{} [{}] {}\n",
+            s.id,
+            s.categories_label(),
+            s.title()
+        ));
+        o.push_str(&format!(
+            "    APMs: {}   dynamic vulnerabilities: {}\n",
+            s.apms.join(", "),
+            s.dynamic.len()
+        ));
         for c in &s.calls {
-            o.push_str(&format!("    call {:>3} op {:>4}  {}\n", c.index, c.op, c.summary));
+            o.push_str(&format!(
+                "    call {:>3} op {:>4}  {}\n",
+                c.index, c.op, c.summary
+            ));
         }
         let where_ = match saved {
             Some(d) => format!(" (saved: {d}/{})", s.example.state),
             None => String::new(),
         };
-        o.push_str(&format!("    example state {}: {}{}\n", s.example.state, s.example.description, where_));
+        o.push_str(&format!(
+            "    example state {}: {}{}\n",
+            s.example.state, s.example.description, where_
+        ));
         if !s.example.checker_message.is_empty() {
-            o.push_str(&format!("    checker said:\n{}\n", indent(&s.example.checker_message, "      | ")));
+            o.push_str(&format!(
+                "    checker said:\n{}\n",
+                indent(&s.example.checker_message, "      | ")
+            ));
         }
         o.push('\n');
     }
     if !r.timeouts.is_empty() {
-        o.push_str(&format!("{} state(s) timed out (not counted as failures), e.g. {}: {}\n", r.timeouts.len(), r.timeouts[0].state, r.timeouts[0].description));
+        o.push_str(&format!(
+            "{} state(s) timed out (not counted as failures), e.g. {}: {}\n",
+            r.timeouts.len(),
+            r.timeouts[0].state,
+            r.timeouts[0].description
+        ));
     }
-    o.push_str(&format!("{} static vulnerabilit{} ({} dynamic) in {:.1} s\n", r.statics.len(), if r.statics.len() == 1 { "y" } else { "ies" }, nd, r.seconds));
+    o.push_str(&format!(
+        "{} static vulnerabilit{} ({} dynamic) in {:.1} s\n",
+        r.statics.len(),
+        if r.statics.len() == 1 { "y" } else { "ies" },
+        nd,
+        r.seconds
+    ));
     o
 }
 
@@ -508,16 +648,33 @@ mod tests {
 
     #[test]
     fn groups_from_prefixes() {
-        let m: BTreeMap<usize, bool> = [(0, true), (1, true), (2, false), (3, false), (4, true), (5, true)].into_iter().collect();
+        let m: BTreeMap<usize, bool> = [
+            (0, true),
+            (1, true),
+            (2, false),
+            (3, false),
+            (4, true),
+            (5, true),
+        ]
+        .into_iter()
+        .collect();
         assert_eq!(atomic_groups(&m), vec![(1, 3, 2)]);
         let m: BTreeMap<usize, bool> = [(0, true), (1, true), (2, true)].into_iter().collect();
         assert!(atomic_groups(&m).is_empty());
-        let m: BTreeMap<usize, bool> = [(0, true), (1, false), (2, true), (3, false), (4, true)].into_iter().collect();
+        let m: BTreeMap<usize, bool> = [(0, true), (1, false), (2, true), (3, false), (4, true)]
+            .into_iter()
+            .collect();
         assert_eq!(atomic_groups(&m), vec![(0, 1, 1), (2, 3, 3)]);
     }
 
     fn call(index: usize, location: &str) -> CallRef {
-        CallRef { index, op: index, syscall: "x".into(), summary: String::new(), location: location.into() }
+        CallRef {
+            index,
+            op: index,
+            syscall: "x".into(),
+            summary: String::new(),
+            location: location.into(),
+        }
     }
 
     fn dynamic(category: Category, a: CallRef, b: CallRef) -> Dynamic {
@@ -527,7 +684,11 @@ mod tests {
             category,
             calls: vec![a, b],
             failing_states: 1,
-            example: Example { state: "s1".into(), description: String::new(), checker_message: String::new() },
+            example: Example {
+                state: "s1".into(),
+                description: String::new(),
+                checker_message: String::new(),
+            },
         }
     }
 
@@ -535,17 +696,39 @@ mod tests {
     fn durability_groups_by_the_call_that_must_persist() {
         // SQLite: the same unlink site, exposed by two different printf sites.
         let d = vec![
-            dynamic(Category::Durability, call(10, "pager.c:1"), call(11, "app.c:53")),
-            dynamic(Category::Durability, call(27, "pager.c:1"), call(28, "app.c:42")),
+            dynamic(
+                Category::Durability,
+                call(10, "pager.c:1"),
+                call(11, "app.c:53"),
+            ),
+            dynamic(
+                Category::Durability,
+                call(27, "pager.c:1"),
+                call(28, "app.c:42"),
+            ),
             // Ordering between two code sites stays keyed by both.
-            dynamic(Category::OtherOrdering, call(5, "pager.c:1"), call(6, "pager.c:2")),
-            dynamic(Category::OtherOrdering, call(7, "pager.c:1"), call(8, "pager.c:3")),
+            dynamic(
+                Category::OtherOrdering,
+                call(5, "pager.c:1"),
+                call(6, "pager.c:2"),
+            ),
+            dynamic(
+                Category::OtherOrdering,
+                call(7, "pager.c:1"),
+                call(8, "pager.c:3"),
+            ),
         ];
         let s = statics(&d);
         assert_eq!(s.len(), 3, "{s:#?}");
-        let dur: Vec<_> = s.iter().filter(|s| s.categories == [Category::Durability]).collect();
+        let dur: Vec<_> = s
+            .iter()
+            .filter(|s| s.categories == [Category::Durability])
+            .collect();
         assert_eq!(dur.len(), 1);
         assert_eq!(dur[0].dynamic.len(), 2);
-        assert_eq!(dur[0].locations, vec!["pager.c:1".to_string(), OUTPUT_LOCATION.to_string()]);
+        assert_eq!(
+            dur[0].locations,
+            vec!["pager.c:1".to_string(), OUTPUT_LOCATION.to_string()]
+        );
     }
 }

@@ -28,12 +28,20 @@ const ALL_CATEGORIES: [Category; 8] = [
 
 /// The category a JSON `category` string names.
 pub(crate) fn category(id: &str) -> Option<Category> {
-    ALL_CATEGORIES.into_iter().find(|c| serde_json::to_value(c).ok().as_ref().and_then(Value::as_str) == Some(id))
+    ALL_CATEGORIES.into_iter().find(|c| {
+        serde_json::to_value(c)
+            .ok()
+            .as_ref()
+            .and_then(Value::as_str)
+            == Some(id)
+    })
 }
 
 /// The text label of a JSON category (the string itself when unknown).
 pub(crate) fn category_label(id: &str) -> String {
-    category(id).map(|c| c.label().to_string()).unwrap_or_else(|| id.to_string())
+    category(id)
+        .map(|c| c.label().to_string())
+        .unwrap_or_else(|| id.to_string())
 }
 
 /// A JSON value's string, or "".
@@ -42,7 +50,9 @@ pub(crate) fn s(v: &Value) -> &str {
 }
 
 pub(crate) fn strings(v: &Value) -> Vec<String> {
-    v.as_array().map(|a| a.iter().map(|x| s(x).to_string()).collect()).unwrap_or_default()
+    v.as_array()
+        .map(|a| a.iter().map(|x| s(x).to_string()).collect())
+        .unwrap_or_default()
 }
 
 /// `Static::title` of a static vulnerability of the JSON report: its `title` field, or
@@ -56,13 +66,20 @@ pub(crate) fn title(st: &Value) -> String {
     match s(&st["kind"]) {
         "across_calls" => format!("calls from {} persist only together", locs.join(" to ")),
         "atomicity" => format!("{first} is not atomic"),
-        _ => format!("{first} must reach disk before {}", locs.get(1).cloned().unwrap_or_default()),
+        _ => format!(
+            "{first} must reach disk before {}",
+            locs.get(1).cloned().unwrap_or_default()
+        ),
     }
 }
 
 /// `Static::categories_label` from the JSON.
 pub(crate) fn categories_label(st: &Value) -> String {
-    strings(&st["categories"]).iter().map(|c| category_label(c)).collect::<Vec<_>>().join(", ")
+    strings(&st["categories"])
+        .iter()
+        .map(|c| category_label(c))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A location string split into its parts: (path, line, function) for `file:line[:function]`
@@ -97,7 +114,9 @@ fn lineless_function(loc: &str) -> Option<&str> {
     if loc.ends_with("[no stack]") || loc == OUTPUT_LOCATION {
         return None;
     }
-    loc.split_once(':').map(|(_, f)| f).filter(|f| !f.is_empty())
+    loc.split_once(':')
+        .map(|(_, f)| f)
+        .filter(|f| !f.is_empty())
 }
 
 /// Percent-encodes a path for a URI (RFC 3986): unreserved characters and `/` stay.
@@ -143,19 +162,29 @@ fn location(ctx: &Context, loc: &str, message: &str, id: Option<usize>) -> Value
     match parse_location(loc) {
         Some((path, line, func)) => {
             let mut region = json!({ "startLine": line });
-            let text = (ctx.source)(loc).and_then(|src| src.lines().nth(line as usize - 1).map(str::to_string));
+            let text = (ctx.source)(loc)
+                .and_then(|src| src.lines().nth(line as usize - 1).map(str::to_string));
             if let Some(t) = text {
                 region["snippet"] = json!({ "text": t });
             }
-            o.insert("physicalLocation".into(), json!({ "artifactLocation": artifact_location(path), "region": region }));
+            o.insert(
+                "physicalLocation".into(),
+                json!({ "artifactLocation": artifact_location(path), "region": region }),
+            );
             if let Some(f) = func {
-                o.insert("logicalLocations".into(), json!([{ "name": f, "kind": "function" }]));
+                o.insert(
+                    "logicalLocations".into(),
+                    json!([{ "name": f, "kind": "function" }]),
+                );
             }
             o.insert("message".into(), json!({ "text": message }));
         }
         None => {
             if let Some(f) = lineless_function(loc) {
-                o.insert("logicalLocations".into(), json!([{ "name": f, "fullyQualifiedName": loc, "kind": "function" }]));
+                o.insert(
+                    "logicalLocations".into(),
+                    json!([{ "name": f, "fullyQualifiedName": loc, "kind": "function" }]),
+                );
             }
             let text = if loc == OUTPUT_LOCATION {
                 format!("{message}; what the workload printed after it")
@@ -174,7 +203,12 @@ fn call_text(c: &Value) -> String {
         Some((op, rest)) => format!("{op} {}", rest.trim_start()),
         None => s(&c["summary"]).to_string(),
     };
-    format!("call {} op {} {}: {summary}", c["index"], c["op"], s(&c["syscall"]))
+    format!(
+        "call {} op {} {}: {summary}",
+        c["index"],
+        c["op"],
+        s(&c["syscall"])
+    )
 }
 
 fn level(cat: &str) -> &'static str {
@@ -186,10 +220,14 @@ fn level(cat: &str) -> &'static str {
 }
 
 fn camel(id: &str) -> String {
-    id.split('_').map(|w| {
-        let mut c = w.chars();
-        c.next().map(|f| f.to_ascii_uppercase().to_string() + c.as_str()).unwrap_or_default()
-    }).collect()
+    id.split('_')
+        .map(|w| {
+            let mut c = w.chars();
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
 }
 
 fn rule_description(id: &str) -> &'static str {
@@ -209,13 +247,25 @@ fn rule_description(id: &str) -> &'static str {
 pub fn render(ctx: &Context) -> Result<String, String> {
     let r = ctx.report;
     if r["schema"] != crate::SCHEMA {
-        return Err(format!("not a report of schema {}: {}", crate::SCHEMA, r["schema"]));
+        return Err(format!(
+            "not a report of schema {}: {}",
+            crate::SCHEMA,
+            r["schema"]
+        ));
     }
     let statics: &[Value] = r["static"].as_array().map(Vec::as_slice).unwrap_or(&[]);
     // Rules: every category some static vulnerability has, in Table 4.2 order (known ones
     // first, unknown ones after, by name).
-    let mut cats: Vec<String> = statics.iter().flat_map(|st| strings(&st["categories"])).collect();
-    cats.sort_by_key(|c| (category(c).map(|k| k as usize).unwrap_or(usize::MAX), c.clone()));
+    let mut cats: Vec<String> = statics
+        .iter()
+        .flat_map(|st| strings(&st["categories"]))
+        .collect();
+    cats.sort_by_key(|c| {
+        (
+            category(c).map(|k| k as usize).unwrap_or(usize::MAX),
+            c.clone(),
+        )
+    });
     cats.dedup();
     let rules: Vec<Value> = cats
         .iter()
@@ -233,14 +283,28 @@ pub fn render(ctx: &Context) -> Result<String, String> {
     let mut results = Vec::new();
     for st in statics {
         let categories = strings(&st["categories"]);
-        let rule = categories.first().cloned().unwrap_or_else(|| "other_ordering".into());
+        let rule = categories
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "other_ordering".into());
         let locations = strings(&st["locations"]);
         let calls: &[Value] = st["calls"].as_array().map(Vec::as_slice).unwrap_or(&[]);
         let apms = strings(&st["apms"]);
         let ndyn = st["dynamic"].as_array().map(Vec::len).unwrap_or(0);
         let ex = &st["example"];
-        let mut text = format!("[{}] {}\nAPMs: {} ({} dynamic vulnerabilit{})", categories_label(st), title(st), apms.join(", "), ndyn, if ndyn == 1 { "y" } else { "ies" });
-        text.push_str(&format!("\nExample crash state {}: {}", s(&ex["state"]), s(&ex["description"])));
+        let mut text = format!(
+            "[{}] {}\nAPMs: {} ({} dynamic vulnerabilit{})",
+            categories_label(st),
+            title(st),
+            apms.join(", "),
+            ndyn,
+            if ndyn == 1 { "y" } else { "ies" }
+        );
+        text.push_str(&format!(
+            "\nExample crash state {}: {}",
+            s(&ex["state"]),
+            s(&ex["description"])
+        ));
         let said = s(&ex["checker_message"]);
         if !said.is_empty() {
             text.push_str(&format!("\nThe checker said: {said}"));
@@ -253,7 +317,11 @@ pub fn render(ctx: &Context) -> Result<String, String> {
             n if n > MAX_RELATED => calls[1..MAX_RELATED].iter().chain(calls.last()).collect(),
             _ => calls.iter().skip(1).collect(),
         };
-        let related: Vec<Value> = others.iter().enumerate().map(|(i, c)| location(ctx, s(&c["location"]), &call_text(c), Some(i))).collect();
+        let related: Vec<Value> = others
+            .iter()
+            .enumerate()
+            .map(|(i, c)| location(ctx, s(&c["location"]), &call_text(c), Some(i)))
+            .collect();
         let kind = s(&st["kind"]).to_string();
         let mut parts: Vec<&str> = vec![&kind, &rule];
         parts.extend(locations.iter().map(String::as_str));
@@ -294,12 +362,15 @@ pub fn render(ctx: &Context) -> Result<String, String> {
             })
         })
         .collect();
-    let unchecked = timeouts.iter().any(|t| s(&t["checker_message"]).starts_with("not checked"));
+    let unchecked = timeouts
+        .iter()
+        .any(|t| s(&t["checker_message"]).starts_with("not checked"));
     let mut invocation = json!({ "executionSuccessful": !unchecked });
     if !notifications.is_empty() {
         invocation["toolExecutionNotifications"] = Value::Array(notifications);
     }
-    invocation["properties"] = json!({ "checker": r["checker"], "bundle": r["bundle"], "seconds": r["seconds"] });
+    invocation["properties"] =
+        json!({ "checker": r["checker"], "bundle": r["bundle"], "seconds": r["seconds"] });
     let log = json!({
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
@@ -319,7 +390,9 @@ pub fn render(ctx: &Context) -> Result<String, String> {
             },
         }],
     });
-    serde_json::to_string_pretty(&log).map(|t| t + "\n").map_err(|e| e.to_string())
+    serde_json::to_string_pretty(&log)
+        .map(|t| t + "\n")
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -328,8 +401,14 @@ mod tests {
 
     #[test]
     fn locations_parse() {
-        assert_eq!(parse_location("/src/kv.c:49:checkpoint"), Some(("/src/kv.c", 49, Some("checkpoint"))));
-        assert_eq!(parse_location("a.cc:7:ns::f"), Some(("a.cc", 7, Some("ns::f"))));
+        assert_eq!(
+            parse_location("/src/kv.c:49:checkpoint"),
+            Some(("/src/kv.c", 49, Some("checkpoint")))
+        );
+        assert_eq!(
+            parse_location("a.cc:7:ns::f"),
+            Some(("a.cc", 7, Some("ns::f")))
+        );
         assert_eq!(parse_location("app.py:12"), Some(("app.py", 12, None)));
         assert_eq!(parse_location("/bin/a:main"), None);
         assert_eq!(parse_location("/bin/a+0x1f:main"), None);
@@ -341,8 +420,14 @@ mod tests {
 
     #[test]
     fn uris_and_categories() {
-        assert_eq!(artifact_location("/a b/c.c"), json!({"uri": "file:///a%20b/c.c"}));
-        assert_eq!(artifact_location("./src/c.c"), json!({"uri": "src/c.c", "uriBaseId": "%SRCROOT%"}));
+        assert_eq!(
+            artifact_location("/a b/c.c"),
+            json!({"uri": "file:///a%20b/c.c"})
+        );
+        assert_eq!(
+            artifact_location("./src/c.c"),
+            json!({"uri": "src/c.c", "uriBaseId": "%SRCROOT%"})
+        );
         assert_eq!(category("safe_rename"), Some(Category::SafeRename));
         assert_eq!(category("nope"), None);
         assert_eq!(camel("safe_file_flush"), "SafeFileFlush");

@@ -125,13 +125,21 @@ impl FrameFilter {
             .iter()
             .map(|(_, u)| u.as_deref().map(Regex::new).transpose())
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(FrameFilter { skip, unless, keep: None })
+        Ok(FrameFilter {
+            skip,
+            unless,
+            keep: None,
+        })
     }
 
     /// Adds patterns whose frames are never skipped, whatever the skip rules
     /// say (matched against the same key as the skip patterns).
     pub fn with_keep(mut self, keep: &[String]) -> Result<Self, regex::Error> {
-        self.keep = if keep.is_empty() { None } else { Some(RegexSet::new(keep)?) };
+        self.keep = if keep.is_empty() {
+            None
+        } else {
+            Some(RegexSet::new(keep)?)
+        };
         Ok(self)
     }
 
@@ -211,7 +219,12 @@ mod tests {
     fn keep_patterns_override_every_skip_rule() {
         let stdlib = Frame {
             lang: Lang::Python,
-            ..fr("python", Some("_commit"), Some("/usr/lib/python3.11/dbm/dumb.py"), Some(90))
+            ..fr(
+                "python",
+                Some("_commit"),
+                Some("/usr/lib/python3.11/dbm/dumb.py"),
+                Some(90),
+            )
         };
         let app = Frame {
             lang: Lang::Python,
@@ -227,7 +240,10 @@ mod tests {
         // Kept although both a default rule and an extra skip pattern match.
         assert!(!keep.is_skipped(&stdlib));
         assert_eq!(keep.select(&[stdlib.clone(), app.clone()]), Some(&stdlib));
-        assert!(FrameFilter::new(&[]).unwrap().with_keep(&["(".into()]).is_err());
+        assert!(FrameFilter::new(&[])
+            .unwrap()
+            .with_keep(&["(".into()])
+            .is_err());
     }
 
     fn skipped(f: &Frame) -> bool {

@@ -118,15 +118,27 @@ mod tests {
 
     #[test]
     fn offsets_tell_call_sites_apart_without_lines() {
-        let a = Frame { offset: Some(0x1f2a), ..fr("/usr/bin/git", None, None, None) };
-        let b = Frame { offset: Some(0x2000), ..fr("/usr/bin/git", None, None, None) };
+        let a = Frame {
+            offset: Some(0x1f2a),
+            ..fr("/usr/bin/git", None, None, None)
+        };
+        let b = Frame {
+            offset: Some(0x2000),
+            ..fr("/usr/bin/git", None, None, None)
+        };
         assert_eq!(a.display(), "/usr/bin/git+0x1f2a");
         assert_ne!(a, b);
         assert_ne!(a.display(), b.display());
-        let named = Frame { offset: Some(0x10), ..fr("/l.so", Some("f"), None, None) };
+        let named = Frame {
+            offset: Some(0x10),
+            ..fr("/l.so", Some("f"), None, None)
+        };
         assert_eq!(named.display(), "/l.so+0x10:f");
         // A source line wins over the offset.
-        let lined = Frame { offset: Some(0x10), ..fr("/a", Some("f"), Some("/a.c"), Some(3)) };
+        let lined = Frame {
+            offset: Some(0x10),
+            ..fr("/a", Some("f"), Some("/a.c"), Some(3))
+        };
         assert_eq!(lined.display(), "/a.c:3:f");
         // Old bundles (no offset field) still load.
         let old: Frame = serde_json::from_str(

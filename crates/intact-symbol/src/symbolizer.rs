@@ -182,8 +182,10 @@ fn looks_like_path(binary: &str) -> bool {
 
 fn demangle(name: &str) -> String {
     // The spelled-out std::string makes C++ signatures unreadable in one-line locations.
-    addr2line::demangle_auto(Cow::Borrowed(name), None)
-        .replace("std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >", "std::string")
+    addr2line::demangle_auto(Cow::Borrowed(name), None).replace(
+        "std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >",
+        "std::string",
+    )
 }
 
 /// A frame with only what strace printed (plus optionally an ELF symbol).
@@ -467,7 +469,11 @@ impl LoadedBinary {
         let trusted;
         let raw = match (&raw.symbol, raw.offset_in_symbol) {
             (Some(name), Some(off)) if !self.name_fits(name, off) => {
-                trusted = RawFrame { symbol: None, offset_in_symbol: None, ..raw.clone() };
+                trusted = RawFrame {
+                    symbol: None,
+                    offset_in_symbol: None,
+                    ..raw.clone()
+                };
                 &trusted
             }
             _ => raw,
@@ -483,7 +489,10 @@ impl LoadedBinary {
         let mut frames =
             catch_unwind(AssertUnwindSafe(|| self.dwarf_frames(raw, probe))).unwrap_or_default();
         if frames.is_empty() {
-            let elf = self.symbol_info(probe).filter(|(name, start)| self.name_fits(name, probe.saturating_sub(*start))).map(|(name, _)| name);
+            let elf = self
+                .symbol_info(probe)
+                .filter(|(name, start)| self.name_fits(name, probe.saturating_sub(*start)))
+                .map(|(name, _)| name);
             return vec![fallback_frame(raw, elf.as_deref())];
         }
         // The outermost entry is the physical (non-inlined) function; if the

@@ -476,12 +476,26 @@ fn stripped_binaries_do_not_borrow_a_neighbours_name() {
     let w = Work::new();
     w.write("s.c", STRIPPED_C);
     let exe = w.path("stripped");
-    w.compile("gcc", &["-O0", "-g0", "-s", "-rdynamic", "-o", exe.to_str().unwrap(), w.path("s.c").to_str().unwrap()]);
+    w.compile(
+        "gcc",
+        &[
+            "-O0",
+            "-g0",
+            "-s",
+            "-rdynamic",
+            "-o",
+            exe.to_str().unwrap(),
+            w.path("s.c").to_str().unwrap(),
+        ],
+    );
     let stacks = w.strace(&exe, &[]);
     let st = stack_with(&stacks, r#""hid\n""#);
     let mut sym = Symbolizer::new();
     let resolved = sym.resolve_stack(&st.frames);
-    let app: Vec<&Frame> = resolved.iter().filter(|f| f.binary == exe.to_str().unwrap()).collect();
+    let app: Vec<&Frame> = resolved
+        .iter()
+        .filter(|f| f.binary == exe.to_str().unwrap())
+        .collect();
     assert!(!app.is_empty(), "{resolved:#?}");
     for f in &app {
         // hidden_write and main are not exported_small (main is exported by -rdynamic).

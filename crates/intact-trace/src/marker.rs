@@ -49,12 +49,19 @@ pub fn decode(buf: &[u8]) -> Option<Result<Marker, String>> {
                 let mut it = l.rsplitn(3, ':');
                 let (func, line, file) = (it.next(), it.next(), it.next());
                 match (file, line.and_then(|l| l.parse().ok()), func) {
-                    (Some(file), Some(line), Some(func)) => frames.push(PyFrame { file: file.into(), line, function: func.into() }),
+                    (Some(file), Some(line), Some(func)) => frames.push(PyFrame {
+                        file: file.into(),
+                        line,
+                        function: func.into(),
+                    }),
                     _ => return Some(Err(format!("bad PY frame {l:?}"))),
                 }
             }
             if frames.len() != n {
-                return Some(Err(format!("PY marker announced {n} frames, carried {}", frames.len())));
+                return Some(Err(format!(
+                    "PY marker announced {n} frames, carried {}",
+                    frames.len()
+                )));
             }
             Ok(Marker::Python(frames))
         }
@@ -62,8 +69,14 @@ pub fn decode(buf: &[u8]) -> Option<Result<Marker, String>> {
             let addr = parts.next().and_then(|a| u64::from_str_radix(a, 16).ok());
             let len: Option<usize> = parts.next().and_then(|l| l.parse().ok());
             match (addr, len) {
-                (Some(addr), Some(len)) if len == body.len() => Ok(Marker::MapWrite { addr, data: body.to_vec() }),
-                (Some(_), Some(len)) => Err(format!("MW marker announced {len} bytes, carried {} (raise --max-write?)", body.len())),
+                (Some(addr), Some(len)) if len == body.len() => Ok(Marker::MapWrite {
+                    addr,
+                    data: body.to_vec(),
+                }),
+                (Some(_), Some(len)) => Err(format!(
+                    "MW marker announced {len} bytes, carried {} (raise --max-write?)",
+                    body.len()
+                )),
                 _ => Err(format!("bad MW marker header {header:?}")),
             }
         }
@@ -71,7 +84,10 @@ pub fn decode(buf: &[u8]) -> Option<Result<Marker, String>> {
             Some("-1") => Ok(Marker::Copy(None)),
             Some(l) => match l.parse::<usize>() {
                 Ok(len) if len == body.len() => Ok(Marker::Copy(Some(body.to_vec()))),
-                Ok(len) => Err(format!("CP marker announced {len} bytes, carried {}", body.len())),
+                Ok(len) => Err(format!(
+                    "CP marker announced {len} bytes, carried {}",
+                    body.len()
+                )),
                 Err(_) => Err(format!("bad CP marker header {header:?}")),
             },
             None => Err(format!("bad CP marker header {header:?}")),
@@ -94,20 +110,51 @@ mod tests {
     #[test]
     fn decodes() {
         assert_eq!(decode(b"hello"), None);
-        let m = decode(b"INTACT1 PY 2\n/a/b.py:12:f\nC:/x.py:3:<module>\n").unwrap().unwrap();
+        let m = decode(b"INTACT1 PY 2\n/a/b.py:12:f\nC:/x.py:3:<module>\n")
+            .unwrap()
+            .unwrap();
         assert_eq!(
             m,
             Marker::Python(vec![
-                PyFrame { file: "/a/b.py".into(), line: 12, function: "f".into() },
-                PyFrame { file: "C:/x.py".into(), line: 3, function: "<module>".into() }
+                PyFrame {
+                    file: "/a/b.py".into(),
+                    line: 12,
+                    function: "f".into()
+                },
+                PyFrame {
+                    file: "C:/x.py".into(),
+                    line: 3,
+                    function: "<module>".into()
+                }
             ])
         );
-        assert_eq!(decode(b"INTACT1 PY 0\n").unwrap().unwrap(), Marker::Python(vec![]));
-        assert_eq!(decode(b"INTACT1 MW 7f00 3\nabc").unwrap().unwrap(), Marker::MapWrite { addr: 0x7f00, data: b"abc".to_vec() });
+        assert_eq!(
+            decode(b"INTACT1 PY 0\n").unwrap().unwrap(),
+            Marker::Python(vec![])
+        );
+        assert_eq!(
+            decode(b"INTACT1 MW 7f00 3\nabc").unwrap().unwrap(),
+            Marker::MapWrite {
+                addr: 0x7f00,
+                data: b"abc".to_vec()
+            }
+        );
         assert!(decode(b"INTACT1 MW 7f00 4\nabc").unwrap().is_err());
-        assert_eq!(decode(b"INTACT1 CP -1\n").unwrap().unwrap(), Marker::Copy(None));
-        assert_eq!(decode(b"INTACT1 CP 2\nhi").unwrap().unwrap(), Marker::Copy(Some(b"hi".to_vec())));
-        assert_eq!(decode(b"INTACT1 ST 9e3779b97f4a7c15 1\n").unwrap().unwrap(), Marker::Stream { id: 0x9e37_79b9_7f4a_7c15, flags: 1 });
+        assert_eq!(
+            decode(b"INTACT1 CP -1\n").unwrap().unwrap(),
+            Marker::Copy(None)
+        );
+        assert_eq!(
+            decode(b"INTACT1 CP 2\nhi").unwrap().unwrap(),
+            Marker::Copy(Some(b"hi".to_vec()))
+        );
+        assert_eq!(
+            decode(b"INTACT1 ST 9e3779b97f4a7c15 1\n").unwrap().unwrap(),
+            Marker::Stream {
+                id: 0x9e37_79b9_7f4a_7c15,
+                flags: 1
+            }
+        );
         assert!(decode(b"INTACT1 ST zz 1\n").unwrap().is_err());
     }
 }

@@ -12,10 +12,16 @@ use std::collections::HashMap;
 pub enum Arg {
     Int(i64),
     /// A quoted string; `truncated` when strace cut it at `-s` (printed `"..."...`).
-    Str { bytes: Vec<u8>, truncated: bool },
+    Str {
+        bytes: Vec<u8>,
+        truncated: bool,
+    },
     /// A file descriptor with the path strace printed for it (`-y`), e.g. `3</tmp/a>`,
     /// `AT_FDCWD</tmp>` (fd = -100).
-    Fd { fd: i64, path: Option<String> },
+    Fd {
+        fd: i64,
+        path: Option<String>,
+    },
     /// A symbolic constant, flag set or anything else printed bare (`O_RDWR|O_CREAT`, `NULL`).
     Sym(String),
     Struct(Vec<(Option<String>, Arg)>),
@@ -54,7 +60,10 @@ impl Arg {
     }
     pub fn field(&self, name: &str) -> Option<&Arg> {
         match self {
-            Arg::Struct(fields) => fields.iter().find(|(n, _)| n.as_deref() == Some(name)).map(|(_, a)| a),
+            Arg::Struct(fields) => fields
+                .iter()
+                .find(|(n, _)| n.as_deref() == Some(name))
+                .map(|(_, a)| a),
             Arg::Changed(b, _) => b.field(name),
             _ => None,
         }
@@ -99,14 +108,26 @@ pub struct Call {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
     Call(Call),
-    Exited { tid: u32, code: i32, line: usize },
-    Killed { tid: u32, signal: String, line: usize },
+    Exited {
+        tid: u32,
+        code: i32,
+        line: usize,
+    },
+    Killed {
+        tid: u32,
+        signal: String,
+        line: usize,
+    },
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ParseError {
     #[error("raw trace line {line}: {message}: {text:?}")]
-    Line { line: usize, message: String, text: String },
+    Line {
+        line: usize,
+        message: String,
+        text: String,
+    },
 }
 
 /// The parsed trace.
@@ -122,7 +143,10 @@ pub struct Trace {
 
 /// Parses a whole raw trace.
 pub fn parse_trace(text: &[u8]) -> Result<Trace, ParseError> {
-    let mut trace = Trace { complete_last_line: text.is_empty() || text.ends_with(b"\n"), ..Default::default() };
+    let mut trace = Trace {
+        complete_last_line: text.is_empty() || text.ends_with(b"\n"),
+        ..Default::default()
+    };
     let mut pending: HashMap<u32, (String, usize)> = HashMap::new();
     // Stack lines attach to the most recent completed call.
     let mut last_call: Option<usize> = None;
@@ -138,15 +162,34 @@ pub fn parse_trace(text: &[u8]) -> Result<Trace, ParseError> {
             }
             continue;
         }
-        let err = |m: &str| ParseError::Line { line: lineno, message: m.to_string(), text: line.chars().take(200).collect() };
-        let (tid, rest) = split_pid(&line).ok_or_else(|| err("expected a process id at the start of the line"))?;
+        let err = |m: &str| ParseError::Line {
+            line: lineno,
+            message: m.to_string(),
+            text: line.chars().take(200).collect(),
+        };
+        let (tid, rest) = split_pid(&line)
+            .ok_or_else(|| err("expected a process id at the start of the line"))?;
         if let Some(r) = rest.strip_prefix("+++ ") {
-            if let Some(code) = r.strip_prefix("exited with ").and_then(|c| c.strip_suffix(" +++")) {
+            if let Some(code) = r
+                .strip_prefix("exited with ")
+                .and_then(|c| c.strip_suffix(" +++"))
+            {
                 let code = code.trim().parse().map_err(|_| err("bad exit status"))?;
-                trace.events.push(Event::Exited { tid, code, line: lineno });
+                trace.events.push(Event::Exited {
+                    tid,
+                    code,
+                    line: lineno,
+                });
             } else if let Some(sig) = r.strip_prefix("killed by ") {
-                let sig = sig.trim_end_matches(" +++").trim_end_matches(" (core dumped)").to_string();
-                trace.events.push(Event::Killed { tid, signal: sig, line: lineno });
+                let sig = sig
+                    .trim_end_matches(" +++")
+                    .trim_end_matches(" (core dumped)")
+                    .to_string();
+                trace.events.push(Event::Killed {
+                    tid,
+                    signal: sig,
+                    line: lineno,
+                });
             }
             last_call = None;
             // `+++ superseded by execve in pid N +++`: the thread became the leader; its
@@ -164,7 +207,9 @@ pub fn parse_trace(text: &[u8]) -> Result<Trace, ParseError> {
         let full: String;
         let body: &str = if let Some(r) = rest.strip_prefix("<... ") {
             // `<... name resumed>rest`
-            let close = r.find(" resumed>").ok_or_else(|| err("malformed resumed line"))?;
+            let close = r
+                .find(" resumed>")
+                .ok_or_else(|| err("malformed resumed line"))?;
             let name = &r[..close];
             let tail = &r[close + " resumed>".len()..];
             match pending.remove(&tid) {
@@ -202,7 +247,9 @@ pub fn parse_trace(text: &[u8]) -> Result<Trace, ParseError> {
         last_call = Some(trace.events.len() - 1);
     }
     for (tid, (name, l)) in pending {
-        trace.unfinished.push((tid, name.split('(').next().unwrap_or("").to_string(), l));
+        trace
+            .unfinished
+            .push((tid, name.split('(').next().unwrap_or("").to_string(), l));
     }
     trace.unfinished.sort_by_key(|u| u.2);
     Ok(trace)
@@ -223,12 +270,17 @@ fn split_pid(line: &str) -> Option<(u32, &str)> {
 
 /// Parses `name(args) = ret`.
 pub fn parse_call(tid: u32, body: &str, line: usize) -> Result<Call, String> {
-    let open = body.find('(').ok_or("expected '(' after the system-call name")?;
+    let open = body
+        .find('(')
+        .ok_or("expected '(' after the system-call name")?;
     let name = body[..open].to_string();
     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
         return Err(format!("bad system-call name {name:?}"));
     }
-    let mut p = P { s: body.as_bytes(), i: open + 1 };
+    let mut p = P {
+        s: body.as_bytes(),
+        i: open + 1,
+    };
     let mut args = Vec::new();
     p.ws();
     if p.peek() != Some(b')') {
@@ -240,7 +292,12 @@ pub fn parse_call(tid: u32, body: &str, line: usize) -> Result<Call, String> {
                     p.ws();
                 }
                 Some(b')') => break,
-                other => return Err(format!("expected ',' or ')' in arguments, found {:?}", other.map(|b| b as char))),
+                other => {
+                    return Err(format!(
+                        "expected ',' or ')' in arguments, found {:?}",
+                        other.map(|b| b as char)
+                    ))
+                }
             }
         }
     } else {
@@ -253,7 +310,14 @@ pub fn parse_call(tid: u32, body: &str, line: usize) -> Result<Call, String> {
     p.i += 1;
     p.ws();
     let ret = parse_ret(&body[p.i..])?;
-    Ok(Call { tid, name, args, ret, stack: Vec::new(), line })
+    Ok(Call {
+        tid,
+        name,
+        args,
+        ret,
+        stack: Vec::new(),
+        line,
+    })
 }
 
 fn parse_ret(s: &str) -> Result<Ret, String> {
@@ -270,11 +334,16 @@ fn parse_ret(s: &str) -> Result<Ret, String> {
         return Ok(Ret::Err(errno));
     }
     if let Some(r) = rest.strip_prefix('<') {
-        let mut p = P { s: r.as_bytes(), i: 0 };
+        let mut p = P {
+            s: r.as_bytes(),
+            i: 0,
+        };
         return Ok(Ret::Val(v, Some(p.angle_path())));
     }
     let rest = rest.trim();
-    if rest.starts_with("ERESTART") || rest.starts_with('E') && rest.chars().nth(1).is_some_and(|c| c.is_ascii_uppercase()) {
+    if rest.starts_with("ERESTART")
+        || rest.starts_with('E') && rest.chars().nth(1).is_some_and(|c| c.is_ascii_uppercase())
+    {
         return Ok(Ret::Err(rest.split(' ').next().unwrap_or("").to_string()));
     }
     Ok(Ret::Val(v, None))
@@ -285,7 +354,11 @@ fn parse_int(s: &str) -> Option<i64> {
         Some(r) => (true, r),
         None => (false, s),
     };
-    let v = if let Some(h) = s.strip_prefix("0x") { u64::from_str_radix(h, 16).ok()? as i64 } else { s.parse::<u64>().ok()? as i64 };
+    let v = if let Some(h) = s.strip_prefix("0x") {
+        u64::from_str_radix(h, 16).ok()? as i64
+    } else {
+        s.parse::<u64>().ok()? as i64
+    };
     Some(if neg { v.wrapping_neg() } else { v })
 }
 
@@ -388,7 +461,10 @@ impl P<'_> {
         if truncated {
             self.i += 3;
         }
-        Ok(Arg::Str { bytes: out, truncated })
+        Ok(Arg::Str {
+            bytes: out,
+            truncated,
+        })
     }
     fn value(&mut self) -> Result<Arg, String> {
         self.ws();
@@ -411,13 +487,21 @@ impl P<'_> {
                     let save = self.i;
                     let mut name = None;
                     while let Some(c) = self.peek() {
-                        if c.is_ascii_alphanumeric() || c == b'_' || c == b'.' || c == b'[' || c == b']' {
+                        if c.is_ascii_alphanumeric()
+                            || c == b'_'
+                            || c == b'.'
+                            || c == b'['
+                            || c == b']'
+                        {
                             self.i += 1;
                         } else {
                             break;
                         }
                     }
-                    if self.peek() == Some(b'=') && self.i > save && self.s.get(self.i + 1) != Some(&b'>') {
+                    if self.peek() == Some(b'=')
+                        && self.i > save
+                        && self.s.get(self.i + 1) != Some(&b'>')
+                    {
                         name = Some(String::from_utf8_lossy(&self.s[save..self.i]).into_owned());
                         self.i += 1;
                     } else {
@@ -429,7 +513,12 @@ impl P<'_> {
                     match self.next() {
                         Some(b',') => {}
                         Some(b'}') => break,
-                        other => return Err(format!("expected ',' or '}}' in a struct, found {:?}", other.map(|b| b as char))),
+                        other => {
+                            return Err(format!(
+                                "expected ',' or '}}' in a struct, found {:?}",
+                                other.map(|b| b as char)
+                            ))
+                        }
                     }
                 }
                 Arg::Struct(fields)
@@ -454,7 +543,12 @@ impl P<'_> {
                         Some(b']') => break,
                         // bit sets like [SIGINT SIGTERM]
                         Some(b' ') => {}
-                        other => return Err(format!("expected ',' or ']' in an array, found {:?}", other.map(|b| b as char))),
+                        other => {
+                            return Err(format!(
+                                "expected ',' or ']' in an array, found {:?}",
+                                other.map(|b| b as char)
+                            ))
+                        }
                     }
                 }
                 Arg::Array(items)
@@ -492,9 +586,16 @@ impl P<'_> {
                     let head = String::from_utf8_lossy(&self.s[start..self.i]).into_owned();
                     self.i += 1;
                     let path = self.angle_path();
-                    let fd = if head == "AT_FDCWD" { Some(-100) } else { parse_int(&head) };
+                    let fd = if head == "AT_FDCWD" {
+                        Some(-100)
+                    } else {
+                        parse_int(&head)
+                    };
                     return Ok(match fd {
-                        Some(fd) => Arg::Fd { fd, path: Some(path) },
+                        Some(fd) => Arg::Fd {
+                            fd,
+                            path: Some(path),
+                        },
                         None => Arg::Sym(head),
                     });
                 }
@@ -503,7 +604,9 @@ impl P<'_> {
             }
             self.i += 1;
         }
-        let text = String::from_utf8_lossy(&self.s[start..self.i]).trim().to_string();
+        let text = String::from_utf8_lossy(&self.s[start..self.i])
+            .trim()
+            .to_string();
         Ok(match parse_int(&text) {
             Some(v) => Arg::Int(v),
             None => Arg::Sym(text),
@@ -521,22 +624,50 @@ mod tests {
 
     #[test]
     fn write_with_escapes() {
-        let c = parse_call(1, r#"write(3</tmp/st/d/a.txt>, "hello\n\0\1\377", 9) = 9"#, 1).unwrap();
+        let c = parse_call(
+            1,
+            r#"write(3</tmp/st/d/a.txt>, "hello\n\0\1\377", 9) = 9"#,
+            1,
+        )
+        .unwrap();
         assert_eq!(c.name, "write");
-        assert_eq!(c.args[0], Arg::Fd { fd: 3, path: Some("/tmp/st/d/a.txt".into()) });
+        assert_eq!(
+            c.args[0],
+            Arg::Fd {
+                fd: 3,
+                path: Some("/tmp/st/d/a.txt".into())
+            }
+        );
         assert_eq!(c.args[1].as_bytes().unwrap(), b"hello\n\0\x01\xff");
         assert_eq!(c.ret, Ret::Val(9, None));
         let c = parse_call(1, r#"write(3</tmp/d/b.txt>(deleted), "child", 5) = 5"#, 1).unwrap();
-        assert_eq!(c.args[0], Arg::Fd { fd: 3, path: Some("/tmp/d/b.txt".into()) });
+        assert_eq!(
+            c.args[0],
+            Arg::Fd {
+                fd: 3,
+                path: Some("/tmp/d/b.txt".into())
+            }
+        );
     }
 
     #[test]
     fn openat_and_errors() {
         let c = parse_call(1, r#"openat(AT_FDCWD</tmp/st>, "d/a.txt", O_RDWR|O_CREAT|O_TRUNC, 0644) = 3</tmp/st/d/a.txt>"#, 1).unwrap();
-        assert_eq!(c.args[0], Arg::Fd { fd: -100, path: Some("/tmp/st".into()) });
+        assert_eq!(
+            c.args[0],
+            Arg::Fd {
+                fd: -100,
+                path: Some("/tmp/st".into())
+            }
+        );
         assert!(c.args[2].has_flag("O_CREAT"));
         assert_eq!(c.ret, Ret::Val(3, Some("/tmp/st/d/a.txt".into())));
-        let c = parse_call(1, r#"openat(AT_FDCWD</x>, "nope", O_RDONLY) = -1 ENOENT (No such file or directory)"#, 1).unwrap();
+        let c = parse_call(
+            1,
+            r#"openat(AT_FDCWD</x>, "nope", O_RDONLY) = -1 ENOENT (No such file or directory)"#,
+            1,
+        )
+        .unwrap();
         assert_eq!(c.ret, Ret::Err("ENOENT".into()));
         let c = parse_call(1, r#"read(0x3, 0x7fff93361a88, 0x340)  = 0x340"#, 1).unwrap();
         assert_eq!(c.ret, Ret::Val(0x340, None));
@@ -545,7 +676,12 @@ mod tests {
 
     #[test]
     fn writev_clone3_cfr() {
-        let c = parse_call(1, r#"writev(3</a>, [{iov_base="ab", iov_len=2}, {iov_base="cd", iov_len=2}], 2) = 4"#, 1).unwrap();
+        let c = parse_call(
+            1,
+            r#"writev(3</a>, [{iov_base="ab", iov_len=2}, {iov_base="cd", iov_len=2}], 2) = 4"#,
+            1,
+        )
+        .unwrap();
         match &c.args[1] {
             Arg::Array(v) => {
                 assert_eq!(v.len(), 2);
@@ -556,10 +692,20 @@ mod tests {
         let c = parse_call(1, r#"clone3({flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD, child_tid=0x7f9729c88990, exit_signal=0, stack=0x7f9729488000, stack_size=0x7fff80, tls=0x7f9729c886c0} => {parent_tid=[1973]}, 88) = 1973"#, 1).unwrap();
         assert!(c.args[0].field("flags").unwrap().has_flag("CLONE_FILES"));
         assert_eq!(c.ret.ok(), Some(1973));
-        let c = parse_call(1, r#"copy_file_range(3</a>, [0] => [5], 4</b>, NULL, 65536, 0) = 5"#, 1).unwrap();
+        let c = parse_call(
+            1,
+            r#"copy_file_range(3</a>, [0] => [5], 4</b>, NULL, 65536, 0) = 5"#,
+            1,
+        )
+        .unwrap();
         assert_eq!(c.args[1].as_int(), Some(5));
         assert!(c.args[3].is_null());
-        let c = parse_call(1, r#"execve("./t", ["./t"], 0x7fff1d7a0d28 /* 35 vars */) = 0"#, 1).unwrap();
+        let c = parse_call(
+            1,
+            r#"execve("./t", ["./t"], 0x7fff1d7a0d28 /* 35 vars */) = 0"#,
+            1,
+        )
+        .unwrap();
         assert_eq!(c.args.len(), 3);
     }
 
@@ -577,14 +723,22 @@ mod tests {
             }
             o => panic!("{o:?}"),
         }
-        assert!(matches!(&t.events[3], Event::Killed { tid: 1975, signal, .. } if signal == "SIGKILL"));
+        assert!(
+            matches!(&t.events[3], Event::Killed { tid: 1975, signal, .. } if signal == "SIGKILL")
+        );
         assert!(t.complete_last_line);
     }
 
     #[test]
     fn unfinished_at_end_is_reported() {
-        let t = parse_trace(b"5  write(3</a>, \"x\", 1 <unfinished ...>\n5  +++ killed by SIGKILL +++\n").unwrap();
-        assert_eq!(t.unfinished, vec![(5, "write(3</a>, \"x\", 1".to_string(), 1)]);
+        let t = parse_trace(
+            b"5  write(3</a>, \"x\", 1 <unfinished ...>\n5  +++ killed by SIGKILL +++\n",
+        )
+        .unwrap();
+        assert_eq!(
+            t.unfinished,
+            vec![(5, "write(3</a>, \"x\", 1".to_string(), 1)]
+        );
     }
 
     #[test]
@@ -592,8 +746,17 @@ mod tests {
         // Seen when one thread execs while another is inside clone3.
         let raw = b"8218  clone3({flags=CLONE_VM, exit_signal=0, stack=0x7f, stack_size=0x7ff00} <unfinished ...>\n8217  execve(\"/bin/true\", [\"true\"], 0x7ffc /* 3 vars */ <unfinished ...>\n8218  <... clone3 resumed> <unfinished ...>) = ?\n8218  +++ exited with 0 +++\n8217  <... execve resumed>) = 0\n";
         let t = parse_trace(raw).expect("a cut-off resumed call parses");
-        assert_eq!(t.unfinished.iter().map(|u| (u.0, u.1.as_str())).collect::<Vec<_>>(), vec![(8218, "clone3")]);
-        assert!(t.events.iter().any(|e| matches!(e, Event::Call(c) if c.name == "execve")));
+        assert_eq!(
+            t.unfinished
+                .iter()
+                .map(|u| (u.0, u.1.as_str()))
+                .collect::<Vec<_>>(),
+            vec![(8218, "clone3")]
+        );
+        assert!(t
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::Call(c) if c.name == "execve")));
     }
 
     #[test]
@@ -602,7 +765,10 @@ mod tests {
         let t = parse_trace(raw).unwrap();
         assert_eq!(t.events.len(), 1, "{:?}", t.events);
         match &t.events[0] {
-            Event::Call(c) => assert_eq!((c.tid, c.name.as_str(), c.ret.clone()), (10, "execve", Ret::Val(0, None))),
+            Event::Call(c) => assert_eq!(
+                (c.tid, c.name.as_str(), c.ret.clone()),
+                (10, "execve", Ret::Val(0, None))
+            ),
             o => panic!("{o:?}"),
         }
         assert!(t.unfinished.is_empty());
@@ -611,7 +777,13 @@ mod tests {
     #[test]
     fn truncated_string() {
         let c = parse_call(1, r#"write(3</a>, "abc"..., 100) = 100"#, 1).unwrap();
-        assert_eq!(c.args[1], Arg::Str { bytes: b"abc".to_vec(), truncated: true });
+        assert_eq!(
+            c.args[1],
+            Arg::Str {
+                bytes: b"abc".to_vec(),
+                truncated: true
+            }
+        );
     }
 
     proptest::proptest! {
@@ -641,8 +813,16 @@ mod tests {
 mod ioc_tests {
     #[test]
     fn an_unknown_ioctl_request_is_one_symbol() {
-        let t = super::parse_trace(b"100 ioctl(3</tmp>, _IOC(_IOC_NONE, 0xcc, 0x3, 0), 0) = 0\n").unwrap();
-        let super::Event::Call(call) = &t.events[0] else { panic!("{:?}", t.events) };
-        assert_eq!(call.args[1].flags().join("|"), "_IOC(_IOC_NONE, 0xcc, 0x3, 0)", "{:?}", call.args);
+        let t = super::parse_trace(b"100 ioctl(3</tmp>, _IOC(_IOC_NONE, 0xcc, 0x3, 0), 0) = 0\n")
+            .unwrap();
+        let super::Event::Call(call) = &t.events[0] else {
+            panic!("{:?}", t.events)
+        };
+        assert_eq!(
+            call.args[1].flags().join("|"),
+            "_IOC(_IOC_NONE, 0xcc, 0x3, 0)",
+            "{:?}",
+            call.args
+        );
     }
 }

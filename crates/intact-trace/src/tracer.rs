@@ -12,25 +12,86 @@ pub const SHIM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libintact_prel
 /// they are reported rather than missed.
 pub const TRACED: &[&str] = &[
     // open / fd table
-    "open", "openat", "openat2", "creat", "close", "close_range", "dup", "dup2", "dup3", "fcntl",
+    "open",
+    "openat",
+    "openat2",
+    "creat",
+    "close",
+    "close_range",
+    "dup",
+    "dup2",
+    "dup3",
+    "fcntl",
     // offsets
-    "read", "readv", "lseek",
+    "read",
+    "readv",
+    "lseek",
     // data
-    "write", "pwrite64", "writev", "pwritev", "pwritev2", "truncate", "ftruncate", "fallocate",
-    "copy_file_range", "sendfile", "splice",
+    "write",
+    "pwrite64",
+    "writev",
+    "pwritev",
+    "pwritev2",
+    "truncate",
+    "ftruncate",
+    "fallocate",
+    "copy_file_range",
+    "sendfile",
+    "splice",
     // namespace
-    "rename", "renameat", "renameat2", "link", "linkat", "unlink", "unlinkat", "mkdir", "mkdirat",
-    "rmdir", "symlink", "symlinkat", "mknod", "mknodat",
+    "rename",
+    "renameat",
+    "renameat2",
+    "link",
+    "linkat",
+    "unlink",
+    "unlinkat",
+    "mkdir",
+    "mkdirat",
+    "rmdir",
+    "symlink",
+    "symlinkat",
+    "mknod",
+    "mknodat",
     // sync
-    "fsync", "fdatasync", "sync_file_range", "syncfs", "sync", "msync",
+    "fsync",
+    "fdatasync",
+    "sync_file_range",
+    "syncfs",
+    "sync",
+    "msync",
     // memory maps
-    "mmap", "munmap", "mremap",
+    "mmap",
+    "munmap",
+    "mremap",
     // cwd and tasks
-    "chdir", "fchdir", "clone", "clone3", "fork", "vfork", "execve", "execveat",
+    "chdir",
+    "fchdir",
+    "clone",
+    "clone3",
+    "fork",
+    "vfork",
+    "execve",
+    "execveat",
     // attributes and interfaces the model does not express (reported)
-    "chmod", "fchmod", "fchmodat", "chown", "fchown", "lchown", "fchownat", "utimensat", "utime",
-    "utimes", "futimesat", "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
-    "fremovexattr", "io_uring_setup",
+    "chmod",
+    "fchmod",
+    "fchmodat",
+    "chown",
+    "fchown",
+    "lchown",
+    "fchownat",
+    "utimensat",
+    "utime",
+    "utimes",
+    "futimesat",
+    "setxattr",
+    "lsetxattr",
+    "fsetxattr",
+    "removexattr",
+    "lremovexattr",
+    "fremovexattr",
+    "io_uring_setup",
     // FIOCLEX/FIONCLEX change close-on-exec; FICLONE copies data unseen
     "ioctl",
 ];
@@ -49,7 +110,11 @@ pub struct TraceConfig {
 
 impl Default for TraceConfig {
     fn default() -> Self {
-        TraceConfig { strace: PathBuf::from("strace"), stacks: true, max_string: 64 << 20 }
+        TraceConfig {
+            strace: PathBuf::from("strace"),
+            stacks: true,
+            max_string: 64 << 20,
+        }
     }
 }
 
@@ -62,27 +127,51 @@ pub enum TraceError {
     #[error("no command given: use `intact record [options] -- CMD [ARGS...]`")]
     EmptyCommand,
     #[error("{what}: {source}")]
-    Io { what: String, source: std::io::Error },
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
     #[error("strace failed (exit status {status}): {stderr}")]
     Strace { status: String, stderr: String },
 }
 
 /// The version line of strace, or why it cannot run.
 pub fn strace_version(strace: &Path) -> Result<String, TraceError> {
-    let out = Command::new(strace).arg("-V").output().map_err(|e| TraceError::NoStrace(format!("{}: {e}", strace.display())))?;
+    let out = Command::new(strace)
+        .arg("-V")
+        .output()
+        .map_err(|e| TraceError::NoStrace(format!("{}: {e}", strace.display())))?;
     if !out.status.success() {
-        return Err(TraceError::NoStrace(format!("{} -V exited with {}", strace.display(), out.status)));
+        return Err(TraceError::NoStrace(format!(
+            "{} -V exited with {}",
+            strace.display(),
+            out.status
+        )));
     }
-    Ok(String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or("").trim().to_string())
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_string())
 }
 
 /// Finds `cmd` the way execvp would, so a missing command is reported before tracing.
 pub fn find_command(cmd: &str, cwd: &Path) -> Result<PathBuf, TraceError> {
     use std::os::unix::fs::PermissionsExt;
-    let is_exec = |p: &Path| p.is_file() && p.metadata().map(|m| m.permissions().mode() & 0o111 != 0).unwrap_or(false);
+    let is_exec = |p: &Path| {
+        p.is_file()
+            && p.metadata()
+                .map(|m| m.permissions().mode() & 0o111 != 0)
+                .unwrap_or(false)
+    };
     if cmd.contains('/') {
         let p = cwd.join(cmd);
-        return if is_exec(&p) { Ok(p) } else { Err(TraceError::NoCommand(cmd.to_string())) };
+        return if is_exec(&p) {
+            Ok(p)
+        } else {
+            Err(TraceError::NoCommand(cmd.to_string()))
+        };
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
     for d in std::env::split_paths(&path) {
@@ -97,7 +186,13 @@ pub fn find_command(cmd: &str, cwd: &Path) -> Result<PathBuf, TraceError> {
 /// Runs `cmd` in `cwd` under strace, writing the raw trace to `raw_out`. The workload's
 /// stdin, stdout and stderr are the caller's. `shim` is the path of the preload library.
 /// Returns strace's exit status; the workload's own status is read from the trace.
-pub fn run(cfg: &TraceConfig, cmd: &[String], cwd: &Path, raw_out: &Path, shim: Option<&Path>) -> Result<std::process::ExitStatus, TraceError> {
+pub fn run(
+    cfg: &TraceConfig,
+    cmd: &[String],
+    cwd: &Path,
+    raw_out: &Path,
+    shim: Option<&Path>,
+) -> Result<std::process::ExitStatus, TraceError> {
     if cmd.is_empty() {
         return Err(TraceError::EmptyCommand);
     }
@@ -123,14 +218,22 @@ pub fn run(cfg: &TraceConfig, cmd: &[String], cwd: &Path, raw_out: &Path, shim: 
         c.arg("-E").arg(format!("LD_PRELOAD={pre}"));
     }
     c.arg("--").args(cmd);
-    c.stdin(Stdio::inherit()).stdout(Stdio::inherit()).stderr(Stdio::inherit());
-    let status = c.status().map_err(|e| TraceError::Io { what: format!("running {}", cfg.strace.display()), source: e })?;
+    c.stdin(Stdio::inherit())
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit());
+    let status = c.status().map_err(|e| TraceError::Io {
+        what: format!("running {}", cfg.strace.display()),
+        source: e,
+    })?;
     Ok(status)
 }
 
 /// Writes the embedded shim into `dir` and returns its path.
 pub fn install_shim(dir: &Path) -> Result<PathBuf, TraceError> {
     let p = dir.join("libintact_preload.so");
-    std::fs::write(&p, SHIM).map_err(|e| TraceError::Io { what: format!("writing {}", p.display()), source: e })?;
+    std::fs::write(&p, SHIM).map_err(|e| TraceError::Io {
+        what: format!("writing {}", p.display()),
+        source: e,
+    })?;
     Ok(p)
 }

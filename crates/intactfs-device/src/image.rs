@@ -34,7 +34,11 @@ impl ImageDevice {
         if path.is_file() && is_txflash(path)? {
             let d = TxFileDevice::open(path)?;
             if d.block_size() != block_size {
-                return Err(DeviceError::BadTxImage(format!("{}: blocks of {} bytes, not {block_size}", path.display(), d.block_size())));
+                return Err(DeviceError::BadTxImage(format!(
+                    "{}: blocks of {} bytes, not {block_size}",
+                    path.display(),
+                    d.block_size()
+                )));
             }
             return Ok(ImageDevice::TxFlash(Box::new(d)));
         }
@@ -44,10 +48,20 @@ impl ImageDevice {
     /// Creates (or truncates) `path` as a device of `blocks` blocks of this kind. A txflash
     /// image also holds spare slots for transactions in flight (an eighth of the blocks, at
     /// least 1024), its mapping tables and its commit log, so its file is larger.
-    pub fn create(path: &Path, kind: DeviceKind, block_size: usize, blocks: u64) -> Result<ImageDevice, DeviceError> {
+    pub fn create(
+        path: &Path,
+        kind: DeviceKind,
+        block_size: usize,
+        blocks: u64,
+    ) -> Result<ImageDevice, DeviceError> {
         Ok(match kind {
             DeviceKind::Block => ImageDevice::Block(FileDevice::create(path, block_size, blocks)?),
-            DeviceKind::TxFlash => ImageDevice::TxFlash(Box::new(TxFileDevice::create(path, block_size, blocks, (blocks / 8).max(1024))?)),
+            DeviceKind::TxFlash => ImageDevice::TxFlash(Box::new(TxFileDevice::create(
+                path,
+                block_size,
+                blocks,
+                (blocks / 8).max(1024),
+            )?)),
         })
     }
 

@@ -48,19 +48,21 @@
 
 mod file;
 mod image;
+mod pmem;
+mod pmemsim;
 mod sim;
 mod txflash;
 mod txsim;
-mod pmem;
-mod pmemsim;
 
 pub use file::{FileDevice, FileIo};
 pub use image::{DeviceKind, ImageDevice};
+pub use pmem::{
+    Latency, LatencyModel, PmemCounters, PmemDevice, PmemError, PmemFile, CACHELINE, WORD,
+};
+pub use pmemsim::{PmemCrashImage, PmemSim};
 pub use sim::{CrashImage, SimDevice};
 pub use txflash::{is_txflash, TxCounters, TxFileDevice, TxGeometry, TxRecovery, TX_MAGIC};
 pub use txsim::{TxSimCounters, TxSimDevice};
-pub use pmem::{Latency, LatencyModel, PmemCounters, PmemDevice, PmemError, PmemFile, CACHELINE, WORD};
-pub use pmemsim::{PmemCrashImage, PmemSim};
 
 /// The unit of atomicity of the media: a sector is written entirely or not at all.
 pub const SECTOR: usize = 512;
@@ -68,7 +70,11 @@ pub const SECTOR: usize = 512;
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {
     #[error("block {block} is outside the device ({blocks} blocks of {block_size} bytes)")]
-    OutOfRange { block: u64, blocks: u64, block_size: usize },
+    OutOfRange {
+        block: u64,
+        blocks: u64,
+        block_size: usize,
+    },
     #[error("buffer of {got} bytes for a {block_size}-byte block")]
     BadLength { got: usize, block_size: usize },
     #[error("block size {0} is not a positive multiple of {SECTOR}")]
@@ -76,12 +82,18 @@ pub enum DeviceError {
     #[error("an image of {len} bytes is not a whole number of {block_size}-byte blocks")]
     BadImage { len: usize, block_size: usize },
     #[error("{what} {path}: {source}")]
-    Io { what: &'static str, path: String, source: std::io::Error },
+    Io {
+        what: &'static str,
+        path: String,
+        source: std::io::Error,
+    },
     #[error("this device has no transactions (make it with --device txflash)")]
     NotTransactional,
     #[error("block {block} is already written by open transaction {tx}")]
     TxConflict { block: u64, tx: u64 },
-    #[error("transaction {0} is not open (never begun or written, or already committed or aborted)")]
+    #[error(
+        "transaction {0} is not open (never begun or written, or already committed or aborted)"
+    )]
     UnknownTx(u64),
     #[error("no free slot for transaction {tx}: open transactions hold all {spare} spare slots")]
     TxNoSpace { tx: u64, spare: u64 },
@@ -89,7 +101,9 @@ pub enum DeviceError {
     BadTxImage(String),
     #[error("invalid txflash geometry: {0}")]
     BadTxGeometry(String),
-    #[error("an earlier I/O error left the txflash device in an unknown state: reopen it to recover")]
+    #[error(
+        "an earlier I/O error left the txflash device in an unknown state: reopen it to recover"
+    )]
     TxBroken,
 }
 
@@ -205,18 +219,33 @@ pub(crate) fn check_block_size(block_size: usize) -> Result<(), DeviceError> {
 /// A run of whole blocks, at least one: its block count.
 pub(crate) fn check_run(len: usize, block_size: usize) -> Result<u64, DeviceError> {
     if len == 0 || !len.is_multiple_of(block_size) {
-        return Err(DeviceError::BadLength { got: len, block_size });
+        return Err(DeviceError::BadLength {
+            got: len,
+            block_size,
+        });
     }
     Ok((len / block_size) as u64)
 }
 
 /// Argument checks shared by the implementations.
-pub(crate) fn check(block: u64, len: usize, blocks: u64, block_size: usize) -> Result<(), DeviceError> {
+pub(crate) fn check(
+    block: u64,
+    len: usize,
+    blocks: u64,
+    block_size: usize,
+) -> Result<(), DeviceError> {
     if block >= blocks {
-        return Err(DeviceError::OutOfRange { block, blocks, block_size });
+        return Err(DeviceError::OutOfRange {
+            block,
+            blocks,
+            block_size,
+        });
     }
     if len != block_size {
-        return Err(DeviceError::BadLength { got: len, block_size });
+        return Err(DeviceError::BadLength {
+            got: len,
+            block_size,
+        });
     }
     Ok(())
 }

@@ -31,7 +31,11 @@ pub enum PmemError {
     #[error("{what} has {len} bytes: a persistent-memory image is a positive multiple of {CACHELINE} bytes")]
     BadSize { what: String, len: u64 },
     #[error("{what} {path}: {source}")]
-    Io { what: &'static str, path: String, source: std::io::Error },
+    Io {
+        what: &'static str,
+        path: String,
+        source: std::io::Error,
+    },
     /// The backing store is not (or no longer) a whole image: a path that is neither a regular
     /// file nor a block device, a file that shrank under its mapping. The layers above report
     /// damaged content with it too.
@@ -199,8 +203,18 @@ impl PmemFile {
     /// Creates (or truncates) `path` as a zero-filled image of `len` bytes (sparse), mapped.
     pub fn create(path: &Path, len: u64) -> Result<Self, PmemError> {
         check_size(|| format!("a new image {}", path.display()), len)?;
-        let io = |what, source| PmemError::Io { what, path: path.display().to_string(), source };
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path).map_err(|e| io("creating", e))?;
+        let io = |what, source| PmemError::Io {
+            what,
+            path: path.display().to_string(),
+            source,
+        };
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(|e| io("creating", e))?;
         file.set_len(len).map_err(|e| io("sizing", e))?;
         Self::map(file, path, len)
     }
@@ -208,31 +222,78 @@ impl PmemFile {
     /// Opens and maps an existing image; its size must be a positive multiple of
     /// [`CACHELINE`] (a crash image written out by [`crate::PmemSim`] is one).
     pub fn open(path: &Path) -> Result<Self, PmemError> {
-        let io = |what, source| PmemError::Io { what, path: path.display().to_string(), source };
-        let file = OpenOptions::new().read(true).write(true).open(path).map_err(|e| io("opening", e))?;
-        let ty = file.metadata().map_err(|e| io("reading the metadata of", e))?.file_type();
+        let io = |what, source| PmemError::Io {
+            what,
+            path: path.display().to_string(),
+            source,
+        };
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| io("opening", e))?;
+        let ty = file
+            .metadata()
+            .map_err(|e| io("reading the metadata of", e))?
+            .file_type();
         use std::os::unix::fs::FileTypeExt;
         if !ty.is_file() && !ty.is_block_device() {
-            return Err(PmemError::Damaged { path: path.display().to_string(), why: "neither a regular file nor a block device".into() });
+            return Err(PmemError::Damaged {
+                path: path.display().to_string(),
+                why: "neither a regular file nor a block device".into(),
+            });
         }
         // A block device's metadata says 0 bytes; its end is its size.
-        let len = (&file).seek(std::io::SeekFrom::End(0)).map_err(|e| io("reading the size of", e))?;
+        let len = (&file)
+            .seek(std::io::SeekFrom::End(0))
+            .map_err(|e| io("reading the size of", e))?;
         check_size(|| format!("image {}", path.display()), len)?;
         Self::map(file, path, len)
     }
 
     fn map(file: File, path: &Path, len: u64) -> Result<Self, PmemError> {
-        let io = |what, source| PmemError::Io { what, path: path.display().to_string(), source };
-        let size = usize::try_from(len).map_err(|_| io("mapping", std::io::Error::new(std::io::ErrorKind::OutOfMemory, "larger than the address space")))?;
+        let io = |what, source| PmemError::Io {
+            what,
+            path: path.display().to_string(),
+            source,
+        };
+        let size = usize::try_from(len).map_err(|_| {
+            io(
+                "mapping",
+                std::io::Error::new(
+                    std::io::ErrorKind::OutOfMemory,
+                    "larger than the address space",
+                ),
+            )
+        })?;
         // SAFETY: a fresh shared mapping of an open file descriptor; the kernel picks the
         // address, and the result is checked before use.
-        let map = unsafe { libc::mmap(std::ptr::null_mut(), size, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, file.as_raw_fd(), 0) };
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
         if map == libc::MAP_FAILED {
             return Err(io("mapping", std::io::Error::last_os_error()));
         }
         // SAFETY: sysconf has no preconditions.
-        let page = (unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).max(CACHELINE as libc::c_long) as usize;
-        Ok(PmemFile { map: map as *mut u8, len, file, path: path.to_path_buf(), sync_on_fence: false, pending: Vec::new(), page, counters: PmemCounters::default() })
+        let page =
+            (unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).max(CACHELINE as libc::c_long) as usize;
+        Ok(PmemFile {
+            map: map as *mut u8,
+            len,
+            file,
+            path: path.to_path_buf(),
+            sync_on_fence: false,
+            pending: Vec::new(),
+            page,
+            counters: PmemCounters::default(),
+        })
     }
 
     /// Whether each fence also `msync`s the pages of the lines it covers.
@@ -256,15 +317,26 @@ impl PmemFile {
     }
 
     fn io(&self, what: &'static str, source: std::io::Error) -> PmemError {
-        PmemError::Io { what, path: self.path.display().to_string(), source }
+        PmemError::Io {
+            what,
+            path: self.path.display().to_string(),
+            source,
+        }
     }
 
     fn check_not_shrunk(&self) -> Result<(), PmemError> {
-        let now = self.file.metadata().map_err(|e| self.io("reading the metadata of", e))?;
+        let now = self
+            .file
+            .metadata()
+            .map_err(|e| self.io("reading the metadata of", e))?;
         if now.file_type().is_file() && now.len() < self.len {
             return Err(PmemError::Damaged {
                 path: self.path.display().to_string(),
-                why: format!("the file shrank from {} to {} bytes while mapped", self.len, now.len()),
+                why: format!(
+                    "the file shrank from {} to {} bytes while mapped",
+                    self.len,
+                    now.len()
+                ),
             });
         }
         Ok(())
@@ -279,7 +351,13 @@ impl PmemFile {
             return Ok(());
         }
         // SAFETY: start..end lies within the live mapping.
-        let r = unsafe { libc::msync(self.map.add(start) as *mut libc::c_void, end - start, libc::MS_SYNC) };
+        let r = unsafe {
+            libc::msync(
+                self.map.add(start) as *mut libc::c_void,
+                end - start,
+                libc::MS_SYNC,
+            )
+        };
         if r != 0 {
             return Err(self.io("syncing", std::io::Error::last_os_error()));
         }
@@ -302,7 +380,9 @@ impl PmemDevice for PmemFile {
     fn read(&self, off: u64, buf: &mut [u8]) -> Result<(), PmemError> {
         let r = check_range(off, buf.len() as u64, self.len)?;
         // SAFETY: r lies within the mapping; `buf` is a distinct Rust buffer.
-        unsafe { std::ptr::copy_nonoverlapping(self.map.add(r.start), buf.as_mut_ptr(), buf.len()) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.map.add(r.start), buf.as_mut_ptr(), buf.len())
+        };
         Ok(())
     }
     fn write(&mut self, off: u64, data: &[u8]) -> Result<(), PmemError> {
@@ -317,7 +397,8 @@ impl PmemDevice for PmemFile {
         let at = check_word(off, self.len)?;
         // SAFETY: the mapping is page-aligned and `at` a multiple of 8 within it, so the
         // pointer is valid and aligned for an AtomicU64; all our accesses go through `self`.
-        unsafe { AtomicU64::from_ptr(self.map.add(at) as *mut u64) }.store(v.to_le(), Ordering::Release);
+        unsafe { AtomicU64::from_ptr(self.map.add(at) as *mut u64) }
+            .store(v.to_le(), Ordering::Release);
         self.counters.stores += 1;
         self.counters.bytes_stored += WORD as u64;
         Ok(())
@@ -325,7 +406,9 @@ impl PmemDevice for PmemFile {
     fn load_u64(&self, off: u64) -> Result<u64, PmemError> {
         let at = check_word(off, self.len)?;
         // SAFETY: as in `store_u64`.
-        Ok(u64::from_le(unsafe { AtomicU64::from_ptr(self.map.add(at) as *mut u64) }.load(Ordering::Acquire)))
+        Ok(u64::from_le(
+            unsafe { AtomicU64::from_ptr(self.map.add(at) as *mut u64) }.load(Ordering::Acquire),
+        ))
     }
     fn clwb(&mut self, off: u64, len: u64) -> Result<(), PmemError> {
         let lines = lines(&check_range(off, len, self.len)?);
@@ -334,7 +417,9 @@ impl PmemDevice for PmemFile {
         }
         self.counters.lines_flushed += lines.len() as u64;
         match self.pending.last_mut() {
-            Some(last) if lines.start <= last.end && last.start <= lines.end => *last = last.start.min(lines.start)..last.end.max(lines.end),
+            Some(last) if lines.start <= last.end && last.start <= lines.end => {
+                *last = last.start.min(lines.start)..last.end.max(lines.end)
+            }
             _ => self.pending.push(lines),
         }
         Ok(())
@@ -349,7 +434,9 @@ impl PmemDevice for PmemFile {
                 let bytes = r.start * CACHELINE..r.end * CACHELINE;
                 run = match run {
                     // Within a page of each other: one msync (it works on whole pages anyway).
-                    Some(cur) if bytes.start <= cur.end + self.page => Some(cur.start..cur.end.max(bytes.end)),
+                    Some(cur) if bytes.start <= cur.end + self.page => {
+                        Some(cur.start..cur.end.max(bytes.end))
+                    }
                     Some(cur) => {
                         self.msync(cur)?;
                         Some(bytes)
@@ -384,11 +471,18 @@ pub struct LatencyModel {
 }
 
 impl LatencyModel {
-    pub const FCFS: LatencyModel = LatencyModel { write_ns: 150, bytes_per_sec: 4_000_000_000 };
+    pub const FCFS: LatencyModel = LatencyModel {
+        write_ns: 150,
+        bytes_per_sec: 4_000_000_000,
+    };
 
     /// What one flushed line costs, in nanoseconds.
     pub fn per_line_ns(&self) -> u64 {
-        let transfer = if self.bytes_per_sec == 0 { 0 } else { (CACHELINE as u64 * 1_000_000_000).div_ceil(self.bytes_per_sec) };
+        let transfer = if self.bytes_per_sec == 0 {
+            0
+        } else {
+            (CACHELINE as u64 * 1_000_000_000).div_ceil(self.bytes_per_sec)
+        };
         self.write_ns.max(transfer)
     }
 }
@@ -412,7 +506,12 @@ pub struct Latency<P: PmemDevice> {
 
 impl<P: PmemDevice> Latency<P> {
     pub fn new(inner: P, model: LatencyModel) -> Self {
-        Latency { inner, model, charged_ns: 0, owed_ns: 0 }
+        Latency {
+            inner,
+            model,
+            charged_ns: 0,
+            owed_ns: 0,
+        }
     }
     pub fn model(&self) -> LatencyModel {
         self.model
@@ -461,7 +560,9 @@ impl<P: PmemDevice> PmemDevice for Latency<P> {
         self.inner.clwb(off, len)?;
         // The range was checked by the inner device.
         let n = lines(&(off as usize..(off + len) as usize)).len() as u64;
-        self.owed_ns = self.owed_ns.saturating_add(n.saturating_mul(self.model.per_line_ns()));
+        self.owed_ns = self
+            .owed_ns
+            .saturating_add(n.saturating_mul(self.model.per_line_ns()));
         Ok(())
     }
     fn fence(&mut self) -> Result<(), PmemError> {

@@ -1,7 +1,10 @@
 //! The simulated persistent memory: what reads see, what is guaranteed persistent, and per
 //! word every value a crash may still leave there.
 
-use crate::pmem::{check_range, check_size, check_word, lines, PmemCounters, PmemDevice, PmemError, CACHELINE, WORD};
+use crate::pmem::{
+    check_range, check_size, check_word, lines, PmemCounters, PmemDevice, PmemError, CACHELINE,
+    WORD,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, BTreeSet};
@@ -50,7 +53,11 @@ pub struct PmemCrashImage {
 }
 
 fn word_at(bytes: &[u8], w: usize) -> u64 {
-    u64::from_le_bytes(bytes[w * WORD..(w + 1) * WORD].try_into().expect("a word is 8 bytes"))
+    u64::from_le_bytes(
+        bytes[w * WORD..(w + 1) * WORD]
+            .try_into()
+            .expect("a word is 8 bytes"),
+    )
 }
 
 fn set_word(bytes: &mut [u8], w: usize, v: u64) {
@@ -65,11 +72,14 @@ impl PmemSim {
         check_size(|| "a simulated device".into(), len)?;
         // An absurd size is an error, not an allocation panic.
         let mut image = Vec::new();
-        usize::try_from(len).ok().and_then(|n| image.try_reserve_exact(n).ok()).ok_or_else(|| PmemError::Io {
-            what: "allocating",
-            path: format!("a simulated device of {len} bytes"),
-            source: std::io::Error::new(std::io::ErrorKind::OutOfMemory, "not enough memory"),
-        })?;
+        usize::try_from(len)
+            .ok()
+            .and_then(|n| image.try_reserve_exact(n).ok())
+            .ok_or_else(|| PmemError::Io {
+                what: "allocating",
+                path: format!("a simulated device of {len} bytes"),
+                source: std::io::Error::new(std::io::ErrorKind::OutOfMemory, "not enough memory"),
+            })?;
         image.resize(len as usize, 0);
         Self::from_image(image)
     }
@@ -78,7 +88,13 @@ impl PmemSim {
     /// crash again during recovery).
     pub fn from_image(image: Vec<u8>) -> Result<Self, PmemError> {
         check_size(|| "an image".into(), image.len() as u64)?;
-        Ok(PmemSim { current: image.clone(), persistent: image, dirty: BTreeMap::new(), unfenced: BTreeSet::new(), counters: PmemCounters::default() })
+        Ok(PmemSim {
+            current: image.clone(),
+            persistent: image,
+            dirty: BTreeMap::new(),
+            unfenced: BTreeSet::new(),
+            counters: PmemCounters::default(),
+        })
     }
 
     /// The content that survives every crash.
@@ -118,12 +134,16 @@ impl PmemSim {
     /// How many distinct images a crash may leave now (the product of each dirty word's
     /// choices), saturating at `u128::MAX`.
     pub fn image_count(&self) -> u128 {
-        self.dirty.values().fold(1u128, |n, d| n.saturating_mul(1 + d.stored.len() as u128))
+        self.dirty
+            .values()
+            .fold(1u128, |n, d| n.saturating_mul(1 + d.stored.len() as u128))
     }
 
     /// A dirty word's choices: its persistent value first, then the values stored since.
     fn choices(&self, w: usize, d: &Dirty) -> Vec<u64> {
-        std::iter::once(word_at(&self.persistent, w)).chain(d.stored.iter().copied()).collect()
+        std::iter::once(word_at(&self.persistent, w))
+            .chain(d.stored.iter().copied())
+            .collect()
     }
 
     /// One allowed image, the same for the same seed. The draw mixes shapes that catch
@@ -134,8 +154,18 @@ impl PmemSim {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let total = self.dirty.len();
         match rng.random_range(0..8u32) {
-            0 => PmemCrashImage { bytes: self.persistent.clone(), description: format!("seed {seed}: all {total} dirty words persistent (nothing written back)") },
-            1 => PmemCrashImage { bytes: self.current.clone(), description: format!("seed {seed}: all {total} dirty words newest (everything written back)") },
+            0 => PmemCrashImage {
+                bytes: self.persistent.clone(),
+                description: format!(
+                    "seed {seed}: all {total} dirty words persistent (nothing written back)"
+                ),
+            },
+            1 => PmemCrashImage {
+                bytes: self.current.clone(),
+                description: format!(
+                    "seed {seed}: all {total} dirty words newest (everything written back)"
+                ),
+            },
             2 | 3 => {
                 let p: f64 = rng.random();
                 let mut bytes = self.persistent.clone();
@@ -155,7 +185,12 @@ impl PmemSim {
                         set_word(&mut bytes, w, word_at(&self.current, w));
                     }
                 }
-                let description = format!("seed {seed}: per line (p {p:.2}): {} of {} dirty lines newest{}", newest.len(), self.dirty_lines(), list(&newest));
+                let description = format!(
+                    "seed {seed}: per line (p {p:.2}): {} of {} dirty lines newest{}",
+                    newest.len(),
+                    self.dirty_lines(),
+                    list(&newest)
+                );
                 PmemCrashImage { bytes, description }
             }
             _ => {
@@ -179,7 +214,9 @@ impl PmemSim {
     /// `n` images: those of seeds `seed`, `seed + 1`, … (each reproducible alone by the
     /// seed its description names).
     pub fn crash_images(&self, seed: u64, n: usize) -> Vec<PmemCrashImage> {
-        (0..n as u64).map(|k| self.crash(seed.wrapping_add(k))).collect()
+        (0..n as u64)
+            .map(|k| self.crash(seed.wrapping_add(k)))
+            .collect()
     }
 
     /// The two extremes: nothing volatile written back (the persistent content), and
@@ -187,8 +224,14 @@ impl PmemSim {
     pub fn extreme_images(&self) -> [PmemCrashImage; 2] {
         let n = self.dirty.len();
         [
-            PmemCrashImage { bytes: self.persistent.clone(), description: format!("all {n} dirty words persistent") },
-            PmemCrashImage { bytes: self.current.clone(), description: format!("all {n} dirty words newest") },
+            PmemCrashImage {
+                bytes: self.persistent.clone(),
+                description: format!("all {n} dirty words persistent"),
+            },
+            PmemCrashImage {
+                bytes: self.current.clone(),
+                description: format!("all {n} dirty words newest"),
+            },
         ]
     }
 
@@ -213,7 +256,11 @@ impl PmemSim {
         if self.image_count() > max as u128 {
             return None;
         }
-        let words: Vec<(usize, Vec<u64>)> = self.dirty.iter().map(|(&w, d)| (w, self.choices(w, d))).collect();
+        let words: Vec<(usize, Vec<u64>)> = self
+            .dirty
+            .iter()
+            .map(|(&w, d)| (w, self.choices(w, d)))
+            .collect();
         let mut out = Vec::new();
         let mut pick = vec![0usize; words.len()];
         loop {
@@ -263,7 +310,11 @@ fn list(offs: &[usize]) -> String {
         return String::new();
     }
     let shown: Vec<String> = offs.iter().take(8).map(|o| format!("{o:#x}")).collect();
-    format!(" ({}{})", shown.join(" "), if offs.len() > 8 { " …" } else { "" })
+    format!(
+        " ({}{})",
+        shown.join(" "),
+        if offs.len() > 8 { " …" } else { "" }
+    )
 }
 
 impl PmemDevice for PmemSim {
@@ -315,10 +366,16 @@ impl PmemDevice for PmemSim {
     }
     fn fence(&mut self) -> Result<(), PmemError> {
         for l in std::mem::take(&mut self.unfenced) {
-            let words: Vec<usize> = self.dirty.range(l * WORDS_PER_LINE..(l + 1) * WORDS_PER_LINE).map(|(&w, _)| w).collect();
+            let words: Vec<usize> = self
+                .dirty
+                .range(l * WORDS_PER_LINE..(l + 1) * WORDS_PER_LINE)
+                .map(|(&w, _)| w)
+                .collect();
             for w in words {
                 let d = self.dirty.get_mut(&w).expect("listed above");
-                let Some((v, after)) = d.flushed.take() else { continue };
+                let Some((v, after)) = d.flushed.take() else {
+                    continue;
+                };
                 set_word(&mut self.persistent, w, v);
                 d.stored = after;
                 if d.stored.is_empty() {

@@ -43,10 +43,21 @@ impl SimDevice {
     pub fn from_image(block_size: usize, image: Vec<u8>) -> Result<Self, DeviceError> {
         check_block_size(block_size)?;
         if !image.len().is_multiple_of(block_size) {
-            return Err(DeviceError::BadImage { len: image.len(), block_size });
+            return Err(DeviceError::BadImage {
+                len: image.len(),
+                block_size,
+            });
         }
         let blocks = (image.len() / block_size) as u64;
-        Ok(SimDevice { block_size, blocks, media: image.clone(), current: image, volatile: Vec::new(), writes: 0, flushes: 0 })
+        Ok(SimDevice {
+            block_size,
+            blocks,
+            media: image.clone(),
+            current: image,
+            volatile: Vec::new(),
+            writes: 0,
+            flushes: 0,
+        })
     }
 
     /// Writes since the last completed flush.
@@ -77,7 +88,9 @@ impl SimDevice {
             let base = *block as usize * self.block_size;
             for (k, chunk) in data.chunks(SECTOR).enumerate() {
                 let at = base + k * SECTOR;
-                m.entry(at).or_insert_with(|| vec![&self.media[at..at + SECTOR]]).push(chunk);
+                m.entry(at)
+                    .or_insert_with(|| vec![&self.media[at..at + SECTOR]])
+                    .push(chunk);
             }
         }
         m
@@ -89,7 +102,9 @@ impl SimDevice {
     pub fn crash(&self, seed: u64) -> CrashImage {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut bytes = self.media.clone();
-        let mut order: Vec<usize> = (0..self.volatile.len()).filter(|_| rng.random_bool(0.5)).collect();
+        let mut order: Vec<usize> = (0..self.volatile.len())
+            .filter(|_| rng.random_bool(0.5))
+            .collect();
         // Fisher-Yates with the same generator.
         for i in (1..order.len()).rev() {
             let j = rng.random_range(0..=i);
@@ -104,20 +119,35 @@ impl SimDevice {
             let mut landed = Vec::new();
             for k in 0..sectors {
                 if !torn || rng.random_bool(0.5) {
-                    bytes[base + k * SECTOR..base + (k + 1) * SECTOR].copy_from_slice(&data[k * SECTOR..(k + 1) * SECTOR]);
+                    bytes[base + k * SECTOR..base + (k + 1) * SECTOR]
+                        .copy_from_slice(&data[k * SECTOR..(k + 1) * SECTOR]);
                     landed.push(k);
                 }
             }
             what.push(if torn {
-                format!("{w} (sectors {} of {sectors})", landed.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(","))
+                format!(
+                    "{w} (sectors {} of {sectors})",
+                    landed
+                        .iter()
+                        .map(|k| k.to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                )
             } else {
                 w.to_string()
             });
         }
         let description = if what.is_empty() {
-            format!("seed {seed}: none of {} volatile writes reached the media", self.volatile.len())
+            format!(
+                "seed {seed}: none of {} volatile writes reached the media",
+                self.volatile.len()
+            )
         } else {
-            format!("seed {seed}: of {} volatile writes, {} reached the media, in that order", self.volatile.len(), what.join(", "))
+            format!(
+                "seed {seed}: of {} volatile writes, {} reached the media, in that order",
+                self.volatile.len(),
+                what.join(", ")
+            )
         };
         CrashImage { bytes, description }
     }
@@ -129,10 +159,14 @@ impl SimDevice {
             return false;
         }
         let versions = self.sector_versions();
-        image.chunks(SECTOR).zip(self.media.chunks(SECTOR)).enumerate().all(|(k, (got, durable))| match versions.get(&(k * SECTOR)) {
-            Some(vs) => vs.contains(&got),
-            None => got == durable,
-        })
+        image
+            .chunks(SECTOR)
+            .zip(self.media.chunks(SECTOR))
+            .enumerate()
+            .all(|(k, (got, durable))| match versions.get(&(k * SECTOR)) {
+                Some(vs) => vs.contains(&got),
+                None => got == durable,
+            })
     }
 
     /// Every allowed image, when there are at most `max` (distinct sector choices

@@ -73,8 +73,17 @@ impl TxGeometry {
     /// writes a table) comes at most once per log's worth of commit records.
     pub fn new(block_size: usize, blocks: u64, spare: u64) -> Self {
         let bs = block_size.max(1) as u64;
-        let log = blocks.saturating_mul(8).max(64 << 10).div_ceil(bs).saturating_mul(bs);
-        TxGeometry { block_size, blocks, spare, log_bytes: log }
+        let log = blocks
+            .saturating_mul(8)
+            .max(64 << 10)
+            .div_ceil(bs)
+            .saturating_mul(bs);
+        TxGeometry {
+            block_size,
+            blocks,
+            spare,
+            log_bytes: log,
+        }
     }
 
     pub fn slots(&self) -> u64 {
@@ -89,17 +98,25 @@ impl TxGeometry {
     fn layout(&self) -> Result<Layout, String> {
         let bs = self.block_size;
         if bs == 0 || !bs.is_multiple_of(SECTOR) || bs > u32::MAX as usize {
-            return Err(format!("block size {bs} is not a positive multiple of {SECTOR} below 4 GiB"));
+            return Err(format!(
+                "block size {bs} is not a positive multiple of {SECTOR} below 4 GiB"
+            ));
         }
         if self.blocks == 0 {
             return Err("a device of no blocks".into());
         }
         if self.spare == 0 {
-            return Err("no spare slots (transactional writes go out of place: at least one is needed)".into());
+            return Err(
+                "no spare slots (transactional writes go out of place: at least one is needed)"
+                    .into(),
+            );
         }
         let bs = bs as u64;
         if self.log_bytes < bs || !self.log_bytes.is_multiple_of(bs) {
-            return Err(format!("a log of {} bytes is not a positive multiple of the block size {bs}", self.log_bytes));
+            return Err(format!(
+                "a log of {} bytes is not a positive multiple of the block size {bs}",
+                self.log_bytes
+            ));
         }
         let over = || "the geometry overflows 64-bit offsets".to_string();
         let up = |x: u64| x.checked_next_multiple_of(bs).ok_or_else(over);
@@ -107,13 +124,26 @@ impl TxGeometry {
         let table_len = self.blocks.checked_mul(8).ok_or_else(over)?;
         let table_pad = up(table_len)?;
         let slots = self.blocks.checked_add(self.spare).ok_or_else(over)?;
-        let log_at = table_pad.checked_mul(2).and_then(|t| t.checked_add(header)).ok_or_else(over)?;
+        let log_at = table_pad
+            .checked_mul(2)
+            .and_then(|t| t.checked_add(header))
+            .ok_or_else(over)?;
         let slot_at = log_at.checked_add(self.log_bytes).ok_or_else(over)?;
-        let total = slots.checked_mul(bs).and_then(|s| s.checked_add(slot_at)).ok_or_else(over)?;
+        let total = slots
+            .checked_mul(bs)
+            .and_then(|s| s.checked_add(slot_at))
+            .ok_or_else(over)?;
         if usize::try_from(table_pad).is_err() || usize::try_from(self.log_bytes).is_err() {
             return Err(over());
         }
-        Ok(Layout { table_len, table_pad, table_at: [header, header + table_pad], log_at, slot_at, total })
+        Ok(Layout {
+            table_len,
+            table_pad,
+            table_at: [header, header + table_pad],
+            log_at,
+            slot_at,
+            total,
+        })
     }
 }
 
@@ -192,7 +222,12 @@ pub struct TxFileDevice<D: BlockDevice = FileDevice> {
 impl TxFileDevice<FileDevice> {
     /// Creates (or truncates) `path` as a txflash device of `blocks` blocks and `spare` spare
     /// slots, with the default log.
-    pub fn create(path: &Path, block_size: usize, blocks: u64, spare: u64) -> Result<Self, DeviceError> {
+    pub fn create(
+        path: &Path,
+        block_size: usize,
+        blocks: u64,
+        spare: u64,
+    ) -> Result<Self, DeviceError> {
         Self::create_with(path, TxGeometry::new(block_size, blocks, spare))
     }
 
@@ -210,9 +245,17 @@ impl TxFileDevice<FileDevice> {
 /// Whether `path` holds a txflash device (either root record carries the magic, so one
 /// damaged root still identifies it; [`TxFileDevice::open`] then says what is wrong).
 pub fn is_txflash(path: &Path) -> Result<bool, DeviceError> {
-    let io = |source| DeviceError::Io { what: "reading", path: path.display().to_string(), source };
+    let io = |source| DeviceError::Io {
+        what: "reading",
+        path: path.display().to_string(),
+        source,
+    };
     let mut head = Vec::with_capacity(2 * SECTOR);
-    std::fs::File::open(path).map_err(io)?.take(2 * SEC).read_to_end(&mut head).map_err(io)?;
+    std::fs::File::open(path)
+        .map_err(io)?
+        .take(2 * SEC)
+        .read_to_end(&mut head)
+        .map_err(io)?;
     Ok(head.chunks(SECTOR).any(|s| s.starts_with(&TX_MAGIC)))
 }
 
@@ -265,14 +308,29 @@ fn decode_root(b: &[u8], slot: usize) -> Result<Root, String> {
         return Err("checksum mismatch (torn or damaged)".into());
     }
     if version != VERSION {
-        return Err(format!("format version {version}; this build reads version {VERSION}"));
+        return Err(format!(
+            "format version {version}; this build reads version {VERSION}"
+        ));
     }
     let gen = u64_at(b, 16);
     if gen % 2 != slot as u64 {
-        return Err(format!("holds generation {gen}, which belongs in root record {}", gen % 2));
+        return Err(format!(
+            "holds generation {gen}, which belongs in root record {}",
+            gen % 2
+        ));
     }
-    let geo = TxGeometry { block_size: u32_at(b, 12) as usize, blocks: u64_at(b, 24), spare: u64_at(b, 32), log_bytes: u64_at(b, 40) };
-    Ok(Root { gen, geo, seq: u64_at(b, 48), table_crc: u32_at(b, 56) })
+    let geo = TxGeometry {
+        block_size: u32_at(b, 12) as usize,
+        blocks: u64_at(b, 24),
+        spare: u64_at(b, 32),
+        log_bytes: u64_at(b, 40),
+    };
+    Ok(Root {
+        gen,
+        geo,
+        seq: u64_at(b, 48),
+        table_crc: u32_at(b, 56),
+    })
 }
 
 fn encode_record(gen: u64, seq: u64, entries: &[(u64, u64, u32)]) -> Vec<u8> {
@@ -314,8 +372,17 @@ fn parse_record(log: &[u8], at: usize) -> Option<Rec> {
     if crc32c_append(crc32c(&b[..4]), &b[8..]) != u32_at(b, 4) {
         return None;
     }
-    let entries = b[REC_HEAD..].chunks(REC_ENTRY).map(|e| (u64_at(e, 0), u64_at(e, 8), u32_at(e, 16))).collect();
-    Some(Rec { at: at as u64, len: len.next_multiple_of(SECTOR) as u64, gen: u64_at(b, 8), seq: u64_at(b, 16), entries })
+    let entries = b[REC_HEAD..]
+        .chunks(REC_ENTRY)
+        .map(|e| (u64_at(e, 0), u64_at(e, 8), u32_at(e, 16)))
+        .collect();
+    Some(Rec {
+        at: at as u64,
+        len: len.next_multiple_of(SECTOR) as u64,
+        gen: u64_at(b, 8),
+        seq: u64_at(b, 16),
+        entries,
+    })
 }
 
 impl<D: BlockDevice> TxFileDevice<D> {
@@ -328,7 +395,12 @@ impl<D: BlockDevice> TxFileDevice<D> {
         let map: Vec<u64> = (0..geo.blocks).collect();
         let mut me = Self::assemble(dev, geo, lay, 1, 0, 0, map, HashSet::new());
         // Zero the log (no stale record from an earlier format can match generation 1) and root 0.
-        let zeros = vec![0u8; geo.block_size.max(64 << 10).next_multiple_of(geo.block_size)];
+        let zeros = vec![
+            0u8;
+            geo.block_size
+                .max(64 << 10)
+                .next_multiple_of(geo.block_size)
+        ];
         let mut at = 0;
         while at < geo.log_bytes {
             let n = (geo.log_bytes - at).min(zeros.len() as u64);
@@ -339,21 +411,45 @@ impl<D: BlockDevice> TxFileDevice<D> {
         let (table, crc) = me.encode_table(&me.map);
         me.put(lay.table_at[1], &table)?;
         me.sync()?;
-        me.put(SEC, &encode_root(&Root { gen: 1, geo, seq: 0, table_crc: crc }))?;
+        me.put(
+            SEC,
+            &encode_root(&Root {
+                gen: 1,
+                geo,
+                seq: 0,
+                table_crc: crc,
+            }),
+        )?;
         me.sync()?;
         me.counters = TxCounters::default();
-        me.recovery = TxRecovery { generation: 1, replayed: 0, dropped_tail: false };
+        me.recovery = TxRecovery {
+            generation: 1,
+            replayed: 0,
+            dropped_tail: false,
+        };
         Ok(me)
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn assemble(dev: D, geo: TxGeometry, lay: Layout, gen: u64, seq: u64, cursor: u64, map: Vec<u64>, tail: HashSet<u64>) -> Self {
+    fn assemble(
+        dev: D,
+        geo: TxGeometry,
+        lay: Layout,
+        gen: u64,
+        seq: u64,
+        cursor: u64,
+        map: Vec<u64>,
+        tail: HashSet<u64>,
+    ) -> Self {
         let mut used = vec![false; geo.slots() as usize];
         for &s in &map {
             used[s as usize] = true;
         }
         // Descending, so the lowest free slot is taken first.
-        let free = (0..geo.slots()).rev().filter(|&s| !used[s as usize]).collect();
+        let free = (0..geo.slots())
+            .rev()
+            .filter(|&s| !used[s as usize])
+            .collect();
         TxFileDevice {
             dev,
             geo,
@@ -376,19 +472,30 @@ impl<D: BlockDevice> TxFileDevice<D> {
     /// crash are gone. A damaged image is [`DeviceError::BadTxImage`] saying what is wrong.
     pub fn recover(mut dev: D) -> Result<Self, DeviceError> {
         if dev.block_size() != SECTOR {
-            return Err(DeviceError::BadTxGeometry(format!("the backing device has {}-byte blocks; txflash needs {SECTOR}", dev.block_size())));
+            return Err(DeviceError::BadTxGeometry(format!(
+                "the backing device has {}-byte blocks; txflash needs {SECTOR}",
+                dev.block_size()
+            )));
         }
         let have = dev.blocks() * SEC;
         if have < 2 * SEC {
-            return Err(bad(format!("{have} bytes: too short for the two root records (not a txflash image)")));
+            return Err(bad(format!(
+                "{have} bytes: too short for the two root records (not a txflash image)"
+            )));
         }
         let mut head = vec![0u8; 2 * SECTOR];
         dev.read_run(0, &mut head)?;
-        let roots = [decode_root(&head[..SECTOR], 0), decode_root(&head[SECTOR..], 1)];
+        let roots = [
+            decode_root(&head[..SECTOR], 0),
+            decode_root(&head[SECTOR..], 1),
+        ];
         let root = match &roots {
             [Ok(a), Ok(b)] => {
                 if a.geo != b.geo {
-                    return Err(bad(format!("the root records disagree on the geometry ({:?} and {:?})", a.geo, b.geo)));
+                    return Err(bad(format!(
+                        "the root records disagree on the geometry ({:?} and {:?})",
+                        a.geo, b.geo
+                    )));
                 }
                 if a.gen > b.gen {
                     *a
@@ -399,9 +506,13 @@ impl<D: BlockDevice> TxFileDevice<D> {
             [Ok(r), Err(_)] | [Err(_), Ok(r)] => *r,
             [Err(a), Err(b)] => {
                 if head.chunks(SECTOR).all(|s| !s.starts_with(&TX_MAGIC)) {
-                    return Err(bad("no txflash magic in either root record: not a txflash image"));
+                    return Err(bad(
+                        "no txflash magic in either root record: not a txflash image",
+                    ));
                 }
-                return Err(bad(format!("no valid root record (root 0: {a}; root 1: {b})")));
+                return Err(bad(format!(
+                    "no valid root record (root 0: {a}; root 1: {b})"
+                )));
             }
         };
         let other = |gen: u64| match &roots[((gen % 2) ^ 1) as usize] {
@@ -409,7 +520,12 @@ impl<D: BlockDevice> TxFileDevice<D> {
             Err(e) => format!("root record {}: {e}", (gen % 2) ^ 1),
         };
         let geo = root.geo;
-        let lay = geo.layout().map_err(|e| bad(format!("root record {} holds an impossible geometry: {e}", root.gen % 2)))?;
+        let lay = geo.layout().map_err(|e| {
+            bad(format!(
+                "root record {} holds an impossible geometry: {e}",
+                root.gen % 2
+            ))
+        })?;
         if lay.total > have {
             return Err(bad(format!("truncated: {have} bytes, but its layout ({} blocks of {} bytes, {} spare) needs {}", geo.blocks, geo.block_size, geo.spare, lay.total)));
         }
@@ -420,12 +536,20 @@ impl<D: BlockDevice> TxFileDevice<D> {
         dev.read_run(lay.table_at[tno] / SEC, &mut table)?;
         let table = &table[..lay.table_len as usize];
         if crc32c(table) != root.table_crc {
-            return Err(bad(format!("mapping table {tno} (generation {}) fails its checksum: damaged", root.gen)));
+            return Err(bad(format!(
+                "mapping table {tno} (generation {}) fails its checksum: damaged",
+                root.gen
+            )));
         }
         let slots = geo.slots();
-        let mut map: Vec<u64> = table.chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+        let mut map: Vec<u64> = table
+            .chunks(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+            .collect();
         if let Some((b, &s)) = map.iter().enumerate().find(|(_, &s)| s >= slots) {
-            return Err(bad(format!("mapping table {tno}: block {b} maps to slot {s}, past the {slots} slots")));
+            return Err(bad(format!(
+                "mapping table {tno}: block {b} maps to slot {s}, past the {slots} slots"
+            )));
         }
 
         // The log: the records of this generation with consecutive seqs from the root's.
@@ -433,7 +557,9 @@ impl<D: BlockDevice> TxFileDevice<D> {
         dev.read_run(lay.log_at / SEC, &mut log)?;
         let mut recs: Vec<Rec> = Vec::new();
         let mut end = 0usize;
-        while let Some(r) = parse_record(&log, end).filter(|r| r.gen == root.gen && r.seq == root.seq + 1 + recs.len() as u64) {
+        while let Some(r) = parse_record(&log, end)
+            .filter(|r| r.gen == root.gen && r.seq == root.seq + 1 + recs.len() as u64)
+        {
             end += r.len as usize;
             recs.push(r);
         }
@@ -442,7 +568,9 @@ impl<D: BlockDevice> TxFileDevice<D> {
         // damage, not a crash.
         let expect = root.seq + 1 + recs.len() as u64;
         for at in (end..log.len()).step_by(SECTOR) {
-            let Some(r) = parse_record(&log, at) else { continue };
+            let Some(r) = parse_record(&log, at) else {
+                continue;
+            };
             if r.gen > root.gen {
                 return Err(bad(format!(
                     "the log holds a commit record of generation {} (sequence {}, log offset {at}) but the newest valid root is generation {} ({}): a root record is damaged",
@@ -479,7 +607,11 @@ impl<D: BlockDevice> TxFileDevice<D> {
                 }
             }
         }
-        let dropped_at = if dropped { recs.pop().map(|r| r.at) } else { None };
+        let dropped_at = if dropped {
+            recs.pop().map(|r| r.at)
+        } else {
+            None
+        };
         for r in &recs {
             for &(b, s, _) in &r.entries {
                 map[b as usize] = s;
@@ -493,7 +625,10 @@ impl<D: BlockDevice> TxFileDevice<D> {
         }
         let cursor = recs.last().map_or(0, |r| r.at + r.len);
         let seq = recs.last().map_or(root.seq, |r| r.seq);
-        let tail = recs.last().map(|r| r.entries.iter().map(|e| e.1).collect()).unwrap_or_default();
+        let tail = recs
+            .last()
+            .map(|r| r.entries.iter().map(|e| e.1).collect())
+            .unwrap_or_default();
         let replayed = recs.len() as u64;
         let mut me = Self::assemble(dev, geo, lay, root.gen, seq, cursor, map, tail);
         if let Some(at) = dropped_at {
@@ -501,7 +636,11 @@ impl<D: BlockDevice> TxFileDevice<D> {
             me.sync()?;
         }
         me.counters = TxCounters::default();
-        me.recovery = TxRecovery { generation: root.gen, replayed, dropped_tail: dropped };
+        me.recovery = TxRecovery {
+            generation: root.gen,
+            replayed,
+            dropped_tail: dropped,
+        };
         Ok(me)
     }
 
@@ -610,7 +749,15 @@ impl<D: BlockDevice> TxFileDevice<D> {
         let (gen, seq) = (self.gen + 1, self.seq + 1);
         self.put_map(self.lay.table_at[(gen % 2) as usize], &table)?;
         self.sync()?;
-        self.put_map((gen % 2) * SEC, &encode_root(&Root { gen, geo: self.geo, seq, table_crc: crc }))?;
+        self.put_map(
+            (gen % 2) * SEC,
+            &encode_root(&Root {
+                gen,
+                geo: self.geo,
+                seq,
+                table_crc: crc,
+            }),
+        )?;
         self.sync()?;
         self.gen = gen;
         self.seq = seq;
@@ -624,10 +771,17 @@ impl<D: BlockDevice> TxFileDevice<D> {
 
 fn check_backing<D: BlockDevice>(dev: &D, lay: &Layout) -> Result<(), String> {
     if dev.block_size() != SECTOR {
-        return Err(format!("the backing device has {}-byte blocks; txflash needs {SECTOR}", dev.block_size()));
+        return Err(format!(
+            "the backing device has {}-byte blocks; txflash needs {SECTOR}",
+            dev.block_size()
+        ));
     }
     if dev.blocks() * SEC < lay.total {
-        return Err(format!("the backing device has {} bytes; the layout needs {}", dev.blocks() * SEC, lay.total));
+        return Err(format!(
+            "the backing device has {} bytes; the layout needs {}",
+            dev.blocks() * SEC,
+            lay.total
+        ));
     }
     Ok(())
 }
@@ -636,7 +790,12 @@ impl<D: BlockDevice> TxFileDevice<D> {
     /// Checks a run of whole blocks from `block`; its block numbers.
     fn run(&self, block: u64, len: usize) -> Result<std::ops::Range<u64>, DeviceError> {
         let n = check_run(len, self.geo.block_size)?;
-        check(block.saturating_add(n - 1), self.geo.block_size, self.geo.blocks, self.geo.block_size)?;
+        check(
+            block.saturating_add(n - 1),
+            self.geo.block_size,
+            self.geo.blocks,
+            self.geo.block_size,
+        )?;
         Ok(block..block + n)
     }
 
@@ -645,7 +804,9 @@ impl<D: BlockDevice> TxFileDevice<D> {
         let bs = self.geo.block_size;
         let mut i = 0;
         while i < slots.len() {
-            let j = (i + 1..slots.len()).find(|&j| slots[j] != slots[j - 1] + 1).unwrap_or(slots.len());
+            let j = (i + 1..slots.len())
+                .find(|&j| slots[j] != slots[j - 1] + 1)
+                .unwrap_or(slots.len());
             self.counters.data_writes += (j - i) as u64;
             self.put(self.slot_at(slots[i]), &data[i * bs..j * bs])?;
             i = j;
@@ -671,8 +832,11 @@ impl<D: BlockDevice> BlockDevice for TxFileDevice<D> {
         let slots: Vec<u64> = range.map(|b| self.map[b as usize]).collect();
         let mut i = 0;
         while i < slots.len() {
-            let j = (i + 1..slots.len()).find(|&j| slots[j] != slots[j - 1] + 1).unwrap_or(slots.len());
-            self.dev.read_run(self.slot_at(slots[i]) / SEC, &mut buf[i * bs..j * bs])?;
+            let j = (i + 1..slots.len())
+                .find(|&j| slots[j] != slots[j - 1] + 1)
+                .unwrap_or(slots.len());
+            self.dev
+                .read_run(self.slot_at(slots[i]) / SEC, &mut buf[i * bs..j * bs])?;
             i = j;
         }
         Ok(())
@@ -684,7 +848,10 @@ impl<D: BlockDevice> BlockDevice for TxFileDevice<D> {
     fn write_run(&mut self, block: u64, data: &[u8]) -> Result<(), DeviceError> {
         let range = self.run(block, data.len())?;
         self.usable()?;
-        if let Some((b, &tx)) = range.clone().find_map(|b| self.owner.get(&b).map(|t| (b, t))) {
+        if let Some((b, &tx)) = range
+            .clone()
+            .find_map(|b| self.owner.get(&b).map(|t| (b, t)))
+        {
             return Err(DeviceError::TxConflict { block: b, tx });
         }
         let slots: Vec<u64> = range.map(|b| self.map[b as usize]).collect();
@@ -718,13 +885,22 @@ impl<D: BlockDevice> BlockDevice for TxFileDevice<D> {
     fn tx_write_run(&mut self, tx: u64, block: u64, data: &[u8]) -> Result<(), DeviceError> {
         let range = self.run(block, data.len())?;
         self.usable()?;
-        if let Some((b, &other)) = range.clone().find_map(|b| self.owner.get(&b).filter(|&&t| t != tx).map(|t| (b, t))) {
-            return Err(DeviceError::TxConflict { block: b, tx: other });
+        if let Some((b, &other)) = range
+            .clone()
+            .find_map(|b| self.owner.get(&b).filter(|&&t| t != tx).map(|t| (b, t)))
+        {
+            return Err(DeviceError::TxConflict {
+                block: b,
+                tx: other,
+            });
         }
         // Rewriting in the same transaction reuses its slot: no durable mapping names it yet.
         let held = |b: &u64| self.open.get(&tx).is_some_and(|t| t.writes.contains_key(b));
         if range.clone().filter(|b| !held(b)).count() > self.free.len() {
-            return Err(DeviceError::TxNoSpace { tx, spare: self.geo.spare });
+            return Err(DeviceError::TxNoSpace {
+                tx,
+                spare: self.geo.spare,
+            });
         }
         let t = self.open.entry(tx).or_default();
         let bs = self.geo.block_size;
@@ -734,7 +910,8 @@ impl<D: BlockDevice> BlockDevice for TxFileDevice<D> {
                 Some(&(s, _)) => s,
                 None => self.free.pop().expect("counted above"),
             };
-            t.writes.insert(b, (slot, crc32c(&data[k * bs..(k + 1) * bs])));
+            t.writes
+                .insert(b, (slot, crc32c(&data[k * bs..(k + 1) * bs])));
             self.owner.insert(b, tx);
             slots.push(slot);
         }
@@ -750,7 +927,8 @@ impl<D: BlockDevice> BlockDevice for TxFileDevice<D> {
         if t.writes.is_empty() {
             return self.sync();
         }
-        let entries: Vec<(u64, u64, u32)> = t.writes.iter().map(|(&b, &(s, c))| (b, s, c)).collect();
+        let entries: Vec<(u64, u64, u32)> =
+            t.writes.iter().map(|(&b, &(s, c))| (b, s, c)).collect();
         self.log_commit(&entries)
     }
     fn tx_abort(&mut self, tx: u64) -> Result<(), DeviceError> {
@@ -773,7 +951,11 @@ const fn crc_tables() -> [[u32; 256]; 8] {
         let mut c = i as u32;
         let mut k = 0;
         while k < 8 {
-            c = if c & 1 != 0 { (c >> 1) ^ 0x82F6_3B78 } else { c >> 1 };
+            c = if c & 1 != 0 {
+                (c >> 1) ^ 0x82F6_3B78
+            } else {
+                c >> 1
+            };
             k += 1;
         }
         t[0][i] = c;
@@ -831,16 +1013,27 @@ mod tests {
     }
 
     fn geo(blocks: u64, spare: u64, log_bytes: u64) -> TxGeometry {
-        TxGeometry { block_size: BS, blocks, spare, log_bytes }
+        TxGeometry {
+            block_size: BS,
+            blocks,
+            spare,
+            log_bytes,
+        }
     }
 
     fn sim(g: TxGeometry) -> TxFileDevice<SimDevice> {
-        TxFileDevice::format(SimDevice::new(SECTOR, g.file_bytes().unwrap() / SEC).unwrap(), g).unwrap()
+        TxFileDevice::format(
+            SimDevice::new(SECTOR, g.file_bytes().unwrap() / SEC).unwrap(),
+            g,
+        )
+        .unwrap()
     }
 
     /// The durable image, reopened (a crash that lost every volatile write).
     fn reopen(d: TxFileDevice<SimDevice>) -> Result<TxFileDevice<SimDevice>, DeviceError> {
-        TxFileDevice::recover(SimDevice::from_image(SECTOR, d.into_backing().durable().to_vec()).unwrap())
+        TxFileDevice::recover(
+            SimDevice::from_image(SECTOR, d.into_backing().durable().to_vec()).unwrap(),
+        )
     }
 
     fn recover_bytes(img: Vec<u8>) -> Result<TxFileDevice<SimDevice>, DeviceError> {
@@ -890,7 +1083,11 @@ mod tests {
         d.tx_commit(1).unwrap();
         let after = d.counters();
         assert_eq!(after.flushes - before.flushes, 1, "one flush per commit");
-        assert_eq!(after.map_writes - before.map_writes, 1, "one record per commit");
+        assert_eq!(
+            after.map_writes - before.map_writes,
+            1,
+            "one record per commit"
+        );
         assert_eq!(read(&mut d, 3), blk(3));
         d.tx_abort(2).unwrap();
         assert_eq!(read(&mut d, 5), vec![0; BS]);
@@ -898,7 +1095,14 @@ mod tests {
         drop(d); // transaction 3 still open
         assert!(is_txflash(&path).unwrap());
         let mut d = TxFileDevice::open(&path).unwrap();
-        assert_eq!(d.recovery(), TxRecovery { generation: 1, replayed: 1, dropped_tail: false });
+        assert_eq!(
+            d.recovery(),
+            TxRecovery {
+                generation: 1,
+                replayed: 1,
+                dropped_tail: false
+            }
+        );
         assert_eq!(read(&mut d, 0), blk(1), "a commit is a flush too");
         for b in 2..5 {
             assert_eq!(read(&mut d, b), blk(b as u8));
@@ -919,18 +1123,43 @@ mod tests {
         d.tx_write(1, 0, &blk(1)).unwrap();
         d.tx_write(1, 0, &blk(2)).unwrap();
         assert_eq!(d.free_slots(), 1, "a rewrite reuses the slot");
-        assert!(matches!(d.write(0, &blk(3)), Err(DeviceError::TxConflict { block: 0, tx: 1 })));
-        assert!(matches!(d.tx_write(2, 0, &blk(3)), Err(DeviceError::TxConflict { block: 0, tx: 1 })));
+        assert!(matches!(
+            d.write(0, &blk(3)),
+            Err(DeviceError::TxConflict { block: 0, tx: 1 })
+        ));
+        assert!(matches!(
+            d.tx_write(2, 0, &blk(3)),
+            Err(DeviceError::TxConflict { block: 0, tx: 1 })
+        ));
         d.tx_write(2, 1, &blk(3)).unwrap();
-        assert!(matches!(d.tx_write(2, 2, &blk(3)), Err(DeviceError::TxNoSpace { tx: 2, spare: 2 })));
+        assert!(matches!(
+            d.tx_write(2, 2, &blk(3)),
+            Err(DeviceError::TxNoSpace { tx: 2, spare: 2 })
+        ));
         // Runs are checked whole before any of it is written.
-        assert!(matches!(d.tx_write_run(3, 4, &[blk(4), blk(5)].concat()), Err(DeviceError::TxNoSpace { tx: 3, spare: 2 })));
-        assert!(matches!(d.tx_commit(3), Err(DeviceError::UnknownTx(3))), "a failed first write opens nothing");
+        assert!(matches!(
+            d.tx_write_run(3, 4, &[blk(4), blk(5)].concat()),
+            Err(DeviceError::TxNoSpace { tx: 3, spare: 2 })
+        ));
+        assert!(
+            matches!(d.tx_commit(3), Err(DeviceError::UnknownTx(3))),
+            "a failed first write opens nothing"
+        );
         d.tx_write(3, 6, &blk(6)).unwrap_err(); // no space: still nothing
-        assert!(matches!(d.write_run(0, &[blk(4), blk(5)].concat()), Err(DeviceError::TxConflict { block: 0, tx: 1 })));
+        assert!(matches!(
+            d.write_run(0, &[blk(4), blk(5)].concat()),
+            Err(DeviceError::TxConflict { block: 0, tx: 1 })
+        ));
         d.tx_abort(1).unwrap();
-        assert!(matches!(d.write_run(0, &[blk(4), blk(5)].concat()), Err(DeviceError::TxConflict { block: 1, tx: 2 })));
-        assert_eq!(read(&mut d, 0), vec![0; BS], "a conflict anywhere in the run: none of it written");
+        assert!(matches!(
+            d.write_run(0, &[blk(4), blk(5)].concat()),
+            Err(DeviceError::TxConflict { block: 1, tx: 2 })
+        ));
+        assert_eq!(
+            read(&mut d, 0),
+            vec![0; BS],
+            "a conflict anywhere in the run: none of it written"
+        );
         d.tx_write(1, 0, &blk(1)).unwrap();
         d.tx_write(1, 0, &blk(2)).unwrap();
         assert!(matches!(d.tx_commit(7), Err(DeviceError::UnknownTx(7))));
@@ -940,13 +1169,25 @@ mod tests {
         assert_eq!(read(&mut d, 0), blk(2));
         d.tx_begin(9).unwrap();
         d.tx_commit(9).unwrap();
-        assert!(matches!(d.write(9, &blk(1)), Err(DeviceError::OutOfRange { .. })));
-        assert!(matches!(d.tx_write(1, 0, &blk(1)[..512]), Err(DeviceError::BadLength { .. })));
+        assert!(matches!(
+            d.write(9, &blk(1)),
+            Err(DeviceError::OutOfRange { .. })
+        ));
+        assert!(matches!(
+            d.tx_write(1, 0, &blk(1)[..512]),
+            Err(DeviceError::BadLength { .. })
+        ));
 
         let mut s = SimDevice::new(BS, 4).unwrap();
         assert!(!s.transactional());
-        assert!(matches!(s.tx_write(1, 0, &blk(1)), Err(DeviceError::NotTransactional)));
-        assert!(matches!(s.tx_write_run(1, 0, &blk(1)), Err(DeviceError::NotTransactional)));
+        assert!(matches!(
+            s.tx_write(1, 0, &blk(1)),
+            Err(DeviceError::NotTransactional)
+        ));
+        assert!(matches!(
+            s.tx_write_run(1, 0, &blk(1)),
+            Err(DeviceError::NotTransactional)
+        ));
         assert!(matches!(s.tx_commit(1), Err(DeviceError::NotTransactional)));
         assert!(matches!(s.tx_abort(1), Err(DeviceError::NotTransactional)));
         assert!(matches!(s.tx_begin(1), Err(DeviceError::NotTransactional)));
@@ -955,7 +1196,10 @@ mod tests {
         assert!(!f.transactional());
         let e = f.tx_write(1, 0, &blk(1)).unwrap_err();
         assert!(matches!(e, DeviceError::NotTransactional));
-        assert_eq!(e.to_string(), "this device has no transactions (make it with --device txflash)");
+        assert_eq!(
+            e.to_string(),
+            "this device has no transactions (make it with --device txflash)"
+        );
     }
 
     #[test]
@@ -1023,7 +1267,14 @@ mod tests {
         let at = (lay.slot_at + slot2 * BS as u64) as usize;
         img[at..at + BS].fill(0);
         let mut d = recover_bytes(img).unwrap();
-        assert_eq!(d.recovery(), TxRecovery { generation: 1, replayed: 1, dropped_tail: true });
+        assert_eq!(
+            d.recovery(),
+            TxRecovery {
+                generation: 1,
+                replayed: 1,
+                dropped_tail: true
+            }
+        );
         assert_eq!(read(&mut d, 1), blk(1));
         assert_eq!(read(&mut d, 2), vec![0; BS]);
         // The record was erased: putting the data back cannot revive it.
@@ -1052,12 +1303,23 @@ mod tests {
         };
         // Root 1 holds generation 1; root 0 is empty.
         let m = bad_msg(recover_bytes(flip(SEC + 20)));
-        assert!(m.contains("no valid root record") && m.contains("root 0: empty") && m.contains("root 1: checksum mismatch"), "{m}");
+        assert!(
+            m.contains("no valid root record")
+                && m.contains("root 0: empty")
+                && m.contains("root 1: checksum mismatch"),
+            "{m}"
+        );
         let m = bad_msg(recover_bytes(flip(lay.table_at[1] + 9)));
-        assert!(m.contains("mapping table 1 (generation 1) fails its checksum"), "{m}");
+        assert!(
+            m.contains("mapping table 1 (generation 1) fails its checksum"),
+            "{m}"
+        );
         // The first of three records: the later ones show it is damage, not a torn tail.
         let m = bad_msg(recover_bytes(flip(lay.log_at + 30)));
-        assert!(m.contains("commit record 1 at log offset 0") && m.contains("the log is damaged"), "{m}");
+        assert!(
+            m.contains("commit record 1 at log offset 0") && m.contains("the log is damaged"),
+            "{m}"
+        );
         let m = bad_msg(recover_bytes(vec![0; good.len()]));
         assert!(m.contains("not a txflash image"), "{m}");
         let m = bad_msg(recover_bytes(good[..good.len() - SECTOR].to_vec()));
@@ -1070,7 +1332,10 @@ mod tests {
         let crc = crc32c(&img[SECTOR..SECTOR + 60]);
         img[SECTOR + 60..SECTOR + 64].copy_from_slice(&crc.to_le_bytes());
         let m = bad_msg(recover_bytes(img));
-        assert!(m.contains("format version 2; this build reads version 1"), "{m}");
+        assert!(
+            m.contains("format version 2; this build reads version 1"),
+            "{m}"
+        );
         // A properly checksummed root with an absurd geometry.
         let mut img = good.clone();
         img[SECTOR + 24..SECTOR + 32].copy_from_slice(&u64::MAX.to_le_bytes());
@@ -1100,7 +1365,12 @@ mod tests {
         let mut img = d.into_backing().durable().to_vec();
         img[(gen % 2 * SEC) as usize + 40] ^= 1;
         let m = bad_msg(recover_bytes(img));
-        assert!(m.contains(&format!("the log holds a commit record of generation {gen}")) && m.contains("a root record is damaged"), "{m}");
+        assert!(
+            m.contains(&format!(
+                "the log holds a commit record of generation {gen}"
+            )) && m.contains("a root record is damaged"),
+            "{m}"
+        );
     }
 
     /// Counts the backing's write calls.
@@ -1134,7 +1404,14 @@ mod tests {
     #[test]
     fn runs_of_consecutive_slots_are_one_backing_write() {
         let g = geo(8, 8, 4 * BS as u64);
-        let mut d = TxFileDevice::format(Calls(SimDevice::new(SECTOR, g.file_bytes().unwrap() / SEC).unwrap(), 0), g).unwrap();
+        let mut d = TxFileDevice::format(
+            Calls(
+                SimDevice::new(SECTOR, g.file_bytes().unwrap() / SEC).unwrap(),
+                0,
+            ),
+            g,
+        )
+        .unwrap();
         let run: Vec<u8> = (0..4).flat_map(|i| blk(i + 1)).collect();
         let n = d.backing().1;
         d.write_run(2, &run).unwrap();
@@ -1146,20 +1423,47 @@ mod tests {
         d.read_run(0, &mut back).unwrap();
         assert_eq!(back, run);
         d.read_run(2, &mut back).unwrap();
-        assert!(back[2 * BS..] == run[2 * BS..], "blocks 4 and 5: the plain run's last two");
+        assert!(
+            back[2 * BS..] == run[2 * BS..],
+            "blocks 4 and 5: the plain run's last two"
+        );
     }
 
     #[test]
     fn bad_geometry_is_refused() {
-        for g in [geo(0, 1, BS as u64), geo(8, 0, BS as u64), geo(8, 1, 100), TxGeometry { block_size: 700, blocks: 8, spare: 1, log_bytes: 1400 }, geo(u64::MAX / 4, 1, BS as u64)] {
-            assert!(matches!(g.file_bytes(), Err(DeviceError::BadTxGeometry(_))), "{g:?}");
+        for g in [
+            geo(0, 1, BS as u64),
+            geo(8, 0, BS as u64),
+            geo(8, 1, 100),
+            TxGeometry {
+                block_size: 700,
+                blocks: 8,
+                spare: 1,
+                log_bytes: 1400,
+            },
+            geo(u64::MAX / 4, 1, BS as u64),
+        ] {
+            assert!(
+                matches!(g.file_bytes(), Err(DeviceError::BadTxGeometry(_))),
+                "{g:?}"
+            );
         }
         let g = geo(8, 2, BS as u64);
         let small = SimDevice::new(SECTOR, g.file_bytes().unwrap() / SEC - 1).unwrap();
-        assert!(matches!(TxFileDevice::format(small, g), Err(DeviceError::BadTxGeometry(_))));
+        assert!(matches!(
+            TxFileDevice::format(small, g),
+            Err(DeviceError::BadTxGeometry(_))
+        ));
         let wide = SimDevice::new(BS, 100).unwrap();
-        assert!(matches!(TxFileDevice::format(wide, g), Err(DeviceError::BadTxGeometry(_))));
-        assert_eq!(TxGeometry::new(4096, 1 << 20, 64).log_bytes, 8 << 20, "the default log: one table");
+        assert!(matches!(
+            TxFileDevice::format(wide, g),
+            Err(DeviceError::BadTxGeometry(_))
+        ));
+        assert_eq!(
+            TxGeometry::new(4096, 1 << 20, 64).log_bytes,
+            8 << 20,
+            "the default log: one table"
+        );
         assert_eq!(TxGeometry::new(4096, 100, 64).log_bytes, 64 << 10);
     }
 }

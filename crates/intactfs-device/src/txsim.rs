@@ -50,7 +50,12 @@ impl TxSimDevice {
     }
 
     fn wrap(sim: SimDevice) -> Self {
-        TxSimDevice { sim, open: BTreeMap::new(), owner: BTreeMap::new(), counters: TxSimCounters::default() }
+        TxSimDevice {
+            sim,
+            open: BTreeMap::new(),
+            owner: BTreeMap::new(),
+            counters: TxSimCounters::default(),
+        }
     }
 
     pub fn counters(&self) -> TxSimCounters {
@@ -95,7 +100,12 @@ impl TxSimDevice {
     /// Checks a run of whole blocks from `block` (all of it, before anything is written).
     fn run(&self, block: u64, len: usize) -> Result<std::ops::Range<u64>, DeviceError> {
         let n = check_run(len, self.block_size())?;
-        check(block.saturating_add(n - 1), self.block_size(), self.blocks(), self.block_size())?;
+        check(
+            block.saturating_add(n - 1),
+            self.block_size(),
+            self.blocks(),
+            self.block_size(),
+        )?;
         Ok(block..block + n)
     }
 
@@ -121,7 +131,11 @@ impl TxSimDevice {
         if kept {
             self.apply(&mut img.bytes, writes);
         }
-        img.description += &format!("; transaction {tx} ({} blocks) {}", writes.len(), if kept { "committed" } else { "lost" });
+        img.description += &format!(
+            "; transaction {tx} ({} blocks) {}",
+            writes.len(),
+            if kept { "committed" } else { "lost" }
+        );
         Ok(img)
     }
 
@@ -137,16 +151,35 @@ impl TxSimDevice {
         // Kept: its blocks hold exactly its data; every other sector follows the plain rules
         // (the durable content stands in on its blocks, as it is always allowed).
         let bs = self.sim.block_size();
-        let whole = writes.iter().all(|(&b, d)| image[b as usize * bs..(b as usize + 1) * bs] == d[..]);
+        let whole = writes
+            .iter()
+            .all(|(&b, d)| image[b as usize * bs..(b as usize + 1) * bs] == d[..]);
         let mut probe = image.to_vec();
-        self.apply(&mut probe, &writes.keys().map(|&b| (b, self.sim.durable()[b as usize * bs..(b as usize + 1) * bs].to_vec())).collect());
+        self.apply(
+            &mut probe,
+            &writes
+                .keys()
+                .map(|&b| {
+                    (
+                        b,
+                        self.sim.durable()[b as usize * bs..(b as usize + 1) * bs].to_vec(),
+                    )
+                })
+                .collect(),
+        );
         Ok(whole && self.sim.allows(&probe))
     }
 
     /// Every image a crash during `tx_commit(tx)` may leave, when there are at most `max`.
-    pub fn all_images_during_commit(&self, tx: u64, max: usize) -> Result<Option<Vec<Vec<u8>>>, DeviceError> {
+    pub fn all_images_during_commit(
+        &self,
+        tx: u64,
+        max: usize,
+    ) -> Result<Option<Vec<Vec<u8>>>, DeviceError> {
         let writes = self.open_tx(tx)?;
-        let Some(lost) = self.sim.all_images(max) else { return Ok(None) };
+        let Some(lost) = self.sim.all_images(max) else {
+            return Ok(None);
+        };
         let mut all: BTreeSet<Vec<u8>> = BTreeSet::new();
         for img in lost {
             let mut kept = img.clone();
@@ -177,7 +210,10 @@ impl BlockDevice for TxSimDevice {
     }
     fn write_run(&mut self, block: u64, data: &[u8]) -> Result<(), DeviceError> {
         let range = self.run(block, data.len())?;
-        if let Some((b, &tx)) = range.clone().find_map(|b| self.owner.get(&b).map(|t| (b, t))) {
+        if let Some((b, &tx)) = range
+            .clone()
+            .find_map(|b| self.owner.get(&b).map(|t| (b, t)))
+        {
             return Err(DeviceError::TxConflict { block: b, tx });
         }
         for (b, d) in range.zip(data.chunks(self.block_size())) {
@@ -207,8 +243,14 @@ impl BlockDevice for TxSimDevice {
     }
     fn tx_write_run(&mut self, tx: u64, block: u64, data: &[u8]) -> Result<(), DeviceError> {
         let range = self.run(block, data.len())?;
-        if let Some((b, &other)) = range.clone().find_map(|b| self.owner.get(&b).filter(|&&t| t != tx).map(|t| (b, t))) {
-            return Err(DeviceError::TxConflict { block: b, tx: other });
+        if let Some((b, &other)) = range
+            .clone()
+            .find_map(|b| self.owner.get(&b).filter(|&&t| t != tx).map(|t| (b, t)))
+        {
+            return Err(DeviceError::TxConflict {
+                block: b,
+                tx: other,
+            });
         }
         let writes = self.open.entry(tx).or_default();
         for (b, d) in range.zip(data.chunks(self.sim.block_size())) {
@@ -273,7 +315,16 @@ mod tests {
         for seed in 0..20 {
             assert_eq!(d.crash(seed).bytes, d.durable());
         }
-        assert_eq!(d.counters(), TxSimCounters { writes: 0, tx_writes: 3, flushes: 0, commits: 1, aborts: 0 });
+        assert_eq!(
+            d.counters(),
+            TxSimCounters {
+                writes: 0,
+                tx_writes: 3,
+                flushes: 0,
+                commits: 1,
+                aborts: 0
+            }
+        );
     }
 
     #[test]
@@ -281,8 +332,14 @@ mod tests {
         let mut d = TxSimDevice::new(BS, 4).unwrap();
         d.tx_write(1, 0, &blk(1)).unwrap();
         d.tx_write(1, 0, &blk(2)).unwrap(); // the same transaction may rewrite
-        assert!(matches!(d.tx_write(2, 0, &blk(3)), Err(DeviceError::TxConflict { block: 0, tx: 1 })));
-        assert!(matches!(d.write(0, &blk(3)), Err(DeviceError::TxConflict { block: 0, tx: 1 })));
+        assert!(matches!(
+            d.tx_write(2, 0, &blk(3)),
+            Err(DeviceError::TxConflict { block: 0, tx: 1 })
+        ));
+        assert!(matches!(
+            d.write(0, &blk(3)),
+            Err(DeviceError::TxConflict { block: 0, tx: 1 })
+        ));
         d.tx_abort(1).unwrap();
         assert!(matches!(d.tx_abort(1), Err(DeviceError::UnknownTx(1))));
         assert!(matches!(d.tx_commit(9), Err(DeviceError::UnknownTx(9))));
@@ -318,7 +375,11 @@ mod tests {
         let (mut kept, mut lost) = (0, 0);
         for seed in 0..64 {
             let img = d.crash_during_commit(1, seed).unwrap();
-            assert!(d.allows_during_commit(1, &img.bytes).unwrap(), "{}", img.description);
+            assert!(
+                d.allows_during_commit(1, &img.bytes).unwrap(),
+                "{}",
+                img.description
+            );
             if at(&img.bytes, 1) == &blk(1)[..] {
                 assert_eq!(at(&img.bytes, 2), &blk(2)[..]);
                 kept += 1;
@@ -332,7 +393,13 @@ mod tests {
         assert_eq!(all.len(), 8, "block 0: 4 choices; the transaction: 2");
         let mut half = vec![0; 4 * BS];
         half[BS..2 * BS].copy_from_slice(&blk(1));
-        assert!(!d.allows_during_commit(1, &half).unwrap(), "half a transaction");
-        assert!(matches!(d.crash_during_commit(2, 0), Err(DeviceError::UnknownTx(2))));
+        assert!(
+            !d.allows_during_commit(1, &half).unwrap(),
+            "half a transaction"
+        );
+        assert!(matches!(
+            d.crash_during_commit(2, 0),
+            Err(DeviceError::UnknownTx(2))
+        ));
     }
 }

@@ -14,7 +14,10 @@ enum Step {
 }
 
 fn steps() -> impl Strategy<Value = Vec<Step>> {
-    proptest::collection::vec(prop_oneof![4 => (0u64..4, any::<u8>()).prop_map(|(b, v)| Step::Write(b, v)), 1 => Just(Step::Flush)], 0..12)
+    proptest::collection::vec(
+        prop_oneof![4 => (0u64..4, any::<u8>()).prop_map(|(b, v)| Step::Write(b, v)), 1 => Just(Step::Flush)],
+        0..12,
+    )
 }
 
 fn block(v: u8) -> Vec<u8> {
@@ -96,8 +99,12 @@ fn a_torn_write_and_a_reordering_are_both_possible() {
     assert_eq!(all.len(), 16, "4 touched sectors, 2 choices each");
     let zero = vec![0u8; SECTOR];
     // Block 1 durable without block 0 (reordering), and block 0 half-written (torn).
-    assert!(all.iter().any(|i| i[..BS] == vec![0u8; BS][..] && i[BS..] == block(2)[..]));
-    assert!(all.iter().any(|i| i[..SECTOR] == block(1)[..SECTOR] && i[SECTOR..BS] == zero[..]));
+    assert!(all
+        .iter()
+        .any(|i| i[..BS] == vec![0u8; BS][..] && i[BS..] == block(2)[..]));
+    assert!(all
+        .iter()
+        .any(|i| i[..SECTOR] == block(1)[..SECTOR] && i[SECTOR..BS] == zero[..]));
     // Not allowed: a byte pattern nobody wrote.
     let mut bad = d.contents().to_vec();
     bad[7] = 0xee;
@@ -120,10 +127,22 @@ fn older_versions_of_a_sector_may_survive() {
 #[test]
 fn bad_arguments_are_errors() {
     let mut d = SimDevice::new(BS, 2).unwrap();
-    assert!(matches!(d.write(2, &block(0)), Err(DeviceError::OutOfRange { block: 2, .. })));
-    assert!(matches!(d.write(0, &[0; 10]), Err(DeviceError::BadLength { got: 10, .. })));
-    assert!(matches!(SimDevice::new(1000, 1), Err(DeviceError::BadBlockSize(1000))));
-    assert!(matches!(SimDevice::from_image(BS, vec![0; BS + 1]), Err(DeviceError::BadImage { .. })));
+    assert!(matches!(
+        d.write(2, &block(0)),
+        Err(DeviceError::OutOfRange { block: 2, .. })
+    ));
+    assert!(matches!(
+        d.write(0, &[0; 10]),
+        Err(DeviceError::BadLength { got: 10, .. })
+    ));
+    assert!(matches!(
+        SimDevice::new(1000, 1),
+        Err(DeviceError::BadBlockSize(1000))
+    ));
+    assert!(matches!(
+        SimDevice::from_image(BS, vec![0; BS + 1]),
+        Err(DeviceError::BadImage { .. })
+    ));
     let e = d.read(5, &mut [0; BS]).unwrap_err().to_string();
     assert!(e.contains("block 5 is outside the device"), "{e}");
 }
@@ -143,7 +162,12 @@ fn file_device_round_trip() {
     assert_eq!(buf, vec![7u8; 4096]);
     d.read(0, &mut buf).unwrap();
     assert_eq!(buf, vec![0u8; 4096]);
-    assert!(matches!(d.write(8, &buf), Err(DeviceError::OutOfRange { .. })));
-    let e = FileDevice::open(&dir.path().join("missing"), 4096).unwrap_err().to_string();
+    assert!(matches!(
+        d.write(8, &buf),
+        Err(DeviceError::OutOfRange { .. })
+    ));
+    let e = FileDevice::open(&dir.path().join("missing"), 4096)
+        .unwrap_err()
+        .to_string();
     assert!(e.starts_with("opening ") && e.contains("missing"), "{e}");
 }

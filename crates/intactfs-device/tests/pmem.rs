@@ -4,7 +4,9 @@
 //! its valid flag written last survives every image, and the twin catches it written early.
 //! PmemFile round-trips, reports bad input, and agrees with the twin; Latency charges time.
 
-use intactfs_device::{Latency, LatencyModel, PmemCounters, PmemDevice, PmemError, PmemFile, PmemSim, CACHELINE, WORD};
+use intactfs_device::{
+    Latency, LatencyModel, PmemCounters, PmemDevice, PmemError, PmemFile, PmemSim, CACHELINE, WORD,
+};
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 
@@ -174,7 +176,10 @@ fn an_unfenced_clwb_guarantees_nothing() {
     let mut d = PmemSim::new(LEN).unwrap();
     d.write(0, &[7; 16]).unwrap();
     d.clwb(0, 16).unwrap();
-    assert_eq!((d.dirty_words(), d.dirty_lines(), d.unfenced_lines()), (2, 1, 1));
+    assert_eq!(
+        (d.dirty_words(), d.dirty_lines(), d.unfenced_lines()),
+        (2, 1, 1)
+    );
     assert!(d.persistent().iter().all(|&b| b == 0));
     let all = d.all_images(100).unwrap();
     assert_eq!(all.len(), 4, "two words, each old or new");
@@ -196,8 +201,16 @@ fn a_store_after_the_clwb_stays_volatile_but_may_land() {
     let all = d.all_images(100).unwrap();
     let w8: BTreeSet<u64> = all.iter().map(|i| word(i, 8)).collect();
     let w16: BTreeSet<u64> = all.iter().map(|i| word(i, 16)).collect();
-    assert_eq!(w8, BTreeSet::from([1, 2]), "at least the clwb-time value, maybe the later one");
-    assert_eq!(w16, BTreeSet::from([0, 3]), "a word stored after the clwb is not guaranteed");
+    assert_eq!(
+        w8,
+        BTreeSet::from([1, 2]),
+        "at least the clwb-time value, maybe the later one"
+    );
+    assert_eq!(
+        w16,
+        BTreeSet::from([0, 3]),
+        "a word stored after the clwb is not guaranteed"
+    );
     // A store after the fence is not guaranteed by it either.
     d.store_u64(24, 4).unwrap();
     assert!(d.all_images(100).unwrap().iter().any(|i| word(i, 24) == 0));
@@ -214,9 +227,18 @@ fn a_word_stored_many_times_may_show_any_value() {
     for v in [0xb, 0xc, 0xd, 0xc] {
         d.store_u64(64, v).unwrap();
     }
-    let all: BTreeSet<u64> = d.all_images(100).unwrap().iter().map(|i| word(i, 64)).collect();
+    let all: BTreeSet<u64> = d
+        .all_images(100)
+        .unwrap()
+        .iter()
+        .map(|i| word(i, 64))
+        .collect();
     assert_eq!(all, BTreeSet::from([0xa, 0xb, 0xc, 0xd]));
-    let drawn: BTreeSet<u64> = d.crash_images(0, 200).iter().map(|i| word(&i.bytes, 64)).collect();
+    let drawn: BTreeSet<u64> = d
+        .crash_images(0, 200)
+        .iter()
+        .map(|i| word(&i.bytes, 64))
+        .collect();
     assert_eq!(drawn, all, "the random draws reach every value");
     let mut stray = d.contents().to_vec();
     stray[64..72].copy_from_slice(&0xeu64.to_le_bytes());
@@ -235,7 +257,11 @@ fn the_random_draws_cover_the_exhaustive_set() {
     assert_eq!(all.len(), 12);
     assert_eq!(d.image_count(), 12);
     assert!(d.all_images(11).is_none());
-    let drawn: BTreeSet<Vec<u8>> = d.crash_images(1000, 2000).into_iter().map(|i| i.bytes).collect();
+    let drawn: BTreeSet<Vec<u8>> = d
+        .crash_images(1000, 2000)
+        .into_iter()
+        .map(|i| i.bytes)
+        .collect();
     assert_eq!(drawn, all);
 }
 
@@ -247,7 +273,16 @@ fn counters_count_persistence_points() {
     d.clwb(3, 70).unwrap();
     d.persist(128, 8).unwrap();
     d.clwb(0, 0).unwrap(); // an empty range flushes nothing
-    assert_eq!(d.counters(), PmemCounters { stores: 2, bytes_stored: 78, lines_flushed: 3, fences: 1, latency_ns: 0 });
+    assert_eq!(
+        d.counters(),
+        PmemCounters {
+            stores: 2,
+            bytes_stored: 78,
+            lines_flushed: 3,
+            fences: 1,
+            latency_ns: 0
+        }
+    );
 }
 
 #[test]
@@ -260,14 +295,21 @@ fn a_crash_image_starts_a_device_that_can_crash_again() {
     let mut r = PmemSim::from_image(img.bytes.clone()).unwrap();
     assert_eq!(r.persistent(), &img.bytes[..]);
     assert_eq!(r.contents(), &img.bytes[..]);
-    assert_eq!((r.dirty_words(), r.counters()), (0, PmemCounters::default()));
+    assert_eq!(
+        (r.dirty_words(), r.counters()),
+        (0, PmemCounters::default())
+    );
     // "Recovery" rewrites line 1 and crashes before persisting it.
     r.write(64, &[8; 64]).unwrap();
     for again in r.crash_images(0, 16) {
         assert_eq!(&again.bytes[..64], &[5; 64]);
         for w in (64..128).step_by(WORD) {
             let got = &again.bytes[w..w + WORD];
-            assert!(got == [8; 8] || got == &img.bytes[w..w + WORD], "{}", again.description);
+            assert!(
+                got == [8; 8] || got == &img.bytes[w..w + WORD],
+                "{}",
+                again.description
+            );
         }
     }
 }
@@ -276,25 +318,63 @@ fn a_crash_image_starts_a_device_that_can_crash_again() {
 fn bad_arguments_are_errors() {
     let mut d = PmemSim::new(LEN).unwrap();
     let e = d.write(LEN - 4, &[0; 8]).unwrap_err();
-    assert!(matches!(e, PmemError::OutOfRange { off: 252, len: 8, size: 256 }), "{e:?}");
-    assert_eq!(e.to_string(), "8 bytes at offset 252 reach outside the persistent memory (256 bytes)");
-    assert!(matches!(d.clwb(u64::MAX, 2), Err(PmemError::OutOfRange { .. })), "no overflow");
-    assert!(matches!(d.read(LEN, &mut [0; 1]), Err(PmemError::OutOfRange { .. })));
+    assert!(
+        matches!(
+            e,
+            PmemError::OutOfRange {
+                off: 252,
+                len: 8,
+                size: 256
+            }
+        ),
+        "{e:?}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "8 bytes at offset 252 reach outside the persistent memory (256 bytes)"
+    );
+    assert!(
+        matches!(d.clwb(u64::MAX, 2), Err(PmemError::OutOfRange { .. })),
+        "no overflow"
+    );
+    assert!(matches!(
+        d.read(LEN, &mut [0; 1]),
+        Err(PmemError::OutOfRange { .. })
+    ));
     d.read(LEN, &mut []).unwrap(); // empty at the end is fine
     let e = d.store_u64(12, 1).unwrap_err();
     assert!(matches!(e, PmemError::Misaligned { off: 12 }));
-    assert!(e.to_string().contains("offset 12 is not 8-byte aligned"), "{e}");
-    assert!(matches!(d.load_u64(4), Err(PmemError::Misaligned { off: 4 })));
-    assert!(matches!(d.store_u64(LEN, 1), Err(PmemError::OutOfRange { .. })));
+    assert!(
+        e.to_string().contains("offset 12 is not 8-byte aligned"),
+        "{e}"
+    );
+    assert!(matches!(
+        d.load_u64(4),
+        Err(PmemError::Misaligned { off: 4 })
+    ));
+    assert!(matches!(
+        d.store_u64(LEN, 1),
+        Err(PmemError::OutOfRange { .. })
+    ));
     for bad in [0, 100] {
         let e = PmemSim::new(bad).unwrap_err();
-        assert!(matches!(e, PmemError::BadSize { len, .. } if len == bad), "{e:?}");
+        assert!(
+            matches!(e, PmemError::BadSize { len, .. } if len == bad),
+            "{e:?}"
+        );
     }
     let e = PmemSim::new(u64::MAX / 64 * 64).unwrap_err().to_string();
     assert!(e.starts_with("allocating a simulated device of"), "{e}");
     let e = PmemSim::from_image(vec![0; 65]).unwrap_err().to_string();
-    assert!(e.contains("65 bytes") && e.contains("multiple of 64"), "{e}");
-    assert_eq!(d.counters(), PmemCounters::default(), "failed calls count nothing");
+    assert!(
+        e.contains("65 bytes") && e.contains("multiple of 64"),
+        "{e}"
+    );
+    assert_eq!(
+        d.counters(),
+        PmemCounters::default(),
+        "failed calls count nothing"
+    );
 }
 
 // The log-append protocol an FCFS-style engine uses: an entry, then its valid flag (an
@@ -351,7 +431,10 @@ fn a_valid_flag_stored_before_the_entry_persists_is_caught() {
         &|d| d.clwb(ENTRY, ENTRY_LEN as u64).unwrap(),
         &|d| d.persist(FLAG, 8).unwrap(),
     ]);
-    assert!(exhaustive && drawn, "exhaustive {exhaustive}, drawn {drawn}");
+    assert!(
+        exhaustive && drawn,
+        "exhaustive {exhaustive}, drawn {drawn}"
+    );
     // The flag persisted first.
     let (exhaustive, drawn) = crash_everywhere(&[
         &|d| d.store_u64(FLAG, 1).unwrap(),
@@ -359,7 +442,10 @@ fn a_valid_flag_stored_before_the_entry_persists_is_caught() {
         &|d| d.write(ENTRY, &entry()).unwrap(),
         &|d| d.persist(ENTRY, ENTRY_LEN as u64).unwrap(),
     ]);
-    assert!(exhaustive && drawn, "exhaustive {exhaustive}, drawn {drawn}");
+    assert!(
+        exhaustive && drawn,
+        "exhaustive {exhaustive}, drawn {drawn}"
+    );
     // clwb without the fence before the flag: the entry's write-back may not have happened.
     let (exhaustive, drawn) = crash_everywhere(&[
         &|d| d.write(ENTRY, &entry()).unwrap(),
@@ -367,7 +453,10 @@ fn a_valid_flag_stored_before_the_entry_persists_is_caught() {
         &|d| d.store_u64(FLAG, 1).unwrap(),
         &|d| d.persist(FLAG, 8).unwrap(),
     ]);
-    assert!(exhaustive && drawn, "exhaustive {exhaustive}, drawn {drawn}");
+    assert!(
+        exhaustive && drawn,
+        "exhaustive {exhaustive}, drawn {drawn}"
+    );
 }
 
 #[test]
@@ -385,7 +474,16 @@ fn file_round_trip_and_reopen() {
     f.clwb(0, 8192).unwrap();
     f.fence().unwrap();
     f.sync_all().unwrap();
-    assert_eq!(f.counters(), PmemCounters { stores: 2, bytes_stored: 13, lines_flushed: 130, fences: 3, latency_ns: 0 });
+    assert_eq!(
+        f.counters(),
+        PmemCounters {
+            stores: 2,
+            bytes_stored: 13,
+            lines_flushed: 130,
+            fences: 3,
+            latency_ns: 0
+        }
+    );
     drop(f);
     let raw = std::fs::read(&p).unwrap();
     assert_eq!(&raw[100..105], b"hello");
@@ -416,23 +514,53 @@ fn file_bad_input_is_reported() {
     std::fs::write(&odd, [0u8; 100]).unwrap();
     let e = PmemFile::open(&odd).unwrap_err();
     assert!(matches!(e, PmemError::BadSize { len: 100, .. }), "{e:?}");
-    assert!(e.to_string().contains("odd") && e.to_string().contains("100 bytes"), "{e}");
+    assert!(
+        e.to_string().contains("odd") && e.to_string().contains("100 bytes"),
+        "{e}"
+    );
     std::fs::write(&odd, []).unwrap();
-    assert!(matches!(PmemFile::open(&odd), Err(PmemError::BadSize { len: 0, .. })));
+    assert!(matches!(
+        PmemFile::open(&odd),
+        Err(PmemError::BadSize { len: 0, .. })
+    ));
     let e = PmemFile::create(&dir.path().join("new"), 63).unwrap_err();
     assert!(matches!(e, PmemError::BadSize { len: 63, .. }));
-    assert!(!dir.path().join("new").exists(), "a bad size creates nothing");
-    let e = PmemFile::create(&dir.path().join("no/such/dir/pm"), 64).unwrap_err().to_string();
-    assert!(e.starts_with("creating ") && e.contains("no/such/dir"), "{e}");
+    assert!(
+        !dir.path().join("new").exists(),
+        "a bad size creates nothing"
+    );
+    let e = PmemFile::create(&dir.path().join("no/such/dir/pm"), 64)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("creating ") && e.contains("no/such/dir"),
+        "{e}"
+    );
     let e = PmemFile::open(dir.path()).unwrap_err().to_string();
     assert!(e.contains(&dir.path().display().to_string()), "{e}");
 
     let mut f = PmemFile::create(&dir.path().join("pm"), 128).unwrap();
-    assert!(matches!(f.store_u64(4, 1), Err(PmemError::Misaligned { off: 4 })));
+    assert!(matches!(
+        f.store_u64(4, 1),
+        Err(PmemError::Misaligned { off: 4 })
+    ));
     assert!(matches!(f.load_u64(130), Err(PmemError::Misaligned { .. })));
-    assert!(matches!(f.store_u64(128, 1), Err(PmemError::OutOfRange { .. })));
-    assert!(matches!(f.write(120, &[0; 9]), Err(PmemError::OutOfRange { off: 120, len: 9, size: 128 })));
-    assert!(matches!(f.read(u64::MAX, &mut [0; 2]), Err(PmemError::OutOfRange { .. })));
+    assert!(matches!(
+        f.store_u64(128, 1),
+        Err(PmemError::OutOfRange { .. })
+    ));
+    assert!(matches!(
+        f.write(120, &[0; 9]),
+        Err(PmemError::OutOfRange {
+            off: 120,
+            len: 9,
+            size: 128
+        })
+    ));
+    assert!(matches!(
+        f.read(u64::MAX, &mut [0; 2]),
+        Err(PmemError::OutOfRange { .. })
+    ));
     assert!(matches!(f.clwb(64, 65), Err(PmemError::OutOfRange { .. })));
     assert_eq!(f.counters(), PmemCounters::default());
 }
@@ -444,7 +572,12 @@ fn a_file_that_shrinks_under_its_mapping_is_reported_at_a_syncing_fence() {
     let mut f = PmemFile::create(&p, 16384).unwrap();
     f.set_sync_on_fence(true);
     f.store_u64(0, 1).unwrap();
-    std::fs::OpenOptions::new().write(true).open(&p).unwrap().set_len(4096).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&p)
+        .unwrap()
+        .set_len(4096)
+        .unwrap();
     // Only the first page is touched: it is still backed.
     f.clwb(0, 8).unwrap();
     let e = f.fence().unwrap_err();
@@ -454,8 +587,19 @@ fn a_file_that_shrinks_under_its_mapping_is_reported_at_a_syncing_fence() {
 
 #[test]
 fn latency_is_charged_per_flushed_line() {
-    assert_eq!(LatencyModel::FCFS.per_line_ns(), 150, "max(150 ns, 64 B / 4 GB/s = 16 ns)");
-    assert_eq!(LatencyModel { write_ns: 10, bytes_per_sec: 1_000_000_000 }.per_line_ns(), 64);
+    assert_eq!(
+        LatencyModel::FCFS.per_line_ns(),
+        150,
+        "max(150 ns, 64 B / 4 GB/s = 16 ns)"
+    );
+    assert_eq!(
+        LatencyModel {
+            write_ns: 10,
+            bytes_per_sec: 1_000_000_000
+        }
+        .per_line_ns(),
+        64
+    );
     assert_eq!(LatencyModel::default().per_line_ns(), 0);
 
     let mut d = Latency::new(PmemSim::new(LEN).unwrap(), LatencyModel::FCFS);

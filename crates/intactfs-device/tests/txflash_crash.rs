@@ -7,7 +7,9 @@
 //! plain writes per the volatile-cache rules; for a crash inside `tx_commit(t)`, `t` whole
 //! or absent. Some workloads go on from a recovered device and crash again.
 
-use intactfs_device::{BlockDevice, CrashImage, DeviceError, SimDevice, TxFileDevice, TxGeometry, TxSimDevice, SECTOR};
+use intactfs_device::{
+    BlockDevice, CrashImage, DeviceError, SimDevice, TxFileDevice, TxGeometry, TxSimDevice, SECTOR,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::mem::discriminant;
@@ -65,7 +67,9 @@ fn run(d: &mut impl BlockDevice, op: Op) -> Result<(), DeviceError> {
     match op {
         Op::TxWrite(t, b, v) => d.tx_write(t, b, &data(bs, v)),
         Op::Plain(b, v) => d.write(b, &data(bs, v)),
-        Op::TxRun(t, b, v) => d.tx_write_run(t, b, &[data(bs, v), data(bs, v + (1 << 12))].concat()),
+        Op::TxRun(t, b, v) => {
+            d.tx_write_run(t, b, &[data(bs, v), data(bs, v + (1 << 12))].concat())
+        }
         Op::PlainRun(b, v) => d.write_run(b, &[data(bs, v), data(bs, v + (1 << 12))].concat()),
         Op::Commit(t) => d.tx_commit(t),
         Op::Abort(t) => d.tx_abort(t),
@@ -93,14 +97,23 @@ struct Stats {
 /// Recovers `img` (the backing after a crash) and returns the logical blocks and the device.
 /// A crash during recovery's own erase of a dropped record must give the same blocks.
 fn recover(img: &CrashImage, what: &str) -> (Vec<u8>, TxFileDevice<Recorder>, bool) {
-    let rec = Recorder { dev: SimDevice::from_image(SECTOR, img.bytes.clone()).unwrap(), snaps: Vec::new() };
-    let mut d = TxFileDevice::recover(rec).unwrap_or_else(|e| panic!("{what}: recovery failed: {e} ({})", img.description));
+    let rec = Recorder {
+        dev: SimDevice::from_image(SECTOR, img.bytes.clone()).unwrap(),
+        snaps: Vec::new(),
+    };
+    let mut d = TxFileDevice::recover(rec)
+        .unwrap_or_else(|e| panic!("{what}: recovery failed: {e} ({})", img.description));
     let l = logical(&mut d);
     for snap in std::mem::take(&mut d.backing_mut().snaps) {
         for seed in 0..4 {
             let again = snap.crash(seed);
-            let mut d2 = TxFileDevice::recover(SimDevice::from_image(SECTOR, again.bytes).unwrap()).unwrap();
-            assert_eq!(logical(&mut d2), l, "{what}: a crash during recovery changed the outcome");
+            let mut d2 =
+                TxFileDevice::recover(SimDevice::from_image(SECTOR, again.bytes).unwrap()).unwrap();
+            assert_eq!(
+                logical(&mut d2),
+                l,
+                "{what}: a crash during recovery changed the outcome"
+            );
         }
     }
     let dropped = d.recovery().dropped_tail;
@@ -110,8 +123,17 @@ fn recover(img: &CrashImage, what: &str) -> (Vec<u8>, TxFileDevice<Recorder>, bo
 /// Crash images of `snap`: all of them when few, else a seeded sample.
 fn images(snap: &SimDevice, salt: u64) -> Vec<CrashImage> {
     match snap.all_images(48) {
-        Some(all) => all.into_iter().enumerate().map(|(i, bytes)| CrashImage { bytes, description: format!("image {i} of all") }).collect(),
-        None => (0..8).map(|k| snap.crash(salt.wrapping_mul(0x9E37_79B9) ^ k)).collect(),
+        Some(all) => all
+            .into_iter()
+            .enumerate()
+            .map(|(i, bytes)| CrashImage {
+                bytes,
+                description: format!("image {i} of all"),
+            })
+            .collect(),
+        None => (0..8)
+            .map(|k| snap.crash(salt.wrapping_mul(0x9E37_79B9) ^ k))
+            .collect(),
     }
 }
 
@@ -119,8 +141,16 @@ fn workload(seed: u64, stats: &mut Stats) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let bs = if seed.is_multiple_of(2) { 1024 } else { 512 };
     let blocks = 6;
-    let geo = TxGeometry { block_size: bs, blocks, spare: [3, 6][(seed / 2 % 2) as usize], log_bytes: bs as u64 * [1, 2, 4][(seed % 3) as usize] };
-    let backing = Recorder { dev: SimDevice::new(SECTOR, geo.file_bytes().unwrap() / SECTOR as u64).unwrap(), snaps: Vec::new() };
+    let geo = TxGeometry {
+        block_size: bs,
+        blocks,
+        spare: [3, 6][(seed / 2 % 2) as usize],
+        log_bytes: bs as u64 * [1, 2, 4][(seed % 3) as usize],
+    };
+    let backing = Recorder {
+        dev: SimDevice::new(SECTOR, geo.file_bytes().unwrap() / SECTOR as u64).unwrap(),
+        snaps: Vec::new(),
+    };
     let mut ftl = TxFileDevice::format(backing, geo).unwrap();
     ftl.backing_mut().snaps.clear();
     let mut twin = TxSimDevice::new(bs, blocks).unwrap();
@@ -147,10 +177,17 @@ fn workload(seed: u64, stats: &mut Stats) {
             Err(DeviceError::TxNoSpace { .. }) => {}
             _ => {
                 let want = run(&mut twin, op);
-                assert_eq!(got.as_ref().err().map(discriminant), want.as_ref().err().map(discriminant), "{what}: {got:?} vs the twin's {want:?}");
+                assert_eq!(
+                    got.as_ref().err().map(discriminant),
+                    want.as_ref().err().map(discriminant),
+                    "{what}: {got:?} vs the twin's {want:?}"
+                );
             }
         }
-        for (k, snap) in std::mem::take(&mut ftl.backing_mut().snaps).into_iter().enumerate() {
+        for (k, snap) in std::mem::take(&mut ftl.backing_mut().snaps)
+            .into_iter()
+            .enumerate()
+        {
             for img in images(&snap, seed << 20 | step << 8 | k as u64) {
                 let (l, _, dropped) = recover(&img, &what);
                 stats.images += 1;
@@ -166,14 +203,22 @@ fn workload(seed: u64, stats: &mut Stats) {
                 assert!(ok, "{what}: flush {k} inside the call, {}: recovered blocks the semantics do not allow", img.description);
             }
         }
-        assert_eq!(logical(&mut ftl), twin.contents(), "{what}: reads differ from the twin's");
+        assert_eq!(
+            logical(&mut ftl),
+            twin.contents(),
+            "{what}: reads differ from the twin's"
+        );
         if rng.random_bool(0.08) {
             // A crash between calls; sometimes the workload goes on from the recovered device.
             let img = ftl.backing().dev.crash(rng.random());
             let (l, d, dropped) = recover(&img, &what);
             stats.images += 1;
             stats.dropped_tails += dropped as u64;
-            assert!(twin.allows(&l), "{what}: crash after the call, {}: recovered blocks the semantics do not allow", img.description);
+            assert!(
+                twin.allows(&l),
+                "{what}: crash after the call, {}: recovered blocks the semantics do not allow",
+                img.description
+            );
             if rng.random_bool(0.5) {
                 stats.nested += 1;
                 stats.checkpoints += ftl.counters().checkpoints;
@@ -196,7 +241,16 @@ fn every_crash_image_of_the_ftl_recovers_to_an_allowed_logical_image() {
     eprintln!("{stats:?}");
     // The interesting cases happened.
     assert!(stats.images > 10_000, "{stats:?}");
-    assert!(stats.in_commit_kept > 100, "crashes inside a commit that kept it: {stats:?}");
-    assert!(stats.dropped_tails > 100, "records whose data had not landed: {stats:?}");
-    assert!(stats.checkpoints > 100 && stats.seals > 20 && stats.nested > 100, "{stats:?}");
+    assert!(
+        stats.in_commit_kept > 100,
+        "crashes inside a commit that kept it: {stats:?}"
+    );
+    assert!(
+        stats.dropped_tails > 100,
+        "records whose data had not landed: {stats:?}"
+    );
+    assert!(
+        stats.checkpoints > 100 && stats.seals > 20 && stats.nested > 100,
+        "{stats:?}"
+    );
 }

@@ -29,8 +29,11 @@
 //! loop then ends and the program exits 0.
 
 use fuser::{
-    Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, IoctlFlags, KernelConfig, LockOwner, MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, Session,
-    SessionACL, TimeOrNow, WriteFlags,
+    Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
+    IoctlFlags, KernelConfig, LockOwner, MountOption, OpenFlags, RenameFlags, ReplyAttr,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek,
+    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, Session, SessionACL, TimeOrNow,
+    WriteFlags,
 };
 use std::collections::HashMap;
 use std::ffi::{CString, OsStr};
@@ -92,7 +95,11 @@ struct Passthrough {
 }
 
 fn err() -> Errno {
-    Errno::from_i32(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO))
+    Errno::from_i32(
+        std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO),
+    )
 }
 
 fn cstr(name: &OsStr) -> Result<CString, Errno> {
@@ -147,7 +154,14 @@ fn fstatat(fd: RawFd, name: &CString, flags: libc::c_int) -> Result<libc::stat, 
     // SAFETY: an all-zero stat is a valid value; fstatat writes it.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: valid descriptor, C string, and a stat buffer.
-    check(unsafe { libc::fstatat(fd, name.as_ptr(), &mut st, flags | libc::AT_SYMLINK_NOFOLLOW) })?;
+    check(unsafe {
+        libc::fstatat(
+            fd,
+            name.as_ptr(),
+            &mut st,
+            flags | libc::AT_SYMLINK_NOFOLLOW,
+        )
+    })?;
     Ok(st)
 }
 
@@ -157,10 +171,19 @@ fn fstat(fd: RawFd) -> Result<libc::stat, Errno> {
 
 fn timespec(t: Option<TimeOrNow>) -> libc::timespec {
     match t {
-        None => libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT },
-        Some(TimeOrNow::Now) => libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_NOW },
+        None => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+        Some(TimeOrNow::Now) => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_NOW,
+        },
         Some(TimeOrNow::SpecificTime(t)) => match t.duration_since(UNIX_EPOCH) {
-            Ok(d) => libc::timespec { tv_sec: d.as_secs() as i64, tv_nsec: d.subsec_nanos() as i64 },
+            Ok(d) => libc::timespec {
+                tv_sec: d.as_secs() as i64,
+                tv_nsec: d.subsec_nanos() as i64,
+            },
             Err(e) => {
                 let d = e.duration();
                 let (mut s, mut n) = (-(d.as_secs() as i64), d.subsec_nanos() as i64);
@@ -168,7 +191,10 @@ fn timespec(t: Option<TimeOrNow>) -> libc::timespec {
                     s -= 1;
                     n = 1_000_000_000 - n;
                 }
-                libc::timespec { tv_sec: s, tv_nsec: n }
+                libc::timespec {
+                    tv_sec: s,
+                    tv_nsec: n,
+                }
             }
         },
     }
@@ -186,8 +212,21 @@ impl Passthrough {
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let st = fstat(fd.as_raw_fd()).map_err(|e| std::io::Error::from_raw_os_error(e.code()))?;
         let mut inodes = HashMap::new();
-        inodes.insert(1, Inode { node: Node::Dir(Arc::new(fd)), nlookup: 1 });
-        Ok(Passthrough { backing, root_ino: st.st_ino, inodes: Mutex::new(inodes), dirs: Mutex::new(HashMap::new()), next_dir: AtomicU64::new(1), no_xattr: false })
+        inodes.insert(
+            1,
+            Inode {
+                node: Node::Dir(Arc::new(fd)),
+                nlookup: 1,
+            },
+        );
+        Ok(Passthrough {
+            backing,
+            root_ino: st.st_ino,
+            inodes: Mutex::new(inodes),
+            dirs: Mutex::new(HashMap::new()),
+            next_dir: AtomicU64::new(1),
+            no_xattr: false,
+        })
     }
 
     /// The FUSE inode number of a backing inode number (the backing root is FUSE's 1).
@@ -232,9 +271,19 @@ impl Passthrough {
     fn at(&self, ino: INodeNo) -> Result<At, Errno> {
         let inodes = self.inodes.lock().unwrap();
         match inodes.get(&ino.0).map(|i| &i.node) {
-            Some(Node::Dir(fd)) => Ok(At { fd: fd.clone(), name: CString::default(), dir: true, ino: ino.0 }),
+            Some(Node::Dir(fd)) => Ok(At {
+                fd: fd.clone(),
+                name: CString::default(),
+                dir: true,
+                ino: ino.0,
+            }),
             Some(Node::Other { parent, name }) => match inodes.get(parent).map(|i| &i.node) {
-                Some(Node::Dir(fd)) => Ok(At { fd: fd.clone(), name: name.clone(), dir: false, ino: ino.0 }),
+                Some(Node::Dir(fd)) => Ok(At {
+                    fd: fd.clone(),
+                    name: name.clone(),
+                    dir: false,
+                    ino: ino.0,
+                }),
                 _ => Err(Errno::ESTALE),
             },
             None => Err(Errno::ESTALE),
@@ -265,7 +314,13 @@ impl Passthrough {
         }
         let node = if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
             // SAFETY: valid descriptor and C string.
-            let fd = unsafe { libc::openat(pfd, c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
+            let fd = unsafe {
+                libc::openat(
+                    pfd,
+                    c.as_ptr(),
+                    libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                )
+            };
             if fd < 0 {
                 return Err(err());
             }
@@ -275,7 +330,10 @@ impl Passthrough {
             ino = self.fuse_ino(st.st_ino);
             Node::Dir(Arc::new(fd))
         } else {
-            Node::Other { parent: parent.0, name: c }
+            Node::Other {
+                parent: parent.0,
+                name: c,
+            }
         };
         let mut inodes = self.inodes.lock().unwrap();
         match inodes.get_mut(&ino) {
@@ -335,7 +393,13 @@ impl Passthrough {
         // SAFETY: valid descriptor and C strings.
         unsafe {
             match name {
-                Some(n) => libc::fchownat(fd, n.as_ptr(), req.uid(), req.gid(), libc::AT_SYMLINK_NOFOLLOW),
+                Some(n) => libc::fchownat(
+                    fd,
+                    n.as_ptr(),
+                    req.uid(),
+                    req.gid(),
+                    libc::AT_SYMLINK_NOFOLLOW,
+                ),
                 None => libc::fchown(fd, req.uid(), req.gid()),
             };
         }
@@ -411,7 +475,11 @@ impl Filesystem for Passthrough {
                 self.stat_at(&at)?;
             }
             // A directory by its descriptor's /proc path (chmod, utimes do not take AT_EMPTY_PATH).
-            let path = if at.dir { proc_path(at.fd()) } else { at.name.clone() };
+            let path = if at.dir {
+                proc_path(at.fd())
+            } else {
+                at.name.clone()
+            };
             let base = if at.dir { libc::AT_FDCWD } else { at.fd() };
             // SAFETY (all calls below): valid descriptors and C strings.
             if let Some(m) = mode {
@@ -423,13 +491,27 @@ impl Filesystem for Passthrough {
             if uid.is_some() || gid.is_some() {
                 let u = uid.unwrap_or(u32::MAX);
                 let g = gid.unwrap_or(u32::MAX);
-                check(unsafe { libc::fchownat(at.fd(), at.name.as_ptr(), u, g, at.empty() | libc::AT_SYMLINK_NOFOLLOW) })?;
+                check(unsafe {
+                    libc::fchownat(
+                        at.fd(),
+                        at.name.as_ptr(),
+                        u,
+                        g,
+                        at.empty() | libc::AT_SYMLINK_NOFOLLOW,
+                    )
+                })?;
             }
             if let Some(s) = size {
                 check(match fh {
                     Some(f) => unsafe { libc::ftruncate(f, s as i64) },
                     None => {
-                        let f = unsafe { libc::openat(base, path.as_ptr(), libc::O_WRONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
+                        let f = unsafe {
+                            libc::openat(
+                                base,
+                                path.as_ptr(),
+                                libc::O_WRONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                            )
+                        };
                         if f < 0 {
                             -1
                         } else {
@@ -448,7 +530,14 @@ impl Filesystem for Passthrough {
                 let ts = [timespec(atime), timespec(mtime)];
                 check(match fh {
                     Some(f) => unsafe { libc::futimens(f, ts.as_ptr()) },
-                    None => unsafe { libc::utimensat(base, path.as_ptr(), ts.as_ptr(), if at.dir { 0 } else { libc::AT_SYMLINK_NOFOLLOW }) },
+                    None => unsafe {
+                        libc::utimensat(
+                            base,
+                            path.as_ptr(),
+                            ts.as_ptr(),
+                            if at.dir { 0 } else { libc::AT_SYMLINK_NOFOLLOW },
+                        )
+                    },
                 })?;
             }
             match fh {
@@ -467,7 +556,14 @@ impl Filesystem for Passthrough {
             let at = self.at(ino)?;
             let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
             // SAFETY: valid descriptor, C string and buffer of the given length.
-            let n = unsafe { libc::readlinkat(at.fd(), at.name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+            let n = unsafe {
+                libc::readlinkat(
+                    at.fd(),
+                    at.name.as_ptr(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                )
+            };
             if n < 0 {
                 return Err(err());
             }
@@ -480,7 +576,16 @@ impl Filesystem for Passthrough {
         }
     }
 
-    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, rdev: u32, reply: ReplyEntry) {
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
         let r = (|| {
             let p = self.dir(parent)?;
             let c = cstr(name)?;
@@ -492,7 +597,15 @@ impl Filesystem for Passthrough {
         Self::entry(r, reply)
     }
 
-    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
         let r = (|| {
             let p = self.dir(parent)?;
             let c = cstr(name)?;
@@ -524,7 +637,14 @@ impl Filesystem for Passthrough {
         Self::empty(r, reply)
     }
 
-    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
         let r = (|| {
             let p = self.dir(parent)?;
             let c = cstr(link_name)?;
@@ -537,19 +657,46 @@ impl Filesystem for Passthrough {
         Self::entry(r, reply)
     }
 
-    fn rename(&self, _req: &Request, parent: INodeNo, name: &OsStr, newparent: INodeNo, newname: &OsStr, flags: RenameFlags, reply: ReplyEmpty) {
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
         let r = (|| {
             let p = self.dir(parent)?;
             let np = self.dir(newparent)?;
             let (c, nc) = (cstr(name)?, cstr(newname)?);
-            let src = fstatat(p.as_raw_fd(), &c, 0).map(|st| self.fuse_ino(st.st_ino)).ok();
-            let dst = if flags.contains(RenameFlags::RENAME_EXCHANGE) { fstatat(np.as_raw_fd(), &nc, 0).map(|st| self.fuse_ino(st.st_ino)).ok() } else { None };
+            let src = fstatat(p.as_raw_fd(), &c, 0)
+                .map(|st| self.fuse_ino(st.st_ino))
+                .ok();
+            let dst = if flags.contains(RenameFlags::RENAME_EXCHANGE) {
+                fstatat(np.as_raw_fd(), &nc, 0)
+                    .map(|st| self.fuse_ino(st.st_ino))
+                    .ok()
+            } else {
+                None
+            };
             // SAFETY: valid descriptors and C strings.
-            check(unsafe { libc::renameat2(p.as_raw_fd(), c.as_ptr(), np.as_raw_fd(), nc.as_ptr(), flags.bits()) })?;
+            check(unsafe {
+                libc::renameat2(
+                    p.as_raw_fd(),
+                    c.as_ptr(),
+                    np.as_raw_fd(),
+                    nc.as_ptr(),
+                    flags.bits(),
+                )
+            })?;
             // Files are found by name: follow them (directories are held by descriptor).
             let mut inodes = self.inodes.lock().unwrap();
             for (ino, to) in [(src, (newparent.0, nc)), (dst, (parent.0, c))] {
-                if let Some(Node::Other { parent: p, name: n }) = ino.and_then(|i| inodes.get_mut(&i)).map(|i| &mut i.node) {
+                if let Some(Node::Other { parent: p, name: n }) =
+                    ino.and_then(|i| inodes.get_mut(&i)).map(|i| &mut i.node)
+                {
                     (*p, *n) = to;
                 }
             }
@@ -558,14 +705,29 @@ impl Filesystem for Passthrough {
         Self::empty(r, reply)
     }
 
-    fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
         let r = (|| {
             let at = self.at(ino)?;
             let np = self.dir(newparent)?;
             let nc = cstr(newname)?;
             self.stat_at(&at)?;
             // SAFETY: valid descriptors and C strings.
-            check(unsafe { libc::linkat(at.fd(), at.name.as_ptr(), np.as_raw_fd(), nc.as_ptr(), at.empty()) })?;
+            check(unsafe {
+                libc::linkat(
+                    at.fd(),
+                    at.name.as_ptr(),
+                    np.as_raw_fd(),
+                    nc.as_ptr(),
+                    at.empty(),
+                )
+            })?;
             self.lookup_at(newparent, np.as_raw_fd(), newname)
         })();
         Self::entry(r, reply)
@@ -574,8 +736,14 @@ impl Filesystem for Passthrough {
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let r = (|| {
             let at = self.at(ino)?;
-            let f = (flags.0 & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY)) | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-            let (base, path) = if at.dir { (libc::AT_FDCWD, proc_path(at.fd())) } else { (at.fd(), at.name.clone()) };
+            let f = (flags.0 & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY))
+                | libc::O_NOFOLLOW
+                | libc::O_CLOEXEC;
+            let (base, path) = if at.dir {
+                (libc::AT_FDCWD, proc_path(at.fd()))
+            } else {
+                (at.fd(), at.name.clone())
+            };
             // SAFETY: valid descriptor and C string; the descriptor becomes the file handle,
             // closed at release.
             let h = unsafe { libc::openat(base, path.as_ptr(), f) };
@@ -596,12 +764,29 @@ impl Filesystem for Passthrough {
         }
     }
 
-    fn read(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, size: u32, _flags: OpenFlags, _lock: Option<LockOwner>, reply: ReplyData) {
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
         let mut buf = vec![0u8; size as usize];
         let mut done = 0usize;
         while done < buf.len() {
             // SAFETY: the handle is an open descriptor; the buffer has room for the rest.
-            let n = unsafe { libc::pread(fh.0 as RawFd, buf[done..].as_mut_ptr().cast(), buf.len() - done, (offset + done as u64) as i64) };
+            let n = unsafe {
+                libc::pread(
+                    fh.0 as RawFd,
+                    buf[done..].as_mut_ptr().cast(),
+                    buf.len() - done,
+                    (offset + done as u64) as i64,
+                )
+            };
             if n < 0 {
                 let e = err();
                 if e == Errno::EINTR {
@@ -617,11 +802,29 @@ impl Filesystem for Passthrough {
         reply.data(&buf[..done])
     }
 
-    fn write(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, data: &[u8], _wf: WriteFlags, _flags: OpenFlags, _lock: Option<LockOwner>, reply: ReplyWrite) {
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _wf: WriteFlags,
+        _flags: OpenFlags,
+        _lock: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
         let mut done = 0usize;
         while done < data.len() {
             // SAFETY: the handle is an open descriptor; the slice is valid.
-            let n = unsafe { libc::pwrite(fh.0 as RawFd, data[done..].as_ptr().cast(), data.len() - done, (offset + done as u64) as i64) };
+            let n = unsafe {
+                libc::pwrite(
+                    fh.0 as RawFd,
+                    data[done..].as_ptr().cast(),
+                    data.len() - done,
+                    (offset + done as u64) as i64,
+                )
+            };
             if n < 0 {
                 let e = err();
                 if e == Errno::EINTR {
@@ -634,17 +837,40 @@ impl Filesystem for Passthrough {
         reply.written(done as u32)
     }
 
-    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock: LockOwner, reply: ReplyEmpty) {
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock: LockOwner,
+        reply: ReplyEmpty,
+    ) {
         reply.ok()
     }
 
-    fn release(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, _lock: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
         // SAFETY: the handle was opened by `open` or `create` and is released once.
         unsafe { libc::close(fh.0 as RawFd) };
         reply.ok()
     }
 
-    fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         // SAFETY: the handle is an open descriptor.
         let r = unsafe {
             if datasync {
@@ -660,7 +886,13 @@ impl Filesystem for Passthrough {
         let r = (|| {
             let fd = self.dir(ino)?;
             // SAFETY: a valid descriptor and C string; the descriptor is owned below.
-            let d = unsafe { libc::openat(fd.as_raw_fd(), c".".as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+            let d = unsafe {
+                libc::openat(
+                    fd.as_raw_fd(),
+                    c".".as_ptr(),
+                    libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                )
+            };
             if d < 0 {
                 return Err(err());
             }
@@ -688,13 +920,24 @@ impl Filesystem for Passthrough {
                     break;
                 }
                 // SAFETY: readdir returned a valid entry with a NUL-terminated name.
-                let (name, ino, t) = unsafe { (std::ffi::CStr::from_ptr((*e).d_name.as_ptr()).to_bytes().to_vec(), (*e).d_ino, (*e).d_type) };
+                let (name, ino, t) = unsafe {
+                    (
+                        std::ffi::CStr::from_ptr((*e).d_name.as_ptr())
+                            .to_bytes()
+                            .to_vec(),
+                        (*e).d_ino,
+                        (*e).d_type,
+                    )
+                };
                 entries.push((self.fuse_ino(ino), dtype(t), name));
             }
             // SAFETY: closes the duplicate.
             unsafe { libc::closedir(dir) };
             let h = self.next_dir.fetch_add(1, Ordering::Relaxed);
-            self.dirs.lock().unwrap().insert(h, Arc::new(DirHandle { fd: d, entries }));
+            self.dirs
+                .lock()
+                .unwrap()
+                .insert(h, Arc::new(DirHandle { fd: d, entries }));
             Ok(h)
         })();
         match r {
@@ -703,8 +946,17 @@ impl Filesystem for Passthrough {
         }
     }
 
-    fn readdir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        let Some(d) = self.dirs.lock().unwrap().get(&fh.0).cloned() else { return reply.error(Errno::EBADF) };
+    fn readdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let Some(d) = self.dirs.lock().unwrap().get(&fh.0).cloned() else {
+            return reply.error(Errno::EBADF);
+        };
         for (i, (ino, k, name)) in d.entries.iter().enumerate().skip(offset as usize) {
             if reply.add(INodeNo(*ino), i as u64 + 1, *k, OsStr::from_bytes(name)) {
                 break;
@@ -713,13 +965,29 @@ impl Filesystem for Passthrough {
         reply.ok()
     }
 
-    fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
         self.dirs.lock().unwrap().remove(&fh.0);
         reply.ok()
     }
 
-    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
-        let Some(d) = self.dirs.lock().unwrap().get(&fh.0).cloned() else { return reply.error(Errno::EBADF) };
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        let Some(d) = self.dirs.lock().unwrap().get(&fh.0).cloned() else {
+            return reply.error(Errno::EBADF);
+        };
         // SAFETY: an open directory descriptor.
         let r = unsafe {
             if datasync {
@@ -737,7 +1005,16 @@ impl Filesystem for Passthrough {
         let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
         // SAFETY: a C string and a buffer.
         match check(unsafe { libc::statvfs(c.as_ptr(), &mut s) }) {
-            Ok(()) => reply.statfs(s.f_blocks, s.f_bfree, s.f_bavail, s.f_files, s.f_ffree, s.f_bsize as u32, s.f_namemax as u32, s.f_frsize as u32),
+            Ok(()) => reply.statfs(
+                s.f_blocks,
+                s.f_bfree,
+                s.f_bavail,
+                s.f_files,
+                s.f_ffree,
+                s.f_bsize as u32,
+                s.f_namemax as u32,
+                s.f_frsize as u32,
+            ),
             Err(e) => reply.error(e),
         }
     }
@@ -746,7 +1023,16 @@ impl Filesystem for Passthrough {
     // security.capability before every write(2) to a FUSE file (FUSE sets no SB_NOSEC), so a
     // file system that answers them pays one GETXATTR round trip per write; with
     // --no-xattr the passthrough answers ENOSYS once and the kernel stops asking.
-    fn setxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32, _position: u32, reply: ReplyEmpty) {
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
         if self.no_xattr {
             return reply.error(Errno::ENOSYS);
         }
@@ -756,9 +1042,21 @@ impl Filesystem for Passthrough {
             // SAFETY: C strings and a buffer of the given length.
             check(unsafe {
                 if follow {
-                    libc::setxattr(p.as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), flags)
+                    libc::setxattr(
+                        p.as_ptr(),
+                        n.as_ptr(),
+                        value.as_ptr().cast(),
+                        value.len(),
+                        flags,
+                    )
                 } else {
-                    libc::lsetxattr(p.as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), flags)
+                    libc::lsetxattr(
+                        p.as_ptr(),
+                        n.as_ptr(),
+                        value.as_ptr().cast(),
+                        value.len(),
+                        flags,
+                    )
                 }
             })
         })();
@@ -833,7 +1131,16 @@ impl Filesystem for Passthrough {
         Self::empty(r, reply)
     }
 
-    fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, flags: i32, reply: ReplyCreate) {
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
         let r = (|| {
             let p = self.dir(parent)?;
             let c = cstr(name)?;
@@ -854,21 +1161,57 @@ impl Filesystem for Passthrough {
             }
         })();
         match r {
-            Ok((a, h)) => reply.created(&TTL, &a, Generation(0), FileHandle(h as u64), FopenFlags::FOPEN_KEEP_CACHE),
+            Ok((a, h)) => reply.created(
+                &TTL,
+                &a,
+                Generation(0),
+                FileHandle(h as u64),
+                FopenFlags::FOPEN_KEEP_CACHE,
+            ),
             Err(e) => reply.error(e),
         }
     }
 
-    fn ioctl(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _flags: IoctlFlags, _cmd: u32, _in_data: &[u8], _out_size: u32, reply: ReplyIoctl) {
+    fn ioctl(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: IoctlFlags,
+        _cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: ReplyIoctl,
+    ) {
         reply.error(Errno::from_i32(libc::ENOTTY))
     }
 
-    fn fallocate(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
         // SAFETY: the handle is an open descriptor.
-        Self::empty(check(unsafe { libc::fallocate(fh.0 as RawFd, mode, offset as i64, length as i64) }), reply)
+        Self::empty(
+            check(unsafe { libc::fallocate(fh.0 as RawFd, mode, offset as i64, length as i64) }),
+            reply,
+        )
     }
 
-    fn lseek(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: i64, whence: i32, reply: ReplyLseek) {
+    fn lseek(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
         // SAFETY: the handle is an open descriptor.
         let r = unsafe { libc::lseek(fh.0 as RawFd, offset, whence) };
         if r < 0 {
@@ -886,12 +1229,19 @@ fn usage() -> ! {
 
 fn main() {
     let mut args = std::env::args_os().skip(1);
-    let (Some(backing), Some(mnt)) = (args.next(), args.next()) else { usage() };
+    let (Some(backing), Some(mnt)) = (args.next(), args.next()) else {
+        usage()
+    };
     let mut threads = 4usize;
     let mut no_xattr = false;
     while let Some(a) = args.next() {
         match a.to_str() {
-            Some("--threads") => threads = args.next().and_then(|v| v.to_str().and_then(|s| s.parse().ok())).unwrap_or_else(|| usage()),
+            Some("--threads") => {
+                threads = args
+                    .next()
+                    .and_then(|v| v.to_str().and_then(|s| s.parse().ok()))
+                    .unwrap_or_else(|| usage())
+            }
             Some("--no-xattr") => no_xattr = true,
             _ => usage(),
         }
@@ -907,7 +1257,10 @@ fn main() {
         libc::umask(0);
         // One descriptor per directory the kernel knows and per open file: lift the soft
         // limit to the hard one.
-        let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        let mut rl = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0 {
             rl.rlim_cur = rl.rlim_max;
             libc::setrlimit(libc::RLIMIT_NOFILE, &rl);
@@ -920,14 +1273,23 @@ fn main() {
     fs.no_xattr = no_xattr;
     // SAFETY: geteuid cannot fail.
     let root = unsafe { libc::geteuid() } == 0;
-    let mut options = vec![MountOption::FSName(backing.display().to_string()), MountOption::Subtype("passthrough".into()), MountOption::DefaultPermissions, MountOption::RW];
+    let mut options = vec![
+        MountOption::FSName(backing.display().to_string()),
+        MountOption::Subtype("passthrough".into()),
+        MountOption::DefaultPermissions,
+        MountOption::RW,
+    ];
     if root {
         options.push(MountOption::Dev);
         options.push(MountOption::Suid);
     }
     let mut config = Config::default();
     config.mount_options = options;
-    config.acl = if root { SessionACL::All } else { SessionACL::Owner };
+    config.acl = if root {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
+    };
     config.n_threads = Some(threads.max(1));
     config.clone_fd = true;
     let session = Session::new(fs, &mnt, &config).unwrap_or_else(|e| {
@@ -935,7 +1297,9 @@ fn main() {
         std::process::exit(1)
     });
 
-    let mut signals = signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM, libc::SIGHUP]).expect("signal handlers");
+    let mut signals =
+        signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
+            .expect("signal handlers");
     let handle = signals.handle();
     let m = mnt.clone();
     let sig_thread = std::thread::spawn(move || {
@@ -943,11 +1307,21 @@ fn main() {
             let c = CString::new(m.as_os_str().as_bytes()).expect("no NUL");
             // SAFETY: a C string.
             if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
-                eprintln!("passthrough: unmounting {}: {}", m.display(), std::io::Error::last_os_error());
+                eprintln!(
+                    "passthrough: unmounting {}: {}",
+                    m.display(),
+                    std::io::Error::last_os_error()
+                );
             }
         }
     });
-    eprintln!("passthrough: {} mounted on {} (pid {}, {} threads)", backing.display(), mnt.display(), std::process::id(), threads);
+    eprintln!(
+        "passthrough: {} mounted on {} (pid {}, {} threads)",
+        backing.display(),
+        mnt.display(),
+        std::process::id(),
+        threads
+    );
     let r = session.run();
     handle.close();
     let _ = sig_thread.join();

@@ -34,7 +34,9 @@ impl Flushing {
     /// flush with four); waiting a fraction of a flush lets them all share one, as ext4's
     /// journal waits for more writers before a commit when several are syncing.
     fn gather(&self) -> Option<Duration> {
-        (self.waiting < self.last_batch).then(|| (self.flush_avg / 2).min(MAX_GATHER)).filter(|d| !d.is_zero())
+        (self.waiting < self.last_batch)
+            .then(|| (self.flush_avg / 2).min(MAX_GATHER))
+            .filter(|d| !d.is_zero())
     }
 }
 
@@ -71,7 +73,15 @@ pub struct Committer {
 
 impl Committer {
     pub fn new(state: Arc<RwLock<State>>, io: Option<Arc<dyn SharedIo>>) -> Committer {
-        Committer { state, flushing: Arc::new((Mutex::new(Flushing::default()), Condvar::new(), Condvar::new())), io }
+        Committer {
+            state,
+            flushing: Arc::new((
+                Mutex::new(Flushing::default()),
+                Condvar::new(),
+                Condvar::new(),
+            )),
+            io,
+        }
     }
 
     /// The engine to change. A panic while holding the lock left the engine in an unknown
@@ -88,7 +98,9 @@ impl Committer {
     /// After a call: writes the commits it prepared (without the lock) and, if one of
     /// them must be durable before the call returns, waits for it.
     pub fn finish(&self, mut st: RwLockWriteGuard<'_, State>) -> Result<(), Errno> {
-        let Some(fs) = st.fs.as_mut() else { return Ok(()) };
+        let Some(fs) = st.fs.as_mut() else {
+            return Ok(());
+        };
         let (ios, owed) = (fs.take_io(), fs.take_owed());
         drop(st);
         self.write_out(&ios)?;
@@ -103,11 +115,15 @@ impl Committer {
         if ios.is_empty() {
             return Ok(());
         }
-        let Some(io) = self.io.as_deref() else { return Ok(()) };
+        let Some(io) = self.io.as_deref() else {
+            return Ok(());
+        };
         let failed = ios.iter().find_map(|c| c.perform_shared(io).err());
         let mut st = self.lock()?;
         let st = &mut *st;
-        let Some(fs) = st.fs.as_mut() else { return Err(Errno::EIO) };
+        let Some(fs) = st.fs.as_mut() else {
+            return Err(Errno::EIO);
+        };
         let r = match failed {
             Some(e) => Err(fs.io_failed(e)),
             None => fs.io_done(),
@@ -161,7 +177,12 @@ impl Committer {
             }
             if written < ticket {
                 drop(f);
-                let pending = self.read()?.fs.as_ref().ok_or(Errno::EIO)?.pending_io(ticket);
+                let pending = self
+                    .read()?
+                    .fs
+                    .as_ref()
+                    .ok_or(Errno::EIO)?
+                    .pending_io(ticket);
                 self.write_out(&pending)?;
                 continue;
             }
@@ -226,7 +247,11 @@ impl Committer {
             f.busy = false;
             if let Some(t) = took {
                 // An average over about the last eight flushes.
-                f.flush_avg = if f.flush_avg.is_zero() { t } else { (f.flush_avg * 7 + t) / 8 };
+                f.flush_avg = if f.flush_avg.is_zero() {
+                    t
+                } else {
+                    (f.flush_avg * 7 + t) / 8
+                };
             }
         }
         ended.notify_all();
@@ -234,14 +259,21 @@ impl Committer {
 }
 
 /// Waits on `arrived` up to `d` while fewer callers wait than shared the previous flush.
-fn gather<'a>(arrived: &Condvar, mut f: MutexGuard<'a, Flushing>, d: Duration) -> Result<MutexGuard<'a, Flushing>, Errno> {
+fn gather<'a>(
+    arrived: &Condvar,
+    mut f: MutexGuard<'a, Flushing>,
+    d: Duration,
+) -> Result<MutexGuard<'a, Flushing>, Errno> {
     let deadline = Instant::now() + d;
     while f.waiting < f.last_batch {
         let now = Instant::now();
         if now >= deadline {
             break;
         }
-        f = arrived.wait_timeout(f, deadline - now).map_err(|_| Errno::EIO)?.0;
+        f = arrived
+            .wait_timeout(f, deadline - now)
+            .map_err(|_| Errno::EIO)?
+            .0;
     }
     Ok(f)
 }
@@ -251,21 +283,41 @@ mod tests {
     use super::*;
 
     fn flushing(waiting: usize, last_batch: usize, avg_us: u64) -> Flushing {
-        Flushing { busy: true, waiting, last_batch, flush_avg: Duration::from_micros(avg_us) }
+        Flushing {
+            busy: true,
+            waiting,
+            last_batch,
+            flush_avg: Duration::from_micros(avg_us),
+        }
     }
 
     #[test]
     fn a_flush_gathers_only_while_fewer_wait_than_shared_the_last_one() {
-        assert_eq!(flushing(1, 4, 400).gather(), Some(Duration::from_micros(200)));
-        assert_eq!(flushing(4, 4, 400).gather(), None, "all of the last batch are here");
-        assert_eq!(flushing(1, 1, 400).gather(), None, "a lone fsyncer never waits");
+        assert_eq!(
+            flushing(1, 4, 400).gather(),
+            Some(Duration::from_micros(200))
+        );
+        assert_eq!(
+            flushing(4, 4, 400).gather(),
+            None,
+            "all of the last batch are here"
+        );
+        assert_eq!(
+            flushing(1, 1, 400).gather(),
+            None,
+            "a lone fsyncer never waits"
+        );
         assert_eq!(flushing(1, 4, 0).gather(), None, "no flush measured yet");
         assert_eq!(flushing(1, 4, 50_000).gather(), Some(MAX_GATHER), "bounded");
     }
 
     #[test]
     fn gathering_ends_when_the_last_batch_is_back_or_at_the_deadline() {
-        let f = Arc::new((Mutex::new(flushing(1, 3, 400)), Condvar::new(), Condvar::new()));
+        let f = Arc::new((
+            Mutex::new(flushing(1, 3, 400)),
+            Condvar::new(),
+            Condvar::new(),
+        ));
         let started = Instant::now();
         // Nobody comes: the wait ends at its deadline with the one caller.
         let g = gather(&f.2, f.0.lock().unwrap(), Duration::from_millis(20)).unwrap();

@@ -116,7 +116,10 @@ impl DurableArg {
         if b.len() < DURABLE_ARG_SIZE {
             return None;
         }
-        Some(DurableArg { ticket: u64::from_ne_bytes(b[0..8].try_into().ok()?), flags: u32::from_ne_bytes(b[8..12].try_into().ok()?) })
+        Some(DurableArg {
+            ticket: u64::from_ne_bytes(b[0..8].try_into().ok()?),
+            flags: u32::from_ne_bytes(b[8..12].try_into().ok()?),
+        })
     }
 
     pub fn encode(&self) -> [u8; DURABLE_ARG_SIZE] {
@@ -252,7 +255,11 @@ pub fn tx_abort(fd: i32, tx: u64) -> std::io::Result<()> {
 
 /// Issues DURABLE on `fd`: whether `ticket` is durable (waiting until it is with `wait`).
 pub fn durable(fd: i32, ticket: u64, wait: bool) -> std::io::Result<bool> {
-    let mut a = DurableArg { ticket, flags: if wait { DURABLE_WAIT } else { 0 } }.encode();
+    let mut a = DurableArg {
+        ticket,
+        flags: if wait { DURABLE_WAIT } else { 0 },
+    }
+    .encode();
     // SAFETY: a 16-byte buffer, read and written by the kernel as the command's size says.
     let r = unsafe { libc::ioctl(fd, IOC_DURABLE as _, a.as_mut_ptr()) };
     if r < 0 {
@@ -273,10 +280,19 @@ mod tests {
         assert_eq!(IOC_OSYNC, 0x8008_CC04);
         assert_eq!(IOC_DSYNC, 0x0000_CC05);
         assert_eq!(IOC_DURABLE, 0xC010_CC06);
-        assert_eq!((IOC_BEGIN, IOC_COMMIT, IOC_ABORT, IOC_ADD), (0xCC07, 0xCC08, 0xCC09, 0xCC0A));
-        assert_eq!((IOC_TX_BEGIN, IOC_TX_ADD, IOC_TX_COMMIT, IOC_TX_ABORT), (0x8008_CC10, 0x4008_CC11, 0x4008_CC12, 0x4008_CC13));
+        assert_eq!(
+            (IOC_BEGIN, IOC_COMMIT, IOC_ABORT, IOC_ADD),
+            (0xCC07, 0xCC08, 0xCC09, 0xCC0A)
+        );
+        assert_eq!(
+            (IOC_TX_BEGIN, IOC_TX_ADD, IOC_TX_COMMIT, IOC_TX_ABORT),
+            (0x8008_CC10, 0x4008_CC11, 0x4008_CC12, 0x4008_CC13)
+        );
         // F2FS_IOC_GET_FEATURES is _IOR(0xf5, 12, __u32).
-        assert_eq!(F2FS_IOC_GET_FEATURES, (2 << 30) | (4 << 16) | (0xf5 << 8) | 12);
+        assert_eq!(
+            F2FS_IOC_GET_FEATURES,
+            (2 << 30) | (4 << 16) | (0xf5 << 8) | 12
+        );
     }
 
     #[test]
@@ -290,7 +306,10 @@ mod tests {
 
     #[test]
     fn argument_round_trips() {
-        let a = StreamArg { id: 0x1234_5678_9abc_def0, flags: FLAG_IGNORE_FSYNC };
+        let a = StreamArg {
+            id: 0x1234_5678_9abc_def0,
+            flags: FLAG_IGNORE_FSYNC,
+        };
         assert_eq!(StreamArg::decode(&a.encode()), Some(a));
         assert_eq!(StreamArg::decode(&[0u8; 8]), None);
     }

@@ -1,14 +1,22 @@
 //! `fuser::Filesystem` over the engine: each request resolves its stream from the calling
 //! process, locks the engine, and maps the engine's answer (or errno) back.
 
-use crate::control::{self, DurableArg, StreamArg, DURABLE_WAIT, FLAGS_ALL, FLAG_FSYNC_AS_OSYNC, FLAG_IGNORE_FSYNC};
 use crate::commit::Committer;
+use crate::control::{
+    self, DurableArg, StreamArg, DURABLE_WAIT, FLAGS_ALL, FLAG_FSYNC_AS_OSYNC, FLAG_IGNORE_FSYNC,
+};
 use crate::procs::ProcTable;
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType as FType, FopenFlags, Generation, INodeNo, InitFlags, IoctlFlags, KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags as FRename, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    Errno, FileAttr, FileHandle, FileType as FType, FopenFlags, Generation, INodeNo, InitFlags,
+    IoctlFlags, KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags as FRename, ReplyAttr,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl,
+    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use intactfs::meta::Body;
-use intactfs::{Attr, FileType, Fs, FsError, Ino, NewKind, Owner, RenameFlags, SetAttr, StreamFlags, StreamId, Time, BLOCK, ROOT};
+use intactfs::{
+    Attr, FileType, Fs, FsError, Ino, NewKind, Owner, RenameFlags, SetAttr, StreamFlags, StreamId,
+    Time, BLOCK, ROOT,
+};
 use intactfs_device::ImageDevice;
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -192,19 +200,32 @@ const S_ISGID: u32 = 0o2000;
 
 impl State {
     fn new_handle(&self, stream: StreamId, writable: bool) -> FileHandle {
-        let fh = self.next_fh.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.handles.lock().unwrap_or_else(|p| p.into_inner()).insert(fh, Handle { stream, writable });
+        let fh = self
+            .next_fh
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.handles
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(fh, Handle { stream, writable });
         FileHandle(fh)
     }
 
     fn handle_stream(&self, fh: u64) -> Option<StreamId> {
-        self.handles.lock().unwrap_or_else(|p| p.into_inner()).get(&fh).map(|h| h.stream)
+        self.handles
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&fh)
+            .map(|h| h.stream)
     }
 
     /// Whether handle `fh` was opened for writing (unknown handles count as writable: the
     /// F2FS ioctls then behave as before handles recorded it).
     fn handle_writable(&self, fh: u64) -> bool {
-        self.handles.lock().unwrap_or_else(|p| p.into_inner()).get(&fh).is_none_or(|h| h.writable)
+        self.handles
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&fh)
+            .is_none_or(|h| h.writable)
     }
 
     fn procs(&self) -> std::sync::MutexGuard<'_, ProcTable> {
@@ -253,10 +274,19 @@ impl State {
             self.unflushed_since = Some(std::time::Instant::now());
         }
         if self.waiters.iter().any(|w| w.0 <= durable) {
-            let (ready, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiters).into_iter().partition(|w| w.0 <= durable);
+            let (ready, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiters)
+                .into_iter()
+                .partition(|w| w.0 <= durable);
             self.waiters = wait;
             for (_, reply) in ready {
-                reply.ioctl(0, &DurableArg { ticket: durable, flags: 0 }.encode());
+                reply.ioctl(
+                    0,
+                    &DurableArg {
+                        ticket: durable,
+                        flags: 0,
+                    }
+                    .encode(),
+                );
             }
         }
     }
@@ -264,13 +294,21 @@ impl State {
     /// Regions whose process exited without committing are aborted (CFS: a region ends
     /// with its commit; a program that dies in one never made its changes).
     pub fn reap_regions(&mut self) {
-        let gone: Vec<StreamId> = self.regions.iter().filter(|(_, o)| !crate::procs::alive(o.tgid, o.start)).map(|(r, _)| *r).collect();
+        let gone: Vec<StreamId> = self
+            .regions
+            .iter()
+            .filter(|(_, o)| !crate::procs::alive(o.tgid, o.start))
+            .map(|(r, _)| *r)
+            .collect();
         for r in gone {
             let o = self.regions.remove(&r).expect("listed above");
             self.procs().leave(o.tgid, o.start, o.prev);
             if self.fs.is_some() {
                 if let Err(e) = self.abort_region(r) {
-                    eprintln!("intactfs: aborting the region of exited process {}: {e:?}", o.tgid);
+                    eprintln!(
+                        "intactfs: aborting the region of exited process {}: {e:?}",
+                        o.tgid
+                    );
                 }
             }
         }
@@ -336,7 +374,9 @@ impl State {
             return Err(Errno::EINVAL);
         }
         match cmd {
-            control::F2FS_IOC_GET_FEATURES => Ok(control::F2FS_FEATURE_ATOMIC_WRITE.to_ne_bytes().to_vec()),
+            control::F2FS_IOC_GET_FEATURES => {
+                Ok(control::F2FS_FEATURE_ATOMIC_WRITE.to_ne_bytes().to_vec())
+            }
             control::F2FS_IOC_START_ATOMIC_WRITE => {
                 // Only through a writable descriptor: its close aborts the write, and a
                 // read-only one sends no FUSE_FLUSH at close (`open_flags`).
@@ -360,9 +400,17 @@ impl State {
                 Ok(Vec::new())
             }
             control::F2FS_IOC_COMMIT_ATOMIC_WRITE => match self.f2fs.remove(&ino) {
-                Some((r, _)) => self.fs()?.region_commit(r).map(|_| Vec::new()).map_err(|e| errno(&e)),
+                Some((r, _)) => self
+                    .fs()?
+                    .region_commit(r)
+                    .map(|_| Vec::new())
+                    .map_err(|e| errno(&e)),
                 // Not atomic: F2FS syncs the file.
-                None => self.fs()?.fsync(s, ino, false).map(|_| Vec::new()).map_err(|e| errno(&e)),
+                None => self
+                    .fs()?
+                    .fsync(s, ino, false)
+                    .map(|_| Vec::new())
+                    .map_err(|e| errno(&e)),
             },
             control::F2FS_IOC_ABORT_VOLATILE_WRITE => match self.f2fs.remove(&ino) {
                 Some((r, _)) => self.abort_region(r).map(|_| Vec::new()),
@@ -422,7 +470,8 @@ impl State {
         if gone {
             if let Some(fs) = self.fs.as_mut() {
                 if let Err(e) = fs.release(intactfs::INIT_STREAM, ino) {
-                    self.failure.get_or_insert(format!("freeing inode {ino}: {e}"));
+                    self.failure
+                        .get_or_insert(format!("freeing inode {ino}: {e}"));
                 }
             }
         }
@@ -432,7 +481,13 @@ impl State {
 impl IntactFuse {
     /// `locked_commit`: commits write and flush under the engine lock (the behaviour before
     /// commits moved out of it; kept for comparison).
-    pub fn new(mut fs: Fs<ImageDevice>, fsync: FsyncMode, xattr: bool, locked_commit: bool, caps: Caps) -> Result<IntactFuse, FsError> {
+    pub fn new(
+        mut fs: Fs<ImageDevice>,
+        fsync: FsyncMode,
+        xattr: bool,
+        locked_commit: bool,
+        caps: Caps,
+    ) -> Result<IntactFuse, FsError> {
         let io = if locked_commit { None } else { fs.shared_io() };
         if io.is_some() {
             fs.set_deferred_io(true)?;
@@ -452,7 +507,13 @@ impl IntactFuse {
             invalidate: Vec::new(),
         };
         let state = Arc::new(RwLock::new(state));
-        Ok(IntactFuse { commits: Committer::new(state.clone(), io), state, fsync, xattr, caps })
+        Ok(IntactFuse {
+            commits: Committer::new(state.clone(), io),
+            state,
+            fsync,
+            xattr,
+            caps,
+        })
     }
 
     fn lock(&self) -> Result<RwLockWriteGuard<'_, State>, Errno> {
@@ -489,7 +550,10 @@ impl IntactFuse {
     fn closed(&self, ino: Ino, fh: u64, forget_handle: bool) {
         let work = self.read().map(|st| {
             if forget_handle {
-                st.handles.lock().unwrap_or_else(|p| p.into_inner()).remove(&fh);
+                st.handles
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&fh);
             }
             st.close_has_work(ino, fh)
         });
@@ -506,22 +570,46 @@ impl IntactFuse {
         // directories the bit itself), as Linux file systems do.
         let p = st.fs()?.getattr(parent).map_err(|e| errno(&e))?;
         let sgid = p.mode & S_ISGID != 0;
-        Ok((Owner { uid: req.uid(), gid: if sgid { p.gid } else { req.gid() } }, sgid))
+        Ok((
+            Owner {
+                uid: req.uid(),
+                gid: if sgid { p.gid } else { req.gid() },
+            },
+            sgid,
+        ))
     }
 
-    fn make(&self, req: &Request, parent: INodeNo, name: &OsStr, k: NewKind, mode: u32) -> Result<Attr, Errno> {
+    fn make(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        k: NewKind,
+        mode: u32,
+    ) -> Result<Attr, Errno> {
         let (mut st, s) = self.begin(req)?;
         Self::make_locked(&mut st, s, req, parent, name, k, mode)
     }
 
-    fn make_locked(st: &mut State, s: StreamId, req: &Request, parent: INodeNo, name: &OsStr, k: NewKind, mode: u32) -> Result<Attr, Errno> {
+    fn make_locked(
+        st: &mut State,
+        s: StreamId,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        k: NewKind,
+        mode: u32,
+    ) -> Result<Attr, Errno> {
         let (owner, sgid) = Self::owner(st, req, parent.0)?;
         let is_dir = matches!(k, NewKind::Dir);
         let mut mode = mode & 0o7777;
         if is_dir && sgid {
             mode |= S_ISGID;
         }
-        let a = st.fs()?.create(s, parent.0, name.as_bytes(), k, mode, owner).map_err(|e| errno(&e))?;
+        let a = st
+            .fs()?
+            .create(s, parent.0, name.as_bytes(), k, mode, owner)
+            .map_err(|e| errno(&e))?;
         st.remember(a.ino);
         Ok(a)
     }
@@ -576,13 +664,18 @@ fn dir_entries(fs: &Fs<ImageDevice>, ino: Ino, offset: u64) -> Result<Vec<Listed
 fn kill_suid(st: &mut State, s: StreamId, ino: Ino, req: &Request) -> Result<Attr, Errno> {
     let a = st.fs()?.getattr(ino).map_err(|e| errno(&e))?;
     let mut kill = 0o4000;
-    if a.mode & 0o010 != 0 || (req.uid() != 0 && !crate::procs::in_group(req.pid(), req.gid(), a.gid)) {
+    if a.mode & 0o010 != 0
+        || (req.uid() != 0 && !crate::procs::in_group(req.pid(), req.gid(), a.gid))
+    {
         kill |= S_ISGID;
     }
     if a.mode & kill == 0 {
         return Ok(a);
     }
-    let set = SetAttr { mode: Some(a.mode & 0o7777 & !kill), ..SetAttr::default() };
+    let set = SetAttr {
+        mode: Some(a.mode & 0o7777 & !kill),
+        ..SetAttr::default()
+    };
     st.fs()?.setattr(s, ino, set).map_err(|e| errno(&e))
 }
 
@@ -648,7 +741,11 @@ pub struct Caps {
 
 impl Default for Caps {
     fn default() -> Self {
-        Caps { killpriv: true, readdirplus: true, noflush_readonly: true }
+        Caps {
+            killpriv: true,
+            readdirplus: true,
+            noflush_readonly: true,
+        }
     }
 }
 
@@ -689,7 +786,10 @@ impl fuser::Filesystem for IntactFuse {
         let r = (|| {
             {
                 let st = self.read()?;
-                let a = st.fs_ref()?.lookup(parent.0, name.as_bytes()).map_err(|e| errno(&e))?;
+                let a = st
+                    .fs_ref()?
+                    .lookup(parent.0, name.as_bytes())
+                    .map_err(|e| errno(&e))?;
                 if st.remember_known(a.ino) {
                     return Ok(a);
                 }
@@ -697,7 +797,10 @@ impl fuser::Filesystem for IntactFuse {
             // The kernel's first reference: the engine keeps the inode open (looked up again:
             // the name may have changed between the locks).
             let mut st = self.lock()?;
-            let a = st.fs()?.lookup(parent.0, name.as_bytes()).map_err(|e| errno(&e))?;
+            let a = st
+                .fs()?
+                .lookup(parent.0, name.as_bytes())
+                .map_err(|e| errno(&e))?;
             st.remember(a.ino);
             Ok(a)
         })();
@@ -744,7 +847,14 @@ impl fuser::Filesystem for IntactFuse {
     ) {
         let r = (|| {
             let (mut st, s) = self.begin(req)?;
-            let mut a = SetAttr { mode: mode.map(|m| m & 0o7777), uid, gid, size, atime: time_arg(atime), mtime: time_arg(mtime) };
+            let mut a = SetAttr {
+                mode: mode.map(|m| m & 0o7777),
+                uid,
+                gid,
+                size,
+                atime: time_arg(atime),
+                mtime: time_arg(mtime),
+            };
             let bare = a == SetAttr::default();
             if bare {
                 // chown(f, -1, -1) reaches us with no field set (the kernel sends ctime only
@@ -770,13 +880,27 @@ impl fuser::Filesystem for IntactFuse {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        match (|| self.read()?.fs_ref()?.readlink(ino.0).map_err(|e| errno(&e)))() {
+        match (|| {
+            self.read()?
+                .fs_ref()?
+                .readlink(ino.0)
+                .map_err(|e| errno(&e))
+        })() {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(e),
         }
     }
 
-    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, rdev: u32, reply: ReplyEntry) {
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
         let k = match mode & S_IFMT {
             0o100000 | 0 => Some(NewKind::File),
             0o010000 => Some(NewKind::Fifo),
@@ -791,14 +915,24 @@ impl fuser::Filesystem for IntactFuse {
         }
     }
 
-    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
         Self::reply_entry(self.make(req, parent, name, NewKind::Dir, mode), reply)
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let r = (|| {
             let (mut st, s) = self.begin(req)?;
-            st.fs()?.unlink(s, parent.0, name.as_bytes()).map_err(|e| errno(&e))
+            st.fs()?
+                .unlink(s, parent.0, name.as_bytes())
+                .map_err(|e| errno(&e))
         })();
         Self::empty(r, reply)
     }
@@ -806,38 +940,87 @@ impl fuser::Filesystem for IntactFuse {
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let r = (|| {
             let (mut st, s) = self.begin(req)?;
-            st.fs()?.rmdir(s, parent.0, name.as_bytes()).map_err(|e| errno(&e))
+            st.fs()?
+                .rmdir(s, parent.0, name.as_bytes())
+                .map_err(|e| errno(&e))
         })();
         Self::empty(r, reply)
     }
 
-    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
         let r = (|| {
             let (mut st, s) = self.begin(req)?;
             let (owner, _) = Self::owner(&mut st, req, parent.0)?;
-            let a = st.fs()?.symlink(s, parent.0, link_name.as_bytes(), target.as_os_str().as_bytes(), owner).map_err(|e| errno(&e))?;
+            let a = st
+                .fs()?
+                .symlink(
+                    s,
+                    parent.0,
+                    link_name.as_bytes(),
+                    target.as_os_str().as_bytes(),
+                    owner,
+                )
+                .map_err(|e| errno(&e))?;
             st.remember(a.ino);
             Ok(a)
         })();
         Self::reply_entry(r, reply)
     }
 
-    fn rename(&self, req: &Request, parent: INodeNo, name: &OsStr, newparent: INodeNo, newname: &OsStr, flags: FRename, reply: ReplyEmpty) {
+    fn rename(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: FRename,
+        reply: ReplyEmpty,
+    ) {
         let r = (|| {
             if flags.contains(FRename::RENAME_WHITEOUT) {
                 return Err(Errno::EINVAL);
             }
-            let f = RenameFlags { noreplace: flags.contains(FRename::RENAME_NOREPLACE), exchange: flags.contains(FRename::RENAME_EXCHANGE) };
+            let f = RenameFlags {
+                noreplace: flags.contains(FRename::RENAME_NOREPLACE),
+                exchange: flags.contains(FRename::RENAME_EXCHANGE),
+            };
             let (mut st, s) = self.begin(req)?;
-            st.fs()?.rename(s, parent.0, name.as_bytes(), newparent.0, newname.as_bytes(), f).map_err(|e| errno(&e))
+            st.fs()?
+                .rename(
+                    s,
+                    parent.0,
+                    name.as_bytes(),
+                    newparent.0,
+                    newname.as_bytes(),
+                    f,
+                )
+                .map_err(|e| errno(&e))
         })();
         Self::empty(r, reply)
     }
 
-    fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+    fn link(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
         let r = (|| {
             let (mut st, s) = self.begin(req)?;
-            let a = st.fs()?.link(s, ino.0, newparent.0, newname.as_bytes()).map_err(|e| errno(&e))?;
+            let a = st
+                .fs()?
+                .link(s, ino.0, newparent.0, newname.as_bytes())
+                .map_err(|e| errno(&e))?;
             st.remember(a.ino);
             Ok(a)
         })();
@@ -858,21 +1041,45 @@ impl fuser::Filesystem for IntactFuse {
         }
     }
 
-    fn release(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _flags: OpenFlags, _lock: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
         self.closed(ino.0, fh.0, true);
         reply.ok()
     }
 
-    fn read(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, size: u32, _flags: OpenFlags, _lock: Option<LockOwner>, reply: ReplyData) {
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
         let r = (|| {
             {
                 let st = self.read()?;
                 let fs = st.fs_ref()?;
                 if fs.can_read_shared() {
-                    return fs.read_shared(ino.0, offset, size as usize).map_err(|e| errno(&e));
+                    return fs
+                        .read_shared(ino.0, offset, size as usize)
+                        .map_err(|e| errno(&e));
                 }
             }
-            self.lock()?.fs()?.read(ino.0, offset, size as usize).map_err(|e| errno(&e))
+            self.lock()?
+                .fs()?
+                .read(ino.0, offset, size as usize)
+                .map_err(|e| errno(&e))
         })();
         match r {
             Ok(d) => reply.data(&d),
@@ -880,7 +1087,18 @@ impl fuser::Filesystem for IntactFuse {
         }
     }
 
-    fn write(&self, req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, data: &[u8], wf: WriteFlags, _flags: OpenFlags, _lock: Option<LockOwner>, reply: ReplyWrite) {
+    fn write(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        wf: WriteFlags,
+        _flags: OpenFlags,
+        _lock: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
         let mut pending = Vec::new();
         let r = (|| {
             let (mut st, mut s) = self.begin(req)?;
@@ -889,7 +1107,10 @@ impl fuser::Filesystem for IntactFuse {
                 // opened the file writable; the opener's stream is the best we know.
                 s = st.handle_stream(fh.0).unwrap_or(s);
             }
-            let n = st.fs()?.write(s, ino.0, offset, data).map_err(|e| errno(&e))?;
+            let n = st
+                .fs()?
+                .write(s, ino.0, offset, data)
+                .map_err(|e| errno(&e))?;
             if wf.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
                 kill_suid(&mut st, s, ino.0, req)?;
             }
@@ -911,7 +1132,14 @@ impl fuser::Filesystem for IntactFuse {
         let _ = self.commits.write_out(&pending);
     }
 
-    fn flush(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _lock: LockOwner, reply: ReplyEmpty) {
+    fn flush(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _lock: LockOwner,
+        reply: ReplyEmpty,
+    ) {
         // close(2) of the descriptor that started an F2FS atomic write: F2FS drops it at
         // the file's release, which the kernel sends after close returns; abort here, while
         // the closing caller waits, so that it sees the old content once close returns.
@@ -919,12 +1147,23 @@ impl fuser::Filesystem for IntactFuse {
         reply.ok()
     }
 
-    fn fsync(&self, req: &Request, ino: INodeNo, _fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+    fn fsync(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         let r = (|| {
             let (mut st, s) = self.begin(req)?;
             let r = match self.fsync {
-                FsyncMode::Ignore => return st.fs()?.getattr(ino.0).map(|_| ()).map_err(|e| errno(&e)),
-                FsyncMode::Osync if !st.fs()?.stream_flags(s).ignore_fsync => st.fs()?.osync(s, ino.0).map(|_| ()),
+                FsyncMode::Ignore => {
+                    return st.fs()?.getattr(ino.0).map(|_| ()).map_err(|e| errno(&e))
+                }
+                FsyncMode::Osync if !st.fs()?.stream_flags(s).ignore_fsync => {
+                    st.fs()?.osync(s, ino.0).map(|_| ())
+                }
                 _ => st.fs()?.fsync(s, ino.0, datasync),
             };
             st.notify();
@@ -935,11 +1174,25 @@ impl fuser::Filesystem for IntactFuse {
         Self::empty(r, reply)
     }
 
-    fn fsyncdir(&self, req: &Request, ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+    fn fsyncdir(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         self.fsync(req, ino, fh, datasync, reply)
     }
 
-    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
         let r = (|| dir_entries(self.read()?.fs_ref()?, ino.0, offset))();
         match r {
             Ok(entries) => {
@@ -954,7 +1207,14 @@ impl fuser::Filesystem for IntactFuse {
         }
     }
 
-    fn readdirplus(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
         let r = (|| {
             // The write lock: every entry sent is one more kernel reference (`remember`).
             let mut st = self.lock()?;
@@ -965,7 +1225,14 @@ impl fuser::Filesystem for IntactFuse {
                     // Gone since the listing (cannot happen under the lock); skip it.
                     Err(_) => continue,
                 };
-                if reply.add(INodeNo(i), off, OsStr::from_bytes(&name), &TTL, &file_attr(&a), Generation(0)) {
+                if reply.add(
+                    INodeNo(i),
+                    off,
+                    OsStr::from_bytes(&name),
+                    &TTL,
+                    &file_attr(&a),
+                    Generation(0),
+                ) {
                     break;
                 }
                 // The kernel counts a lookup for every entry it received but "." and "..".
@@ -986,7 +1253,16 @@ impl fuser::Filesystem for IntactFuse {
             Ok(s) => {
                 // Inodes are allocated on demand: at most one per free block is a fair
                 // bound for `df -i`.
-                reply.statfs(s.blocks, s.free_blocks, s.free_blocks, s.files + s.free_blocks, s.free_blocks, s.block_size as u32, s.name_max as u32, s.block_size as u32)
+                reply.statfs(
+                    s.blocks,
+                    s.free_blocks,
+                    s.free_blocks,
+                    s.files + s.free_blocks,
+                    s.free_blocks,
+                    s.block_size as u32,
+                    s.name_max as u32,
+                    s.block_size as u32,
+                )
             }
             Err(e) => reply.error(e),
         }
@@ -995,14 +1271,32 @@ impl fuser::Filesystem for IntactFuse {
     // Extended attributes in the user, trusted and security namespaces (the kernel checks
     // who may touch which). system.* holds POSIX ACLs, which the kernel would expect us
     // to enforce: refused, so that no one believes an ACL protects a file.
-    fn setxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32, _position: u32, reply: ReplyEmpty) {
+    fn setxattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
         if !self.xattr {
             return reply.error(Errno::ENOSYS);
         }
         let r = (|| {
             let name = xattr_name(name)?;
             let (mut st, s) = self.begin(req)?;
-            st.fs()?.setxattr(s, ino.0, name, value, flags & libc::XATTR_CREATE != 0, flags & libc::XATTR_REPLACE != 0).map_err(|e| errno(&e))
+            st.fs()?
+                .setxattr(
+                    s,
+                    ino.0,
+                    name,
+                    value,
+                    flags & libc::XATTR_CREATE != 0,
+                    flags & libc::XATTR_REPLACE != 0,
+                )
+                .map_err(|e| errno(&e))
         })();
         Self::empty(r, reply)
     }
@@ -1013,7 +1307,10 @@ impl fuser::Filesystem for IntactFuse {
         }
         let r = (|| {
             let name = xattr_name(name)?;
-            self.read()?.fs_ref()?.getxattr(ino.0, name).map_err(|e| errno(&e))
+            self.read()?
+                .fs_ref()?
+                .getxattr(ino.0, name)
+                .map_err(|e| errno(&e))
         })();
         sized(r, size, reply)
     }
@@ -1023,11 +1320,18 @@ impl fuser::Filesystem for IntactFuse {
             return reply.error(Errno::ENOSYS);
         }
         let r = (|| {
-            let names = self.read()?.fs_ref()?.listxattr(ino.0).map_err(|e| errno(&e))?;
-            Ok(names.into_iter().flat_map(|mut n| {
-                n.push(0);
-                n
-            }).collect())
+            let names = self
+                .read()?
+                .fs_ref()?
+                .listxattr(ino.0)
+                .map_err(|e| errno(&e))?;
+            Ok(names
+                .into_iter()
+                .flat_map(|mut n| {
+                    n.push(0);
+                    n
+                })
+                .collect())
         })();
         sized(r, size, reply)
     }
@@ -1044,7 +1348,16 @@ impl fuser::Filesystem for IntactFuse {
         Self::empty(r, reply)
     }
 
-    fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, flags: i32, reply: ReplyCreate) {
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
         let writable = OpenFlags(flags).acc_mode() != OpenAccMode::O_RDONLY;
         let r = (|| {
             let (mut st, s) = self.begin(req)?;
@@ -1052,29 +1365,62 @@ impl fuser::Filesystem for IntactFuse {
             Ok((a, st.new_handle(s, writable)))
         })();
         match r {
-            Ok((a, fh)) => reply.created(&TTL, &file_attr(&a), Generation(0), fh, self.open_flags(writable)),
+            Ok((a, fh)) => reply.created(
+                &TTL,
+                &file_attr(&a),
+                Generation(0),
+                fh,
+                self.open_flags(writable),
+            ),
             Err(e) => reply.error(e),
         }
     }
 
     /// O_TMPFILE (FUSE_TMPFILE: the vendored fuser's patch, vendor/fuser/PATCHES.md).
-    fn tmpfile(&self, req: &Request, parent: INodeNo, mode: u32, _umask: u32, _flags: i32, reply: ReplyCreate) {
+    fn tmpfile(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        mode: u32,
+        _umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
         let r = (|| {
             let (mut st, s) = self.begin(req)?;
             let (owner, _) = Self::owner(&mut st, req, parent.0)?;
-            let a = st.fs()?.create_tmpfile(s, parent.0, mode & 0o7777, owner).map_err(|e| errno(&e))?;
+            let a = st
+                .fs()?
+                .create_tmpfile(s, parent.0, mode & 0o7777, owner)
+                .map_err(|e| errno(&e))?;
             // The engine opened it already: that open is the kernel's first reference.
             st.remember_opened(a.ino);
             // O_TMPFILE needs O_WRONLY or O_RDWR.
             Ok((a, st.new_handle(s, true)))
         })();
         match r {
-            Ok((a, fh)) => reply.created(&TTL, &file_attr(&a), Generation(0), fh, self.open_flags(true)),
+            Ok((a, fh)) => reply.created(
+                &TTL,
+                &file_attr(&a),
+                Generation(0),
+                fh,
+                self.open_flags(true),
+            ),
             Err(e) => reply.error(e),
         }
     }
 
-    fn ioctl(&self, req: &Request, ino: INodeNo, fh: FileHandle, _flags: IoctlFlags, cmd: u32, in_data: &[u8], _out_size: u32, reply: ReplyIoctl) {
+    fn ioctl(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _flags: IoctlFlags,
+        cmd: u32,
+        in_data: &[u8],
+        _out_size: u32,
+        reply: ReplyIoctl,
+    ) {
         let mut reply = Some(reply);
         let r: Result<Vec<u8>, Errno> = (|| {
             let (mut st, s) = self.begin(req)?;
@@ -1084,7 +1430,11 @@ impl fuser::Filesystem for IntactFuse {
                     // The init stream is every other program's: nobody may turn off its
                     // fsync or make it optimistic. IGNORE_FSYNC already says what an
                     // fsync does; both at once is a mistake.
-                    if a.flags & !FLAGS_ALL != 0 || a.flags == FLAGS_ALL || (a.id == intactfs::INIT_STREAM && a.flags != 0) || a.id >= intactfs::REGION_BASE {
+                    if a.flags & !FLAGS_ALL != 0
+                        || a.flags == FLAGS_ALL
+                        || (a.id == intactfs::INIT_STREAM && a.flags != 0)
+                        || a.id >= intactfs::REGION_BASE
+                    {
                         return Err(Errno::EINVAL);
                     }
                     // Leaving a region is its commit or abort.
@@ -1092,12 +1442,23 @@ impl fuser::Filesystem for IntactFuse {
                         return Err(Errno::EBUSY);
                     }
                     st.procs().set(req.pid(), a.id).map_err(|_| Errno::ESRCH)?;
-                    st.fs()?.set_stream_flags(a.id, StreamFlags { ignore_fsync: a.flags & FLAG_IGNORE_FSYNC != 0, fsync_as_osync: a.flags & FLAG_FSYNC_AS_OSYNC != 0 });
+                    st.fs()?.set_stream_flags(
+                        a.id,
+                        StreamFlags {
+                            ignore_fsync: a.flags & FLAG_IGNORE_FSYNC != 0,
+                            fsync_as_osync: a.flags & FLAG_FSYNC_AS_OSYNC != 0,
+                        },
+                    );
                     Ok(Vec::new())
                 }
                 control::IOC_GETSTREAM => {
                     let f = st.fs()?.stream_flags(s);
-                    let flags = if f.ignore_fsync { FLAG_IGNORE_FSYNC } else { 0 } | if f.fsync_as_osync { FLAG_FSYNC_AS_OSYNC } else { 0 };
+                    let flags = if f.ignore_fsync { FLAG_IGNORE_FSYNC } else { 0 }
+                        | if f.fsync_as_osync {
+                            FLAG_FSYNC_AS_OSYNC
+                        } else {
+                            0
+                        };
                     Ok(StreamArg { id: s, flags }.encode().to_vec())
                 }
                 control::IOC_STREAMSYNC => {
@@ -1105,8 +1466,16 @@ impl fuser::Filesystem for IntactFuse {
                     fs.getattr(ino.0).map_err(|e| errno(&e))?;
                     fs.streamsync(s).map_err(|e| errno(&e)).map(|_| Vec::new())
                 }
-                control::IOC_OSYNC => st.fs()?.osync(s, ino.0).map(|t| t.to_ne_bytes().to_vec()).map_err(|e| errno(&e)),
-                control::IOC_DSYNC => st.fs()?.dsync(s, ino.0).map(|_| Vec::new()).map_err(|e| errno(&e)),
+                control::IOC_OSYNC => st
+                    .fs()?
+                    .osync(s, ino.0)
+                    .map(|t| t.to_ne_bytes().to_vec())
+                    .map_err(|e| errno(&e)),
+                control::IOC_DSYNC => st
+                    .fs()?
+                    .dsync(s, ino.0)
+                    .map(|_| Vec::new())
+                    .map_err(|e| errno(&e)),
                 control::IOC_DURABLE => {
                     let a = DurableArg::decode(in_data).ok_or(Errno::EINVAL)?;
                     let fs = st.fs()?;
@@ -1119,10 +1488,16 @@ impl fuser::Filesystem for IntactFuse {
                     if a.flags & DURABLE_WAIT != 0 && a.ticket > durable {
                         // Answered by `notify` after the flush that makes it durable (at the
                         // latest when the durability timeout expires).
-                        st.waiters.push((a.ticket, reply.take().expect("not yet answered")));
+                        st.waiters
+                            .push((a.ticket, reply.take().expect("not yet answered")));
                         return Ok(Vec::new());
                     }
-                    Ok(DurableArg { ticket: durable, flags: 0 }.encode().to_vec())
+                    Ok(DurableArg {
+                        ticket: durable,
+                        flags: 0,
+                    }
+                    .encode()
+                    .to_vec())
                 }
                 control::IOC_BEGIN => {
                     st.fs()?.getattr(ino.0).map_err(|e| errno(&e))?;
@@ -1151,14 +1526,19 @@ impl fuser::Filesystem for IntactFuse {
                     if fs.getattr(ino.0).map_err(|e| errno(&e))?.kind != FileType::File {
                         return Err(Errno::EINVAL);
                     }
-                    fs.region_add(r, ino.0).map(|_| Vec::new()).map_err(|e| errno(&e))
+                    fs.region_add(r, ino.0)
+                        .map(|_| Vec::new())
+                        .map_err(|e| errno(&e))
                 }
                 // AD-transactions exist on pmem mounts only: a transaction id reaching a
                 // block mount is another mount's (TX_ADD: EXDEV) or unknown here (EINVAL).
                 control::IOC_TX_ADD => Err(Errno::EXDEV),
                 control::IOC_TX_COMMIT | control::IOC_TX_ABORT => Err(Errno::EINVAL),
                 control::IOC_TX_BEGIN => Err(Errno::from_i32(libc::EOPNOTSUPP)),
-                control::F2FS_IOC_GET_FEATURES | control::F2FS_IOC_START_ATOMIC_WRITE | control::F2FS_IOC_COMMIT_ATOMIC_WRITE | control::F2FS_IOC_ABORT_VOLATILE_WRITE => st.f2fs_ioctl(s, ino.0, fh.0, cmd),
+                control::F2FS_IOC_GET_FEATURES
+                | control::F2FS_IOC_START_ATOMIC_WRITE
+                | control::F2FS_IOC_COMMIT_ATOMIC_WRITE
+                | control::F2FS_IOC_ABORT_VOLATILE_WRITE => st.f2fs_ioctl(s, ino.0, fh.0, cmd),
                 _ => Err(Errno::ENOTTY),
             };
             st.notify();
@@ -1174,7 +1554,15 @@ impl fuser::Filesystem for IntactFuse {
         }
     }
 
-    fn lseek(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: i64, whence: i32, reply: fuser::ReplyLseek) {
+    fn lseek(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: fuser::ReplyLseek,
+    ) {
         // The kernel handles SEEK_SET/CUR/END itself; only holes need the file system.
         let r = (|| {
             let data = match whence {
@@ -1183,7 +1571,10 @@ impl fuser::Filesystem for IntactFuse {
                 _ => return Err(Errno::EINVAL),
             };
             let off = u64::try_from(offset).map_err(|_| Errno::ENXIO)?;
-            self.read()?.fs_ref()?.seek_data(ino.0, off, data).map_err(|e| errno(&e))
+            self.read()?
+                .fs_ref()?
+                .seek_data(ino.0, off, data)
+                .map_err(|e| errno(&e))
         })();
         match r {
             Ok(o) => reply.offset(o as i64),
@@ -1191,14 +1582,25 @@ impl fuser::Filesystem for IntactFuse {
         }
     }
 
-    fn fallocate(&self, req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
+    fn fallocate(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
         let r = (|| {
             let (mut st, s) = self.begin(req)?;
             let r = match mode {
                 0 => st.fs()?.fallocate(s, ino.0, offset, length, false),
                 libc::FALLOC_FL_KEEP_SIZE => st.fs()?.fallocate(s, ino.0, offset, length, true),
                 // Linux requires KEEP_SIZE with PUNCH_HOLE (the kernel refuses it alone).
-                m if m == libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE => st.fs()?.punch_hole(s, ino.0, offset, length),
+                m if m == libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE => {
+                    st.fs()?.punch_hole(s, ino.0, offset, length)
+                }
                 _ => return Err(Errno::from_i32(libc::EOPNOTSUPP)),
             };
             r.map_err(|e| errno(&e))
@@ -1215,10 +1617,28 @@ mod tests {
     fn times_before_1970_survive_fusers_decoding() {
         // What fuser 0.18 hands us for the kernel's (-2 s, 500,000,000 ns), i.e. -1.5 s.
         let from_fuser_lib = UNIX_EPOCH - Duration::new(2, 500_000_000);
-        assert_eq!(from_fuser(from_fuser_lib), Time { sec: -2, nsec: 500_000_000 });
-        assert_eq!(to_system(Time { sec: -2, nsec: 500_000_000 }), UNIX_EPOCH - Duration::from_millis(1500));
-        let t = Time { sec: 1_700_000_000, nsec: 123 };
+        assert_eq!(
+            from_fuser(from_fuser_lib),
+            Time {
+                sec: -2,
+                nsec: 500_000_000
+            }
+        );
+        assert_eq!(
+            to_system(Time {
+                sec: -2,
+                nsec: 500_000_000
+            }),
+            UNIX_EPOCH - Duration::from_millis(1500)
+        );
+        let t = Time {
+            sec: 1_700_000_000,
+            nsec: 123,
+        };
         assert_eq!(from_fuser(to_system(t)), t);
-        assert_eq!(from_system(to_system(Time { sec: -5, nsec: 7 })), Time { sec: -5, nsec: 7 });
+        assert_eq!(
+            from_system(to_system(Time { sec: -5, nsec: 7 })),
+            Time { sec: -5, nsec: 7 }
+        );
     }
 }

@@ -18,7 +18,7 @@ pub mod pmem;
 pub mod procs;
 
 pub use fs::{Caps, FsyncMode};
-pub use mount::{run, MountConfig, MountError};
 /// How many requests a `-o uring` mount served through FUSE over io_uring (the vendored
 /// fuser's counter), for the daemon's closing message.
 pub use fuser::uring_requests_served;
+pub use mount::{run, MountConfig, MountError};

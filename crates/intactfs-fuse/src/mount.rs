@@ -73,7 +73,8 @@ pub struct Unmounted {
 pub struct ImageLock(#[allow(dead_code)] File);
 
 pub fn lock_image(image: &Path) -> Result<ImageLock, MountError> {
-    let f = File::open(image).map_err(|e| MountError::Input(format!("{}: {e}", image.display())))?;
+    let f =
+        File::open(image).map_err(|e| MountError::Input(format!("{}: {e}", image.display())))?;
     // SAFETY: flock on a descriptor we own.
     if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         let e = std::io::Error::last_os_error();
@@ -83,7 +84,10 @@ pub fn lock_image(image: &Path) -> Result<ImageLock, MountError> {
                 image.display()
             )));
         }
-        return Err(MountError::Input(format!("{}: cannot lock: {e}", image.display())));
+        return Err(MountError::Input(format!(
+            "{}: cannot lock: {e}",
+            image.display()
+        )));
     }
     Ok(ImageLock(f))
 }
@@ -119,22 +123,40 @@ pub fn check_mountpoint(p: &Path) -> Result<(), MountError> {
     }
     match std::fs::metadata(p) {
         Ok(m) if m.is_dir() => Ok(()),
-        Ok(_) => Err(MountError::Input(format!("{}: not a directory (the mount point must be an existing directory)", p.display()))),
-        Err(e) => Err(MountError::Input(format!("{}: {e} (the mount point must be an existing directory)", p.display()))),
+        Ok(_) => Err(MountError::Input(format!(
+            "{}: not a directory (the mount point must be an existing directory)",
+            p.display()
+        ))),
+        Err(e) => Err(MountError::Input(format!(
+            "{}: {e} (the mount point must be an existing directory)",
+            p.display()
+        ))),
     }
 }
 
 /// The FUSE session's options for a mount of `cfg` (file-system subtype `subtype`).
 pub fn session_config(cfg: &MountConfig, subtype: &str) -> Config {
-    let source = std::path::absolute(&cfg.image).unwrap_or_else(|_| cfg.image.clone()).display().to_string();
-    let mut options = vec![MountOption::FSName(source), MountOption::Subtype(subtype.into()), MountOption::DefaultPermissions, MountOption::RW];
+    let source = std::path::absolute(&cfg.image)
+        .unwrap_or_else(|_| cfg.image.clone())
+        .display()
+        .to_string();
+    let mut options = vec![
+        MountOption::FSName(source),
+        MountOption::Subtype(subtype.into()),
+        MountOption::DefaultPermissions,
+        MountOption::RW,
+    ];
     if cfg.allow_other {
         // Shared with every user (as root): device files and set-user-id work as on disk.
         options.extend([MountOption::Dev, MountOption::Suid]);
     }
     let mut config = Config::default();
     config.mount_options = options;
-    config.acl = if cfg.allow_other { SessionACL::All } else { SessionACL::Owner };
+    config.acl = if cfg.allow_other {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
+    };
     config.n_threads = Some(cfg.threads.max(1));
     config.clone_fd = true;
     config.uring = cfg.uring;
@@ -144,9 +166,13 @@ pub fn session_config(cfg: &MountConfig, subtype: &str) -> Config {
 /// Signals detach the mount (lazily, so open files keep working until closed); the
 /// request loop then ends and everything is written back. Close the handle and join the
 /// thread once the session has ended.
-pub fn detach_on_signals(mnt: &Path) -> Result<(signal_hook::iterator::Handle, std::thread::JoinHandle<()>), MountError> {
+pub fn detach_on_signals(
+    mnt: &Path,
+) -> Result<(signal_hook::iterator::Handle, std::thread::JoinHandle<()>), MountError> {
     let mnt = mnt.to_path_buf();
-    let mut signals = signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM, libc::SIGHUP]).map_err(|e| MountError::Failed(format!("signal handlers: {e}")))?;
+    let mut signals =
+        signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
+            .map_err(|e| MountError::Failed(format!("signal handlers: {e}")))?;
     let sig_handle = signals.handle();
     let sig_thread = std::thread::spawn(move || {
         if signals.forever().next().is_some() {
@@ -184,14 +210,34 @@ pub fn serve(cfg: &MountConfig, ready: impl FnOnce(Recovered)) -> Result<Served,
 pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmounted, MountError> {
     check_mountpoint(&cfg.mountpoint)?;
     let lock = lock_image(&cfg.image)?;
-    let dev = ImageDevice::open(&cfg.image, BLOCK).map_err(|e| MountError::Input(format!("{}: {e}", cfg.image.display())))?;
-    let (fs, recovery) = Fs::mount(dev, MountOptions { dirty_limit: cfg.dirty_limit.unwrap_or_else(default_dirty_limit), region_limit: cfg.region_limit.unwrap_or(MountOptions::default().region_limit), ..MountOptions::default() }).map_err(|e| MountError::Input(format!("{}: cannot mount: {e} (run `intact fs fsck {}` for a full report)", cfg.image.display(), cfg.image.display())))?;
-    let fuse = IntactFuse::new(fs, cfg.fsync, cfg.xattr, cfg.locked_commit, cfg.caps).map_err(|e| MountError::Failed(format!("{}: {e}", cfg.image.display())))?;
+    let dev = ImageDevice::open(&cfg.image, BLOCK)
+        .map_err(|e| MountError::Input(format!("{}: {e}", cfg.image.display())))?;
+    let (fs, recovery) = Fs::mount(
+        dev,
+        MountOptions {
+            dirty_limit: cfg.dirty_limit.unwrap_or_else(default_dirty_limit),
+            region_limit: cfg
+                .region_limit
+                .unwrap_or(MountOptions::default().region_limit),
+            ..MountOptions::default()
+        },
+    )
+    .map_err(|e| {
+        MountError::Input(format!(
+            "{}: cannot mount: {e} (run `intact fs fsck {}` for a full report)",
+            cfg.image.display(),
+            cfg.image.display()
+        ))
+    })?;
+    let fuse = IntactFuse::new(fs, cfg.fsync, cfg.xattr, cfg.locked_commit, cfg.caps)
+        .map_err(|e| MountError::Failed(format!("{}: {e}", cfg.image.display())))?;
     let state = fuse.state.clone();
     let commits = fuse.commits.clone();
 
     let config = session_config(cfg, "intactfs");
-    let session = Session::new(fuse, &cfg.mountpoint, &config).map_err(|e| MountError::Failed(format!("mounting on {}: {e}", cfg.mountpoint.display())))?;
+    let session = Session::new(fuse, &cfg.mountpoint, &config).map_err(|e| {
+        MountError::Failed(format!("mounting on {}: {e}", cfg.mountpoint.display()))
+    })?;
     if let Ok(mut st) = state.write() {
         st.notifier = Some(session.notifier());
     }
@@ -205,11 +251,15 @@ pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmoun
         let (every, td) = (cfg.commit_interval, cfg.durability_timeout);
         // Wake often enough for both clocks (and for DURABLE waiters whose ticket a
         // write's dirty-limit commit made durable), at most once a second.
-        let tick = every.map_or(td, |e| e.min(td)).clamp(Duration::from_millis(10), Duration::from_secs(1));
+        let tick = every
+            .map_or(td, |e| e.min(td))
+            .clamp(Duration::from_millis(10), Duration::from_secs(1));
         std::thread::spawn(move || {
             let mut last_commit = std::time::Instant::now();
             while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(tick) {
-                let Ok(mut guard) = commits.lock() else { return };
+                let Ok(mut guard) = commits.lock() else {
+                    return;
+                };
                 let st = &mut *guard;
                 let Some(fs) = st.fs.as_mut() else { return };
                 if every.is_some_and(|e| last_commit.elapsed() >= e) {
@@ -235,11 +285,25 @@ pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmoun
                 let flush = st.unflushed_since.is_some_and(|t| t.elapsed() >= td);
                 let ticket = st.fs.as_ref().map_or(0, |fs| fs.written_ticket());
                 if commits.finish(guard).is_err() {
-                    eprintln!("intactfs: periodic commit failed: {}", commits.lock().ok().and_then(|st| st.failure.clone()).unwrap_or_default());
+                    eprintln!(
+                        "intactfs: periodic commit failed: {}",
+                        commits
+                            .lock()
+                            .ok()
+                            .and_then(|st| st.failure.clone())
+                            .unwrap_or_default()
+                    );
                     return;
                 }
                 if flush && commits.wait_durable(ticket).is_err() {
-                    eprintln!("intactfs: durability flush failed: {}", commits.lock().ok().and_then(|st| st.failure.clone()).unwrap_or_default());
+                    eprintln!(
+                        "intactfs: durability flush failed: {}",
+                        commits
+                            .lock()
+                            .ok()
+                            .and_then(|st| st.failure.clone())
+                            .unwrap_or_default()
+                    );
                     return;
                 }
             }
@@ -271,10 +335,17 @@ pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmoun
         )));
     };
     let stats = fs.stats();
-    fs.unmount().map_err(|e| MountError::Failed(format!("writing back {} at unmount: {e}", cfg.image.display())))?;
+    fs.unmount().map_err(|e| {
+        MountError::Failed(format!(
+            "writing back {} at unmount: {e}",
+            cfg.image.display()
+        ))
+    })?;
     drop(lock);
     if let Err(e) = served {
-        return Err(MountError::Failed(format!("the FUSE session ended with an error: {e} (everything was written back)")));
+        return Err(MountError::Failed(format!(
+            "the FUSE session ended with an error: {e} (everything was written back)"
+        )));
     }
     Ok(Unmounted { recovery, stats })
 }
@@ -286,7 +357,8 @@ pub fn detach(mnt: &Path) -> std::io::Result<()> {
 
 pub fn umount(mnt: &Path, flags: i32) -> std::io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(mnt.as_os_str().as_bytes()).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    let c = std::ffi::CString::new(mnt.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
     // SAFETY: a valid C string.
     if unsafe { libc::umount2(c.as_ptr(), flags) } != 0 {
         return Err(std::io::Error::last_os_error());

@@ -21,12 +21,19 @@
 //!   forget what an aborted transaction changed.
 
 use crate::control;
-use crate::mount::{check_mountpoint, detach_on_signals, lock_image, session_config, MountConfig, MountError};
+use crate::mount::{
+    check_mountpoint, detach_on_signals, lock_image, session_config, MountConfig, MountError,
+};
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType as FType, FopenFlags, Generation, INodeNo, IoctlFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags as FRename, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, Request, Session, TimeOrNow, WriteFlags,
+    Errno, FileAttr, FileHandle, FileType as FType, FopenFlags, Generation, INodeNo, IoctlFlags,
+    KernelConfig, LockOwner, OpenFlags, RenameFlags as FRename, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite,
+    Request, Session, TimeOrNow, WriteFlags,
 };
 use intactfs_device::PmemFile;
-use intactfs_pmem::{Attr, FileType, Ino, MountReport, PmemFs, PmemFsError, SetAttr, Stats, Time, TxId, BLOCK, ROOT};
+use intactfs_pmem::{
+    Attr, FileType, Ino, MountReport, PmemFs, PmemFsError, SetAttr, Stats, Time, TxId, BLOCK, ROOT,
+};
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsStr;
 use std::io::Read;
@@ -47,7 +54,9 @@ pub const REAP_INTERVAL: Duration = Duration::from_millis(200);
 
 /// Whether `path` holds a pmem image (its superblock magic `INTPMEM1`).
 pub fn is_pmem_image(path: &Path) -> bool {
-    let Ok(mut f) = std::fs::File::open(path) else { return false };
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return false;
+    };
     let mut b = [0u8; 8];
     f.read_exact(&mut b).is_ok() && &b == PMEM_MAGIC
 }
@@ -91,7 +100,15 @@ fn errno(e: &PmemFsError) -> Errno {
 /// The errno of an engine error; refusals a program may not expect (ENOSPC, EBUSY, EIO,
 /// EINVAL, EFBIG) are also written to the daemon's log with the engine's message.
 fn fail(what: &str, e: PmemFsError) -> Errno {
-    if !matches!(e, PmemFsError::NotFound(_) | PmemFsError::Exists(_) | PmemFsError::NotDir(_) | PmemFsError::IsDir(_) | PmemFsError::NotEmpty(_) | PmemFsError::NameTooLong(_)) {
+    if !matches!(
+        e,
+        PmemFsError::NotFound(_)
+            | PmemFsError::Exists(_)
+            | PmemFsError::NotDir(_)
+            | PmemFsError::IsDir(_)
+            | PmemFsError::NotEmpty(_)
+            | PmemFsError::NameTooLong(_)
+    ) {
         eprintln!("intactfs-pmem: {what}: {e}");
     }
     errno(&e)
@@ -100,7 +117,6 @@ fn fail(what: &str, e: PmemFsError) -> Errno {
 fn to_system(t: Time) -> SystemTime {
     crate::fs::system_time(t.sec, t.nsec)
 }
-
 
 fn time_arg(t: Option<TimeOrNow>) -> Option<Time> {
     t.map(|t| match t {
@@ -142,9 +158,16 @@ fn file_attr(a: &Attr) -> FileAttr {
 
 /// A tag for this mount's transaction ids: 31 bits, never 0.
 fn mount_tag() -> u64 {
-    let t = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos() as u64;
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos() as u64;
     let mut h = 0xcbf2_9ce4_8422_2325u64;
-    for b in t.to_le_bytes().iter().chain(std::process::id().to_le_bytes().iter()) {
+    for b in t
+        .to_le_bytes()
+        .iter()
+        .chain(std::process::id().to_le_bytes().iter())
+    {
         h = (h ^ *b as u64).wrapping_mul(0x100_0000_01b3);
     }
     ((h ^ (h >> 31)) & 0x7fff_ffff).max(1)
@@ -178,9 +201,12 @@ impl PmemState {
 
     /// Remembers what a call in `tx` changed, for the kernel to forget at an abort.
     fn note(&mut self, tx: Option<TxId>, inos: &[Ino], entries: &[(Ino, &[u8])]) {
-        let Some(t) = tx.and_then(|t| self.txs.get_mut(&t.0)) else { return };
+        let Some(t) = tx.and_then(|t| self.txs.get_mut(&t.0)) else {
+            return;
+        };
         t.inodes.extend(inos.iter().copied());
-        t.entries.extend(entries.iter().map(|(p, n)| (*p, n.to_vec())));
+        t.entries
+            .extend(entries.iter().map(|(p, n)| (*p, n.to_vec())));
     }
 
     fn user_id(&self, t: TxId) -> u64 {
@@ -199,7 +225,8 @@ impl PmemState {
             None => return Ok(()),
         };
         if let Some(o) = self.txs.remove(&t.0) {
-            self.invalidate.push((o.inodes.into_iter().collect(), o.entries));
+            self.invalidate
+                .push((o.inodes.into_iter().collect(), o.entries));
         }
         self.f2fs.retain(|_, f| f.0 != t);
         r
@@ -207,7 +234,10 @@ impl PmemState {
 
     /// Commits `t` (open, ours); once committed it is forgotten.
     fn commit_tx(&mut self, t: TxId) -> Result<(), PmemFsError> {
-        self.fs.as_mut().ok_or_else(|| PmemFsError::Internal("no engine".into()))?.tx_commit(t)?;
+        self.fs
+            .as_mut()
+            .ok_or_else(|| PmemFsError::Internal("no engine".into()))?
+            .tx_commit(t)?;
         self.txs.remove(&t.0);
         self.f2fs.retain(|_, f| f.0 != t);
         Ok(())
@@ -227,7 +257,9 @@ impl PmemState {
     /// Aborts the F2FS atomic write that handle `fh` started on `ino`, if still open (the
     /// close of the starting descriptor, as on F2FS).
     fn end_f2fs_on_close(&mut self, ino: Ino, fh: u64) {
-        let Some(&(t, h)) = self.f2fs.get(&ino) else { return };
+        let Some(&(t, h)) = self.f2fs.get(&ino) else {
+            return;
+        };
         if h != fh {
             return;
         }
@@ -245,29 +277,62 @@ impl PmemState {
             return Err(Errno::EINVAL);
         }
         match cmd {
-            control::F2FS_IOC_GET_FEATURES => Ok(control::F2FS_FEATURE_ATOMIC_WRITE.to_ne_bytes().to_vec()),
+            control::F2FS_IOC_GET_FEATURES => {
+                Ok(control::F2FS_FEATURE_ATOMIC_WRITE.to_ne_bytes().to_vec())
+            }
             control::F2FS_IOC_START_ATOMIC_WRITE => {
                 if let Some(&(t, _)) = self.f2fs.get(&ino) {
                     eprintln!("intactfs-pmem: START_ATOMIC_WRITE on inode {ino}: its atomic write (transaction {}) is still open (EBUSY)", self.user_id(t));
                     return Err(Errno::EBUSY);
                 }
-                let t = self.fs()?.tx_begin(&[ino]).map_err(|e| fail(&format!("START_ATOMIC_WRITE on inode {ino}"), e))?;
+                let t = self
+                    .fs()?
+                    .tx_begin(&[ino])
+                    .map_err(|e| fail(&format!("START_ATOMIC_WRITE on inode {ino}"), e))?;
                 let Some((tgid, start)) = crate::procs::process_of(req.pid()) else {
                     let _ = self.fs()?.tx_abort(t);
                     return Err(Errno::ESRCH);
                 };
-                self.txs.insert(t.0, TxOwner { tgid, start, inodes: BTreeSet::from([ino]), entries: Vec::new() });
+                self.txs.insert(
+                    t.0,
+                    TxOwner {
+                        tgid,
+                        start,
+                        inodes: BTreeSet::from([ino]),
+                        entries: Vec::new(),
+                    },
+                );
                 self.f2fs.insert(ino, (t, fh));
                 Ok(Vec::new())
             }
             control::F2FS_IOC_COMMIT_ATOMIC_WRITE => match self.f2fs.get(&ino).copied() {
                 // Kept on failure: the caller's ABORT_VOLATILE_WRITE then undoes it.
-                Some((t, _)) => self.commit_tx(t).map(|_| Vec::new()).map_err(|e| fail(&format!("COMMIT_ATOMIC_WRITE of inode {ino} (transaction {})", self.user_id(t)), e)),
+                Some((t, _)) => self.commit_tx(t).map(|_| Vec::new()).map_err(|e| {
+                    fail(
+                        &format!(
+                            "COMMIT_ATOMIC_WRITE of inode {ino} (transaction {})",
+                            self.user_id(t)
+                        ),
+                        e,
+                    )
+                }),
                 // Not atomic: F2FS syncs the file (here every call is already durable).
-                None => self.fs_ref()?.fsync(ino).map(|_| Vec::new()).map_err(|e| errno(&e)),
+                None => self
+                    .fs_ref()?
+                    .fsync(ino)
+                    .map(|_| Vec::new())
+                    .map_err(|e| errno(&e)),
             },
             control::F2FS_IOC_ABORT_VOLATILE_WRITE => match self.f2fs.get(&ino).copied() {
-                Some((t, _)) => self.abort_tx(t).map(|_| Vec::new()).map_err(|e| fail(&format!("ABORT_VOLATILE_WRITE of inode {ino} (transaction {})", self.user_id(t)), e)),
+                Some((t, _)) => self.abort_tx(t).map(|_| Vec::new()).map_err(|e| {
+                    fail(
+                        &format!(
+                            "ABORT_VOLATILE_WRITE of inode {ino} (transaction {})",
+                            self.user_id(t)
+                        ),
+                        e,
+                    )
+                }),
                 None => Ok(Vec::new()),
             },
             _ => Err(Errno::ENOTTY),
@@ -276,7 +341,12 @@ impl PmemState {
 
     /// Transactions whose process exited (or was killed) are aborted.
     pub fn reap(&mut self) {
-        let gone: Vec<(u64, u32)> = self.txs.iter().filter(|(_, o)| !crate::procs::alive(o.tgid, o.start)).map(|(t, o)| (*t, o.tgid)).collect();
+        let gone: Vec<(u64, u32)> = self
+            .txs
+            .iter()
+            .filter(|(_, o)| !crate::procs::alive(o.tgid, o.start))
+            .map(|(t, o)| (*t, o.tgid))
+            .collect();
         for (t, pid) in gone {
             let id = self.user_id(TxId(t));
             match self.abort_tx(TxId(t)) {
@@ -315,8 +385,21 @@ pub struct PmemFuse {
 
 impl PmemFuse {
     pub fn new(fs: PmemFs<PmemFile>) -> PmemFuse {
-        let state = PmemState { fs: Some(fs), txs: HashMap::new(), gens: HashMap::new(), next_gen: 0, parents: HashMap::new(), notifier: None, invalidate: Vec::new(), tag: mount_tag(), f2fs: HashMap::new(), next_fh: 0 };
-        PmemFuse { state: Arc::new(Mutex::new(state)) }
+        let state = PmemState {
+            fs: Some(fs),
+            txs: HashMap::new(),
+            gens: HashMap::new(),
+            next_gen: 0,
+            parents: HashMap::new(),
+            notifier: None,
+            invalidate: Vec::new(),
+            tag: mount_tag(),
+            f2fs: HashMap::new(),
+            next_fh: 0,
+        };
+        PmemFuse {
+            state: Arc::new(Mutex::new(state)),
+        }
     }
 
     fn lock(&self) -> Result<MutexGuard<'_, PmemState>, Errno> {
@@ -347,14 +430,33 @@ impl PmemFuse {
         }
     }
 
-    fn make(&self, req: &Request, parent: Ino, name: &OsStr, mode: u32, dir: bool) -> Result<(Attr, Generation), Errno> {
+    fn make(
+        &self,
+        req: &Request,
+        parent: Ino,
+        name: &OsStr,
+        mode: u32,
+        dir: bool,
+    ) -> Result<(Attr, Generation), Errno> {
         let mut st = self.lock()?;
         let name = name.as_bytes();
         let tx = st.route(&[parent]);
         let (uid, gid) = (req.uid(), req.gid());
         let fs = st.fs()?;
-        let r = if dir { fs.mkdir(tx, parent, name, mode & 0o7777, uid, gid) } else { fs.create(tx, parent, name, mode & 0o7777, uid, gid) };
-        let a = r.map_err(|e| fail(&format!("creating {:?} in directory {parent}", String::from_utf8_lossy(name)), e))?;
+        let r = if dir {
+            fs.mkdir(tx, parent, name, mode & 0o7777, uid, gid)
+        } else {
+            fs.create(tx, parent, name, mode & 0o7777, uid, gid)
+        };
+        let a = r.map_err(|e| {
+            fail(
+                &format!(
+                    "creating {:?} in directory {parent}",
+                    String::from_utf8_lossy(name)
+                ),
+                e,
+            )
+        })?;
         st.note(tx, &[a.ino, parent], &[(parent, name)]);
         if dir {
             st.parents.insert(a.ino, parent);
@@ -369,8 +471,20 @@ impl PmemFuse {
         let target = st.fs_ref()?.lookup(parent, name).ok().map(|a| a.ino);
         let tx = st.route(&[parent, target.unwrap_or(0)]);
         let fs = st.fs()?;
-        let r = if dir { fs.rmdir(tx, parent, name) } else { fs.unlink(tx, parent, name) };
-        r.map_err(|e| fail(&format!("removing {:?} from directory {parent}", String::from_utf8_lossy(name)), e))?;
+        let r = if dir {
+            fs.rmdir(tx, parent, name)
+        } else {
+            fs.unlink(tx, parent, name)
+        };
+        r.map_err(|e| {
+            fail(
+                &format!(
+                    "removing {:?} from directory {parent}",
+                    String::from_utf8_lossy(name)
+                ),
+                e,
+            )
+        })?;
         st.note(tx, &[parent], &[(parent, name)]);
         if let Some(t) = target {
             st.note(tx, &[t], &[]);
@@ -378,17 +492,40 @@ impl PmemFuse {
         Ok(())
     }
 
-    fn ioctl_tx(&self, req: &Request, ino: Ino, fh: u64, cmd: u32, in_data: &[u8]) -> Result<Vec<u8>, Errno> {
+    fn ioctl_tx(
+        &self,
+        req: &Request,
+        ino: Ino,
+        fh: u64,
+        cmd: u32,
+        in_data: &[u8],
+    ) -> Result<Vec<u8>, Errno> {
         let mut st = self.lock()?;
-        let arg = || in_data.get(..8).map(|b| u64::from_ne_bytes(b.try_into().expect("8 bytes"))).ok_or(Errno::EINVAL);
+        let arg = || {
+            in_data
+                .get(..8)
+                .map(|b| u64::from_ne_bytes(b.try_into().expect("8 bytes")))
+                .ok_or(Errno::EINVAL)
+        };
         match cmd {
             control::IOC_TX_BEGIN => {
-                let t = st.fs()?.tx_begin(&[ino]).map_err(|e| fail(&format!("TX_BEGIN on inode {ino}"), e))?;
+                let t = st
+                    .fs()?
+                    .tx_begin(&[ino])
+                    .map_err(|e| fail(&format!("TX_BEGIN on inode {ino}"), e))?;
                 let Some((tgid, start)) = crate::procs::process_of(req.pid()) else {
                     let _ = st.fs()?.tx_abort(t);
                     return Err(Errno::ESRCH);
                 };
-                st.txs.insert(t.0, TxOwner { tgid, start, inodes: BTreeSet::from([ino]), entries: Vec::new() });
+                st.txs.insert(
+                    t.0,
+                    TxOwner {
+                        tgid,
+                        start,
+                        inodes: BTreeSet::from([ino]),
+                        entries: Vec::new(),
+                    },
+                );
                 Ok(st.user_id(t).to_ne_bytes().to_vec())
             }
             control::IOC_TX_ADD => {
@@ -397,7 +534,9 @@ impl PmemFuse {
                     eprintln!("intactfs-pmem: TX_ADD of inode {ino} to transaction {id}: that transaction is not of this mount (EXDEV)");
                     return Err(Errno::EXDEV);
                 };
-                st.fs()?.tx_add(t, ino).map_err(|e| fail(&format!("TX_ADD of inode {ino} to transaction {id}"), e))?;
+                st.fs()?
+                    .tx_add(t, ino)
+                    .map_err(|e| fail(&format!("TX_ADD of inode {ino} to transaction {id}"), e))?;
                 st.note(Some(t), &[ino], &[]);
                 Ok(Vec::new())
             }
@@ -410,12 +549,19 @@ impl PmemFuse {
                     return Err(Errno::EINVAL);
                 };
                 if commit {
-                    st.commit_tx(t).map(|_| Vec::new()).map_err(|e| fail(&format!("{what} of transaction {id}"), e))
+                    st.commit_tx(t)
+                        .map(|_| Vec::new())
+                        .map_err(|e| fail(&format!("{what} of transaction {id}"), e))
                 } else {
-                    st.abort_tx(t).map(|_| Vec::new()).map_err(|e| fail(&format!("{what} of transaction {id}"), e))
+                    st.abort_tx(t)
+                        .map(|_| Vec::new())
+                        .map_err(|e| fail(&format!("{what} of transaction {id}"), e))
                 }
             }
-            control::F2FS_IOC_GET_FEATURES | control::F2FS_IOC_START_ATOMIC_WRITE | control::F2FS_IOC_COMMIT_ATOMIC_WRITE | control::F2FS_IOC_ABORT_VOLATILE_WRITE => st.f2fs_ioctl(req, ino, fh, cmd),
+            control::F2FS_IOC_GET_FEATURES
+            | control::F2FS_IOC_START_ATOMIC_WRITE
+            | control::F2FS_IOC_COMMIT_ATOMIC_WRITE
+            | control::F2FS_IOC_ABORT_VOLATILE_WRITE => st.f2fs_ioctl(req, ino, fh, cmd),
             // The block engine's stream, osync and region ioctls: not on persistent memory.
             c if c >> 8 & 0xff == control::IOC_MAGIC => Err(Errno::from_i32(libc::EOPNOTSUPP)),
             _ => Err(Errno::ENOTTY),
@@ -433,7 +579,10 @@ impl fuser::Filesystem for PmemFuse {
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let r = (|| {
             let mut st = self.lock()?;
-            let a = st.fs_ref()?.lookup(parent.0, name.as_bytes()).map_err(|e| errno(&e))?;
+            let a = st
+                .fs_ref()?
+                .lookup(parent.0, name.as_bytes())
+                .map_err(|e| errno(&e))?;
             if a.kind == FileType::Dir {
                 st.parents.insert(a.ino, parent.0);
             }
@@ -469,9 +618,19 @@ impl fuser::Filesystem for PmemFuse {
     ) {
         let r = (|| {
             let mut st = self.lock()?;
-            let sa = SetAttr { mode: mode.map(|m| m & 0o7777), uid, gid, size, atime: time_arg(atime), mtime: time_arg(mtime) };
+            let sa = SetAttr {
+                mode: mode.map(|m| m & 0o7777),
+                uid,
+                gid,
+                size,
+                atime: time_arg(atime),
+                mtime: time_arg(mtime),
+            };
             let tx = st.route(&[ino.0]);
-            let a = st.fs()?.setattr(tx, ino.0, &sa).map_err(|e| fail(&format!("setattr of inode {}", ino.0), e))?;
+            let a = st
+                .fs()?
+                .setattr(tx, ino.0, &sa)
+                .map_err(|e| fail(&format!("setattr of inode {}", ino.0), e))?;
             st.note(tx, &[ino.0], &[]);
             Ok(a)
         })();
@@ -481,7 +640,16 @@ impl fuser::Filesystem for PmemFuse {
         }
     }
 
-    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, _rdev: u32, reply: ReplyEntry) {
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
         if !matches!(mode & 0o170000, 0o100000 | 0) {
             // Regular files and directories only (docs/fs-pmem.md, "Limits").
             return reply.error(Errno::from_i32(libc::EOPNOTSUPP));
@@ -489,14 +657,37 @@ impl fuser::Filesystem for PmemFuse {
         Self::entry(reply, self.make(req, parent.0, name, mode, false))
     }
 
-    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
         Self::entry(reply, self.make(req, parent.0, name, mode, true))
     }
 
-    fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, _flags: i32, reply: ReplyCreate) {
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
         match self.make(req, parent.0, name, mode, false) {
             Ok((a, g)) => match self.lock() {
-                Ok(mut st) => reply.created(&TTL, &file_attr(&a), g, st.new_handle(), FopenFlags::empty()),
+                Ok(mut st) => reply.created(
+                    &TTL,
+                    &file_attr(&a),
+                    g,
+                    st.new_handle(),
+                    FopenFlags::empty(),
+                ),
                 Err(e) => reply.error(e),
             },
             Err(e) => reply.error(e),
@@ -511,17 +702,41 @@ impl fuser::Filesystem for PmemFuse {
         Self::empty(reply, self.remove(parent.0, name, true))
     }
 
-    fn symlink(&self, _req: &Request, _parent: INodeNo, _link_name: &OsStr, _target: &Path, reply: ReplyEntry) {
+    fn symlink(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _link_name: &OsStr,
+        _target: &Path,
+        reply: ReplyEntry,
+    ) {
         reply.error(Errno::from_i32(libc::EOPNOTSUPP))
     }
 
-    fn link(&self, _req: &Request, _ino: INodeNo, _newparent: INodeNo, _newname: &OsStr, reply: ReplyEntry) {
+    fn link(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _newparent: INodeNo,
+        _newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
         reply.error(Errno::from_i32(libc::EOPNOTSUPP))
     }
 
-    fn rename(&self, _req: &Request, parent: INodeNo, name: &OsStr, newparent: INodeNo, newname: &OsStr, flags: FRename, reply: ReplyEmpty) {
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: FRename,
+        reply: ReplyEmpty,
+    ) {
         let r = (|| {
-            if flags.contains(FRename::RENAME_EXCHANGE) || flags.contains(FRename::RENAME_WHITEOUT) {
+            if flags.contains(FRename::RENAME_EXCHANGE) || flags.contains(FRename::RENAME_WHITEOUT)
+            {
                 return Err(Errno::EINVAL);
             }
             let mut st = self.lock()?;
@@ -532,8 +747,23 @@ impl fuser::Filesystem for PmemFuse {
                 return Err(Errno::EEXIST);
             }
             let tx = st.route(&[parent.0, newparent.0, src.ino, dst.map_or(0, |d| d.ino)]);
-            st.fs()?.rename(tx, parent.0, sn, newparent.0, dn).map_err(|e| fail(&format!("renaming {:?} to {:?}", String::from_utf8_lossy(sn), String::from_utf8_lossy(dn)), e))?;
-            st.note(tx, &[parent.0, newparent.0, src.ino], &[(parent.0, sn), (newparent.0, dn)]);
+            st.fs()?
+                .rename(tx, parent.0, sn, newparent.0, dn)
+                .map_err(|e| {
+                    fail(
+                        &format!(
+                            "renaming {:?} to {:?}",
+                            String::from_utf8_lossy(sn),
+                            String::from_utf8_lossy(dn)
+                        ),
+                        e,
+                    )
+                })?;
+            st.note(
+                tx,
+                &[parent.0, newparent.0, src.ino],
+                &[(parent.0, sn), (newparent.0, dn)],
+            );
             if let Some(d) = dst {
                 st.note(tx, &[d.ino], &[]);
             }
@@ -558,33 +788,83 @@ impl fuser::Filesystem for PmemFuse {
         }
     }
 
-    fn release(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _flags: OpenFlags, _lock: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
         self.closed(ino.0, fh.0);
         reply.ok()
     }
 
-    fn flush(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _lock: LockOwner, reply: ReplyEmpty) {
+    fn flush(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _lock: LockOwner,
+        reply: ReplyEmpty,
+    ) {
         // close(2) of the descriptor that started an F2FS atomic write: aborted here, while
         // the closing caller waits, so that it sees the old content once close returns.
         self.closed(ino.0, fh.0);
         reply.ok()
     }
 
-    fn read(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, size: u32, _flags: OpenFlags, _lock: Option<LockOwner>, reply: ReplyData) {
-        match (|| self.lock()?.fs_ref()?.read(ino.0, offset, size as u64).map_err(|e| fail(&format!("reading inode {}", ino.0), e)))() {
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        match (|| {
+            self.lock()?
+                .fs_ref()?
+                .read(ino.0, offset, size as u64)
+                .map_err(|e| fail(&format!("reading inode {}", ino.0), e))
+        })() {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(e),
         }
     }
 
-    fn write(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, data: &[u8], _wf: WriteFlags, _flags: OpenFlags, _lock: Option<LockOwner>, reply: ReplyWrite) {
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _wf: WriteFlags,
+        _flags: OpenFlags,
+        _lock: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
         let r = (|| {
             let mut st = self.lock()?;
             let tx = st.route(&[ino.0]);
             let id = tx.map(|t| st.user_id(t));
             let what = || match id {
-                Some(id) => format!("writing {} bytes at {offset} of inode {} in transaction {id}", data.len(), ino.0),
-                None => format!("writing {} bytes at {offset} of inode {}", data.len(), ino.0),
+                Some(id) => format!(
+                    "writing {} bytes at {offset} of inode {} in transaction {id}",
+                    data.len(),
+                    ino.0
+                ),
+                None => format!(
+                    "writing {} bytes at {offset} of inode {}",
+                    data.len(),
+                    ino.0
+                ),
             };
             let n = match st.fs()?.write(tx, ino.0, offset, data) {
                 Ok(n) => n,
@@ -606,21 +886,52 @@ impl fuser::Filesystem for PmemFuse {
         }
     }
 
-    fn fsync(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsync(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         // Every call is durable when it returns (a transaction's changes at its commit).
-        Self::empty(reply, (|| self.lock()?.fs_ref()?.fsync(ino.0).map_err(|e| errno(&e)))())
+        Self::empty(
+            reply,
+            (|| self.lock()?.fs_ref()?.fsync(ino.0).map_err(|e| errno(&e)))(),
+        )
     }
 
-    fn fsyncdir(&self, req: &Request, ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+    fn fsyncdir(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         self.fsync(req, ino, fh, datasync, reply)
     }
 
-    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
         let r = (|| {
             let st = self.lock()?;
             let list = st.fs_ref()?.readdir(ino.0).map_err(|e| errno(&e))?;
-            let parent = if ino.0 == ROOT { ROOT } else { st.parents.get(&ino.0).copied().unwrap_or(ROOT) };
-            let mut all = vec![(ino.0, FType::Directory, b".".to_vec()), (parent, FType::Directory, b"..".to_vec())];
+            let parent = if ino.0 == ROOT {
+                ROOT
+            } else {
+                st.parents.get(&ino.0).copied().unwrap_or(ROOT)
+            };
+            let mut all = vec![
+                (ino.0, FType::Directory, b".".to_vec()),
+                (parent, FType::Directory, b"..".to_vec()),
+            ];
             all.extend(list.into_iter().map(|e| (e.ino, kind(e.kind), e.name)));
             Ok(all)
         })();
@@ -639,12 +950,31 @@ impl fuser::Filesystem for PmemFuse {
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         match (|| Ok::<_, Errno>(self.lock()?.fs_ref()?.statfs()))() {
-            Ok(s) => reply.statfs(s.blocks, s.free_blocks, s.free_blocks, s.files, s.free_files, s.block_size as u32, s.name_max as u32, s.block_size as u32),
+            Ok(s) => reply.statfs(
+                s.blocks,
+                s.free_blocks,
+                s.free_blocks,
+                s.files,
+                s.free_files,
+                s.block_size as u32,
+                s.name_max as u32,
+                s.block_size as u32,
+            ),
             Err(e) => reply.error(e),
         }
     }
 
-    fn ioctl(&self, req: &Request, ino: INodeNo, fh: FileHandle, _flags: IoctlFlags, cmd: u32, in_data: &[u8], _out_size: u32, reply: ReplyIoctl) {
+    fn ioctl(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _flags: IoctlFlags,
+        cmd: u32,
+        in_data: &[u8],
+        _out_size: u32,
+        reply: ReplyIoctl,
+    ) {
         let r = self.ioctl_tx(req, ino.0, fh.0, cmd, in_data);
         // After the lock, before the answer: the caller sees the old state once TX_ABORT
         // returns.
@@ -667,16 +997,28 @@ pub struct PmemUnmounted {
 
 /// Mounts the pmem image `cfg.image` and serves it until unmounted (the same signals and
 /// unmount paths as [`crate::mount::run`]). `ready` runs once the mount is visible.
-pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<PmemUnmounted, MountError> {
+pub fn run(
+    cfg: &MountConfig,
+    ready: impl FnOnce(&MountReport),
+) -> Result<PmemUnmounted, MountError> {
     check_mountpoint(&cfg.mountpoint)?;
     let lock = lock_image(&cfg.image)?;
-    let mut dev = PmemFile::open(&cfg.image).map_err(|e| MountError::Input(format!("{}: {e}", cfg.image.display())))?;
+    let mut dev = PmemFile::open(&cfg.image)
+        .map_err(|e| MountError::Input(format!("{}: {e}", cfg.image.display())))?;
     dev.set_sync_on_fence(cfg.pmem_sync);
-    let (fs, recovery) = PmemFs::mount(dev).map_err(|e| MountError::Input(format!("{}: cannot mount the pmem image: {e} (run `intact fs fsck {}` for a report)", cfg.image.display(), cfg.image.display())))?;
+    let (fs, recovery) = PmemFs::mount(dev).map_err(|e| {
+        MountError::Input(format!(
+            "{}: cannot mount the pmem image: {e} (run `intact fs fsck {}` for a report)",
+            cfg.image.display(),
+            cfg.image.display()
+        ))
+    })?;
     let fuse = PmemFuse::new(fs);
     let state = fuse.state.clone();
     let config = session_config(cfg, "intactfs-pmem");
-    let session = Session::new(fuse, &cfg.mountpoint, &config).map_err(|e| MountError::Failed(format!("mounting on {}: {e}", cfg.mountpoint.display())))?;
+    let session = Session::new(fuse, &cfg.mountpoint, &config).map_err(|e| {
+        MountError::Failed(format!("mounting on {}: {e}", cfg.mountpoint.display()))
+    })?;
     if let Ok(mut st) = state.lock() {
         st.notifier = Some(session.notifier());
     }
@@ -716,14 +1058,23 @@ pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<PmemUn
     if open > 0 {
         eprintln!("intactfs-pmem: {open} transaction(s) still open at unmount: aborted");
     }
-    let mut dev = fs.unmount().map_err(|e| MountError::Failed(format!("unmounting {}: {e}", cfg.image.display())))?;
-    dev.sync_all().map_err(|e| MountError::Failed(format!("writing back {}: {e}", cfg.image.display())))?;
+    let mut dev = fs
+        .unmount()
+        .map_err(|e| MountError::Failed(format!("unmounting {}: {e}", cfg.image.display())))?;
+    dev.sync_all()
+        .map_err(|e| MountError::Failed(format!("writing back {}: {e}", cfg.image.display())))?;
     drop(dev);
     drop(lock);
     if let Err(e) = served {
-        return Err(MountError::Failed(format!("the FUSE session ended with an error: {e} (everything was written back)")));
+        return Err(MountError::Failed(format!(
+            "the FUSE session ended with an error: {e} (everything was written back)"
+        )));
     }
-    Ok(PmemUnmounted { recovery, stats, aborted_at_unmount: open })
+    Ok(PmemUnmounted {
+        recovery,
+        stats,
+        aborted_at_unmount: open,
+    })
 }
 
 #[cfg(test)]

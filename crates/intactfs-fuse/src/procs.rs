@@ -31,7 +31,11 @@ pub struct ProcTable {
 /// `Tgid` and `PPid` from /proc/PID/status.
 fn status(pid: u32) -> Option<(u32, u32)> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |k: &str| s.lines().find_map(|l| l.strip_prefix(k)).and_then(|v| v.trim().parse::<u32>().ok());
+    let field = |k: &str| {
+        s.lines()
+            .find_map(|l| l.strip_prefix(k))
+            .and_then(|v| v.trim().parse::<u32>().ok())
+    };
     Some((field("Tgid:")?, field("PPid:")?))
 }
 
@@ -39,7 +43,12 @@ fn status(pid: u32) -> Option<(u32, u32)> {
 pub fn stat_fields(pid: u32) -> Option<Vec<String>> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces and parentheses: split after the last ')'.
-    Some(s[s.rfind(')')? + 1..].split_whitespace().map(str::to_string).collect())
+    Some(
+        s[s.rfind(')')? + 1..]
+            .split_whitespace()
+            .map(str::to_string)
+            .collect(),
+    )
 }
 
 /// Whether process `pid` still runs and is the one that started at `start`.
@@ -63,7 +72,8 @@ impl ProcTable {
     /// Puts the process of thread `tid` in stream `s`. Fails if the process is gone.
     /// Returns the process's earlier explicit choice, its id and its start time.
     pub fn set(&mut self, tid: u32, s: StreamId) -> Result<(Option<Explicit>, u32, u64), String> {
-        let (tgid, _) = status(tid).ok_or_else(|| format!("process of thread {tid} not found in /proc"))?;
+        let (tgid, _) =
+            status(tid).ok_or_else(|| format!("process of thread {tid} not found in /proc"))?;
         let start = start_time(tgid).ok_or_else(|| format!("process {tgid} not found in /proc"))?;
         // Recorded for the init stream too, so that the ancestor walk stops here.
         let prev = self.explicit.insert(tgid, (s, start));
@@ -111,7 +121,9 @@ impl ProcTable {
     }
 
     fn resolve(&mut self, tid: u32) -> StreamId {
-        let Some((mut pid, _)) = status(tid) else { return INIT_STREAM };
+        let Some((mut pid, _)) = status(tid) else {
+            return INIT_STREAM;
+        };
         // Bounded: pid chains are short, and a cycle can only come from pid reuse mid-walk.
         for _ in 0..64 {
             if pid <= 1 {
@@ -144,8 +156,13 @@ pub fn in_group(pid: u32, gid: u32, group: u32) -> bool {
     if gid == group {
         return true;
     }
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return false };
-    status.lines().find_map(|l| l.strip_prefix("Groups:")).is_some_and(|g| g.split_whitespace().any(|x| x.parse() == Ok(group)))
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Groups:"))
+        .is_some_and(|g| g.split_whitespace().any(|x| x.parse() == Ok(group)))
 }
 
 #[cfg(test)]
@@ -158,10 +175,17 @@ mod tests {
         let me = std::process::id();
         assert_eq!(t.stream_of(me), INIT_STREAM);
         // A child of this test process, started before and after the stream was set.
-        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
         t.set(me, 42).unwrap();
         assert_eq!(t.stream_of(me), 42);
-        assert_eq!(t.stream_of(child.id()), 42, "a child adopts its parent's stream");
+        assert_eq!(
+            t.stream_of(child.id()),
+            42,
+            "a child adopts its parent's stream"
+        );
         // Our parent (the test harness' parent) is not in the stream.
         let (_, ppid) = status(me).unwrap();
         assert_eq!(t.stream_of(ppid), INIT_STREAM);
@@ -188,4 +212,3 @@ mod tests {
         assert!(start_time(std::process::id()).is_some());
     }
 }
-

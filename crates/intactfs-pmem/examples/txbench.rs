@@ -115,7 +115,10 @@ trait System: Send {
 /// Creates the image file, maps it and unlinks it at once (the mapping keeps it alive; the
 /// space is freed when the process ends, however it ends).
 fn image(dir: &Path, what: &str, len: u64) -> Result<Dev, String> {
-    let path = dir.join(format!("intactfs-txbench-{}-{what}.img", std::process::id()));
+    let path = dir.join(format!(
+        "intactfs-txbench-{}-{what}.img",
+        std::process::id()
+    ));
     struct Unlink<'a>(&'a Path);
     impl Drop for Unlink<'_> {
         fn drop(&mut self) {
@@ -138,14 +141,24 @@ struct Layout {
 /// pending blocks, the log (as `MkfsOptions::for_len`) and the inode table.
 fn layout(files: u64, file_bytes: u64) -> Layout {
     let file_blocks = file_bytes / BLOCK;
-    let ind = if file_blocks > 12 { 1 } else { 0 } + if file_blocks > 12 + 512 { 1 + (file_blocks - 12 - 512).div_ceil(512) } else { 0 };
+    let ind = if file_blocks > 12 { 1 } else { 0 }
+        + if file_blocks > 12 + 512 {
+            1 + (file_blocks - 12 - 512).div_ceil(512)
+        } else {
+            0
+        };
     let data = files * (file_blocks + ind) + files.div_ceil(15) + 64;
     let data = data + data / 4;
     let inodes = files + 16;
     let guess = data * BLOCK;
     let log_entries = MkfsOptions::for_len(guess).log_entries;
     let meta = 1 + (log_entries * 64).div_ceil(BLOCK) + (inodes * 256).div_ceil(BLOCK);
-    Layout { len: (data + meta) * BLOCK, log_entries, inodes, file_blocks }
+    Layout {
+        len: (data + meta) * BLOCK,
+        log_entries,
+        inodes,
+        file_blocks,
+    }
 }
 
 // ---------------------------------------------------------------- intactfs-FCFS
@@ -163,30 +176,47 @@ impl Fcfs {
     fn setup(dir: &Path, files: u64, file_bytes: u64, fill: &[u8]) -> Result<Fcfs, String> {
         let l = layout(files, file_bytes);
         let mut dev = image(dir, "fcfs", l.len)?;
-        PmemFs::mkfs(&mut dev, &MkfsOptions { inodes: l.inodes, log_entries: l.log_entries }).map_err(|e| format!("mkfs: {e}"))?;
+        PmemFs::mkfs(
+            &mut dev,
+            &MkfsOptions {
+                inodes: l.inodes,
+                log_entries: l.log_entries,
+            },
+        )
+        .map_err(|e| format!("mkfs: {e}"))?;
         let (mut fs, _) = PmemFs::mount(dev).map_err(|e| format!("mount: {e}"))?;
         let mut inos = Vec::new();
         for i in 0..files {
-            let a = fs.create(None, ROOT, format!("f{i}").as_bytes(), 0o644, 0, 0).map_err(|e| format!("create f{i}: {e}"))?;
+            let a = fs
+                .create(None, ROOT, format!("f{i}").as_bytes(), 0o644, 0, 0)
+                .map_err(|e| format!("create f{i}: {e}"))?;
             let mut off = 0;
             while off < file_bytes {
                 let n = (file_bytes - off).min(fill.len() as u64);
-                fs.write(None, a.ino, off, &fill[..n as usize]).map_err(|e| format!("filling f{i}: {e}"))?;
+                fs.write(None, a.ino, off, &fill[..n as usize])
+                    .map_err(|e| format!("filling f{i}: {e}"))?;
                 off += n;
             }
             inos.push(a.ino);
         }
-        fs.checkpoint().map_err(|e| format!("checkpoint after filling: {e}"))?;
+        fs.checkpoint()
+            .map_err(|e| format!("checkpoint after filling: {e}"))?;
         Ok(Fcfs { fs, inos })
     }
 }
 
 impl System for Fcfs {
     fn begin(&mut self, f: [usize; 2]) -> Result<u64, String> {
-        self.fs.tx_begin(&[self.inos[f[0]], self.inos[f[1]]]).map(|t| t.0).map_err(e2s)
+        self.fs
+            .tx_begin(&[self.inos[f[0]], self.inos[f[1]]])
+            .map(|t| t.0)
+            .map_err(e2s)
     }
     fn write(&mut self, tx: u64, file: usize, off: u64, data: &[u8]) -> Result<(), String> {
-        self.fs.write(Some(TxId(tx)), self.inos[file], off, data).map(|_| ()).map_err(e2s)
+        self.fs
+            .write(Some(TxId(tx)), self.inos[file], off, data)
+            .map(|_| ())
+            .map_err(e2s)
     }
     fn commit(&mut self, tx: u64) -> Result<(), String> {
         self.fs.tx_commit(TxId(tx)).map(|_| ()).map_err(e2s)
@@ -246,7 +276,13 @@ struct Store {
 }
 
 impl Store {
-    fn setup(dir: &Path, wal: bool, files: u64, file_bytes: u64, fill: &[u8]) -> Result<Store, String> {
+    fn setup(
+        dir: &Path,
+        wal: bool,
+        files: u64,
+        file_bytes: u64,
+        fill: &[u8],
+    ) -> Result<Store, String> {
         let l = layout(files, file_bytes);
         let mut dev = image(dir, if wal { "fgwal" } else { "nc" }, l.len)?;
         let log_off = BLOCK;
@@ -271,7 +307,20 @@ impl Store {
             }
             dev.fence().map_err(e2s)?;
         }
-        Ok(Store { dev, wal, log_off, log_entries: l.log_entries, busy: vec![false; l.log_entries as usize], cursor: 0, inode_off, data_off, file_bytes, next_tx: 1, txs: HashMap::new(), clock: 1 })
+        Ok(Store {
+            dev,
+            wal,
+            log_off,
+            log_entries: l.log_entries,
+            busy: vec![false; l.log_entries as usize],
+            cursor: 0,
+            inode_off,
+            data_off,
+            file_bytes,
+            next_tx: 1,
+            txs: HashMap::new(),
+            clock: 1,
+        })
     }
 
     fn take_slot(&mut self) -> Result<u64, String> {
@@ -306,13 +355,24 @@ impl System for Store {
     fn begin(&mut self, files: [usize; 2]) -> Result<u64, String> {
         let id = self.next_tx;
         self.next_tx += 1;
-        self.txs.insert(id, StoreTx { files: files.to_vec(), ..Default::default() });
+        self.txs.insert(
+            id,
+            StoreTx {
+                files: files.to_vec(),
+                ..Default::default()
+            },
+        );
         Ok(id)
     }
     fn write(&mut self, tx: u64, file: usize, off: u64, data: &[u8]) -> Result<(), String> {
-        let t = self.txs.get(&tx).ok_or_else(|| format!("unknown transaction {tx}"))?;
+        let t = self
+            .txs
+            .get(&tx)
+            .ok_or_else(|| format!("unknown transaction {tx}"))?;
         if !t.files.contains(&file) || off + data.len() as u64 > self.file_bytes {
-            return Err(format!("write outside transaction {tx}'s files or beyond a file's end"));
+            return Err(format!(
+                "write outside transaction {tx}'s files or beyond a file's end"
+            ));
         }
         if data.is_empty() {
             return Ok(());
@@ -341,7 +401,10 @@ impl System for Store {
         Ok(())
     }
     fn commit(&mut self, tx: u64) -> Result<(), String> {
-        let t = self.txs.remove(&tx).ok_or_else(|| format!("unknown transaction {tx}"))?;
+        let t = self
+            .txs
+            .remove(&tx)
+            .ok_or_else(|| format!("unknown transaction {tx}"))?;
         if !self.wal {
             return self.dev.fence().map_err(e2s);
         }
@@ -387,7 +450,15 @@ struct Txn {
 
 /// Each thread's transactions: 2 distinct files of its own, a range of 0..=max_write bytes
 /// at a random offset in each.
-fn workload(seed: u64, files: u64, file_bytes: u64, max_write: u64, threads: u64, txns: u64, pool: usize) -> Vec<Vec<Txn>> {
+fn workload(
+    seed: u64,
+    files: u64,
+    file_bytes: u64,
+    max_write: u64,
+    threads: u64,
+    txns: u64,
+    pool: usize,
+) -> Vec<Vec<Txn>> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut out = vec![Vec::new(); threads as usize];
     for k in 0..txns {
@@ -404,7 +475,10 @@ fn workload(seed: u64, files: u64, file_bytes: u64, max_write: u64, threads: u64
             let off = rng.random_range(0..=file_bytes - len);
             *x = (off, len, rng.random_range(0..pool - max_write as usize));
         }
-        out[th as usize].push(Txn { files: [(a * threads + th) as usize, (b * threads + th) as usize], w });
+        out[th as usize].push(Txn {
+            files: [(a * threads + th) as usize, (b * threads + th) as usize],
+            w,
+        });
     }
     out
 }
@@ -428,14 +502,29 @@ const THREAD_CPUTIME: i32 = 3;
 /// (/proc/thread-self/stat: a store to a page of the mapping that the kernel has written back
 /// faults again); zeros where the kernel does not offer them.
 fn sched() -> (u64, u64, u64) {
-    let mut ts = Timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: a valid out-pointer to a struct of the C layout on 64-bit Linux.
-    let cpu = if unsafe { clock_gettime(THREAD_CPUTIME, &mut ts) } == 0 { ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64 } else { 0 };
+    let cpu = if unsafe { clock_gettime(THREAD_CPUTIME, &mut ts) } == 0 {
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    } else {
+        0
+    };
     let s = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
-    let runq = s.split_whitespace().nth(1).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+    let runq = s
+        .split_whitespace()
+        .nth(1)
+        .and_then(|x| x.parse::<u64>().ok())
+        .unwrap_or(0);
     let st = std::fs::read_to_string("/proc/thread-self/stat").unwrap_or_default();
     // Fields after the command's closing parenthesis: state is field 3, minflt field 10.
-    let minflt = st.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(7)).and_then(|x| x.parse().ok()).unwrap_or(0);
+    let minflt = st
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(7))
+        .and_then(|x| x.parse().ok())
+        .unwrap_or(0);
     (cpu, runq, minflt)
 }
 
@@ -456,10 +545,20 @@ struct Phase {
 }
 
 fn sub(a: PmemCounters, b: PmemCounters) -> PmemCounters {
-    PmemCounters { stores: a.stores - b.stores, bytes_stored: a.bytes_stored - b.bytes_stored, lines_flushed: a.lines_flushed - b.lines_flushed, fences: a.fences - b.fences, latency_ns: a.latency_ns - b.latency_ns }
+    PmemCounters {
+        stores: a.stores - b.stores,
+        bytes_stored: a.bytes_stored - b.bytes_stored,
+        lines_flushed: a.lines_flushed - b.lines_flushed,
+        fences: a.fences - b.fences,
+        latency_ns: a.latency_ns - b.latency_ns,
+    }
 }
 
-fn run_phase(sys: &Mutex<Box<dyn System>>, work: &[Vec<Txn>], pool: &[u8]) -> Result<Phase, String> {
+fn run_phase(
+    sys: &Mutex<Box<dyn System>>,
+    work: &[Vec<Txn>],
+    pool: &[u8],
+) -> Result<Phase, String> {
     let lock = || sys.lock().unwrap_or_else(|p| p.into_inner());
     let (c0, e0) = {
         let s = lock();
@@ -487,7 +586,9 @@ fn run_phase(sys: &Mutex<Box<dyn System>>, work: &[Vec<Txn>], pool: &[u8]) -> Re
                 })
             })
             .collect();
-        hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a worker panicked".into()))).collect()
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("a worker panicked".into())))
+            .collect()
     });
     let wall_s = start.elapsed().as_secs_f64();
     let (mut lat_ns, mut cpu_ns, mut runq_ns, mut faults) = (Vec::new(), 0, 0, 0);
@@ -510,11 +611,27 @@ fn run_phase(sys: &Mutex<Box<dyn System>>, work: &[Vec<Txn>], pool: &[u8]) -> Re
     let drain_s = t.elapsed().as_secs_f64();
     let c2 = s.counters();
     let e2 = s.engine_stats();
-    Ok(Phase { lat_ns, cpu_ns, runq_ns, faults, wall_s, drain_s, dev: sub(c2, c0), drain_lines: c2.lines_flushed - c1.lines_flushed, engine: (e2.0 - e0.0, e2.1 - e0.1, e2.2 - e0.2) })
+    Ok(Phase {
+        lat_ns,
+        cpu_ns,
+        runq_ns,
+        faults,
+        wall_s,
+        drain_s,
+        dev: sub(c2, c0),
+        drain_lines: c2.lines_flushed - c1.lines_flushed,
+        engine: (e2.0 - e0.0, e2.1 - e0.1, e2.2 - e0.2),
+    })
 }
 
 fn list<T>(what: &str, s: &str, parse: impl Fn(&str) -> Option<T>) -> Result<Vec<T>, String> {
-    let v: Vec<T> = s.split(',').map(|x| parse(x.trim()).ok_or_else(|| format!("--{what}: {x:?} is not one of the allowed values"))).collect::<Result<_, _>>()?;
+    let v: Vec<T> = s
+        .split(',')
+        .map(|x| {
+            parse(x.trim())
+                .ok_or_else(|| format!("--{what}: {x:?} is not one of the allowed values"))
+        })
+        .collect::<Result<_, _>>()?;
     if v.is_empty() {
         return Err(format!("--{what}: empty list"));
     }
@@ -533,7 +650,9 @@ fn main() -> ExitCode {
 }
 
 fn run(a: &Args) -> Result<(), String> {
-    let threads = list("threads", &a.threads, |x| x.parse::<u64>().ok().filter(|&t| (1..=64).contains(&t)))?;
+    let threads = list("threads", &a.threads, |x| {
+        x.parse::<u64>().ok().filter(|&t| (1..=64).contains(&t))
+    })?;
     let models = list("latency", &a.latency, |x| match x {
         "fcfs" => Some(("fcfs", LatencyModel::FCFS)),
         "none" => Some(("none", LatencyModel::default())),
@@ -547,14 +666,20 @@ fn run(a: &Args) -> Result<(), String> {
     })?;
     let tmax = *threads.iter().max().expect("non-empty");
     if a.files < 2 * tmax {
-        return Err(format!("--files {}: need at least 2 per thread ({} threads)", a.files, tmax));
+        return Err(format!(
+            "--files {}: need at least 2 per thread ({} threads)",
+            a.files, tmax
+        ));
     }
     if a.file_mib == 0 || a.file_mib > 1024 {
         return Err(format!("--file-mib {}: expected 1..=1024", a.file_mib));
     }
     let file_bytes = a.file_mib << 20;
     if a.max_write > file_bytes || a.max_write > 1 << 20 {
-        return Err(format!("--max-write {}: at most 1 MiB and at most the file size", a.max_write));
+        return Err(format!(
+            "--max-write {}: at most 1 MiB and at most the file size",
+            a.max_write
+        ));
     }
     if a.txns == 0 || a.reps == 0 {
         return Err("--txns and --reps must be at least 1".into());
@@ -580,18 +705,37 @@ fn run(a: &Args) -> Result<(), String> {
             let m = Mutex::new(boxed);
             for (mi, (mname, model)) in models.iter().enumerate() {
                 for &th in &threads {
-                    let seed = a.seed.wrapping_mul(1_000_003).wrapping_add(rep * 1009 + th * 31 + mi as u64);
-                    let work = workload(seed, a.files, file_bytes, a.max_write, th, a.txns, pool.len());
-                    m.lock().unwrap_or_else(|p| p.into_inner()).set_model(*model);
-                    let p = run_phase(&m, &work, &pool).map_err(|e| format!("{} ({mname}, {th} threads, rep {rep}): {e}", sys.name()))?;
-                    m.lock().unwrap_or_else(|p| p.into_inner()).set_model(LatencyModel::default());
+                    let seed = a
+                        .seed
+                        .wrapping_mul(1_000_003)
+                        .wrapping_add(rep * 1009 + th * 31 + mi as u64);
+                    let work = workload(
+                        seed,
+                        a.files,
+                        file_bytes,
+                        a.max_write,
+                        th,
+                        a.txns,
+                        pool.len(),
+                    );
+                    m.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .set_model(*model);
+                    let p = run_phase(&m, &work, &pool).map_err(|e| {
+                        format!("{} ({mname}, {th} threads, rep {rep}): {e}", sys.name())
+                    })?;
+                    m.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .set_model(LatencyModel::default());
                     let mut v = p.lat_ns.clone();
                     v.sort_unstable();
                     let n = v.len() as f64;
                     let mean = v.iter().sum::<u64>() as f64 / n / 1e3;
-                    let pick = |q: f64| v[((q * n).ceil() as usize).clamp(1, v.len()) - 1] as f64 / 1e3;
+                    let pick =
+                        |q: f64| v[((q * n).ceil() as usize).clamp(1, v.len()) - 1] as f64 / 1e3;
                     let per = |x: u64| x as f64 / n;
-                    let bytes_written: u64 = work.iter().flatten().map(|t| t.w[0].1 + t.w[1].1).sum();
+                    let bytes_written: u64 =
+                        work.iter().flatten().map(|t| t.w[0].1 + t.w[1].1).sum();
                     println!(
                         "{{\"system\":\"{}\",\"latency\":\"{mname}\",\"threads\":{th},\"rep\":{rep},\"files\":{},\"file_mib\":{},\"txns\":{},\"max_write\":{},\"seed\":{seed},\
 \"setup_s\":{setup_s:.3},\"wall_s\":{:.6},\"drain_s\":{:.6},\"mean_us\":{mean:.3},\"p50_us\":{:.3},\"p99_us\":{:.3},\"max_us\":{:.3},\

@@ -54,8 +54,16 @@ impl<P: PmemDevice> PmemFs<P> {
     }
 
     /// Algorithm 1 over the blocks with committed versions that `sel` selects.
-    pub(crate) fn checkpoint_where(&mut self, sel: impl Fn(u64, u64) -> bool) -> Result<CheckpointReport> {
-        let keys: Vec<(u64, u64)> = self.index.committed_blocks().into_iter().filter(|&(i, l)| sel(i, l)).collect();
+    pub(crate) fn checkpoint_where(
+        &mut self,
+        sel: impl Fn(u64, u64) -> bool,
+    ) -> Result<CheckpointReport> {
+        let keys: Vec<(u64, u64)> = self
+            .index
+            .committed_blocks()
+            .into_iter()
+            .filter(|&(i, l)| sel(i, l))
+            .collect();
         let mut rep = CheckpointReport::default();
         if keys.is_empty() {
             return Ok(rep);
@@ -63,7 +71,11 @@ impl<P: PmemDevice> PmemFs<P> {
         self.stats.checkpoints += 1;
         let mut groups = Vec::with_capacity(keys.len());
         for (ino, lbn) in keys {
-            let vers = self.index.get(ino, lbn).map(|v| v.committed.clone()).unwrap_or_default();
+            let vers = self
+                .index
+                .get(ino, lbn)
+                .map(|v| v.committed.clone())
+                .unwrap_or_default();
             let origin = self.home(ino, lbn)?;
             // Step 1: the block holding most of the newest lines (origin first, a pending
             // block only if it holds strictly more; a hole cannot be selected).
@@ -93,7 +105,14 @@ impl<P: PmemDevice> PmemFs<P> {
                     None => continue,
                 }
             }
-            groups.push(Group { ino, lbn, vers, origin, new, ptr });
+            groups.push(Group {
+                ino,
+                lbn,
+                vers,
+                origin,
+                new,
+                ptr,
+            });
         }
         if groups.is_empty() {
             return Ok(rep);
@@ -130,7 +149,10 @@ impl<P: PmemDevice> PmemFs<P> {
         // Free the redo entries, oldest first per block (ordering property 1).
         let rounds = groups.iter().map(|g| g.vers.len()).max().unwrap_or(0);
         for r in 0..rounds {
-            let slots: Vec<u64> = groups.iter().filter_map(|g| g.vers.get(r).map(|c| c.slot)).collect();
+            let slots: Vec<u64> = groups
+                .iter()
+                .filter_map(|g| g.vers.get(r).map(|c| c.slot))
+                .collect();
             log::invalidate(&mut self.dev, &self.g, &slots)?;
             self.dev.fence()?;
         }

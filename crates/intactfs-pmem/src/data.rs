@@ -25,7 +25,12 @@ impl<P: PmemDevice> PmemFs<P> {
     fn ptr(&self, off: u64, what: impl FnOnce() -> String) -> Result<u64> {
         let p = self.dev.load_u64(off)?;
         if p != 0 && !self.g.is_data_block(p) {
-            return Err(PmemFsError::Corrupt(format!("{} holds block pointer {p}, outside the data area {}..{}", what(), self.g.data_start, self.g.total_blocks)));
+            return Err(PmemFsError::Corrupt(format!(
+                "{} holds block pointer {p}, outside the data area {}..{}",
+                what(),
+                self.g.data_start,
+                self.g.total_blocks
+            )));
         }
         Ok(p)
     }
@@ -35,18 +40,28 @@ impl<P: PmemDevice> PmemFs<P> {
     pub(crate) fn ptr_off(&self, ino: Ino, lbn: u64) -> Result<Option<u64>> {
         let base = self.g.inode_off(ino);
         Ok(match ptr_path(lbn) {
-            None => return Err(PmemFsError::TooBig(format!("block {lbn} is beyond the largest file ({MAX_BLOCKS} blocks)"))),
+            None => {
+                return Err(PmemFsError::TooBig(format!(
+                    "block {lbn} is beyond the largest file ({MAX_BLOCKS} blocks)"
+                )))
+            }
             Some(PtrPath::Direct(i)) => Some(base + I_DIRECT + i * 8),
             Some(PtrPath::Single(j)) => {
-                let x = self.ptr(base + I_INDIRECT, || format!("inode {ino}'s indirect pointer"))?;
+                let x = self.ptr(base + I_INDIRECT, || {
+                    format!("inode {ino}'s indirect pointer")
+                })?;
                 (x != 0).then_some(x * BLOCK + j * 8)
             }
             Some(PtrPath::Double(i, j)) => {
-                let d = self.ptr(base + I_DINDIRECT, || format!("inode {ino}'s double-indirect pointer"))?;
+                let d = self.ptr(base + I_DINDIRECT, || {
+                    format!("inode {ino}'s double-indirect pointer")
+                })?;
                 if d == 0 {
                     None
                 } else {
-                    let y = self.ptr(d * BLOCK + i * 8, || format!("inode {ino}'s double-indirect block {d}"))?;
+                    let y = self.ptr(d * BLOCK + i * 8, || {
+                        format!("inode {ino}'s double-indirect block {d}")
+                    })?;
                     (y != 0).then_some(y * BLOCK + j * 8)
                 }
             }
@@ -71,7 +86,9 @@ impl<P: PmemDevice> PmemFs<P> {
             if x != 0 {
                 return Ok(Some(x));
             }
-            let Some(b) = fs.free_blocks.pop_first() else { return Ok(None) };
+            let Some(b) = fs.free_blocks.pop_first() else {
+                return Ok(None);
+            };
             fs.zero_block(b)?;
             fs.dev.store_u64(off, b)?;
             fs.dev.persist(off, 8)?;
@@ -79,7 +96,11 @@ impl<P: PmemDevice> PmemFs<P> {
             Ok(Some(b))
         };
         Ok(match ptr_path(lbn) {
-            None => return Err(PmemFsError::TooBig(format!("block {lbn} is beyond the largest file"))),
+            None => {
+                return Err(PmemFsError::TooBig(format!(
+                    "block {lbn} is beyond the largest file"
+                )))
+            }
             Some(PtrPath::Direct(i)) => Some(base + I_DIRECT + i * 8),
             Some(PtrPath::Single(j)) => level(self, base + I_INDIRECT)?.map(|x| x * BLOCK + j * 8),
             Some(PtrPath::Double(i, j)) => match level(self, base + I_DINDIRECT)? {
@@ -94,32 +115,44 @@ impl<P: PmemDevice> PmemFs<P> {
         let base = self.g.inode_off(ino);
         let mut out = Vec::new();
         for i in 0..NDIRECT {
-            let p = self.ptr(base + I_DIRECT + i * 8, || format!("inode {ino}'s pointer {i}"))?;
+            let p = self.ptr(base + I_DIRECT + i * 8, || {
+                format!("inode {ino}'s pointer {i}")
+            })?;
             if p != 0 {
                 out.push((Some(i), p));
             }
         }
-        let x = self.ptr(base + I_INDIRECT, || format!("inode {ino}'s indirect pointer"))?;
+        let x = self.ptr(base + I_INDIRECT, || {
+            format!("inode {ino}'s indirect pointer")
+        })?;
         if x != 0 {
             out.push((None, x));
             for j in 0..PTRS_PER_BLOCK {
-                let p = self.ptr(x * BLOCK + j * 8, || format!("indirect block {x} of inode {ino}"))?;
+                let p = self.ptr(x * BLOCK + j * 8, || {
+                    format!("indirect block {x} of inode {ino}")
+                })?;
                 if p != 0 {
                     out.push((Some(NDIRECT + j), p));
                 }
             }
         }
-        let d = self.ptr(base + I_DINDIRECT, || format!("inode {ino}'s double-indirect pointer"))?;
+        let d = self.ptr(base + I_DINDIRECT, || {
+            format!("inode {ino}'s double-indirect pointer")
+        })?;
         if d != 0 {
             out.push((None, d));
             for i in 0..PTRS_PER_BLOCK {
-                let y = self.ptr(d * BLOCK + i * 8, || format!("double-indirect block {d} of inode {ino}"))?;
+                let y = self.ptr(d * BLOCK + i * 8, || {
+                    format!("double-indirect block {d} of inode {ino}")
+                })?;
                 if y == 0 {
                     continue;
                 }
                 out.push((None, y));
                 for j in 0..PTRS_PER_BLOCK {
-                    let p = self.ptr(y * BLOCK + j * 8, || format!("indirect block {y} of inode {ino}"))?;
+                    let p = self.ptr(y * BLOCK + j * 8, || {
+                        format!("indirect block {y} of inode {ino}")
+                    })?;
                     if p != 0 {
                         out.push((Some(NDIRECT + PTRS_PER_BLOCK + i * PTRS_PER_BLOCK + j), p));
                     }
@@ -134,9 +167,19 @@ impl<P: PmemDevice> PmemFs<P> {
     }
 
     /// One cacheline of block `lbn` as reads see it (with or without the open version).
-    pub(crate) fn read_line(&self, ino: Ino, lbn: u64, line: u64, with_open: bool) -> Result<[u8; LINE as usize]> {
+    pub(crate) fn read_line(
+        &self,
+        ino: Ino,
+        lbn: u64,
+        line: u64,
+        with_open: bool,
+    ) -> Result<[u8; LINE as usize]> {
         let mut buf = [0u8; LINE as usize];
-        let src = match self.index.get(ino, lbn).and_then(|v| v.line_source(line, with_open)) {
+        let src = match self
+            .index
+            .get(ino, lbn)
+            .and_then(|v| v.line_source(line, with_open))
+        {
             Some(p) => p,
             None => self.home(ino, lbn)?,
         };
@@ -170,7 +213,8 @@ impl<P: PmemDevice> PmemFs<P> {
                     let lend = (lbn * BLOCK + (line + 1) * LINE).min(bend);
                     let data = self.read_line(ino, lbn, line, true)?;
                     let s = (p % LINE) as usize;
-                    dst[(p - pos) as usize..(lend - pos) as usize].copy_from_slice(&data[s..s + (lend - p) as usize]);
+                    dst[(p - pos) as usize..(lend - pos) as usize]
+                        .copy_from_slice(&data[s..s + (lend - p) as usize]);
                     p = lend;
                 }
             } else {
@@ -198,8 +242,18 @@ impl<P: PmemDevice> PmemFs<P> {
         if data.is_empty() {
             return Ok(0);
         }
-        let end = off.checked_add(data.len() as u64).filter(|&e| e <= MAX_FILE_SIZE).ok_or_else(|| PmemFsError::TooBig(format!("{} bytes at offset {off} end beyond the largest file ({MAX_FILE_SIZE} bytes)", data.len())))?;
-        let need = (off / BLOCK..=(end - 1) / BLOCK).filter(|&l| self.index.get(ino, l).is_none_or(|v| v.open.is_none())).count() as u64;
+        let end = off
+            .checked_add(data.len() as u64)
+            .filter(|&e| e <= MAX_FILE_SIZE)
+            .ok_or_else(|| {
+                PmemFsError::TooBig(format!(
+                    "{} bytes at offset {off} end beyond the largest file ({MAX_FILE_SIZE} bytes)",
+                    data.len()
+                ))
+            })?;
+        let need = (off / BLOCK..=(end - 1) / BLOCK)
+            .filter(|&l| self.index.get(ino, l).is_none_or(|v| v.open.is_none()))
+            .count() as u64;
         let blocks = self.reserve_versions(id, need)?;
         let mut b = Batch::default();
         let now = self.now();
@@ -225,7 +279,10 @@ impl<P: PmemDevice> PmemFs<P> {
         let blocks = self.take_blocks(n, "pending blocks of this call")?;
         if self.log.available() < n {
             self.give_back_blocks(&blocks);
-            return Err(PmemFsError::NoSpace(format!("{n} log entries needed for redo entries, {} available", self.log.available())));
+            return Err(PmemFsError::NoSpace(format!(
+                "{n} log entries needed for redo entries, {} available",
+                self.log.available()
+            )));
         }
         self.log.reserved += n;
         self.txs.get_mut(&id).expect("open").reserved += n;
@@ -240,7 +297,14 @@ impl<P: PmemDevice> PmemFs<P> {
     }
 
     /// Stores `data` at `off` into `id`'s open versions (new ones take `blocks`, reserved).
-    pub(crate) fn put_data(&mut self, id: u64, ino: Ino, off: u64, data: &[u8], mut blocks: Vec<u64>) -> Result<()> {
+    pub(crate) fn put_data(
+        &mut self,
+        id: u64,
+        ino: Ino,
+        off: u64,
+        data: &[u8],
+        mut blocks: Vec<u64>,
+    ) -> Result<()> {
         let end = off + data.len() as u64;
         let mut pos = off;
         while pos < end {
@@ -273,16 +337,25 @@ impl<P: PmemDevice> PmemFs<P> {
                     // A partial line starts from the newest committed content.
                     self.read_line(ino, lbn, line, false)?
                 };
-                buf[(p - lstart) as usize..(lend - lstart) as usize].copy_from_slice(&data[(p - off) as usize..(lend - off) as usize]);
+                buf[(p - lstart) as usize..(lend - lstart) as usize]
+                    .copy_from_slice(&data[(p - off) as usize..(lend - off) as usize]);
                 self.dev.write(open.pblk * BLOCK + line * LINE, &buf)?;
                 bitmap |= 1 << line;
                 p = lend;
             }
-            self.index.entry(ino, lbn).open.as_mut().expect("set above").bitmap = bitmap;
+            self.index
+                .entry(ino, lbn)
+                .open
+                .as_mut()
+                .expect("set above")
+                .bitmap = bitmap;
             pos = bend;
         }
         if !blocks.is_empty() {
-            return Err(PmemFsError::Internal(format!("{} reserved pending blocks unused", blocks.len())));
+            return Err(PmemFsError::Internal(format!(
+                "{} reserved pending blocks unused",
+                blocks.len()
+            )));
         }
         Ok(())
     }
@@ -290,7 +363,14 @@ impl<P: PmemDevice> PmemFs<P> {
     /// Plans a size change of `ino` to `new` (stages pointer words to clear in `b`). A
     /// shrink first checkpoints the file's committed versions of the blocks it drops, so no
     /// redo entry ever names a block a committed truncation freed.
-    pub(crate) fn stage_truncate(&mut self, id: u64, ino: Ino, rec: &mut InodeRec, new: u64, b: &mut Batch) -> Result<TruncPlan> {
+    pub(crate) fn stage_truncate(
+        &mut self,
+        id: u64,
+        ino: Ino,
+        rec: &mut InodeRec,
+        new: u64,
+        b: &mut Batch,
+    ) -> Result<TruncPlan> {
         let mut plan = TruncPlan::default();
         if new >= rec.size {
             // Bytes past the old size already read as zeros.
@@ -301,7 +381,12 @@ impl<P: PmemDevice> PmemFs<P> {
         if self.index.has_committed_from(ino, cut) {
             self.checkpoint_where(|i, l| i == ino && l >= cut)?;
         }
-        plan.drop_open = self.index.file(ino).filter(|(l, v)| *l >= cut && v.open.is_some_and(|o| o.tx == id)).map(|(l, _)| l).collect();
+        plan.drop_open = self
+            .index
+            .file(ino)
+            .filter(|(l, v)| *l >= cut && v.open.is_some_and(|o| o.tx == id))
+            .map(|(l, _)| l)
+            .collect();
         self.stage_unmap_from(ino, cut, b, &mut plan.freed)?;
         if !new.is_multiple_of(BLOCK) {
             let lbn = new / BLOCK;
@@ -316,7 +401,13 @@ impl<P: PmemDevice> PmemFs<P> {
     }
 
     /// After the truncation's batch is applied: drop the open versions beyond, zero the tail.
-    pub(crate) fn finish_truncate(&mut self, id: u64, ino: Ino, plan: TruncPlan, tail_blocks: Vec<u64>) -> Result<()> {
+    pub(crate) fn finish_truncate(
+        &mut self,
+        id: u64,
+        ino: Ino,
+        plan: TruncPlan,
+        tail_blocks: Vec<u64>,
+    ) -> Result<()> {
         for lbn in plan.drop_open {
             if let Some(o) = self.index.entry(ino, lbn).open.take() {
                 self.free_blocks.insert(o.pblk);
@@ -327,7 +418,11 @@ impl<P: PmemDevice> PmemFs<P> {
             }
             self.index.tidy(ino, lbn);
         }
-        self.txs.get_mut(&id).expect("open").freed_blocks.extend(plan.freed);
+        self.txs
+            .get_mut(&id)
+            .expect("open")
+            .freed_blocks
+            .extend(plan.freed);
         if let Some(new) = plan.tail {
             let zeros = vec![0u8; (BLOCK - new % BLOCK) as usize];
             self.put_data(id, ino, new, &zeros, tail_blocks)?;
@@ -337,7 +432,13 @@ impl<P: PmemDevice> PmemFs<P> {
 
     /// Stages zeros in every pointer mapping a block at or beyond `cut` (and in pointers to
     /// indirect blocks left empty), collecting the blocks that become free.
-    fn stage_unmap_from(&self, ino: Ino, cut: u64, b: &mut Batch, freed: &mut Vec<u64>) -> Result<()> {
+    fn stage_unmap_from(
+        &self,
+        ino: Ino,
+        cut: u64,
+        b: &mut Batch,
+        freed: &mut Vec<u64>,
+    ) -> Result<()> {
         let base = self.g.inode_off(ino);
         for i in cut.min(NDIRECT)..NDIRECT {
             let off = base + I_DIRECT + i * 8;
@@ -351,14 +452,18 @@ impl<P: PmemDevice> PmemFs<P> {
         let all = |fs: &Self, x: u64, depth: u32, freed: &mut Vec<u64>| -> Result<()> {
             freed.push(x);
             for j in 0..PTRS_PER_BLOCK {
-                let p = fs.ptr(x * BLOCK + j * 8, || format!("indirect block {x} of inode {ino}"))?;
+                let p = fs.ptr(x * BLOCK + j * 8, || {
+                    format!("indirect block {x} of inode {ino}")
+                })?;
                 if p == 0 {
                     continue;
                 }
                 if depth == 2 {
                     freed.push(p);
                     for k in 0..PTRS_PER_BLOCK {
-                        let q = fs.ptr(p * BLOCK + k * 8, || format!("indirect block {p} of inode {ino}"))?;
+                        let q = fs.ptr(p * BLOCK + k * 8, || {
+                            format!("indirect block {p} of inode {ino}")
+                        })?;
                         if q != 0 {
                             freed.push(q);
                         }
@@ -369,7 +474,9 @@ impl<P: PmemDevice> PmemFs<P> {
             }
             Ok(())
         };
-        let x = self.ptr(base + I_INDIRECT, || format!("inode {ino}'s indirect pointer"))?;
+        let x = self.ptr(base + I_INDIRECT, || {
+            format!("inode {ino}'s indirect pointer")
+        })?;
         if x != 0 {
             if cut <= NDIRECT {
                 b.put(base + I_INDIRECT, 0);
@@ -385,7 +492,9 @@ impl<P: PmemDevice> PmemFs<P> {
                 }
             }
         }
-        let d = self.ptr(base + I_DINDIRECT, || format!("inode {ino}'s double-indirect pointer"))?;
+        let d = self.ptr(base + I_DINDIRECT, || {
+            format!("inode {ino}'s double-indirect pointer")
+        })?;
         let dbase = NDIRECT + PTRS_PER_BLOCK;
         if d != 0 {
             if cut <= dbase {
@@ -394,7 +503,8 @@ impl<P: PmemDevice> PmemFs<P> {
             } else {
                 for i in 0..PTRS_PER_BLOCK {
                     let yoff = d * BLOCK + i * 8;
-                    let y = self.ptr(yoff, || format!("double-indirect block {d} of inode {ino}"))?;
+                    let y =
+                        self.ptr(yoff, || format!("double-indirect block {d} of inode {ino}"))?;
                     if y == 0 {
                         continue;
                     }
@@ -405,7 +515,8 @@ impl<P: PmemDevice> PmemFs<P> {
                     } else if cut < lo + PTRS_PER_BLOCK {
                         for j in cut - lo..PTRS_PER_BLOCK {
                             let off = y * BLOCK + j * 8;
-                            let p = self.ptr(off, || format!("indirect block {y} of inode {ino}"))?;
+                            let p =
+                                self.ptr(off, || format!("indirect block {y} of inode {ino}"))?;
                             if p != 0 {
                                 b.put(off, 0);
                                 freed.push(p);

@@ -45,7 +45,11 @@ impl Versions {
                 }
             }
         }
-        self.committed.iter().rev().find(|c| c.bitmap >> line & 1 == 1).map(|c| c.pblk)
+        self.committed
+            .iter()
+            .rev()
+            .find(|c| c.bitmap >> line & 1 == 1)
+            .map(|c| c.pblk)
     }
     fn is_empty(&self) -> bool {
         self.committed.is_empty() && self.open.is_none()
@@ -72,14 +76,22 @@ impl Index {
     }
     /// The blocks of `ino` with at least one version, and their versions.
     pub fn file(&self, ino: u64) -> impl Iterator<Item = (u64, &Versions)> {
-        self.map.range((ino, 0)..=(ino, u64::MAX)).map(|(&(_, l), v)| (l, v))
+        self.map
+            .range((ino, 0)..=(ino, u64::MAX))
+            .map(|(&(_, l), v)| (l, v))
     }
     pub fn has_committed_from(&self, ino: u64, from_lbn: u64) -> bool {
-        self.map.range((ino, from_lbn)..=(ino, u64::MAX)).any(|(_, v)| !v.committed.is_empty())
+        self.map
+            .range((ino, from_lbn)..=(ino, u64::MAX))
+            .any(|(_, v)| !v.committed.is_empty())
     }
     /// Every block with committed versions, in (ino, lbn) order.
     pub fn committed_blocks(&self) -> Vec<(u64, u64)> {
-        self.map.iter().filter(|(_, v)| !v.committed.is_empty()).map(|(&k, _)| k).collect()
+        self.map
+            .iter()
+            .filter(|(_, v)| !v.committed.is_empty())
+            .map(|(&k, _)| k)
+            .collect()
     }
     pub fn all(&self) -> impl Iterator<Item = (&(u64, u64), &Versions)> {
         self.map.iter()

@@ -64,7 +64,9 @@ impl Geometry {
             return Err(PmemFsError::Invalid(format!("{inodes} inodes: need at least 2 (ino 0 is unused, 1 is the root) and fewer than 2^32")));
         }
         if log_entries < 16 || log_entries > u32::MAX as u64 {
-            return Err(PmemFsError::Invalid(format!("{log_entries} log entries: need at least 16 and fewer than 2^32")));
+            return Err(PmemFsError::Invalid(format!(
+                "{log_entries} log entries: need at least 16 and fewer than 2^32"
+            )));
         }
         let log_start = 1;
         let inode_start = log_start + (log_entries * LOG_ENTRY).div_ceil(BLOCK);
@@ -75,7 +77,14 @@ impl Geometry {
                 data_start + 8
             )));
         }
-        Ok(Geometry { total_blocks, log_start, log_entries, inode_start, inodes, data_start })
+        Ok(Geometry {
+            total_blocks,
+            log_start,
+            log_entries,
+            inode_start,
+            inodes,
+            data_start,
+        })
     }
 
     pub fn data_blocks(&self) -> u64 {
@@ -96,7 +105,17 @@ impl Geometry {
         b[0..8].copy_from_slice(&MAGIC.to_le_bytes());
         b[8..12].copy_from_slice(&VERSION.to_le_bytes());
         b[12..16].copy_from_slice(&(BLOCK as u32).to_le_bytes());
-        for (i, v) in [self.total_blocks, self.log_start, self.log_entries, self.inode_start, self.inodes, self.data_start].iter().enumerate() {
+        for (i, v) in [
+            self.total_blocks,
+            self.log_start,
+            self.log_entries,
+            self.inode_start,
+            self.inodes,
+            self.data_start,
+        ]
+        .iter()
+        .enumerate()
+        {
             b[16 + i * 8..24 + i * 8].copy_from_slice(&v.to_le_bytes());
         }
         let crc = crc32c::crc32c(&b[..SB_LEN]);
@@ -109,25 +128,56 @@ impl Geometry {
         let u64at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
         let u32at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"));
         if u64at(0) != MAGIC {
-            return Err(PmemFsError::Corrupt(format!("no intactfs-pmem superblock (magic {:#018x}, want {MAGIC:#018x})", u64at(0))));
+            return Err(PmemFsError::Corrupt(format!(
+                "no intactfs-pmem superblock (magic {:#018x}, want {MAGIC:#018x})",
+                u64at(0)
+            )));
         }
         let crc = crc32c::crc32c(&b[..SB_LEN]);
         if u32at(SB_LEN) != crc {
-            return Err(PmemFsError::Corrupt(format!("superblock checksum {:#010x} does not match its content ({crc:#010x})", u32at(SB_LEN))));
+            return Err(PmemFsError::Corrupt(format!(
+                "superblock checksum {:#010x} does not match its content ({crc:#010x})",
+                u32at(SB_LEN)
+            )));
         }
         if u32at(8) != VERSION {
-            return Err(PmemFsError::Corrupt(format!("superblock version {} (this engine reads version {VERSION})", u32at(8))));
+            return Err(PmemFsError::Corrupt(format!(
+                "superblock version {} (this engine reads version {VERSION})",
+                u32at(8)
+            )));
         }
         if u32at(12) as u64 != BLOCK {
-            return Err(PmemFsError::Corrupt(format!("block size {} (this engine uses {BLOCK})", u32at(12))));
+            return Err(PmemFsError::Corrupt(format!(
+                "block size {} (this engine uses {BLOCK})",
+                u32at(12)
+            )));
         }
-        let g = Geometry { total_blocks: u64at(16), log_start: u64at(24), log_entries: u64at(32), inode_start: u64at(40), inodes: u64at(48), data_start: u64at(56) };
-        let expect = Geometry::new(g.total_blocks.saturating_mul(BLOCK), g.inodes, g.log_entries).map_err(|e| PmemFsError::Corrupt(format!("superblock geometry {g:?} is impossible: {e}")))?;
+        let g = Geometry {
+            total_blocks: u64at(16),
+            log_start: u64at(24),
+            log_entries: u64at(32),
+            inode_start: u64at(40),
+            inodes: u64at(48),
+            data_start: u64at(56),
+        };
+        let expect = Geometry::new(
+            g.total_blocks.saturating_mul(BLOCK),
+            g.inodes,
+            g.log_entries,
+        )
+        .map_err(|e| {
+            PmemFsError::Corrupt(format!("superblock geometry {g:?} is impossible: {e}"))
+        })?;
         if expect != g {
-            return Err(PmemFsError::Corrupt(format!("superblock geometry {g:?} is not the layout mkfs makes ({expect:?})")));
+            return Err(PmemFsError::Corrupt(format!(
+                "superblock geometry {g:?} is not the layout mkfs makes ({expect:?})"
+            )));
         }
         if g.total_blocks.checked_mul(BLOCK).is_none_or(|n| n > len) {
-            return Err(PmemFsError::Corrupt(format!("superblock says {} blocks, the device has {} bytes", g.total_blocks, len)));
+            return Err(PmemFsError::Corrupt(format!(
+                "superblock says {} blocks, the device has {} bytes",
+                g.total_blocks, len
+            )));
         }
         Ok(g)
     }
@@ -144,15 +194,26 @@ pub struct Time {
 
 impl Time {
     pub fn now() -> Time {
-        let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        Time { sec: d.as_secs() as i64, nsec: d.subsec_nanos() }
+        let d = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        Time {
+            sec: d.as_secs() as i64,
+            nsec: d.subsec_nanos(),
+        }
     }
     pub fn to_word(self) -> u64 {
-        (self.sec.saturating_mul(1_000_000_000).saturating_add(self.nsec as i64)) as u64
+        (self
+            .sec
+            .saturating_mul(1_000_000_000)
+            .saturating_add(self.nsec as i64)) as u64
     }
     pub fn from_word(w: u64) -> Time {
         let ns = w as i64;
-        Time { sec: ns.div_euclid(1_000_000_000), nsec: ns.rem_euclid(1_000_000_000) as u32 }
+        Time {
+            sec: ns.div_euclid(1_000_000_000),
+            nsec: ns.rem_euclid(1_000_000_000) as u32,
+        }
     }
 }
 
@@ -238,7 +299,12 @@ pub fn dirent_header(ino: u64, name_len: usize, kind: FileType) -> u64 {
 }
 
 pub fn dirent_decode(h: u64) -> (u64, usize, u8, u64) {
-    (h & 0xffff_ffff, ((h >> 32) & 0xff) as usize, ((h >> 40) & 0xff) as u8, h >> 48)
+    (
+        h & 0xffff_ffff,
+        ((h >> 32) & 0xff) as usize,
+        ((h >> 40) & 0xff) as u8,
+        h >> 48,
+    )
 }
 
 /// Where logical block `lbn` of a file is mapped: the levels of pointers to follow.
@@ -266,8 +332,12 @@ pub fn check_name(name: &[u8]) -> Result<()> {
     if name.len() > NAME_MAX {
         return Err(PmemFsError::NameTooLong(name.len()));
     }
-    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0) {
-        return Err(PmemFsError::Invalid(format!("{:?} is not a file name (empty, '.', '..', or holds '/' or NUL)", String::from_utf8_lossy(name))));
+    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0)
+    {
+        return Err(PmemFsError::Invalid(format!(
+            "{:?} is not a file name (empty, '.', '..', or holds '/' or NUL)",
+            String::from_utf8_lossy(name)
+        )));
     }
     Ok(())
 }

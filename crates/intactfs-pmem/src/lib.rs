@@ -26,12 +26,12 @@
 //! safe: two live transactions never hold undo entries for the same word.
 
 pub mod checkpoint;
+mod data;
 pub mod error;
 pub mod index;
 pub mod layout;
 pub mod log;
 pub mod mutation;
-mod data;
 mod namespace;
 pub mod recovery;
 pub mod sim;
@@ -119,7 +119,10 @@ impl MkfsOptions {
     /// entries, at most 65536).
     pub fn for_len(len: u64) -> MkfsOptions {
         let blocks = len / BLOCK;
-        MkfsOptions { inodes: (blocks / 4).clamp(16, 1 << 20), log_entries: (len / 64 / LOG_ENTRY).clamp(256, 65536) }
+        MkfsOptions {
+            inodes: (blocks / 4).clamp(16, 1 << 20),
+            log_entries: (len / 64 / LOG_ENTRY).clamp(256, 65536),
+        }
     }
 }
 
@@ -140,7 +143,11 @@ pub struct Tunables {
 
 impl Default for Tunables {
     fn default() -> Self {
-        Tunables { log_fill_pct: 50, free_blocks_pct: 10, max_pending: 5 }
+        Tunables {
+            log_fill_pct: 50,
+            free_blocks_pct: 10,
+            max_pending: 5,
+        }
     }
 }
 
@@ -283,7 +290,11 @@ pub struct PmemFs<P: PmemDevice> {
 
 impl<P: PmemDevice> std::fmt::Debug for PmemFs<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PmemFs").field("geometry", &self.g).field("open_txs", &self.txs.len()).field("stats", &self.stats).finish()
+        f.debug_struct("PmemFs")
+            .field("geometry", &self.g)
+            .field("open_txs", &self.txs.len())
+            .field("stats", &self.stats)
+            .finish()
     }
 }
 
@@ -300,7 +311,18 @@ impl<P: PmemDevice> PmemFs<P> {
             dev.write(b * BLOCK, &zeros)?;
         }
         let now = Time::now();
-        let root = InodeRec { kind: FileType::Dir, mode: 0o755, nlink: 2, uid: 0, gid: 0, parent: ROOT as u32, size: 0, atime: now, mtime: now, ctime: now };
+        let root = InodeRec {
+            kind: FileType::Dir,
+            mode: 0o755,
+            nlink: 2,
+            uid: 0,
+            gid: 0,
+            parent: ROOT as u32,
+            size: 0,
+            atime: now,
+            mtime: now,
+            ctime: now,
+        };
         for (i, w) in root.words().iter().enumerate() {
             dev.store_u64(g.inode_off(ROOT) + i as u64 * 8, *w)?;
         }
@@ -390,7 +412,10 @@ impl<P: PmemDevice> PmemFs<P> {
 
     pub(crate) fn check_ino(&self, ino: Ino) -> Result<()> {
         if ino == 0 || ino >= self.g.inodes {
-            return Err(PmemFsError::NotFound(format!("inode {ino} is outside the inode table (1..{})", self.g.inodes)));
+            return Err(PmemFsError::NotFound(format!(
+                "inode {ino} is outside the inode table (1..{})",
+                self.g.inodes
+            )));
         }
         Ok(())
     }
@@ -454,7 +479,11 @@ impl<P: PmemDevice> PmemFs<P> {
         match self.owner.get(&ino) {
             Some(&o) if o != tx => Err(PmemFsError::Busy(format!(
                 "inode {ino} belongs to open transaction {o} until it commits or aborts{}",
-                if self.txs.get(&tx).is_some_and(|t| t.legacy) { " (pass that transaction to the call)" } else { "" }
+                if self.txs.get(&tx).is_some_and(|t| t.legacy) {
+                    " (pass that transaction to the call)"
+                } else {
+                    ""
+                }
             ))),
             _ => Ok(()),
         }
@@ -477,7 +506,9 @@ impl<P: PmemDevice> PmemFs<P> {
     /// anything when the log has no room even after a checkpoint.
     pub(crate) fn apply_meta(&mut self, tx: u64, b: Batch) -> Result<()> {
         if !self.txs.contains_key(&tx) {
-            return Err(PmemFsError::Internal(format!("apply_meta for unknown transaction {tx}")));
+            return Err(PmemFsError::Internal(format!(
+                "apply_meta for unknown transaction {tx}"
+            )));
         }
         let (mut changed, mut runs) = self.plan_meta(tx, &b)?;
         if changed.is_empty() {
@@ -493,10 +524,23 @@ impl<P: PmemDevice> PmemFs<P> {
         }
         let mut items = Vec::with_capacity(runs.len());
         for (target, old) in &runs {
-            let slot = self.log.take().ok_or_else(|| PmemFsError::Internal("log slot vanished".into()))?;
+            let slot = self
+                .log
+                .take()
+                .ok_or_else(|| PmemFsError::Internal("log slot vanished".into()))?;
             let seq = self.next_seq;
             self.next_seq += 1;
-            items.push((slot, log::Entry { tx, seq, body: log::Body::Undo { target: *target, old: old.clone() } }));
+            items.push((
+                slot,
+                log::Entry {
+                    tx,
+                    seq,
+                    body: log::Body::Undo {
+                        target: *target,
+                        old: old.clone(),
+                    },
+                },
+            ));
         }
         log::append(&mut self.dev, &self.g, &items)?;
         let t = self.txs.get_mut(&tx).expect("checked above");
@@ -518,7 +562,11 @@ impl<P: PmemDevice> PmemFs<P> {
     /// The words of a batch that change (offset, new, fresh, current), and the runs of old
     /// values to log.
     #[allow(clippy::type_complexity)]
-    fn plan_meta(&self, tx: u64, b: &Batch) -> Result<(Vec<(u64, u64, bool, u64)>, Vec<(u64, Vec<u8>)>)> {
+    fn plan_meta(
+        &self,
+        tx: u64,
+        b: &Batch,
+    ) -> Result<(Vec<(u64, u64, bool, u64)>, Vec<(u64, Vec<u8>)>)> {
         let t = &self.txs[&tx];
         let mut changed = Vec::new();
         for (&off, &(v, fresh)) in &b.words {
@@ -536,7 +584,11 @@ impl<P: PmemDevice> PmemFs<P> {
                 continue;
             }
             match runs.last_mut() {
-                Some((start, old)) if *start + old.len() as u64 == off && old.len() < log::UNDO_PAYLOAD => old.extend_from_slice(&cur.to_le_bytes()),
+                Some((start, old))
+                    if *start + old.len() as u64 == off && old.len() < log::UNDO_PAYLOAD =>
+                {
+                    old.extend_from_slice(&cur.to_le_bytes())
+                }
                 _ => runs.push((off, cur.to_le_bytes().to_vec())),
             }
         }
@@ -567,9 +619,14 @@ impl<P: PmemDevice> PmemFs<P> {
             self.flush_dead_commits()?;
         }
         if (self.free_blocks.len() as u64) < n {
-            return Err(PmemFsError::NoSpace(format!("{n} blocks needed for {what}, {} free", self.free_blocks.len())));
+            return Err(PmemFsError::NoSpace(format!(
+                "{n} blocks needed for {what}, {} free",
+                self.free_blocks.len()
+            )));
         }
-        Ok((0..n).map(|_| self.free_blocks.pop_first().expect("counted")).collect())
+        Ok((0..n)
+            .map(|_| self.free_blocks.pop_first().expect("counted"))
+            .collect())
     }
 
     pub(crate) fn give_back_blocks(&mut self, blocks: &[u64]) {

@@ -34,7 +34,12 @@ pub enum Body {
     /// 8 bytes, at most [`UNDO_PAYLOAD`]).
     Undo { target: u64, old: Vec<u8> },
     /// The cachelines `bitmap` of pending block `pblk` hold new data of block `lbn` of `ino`.
-    Redo { ino: u64, lbn: u64, pblk: u64, bitmap: u64 },
+    Redo {
+        ino: u64,
+        lbn: u64,
+        pblk: u64,
+        bitmap: u64,
+    },
     /// The transaction committed, as the `cseq`-th commit (commit order for redo).
     Commit { cseq: u64, redo: u64 },
 }
@@ -51,7 +56,8 @@ impl Entry {
         let mut b = [0u8; BODY];
         b[0..8].copy_from_slice(&self.tx.to_le_bytes());
         b[8..16].copy_from_slice(&self.seq.to_le_bytes());
-        let put = |b: &mut [u8; BODY], o: usize, v: u64| b[o..o + 8].copy_from_slice(&v.to_le_bytes());
+        let put =
+            |b: &mut [u8; BODY], o: usize, v: u64| b[o..o + 8].copy_from_slice(&v.to_le_bytes());
         match &self.body {
             Body::Undo { target, old } => {
                 b[16] = 1;
@@ -59,7 +65,12 @@ impl Entry {
                 put(&mut b, 24, *target);
                 b[32..32 + old.len()].copy_from_slice(old);
             }
-            Body::Redo { ino, lbn, pblk, bitmap } => {
+            Body::Redo {
+                ino,
+                lbn,
+                pblk,
+                bitmap,
+            } => {
                 b[16] = 2;
                 put(&mut b, 24, *ino);
                 put(&mut b, 32, *lbn);
@@ -94,10 +105,21 @@ impl Entry {
                 if len == 0 || len > UNDO_PAYLOAD || !len.is_multiple_of(8) {
                     return Err(format!("undo entry with payload length {len}"));
                 }
-                Body::Undo { target: at(24), old: body[32..32 + len].to_vec() }
+                Body::Undo {
+                    target: at(24),
+                    old: body[32..32 + len].to_vec(),
+                }
             }
-            2 => Body::Redo { ino: at(24), lbn: at(32), pblk: at(40), bitmap: at(48) },
-            3 => Body::Commit { cseq: at(24), redo: at(32) },
+            2 => Body::Redo {
+                ino: at(24),
+                lbn: at(32),
+                pblk: at(40),
+                bitmap: at(48),
+            },
+            3 => Body::Commit {
+                cseq: at(24),
+                redo: at(32),
+            },
             k => return Err(format!("entry of unknown kind {k}")),
         };
         Ok(Some(Entry { tx, seq, body }))
@@ -133,7 +155,11 @@ impl LogSpace {
 
 /// Stores entry bodies and schedules their write-back (the caller fences, then calls
 /// [`set_valid`]). Returns each slot's valid word.
-pub fn write_bodies<P: PmemDevice>(dev: &mut P, g: &Geometry, items: &[(u64, Entry)]) -> Result<Vec<(u64, u64)>, PmemError> {
+pub fn write_bodies<P: PmemDevice>(
+    dev: &mut P,
+    g: &Geometry,
+    items: &[(u64, Entry)],
+) -> Result<Vec<(u64, u64)>, PmemError> {
     let mut out = Vec::with_capacity(items.len());
     for (slot, e) in items {
         let b = e.encode();
@@ -152,7 +178,11 @@ pub fn write_bodies<P: PmemDevice>(dev: &mut P, g: &Geometry, items: &[(u64, Ent
 
 /// Stores valid words (after the bodies were made persistent by a fence) and schedules
 /// their write-back; the caller fences.
-pub fn set_valid<P: PmemDevice>(dev: &mut P, g: &Geometry, flags: &[(u64, u64)]) -> Result<(), PmemError> {
+pub fn set_valid<P: PmemDevice>(
+    dev: &mut P,
+    g: &Geometry,
+    flags: &[(u64, u64)],
+) -> Result<(), PmemError> {
     for &(slot, vw) in flags {
         let off = g.log_off(slot) + BODY as u64;
         dev.store_u64(off, vw)?;
@@ -163,7 +193,11 @@ pub fn set_valid<P: PmemDevice>(dev: &mut P, g: &Geometry, flags: &[(u64, u64)])
 
 /// Frees entries: stores 0 in each valid word (atomic) and schedules the write-back; the
 /// caller fences before reusing the slots.
-pub fn invalidate<P: PmemDevice>(dev: &mut P, g: &Geometry, slots: &[u64]) -> Result<(), PmemError> {
+pub fn invalidate<P: PmemDevice>(
+    dev: &mut P,
+    g: &Geometry,
+    slots: &[u64],
+) -> Result<(), PmemError> {
     for &slot in slots {
         let off = g.log_off(slot) + BODY as u64;
         dev.store_u64(off, 0)?;
@@ -173,7 +207,11 @@ pub fn invalidate<P: PmemDevice>(dev: &mut P, g: &Geometry, slots: &[u64]) -> Re
 }
 
 /// Writes entries with the full protocol: bodies, fence, valid words, fence.
-pub fn append<P: PmemDevice>(dev: &mut P, g: &Geometry, items: &[(u64, Entry)]) -> Result<(), PmemError> {
+pub fn append<P: PmemDevice>(
+    dev: &mut P,
+    g: &Geometry,
+    items: &[(u64, Entry)],
+) -> Result<(), PmemError> {
     if items.is_empty() {
         return Ok(());
     }

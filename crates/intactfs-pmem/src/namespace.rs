@@ -22,7 +22,9 @@ impl<P: PmemDevice> PmemFs<P> {
         let lbn = slot / DIRENTS_PER_BLOCK;
         let pb = self.home(dir, lbn)?;
         if pb == 0 {
-            return Err(PmemFsError::Corrupt(format!("directory {dir} has no block {lbn} within its size")));
+            return Err(PmemFsError::Corrupt(format!(
+                "directory {dir} has no block {lbn} within its size"
+            )));
         }
         Ok(pb * BLOCK + (slot % DIRENTS_PER_BLOCK) * DIRENT_SIZE)
     }
@@ -30,11 +32,18 @@ impl<P: PmemDevice> PmemFs<P> {
     /// Reads a directory's entries from pmem: (slot, name, ino, kind code) of the used slots,
     /// and the free slots.
     #[allow(clippy::type_complexity)]
-    pub(crate) fn read_dir_slots(&self, dir: Ino, size: u64) -> Result<(Vec<(u64, Vec<u8>, Ino, u8)>, Vec<u64>)> {
+    pub(crate) fn read_dir_slots(
+        &self,
+        dir: Ino,
+        size: u64,
+    ) -> Result<(Vec<(u64, Vec<u8>, Ino, u8)>, Vec<u64>)> {
         let mut used = Vec::new();
         let mut free = Vec::new();
         if !size.is_multiple_of(BLOCK) || size / BLOCK > NDIRECT + PTRS_PER_BLOCK {
-            return Err(PmemFsError::Corrupt(format!("directory {dir} has size {size} (a multiple of {BLOCK} up to {} blocks expected)", NDIRECT + PTRS_PER_BLOCK)));
+            return Err(PmemFsError::Corrupt(format!(
+                "directory {dir} has size {size} (a multiple of {BLOCK} up to {} blocks expected)",
+                NDIRECT + PTRS_PER_BLOCK
+            )));
         }
         for slot in 0..size / BLOCK * DIRENTS_PER_BLOCK {
             let off = self.dir_slot_off(dir, slot)?;
@@ -44,12 +53,20 @@ impl<P: PmemDevice> PmemFs<P> {
                 free.push(slot);
                 continue;
             }
-            if rest != 0 || len == 0 || len > NAME_MAX || ino >= self.g.inodes || FileType::from_code(kind).is_none() {
-                return Err(PmemFsError::Corrupt(format!("directory {dir} slot {slot}: malformed entry header {h:#018x}")));
+            if rest != 0
+                || len == 0
+                || len > NAME_MAX
+                || ino >= self.g.inodes
+                || FileType::from_code(kind).is_none()
+            {
+                return Err(PmemFsError::Corrupt(format!(
+                    "directory {dir} slot {slot}: malformed entry header {h:#018x}"
+                )));
             }
             let mut name = vec![0u8; len];
             self.dev.read(off + 8, &mut name)?;
-            check_name(&name).map_err(|e| PmemFsError::Corrupt(format!("directory {dir} slot {slot}: {e}")))?;
+            check_name(&name)
+                .map_err(|e| PmemFsError::Corrupt(format!("directory {dir} slot {slot}: {e}")))?;
             used.push((slot, name, ino, kind));
         }
         Ok((used, free))
@@ -58,10 +75,17 @@ impl<P: PmemDevice> PmemFs<P> {
     pub(crate) fn scan_dir(&self, dir: Ino) -> Result<DirIndex> {
         let rec = self.inode(dir)?;
         let (used, free) = self.read_dir_slots(dir, rec.size)?;
-        let mut di = DirIndex { nslots: rec.size / BLOCK * DIRENTS_PER_BLOCK, free: free.into_iter().collect(), ..Default::default() };
+        let mut di = DirIndex {
+            nslots: rec.size / BLOCK * DIRENTS_PER_BLOCK,
+            free: free.into_iter().collect(),
+            ..Default::default()
+        };
         for (slot, name, ino, _) in used {
             if di.names.insert(name.clone(), (slot, ino)).is_some() {
-                return Err(PmemFsError::Corrupt(format!("directory {dir} holds {:?} twice", String::from_utf8_lossy(&name))));
+                return Err(PmemFsError::Corrupt(format!(
+                    "directory {dir} holds {:?} twice",
+                    String::from_utf8_lossy(&name)
+                )));
             }
         }
         Ok(di)
@@ -91,7 +115,9 @@ impl<P: PmemDevice> PmemFs<P> {
     }
 
     fn find(&self, dir: Ino, name: &[u8]) -> Result<Option<(u64, Ino)>> {
-        let di = self.dirs.get(&dir).ok_or_else(|| PmemFsError::Internal(format!("directory {dir} has no volatile index")))?;
+        let di = self.dirs.get(&dir).ok_or_else(|| {
+            PmemFsError::Internal(format!("directory {dir} has no volatile index"))
+        })?;
         Ok(di.names.get(name).copied())
     }
 
@@ -102,18 +128,30 @@ impl<P: PmemDevice> PmemFs<P> {
         }
         match self.find(parent, name)? {
             Some((_, ino)) => self.getattr(ino),
-            None => Err(PmemFsError::NotFound(format!("{:?} in directory {parent}", String::from_utf8_lossy(name)))),
+            None => Err(PmemFsError::NotFound(format!(
+                "{:?} in directory {parent}",
+                String::from_utf8_lossy(name)
+            ))),
         }
     }
 
     /// The entries of a directory, in slot order ("." and ".." are not stored).
     pub fn readdir(&self, dir: Ino) -> Result<Vec<DirEntry>> {
         self.dir_rec(dir)?;
-        let di = self.dirs.get(&dir).ok_or_else(|| PmemFsError::Internal(format!("directory {dir} has no volatile index")))?;
+        let di = self.dirs.get(&dir).ok_or_else(|| {
+            PmemFsError::Internal(format!("directory {dir} has no volatile index"))
+        })?;
         let mut v: Vec<(u64, DirEntry)> = Vec::with_capacity(di.names.len());
         for (name, &(slot, ino)) in &di.names {
             let kind = self.inode(ino)?.kind;
-            v.push((slot, DirEntry { name: name.clone(), ino, kind }));
+            v.push((
+                slot,
+                DirEntry {
+                    name: name.clone(),
+                    ino,
+                    kind,
+                },
+            ));
         }
         v.sort_by_key(|e| e.0);
         Ok(v.into_iter().map(|e| e.1).collect())
@@ -122,14 +160,22 @@ impl<P: PmemDevice> PmemFs<P> {
     /// Picks a slot for a new entry in `dir` (growing it by a zeroed block if full: the
     /// block pointer and the size are staged in `b`, `rec` is updated).
     fn plan_slot(&mut self, dir: Ino, rec: &mut InodeRec, b: &mut Batch) -> Result<SlotPlan> {
-        let di = self.dirs.get(&dir).ok_or_else(|| PmemFsError::Internal(format!("directory {dir} has no volatile index")))?;
+        let di = self.dirs.get(&dir).ok_or_else(|| {
+            PmemFsError::Internal(format!("directory {dir} has no volatile index"))
+        })?;
         if let Some(&slot) = di.free.first() {
-            return Ok(SlotPlan { slot, new_blocks: Vec::new(), grew: false });
+            return Ok(SlotPlan {
+                slot,
+                new_blocks: Vec::new(),
+                grew: false,
+            });
         }
         let slot = di.nslots;
         let lbn = slot / DIRENTS_PER_BLOCK;
         if lbn >= NDIRECT + PTRS_PER_BLOCK {
-            return Err(PmemFsError::NoSpace(format!("directory {dir} is full ({slot} entries)")));
+            return Err(PmemFsError::NoSpace(format!(
+                "directory {dir} is full ({slot} entries)"
+            )));
         }
         let base = self.g.inode_off(dir);
         let need_ind = lbn >= NDIRECT && self.dev.load_u64(base + I_INDIRECT)? == 0;
@@ -148,17 +194,40 @@ impl<P: PmemDevice> PmemFs<P> {
             b.put(x * BLOCK + (lbn - NDIRECT) * 8, nb);
         }
         rec.size += BLOCK;
-        Ok(SlotPlan { slot, new_blocks: blocks, grew: true })
+        Ok(SlotPlan {
+            slot,
+            new_blocks: blocks,
+            grew: true,
+        })
     }
 
     /// Stages an entry `name` → `ino` in slot `plan.slot` of `dir` (whose block is `blk` when
     /// it is new): name words fresh, header word logged.
-    fn stage_entry(&self, dir: Ino, plan: &SlotPlan, name: &[u8], ino: Ino, kind: FileType, b: &mut Batch) -> Result<()> {
-        let off = if plan.grew { plan.new_blocks[0] * BLOCK } else { self.dir_slot_off(dir, plan.slot)? };
+    fn stage_entry(
+        &self,
+        dir: Ino,
+        plan: &SlotPlan,
+        name: &[u8],
+        ino: Ino,
+        kind: FileType,
+        b: &mut Batch,
+    ) -> Result<()> {
+        let off = if plan.grew {
+            plan.new_blocks[0] * BLOCK
+        } else {
+            self.dir_slot_off(dir, plan.slot)?
+        };
         let mut padded = [0u8; 264];
         padded[..name.len()].copy_from_slice(name);
         for k in 0..33 {
-            b.put_fresh(off + 8 + k * 8, u64::from_le_bytes(padded[k as usize * 8..k as usize * 8 + 8].try_into().expect("8 bytes")));
+            b.put_fresh(
+                off + 8 + k * 8,
+                u64::from_le_bytes(
+                    padded[k as usize * 8..k as usize * 8 + 8]
+                        .try_into()
+                        .expect("8 bytes"),
+                ),
+            );
         }
         b.put(off, dirent_header(ino, name.len(), kind));
         Ok(())
@@ -188,23 +257,57 @@ impl<P: PmemDevice> PmemFs<P> {
         t.dirs.insert(dir);
     }
 
-    pub fn create(&mut self, tx: Option<TxId>, parent: Ino, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
-        self.mutate(tx, |fs, id| fs.do_create(id, parent, name, FileType::File, mode, uid, gid))
+    pub fn create(
+        &mut self,
+        tx: Option<TxId>,
+        parent: Ino,
+        name: &[u8],
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr> {
+        self.mutate(tx, |fs, id| {
+            fs.do_create(id, parent, name, FileType::File, mode, uid, gid)
+        })
     }
 
-    pub fn mkdir(&mut self, tx: Option<TxId>, parent: Ino, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
-        self.mutate(tx, |fs, id| fs.do_create(id, parent, name, FileType::Dir, mode, uid, gid))
+    pub fn mkdir(
+        &mut self,
+        tx: Option<TxId>,
+        parent: Ino,
+        name: &[u8],
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr> {
+        self.mutate(tx, |fs, id| {
+            fs.do_create(id, parent, name, FileType::Dir, mode, uid, gid)
+        })
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn do_create(&mut self, id: u64, parent: Ino, name: &[u8], kind: FileType, mode: u32, uid: u32, gid: u32) -> Result<Attr> {
+    fn do_create(
+        &mut self,
+        id: u64,
+        parent: Ino,
+        name: &[u8],
+        kind: FileType,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr> {
         check_name(name)?;
         let mut prec = self.dir_rec(parent)?;
         self.check_owner(id, parent)?;
         if self.find(parent, name)?.is_some() {
-            return Err(PmemFsError::Exists(format!("{:?} in directory {parent}", String::from_utf8_lossy(name))));
+            return Err(PmemFsError::Exists(format!(
+                "{:?} in directory {parent}",
+                String::from_utf8_lossy(name)
+            )));
         }
-        let ino = *self.free_inodes.first().ok_or_else(|| PmemFsError::NoSpace(format!("all {} inodes in use", self.g.inodes - 1)))?;
+        let ino = *self.free_inodes.first().ok_or_else(|| {
+            PmemFsError::NoSpace(format!("all {} inodes in use", self.g.inodes - 1))
+        })?;
         let now = self.now();
         let mut b = Batch::default();
         let rec = InodeRec {
@@ -213,7 +316,11 @@ impl<P: PmemDevice> PmemFs<P> {
             nlink: if kind == FileType::Dir { 2 } else { 1 },
             uid,
             gid,
-            parent: if kind == FileType::Dir { parent as u32 } else { 0 },
+            parent: if kind == FileType::Dir {
+                parent as u32
+            } else {
+                0
+            },
             size: 0,
             atime: now,
             mtime: now,
@@ -267,7 +374,11 @@ impl<P: PmemDevice> PmemFs<P> {
     /// After the batch: the victim's blocks and inode are freed at commit, its open versions
     /// (this transaction's) at once.
     fn finish_drop_inode(&mut self, id: u64, victim: Ino) -> Result<()> {
-        let blocks: Vec<u64> = self.mapped_blocks(victim)?.into_iter().map(|(_, b)| b).collect();
+        let blocks: Vec<u64> = self
+            .mapped_blocks(victim)?
+            .into_iter()
+            .map(|(_, b)| b)
+            .collect();
         let lbns: Vec<u64> = self.index.file(victim).map(|(l, _)| l).collect();
         for lbn in lbns {
             if let Some(o) = self.index.entry(victim, lbn).open.take() {
@@ -302,16 +413,34 @@ impl<P: PmemDevice> PmemFs<P> {
             return Err(PmemFsError::NameTooLong(name.len()));
         }
         self.check_owner(id, parent)?;
-        let (slot, ino) = self.find(parent, name)?.ok_or_else(|| PmemFsError::NotFound(format!("{:?} in directory {parent}", String::from_utf8_lossy(name))))?;
+        let (slot, ino) = self.find(parent, name)?.ok_or_else(|| {
+            PmemFsError::NotFound(format!(
+                "{:?} in directory {parent}",
+                String::from_utf8_lossy(name)
+            ))
+        })?;
         let rec = self.inode(ino)?;
         match (dir, rec.kind) {
-            (false, FileType::Dir) => return Err(PmemFsError::IsDir(format!("{:?} (use rmdir)", String::from_utf8_lossy(name)))),
-            (true, FileType::File) => return Err(PmemFsError::NotDir(format!("{:?}", String::from_utf8_lossy(name)))),
+            (false, FileType::Dir) => {
+                return Err(PmemFsError::IsDir(format!(
+                    "{:?} (use rmdir)",
+                    String::from_utf8_lossy(name)
+                )))
+            }
+            (true, FileType::File) => {
+                return Err(PmemFsError::NotDir(format!(
+                    "{:?}",
+                    String::from_utf8_lossy(name)
+                )))
+            }
             _ => {}
         }
         self.check_owner(id, ino)?;
         if dir && self.dirs.get(&ino).is_some_and(|d| !d.names.is_empty()) {
-            return Err(PmemFsError::NotEmpty(format!("{:?}", String::from_utf8_lossy(name))));
+            return Err(PmemFsError::NotEmpty(format!(
+                "{:?}",
+                String::from_utf8_lossy(name)
+            )));
         }
         let mut b = Batch::default();
         self.stage_drop_inode(ino, &mut b)?;
@@ -332,7 +461,14 @@ impl<P: PmemDevice> PmemFs<P> {
 
     /// POSIX rename: an existing target is replaced (a file by a file, a directory by an
     /// empty directory); renaming onto the same inode does nothing.
-    pub fn rename(&mut self, tx: Option<TxId>, sp: Ino, sname: &[u8], dp: Ino, dname: &[u8]) -> Result<()> {
+    pub fn rename(
+        &mut self,
+        tx: Option<TxId>,
+        sp: Ino,
+        sname: &[u8],
+        dp: Ino,
+        dname: &[u8],
+    ) -> Result<()> {
         self.mutate(tx, |fs, id| fs.do_rename(id, sp, sname, dp, dname))
     }
 
@@ -343,7 +479,12 @@ impl<P: PmemDevice> PmemFs<P> {
         self.dir_rec(dp)?;
         self.check_owner(id, sp)?;
         self.check_owner(id, dp)?;
-        let (sslot, src) = self.find(sp, sname)?.ok_or_else(|| PmemFsError::NotFound(format!("{:?} in directory {sp}", String::from_utf8_lossy(sname))))?;
+        let (sslot, src) = self.find(sp, sname)?.ok_or_else(|| {
+            PmemFsError::NotFound(format!(
+                "{:?} in directory {sp}",
+                String::from_utf8_lossy(sname)
+            ))
+        })?;
         self.check_owner(id, src)?;
         let srec = self.inode(src)?;
         let src_dir = srec.kind == FileType::Dir;
@@ -352,7 +493,9 @@ impl<P: PmemDevice> PmemFs<P> {
             let mut d = dp;
             loop {
                 if d == src {
-                    return Err(PmemFsError::Invalid(format!("cannot move directory {src} into itself or a subdirectory of itself")));
+                    return Err(PmemFsError::Invalid(format!(
+                        "cannot move directory {src} into itself or a subdirectory of itself"
+                    )));
                 }
                 if d == ROOT {
                     break;
@@ -368,10 +511,25 @@ impl<P: PmemDevice> PmemFs<P> {
             self.check_owner(id, dino)?;
             let drec = self.inode(dino)?;
             match (src_dir, drec.kind) {
-                (true, FileType::File) => return Err(PmemFsError::NotDir(format!("{:?} is not a directory", String::from_utf8_lossy(dname)))),
-                (false, FileType::Dir) => return Err(PmemFsError::IsDir(format!("{:?} is a directory", String::from_utf8_lossy(dname)))),
-                (true, FileType::Dir) if self.dirs.get(&dino).is_some_and(|d| !d.names.is_empty()) => {
-                    return Err(PmemFsError::NotEmpty(format!("{:?}", String::from_utf8_lossy(dname))))
+                (true, FileType::File) => {
+                    return Err(PmemFsError::NotDir(format!(
+                        "{:?} is not a directory",
+                        String::from_utf8_lossy(dname)
+                    )))
+                }
+                (false, FileType::Dir) => {
+                    return Err(PmemFsError::IsDir(format!(
+                        "{:?} is a directory",
+                        String::from_utf8_lossy(dname)
+                    )))
+                }
+                (true, FileType::Dir)
+                    if self.dirs.get(&dino).is_some_and(|d| !d.names.is_empty()) =>
+                {
+                    return Err(PmemFsError::NotEmpty(format!(
+                        "{:?}",
+                        String::from_utf8_lossy(dname)
+                    )))
                 }
                 _ => {}
             }
@@ -402,7 +560,10 @@ impl<P: PmemDevice> PmemFs<P> {
                 if self.inode(dino)?.kind == FileType::Dir {
                     dprec.nlink -= 1;
                 }
-                b.put(self.dir_slot_off(dp, dslot)?, dirent_header(src, dname.len(), srec.kind));
+                b.put(
+                    self.dir_slot_off(dp, dslot)?,
+                    dirent_header(src, dname.len(), srec.kind),
+                );
             }
             None => {
                 let p = self.plan_slot(dp, &mut dprec, &mut b)?;
@@ -426,7 +587,11 @@ impl<P: PmemDevice> PmemFs<P> {
         self.unindex_entry(id, sp, sname, sslot);
         match (dest, plan) {
             (Some((dslot, dino)), _) => {
-                self.dirs.get_mut(&dp).expect("checked").names.insert(dname.to_vec(), (dslot, src));
+                self.dirs
+                    .get_mut(&dp)
+                    .expect("checked")
+                    .names
+                    .insert(dname.to_vec(), (dslot, src));
                 self.txs.get_mut(&id).expect("open").dirs.insert(dp);
                 self.finish_drop_inode(id, dino)?;
                 self.claim(id, &[dino]);
@@ -445,7 +610,14 @@ impl<P: PmemDevice> PmemFs<P> {
 
     /// `setattr` with only a size.
     pub fn truncate(&mut self, tx: Option<TxId>, ino: Ino, size: u64) -> Result<Attr> {
-        self.setattr(tx, ino, &SetAttr { size: Some(size), ..Default::default() })
+        self.setattr(
+            tx,
+            ino,
+            &SetAttr {
+                size: Some(size),
+                ..Default::default()
+            },
+        )
     }
 
     /// Every call is durable when it returns: fsync has nothing left to do (002 §III-G).
@@ -458,10 +630,14 @@ impl<P: PmemDevice> PmemFs<P> {
         self.check_owner(id, ino)?;
         if let Some(s) = sa.size {
             if rec.kind == FileType::Dir {
-                return Err(PmemFsError::IsDir(format!("inode {ino}: a directory has no settable size")));
+                return Err(PmemFsError::IsDir(format!(
+                    "inode {ino}: a directory has no settable size"
+                )));
             }
             if s > MAX_FILE_SIZE {
-                return Err(PmemFsError::TooBig(format!("size {s} is beyond the largest file ({MAX_FILE_SIZE} bytes)")));
+                return Err(PmemFsError::TooBig(format!(
+                    "size {s} is beyond the largest file ({MAX_FILE_SIZE} bytes)"
+                )));
             }
         }
         let now = self.now();

@@ -65,7 +65,10 @@ impl<P: PmemDevice> PmemFs<P> {
         let fences0 = dev.counters().fences;
         let mut sb = [0u8; SB_BYTES];
         if dev.len() < BLOCK {
-            return Err(corrupt(format!("a device of {} bytes cannot hold a file system", dev.len())));
+            return Err(corrupt(format!(
+                "a device of {} bytes cannot hold a file system",
+                dev.len()
+            )));
         }
         dev.read(0, &mut sb)?;
         let g = Geometry::decode(&sb, dev.len())?;
@@ -92,10 +95,15 @@ impl<P: PmemDevice> PmemFs<P> {
             if let Body::Commit { cseq, .. } = e.body {
                 max_cseq = max_cseq.max(cseq);
                 if commits.insert(e.tx, (cseq, *slot)).is_some() {
-                    return Err(corrupt(format!("two commit records for transaction {}", e.tx)));
+                    return Err(corrupt(format!(
+                        "two commit records for transaction {}",
+                        e.tx
+                    )));
                 }
                 if !cseqs.insert(cseq) {
-                    return Err(corrupt(format!("two commit records with commit sequence {cseq}")));
+                    return Err(corrupt(format!(
+                        "two commit records with commit sequence {cseq}"
+                    )));
                 }
             }
         }
@@ -110,7 +118,12 @@ impl<P: PmemDevice> PmemFs<P> {
             let committed = commits.contains_key(&e.tx);
             match &e.body {
                 Body::Undo { target, old } => {
-                    if !target.is_multiple_of(8) || *target < meta_lo || target.checked_add(old.len() as u64).is_none_or(|end| end > meta_hi) {
+                    if !target.is_multiple_of(8)
+                        || *target < meta_lo
+                        || target
+                            .checked_add(old.len() as u64)
+                            .is_none_or(|end| end > meta_hi)
+                    {
                         return Err(corrupt(format!("log entry {slot}: undo target {target:#x} (+{}) is not word-aligned metadata or data", old.len())));
                     }
                     if !committed {
@@ -146,7 +159,10 @@ impl<P: PmemDevice> PmemFs<P> {
         let mut fs = PmemFs {
             dev,
             g,
-            log: LogSpace { total: g.log_entries, ..Default::default() },
+            log: LogSpace {
+                total: g.log_entries,
+                ..Default::default()
+            },
             free_blocks: BTreeSet::new(),
             free_inodes: BTreeSet::new(),
             dirs: HashMap::new(),
@@ -171,8 +187,18 @@ impl<P: PmemDevice> PmemFs<P> {
         let mut groups: BTreeMap<(Ino, u64), Vec<Committed>> = BTreeMap::new();
         let mut pending_seen = HashSet::new();
         for (slot, e) in &entries {
-            let Body::Redo { ino, lbn, pblk, bitmap } = e.body else { continue };
-            let Some(&(cseq, _)) = commits.get(&e.tx) else { continue };
+            let Body::Redo {
+                ino,
+                lbn,
+                pblk,
+                bitmap,
+            } = e.body
+            else {
+                continue;
+            };
+            let Some(&(cseq, _)) = commits.get(&e.tx) else {
+                continue;
+            };
             let rec = scan.inodes.get(&ino).filter(|r| r.kind == FileType::File).ok_or_else(|| corrupt(format!("log entry {slot}: committed redo entry for inode {ino}, which is not a file in use")))?;
             if lbn >= rec.size.div_ceil(BLOCK) {
                 return Err(corrupt(format!("log entry {slot}: committed redo entry for block {lbn} of inode {ino}, beyond its size {}", rec.size)));
@@ -185,7 +211,13 @@ impl<P: PmemDevice> PmemFs<P> {
                     return Err(corrupt(format!("log entry {slot}: pending block {pblk} of inode {ino} block {lbn} is also block {l:?} of inode {o}")));
                 }
             }
-            groups.entry((ino, lbn)).or_default().push(Committed { tx: e.tx, cseq, pblk, bitmap, slot: *slot });
+            groups.entry((ino, lbn)).or_default().push(Committed {
+                tx: e.tx,
+                cseq,
+                pblk,
+                bitmap,
+                slot: *slot,
+            });
         }
         let mut installed: Vec<Vec<u64>> = Vec::new();
         let mut remaining: HashMap<u64, u64> = HashMap::new();
@@ -193,7 +225,10 @@ impl<P: PmemDevice> PmemFs<P> {
         for ((ino, lbn), mut vers) in groups {
             vers.sort_by_key(|c| c.cseq);
             let home = scan.homes.get(&(ino, lbn)).copied().unwrap_or(0);
-            let cut = vers.iter().rposition(|c| c.pblk == home).map_or(0, |k| k + 1);
+            let cut = vers
+                .iter()
+                .rposition(|c| c.pblk == home)
+                .map_or(0, |k| k + 1);
             let done: Vec<Committed> = vers.drain(..cut).collect();
             if !done.is_empty() {
                 installed.push(done.iter().map(|c| c.slot).collect());
@@ -231,10 +266,18 @@ impl<P: PmemDevice> PmemFs<P> {
         rep.commit_records_freed = dead.len() as u64;
         freed_slots.extend(dead);
         // Volatile maps.
-        let valid: HashSet<u64> = entries.iter().map(|(s, _)| *s).filter(|s| !freed_slots.contains(s)).collect();
+        let valid: HashSet<u64> = entries
+            .iter()
+            .map(|(s, _)| *s)
+            .filter(|s| !freed_slots.contains(s))
+            .collect();
         fs.log.free = (0..g.log_entries).filter(|s| !valid.contains(s)).collect();
-        fs.free_blocks = (g.data_start..g.total_blocks).filter(|b| !scan.used.contains_key(b) && !in_use.contains(b)).collect();
-        fs.free_inodes = (2..g.inodes).filter(|i| !scan.inodes.contains_key(i)).collect();
+        fs.free_blocks = (g.data_start..g.total_blocks)
+            .filter(|b| !scan.used.contains_key(b) && !in_use.contains(b))
+            .collect();
+        fs.free_inodes = (2..g.inodes)
+            .filter(|i| !scan.inodes.contains_key(i))
+            .collect();
         fs.dirs = scan.dirs;
         rep.free_blocks = fs.free_blocks.len() as u64;
         rep.free_inodes = fs.free_inodes.len() as u64;
@@ -269,16 +312,25 @@ impl<P: PmemDevice> PmemFs<P> {
         for (&ino, r) in &inodes {
             // A size no file can have (reads would allocate it) is damage.
             if r.size > MAX_FILE_SIZE {
-                return Err(corrupt(format!("inode {ino}: size {} is beyond the largest file ({MAX_FILE_SIZE} bytes)", r.size)));
+                return Err(corrupt(format!(
+                    "inode {ino}: size {} is beyond the largest file ({MAX_FILE_SIZE} bytes)",
+                    r.size
+                )));
             }
             let limit = r.size.div_ceil(BLOCK);
             for (lbn, b) in self.mapped_blocks(ino)? {
                 if let Some(prev) = used.insert(b, (ino, lbn)) {
-                    return Err(corrupt(format!("block {b} is named twice: by inode {} ({:?}) and inode {ino} ({lbn:?})", prev.0, prev.1)));
+                    return Err(corrupt(format!(
+                        "block {b} is named twice: by inode {} ({:?}) and inode {ino} ({lbn:?})",
+                        prev.0, prev.1
+                    )));
                 }
                 if let Some(l) = lbn {
                     if l >= limit {
-                        return Err(corrupt(format!("inode {ino} maps block {l}, beyond its size {}", r.size)));
+                        return Err(corrupt(format!(
+                            "inode {ino} maps block {l}, beyond its size {}",
+                            r.size
+                        )));
                     }
                     homes.insert((ino, l), b);
                 }
@@ -286,7 +338,10 @@ impl<P: PmemDevice> PmemFs<P> {
             if r.kind == FileType::Dir {
                 for l in 0..limit {
                     if !homes.contains_key(&(ino, l)) {
-                        return Err(corrupt(format!("directory {ino} has no block {l} within its size {}", r.size)));
+                        return Err(corrupt(format!(
+                            "directory {ino} has no block {l} within its size {}",
+                            r.size
+                        )));
                     }
                 }
             }
@@ -297,24 +352,40 @@ impl<P: PmemDevice> PmemFs<P> {
         let mut dirs = HashMap::new();
         for (&ino, r) in inodes.iter().filter(|(_, r)| r.kind == FileType::Dir) {
             let (used_slots, free) = self.read_dir_slots(ino, r.size)?;
-            let mut di = DirIndex { nslots: r.size / BLOCK * DIRENTS_PER_BLOCK, free: free.into_iter().collect(), ..Default::default() };
+            let mut di = DirIndex {
+                nslots: r.size / BLOCK * DIRENTS_PER_BLOCK,
+                free: free.into_iter().collect(),
+                ..Default::default()
+            };
             for (slot, name, child, kind) in used_slots {
-                let c = inodes.get(&child).ok_or_else(|| corrupt(format!("directory {ino} slot {slot} names inode {child}, which is not in use")))?;
+                let c = inodes.get(&child).ok_or_else(|| {
+                    corrupt(format!(
+                        "directory {ino} slot {slot} names inode {child}, which is not in use"
+                    ))
+                })?;
                 if c.kind.code() != kind {
                     return Err(corrupt(format!("directory {ino} slot {slot}: entry type {kind} but inode {child} is a {:?}", c.kind)));
                 }
                 if child == ROOT {
-                    return Err(corrupt(format!("directory {ino} slot {slot} names the root")));
+                    return Err(corrupt(format!(
+                        "directory {ino} slot {slot} names the root"
+                    )));
                 }
                 *refs.entry(child).or_default() += 1;
                 if c.kind == FileType::Dir {
                     *subdirs.entry(ino).or_default() += 1;
                     if c.parent as u64 != ino {
-                        return Err(corrupt(format!("directory {child} is in directory {ino} but says its parent is {}", c.parent)));
+                        return Err(corrupt(format!(
+                            "directory {child} is in directory {ino} but says its parent is {}",
+                            c.parent
+                        )));
                     }
                 }
                 if di.names.insert(name.clone(), (slot, child)).is_some() {
-                    return Err(corrupt(format!("directory {ino} holds {:?} twice", String::from_utf8_lossy(&name))));
+                    return Err(corrupt(format!(
+                        "directory {ino} holds {:?} twice",
+                        String::from_utf8_lossy(&name)
+                    )));
                 }
             }
             dirs.insert(ino, di);
@@ -322,30 +393,47 @@ impl<P: PmemDevice> PmemFs<P> {
         for (&ino, r) in &inodes {
             let n = refs.get(&ino).copied().unwrap_or(0);
             if ino != ROOT && n != 1 {
-                return Err(corrupt(format!("inode {ino} is named by {n} directory entries (exactly 1 expected)")));
+                return Err(corrupt(format!(
+                    "inode {ino} is named by {n} directory entries (exactly 1 expected)"
+                )));
             }
             let want = match r.kind {
                 FileType::File => 1,
                 FileType::Dir => 2 + subdirs.get(&ino).copied().unwrap_or(0),
             };
             if r.nlink != want {
-                return Err(corrupt(format!("inode {ino} has link count {}, {want} expected", r.nlink)));
+                return Err(corrupt(format!(
+                    "inode {ino} has link count {}, {want} expected",
+                    r.nlink
+                )));
             }
         }
         // Every inode reachable from the root (no detached directory cycles).
         let mut seen = HashSet::from([ROOT]);
         let mut todo = vec![ROOT];
         while let Some(d) = todo.pop() {
-            for &(_, c) in dirs.get(&d).map(|di: &DirIndex| di.names.values().collect::<Vec<_>>()).unwrap_or_default() {
+            for &(_, c) in dirs
+                .get(&d)
+                .map(|di: &DirIndex| di.names.values().collect::<Vec<_>>())
+                .unwrap_or_default()
+            {
                 if seen.insert(c) && inodes.get(&c).is_some_and(|r| r.kind == FileType::Dir) {
                     todo.push(c);
                 }
             }
         }
         if seen.len() != inodes.len() {
-            return Err(corrupt(format!("{} inodes in use are not reachable from the root", inodes.len() - seen.len())));
+            return Err(corrupt(format!(
+                "{} inodes in use are not reachable from the root",
+                inodes.len() - seen.len()
+            )));
         }
-        Ok(MetaScan { used, homes, inodes, dirs })
+        Ok(MetaScan {
+            used,
+            homes,
+            inodes,
+            dirs,
+        })
     }
 
     /// Checks the invariants between pmem and the volatile structures (for tests and the
@@ -359,15 +447,26 @@ impl<P: PmemDevice> PmemFs<P> {
             owners.insert(b, format!("block {lbn:?} of inode {ino}"));
         }
         for (&(ino, lbn), v) in self.index.all() {
-            for p in v.committed.iter().map(|c| c.pblk).chain(v.open.map(|o| o.pblk)) {
-                if let Some(prev) = owners.insert(p, format!("a pending block of inode {ino} block {lbn}")) {
-                    return Err(PmemFsError::Internal(format!("block {p} is both {prev} and a pending block of inode {ino} block {lbn}")));
+            for p in v
+                .committed
+                .iter()
+                .map(|c| c.pblk)
+                .chain(v.open.map(|o| o.pblk))
+            {
+                if let Some(prev) =
+                    owners.insert(p, format!("a pending block of inode {ino} block {lbn}"))
+                {
+                    return Err(PmemFsError::Internal(format!(
+                        "block {p} is both {prev} and a pending block of inode {ino} block {lbn}"
+                    )));
                 }
             }
         }
         for &b in &self.free_blocks {
             if let Some(o) = owners.get(&b) {
-                return Err(PmemFsError::Internal(format!("block {b} is free but is {o}")));
+                return Err(PmemFsError::Internal(format!(
+                    "block {b} is free but is {o}"
+                )));
             }
         }
         let mut deferred: HashSet<u64> = HashSet::new();
@@ -378,7 +477,9 @@ impl<P: PmemDevice> PmemFs<P> {
         }
         for b in &deferred {
             if let Some(o) = owners.get(b) {
-                return Err(PmemFsError::Internal(format!("block {b} waits to be freed at commit but is {o}")));
+                return Err(PmemFsError::Internal(format!(
+                    "block {b} waits to be freed at commit but is {o}"
+                )));
             }
         }
         let accounted = owners.len() + self.free_blocks.len() + deferred.len();
@@ -391,15 +492,25 @@ impl<P: PmemDevice> PmemFs<P> {
                 self.g.data_blocks()
             )));
         }
-        let free: BTreeSet<Ino> = (2..self.g.inodes).filter(|i| !scan.inodes.contains_key(i)).collect();
+        let free: BTreeSet<Ino> = (2..self.g.inodes)
+            .filter(|i| !scan.inodes.contains_key(i))
+            .collect();
         let mine: BTreeSet<Ino> = self.free_inodes.union(&deferred_inodes).copied().collect();
         if free != mine {
-            return Err(PmemFsError::Internal(format!("the free-inode map differs from the inode table: {:?} vs {:?}", free.symmetric_difference(&mine).take(8).collect::<Vec<_>>(), ())));
+            return Err(PmemFsError::Internal(format!(
+                "the free-inode map differs from the inode table: {:?} vs {:?}",
+                free.symmetric_difference(&mine).take(8).collect::<Vec<_>>(),
+                ()
+            )));
         }
         for (d, di) in &scan.dirs {
-            let mine = self.dirs.get(d).ok_or_else(|| PmemFsError::Internal(format!("directory {d} has no volatile index")))?;
+            let mine = self.dirs.get(d).ok_or_else(|| {
+                PmemFsError::Internal(format!("directory {d} has no volatile index"))
+            })?;
             if mine.names != di.names {
-                return Err(PmemFsError::Internal(format!("directory {d}'s volatile index differs from its blocks")));
+                return Err(PmemFsError::Internal(format!(
+                    "directory {d}'s volatile index differs from its blocks"
+                )));
             }
         }
         Ok(())

@@ -15,7 +15,7 @@ use crate::index::Committed;
 use crate::layout::LINE;
 use crate::log::{self, Body, Entry};
 use crate::mutation::{self, Mutation};
-use crate::{sub_counters, add_counters, Ino, LiveCommit, PmemFs, Tx, TxId, TxStats};
+use crate::{add_counters, sub_counters, Ino, LiveCommit, PmemFs, Tx, TxId, TxStats};
 use intactfs_device::PmemDevice;
 
 impl<P: PmemDevice> PmemFs<P> {
@@ -25,7 +25,9 @@ impl<P: PmemDevice> PmemFs<P> {
         for &f in files {
             self.inode(f)?;
             if let Some(&o) = self.owner.get(&f) {
-                return Err(PmemFsError::Busy(format!("inode {f} belongs to open transaction {o}")));
+                return Err(PmemFsError::Busy(format!(
+                    "inode {f} belongs to open transaction {o}"
+                )));
             }
         }
         let id = self.begin_internal(false)?;
@@ -76,13 +78,24 @@ impl<P: PmemDevice> PmemFs<P> {
         self.log.reserved += 1;
         let id = self.next_tx;
         self.next_tx += 1;
-        self.txs.insert(id, Tx { legacy, reserved: 1, ..Default::default() });
+        self.txs.insert(
+            id,
+            Tx {
+                legacy,
+                reserved: 1,
+                ..Default::default()
+            },
+        );
         Ok(id)
     }
 
     /// Runs a mutating call in `tx`, or (None) in a transaction of its own committed before
     /// returning (aborted if the call fails). A failing call leaves no effect in `tx`.
-    pub(crate) fn mutate<R>(&mut self, tx: Option<TxId>, f: impl FnOnce(&mut Self, u64) -> Result<R>) -> Result<R> {
+    pub(crate) fn mutate<R>(
+        &mut self,
+        tx: Option<TxId>,
+        f: impl FnOnce(&mut Self, u64) -> Result<R>,
+    ) -> Result<R> {
         let before = self.dev.counters();
         let (id, legacy) = match tx {
             Some(t) => {
@@ -117,7 +130,10 @@ impl<P: PmemDevice> PmemFs<P> {
     }
 
     pub(crate) fn commit_tx(&mut self, id: u64) -> Result<TxStats> {
-        let t = self.txs.remove(&id).ok_or_else(|| PmemFsError::Internal(format!("commit of unknown transaction {id}")))?;
+        let t = self
+            .txs
+            .remove(&id)
+            .ok_or_else(|| PmemFsError::Internal(format!("commit of unknown transaction {id}")))?;
         for o in &t.owned {
             self.owner.remove(o);
         }
@@ -135,31 +151,75 @@ impl<P: PmemDevice> PmemFs<P> {
         self.next_cseq += 1;
         for &(ino, lbn) in &t.data {
             let Some(o) = self.index.entry(ino, lbn).open.take() else {
-                return Err(PmemFsError::Internal(format!("transaction {id} lists block {lbn} of inode {ino} but holds no version of it")));
+                return Err(PmemFsError::Internal(format!(
+                    "transaction {id} lists block {lbn} of inode {ino} but holds no version of it"
+                )));
             };
             for l in 0..64u64 {
                 if o.bitmap >> l & 1 == 1 {
                     self.dev.clwb(o.pblk * crate::BLOCK + l * LINE, LINE)?;
                 }
             }
-            let slot = self.log.take().ok_or_else(|| PmemFsError::Internal("reserved log slot missing".into()))?;
+            let slot = self
+                .log
+                .take()
+                .ok_or_else(|| PmemFsError::Internal("reserved log slot missing".into()))?;
             let seq = self.next_seq;
             self.next_seq += 1;
-            items.push((slot, Entry { tx: id, seq, body: Body::Redo { ino, lbn, pblk: o.pblk, bitmap: o.bitmap } }));
-            versions.push((ino, lbn, Committed { tx: id, cseq, pblk: o.pblk, bitmap: o.bitmap, slot }));
+            items.push((
+                slot,
+                Entry {
+                    tx: id,
+                    seq,
+                    body: Body::Redo {
+                        ino,
+                        lbn,
+                        pblk: o.pblk,
+                        bitmap: o.bitmap,
+                    },
+                },
+            ));
+            versions.push((
+                ino,
+                lbn,
+                Committed {
+                    tx: id,
+                    cseq,
+                    pblk: o.pblk,
+                    bitmap: o.bitmap,
+                    slot,
+                },
+            ));
         }
-        let cslot = self.log.take().ok_or_else(|| PmemFsError::Internal("reserved commit slot missing".into()))?;
+        let cslot = self
+            .log
+            .take()
+            .ok_or_else(|| PmemFsError::Internal("reserved commit slot missing".into()))?;
         self.log.reserved -= t.reserved;
         let seq = self.next_seq;
         self.next_seq += 1;
-        let commit = (cslot, Entry { tx: id, seq, body: Body::Commit { cseq, redo: versions.len() as u64 } });
+        let commit = (
+            cslot,
+            Entry {
+                tx: id,
+                seq,
+                body: Body::Commit {
+                    cseq,
+                    redo: versions.len() as u64,
+                },
+            },
+        );
         for &l in &t.dirty_lines {
             self.dev.clwb(l * LINE, LINE)?;
         }
         // Commit records of finished transactions go out with this batch (they are only
         // dead once the fences before this one made their entries' freeing durable).
         let dead: Vec<(u64, u64)> = std::mem::take(&mut self.dead_commits);
-        log::invalidate(&mut self.dev, &self.g, &dead.iter().map(|d| d.1).collect::<Vec<_>>())?;
+        log::invalidate(
+            &mut self.dev,
+            &self.g,
+            &dead.iter().map(|d| d.1).collect::<Vec<_>>(),
+        )?;
         let redo_flags = log::write_bodies(&mut self.dev, &self.g, &items)?;
         let commit_flag = log::write_bodies(&mut self.dev, &self.g, std::slice::from_ref(&commit))?;
         self.dev.fence()?; // A
@@ -183,7 +243,13 @@ impl<P: PmemDevice> PmemFs<P> {
         if n == 0 {
             self.dead_commits.push((id, cslot));
         } else {
-            self.live.insert(id, LiveCommit { slot: cslot, remaining: n });
+            self.live.insert(
+                id,
+                LiveCommit {
+                    slot: cslot,
+                    remaining: n,
+                },
+            );
         }
         self.stats.redo_entries += n;
         self.stats.committed += 1;
@@ -193,9 +259,19 @@ impl<P: PmemDevice> PmemFs<P> {
         st.redo_entries = n;
         // Background work (done inline): checkpoint long pending lists, or everything when
         // the log or the free space runs low (002 §III-E).
-        let long: Vec<(u64, u64)> = t.data.iter().copied().filter(|&(i, l)| self.index.get(i, l).is_some_and(|v| v.committed.len() > self.tun.max_pending)).collect();
+        let long: Vec<(u64, u64)> = t
+            .data
+            .iter()
+            .copied()
+            .filter(|&(i, l)| {
+                self.index
+                    .get(i, l)
+                    .is_some_and(|v| v.committed.len() > self.tun.max_pending)
+            })
+            .collect();
         let log_full = self.log.used() * 100 > self.g.log_entries * self.tun.log_fill_pct;
-        let space_low = (self.free_blocks.len() as u64) * 100 < self.g.data_blocks() * self.tun.free_blocks_pct;
+        let space_low =
+            (self.free_blocks.len() as u64) * 100 < self.g.data_blocks() * self.tun.free_blocks_pct;
         if log_full || space_low {
             self.checkpoint_where(|_, _| true)?;
         } else if !long.is_empty() {
@@ -216,7 +292,10 @@ impl<P: PmemDevice> PmemFs<P> {
     }
 
     pub(crate) fn abort_tx(&mut self, id: u64) -> Result<()> {
-        let t = self.txs.remove(&id).ok_or_else(|| PmemFsError::Internal(format!("abort of unknown transaction {id}")))?;
+        let t = self
+            .txs
+            .remove(&id)
+            .ok_or_else(|| PmemFsError::Internal(format!("abort of unknown transaction {id}")))?;
         for o in &t.owned {
             self.owner.remove(o);
         }

@@ -9,7 +9,10 @@ use intactfs_pmem::sim::{mixed, run, SimReport};
 
 #[test]
 fn crash_simulation() {
-    let target: u64 = std::env::var("INTACTFS_PMEM_SIM_IMAGES").ok().and_then(|v| v.parse().ok()).unwrap_or(12_000);
+    let target: u64 = std::env::var("INTACTFS_PMEM_SIM_IMAGES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(12_000);
     let mut total = SimReport::default();
     let mut seed = 0u64;
     while total.images < target {
@@ -20,9 +23,27 @@ fn crash_simulation() {
         seed += 1;
     }
     eprintln!("crash simulation: {seed} workloads, {total}");
-    assert!(total.tx_committed >= 20 && total.tx_aborted >= 10 && total.legacy_calls >= 200, "transactions and legacy calls: {total}");
-    assert!(total.interleaved_calls >= 100 && total.ebusy > 0, "interleaved open transactions: {total}");
-    assert!(total.exhaustive_points > 100 && total.newest > 100 && total.older > 100, "crash points and both outcomes of in-progress commits: {total}");
-    assert!(total.recovery_crash_images > 1000 && total.checkpoint_after_recovery > 100, "crashes during recovery: {total}");
-    assert!(total.checkpoints > 10 && total.pointer_swaps > 50 && total.redo_entries > 100 && total.undo_entries > 100, "checkpointing and logging: {total}");
+    assert!(
+        total.tx_committed >= 20 && total.tx_aborted >= 10 && total.legacy_calls >= 200,
+        "transactions and legacy calls: {total}"
+    );
+    assert!(
+        total.interleaved_calls >= 100 && total.ebusy > 0,
+        "interleaved open transactions: {total}"
+    );
+    assert!(
+        total.exhaustive_points > 100 && total.newest > 100 && total.older > 100,
+        "crash points and both outcomes of in-progress commits: {total}"
+    );
+    assert!(
+        total.recovery_crash_images > 1000 && total.checkpoint_after_recovery > 100,
+        "crashes during recovery: {total}"
+    );
+    assert!(
+        total.checkpoints > 10
+            && total.pointer_swaps > 50
+            && total.redo_entries > 100
+            && total.undo_entries > 100,
+        "checkpointing and logging: {total}"
+    );
 }

@@ -26,7 +26,9 @@ fn crash(fs: PmemFs<PmemSim>) -> PmemFs<PmemSim> {
 }
 
 fn pattern(n: usize, seed: u8) -> Vec<u8> {
-    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
 }
 
 #[test]
@@ -37,11 +39,26 @@ fn namespace_calls_and_errors() {
     assert_eq!(fs.getattr(ROOT).unwrap().nlink, 3);
     let f = fs.create(None, d.ino, b"f", 0o644, 1, 2).unwrap();
     assert_eq!(fs.lookup(d.ino, b"f").unwrap().ino, f.ino);
-    assert_eq!(fs.create(None, d.ino, b"f", 0o644, 0, 0).unwrap_err().errno(), 17);
+    assert_eq!(
+        fs.create(None, d.ino, b"f", 0o644, 0, 0)
+            .unwrap_err()
+            .errno(),
+        17
+    );
     assert_eq!(fs.lookup(d.ino, b"g").unwrap_err().errno(), 2);
     assert_eq!(fs.lookup(f.ino, b"g").unwrap_err().errno(), 20);
-    assert_eq!(fs.create(None, ROOT, &[b'x'; 256], 0o644, 0, 0).unwrap_err().errno(), 36);
-    assert_eq!(fs.create(None, ROOT, b"a/b", 0o644, 0, 0).unwrap_err().errno(), 22);
+    assert_eq!(
+        fs.create(None, ROOT, &[b'x'; 256], 0o644, 0, 0)
+            .unwrap_err()
+            .errno(),
+        36
+    );
+    assert_eq!(
+        fs.create(None, ROOT, b"a/b", 0o644, 0, 0)
+            .unwrap_err()
+            .errno(),
+        22
+    );
     assert_eq!(fs.rmdir(None, ROOT, b"d").unwrap_err().errno(), 39);
     assert_eq!(fs.unlink(None, ROOT, b"d").unwrap_err().errno(), 21);
     assert_eq!(fs.rmdir(None, d.ino, b"f").unwrap_err().errno(), 20);
@@ -51,7 +68,8 @@ fn namespace_calls_and_errors() {
     fs.create(None, ROOT, &[b'n'; 255], 0o600, 0, 0).unwrap();
     // Many entries: the directory grows past one block and past the direct pointers.
     for i in 0..250 {
-        fs.create(None, d.ino, format!("file-{i}").as_bytes(), 0o644, 0, 0).unwrap();
+        fs.create(None, d.ino, format!("file-{i}").as_bytes(), 0o644, 0, 0)
+            .unwrap();
     }
     assert_eq!(fs.readdir(d.ino).unwrap().len(), 251);
     // rename: replace a file, move a directory, refuse a directory into itself.
@@ -60,14 +78,24 @@ fn namespace_calls_and_errors() {
     assert_eq!(fs.lookup(d.ino, b"file-3").unwrap().ino, f.ino);
     assert_eq!(fs.lookup(d.ino, b"f").unwrap_err().errno(), 2);
     let e = fs.mkdir(None, d.ino, b"e", 0o755, 0, 0).unwrap();
-    assert_eq!(fs.rename(None, ROOT, b"d", e.ino, b"x").unwrap_err().errno(), 22);
+    assert_eq!(
+        fs.rename(None, ROOT, b"d", e.ino, b"x")
+            .unwrap_err()
+            .errno(),
+        22
+    );
     fs.rename(None, d.ino, b"e", ROOT, b"e2").unwrap();
     assert_eq!(fs.getattr(d.ino).unwrap().nlink, 2);
     assert_eq!(fs.getattr(ROOT).unwrap().nlink, 4);
     let empty = fs.mkdir(None, ROOT, b"empty", 0o755, 0, 0).unwrap();
     fs.rename(None, ROOT, b"e2", ROOT, b"empty").unwrap();
     assert_eq!(fs.getattr(empty.ino).unwrap_err().errno(), 2);
-    assert_eq!(fs.rename(None, ROOT, b"empty", ROOT, b"d").unwrap_err().errno(), 39);
+    assert_eq!(
+        fs.rename(None, ROOT, b"empty", ROOT, b"d")
+            .unwrap_err()
+            .errno(),
+        39
+    );
     fs.check().unwrap();
     let mut fs = crash(fs);
     fs.check().unwrap();
@@ -75,7 +103,8 @@ fn namespace_calls_and_errors() {
     assert_eq!(fs.readdir(d.ino).unwrap().len(), 250);
     for i in 0..250 {
         if i != 3 {
-            fs.unlink(None, d.ino, format!("file-{i}").as_bytes()).unwrap();
+            fs.unlink(None, d.ino, format!("file-{i}").as_bytes())
+                .unwrap();
         }
     }
     fs.unlink(None, d.ino, b"file-3").unwrap();
@@ -92,7 +121,14 @@ fn data_reads_writes_truncates_and_checkpoints() {
     let mut fs = fresh();
     let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
     let mut model = vec![0u8; 0];
-    let ops: &[(u64, usize)] = &[(0, 5000), (3, 70), (8191, 2), (20000, 16384), (100, 4096), (4096 * 600, 9000)];
+    let ops: &[(u64, usize)] = &[
+        (0, 5000),
+        (3, 70),
+        (8191, 2),
+        (20000, 16384),
+        (100, 4096),
+        (4096 * 600, 9000),
+    ];
     for (k, &(off, len)) in ops.iter().enumerate() {
         let data = pattern(len, k as u8);
         fs.write(None, f, off, &data).unwrap();
@@ -136,7 +172,12 @@ fn transactions_commit_abort_and_errors() {
     assert_eq!(fs.write(None, a, 0, b"x").unwrap_err().errno(), 16);
     let t2 = fs.tx_begin(&[]).unwrap();
     assert_eq!(fs.write(Some(t2), b, 0, b"x").unwrap_err().errno(), 16);
-    assert_eq!(fs.create(Some(t2), ROOT, b"z", 0o644, 0, 0).unwrap_err().errno(), 16);
+    assert_eq!(
+        fs.create(Some(t2), ROOT, b"z", 0o644, 0, 0)
+            .unwrap_err()
+            .errno(),
+        16
+    );
     // A crash now loses all of t.
     {
         let img = fs.device().persistent().to_vec();
@@ -170,7 +211,10 @@ fn transactions_commit_abort_and_errors() {
 
 #[test]
 fn a_transaction_larger_than_the_log_fails_and_stays_abortable() {
-    let mut fs = fresh_with(MkfsOptions { inodes: 64, log_entries: 64 });
+    let mut fs = fresh_with(MkfsOptions {
+        inodes: 64,
+        log_entries: 64,
+    });
     let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
     fs.write(None, f, 0, &pattern(8192, 1)).unwrap();
     let t = fs.tx_begin(&[f]).unwrap();
@@ -190,7 +234,18 @@ fn a_transaction_larger_than_the_log_fails_and_stays_abortable() {
 fn setattr_and_statfs() {
     let mut fs = fresh();
     let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
-    let a = fs.setattr(None, f, &SetAttr { mode: Some(0o600), uid: Some(7), gid: Some(8), ..Default::default() }).unwrap();
+    let a = fs
+        .setattr(
+            None,
+            f,
+            &SetAttr {
+                mode: Some(0o600),
+                uid: Some(7),
+                gid: Some(8),
+                ..Default::default()
+            },
+        )
+        .unwrap();
     assert_eq!((a.mode, a.uid, a.gid), (0o600, 7, 8));
     assert_eq!(fs.truncate(None, ROOT, 0).unwrap_err().errno(), 21);
     assert_eq!(fs.truncate(None, f, u64::MAX).unwrap_err().errno(), 27);
@@ -234,19 +289,29 @@ fn hostile_images_are_refused() {
     let e = damaged(|img, fs| {
         let _ = fs;
         let off = (g.inode_off(1) + 64 + 8) as usize;
-        let p = u64::from_le_bytes(img[(g.inode_off(2) + 64) as usize..][..8].try_into().unwrap());
+        let p = u64::from_le_bytes(
+            img[(g.inode_off(2) + 64) as usize..][..8]
+                .try_into()
+                .unwrap(),
+        );
         img[off..off + 8].copy_from_slice(&p.to_le_bytes());
     });
     assert!(e.to_string().contains("damaged"), "{e}");
     // A log entry whose valid word is set but whose body does not match its checksum.
     let e = damaged(|img, _| {
-        let slot = (0..g.log_entries).find(|&s| img[(g.log_off(s) + 56) as usize..][..8] != [0; 8]).expect("an undo entry of the open transaction");
+        let slot = (0..g.log_entries)
+            .find(|&s| img[(g.log_off(s) + 56) as usize..][..8] != [0; 8])
+            .expect("an undo entry of the open transaction");
         img[g.log_off(slot) as usize + 30] ^= 0x40;
     });
     assert!(e.to_string().contains("checksum"), "{e}");
     // A directory entry with an impossible name length.
     let e = damaged(|img, _| {
-        let root_blk = u64::from_le_bytes(img[(g.inode_off(1) + 64) as usize..][..8].try_into().unwrap());
+        let root_blk = u64::from_le_bytes(
+            img[(g.inode_off(1) + 64) as usize..][..8]
+                .try_into()
+                .unwrap(),
+        );
         img[(root_blk * 4096 + 4) as usize] = 0;
     });
     assert!(e.to_string().contains("malformed"), "{e}");
@@ -276,14 +341,25 @@ fn recovery_is_idempotent_after_a_crash_during_recovery() {
     let mut p = Probe::new(PmemSim::from_image(img).unwrap(), 7, 4, 64);
     p.capture = true;
     let (_, _) = PmemFs::mount(p).unwrap();
-    let mut p2 = Probe::new(PmemSim::from_image(fs.device().persistent().to_vec()).unwrap(), 7, 4, 64);
+    let mut p2 = Probe::new(
+        PmemSim::from_image(fs.device().persistent().to_vec()).unwrap(),
+        7,
+        4,
+        64,
+    );
     p2.capture = true;
     let (m, _) = PmemFs::mount(p2).unwrap();
     let images = m.into_device().take();
     assert!(images.len() >= 2, "recovery has fences");
     for i in images {
         let (again, _) = PmemFs::mount(PmemSim::from_image(i.bytes).unwrap()).unwrap();
-        assert_eq!(again.read(f, 0, u64::MAX).unwrap(), want, "after a crash at fence {} of recovery ({})", i.point, i.description);
+        assert_eq!(
+            again.read(f, 0, u64::MAX).unwrap(),
+            want,
+            "after a crash at fence {} of recovery ({})",
+            i.point,
+            i.description
+        );
         assert_eq!(again.lookup(ROOT, b"g").unwrap_err().errno(), 2);
         again.check().unwrap();
     }

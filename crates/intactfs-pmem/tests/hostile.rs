@@ -28,7 +28,10 @@ fn base() -> (Vec<u8>, usize) {
     let t = fs.tx_begin(&[b]).unwrap();
     fs.write(Some(t), b, 0, &[4; 300]).unwrap();
     fs.create(Some(t), ROOT, b"c", 0o644, 0, 0).unwrap();
-    (fs.device().persistent().to_vec(), (fs.geometry().data_start * 4096) as usize)
+    (
+        fs.device().persistent().to_vec(),
+        (fs.geometry().data_start * 4096) as usize,
+    )
 }
 
 /// Every file reachable from the root, read whole.
@@ -41,8 +44,12 @@ fn walk(fs: &PmemFs<PmemSim>) -> Result<usize, String> {
             match e.kind {
                 FileType::Dir => stack.push(e.ino),
                 _ => {
-                    let size = fs.getattr(e.ino).map_err(|x| format!("getattr {}: {x}", e.ino))?.size;
-                    fs.read(e.ino, 0, size).map_err(|x| format!("read {}: {x}", e.ino))?;
+                    let size = fs
+                        .getattr(e.ino)
+                        .map_err(|x| format!("getattr {}: {x}", e.ino))?
+                        .size;
+                    fs.read(e.ino, 0, size)
+                        .map_err(|x| format!("read {}: {x}", e.ino))?;
                 }
             }
         }
@@ -56,17 +63,24 @@ fn try_image(img: Vec<u8>) -> Result<bool, String> {
         Ok(x) => x,
         Err(e) => {
             let msg = e.to_string();
-            return if msg.is_empty() { Err("refused without a message".into()) } else { Ok(false) };
+            return if msg.is_empty() {
+                Err("refused without a message".into())
+            } else {
+                Ok(false)
+            };
         }
     };
-    fs.check().map_err(|e| format!("mounted but fails its own check: {e}"))?;
+    fs.check()
+        .map_err(|e| format!("mounted but fails its own check: {e}"))?;
     walk(&fs)?;
     // Still usable: a new file, a write, a remount from what is persistent.
     if let Ok(f) = fs.create(None, ROOT, b"new-after-damage", 0o644, 0, 0) {
-        fs.write(None, f.ino, 0, b"hello").map_err(|e| format!("write after mount: {e}"))?;
+        fs.write(None, f.ino, 0, b"hello")
+            .map_err(|e| format!("write after mount: {e}"))?;
     }
     let img = fs.into_device().persistent().to_vec();
-    let (fs, _) = PmemFs::mount(PmemSim::from_image(img).unwrap()).map_err(|e| format!("remount after work: {e}"))?;
+    let (fs, _) = PmemFs::mount(PmemSim::from_image(img).unwrap())
+        .map_err(|e| format!("remount after work: {e}"))?;
     fs.check().map_err(|e| format!("after remount: {e}"))?;
     walk(&fs)?;
     Ok(true)

@@ -37,7 +37,10 @@ fn the_simulation_catches_each_mutation() {
             match r {
                 Ok(Ok(_)) => continue,
                 Ok(Err(f)) => {
-                    assert!(f.crash_point.is_some(), "{m:?} was caught outside a crash image: {f}");
+                    assert!(
+                        f.crash_point.is_some(),
+                        "{m:?} was caught outside a crash image: {f}"
+                    );
                     caught = Some((seed, f.to_string()));
                 }
                 Err(_) => caught = Some((seed, "panic".into())),

@@ -51,7 +51,10 @@
 pub mod model;
 
 use intactfs::fsck::fsck;
-use intactfs::{mkfs, FileType, Fs, Ino, MkfsOptions, MountOptions, NewKind, Owner, RenameFlags, SetAttr, StreamFlags, Time, BLOCK, ROOT};
+use intactfs::{
+    mkfs, FileType, Fs, Ino, MkfsOptions, MountOptions, NewKind, Owner, RenameFlags, SetAttr,
+    StreamFlags, Time, BLOCK, ROOT,
+};
 use intactfs_device::{BlockDevice, DeviceError, SimDevice, TxSimDevice};
 use model::{MIno, MOp, Model, Touch, View, What, MROOT};
 use rand::{Rng, SeedableRng};
@@ -100,7 +103,22 @@ pub struct SimConfig {
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { seed: 0, streams: 3, calls: 70, device_blocks: 384, journal_blocks: 24, images_per_point: 3, point_stride: 1, dirty_limit: 48 << 10, exhaustive_up_to: 0, osync_stream: None, overwrite_share: 0, region_share: 0, txflash: false, concurrent: false }
+        SimConfig {
+            seed: 0,
+            streams: 3,
+            calls: 70,
+            device_blocks: 384,
+            journal_blocks: 24,
+            images_per_point: 3,
+            point_stride: 1,
+            dirty_limit: 48 << 10,
+            exhaustive_up_to: 0,
+            osync_stream: None,
+            overwrite_share: 0,
+            region_share: 0,
+            txflash: false,
+            concurrent: false,
+        }
     }
 }
 
@@ -113,11 +131,39 @@ impl Default for SimConfig {
 /// are not yet durable (the block-reuse rule of optimistic commit), and calls meet ENOSPC.
 pub fn mixed(seed: u64) -> SimConfig {
     let base = match seed % 5 {
-        0 => SimConfig { streams: 3, journal_blocks: 24, osync_stream: Some(1), ..Default::default() },
-        1 => SimConfig { streams: 3, journal_blocks: 4, exhaustive_up_to: 256, ..Default::default() },
-        2 => SimConfig { streams: 1, journal_blocks: 24, ..Default::default() },
-        3 => SimConfig { streams: 5, journal_blocks: 12, calls: 104, osync_stream: Some(2), ..Default::default() },
-        _ => SimConfig { streams: 3, device_blocks: 64, journal_blocks: 24, osync_stream: Some(1), overwrite_share: 300, calls: 200, ..Default::default() },
+        0 => SimConfig {
+            streams: 3,
+            journal_blocks: 24,
+            osync_stream: Some(1),
+            ..Default::default()
+        },
+        1 => SimConfig {
+            streams: 3,
+            journal_blocks: 4,
+            exhaustive_up_to: 256,
+            ..Default::default()
+        },
+        2 => SimConfig {
+            streams: 1,
+            journal_blocks: 24,
+            ..Default::default()
+        },
+        3 => SimConfig {
+            streams: 5,
+            journal_blocks: 12,
+            calls: 104,
+            osync_stream: Some(2),
+            ..Default::default()
+        },
+        _ => SimConfig {
+            streams: 3,
+            device_blocks: 64,
+            journal_blocks: 24,
+            osync_stream: Some(1),
+            overwrite_share: 300,
+            calls: 200,
+            ..Default::default()
+        },
     };
     SimConfig { seed, ..base }
 }
@@ -184,20 +230,33 @@ pub struct SimReport {
 
 /// The configurations with atomic regions (CFS): [`mixed`]'s, with region events.
 pub fn with_regions(seed: u64) -> SimConfig {
-    SimConfig { region_share: 12, ..mixed(seed) }
+    SimConfig {
+        region_share: 12,
+        ..mixed(seed)
+    }
 }
 
 /// The [`with_regions`] configurations on the transactional-flash device.
 pub fn on_txflash(seed: u64) -> SimConfig {
-    SimConfig { txflash: true, ..with_regions(seed) }
+    SimConfig {
+        txflash: true,
+        ..with_regions(seed)
+    }
 }
 
 /// Concurrent commits: [`mixed`]'s configurations with deferred I/O, the workload writing
 /// and flushing the prepared commits as the FUSE daemon's threads would; every other ten
 /// seeds (seed / 5 odd) with atomic regions as in [`with_regions`].
 pub fn concurrent(seed: u64) -> SimConfig {
-    let base = if (seed / 5) % 2 == 1 { with_regions(seed) } else { mixed(seed) };
-    SimConfig { concurrent: true, ..base }
+    let base = if (seed / 5) % 2 == 1 {
+        with_regions(seed)
+    } else {
+        mixed(seed)
+    };
+    SimConfig {
+        concurrent: true,
+        ..base
+    }
 }
 
 /// Totals over several runs.
@@ -265,7 +324,11 @@ impl std::fmt::Display for SimReport {
             write!(f, ", {} atomic regions committed and {} aborted ({} calls inside, {} of them other streams' writes to an added file)", self.regions_committed, self.regions_aborted, self.region_calls, self.added_writes)?;
         }
         if self.tx_commits > 0 {
-            write!(f, ", {} device-transaction commits ({} blocks rewritten in place)", self.tx_commits, self.inplace_blocks)?;
+            write!(
+                f,
+                ", {} device-transaction commits ({} blocks rewritten in place)",
+                self.tx_commits, self.inplace_blocks
+            )?;
         }
         if self.commits_performed + self.group_flushes > 0 {
             write!(
@@ -454,7 +517,9 @@ struct Deferred {
 /// Every commit up to this one has been written: computed from the commits in flight, not
 /// with `Fs::written_upto` (which a mutation breaks).
 fn written_prefix<D: BlockDevice>(fs: &Fs<D>) -> u64 {
-    fs.pending_io(u64::MAX).first().map_or(fs.written_ticket(), |c| c.seq() - 1)
+    fs.pending_io(u64::MAX)
+        .first()
+        .map_or(fs.written_ticket(), |c| c.seq() - 1)
 }
 
 fn trace() -> bool {
@@ -484,7 +549,8 @@ impl Deferred {
     fn settle(&mut self, fs: &mut Fs<Logged>, done: &mut Vec<Done>) {
         self.pool.extend(fs.take_io());
         let live = fs.pending_io(u64::MAX);
-        self.pool.retain(|c| live.iter().any(|l| std::sync::Arc::ptr_eq(l, c)));
+        self.pool
+            .retain(|c| live.iter().any(|l| std::sync::Arc::ptr_eq(l, c)));
         let mut d = Done::now(fs, 0, None, Touch::default(), Vec::new());
         if self.acknowledge(fs, &mut d) > 0 {
             self.steps += 1;
@@ -527,15 +593,27 @@ impl Deferred {
 
     /// Writes one commit of the pool: the newest half the time (out of order whenever an
     /// older one is still unwritten), else any. Returns whether it was out of order.
-    fn perform_one(&mut self, fs: &mut Fs<Logged>, done: &mut Vec<Done>, seed: u64) -> Result<bool, SimFailure> {
+    fn perform_one(
+        &mut self,
+        fs: &mut Fs<Logged>,
+        done: &mut Vec<Done>,
+        seed: u64,
+    ) -> Result<bool, SimFailure> {
         let i = if self.rng.random_bool(0.5) {
-            (0..self.pool.len()).max_by_key(|&i| self.pool[i].seq()).expect("not empty")
+            (0..self.pool.len())
+                .max_by_key(|&i| self.pool[i].seq())
+                .expect("not empty")
         } else {
             self.rng.random_range(0..self.pool.len())
         };
         let c = self.pool.swap_remove(i);
         let (prefix, before) = (written_prefix(fs), fs.device().log.len());
-        fs.perform_io(&c).map_err(|e| fail(seed, format!("call {}: writing commit {}: {e}", done.len(), c.seq())))?;
+        fs.perform_io(&c).map_err(|e| {
+            fail(
+                seed,
+                format!("call {}: writing commit {}: {e}", done.len(), c.seq()),
+            )
+        })?;
         if fs.device().log.len() == before {
             // Written already (by a drain), or nothing to write.
             return Ok(false);
@@ -544,7 +622,13 @@ impl Deferred {
         let ooo = c.seq() > prefix + 1;
         self.out_of_order += ooo as u64;
         if trace() {
-            eprintln!("call {}: wrote commit {} ({} device writes; written prefix was {prefix}{})", done.len(), c.seq(), fs.device().log.len() - before, if ooo { ", out of order" } else { "" });
+            eprintln!(
+                "call {}: wrote commit {} ({} device writes; written prefix was {prefix}{})",
+                done.len(),
+                c.seq(),
+                fs.device().log.len() - before,
+                if ooo { ", out of order" } else { "" }
+            );
         }
         self.steps += 1;
         done.push(Done::now(fs, 0, None, Touch::default(), Vec::new()));
@@ -553,9 +637,16 @@ impl Deferred {
 
     /// A group flush: every commit written so far becomes durable, and the waiting calls
     /// it covers are acknowledged.
-    fn group_flush(&mut self, fs: &mut Fs<Logged>, done: &mut Vec<Done>, seed: u64) -> Result<(), SimFailure> {
+    fn group_flush(
+        &mut self,
+        fs: &mut Fs<Logged>,
+        done: &mut Vec<Done>,
+        seed: u64,
+    ) -> Result<(), SimFailure> {
         let unwritten = written_prefix(fs) < fs.written_ticket();
-        let upto = fs.flush_written().map_err(|e| fail(seed, format!("call {}: group flush: {e}", done.len())))?;
+        let upto = fs
+            .flush_written()
+            .map_err(|e| fail(seed, format!("call {}: group flush: {e}", done.len())))?;
         self.group_flushes += 1;
         self.inflight_flushes += unwritten as u64;
         let mut d = Done::now(fs, 0, None, Touch::default(), Vec::new());
@@ -568,7 +659,11 @@ impl Deferred {
             self.multi_flushes += 1;
         }
         if trace() {
-            eprintln!("call {}: group flush up to {upto} (durable ticket {}), acknowledges {n} calls", done.len(), fs.durable_ticket());
+            eprintln!(
+                "call {}: group flush up to {upto} (durable ticket {}), acknowledges {n} calls",
+                done.len(),
+                fs.durable_ticket()
+            );
         }
         self.steps += 1;
         done.push(d);
@@ -578,17 +673,27 @@ impl Deferred {
     /// What the other threads do between two calls: up to three events, each writing a
     /// commit of the pool or (less often) a group flush, which may come while commits are
     /// still unwritten.
-    fn step(&mut self, fs: &mut Fs<Logged>, done: &mut Vec<Done>, seed: u64) -> Result<(), SimFailure> {
+    fn step(
+        &mut self,
+        fs: &mut Fs<Logged>,
+        done: &mut Vec<Done>,
+        seed: u64,
+    ) -> Result<(), SimFailure> {
         for _ in 0..3 {
             match self.rng.random_range(0..100) {
                 0..22 if !self.pool.is_empty() => {
                     // The thread that wrote a commit flushes for it while others are still
                     // being written (the group flush must stop below the oldest of them).
-                    if (self.perform_one(fs, done, seed)? || written_prefix(fs) < fs.written_ticket()) && self.rng.random_bool(0.4) {
+                    if (self.perform_one(fs, done, seed)?
+                        || written_prefix(fs) < fs.written_ticket())
+                        && self.rng.random_bool(0.4)
+                    {
                         self.group_flush(fs, done, seed)?;
                     }
                 }
-                22..34 if fs.device().dev.volatile_writes() > 0 => self.group_flush(fs, done, seed)?,
+                22..34 if fs.device().dev.volatile_writes() > 0 => {
+                    self.group_flush(fs, done, seed)?
+                }
                 _ => break,
             }
         }
@@ -597,7 +702,12 @@ impl Deferred {
 
     /// At the end of the workload: every commit left is written, in a random order, and
     /// one group flush covers them.
-    fn finish(&mut self, fs: &mut Fs<Logged>, done: &mut Vec<Done>, seed: u64) -> Result<(), SimFailure> {
+    fn finish(
+        &mut self,
+        fs: &mut Fs<Logged>,
+        done: &mut Vec<Done>,
+        seed: u64,
+    ) -> Result<(), SimFailure> {
         self.settle(fs, done);
         while !self.pool.is_empty() {
             self.perform_one(fs, done, seed)?;
@@ -622,11 +732,23 @@ fn mount_opts(cfg: &SimConfig, log: bool) -> MountOptions {
     // only after 8), the default share (on these small file systems a few deltas, then a
     // new base), or a new base every time.
     let delta_share = [1e9, MountOptions::default().delta_share, 0.0][(cfg.seed % 3) as usize];
-    MountOptions { dirty_limit: cfg.dirty_limit, clock: Some(clock()), keep_commit_log: log, delta_share, ..Default::default() }
+    MountOptions {
+        dirty_limit: cfg.dirty_limit,
+        clock: Some(clock()),
+        keep_commit_log: log,
+        delta_share,
+        ..Default::default()
+    }
 }
 
 fn fail(seed: u64, msg: impl Into<String>) -> SimFailure {
-    SimFailure { seed, crash_point: None, image: None, message: msg.into(), bytes: None }
+    SimFailure {
+        seed,
+        crash_point: None,
+        image: None,
+        message: msg.into(),
+        bytes: None,
+    }
 }
 
 /// The engine's namespace, in the model's canonical form.
@@ -636,7 +758,9 @@ pub fn engine_view<D: BlockDevice>(fs: &mut Fs<D>) -> Result<View, String> {
     let mut stack = vec![(ROOT, String::new())];
     let mut paths = Vec::new();
     while let Some((d, p)) = stack.pop() {
-        let entries = fs.readdir(d, 0, usize::MAX).map_err(|e| format!("readdir {p}: {e}"))?;
+        let entries = fs
+            .readdir(d, 0, usize::MAX)
+            .map_err(|e| format!("readdir {p}: {e}"))?;
         for e in entries {
             let path = format!("{p}/{}", String::from_utf8_lossy(&e.name));
             if e.kind == FileType::Dir {
@@ -648,16 +772,29 @@ pub fn engine_view<D: BlockDevice>(fs: &mut Fs<D>) -> Result<View, String> {
     paths.sort();
     for (path, ino) in paths {
         let f = first.entry(ino).or_insert_with(|| path.clone()).clone();
-        let a = fs.getattr(ino).map_err(|e| format!("getattr {path}: {e}"))?;
+        let a = fs
+            .getattr(ino)
+            .map_err(|e| format!("getattr {path}: {e}"))?;
         let what = match a.kind {
-            FileType::File => What::File(fs.read(ino, 0, a.size as usize).map_err(|e| format!("read {path}: {e}"))?),
+            FileType::File => What::File(
+                fs.read(ino, 0, a.size as usize)
+                    .map_err(|e| format!("read {path}: {e}"))?,
+            ),
             FileType::Dir => What::Dir,
-            FileType::Symlink => What::Symlink(fs.readlink(ino).map_err(|e| format!("readlink {path}: {e}"))?),
+            FileType::Symlink => What::Symlink(
+                fs.readlink(ino)
+                    .map_err(|e| format!("readlink {path}: {e}"))?,
+            ),
             other => return Err(format!("{path}: unexpected {other:?}")),
         };
         let mut x = model::Xattrs::new();
-        for k in fs.listxattr(ino).map_err(|e| format!("listxattr {path}: {e}"))? {
-            let v = fs.getxattr(ino, &k).map_err(|e| format!("getxattr {path}: {e}"))?;
+        for k in fs
+            .listxattr(ino)
+            .map_err(|e| format!("listxattr {path}: {e}"))?
+        {
+            let v = fs
+                .getxattr(ino, &k)
+                .map_err(|e| format!("getxattr {path}: {e}"))?;
             x.insert(k, v);
         }
         v.0.insert(path, (what, a.mode, x, f));
@@ -734,12 +871,20 @@ impl Foot {
         claimed.extend(t.removes_dir);
         claimed.extend(t.entries.iter().filter_map(|(p, n)| model.lookup(*p, n)));
         let dir_tree = matches!(op, MOp::Rename { sp, dp, .. } if sp != dp);
-        Foot { claimed, entries: t.entries.clone(), in_dirs: t.in_dirs.clone(), removes_dir: t.removes_dir, dir_tree }
+        Foot {
+            claimed,
+            entries: t.entries.clone(),
+            in_dirs: t.in_dirs.clone(),
+            removes_dir: t.removes_dir,
+            dir_tree,
+        }
     }
 
     /// Whether `later` (another stream's call) relates to this (a region's) call.
     fn related(&self, later: &Foot) -> bool {
-        self.claimed.iter().any(|i| later.claimed.contains(i) || later.in_dirs.contains(i))
+        self.claimed
+            .iter()
+            .any(|i| later.claimed.contains(i) || later.in_dirs.contains(i))
             || self.entries.iter().any(|e| later.entries.contains(e))
             || later.removes_dir.is_some_and(|d| self.in_dirs.contains(&d))
             || (self.dir_tree && later.dir_tree)
@@ -750,28 +895,61 @@ impl Foot {
 fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
     let seed = cfg.seed;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut dev = SimDevice::new(BLOCK, cfg.device_blocks).map_err(|e| fail(seed, e.to_string()))?;
-    mkfs(&mut dev, &MkfsOptions { journal_blocks: Some(cfg.journal_blocks), uuid: seed ^ 0x5eed, time: Time { sec: 1_700_000_000, nsec: 0 } })
-        .map_err(|e| fail(seed, format!("mkfs: {e}")))?;
+    let mut dev =
+        SimDevice::new(BLOCK, cfg.device_blocks).map_err(|e| fail(seed, e.to_string()))?;
+    mkfs(
+        &mut dev,
+        &MkfsOptions {
+            journal_blocks: Some(cfg.journal_blocks),
+            uuid: seed ^ 0x5eed,
+            time: Time {
+                sec: 1_700_000_000,
+                nsec: 0,
+            },
+        },
+    )
+    .map_err(|e| fail(seed, format!("mkfs: {e}")))?;
     let base = dev.durable().to_vec();
-    let dev = TxSimDevice::from_image(BLOCK, base.clone()).map_err(|e| fail(seed, e.to_string()))?;
-    let logged = Logged { dev, tx: cfg.txflash, log: Vec::new() };
-    let (mut fs, _) = Fs::mount(logged, mount_opts(cfg, true)).map_err(|e| fail(seed, format!("mount after mkfs: {e}")))?;
+    let dev =
+        TxSimDevice::from_image(BLOCK, base.clone()).map_err(|e| fail(seed, e.to_string()))?;
+    let logged = Logged {
+        dev,
+        tx: cfg.txflash,
+        log: Vec::new(),
+    };
+    let (mut fs, _) = Fs::mount(logged, mount_opts(cfg, true))
+        .map_err(|e| fail(seed, format!("mount after mkfs: {e}")))?;
     // The last stream ignores fsync: only streamsync makes it durable.
     let ignoring = cfg.streams - 1;
     if cfg.streams > 1 {
-        fs.set_stream_flags(ignoring, StreamFlags { ignore_fsync: true, ..Default::default() });
+        fs.set_stream_flags(
+            ignoring,
+            StreamFlags {
+                ignore_fsync: true,
+                ..Default::default()
+            },
+        );
     }
     // One stream's fsync may be an osync: an ordering point, not a durability promise.
     if let Some(o) = cfg.osync_stream {
         if o >= cfg.streams || (cfg.streams > 1 && o == ignoring) {
-            return Err(fail(seed, format!("osync_stream {o} must be a stream other than the IGNORE_FSYNC one")));
+            return Err(fail(
+                seed,
+                format!("osync_stream {o} must be a stream other than the IGNORE_FSYNC one"),
+            ));
         }
-        fs.set_stream_flags(o, StreamFlags { fsync_as_osync: true, ..Default::default() });
+        fs.set_stream_flags(
+            o,
+            StreamFlags {
+                fsync_as_osync: true,
+                ..Default::default()
+            },
+        );
     }
     // Deferred I/O: the workload writes and flushes the prepared commits.
     let mut io = if cfg.concurrent {
-        fs.set_deferred_io(true).map_err(|e| fail(seed, format!("set_deferred_io: {e}")))?;
+        fs.set_deferred_io(true)
+            .map_err(|e| fail(seed, format!("set_deferred_io: {e}")))?;
         Some(Deferred::new(seed))
     } else {
         None
@@ -791,7 +969,8 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
     // A file added to the open region (CFS cfs_add, the F2FS atomic write): every stream's
     // writes to it are the region's.
     let mut added: Option<MIno> = None;
-    let (mut regions_committed, mut regions_aborted, mut region_calls, mut added_writes) = (0u64, 0u64, 0u64, 0u64);
+    let (mut regions_committed, mut regions_aborted, mut region_calls, mut added_writes) =
+        (0u64, 0u64, 0u64, 0u64);
     for _ in 0..cfg.calls {
         if let Some(io) = io.as_mut() {
             // The last call's commits join the pool; other threads write and flush some.
@@ -805,8 +984,18 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
             }
         }
         let in_region = region.as_ref().is_some_and(|(r, _, _)| *r == s);
-        let dirs: Vec<MIno> = model.nodes.iter().filter(|(_, n)| matches!(n.kind, model::MKind::Dir(_))).map(|(i, _)| *i).collect();
-        let files: Vec<MIno> = model.nodes.iter().filter(|(_, n)| matches!(n.kind, model::MKind::File(_))).map(|(i, _)| *i).collect();
+        let dirs: Vec<MIno> = model
+            .nodes
+            .iter()
+            .filter(|(_, n)| matches!(n.kind, model::MKind::Dir(_)))
+            .map(|(i, _)| *i)
+            .collect();
+        let files: Vec<MIno> = model
+            .nodes
+            .iter()
+            .filter(|(_, n)| matches!(n.kind, model::MKind::File(_)))
+            .map(|(i, _)| *i)
+            .collect();
         let pick = |rng: &mut ChaCha8Rng, v: &[MIno]| v[rng.random_range(0..v.len())];
         let dir = pick(&mut rng, &dirs);
         let entry = model.dir_entries(dir);
@@ -817,37 +1006,57 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
         let roll = rng.random_range(0..115 + cfg.overwrite_share + cfg.region_share);
         if roll >= 115 + cfg.overwrite_share {
             if std::env::var_os("INTACTFS_SIM_TRACE").is_some() {
-                eprintln!("call {}: region event (open: {:?}, added file {added:?})", done.len(), region.as_ref().map(|r| r.0));
+                eprintln!(
+                    "call {}: region event (open: {:?}, added file {added:?})",
+                    done.len(),
+                    region.as_ref().map(|r| r.0)
+                );
             }
             // An atomic region begins, commits or aborts.
             match region.take() {
                 None => {
-                    let r = fs.region_begin().map_err(|e| fail(seed, format!("region_begin: {e}")))?;
+                    let r = fs
+                        .region_begin()
+                        .map_err(|e| fail(seed, format!("region_begin: {e}")))?;
                     let mut foots = Vec::new();
                     added = None;
                     if !files.is_empty() && rng.random_bool(0.5) {
                         let f = pick(&mut rng, &files);
-                        fs.region_add(r, inos[&f]).map_err(|e| fail(seed, format!("region_add: {e}")))?;
+                        fs.region_add(r, inos[&f])
+                            .map_err(|e| fail(seed, format!("region_add: {e}")))?;
                         added = Some(f);
                         // Other streams' calls on the file other than writes would join the
                         // region: kept out like those related to its calls.
-                        foots.push(Foot { claimed: vec![f], ..Default::default() });
+                        foots.push(Foot {
+                            claimed: vec![f],
+                            ..Default::default()
+                        });
                     }
                     region = Some((r, foots, Vec::new()));
                     done.push(Done::now(&fs, s, None, Touch::default(), Vec::new()));
                 }
                 Some((r, _, calls)) if rng.random_range(0..5) < 3 => {
-                    fs.region_commit(r).map_err(|e| fail(seed, format!("region_commit: {e}")))?;
+                    fs.region_commit(r)
+                        .map_err(|e| fail(seed, format!("region_commit: {e}")))?;
                     regions_committed += 1;
                     region_calls += calls.len() as u64;
                     let d = Done::now(&fs, r, None, Touch::default(), vec![r]);
                     if d.durable_commits_after != d.commits_after {
-                        return Err(fail(seed, format!("call {}: after a region's commit {} of {} commits are durable", done.len(), d.durable_commits_after, d.commits_after)));
+                        return Err(fail(
+                            seed,
+                            format!(
+                                "call {}: after a region's commit {} of {} commits are durable",
+                                done.len(),
+                                d.durable_commits_after,
+                                d.commits_after
+                            ),
+                        ));
                     }
                     done.push(d);
                 }
                 Some((r, _, calls)) => {
-                    fs.region_abort(r).map_err(|e| fail(seed, format!("region_abort: {e}")))?;
+                    fs.region_abort(r)
+                        .map_err(|e| fail(seed, format!("region_abort: {e}")))?;
                     regions_aborted += 1;
                     region_calls += calls.len() as u64;
                     // The region's calls never happened: out of the history, and the model
@@ -870,9 +1079,24 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
             continue;
         }
         let op = match roll {
-            0..=11 => Some(MOp::Create { parent: dir, name: name(&mut rng), ino: next_mino, mode: 0o644 }),
-            12..=16 => Some(MOp::Mkdir { parent: dir, name: name(&mut rng), ino: next_mino, mode: 0o755 }),
-            17..=18 => Some(MOp::Symlink { parent: dir, name: name(&mut rng), ino: next_mino, target: b"target".to_vec() }),
+            0..=11 => Some(MOp::Create {
+                parent: dir,
+                name: name(&mut rng),
+                ino: next_mino,
+                mode: 0o644,
+            }),
+            12..=16 => Some(MOp::Mkdir {
+                parent: dir,
+                name: name(&mut rng),
+                ino: next_mino,
+                mode: 0o755,
+            }),
+            17..=18 => Some(MOp::Symlink {
+                parent: dir,
+                name: name(&mut rng),
+                ino: next_mino,
+                target: b"target".to_vec(),
+            }),
             19..=42 if !files.is_empty() => {
                 let ino = pick(&mut rng, &files);
                 let len = model.file_len(ino);
@@ -884,27 +1108,59 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
                 };
                 let n = rng.random_range(1..2 * BLOCK + 100);
                 let byte = rng.random::<u8>();
-                Some(MOp::Write { ino, off, data: vec![byte; n] })
+                Some(MOp::Write {
+                    ino,
+                    off,
+                    data: vec![byte; n],
+                })
             }
             43..=48 if !files.is_empty() => {
                 let ino = pick(&mut rng, &files);
                 let len = model.file_len(ino);
-                Some(MOp::Truncate { ino, size: rng.random_range(0..=len + BLOCK as u64) })
+                Some(MOp::Truncate {
+                    ino,
+                    size: rng.random_range(0..=len + BLOCK as u64),
+                })
             }
             49..=51 if !files.is_empty() => {
                 let ino = pick(&mut rng, &files);
-                Some(MOp::Fallocate { ino, off: rng.random_range(0..4 * BLOCK as u64), len: rng.random_range(1..3 * BLOCK as u64), keep_size: rng.random_bool(0.5) })
+                Some(MOp::Fallocate {
+                    ino,
+                    off: rng.random_range(0..4 * BLOCK as u64),
+                    len: rng.random_range(1..3 * BLOCK as u64),
+                    keep_size: rng.random_bool(0.5),
+                })
             }
             54 if !files.is_empty() || !dirs.is_empty() => {
                 // Two names, so that sets replace and removes sometimes find nothing.
                 let all: Vec<MIno> = files.iter().chain(dirs.iter()).copied().collect();
-                let name = if rng.random_bool(0.5) { b"user.a".to_vec() } else { b"user.b".to_vec() };
-                let value = rng.random_bool(0.7).then(|| vec![rng.random::<u8>(); rng.random_range(0..300)]);
-                Some(MOp::SetXattr { ino: pick(&mut rng, &all), name, value })
+                let name = if rng.random_bool(0.5) {
+                    b"user.a".to_vec()
+                } else {
+                    b"user.b".to_vec()
+                };
+                let value = rng
+                    .random_bool(0.7)
+                    .then(|| vec![rng.random::<u8>(); rng.random_range(0..300)]);
+                Some(MOp::SetXattr {
+                    ino: pick(&mut rng, &all),
+                    name,
+                    value,
+                })
             }
             52..=53 => {
-                let all: Vec<MIno> = model.nodes.keys().copied().filter(|&i| i != MROOT && !matches!(model.nodes[&i].kind, model::MKind::Symlink(_))).collect();
-                (!all.is_empty()).then(|| MOp::Chmod { ino: pick(&mut rng, &all), mode: [0o600, 0o640, 0o700, 0o755][rng.random_range(0..4)] })
+                let all: Vec<MIno> = model
+                    .nodes
+                    .keys()
+                    .copied()
+                    .filter(|&i| {
+                        i != MROOT && !matches!(model.nodes[&i].kind, model::MKind::Symlink(_))
+                    })
+                    .collect();
+                (!all.is_empty()).then(|| MOp::Chmod {
+                    ino: pick(&mut rng, &all),
+                    mode: [0o600, 0o640, 0o700, 0o755][rng.random_range(0..4)],
+                })
             }
             115.. if (roll - 115) % 2 == 0 && !files.is_empty() => {
                 // Space pressure: an overwrite in a file's first three blocks (growing it
@@ -913,7 +1169,11 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
                 let off = rng.random_range(0..=model.file_len(ino).min(BLOCK as u64));
                 let n = rng.random_range(1..2 * BLOCK);
                 let byte = rng.random::<u8>();
-                Some(MOp::Write { ino, off, data: vec![byte; n] })
+                Some(MOp::Write {
+                    ino,
+                    off,
+                    data: vec![byte; n],
+                })
             }
             82..=85 if !files.is_empty() => {
                 // fallocate PUNCH_HOLE | KEEP_SIZE: partial blocks at either end, whole
@@ -935,14 +1195,31 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
                 };
                 Some(MOp::Punch { ino, off, len })
             }
-            55..=59 if !files.is_empty() => Some(MOp::Link { ino: pick(&mut rng, &files), parent: dir, name: name(&mut rng) }),
-            60..=66 if !entry.is_empty() => Some(MOp::Unlink { parent: dir, name: entry[rng.random_range(0..entry.len())].clone() }),
-            67..=69 if !entry.is_empty() => Some(MOp::Rmdir { parent: dir, name: entry[rng.random_range(0..entry.len())].clone() }),
+            55..=59 if !files.is_empty() => Some(MOp::Link {
+                ino: pick(&mut rng, &files),
+                parent: dir,
+                name: name(&mut rng),
+            }),
+            60..=66 if !entry.is_empty() => Some(MOp::Unlink {
+                parent: dir,
+                name: entry[rng.random_range(0..entry.len())].clone(),
+            }),
+            67..=69 if !entry.is_empty() => Some(MOp::Rmdir {
+                parent: dir,
+                name: entry[rng.random_range(0..entry.len())].clone(),
+            }),
             70..=81 if !entry.is_empty() => {
                 let sn = entry[rng.random_range(0..entry.len())].clone();
                 let dp = pick(&mut rng, &dirs);
                 let flags = rng.random_range(0..6);
-                Some(MOp::Rename { sp: dir, sn, dp, dn: name(&mut rng), noreplace: flags == 0, exchange: flags == 1 })
+                Some(MOp::Rename {
+                    sp: dir,
+                    sn,
+                    dp,
+                    dn: name(&mut rng),
+                    noreplace: flags == 0,
+                    exchange: flags == 1,
+                })
             }
             _ => None,
         };
@@ -973,7 +1250,9 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
                 },
             };
             let file = match call {
-                SyncCall::Fsync | SyncCall::Osync | SyncCall::Dsync if !files.is_empty() => Some(inos[&pick(&mut rng, &files)]),
+                SyncCall::Fsync | SyncCall::Osync | SyncCall::Dsync if !files.is_empty() => {
+                    Some(inos[&pick(&mut rng, &files)])
+                }
                 _ => None,
             };
             let mut ticket = None;
@@ -1012,7 +1291,12 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
             // With deferred I/O fsync, dsync and streamsync return with their commit
             // prepared: acknowledged when a flush makes it durable (sync and flush drain
             // and flush inside the engine).
-            if let Some(io) = io.as_mut().filter(|_| matches!(call, SyncCall::Fsync | SyncCall::Dsync | SyncCall::Streamsync)) {
+            if let Some(io) = io.as_mut().filter(|_| {
+                matches!(
+                    call,
+                    SyncCall::Fsync | SyncCall::Dsync | SyncCall::Streamsync
+                )
+            }) {
                 if io.wait(&fs, &mut acks, done.len()) {
                     flushing = false;
                 }
@@ -1022,7 +1306,13 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
             // a flush makes every earlier ticket and every logged commit durable.
             let (written, durable) = (fs.written_ticket(), fs.durable_ticket());
             if durable > written {
-                return Err(fail(seed, format!("call {}: durable ticket {durable} is past the written ticket {written}", done.len())));
+                return Err(fail(
+                    seed,
+                    format!(
+                        "call {}: durable ticket {durable} is past the written ticket {written}",
+                        done.len()
+                    ),
+                ));
             }
             if let Some(t) = ticket {
                 let last = fs.commit_log().last().map_or(0, |c| c.seq);
@@ -1032,7 +1322,11 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
                 newest_ticket = t;
                 d.osync = true;
             }
-            if flushing && (durable < newest_ticket || fs.has_unflushed() || d.durable_commits_after != d.commits_after) {
+            if flushing
+                && (durable < newest_ticket
+                    || fs.has_unflushed()
+                    || d.durable_commits_after != d.commits_after)
+            {
                 return Err(fail(
                     seed,
                     format!(
@@ -1077,30 +1371,94 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
         let model_ok = model.clone().apply(&op);
         let e = |m: MIno| inos.get(&m).copied().unwrap_or(0);
         let got = match &op {
-            MOp::Create { parent, name, mode, .. } => fs.create(s, e(*parent), name, NewKind::File, *mode, Owner::default()).map(|a| Some(a.ino)),
-            MOp::Mkdir { parent, name, mode, .. } => fs.mkdir(s, e(*parent), name, *mode, Owner::default()).map(|a| Some(a.ino)),
-            MOp::Symlink { parent, name, target, .. } => fs.symlink(s, e(*parent), name, target, Owner::default()).map(|a| Some(a.ino)),
+            MOp::Create {
+                parent, name, mode, ..
+            } => fs
+                .create(s, e(*parent), name, NewKind::File, *mode, Owner::default())
+                .map(|a| Some(a.ino)),
+            MOp::Mkdir {
+                parent, name, mode, ..
+            } => fs
+                .mkdir(s, e(*parent), name, *mode, Owner::default())
+                .map(|a| Some(a.ino)),
+            MOp::Symlink {
+                parent,
+                name,
+                target,
+                ..
+            } => fs
+                .symlink(s, e(*parent), name, target, Owner::default())
+                .map(|a| Some(a.ino)),
             MOp::Write { ino, off, data } => fs.write(caller, e(*ino), *off, data).map(|_| None),
             MOp::Truncate { ino, size } => fs.truncate(s, e(*ino), *size).map(|_| None),
-            MOp::Fallocate { ino, off, len, keep_size } => fs.fallocate(s, e(*ino), *off, *len, *keep_size).map(|_| None),
+            MOp::Fallocate {
+                ino,
+                off,
+                len,
+                keep_size,
+            } => fs
+                .fallocate(s, e(*ino), *off, *len, *keep_size)
+                .map(|_| None),
             MOp::Punch { ino, off, len } => fs.punch_hole(s, e(*ino), *off, *len).map(|_| None),
-            MOp::Chmod { ino, mode } => fs.setattr(s, e(*ino), SetAttr { mode: Some(*mode), ..Default::default() }).map(|_| None),
-            MOp::SetXattr { ino, name, value: Some(v) } => fs.setxattr(s, e(*ino), name, v, false, false).map(|_| None),
-            MOp::SetXattr { ino, name, value: None } => fs.removexattr(s, e(*ino), name).map(|_| None),
+            MOp::Chmod { ino, mode } => fs
+                .setattr(
+                    s,
+                    e(*ino),
+                    SetAttr {
+                        mode: Some(*mode),
+                        ..Default::default()
+                    },
+                )
+                .map(|_| None),
+            MOp::SetXattr {
+                ino,
+                name,
+                value: Some(v),
+            } => fs.setxattr(s, e(*ino), name, v, false, false).map(|_| None),
+            MOp::SetXattr {
+                ino,
+                name,
+                value: None,
+            } => fs.removexattr(s, e(*ino), name).map(|_| None),
             MOp::Link { ino, parent, name } => fs.link(s, e(*ino), e(*parent), name).map(|_| None),
             MOp::Unlink { parent, name } => fs.unlink(s, e(*parent), name).map(|_| None),
             MOp::Rmdir { parent, name } => fs.rmdir(s, e(*parent), name).map(|_| None),
-            MOp::Rename { sp, sn, dp, dn, noreplace, exchange } => {
-                fs.rename(s, e(*sp), sn, e(*dp), dn, RenameFlags { noreplace: *noreplace, exchange: *exchange }).map(|_| None)
-            }
+            MOp::Rename {
+                sp,
+                sn,
+                dp,
+                dn,
+                noreplace,
+                exchange,
+            } => fs
+                .rename(
+                    s,
+                    e(*sp),
+                    sn,
+                    e(*dp),
+                    dn,
+                    RenameFlags {
+                        noreplace: *noreplace,
+                        exchange: *exchange,
+                    },
+                )
+                .map(|_| None),
         };
         if std::env::var_os("INTACTFS_SIM_TRACE").is_some() {
-            eprintln!("call {} stream {s}: {:.160} -> {:?} (model {model_ok})", done.len(), format!("{op:?}"), got.as_ref().map_err(|e| e.to_string()));
+            eprintln!(
+                "call {} stream {s}: {:.160} -> {:?} (model {model_ok})",
+                done.len(),
+                format!("{op:?}"),
+                got.as_ref().map_err(|e| e.to_string())
+            );
         }
         match (&got, model_ok) {
             (Ok(new), true) => {
                 let same_file = match &op {
-                    MOp::Rename { sp, sn, dp, dn, .. } => model.lookup(*dp, dn).is_some() && model.lookup(*sp, sn) == model.lookup(*dp, dn),
+                    MOp::Rename { sp, sn, dp, dn, .. } => {
+                        model.lookup(*dp, dn).is_some()
+                            && model.lookup(*sp, sn) == model.lookup(*dp, dn)
+                    }
                     _ => false,
                 };
                 model.apply(&op);
@@ -1133,8 +1491,15 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
                 nospace += 1;
                 done.push(Done::now(&fs, s, None, Touch::default(), acks));
             }
-            (Ok(_), false) => return Err(fail(seed, format!("the engine accepted {op:?}, which POSIX refuses"))),
-            (Err(err), true) => return Err(fail(seed, format!("the engine refused {op:?}: {err}"))),
+            (Ok(_), false) => {
+                return Err(fail(
+                    seed,
+                    format!("the engine accepted {op:?}, which POSIX refuses"),
+                ))
+            }
+            (Err(err), true) => {
+                return Err(fail(seed, format!("the engine refused {op:?}: {err}")))
+            }
         }
     }
     if let Some(io) = io.as_mut() {
@@ -1142,7 +1507,8 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
     }
     // A region still open at the end commits (so that the final state holds everything).
     if let Some((r, _, calls)) = region.take() {
-        fs.region_commit(r).map_err(|e| fail(seed, format!("region_commit at the end: {e}")))?;
+        fs.region_commit(r)
+            .map_err(|e| fail(seed, format!("region_commit at the end: {e}")))?;
         regions_committed += 1;
         region_calls += calls.len() as u64;
         done.push(Done::now(&fs, r, None, Touch::default(), vec![r]));
@@ -1150,14 +1516,37 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
     // The live state must equal the model now, and a full sync must make durable == live.
     let live = engine_view(&mut fs).map_err(|e| fail(seed, e))?;
     if live != model.view() {
-        return Err(fail(seed, format!("live state differs from the model: {}", model.view().diff(&live))));
+        return Err(fail(
+            seed,
+            format!(
+                "live state differs from the model: {}",
+                model.view().diff(&live)
+            ),
+        ));
     }
-    fs.sync().map_err(|e| fail(seed, format!("final sync: {e}")))?;
+    fs.sync()
+        .map_err(|e| fail(seed, format!("final sync: {e}")))?;
     if fs.durable_meta() != fs.live_meta() {
         let (d, l) = (fs.durable_meta(), fs.live_meta());
-        let first = l.inodes.iter().find(|(i, n)| d.inodes.get(i) != Some(n)).map(|(i, n)| format!("inode {i}: live {n:?}, durable {:?}", d.inodes.get(i)));
-        let extra = d.inodes.keys().find(|i| !l.inodes.contains_key(i)).map(|i| format!("inode {i} only in durable"));
-        return Err(fail(seed, format!("after sync the durable metadata differs from the live metadata: {}", first.or(extra).unwrap_or_else(|| format!("next_ino {} vs {}", l.next_ino, d.next_ino)))));
+        let first = l
+            .inodes
+            .iter()
+            .find(|(i, n)| d.inodes.get(i) != Some(n))
+            .map(|(i, n)| format!("inode {i}: live {n:?}, durable {:?}", d.inodes.get(i)));
+        let extra = d
+            .inodes
+            .keys()
+            .find(|i| !l.inodes.contains_key(i))
+            .map(|i| format!("inode {i} only in durable"));
+        return Err(fail(
+            seed,
+            format!(
+                "after sync the durable metadata differs from the live metadata: {}",
+                first
+                    .or(extra)
+                    .unwrap_or_else(|| format!("next_ino {} vs {}", l.next_ino, d.next_ino))
+            ),
+        ));
     }
     let mut d = Done::now(&fs, 0, None, Touch::default(), (0..cfg.streams).collect());
     if let Some(io) = io.as_mut() {
@@ -1168,12 +1557,24 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
         }
     }
     if d.durable_commits_after != d.commits_after || fs.durable_ticket() < newest_ticket {
-        return Err(fail(seed, format!("after the final sync {} of {} commits are durable", d.durable_commits_after, d.commits_after)));
+        return Err(fail(
+            seed,
+            format!(
+                "after the final sync {} of {} commits are durable",
+                d.durable_commits_after, d.commits_after
+            ),
+        ));
     }
     done.push(d);
     let commits = fs.commit_log().to_vec();
     if let Some(w) = commits.windows(2).find(|w| w[1].seq < w[0].seq) {
-        return Err(fail(seed, format!("the commit log's sequence numbers decrease: {} then {}", w[0].seq, w[1].seq)));
+        return Err(fail(
+            seed,
+            format!(
+                "the commit log's sequence numbers decrease: {} then {}",
+                w[0].seq, w[1].seq
+            ),
+        ));
     }
     let stats = fs.stats();
     let merges = fs.merges();
@@ -1222,7 +1623,13 @@ fn candidates(w: &Workload, streams: u64) -> Vec<Candidate> {
     // Histories per stream, and each call's index in its stream.
     let ops: Vec<&Done> = w.done.iter().filter(|d| d.op.is_some()).collect();
     // Position of each mutating call among all calls (as INTACTFS_SIM_TRACE numbers them).
-    let pos: Vec<usize> = w.done.iter().enumerate().filter(|(_, d)| d.op.is_some()).map(|(i, _)| i).collect();
+    let pos: Vec<usize> = w
+        .done
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| d.op.is_some())
+        .map(|(i, _)| i)
+        .collect();
     let mut index = Vec::new();
     let mut count: BTreeMap<u64, u64> = BTreeMap::new();
     for d in &ops {
@@ -1252,7 +1659,10 @@ fn candidates(w: &Workload, streams: u64) -> Vec<Candidate> {
             for (&r, &p) in prefix.range(intactfs::REGION_BASE..) {
                 let total = count.get(&r).copied().unwrap_or(0);
                 if p != 0 && p != total {
-                    return Err(format!("atomic region {} has {p} of its {total} calls", r - intactfs::REGION_BASE));
+                    return Err(format!(
+                        "atomic region {} has {p} of its {total} calls",
+                        r - intactfs::REGION_BASE
+                    ));
                 }
             }
             for &(i, j) in &related {
@@ -1263,12 +1673,19 @@ fn candidates(w: &Workload, streams: u64) -> Vec<Candidate> {
             let mut m = Model::default();
             for (i, d) in ops.iter().enumerate() {
                 if incl(i) && !m.apply(d.op.as_ref().expect("filtered")) {
-                    return Err(format!("call {} ({:.120}) does not apply to this prefix", pos[i], format!("{:?}", d.op)));
+                    return Err(format!(
+                        "call {} ({:.120}) does not apply to this prefix",
+                        pos[i],
+                        format!("{:?}", d.op)
+                    ));
                 }
             }
             Ok(m.view())
         })();
-        out.push(Candidate { prefix: prefix.clone(), view });
+        out.push(Candidate {
+            prefix: prefix.clone(),
+            view,
+        });
     }
     out
 }
@@ -1314,7 +1731,12 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
         reused_blocks: {
             let data_start = intactfs::layout::JOURNAL_START + cfg.journal_blocks;
             let mut seen = std::collections::BTreeSet::new();
-            w.log.iter().filter(|op| matches!(op, DevOp::Write(b, _) if *b >= data_start && !seen.insert(*b))).count() as u64
+            w.log
+                .iter()
+                .filter(
+                    |op| matches!(op, DevOp::Write(b, _) if *b >= data_start && !seen.insert(*b)),
+                )
+                .count() as u64
         },
         ..Default::default()
     };
@@ -1327,10 +1749,13 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
         }
         counts_at.push(count.clone());
     }
-    let mut dev = TxSimDevice::from_image(BLOCK, w.base.clone()).map_err(|e| fail(seed, e.to_string()))?;
+    let mut dev =
+        TxSimDevice::from_image(BLOCK, w.base.clone()).map_err(|e| fail(seed, e.to_string()))?;
     for c in 0..=w.log.len() {
         if c > 0 {
-            w.log[c - 1].apply(&mut dev).map_err(|e| fail(seed, e.to_string()))?;
+            w.log[c - 1]
+                .apply(&mut dev)
+                .map_err(|e| fail(seed, e.to_string()))?;
         }
         if c % cfg.point_stride != 0 && c != w.log.len() {
             continue;
@@ -1340,17 +1765,33 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
         // recovered commit from below (an osync'd commit may be lost until a flush); the
         // call in progress bounds it from above.
         let finished: Vec<&Done> = w.done.iter().filter(|d| d.dev_after <= c).collect();
-        let k_min = finished.last().map(|d| d.durable_commits_after).unwrap_or(0);
+        let k_min = finished
+            .last()
+            .map(|d| d.durable_commits_after)
+            .unwrap_or(0);
         // The newest commit an osync that returned before this point ordered.
-        let k_osync = finished.iter().rev().find(|d| d.osync).map(|d| d.commits_after);
-        let k_max = w.done.iter().find(|d| d.dev_after > c).map(|d| d.commits_after).unwrap_or(w.commits.len());
+        let k_osync = finished
+            .iter()
+            .rev()
+            .find(|d| d.osync)
+            .map(|d| d.commits_after);
+        let k_max = w
+            .done
+            .iter()
+            .find(|d| d.dev_after > c)
+            .map(|d| d.commits_after)
+            .unwrap_or(w.commits.len());
         // What was acknowledged durable: per stream, its calls up to the acknowledgement.
         // A late acknowledgement (deferred I/O) covers the calls up to the durability call
         // it acknowledges, not those made while it waited.
         let mut acked: BTreeMap<u64, u64> = BTreeMap::new();
         for (i, d) in w.done.iter().enumerate() {
             if d.dev_after <= c {
-                let upto = d.acks.iter().map(|&s| (s, i)).chain(d.late_acks.iter().copied());
+                let upto = d
+                    .acks
+                    .iter()
+                    .map(|&s| (s, i))
+                    .chain(d.late_acks.iter().copied());
                 for (s, j) in upto {
                     let n = counts_at[j].get(&s).copied().unwrap_or(0);
                     let a = acked.entry(s).or_default();
@@ -1358,26 +1799,50 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
                 }
             }
         }
-        let all = if cfg.exhaustive_up_to > 0 { dev.all_images(cfg.exhaustive_up_to) } else { None };
+        let all = if cfg.exhaustive_up_to > 0 {
+            dev.all_images(cfg.exhaustive_up_to)
+        } else {
+            None
+        };
         let images: Vec<intactfs_device::CrashImage> = match all {
             Some(v) => {
                 report.exhaustive_points += 1;
                 let n = v.len();
-                v.into_iter().enumerate().map(|(i, bytes)| intactfs_device::CrashImage { bytes, description: format!("{} of all {n} allowed images", i + 1) }).collect()
+                v.into_iter()
+                    .enumerate()
+                    .map(|(i, bytes)| intactfs_device::CrashImage {
+                        bytes,
+                        description: format!("{} of all {n} allowed images", i + 1),
+                    })
+                    .collect()
             }
-            None => (0..cfg.images_per_point).map(|j| dev.crash(seed.wrapping_mul(1_000_003) ^ ((c as u64) << 16) ^ j)).collect(),
+            None => (0..cfg.images_per_point)
+                .map(|j| dev.crash(seed.wrapping_mul(1_000_003) ^ ((c as u64) << 16) ^ j))
+                .collect(),
         };
         // A crash inside the device's commit of the next operation: the transaction whole,
         // plain writes since the last flush as the device may leave them.
         let mut images = images;
         if let Some(DevOp::TxCommit(t)) = w.log.get(c) {
             for j in 0..cfg.images_per_point {
-                images.push(dev.crash_during_commit(*t, seed.wrapping_mul(7_000_003) ^ ((c as u64) << 16) ^ j).map_err(|e| fail(seed, e.to_string()))?);
+                images.push(
+                    dev.crash_during_commit(
+                        *t,
+                        seed.wrapping_mul(7_000_003) ^ ((c as u64) << 16) ^ j,
+                    )
+                    .map_err(|e| fail(seed, e.to_string()))?,
+                );
             }
         }
         for img in images {
             report.images += 1;
-            let f = |m: String| SimFailure { seed, crash_point: Some(c), image: Some(img.description.clone()), message: m, bytes: Some(img.bytes.clone()) };
+            let f = |m: String| SimFailure {
+                seed,
+                crash_point: Some(c),
+                image: Some(img.description.clone()),
+                message: m,
+                bytes: Some(img.bytes.clone()),
+            };
             let k = check_image(&img.bytes, &cands, k_min, k_max, &acked, cfg).map_err(f)?;
             if k == k_max {
                 report.newest += 1;
@@ -1392,19 +1857,30 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
     // The end state recovers to the whole workload.
     let last = cands.last().and_then(|c| c.view.as_ref().ok());
     if last != Some(&w.final_view) {
-        return Err(fail(seed, "the last commit boundary does not hold the whole workload"));
+        return Err(fail(
+            seed,
+            "the last commit boundary does not hold the whole workload",
+        ));
     }
     Ok(report)
 }
 
 /// Recovers one image and returns the commit boundary its state equals.
-fn check_image(bytes: &[u8], cands: &[Candidate], k_min: usize, k_max: usize, acked: &BTreeMap<u64, u64>, cfg: &SimConfig) -> Result<usize, String> {
+fn check_image(
+    bytes: &[u8],
+    cands: &[Candidate],
+    k_min: usize,
+    k_max: usize,
+    acked: &BTreeMap<u64, u64>,
+    cfg: &SimConfig,
+) -> Result<usize, String> {
     let mut dev = SimDevice::from_image(BLOCK, bytes.to_vec()).map_err(|e| e.to_string())?;
     let r = fsck(&mut dev, true);
     if !r.clean() {
         return Err(format!("fsck before mount: {}", r.problems.join("; ")));
     }
-    let (mut fs, _) = Fs::mount(dev, mount_opts(cfg, false)).map_err(|e| format!("mount refused: {e}"))?;
+    let (mut fs, _) =
+        Fs::mount(dev, mount_opts(cfg, false)).map_err(|e| format!("mount refused: {e}"))?;
     let view = engine_view(&mut fs)?;
     let mut why = Vec::new();
     let mut found = None;
@@ -1425,15 +1901,31 @@ fn check_image(bytes: &[u8], cands: &[Candidate], k_min: usize, k_max: usize, ac
         }
     }
     let Some(k) = found else {
-        return Err(format!("the recovered state matches no allowed commit boundary in {k_min}..={k_max}: {}", why.join(" | ")));
+        return Err(format!(
+            "the recovered state matches no allowed commit boundary in {k_min}..={k_max}: {}",
+            why.join(" | ")
+        ));
     };
     // The recovered file system takes new work and stays consistent.
-    fs.create(0, ROOT, b"after-crash", NewKind::File, 0o644, Owner::default()).map_err(|e| format!("create after recovery: {e}"))?;
+    fs.create(
+        0,
+        ROOT,
+        b"after-crash",
+        NewKind::File,
+        0o644,
+        Owner::default(),
+    )
+    .map_err(|e| format!("create after recovery: {e}"))?;
     fs.sync().map_err(|e| format!("sync after recovery: {e}"))?;
-    let mut dev = fs.unmount().map_err(|e| format!("unmount after recovery: {e}"))?;
+    let mut dev = fs
+        .unmount()
+        .map_err(|e| format!("unmount after recovery: {e}"))?;
     let r = fsck(&mut dev, true);
     if !r.clean() {
-        return Err(format!("fsck after recovery and new work: {}", r.problems.join("; ")));
+        return Err(format!(
+            "fsck after recovery and new work: {}",
+            r.problems.join("; ")
+        ));
     }
     Ok(k)
 }

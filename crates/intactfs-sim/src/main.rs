@@ -71,7 +71,15 @@ fn main() -> ExitCode {
             with_regions(seed)
         } else if a.mixed {
             mixed(seed)
-        } else { SimConfig { seed, streams: a.streams, calls: a.calls, images_per_point: a.images, ..Default::default() } };
+        } else {
+            SimConfig {
+                seed,
+                streams: a.streams,
+                calls: a.calls,
+                images_per_point: a.images,
+                ..Default::default()
+            }
+        };
         match run(&cfg) {
             Ok(r) => total += r,
             Err(f) => {
@@ -88,7 +96,11 @@ fn main() -> ExitCode {
         seeds += 1;
         seed += 1;
         if seeds.is_multiple_of(50) {
-            eprintln!("intactfs-sim: {seeds} seeds, {} images, {:.0} s", total.images, start.elapsed().as_secs_f64());
+            eprintln!(
+                "intactfs-sim: {seeds} seeds, {} images, {:.0} s",
+                total.images,
+                start.elapsed().as_secs_f64()
+            );
         }
     }
     println!(

@@ -22,21 +22,76 @@ pub struct MNode {
 /// One mutating call, with model inode numbers resolved when it ran.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MOp {
-    Create { parent: MIno, name: Vec<u8>, ino: MIno, mode: u32 },
-    Mkdir { parent: MIno, name: Vec<u8>, ino: MIno, mode: u32 },
-    Symlink { parent: MIno, name: Vec<u8>, ino: MIno, target: Vec<u8> },
-    Write { ino: MIno, off: u64, data: Vec<u8> },
-    Truncate { ino: MIno, size: u64 },
-    Fallocate { ino: MIno, off: u64, len: u64, keep_size: bool },
+    Create {
+        parent: MIno,
+        name: Vec<u8>,
+        ino: MIno,
+        mode: u32,
+    },
+    Mkdir {
+        parent: MIno,
+        name: Vec<u8>,
+        ino: MIno,
+        mode: u32,
+    },
+    Symlink {
+        parent: MIno,
+        name: Vec<u8>,
+        ino: MIno,
+        target: Vec<u8>,
+    },
+    Write {
+        ino: MIno,
+        off: u64,
+        data: Vec<u8>,
+    },
+    Truncate {
+        ino: MIno,
+        size: u64,
+    },
+    Fallocate {
+        ino: MIno,
+        off: u64,
+        len: u64,
+        keep_size: bool,
+    },
     /// fallocate PUNCH_HOLE | KEEP_SIZE: [off, off+len) reads as zeros, the size stays.
-    Punch { ino: MIno, off: u64, len: u64 },
-    Chmod { ino: MIno, mode: u32 },
+    Punch {
+        ino: MIno,
+        off: u64,
+        len: u64,
+    },
+    Chmod {
+        ino: MIno,
+        mode: u32,
+    },
     /// Set (`Some`) or remove (`None`) an extended attribute.
-    SetXattr { ino: MIno, name: Vec<u8>, value: Option<Vec<u8>> },
-    Link { ino: MIno, parent: MIno, name: Vec<u8> },
-    Unlink { parent: MIno, name: Vec<u8> },
-    Rmdir { parent: MIno, name: Vec<u8> },
-    Rename { sp: MIno, sn: Vec<u8>, dp: MIno, dn: Vec<u8>, noreplace: bool, exchange: bool },
+    SetXattr {
+        ino: MIno,
+        name: Vec<u8>,
+        value: Option<Vec<u8>>,
+    },
+    Link {
+        ino: MIno,
+        parent: MIno,
+        name: Vec<u8>,
+    },
+    Unlink {
+        parent: MIno,
+        name: Vec<u8>,
+    },
+    Rmdir {
+        parent: MIno,
+        name: Vec<u8>,
+    },
+    Rename {
+        sp: MIno,
+        sn: Vec<u8>,
+        dp: MIno,
+        dn: Vec<u8>,
+        noreplace: bool,
+        exchange: bool,
+    },
 }
 
 pub const MROOT: MIno = 1;
@@ -48,7 +103,16 @@ pub struct Model {
 
 impl Default for Model {
     fn default() -> Self {
-        Model { nodes: BTreeMap::from([(MROOT, MNode { kind: MKind::Dir(BTreeMap::new()), mode: 0o755, xattrs: BTreeMap::new() })]) }
+        Model {
+            nodes: BTreeMap::from([(
+                MROOT,
+                MNode {
+                    kind: MKind::Dir(BTreeMap::new()),
+                    mode: 0o755,
+                    xattrs: BTreeMap::new(),
+                },
+            )]),
+        }
     }
 }
 
@@ -96,7 +160,9 @@ impl Model {
     }
 
     pub fn dir_entries(&self, dir: MIno) -> Vec<Vec<u8>> {
-        self.dir(dir).map(|e| e.keys().cloned().collect()).unwrap_or_default()
+        self.dir(dir)
+            .map(|e| e.keys().cloned().collect())
+            .unwrap_or_default()
     }
 
     pub fn file_len(&self, ino: MIno) -> u64 {
@@ -111,7 +177,16 @@ impl Model {
     }
 
     fn links(&self, ino: MIno) -> usize {
-        self.nodes.values().filter_map(|n| if let MKind::Dir(e) = &n.kind { Some(e.values().filter(|&&i| i == ino).count()) } else { None }).sum()
+        self.nodes
+            .values()
+            .filter_map(|n| {
+                if let MKind::Dir(e) = &n.kind {
+                    Some(e.values().filter(|&&i| i == ino).count())
+                } else {
+                    None
+                }
+            })
+            .sum()
     }
 
     fn is_ancestor(&self, a: MIno, b: MIno) -> bool {
@@ -119,7 +194,10 @@ impl Model {
         if a == b {
             return true;
         }
-        self.dir(a).is_some_and(|e| e.values().any(|&c| self.dir(c).is_some() && self.is_ancestor(c, b)))
+        self.dir(a).is_some_and(|e| {
+            e.values()
+                .any(|&c| self.dir(c).is_some() && self.is_ancestor(c, b))
+        })
     }
 
     fn is_file(&self, ino: MIno) -> bool {
@@ -130,17 +208,29 @@ impl Model {
     pub fn touch(&self, op: &MOp) -> Touch {
         let mut t = Touch::default();
         match op {
-            MOp::Create { parent, name, ino, .. } | MOp::Symlink { parent, name, ino, .. } => {
+            MOp::Create {
+                parent, name, ino, ..
+            }
+            | MOp::Symlink {
+                parent, name, ino, ..
+            } => {
                 t.entries.push((*parent, name.clone()));
                 t.in_dirs.push(*parent);
                 t.inodes.push(*ino);
             }
-            MOp::Mkdir { parent, name, ino, .. } => {
+            MOp::Mkdir {
+                parent, name, ino, ..
+            } => {
                 t.entries.push((*parent, name.clone()));
                 t.in_dirs.push(*parent);
                 t.creates_dir = Some(*ino);
             }
-            MOp::Write { ino, .. } | MOp::Truncate { ino, .. } | MOp::Fallocate { ino, .. } | MOp::Punch { ino, .. } | MOp::Chmod { ino, .. } | MOp::SetXattr { ino, .. } => t.inodes.push(*ino),
+            MOp::Write { ino, .. }
+            | MOp::Truncate { ino, .. }
+            | MOp::Fallocate { ino, .. }
+            | MOp::Punch { ino, .. }
+            | MOp::Chmod { ino, .. }
+            | MOp::SetXattr { ino, .. } => t.inodes.push(*ino),
             MOp::Link { parent, name, ino } => {
                 t.entries.push((*parent, name.clone()));
                 t.in_dirs.push(*parent);
@@ -155,7 +245,14 @@ impl Model {
                 t.in_dirs.push(*parent);
                 t.removes_dir = self.lookup(*parent, name);
             }
-            MOp::Rename { sp, sn, dp, dn, exchange, .. } => {
+            MOp::Rename {
+                sp,
+                sn,
+                dp,
+                dn,
+                exchange,
+                ..
+            } => {
                 t.entries.push((*sp, sn.clone()));
                 t.entries.push((*dp, dn.clone()));
                 t.in_dirs.push(*sp);
@@ -171,23 +268,69 @@ impl Model {
     /// Applies `op` if POSIX allows it; false (state unchanged) otherwise.
     pub fn apply(&mut self, op: &MOp) -> bool {
         match op {
-            MOp::Create { parent, name, ino, mode } | MOp::Mkdir { parent, name, ino, mode } => {
-                if self.dir(*parent).is_none() || self.lookup(*parent, name).is_some() || self.nodes.contains_key(ino) {
+            MOp::Create {
+                parent,
+                name,
+                ino,
+                mode,
+            }
+            | MOp::Mkdir {
+                parent,
+                name,
+                ino,
+                mode,
+            } => {
+                if self.dir(*parent).is_none()
+                    || self.lookup(*parent, name).is_some()
+                    || self.nodes.contains_key(ino)
+                {
                     return false;
                 }
-                let kind = if matches!(op, MOp::Mkdir { .. }) { MKind::Dir(BTreeMap::new()) } else { MKind::File(Vec::new()) };
-                self.nodes.insert(*ino, MNode { kind, mode: *mode, xattrs: BTreeMap::new() });
+                let kind = if matches!(op, MOp::Mkdir { .. }) {
+                    MKind::Dir(BTreeMap::new())
+                } else {
+                    MKind::File(Vec::new())
+                };
+                self.nodes.insert(
+                    *ino,
+                    MNode {
+                        kind,
+                        mode: *mode,
+                        xattrs: BTreeMap::new(),
+                    },
+                );
                 self.dir_mut(*parent).insert(name.clone(), *ino);
             }
-            MOp::Symlink { parent, name, ino, target } => {
-                if self.dir(*parent).is_none() || self.lookup(*parent, name).is_some() || self.nodes.contains_key(ino) {
+            MOp::Symlink {
+                parent,
+                name,
+                ino,
+                target,
+            } => {
+                if self.dir(*parent).is_none()
+                    || self.lookup(*parent, name).is_some()
+                    || self.nodes.contains_key(ino)
+                {
                     return false;
                 }
-                self.nodes.insert(*ino, MNode { kind: MKind::Symlink(target.clone()), mode: 0o777, xattrs: BTreeMap::new() });
+                self.nodes.insert(
+                    *ino,
+                    MNode {
+                        kind: MKind::Symlink(target.clone()),
+                        mode: 0o777,
+                        xattrs: BTreeMap::new(),
+                    },
+                );
                 self.dir_mut(*parent).insert(name.clone(), *ino);
             }
             MOp::Write { ino, off, data } => {
-                let Some(MNode { kind: MKind::File(c), .. }) = self.nodes.get_mut(ino) else { return false };
+                let Some(MNode {
+                    kind: MKind::File(c),
+                    ..
+                }) = self.nodes.get_mut(ino)
+                else {
+                    return false;
+                };
                 let end = *off as usize + data.len();
                 if c.len() < end {
                     c.resize(end, 0);
@@ -195,31 +338,60 @@ impl Model {
                 c[*off as usize..end].copy_from_slice(data);
             }
             MOp::Truncate { ino, size } => {
-                let Some(MNode { kind: MKind::File(c), .. }) = self.nodes.get_mut(ino) else { return false };
+                let Some(MNode {
+                    kind: MKind::File(c),
+                    ..
+                }) = self.nodes.get_mut(ino)
+                else {
+                    return false;
+                };
                 c.resize(*size as usize, 0);
             }
-            MOp::Fallocate { ino, off, len, keep_size } => {
-                let Some(MNode { kind: MKind::File(c), .. }) = self.nodes.get_mut(ino) else { return false };
+            MOp::Fallocate {
+                ino,
+                off,
+                len,
+                keep_size,
+            } => {
+                let Some(MNode {
+                    kind: MKind::File(c),
+                    ..
+                }) = self.nodes.get_mut(ino)
+                else {
+                    return false;
+                };
                 let end = (off + len) as usize;
                 if !keep_size && c.len() < end {
                     c.resize(end, 0);
                 }
             }
             MOp::Punch { ino, off, len } => {
-                let Some(MNode { kind: MKind::File(c), .. }) = self.nodes.get_mut(ino) else { return false };
+                let Some(MNode {
+                    kind: MKind::File(c),
+                    ..
+                }) = self.nodes.get_mut(ino)
+                else {
+                    return false;
+                };
                 // A length of 0 is EINVAL, one past the largest offset EFBIG.
-                let Some(end) = off.checked_add(*len).filter(|_| *len > 0) else { return false };
+                let Some(end) = off.checked_add(*len).filter(|_| *len > 0) else {
+                    return false;
+                };
                 let size = c.len() as u64;
                 if *off < size {
                     c[*off as usize..end.min(size) as usize].fill(0);
                 }
             }
             MOp::Chmod { ino, mode } => {
-                let Some(n) = self.nodes.get_mut(ino) else { return false };
+                let Some(n) = self.nodes.get_mut(ino) else {
+                    return false;
+                };
                 n.mode = *mode;
             }
             MOp::SetXattr { ino, name, value } => {
-                let Some(n) = self.nodes.get_mut(ino) else { return false };
+                let Some(n) = self.nodes.get_mut(ino) else {
+                    return false;
+                };
                 match value {
                     Some(v) => {
                         n.xattrs.insert(name.clone(), v.clone());
@@ -232,13 +404,18 @@ impl Model {
                 }
             }
             MOp::Link { ino, parent, name } => {
-                if !self.is_file(*ino) || self.dir(*parent).is_none() || self.lookup(*parent, name).is_some() {
+                if !self.is_file(*ino)
+                    || self.dir(*parent).is_none()
+                    || self.lookup(*parent, name).is_some()
+                {
                     return false;
                 }
                 self.dir_mut(*parent).insert(name.clone(), *ino);
             }
             MOp::Unlink { parent, name } => {
-                let Some(t) = self.lookup(*parent, name) else { return false };
+                let Some(t) = self.lookup(*parent, name) else {
+                    return false;
+                };
                 if self.dir(t).is_some() {
                     return false;
                 }
@@ -248,15 +425,26 @@ impl Model {
                 }
             }
             MOp::Rmdir { parent, name } => {
-                let Some(t) = self.lookup(*parent, name) else { return false };
+                let Some(t) = self.lookup(*parent, name) else {
+                    return false;
+                };
                 if !self.dir(t).is_some_and(|e| e.is_empty()) {
                     return false;
                 }
                 self.dir_mut(*parent).remove(name);
                 self.nodes.remove(&t);
             }
-            MOp::Rename { sp, sn, dp, dn, noreplace, exchange } => {
-                let Some(src) = self.lookup(*sp, sn) else { return false };
+            MOp::Rename {
+                sp,
+                sn,
+                dp,
+                dn,
+                noreplace,
+                exchange,
+            } => {
+                let Some(src) = self.lookup(*sp, sn) else {
+                    return false;
+                };
                 if self.dir(*dp).is_none() {
                     return false;
                 }
@@ -281,7 +469,9 @@ impl Model {
                 } else {
                     if let Some(d) = dst {
                         let dst_dir = self.dir(d).is_some();
-                        if dst_dir != src_dir || (dst_dir && !self.dir(d).is_some_and(|e| e.is_empty())) {
+                        if dst_dir != src_dir
+                            || (dst_dir && !self.dir(d).is_some_and(|e| e.is_empty()))
+                        {
                             return false;
                         }
                     }
@@ -349,7 +539,9 @@ impl View {
         for (p, a) in &self.0 {
             match other.0.get(p) {
                 None => return format!("{p} is missing"),
-                Some(b) if a != b => return format!("{p}: expected {}, found {}", short(a), short(b)),
+                Some(b) if a != b => {
+                    return format!("{p}: expected {}, found {}", short(a), short(b))
+                }
                 _ => {}
             }
         }
@@ -368,8 +560,16 @@ fn short(e: &(What, u32, Xattrs, String)) -> String {
         What::Dir => "directory".into(),
         What::Symlink(t) => format!("symlink to {}", String::from_utf8_lossy(t)),
     };
-    let x: Vec<String> = e.2.iter().map(|(k, v)| format!("{}={} bytes", String::from_utf8_lossy(k), v.len())).collect();
-    format!("{w}, mode {:o}, xattrs [{}], inode first seen at {}", e.1, x.join(" "), e.3)
+    let x: Vec<String> =
+        e.2.iter()
+            .map(|(k, v)| format!("{}={} bytes", String::from_utf8_lossy(k), v.len()))
+            .collect();
+    format!(
+        "{w}, mode {:o}, xattrs [{}], inode first seen at {}",
+        e.1,
+        x.join(" "),
+        e.3
+    )
 }
 
 fn crc(c: &[u8]) -> u32 {

@@ -11,8 +11,17 @@ use intactfs_sim::{concurrent, mixed, on_txflash, run, with_regions, SimConfig, 
 /// Runs seeds 0, 1, ... of `config` until `default_images` crash images were checked (or
 /// as many as the environment variable `env` says), failing with the seed and the
 /// `intactfs-sim` command (`flag` selects the configurations) that reproduces a failure.
-fn simulate(what: &str, config: fn(u64) -> SimConfig, env: &str, default_images: u64, flag: &str) -> SimReport {
-    let target: u64 = std::env::var(env).ok().and_then(|v| v.parse().ok()).unwrap_or(default_images);
+fn simulate(
+    what: &str,
+    config: fn(u64) -> SimConfig,
+    env: &str,
+    default_images: u64,
+    flag: &str,
+) -> SimReport {
+    let target: u64 = std::env::var(env)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default_images);
     let mut total = SimReport::default();
     let mut seed = 0u64;
     while total.images < target {
@@ -29,7 +38,10 @@ fn simulate(what: &str, config: fn(u64) -> SimConfig, env: &str, default_images:
 #[test]
 fn crash_simulation() {
     let total = simulate("crash simulation", mixed, "INTACTFS_SIM_IMAGES", 10_000, "");
-    assert!(total.merges > 0 && total.checkpoints > 0 && total.older > 0, "the workloads must exercise merges, checkpoints and lost volatile commits");
+    assert!(
+        total.merges > 0 && total.checkpoints > 0 && total.older > 0,
+        "the workloads must exercise merges, checkpoints and lost volatile commits"
+    );
     // Optimistic commit (OptFS): osync commits were written without a flush, crashes lost
     // some of them, dsync and the durability-timeout flush ran, and freed blocks were reused
     // (the space-pressure configuration), so the reuse rule was under test.
@@ -37,9 +49,15 @@ fn crash_simulation() {
         total.osyncs > 0 && total.optimistic_commits > 0 && total.lost_osync > 0 && total.dsyncs > 0 && total.flushes > 0 && total.reused_blocks > 0,
         "the workloads must exercise osync, dsync, flush, lost optimistic commits and block reuse: {total}"
     );
-    assert!(total.punches > 0, "the workloads must punch holes (fallocate PUNCH_HOLE | KEEP_SIZE): {total}");
+    assert!(
+        total.punches > 0,
+        "the workloads must punch holes (fallocate PUNCH_HOLE | KEEP_SIZE): {total}"
+    );
     // Incremental checkpoints: chains of deltas, and new bases after them.
-    assert!(total.delta_checkpoints > 0 && total.checkpoints > total.delta_checkpoints, "the workloads must checkpoint both as deltas and as new bases: {total}");
+    assert!(
+        total.delta_checkpoints > 0 && total.checkpoints > total.delta_checkpoints,
+        "the workloads must checkpoint both as deltas and as new bases: {total}"
+    );
 }
 
 /// Atomic regions (CFS, issue 13): the same configurations with regions that begin,
@@ -48,7 +66,13 @@ fn crash_simulation() {
 /// `intactfs-sim --regions --min-images 1000000`.
 #[test]
 fn crash_simulation_with_atomic_regions() {
-    let total = simulate("crash simulation with regions", with_regions, "INTACTFS_SIM_REGION_IMAGES", 5_000, "--regions ");
+    let total = simulate(
+        "crash simulation with regions",
+        with_regions,
+        "INTACTFS_SIM_REGION_IMAGES",
+        5_000,
+        "--regions ",
+    );
     assert!(
         total.regions_committed > 0 && total.regions_aborted > 0 && total.region_calls > 0 && total.added_writes > 0,
         "the workloads must commit and abort regions with calls inside, and other streams' writes to an added file: {total}"
@@ -61,8 +85,17 @@ fn crash_simulation_with_atomic_regions() {
 /// `intactfs-sim --txflash --min-images N`.
 #[test]
 fn crash_simulation_on_transactional_flash() {
-    let total = simulate("crash simulation on txflash", on_txflash, "INTACTFS_SIM_TXFLASH_IMAGES", 3_000, "--txflash ");
-    assert!(total.tx_commits > 0 && total.inplace_blocks > 0 && total.regions_committed > 0, "device transactions and in-place rewrites must be exercised: {total}");
+    let total = simulate(
+        "crash simulation on txflash",
+        on_txflash,
+        "INTACTFS_SIM_TXFLASH_IMAGES",
+        3_000,
+        "--txflash ",
+    );
+    assert!(
+        total.tx_commits > 0 && total.inplace_blocks > 0 && total.regions_committed > 0,
+        "device transactions and in-place rewrites must be exercised: {total}"
+    );
 }
 
 /// Concurrent commits (issue 17 item 6): deferred commit I/O as the FUSE daemon runs it.
@@ -74,7 +107,13 @@ fn crash_simulation_on_transactional_flash() {
 /// `intactfs-sim --concurrent --min-images N`.
 #[test]
 fn crash_simulation_with_concurrent_commits() {
-    let total = simulate("crash simulation with concurrent commits", concurrent, "INTACTFS_SIM_CONCURRENT_IMAGES", 5_000, "--concurrent ");
+    let total = simulate(
+        "crash simulation with concurrent commits",
+        concurrent,
+        "INTACTFS_SIM_CONCURRENT_IMAGES",
+        5_000,
+        "--concurrent ",
+    );
     assert!(
         total.commits_performed > 0 && total.out_of_order > 0 && total.inflight_flushes > 0 && total.waited_calls > 0 && total.multi_flushes > 0,
         "the workloads must write commits out of order, flush while commits are unwritten, and acknowledge several durability calls with one flush: {total}"

@@ -51,7 +51,13 @@ fn catching(m: Mutation, seeds: u64, all: bool) -> (Vec<u64>, Option<String>, us
                 on_images += f.crash_point.is_some() as usize;
                 f.to_string()
             }
-            Err(p) => format!("seed {seed}: panic: {}", p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()),
+            Err(p) => format!(
+                "seed {seed}: panic: {}",
+                p.downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default()
+            ),
         };
         caught.push(seed);
         first.get_or_insert(why);
@@ -64,7 +70,9 @@ fn catching(m: Mutation, seeds: u64, all: bool) -> (Vec<u64>, Option<String>, us
 
 #[test]
 fn the_simulation_catches_each_mutation() {
-    let scan: Option<u64> = std::env::var("INTACTFS_MUTATION_SEEDS").ok().and_then(|v| v.parse().ok());
+    let scan: Option<u64> = std::env::var("INTACTFS_MUTATION_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok());
     // The simulation itself passes with no mutation on (quick check of a few seeds).
     for seed in 0..4 {
         for cfg in [mixed(seed), concurrent(seed)] {
@@ -74,7 +82,14 @@ fn the_simulation_catches_each_mutation() {
         }
     }
     let only = std::env::var("INTACTFS_MUTATION").ok();
-    for m in [Mutation::NoRecoveryChecksum, Mutation::EarlyReuse, Mutation::RegionEarlyPage, Mutation::InplacePlain, Mutation::FlushBeforeWritten, Mutation::DeltaMissesData] {
+    for m in [
+        Mutation::NoRecoveryChecksum,
+        Mutation::EarlyReuse,
+        Mutation::RegionEarlyPage,
+        Mutation::InplacePlain,
+        Mutation::FlushBeforeWritten,
+        Mutation::DeltaMissesData,
+    ] {
         if only.as_ref().is_some_and(|o| *o != format!("{m:?}")) {
             continue;
         }
@@ -87,7 +102,10 @@ fn the_simulation_catches_each_mutation() {
         if let Some(f) = &first {
             eprintln!("{m:?}: first failure: {:.600}", f);
         }
-        assert!(caught.first().is_some_and(|&s| s < BOUND), "the crash simulation did not catch {m:?} in {BOUND} seeds");
+        assert!(
+            caught.first().is_some_and(|&s| s < BOUND),
+            "the crash simulation did not catch {m:?} in {BOUND} seeds"
+        );
     }
     assert!(
         !mutation::active(Mutation::NoRecoveryChecksum)

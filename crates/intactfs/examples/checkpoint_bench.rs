@@ -29,7 +29,12 @@ struct Args {
 }
 
 fn args() -> Res<Args> {
-    let mut a = Args { files: 100_000, dirs: 100, rounds: 60, dir: PathBuf::from("/var/tmp") };
+    let mut a = Args {
+        files: 100_000,
+        dirs: 100,
+        rounds: 60,
+        dir: PathBuf::from("/var/tmp"),
+    };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
         let mut v = || it.next().ok_or_else(|| format!("{k} needs a value"));
@@ -74,11 +79,15 @@ fn main() {
 
 fn run() -> Res<()> {
     let a = args()?;
-    let path = a.dir.join(format!("intactfs-checkpoint-bench-{}.img", std::process::id()));
+    let path = a.dir.join(format!(
+        "intactfs-checkpoint-bench-{}.img",
+        std::process::id()
+    ));
     let _guard = TempFile(path.clone());
     // Room for the data and several full snapshots (about 120 bytes per empty file).
     let mib = 256 + a.files * 2 / 1000;
-    let mut dev = FileDevice::create(&path, 4096, mib * 256).map_err(|e| format!("creating the device file in {}: {e}", a.dir.display()))?;
+    let mut dev = FileDevice::create(&path, 4096, mib * 256)
+        .map_err(|e| format!("creating the device file in {}: {e}", a.dir.display()))?;
     mkfs(&mut dev, &MkfsOptions::default())?;
     let (mut fs, _) = Fs::mount(dev, MountOptions::default())?;
     let o = Owner::default();
@@ -87,14 +96,18 @@ fn run() -> Res<()> {
     for d in 0..a.dirs {
         let dir = fs.mkdir(0, ROOT, format!("d{d}").as_bytes(), 0o755, o)?.ino;
         for i in 0..per_dir.min(a.files - d * per_dir) {
-            files.push(fs.create(0, dir, format!("f{i}").as_bytes(), NewKind::File, 0o644, o)?.ino);
+            files.push(
+                fs.create(0, dir, format!("f{i}").as_bytes(), NewKind::File, 0o644, o)?
+                    .ino,
+            );
         }
         fs.sync()?;
     }
     let small = fs.mkdir(0, ROOT, b"new", 0o755, o)?.ino;
     fs.sync()?;
     fs.checkpoint_base()?;
-    let (mut t_inc, mut t_base, mut b_inc, mut b_base) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut t_inc, mut t_base, mut b_inc, mut b_base) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut deltas = 0;
     let mut x = 0x2545_F491_4F6C_DD1Du64;
     for r in 0..a.rounds {
@@ -103,7 +116,14 @@ fn run() -> Res<()> {
         x ^= x << 17;
         let f = files[(x % files.len() as u64) as usize];
         fs.write(0, f, 0, &[r as u8; 4096])?;
-        fs.create(0, small, format!("n{r}").as_bytes(), NewKind::File, 0o644, o)?;
+        fs.create(
+            0,
+            small,
+            format!("n{r}").as_bytes(),
+            NewKind::File,
+            0o644,
+            o,
+        )?;
         fs.sync()?;
         let s0 = fs.stats();
         let t = Instant::now();
@@ -114,7 +134,8 @@ fn run() -> Res<()> {
         }
         let dt = t.elapsed().as_secs_f64() * 1e3;
         let s1 = fs.stats();
-        let bytes = (s1.snapshot_bytes + s1.header_bytes - s0.snapshot_bytes - s0.header_bytes) as f64;
+        let bytes =
+            (s1.snapshot_bytes + s1.header_bytes - s0.snapshot_bytes - s0.header_bytes) as f64;
         if r % 2 == 0 {
             deltas += s1.delta_checkpoints - s0.delta_checkpoints;
             t_inc.push(dt);
@@ -140,8 +161,16 @@ fn run() -> Res<()> {
     println!("| checkpoint ({} files in {} dirs; one 4 KiB write and one create per round) | count | p50 ms | p90 ms | KiB written (p50) |", a.files, a.dirs);
     println!("|---|---:|---:|---:|---:|");
     println!("| incremental (`checkpoint()`: {deltas} of them deltas) | {} | {ti:.2} | {ti90:.2} | {:.0} |", t_inc.len(), bi / 1024.0);
-    println!("| full base (`checkpoint_base()`) | {} | {tb:.2} | {tb90:.2} | {:.0} |", t_base.len(), bb / 1024.0);
+    println!(
+        "| full base (`checkpoint_base()`) | {} | {tb:.2} | {tb90:.2} | {:.0} |",
+        t_base.len(),
+        bb / 1024.0
+    );
     println!();
-    println!("incremental ÷ base: time {:.3}×, bytes {:.4}× (medians)", ti / tb, bi / bb);
+    println!(
+        "incremental ÷ base: time {:.3}×, bytes {:.4}× (medians)",
+        ti / tb,
+        bi / bb
+    );
     Ok(())
 }

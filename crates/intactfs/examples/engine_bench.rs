@@ -55,7 +55,10 @@ struct Counters {
 
 impl Counters {
     fn since(self, earlier: Counters) -> Counters {
-        Counters { bytes: self.bytes - earlier.bytes, flushes: self.flushes - earlier.flushes }
+        Counters {
+            bytes: self.bytes - earlier.bytes,
+            flushes: self.flushes - earlier.flushes,
+        }
     }
 }
 
@@ -160,10 +163,17 @@ impl Engine {
             }
         };
         let c = Rc::new(Cell::new(Counters::default()));
-        let mut dev = Counting { inner, c: c.clone() };
+        let mut dev = Counting {
+            inner,
+            c: c.clone(),
+        };
         mkfs(&mut dev, &MkfsOptions::default())?;
         let (fs, _) = Fs::mount(dev, MountOptions::default())?;
-        Ok(Engine { fs: Some(fs), c, _file: file })
+        Ok(Engine {
+            fs: Some(fs),
+            c,
+            _file: file,
+        })
     }
 
     fn fs(&mut self) -> &mut Fs<Counting<FileDevice>> {
@@ -176,10 +186,23 @@ impl Target for Engine {
         ROOT
     }
     fn mkdir(&mut self, s: u64, parent: u64, name: &str) -> Res<u64> {
-        Ok(self.fs().mkdir(s, parent, name.as_bytes(), 0o755, Owner::default())?.ino)
+        Ok(self
+            .fs()
+            .mkdir(s, parent, name.as_bytes(), 0o755, Owner::default())?
+            .ino)
     }
     fn create(&mut self, s: u64, parent: u64, name: &str) -> Res<u64> {
-        Ok(self.fs().create(s, parent, name.as_bytes(), NewKind::File, 0o644, Owner::default())?.ino)
+        Ok(self
+            .fs()
+            .create(
+                s,
+                parent,
+                name.as_bytes(),
+                NewKind::File,
+                0o644,
+                Owner::default(),
+            )?
+            .ino)
     }
     fn write(&mut self, s: u64, f: u64, off: u64, data: &[u8]) -> Res<()> {
         let n = self.fs().write(s, f, off, data)?;
@@ -231,14 +254,23 @@ struct Posix {
 }
 
 fn stat_path(blockdev: &str) -> PathBuf {
-    PathBuf::from(format!("/sys/block/{}/stat", blockdev.trim_start_matches("/dev/")))
+    PathBuf::from(format!(
+        "/sys/block/{}/stat",
+        blockdev.trim_start_matches("/dev/")
+    ))
 }
 
 /// Sectors written (field 7) and flushes (field 16) of a block device.
 fn read_stat(path: &Path) -> Res<Counters> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let f: Vec<u64> = text.split_whitespace().map(|x| x.parse().unwrap_or(0)).collect();
-    Ok(Counters { bytes: f.get(6).copied().unwrap_or(0) * 512, flushes: f.get(15).copied().unwrap_or(0) })
+    let f: Vec<u64> = text
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    Ok(Counters {
+        bytes: f.get(6).copied().unwrap_or(0) * 512,
+        flushes: f.get(15).copied().unwrap_or(0),
+    })
 }
 
 impl Posix {
@@ -249,14 +281,24 @@ impl Posix {
         }
         let mut dirs = HashMap::new();
         dirs.insert(0, dir.to_path_buf());
-        Ok(Posix { root: dir.to_path_buf(), root_fd: File::open(dir)?, dirs, files: HashMap::new(), next: 1, stat, unmount })
+        Ok(Posix {
+            root: dir.to_path_buf(),
+            root_fd: File::open(dir)?,
+            dirs,
+            files: HashMap::new(),
+            next: 1,
+            stat,
+            unmount,
+        })
     }
     fn handle(&mut self) -> u64 {
         self.next += 1;
         self.next - 1
     }
     fn file(&self, f: u64) -> Res<&File> {
-        self.files.get(&f).ok_or_else(|| format!("no open file {f}").into())
+        self.files
+            .get(&f)
+            .ok_or_else(|| format!("no open file {f}").into())
     }
 }
 
@@ -273,7 +315,12 @@ impl Target for Posix {
     }
     fn create(&mut self, _s: u64, parent: u64, name: &str) -> Res<u64> {
         let p = self.dirs[&parent].join(name);
-        let f = OpenOptions::new().read(true).write(true).create_new(true).mode(0o644).open(&p)?;
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&p)?;
         let h = self.handle();
         self.files.insert(h, f);
         Ok(h)
@@ -294,7 +341,12 @@ impl Target for Posix {
     fn sync(&mut self) -> Res<()> {
         // SAFETY: syncfs on a descriptor we own; no memory is passed.
         if unsafe { syncfs(self.root_fd.as_raw_fd()) } != 0 {
-            return Err(format!("syncfs {}: {}", self.root.display(), std::io::Error::last_os_error()).into());
+            return Err(format!(
+                "syncfs {}: {}",
+                self.root.display(),
+                std::io::Error::last_os_error()
+            )
+            .into());
         }
         Ok(())
     }
@@ -316,7 +368,9 @@ impl Target for Posix {
         }
         // Our own descriptor on the mount point would keep it busy.
         self.root_fd = File::open("/")?;
-        let st = std::process::Command::new("umount").arg(&self.root).status()?;
+        let st = std::process::Command::new("umount")
+            .arg(&self.root)
+            .status()?;
         if !st.success() {
             return Err(format!("umount {}: {st}", self.root.display()).into());
         }
@@ -336,7 +390,11 @@ const FLAGS: &[&str] = &["fsync-each", "unmount-at-end", "help"];
 
 impl Args {
     fn parse() -> Res<Args> {
-        let mut a = Args { opts: HashMap::new(), flags: HashSet::new(), positional: Vec::new() };
+        let mut a = Args {
+            opts: HashMap::new(),
+            flags: HashSet::new(),
+            positional: Vec::new(),
+        };
         let mut it = std::env::args().skip(1);
         while let Some(x) = it.next() {
             if let Some(k) = x.strip_prefix("--") {
@@ -408,7 +466,9 @@ impl Rng {
 }
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
 }
 
 /// Writes `len` bytes from offset 0 in 1 MiB calls.
@@ -424,7 +484,11 @@ fn fill(t: &mut dyn Target, s: u64, f: u64, len: u64, seed: u8) -> Res<()> {
 }
 
 fn create(t: &mut dyn Target, a: &Args) -> Res<Value> {
-    let (files, dirs, size) = (a.num("files", 10_000)?, a.num("dirs", 100)?.max(1), a.num("size", 4096)? as usize);
+    let (files, dirs, size) = (
+        a.num("files", 10_000)?,
+        a.num("dirs", 100)?.max(1),
+        a.num("size", 4096)? as usize,
+    );
     let fsync_each = a.flags.contains("fsync-each");
     let root = t.root();
     let mut d = Vec::new();
@@ -483,7 +547,11 @@ fn ops_fsync(t: &mut dyn Target, a: &Args, overwrite: bool) -> Res<Value> {
     let mut lat = Vec::with_capacity(n as usize);
     let t0 = Instant::now();
     for i in 0..n {
-        let off = if overwrite { rng.next() % slots * size } else { i * size };
+        let off = if overwrite {
+            rng.next() % slots * size
+        } else {
+            i * size
+        };
         t.write(0, f, off, &buf)?;
         let q = Instant::now();
         t.fsync(0, f)?;
@@ -540,7 +608,11 @@ fn table53(t: &mut dyn Target, a: &Args, system: &str, engine: bool) -> Res<Valu
     t.sync()?;
     let s3 = t.engine_stats();
     let (synced, end) = t.finish()?;
-    let config = if engine { format!("{system}-{streams}") } else { system.to_string() };
+    let config = if engine {
+        format!("{system}-{streams}")
+    } else {
+        system.to_string()
+    };
     Ok(json!({
         "workload": "table53", "variant": variant, "config": config, "streams": streams,
         "a_bytes": a_bytes,
@@ -565,8 +637,16 @@ fn run() -> Res<()> {
     let before = blockdev.as_deref().map(read_stat).transpose()?;
     let dir = PathBuf::from(a.str("dir", "/var/tmp"));
     let mut target: Box<dyn Target> = match backend.as_str() {
-        "engine" => Box::new(Engine::new(&dir, a.opts.get("device-file").map(Path::new), a.num("device-mib", 1024)?)?),
-        "posix" | "ext4" => Box::new(Posix::new(&dir, a.opts.get("blockdev").map(|s| s.as_str()), a.flags.contains("unmount-at-end"))?),
+        "engine" => Box::new(Engine::new(
+            &dir,
+            a.opts.get("device-file").map(Path::new),
+            a.num("device-mib", 1024)?,
+        )?),
+        "posix" | "ext4" => Box::new(Posix::new(
+            &dir,
+            a.opts.get("blockdev").map(|s| s.as_str()),
+            a.flags.contains("unmount-at-end"),
+        )?),
         b => return Err(format!("--backend {b}: engine or posix").into()),
     };
     let system = a.str("label", &backend).to_string();

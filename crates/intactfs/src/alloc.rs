@@ -41,7 +41,9 @@ impl Allocator {
         if len == 0 {
             return true;
         }
-        let Some((&fs, &fl)) = self.free.range(..=start).next_back() else { return false };
+        let Some((&fs, &fl)) = self.free.range(..=start).next_back() else {
+            return false;
+        };
         if fs + fl < start + len {
             return false;
         }
@@ -61,7 +63,12 @@ impl Allocator {
         let mut out = Vec::new();
         let mut left = want;
         while left > 0 && self.free_blocks > 0 {
-            let pick = self.free.range(self.cursor..).next().or_else(|| self.free.iter().next()).map(|(s, l)| (*s, *l));
+            let pick = self
+                .free
+                .range(self.cursor..)
+                .next()
+                .or_else(|| self.free.iter().next())
+                .map(|(s, l)| (*s, *l));
             let Some((s, l)) = pick else { break };
             let n = l.min(left);
             self.take(s, n);
@@ -104,7 +111,9 @@ impl Allocator {
 
     /// Everything deferred by commits up to `seq` may be reused now.
     pub fn durable_upto(&mut self, seq: u64) {
-        let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending).into_iter().partition(|p| p.0 <= seq);
+        let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending)
+            .into_iter()
+            .partition(|p| p.0 <= seq);
         self.pending = later;
         for (_, s, l) in now {
             self.release(s, l);
@@ -122,7 +131,10 @@ impl Allocator {
     }
 
     pub fn is_free(&self, block: u64) -> bool {
-        self.free.range(..=block).next_back().is_some_and(|(s, l)| block < s + l)
+        self.free
+            .range(..=block)
+            .next_back()
+            .is_some_and(|(s, l)| block < s + l)
     }
 }
 
@@ -142,7 +154,10 @@ mod tests {
         a.defer(8, 20, 0);
         assert!(!a.is_free(12));
         a.durable_upto(6);
-        assert!(!a.is_free(12), "freed by commit 7, which is not durable yet");
+        assert!(
+            !a.is_free(12),
+            "freed by commit 7, which is not durable yet"
+        );
         assert_eq!(a.pending_blocks(), 10);
         a.durable_upto(7);
         assert!(a.is_free(12));

@@ -24,17 +24,44 @@ pub fn dump<D: BlockDevice>(dev: &mut D, journal: bool) -> Result<String> {
         }
     }
     let l = recovery::load(dev)?;
-    let _ = writeln!(o, "replayed {} record(s); stop: {}", l.replayed.len(), l.stop);
-    let _ = writeln!(o, "inodes ({}), next_ino {}:", l.meta.inodes.len(), l.meta.next_ino);
+    let _ = writeln!(
+        o,
+        "replayed {} record(s); stop: {}",
+        l.replayed.len(),
+        l.stop
+    );
+    let _ = writeln!(
+        o,
+        "inodes ({}), next_ino {}:",
+        l.meta.inodes.len(),
+        l.meta.next_ino
+    );
     for (ino, n) in &l.meta.inodes {
-        let _ = write!(o, "  {ino}: {:?} mode {:o} uid {} gid {} nlink {} size {}", n.kind, n.mode, n.uid, n.gid, n.nlink, n.size);
+        let _ = write!(
+            o,
+            "  {ino}: {:?} mode {:o} uid {} gid {} nlink {} size {}",
+            n.kind, n.mode, n.uid, n.gid, n.nlink, n.size
+        );
         match &n.body {
             Body::Dir { entries, parent } => {
-                let names: Vec<String> = entries.iter().map(|((_, nm), i)| format!("{}={i}", String::from_utf8_lossy(nm))).collect();
+                let names: Vec<String> = entries
+                    .iter()
+                    .map(|((_, nm), i)| format!("{}={i}", String::from_utf8_lossy(nm)))
+                    .collect();
                 let _ = writeln!(o, " parent {parent} entries [{}]", names.join(", "));
             }
             Body::File { extents } => {
-                let ex: Vec<String> = extents.iter().map(|(lb, e)| format!("{lb}+{}@{}{}", e.len, e.pblk, if e.written() { "" } else { " unwritten" })).collect();
+                let ex: Vec<String> = extents
+                    .iter()
+                    .map(|(lb, e)| {
+                        format!(
+                            "{lb}+{}@{}{}",
+                            e.len,
+                            e.pblk,
+                            if e.written() { "" } else { " unwritten" }
+                        )
+                    })
+                    .collect();
                 let _ = writeln!(o, " extents [{}]", ex.join(", "));
             }
             Body::Symlink { target } => {
@@ -56,7 +83,10 @@ pub fn dump<D: BlockDevice>(dev: &mut D, journal: bool) -> Result<String> {
             };
             let nb = len.div_ceil(BLOCK as u64).max(1);
             if pos + nb > sb.journal_end() {
-                let _ = writeln!(o, "  block {pos}: record header claiming {nb} blocks past the end");
+                let _ = writeln!(
+                    o,
+                    "  block {pos}: record header claiming {nb} blocks past the end"
+                );
                 pos += 1;
                 continue;
             }
@@ -64,7 +94,11 @@ pub fn dump<D: BlockDevice>(dev: &mut D, journal: bool) -> Result<String> {
             dev.read_run(pos, &mut raw)?;
             match layout::decode::<Record>(REC_MAGIC, &raw) {
                 Ok(r) => {
-                    let _ = writeln!(o, "  block {pos}+{nb}: epoch {} seq {} durable_upto {} streams {:?}", r.epoch, r.seq, r.durable_upto, r.streams);
+                    let _ = writeln!(
+                        o,
+                        "  block {pos}+{nb}: epoch {} seq {} durable_upto {} streams {:?}",
+                        r.epoch, r.seq, r.durable_upto, r.streams
+                    );
                     for op in &r.ops {
                         let _ = writeln!(o, "    {op:?}");
                     }

@@ -12,8 +12,15 @@
 
 use crate::alloc::Allocator;
 use crate::error::{FsError, Result};
-use crate::layout::{self, Checkpoint, Delta, Record, Segment, Superblock, CHECKPOINT_SLOTS, JOURNAL_START, MAX_DELTAS, MAX_SNAPSHOT_EXTENTS, REC_MAGIC, SB_MAGIC};
-use crate::meta::{map_block, valid_name, valid_xattr_name, xattr_fits, XATTR_NAME_MAX, XATTR_VALUE_MAX, XATTR_TOTAL_MAX, Body, Extent, FileType, Ino, Inode, LogOp, Meta, NewKind, Time, BLOCK, NAME_MAX, ROOT, SYMLINK_MAX};
+use crate::layout::{
+    self, Checkpoint, Delta, Record, Segment, Superblock, CHECKPOINT_SLOTS, JOURNAL_START,
+    MAX_DELTAS, MAX_SNAPSHOT_EXTENTS, REC_MAGIC, SB_MAGIC,
+};
+use crate::meta::{
+    map_block, valid_name, valid_xattr_name, xattr_fits, Body, Extent, FileType, Ino, Inode, LogOp,
+    Meta, NewKind, Time, BLOCK, NAME_MAX, ROOT, SYMLINK_MAX, XATTR_NAME_MAX, XATTR_TOTAL_MAX,
+    XATTR_VALUE_MAX,
+};
 use crate::recovery::{self, Loaded};
 use crate::streams::{Key, StreamFlags, StreamId, Streams};
 use intactfs_device::BlockDevice;
@@ -41,7 +48,11 @@ pub struct MkfsOptions {
 
 impl Default for MkfsOptions {
     fn default() -> Self {
-        MkfsOptions { journal_blocks: None, uuid: 0, time: now_wall() }
+        MkfsOptions {
+            journal_blocks: None,
+            uuid: 0,
+            time: now_wall(),
+        }
     }
 }
 
@@ -67,13 +78,26 @@ pub struct MountOptions {
 
 impl Default for MountOptions {
     fn default() -> Self {
-        MountOptions { dirty_limit: 256 << 20, region_limit: 1 << 30, checkpoint_fill: 0.75, delta_share: 0.5, read_only: false, clock: None, keep_commit_log: false }
+        MountOptions {
+            dirty_limit: 256 << 20,
+            region_limit: 1 << 30,
+            checkpoint_fill: 0.75,
+            delta_share: 0.5,
+            read_only: false,
+            clock: None,
+            keep_commit_log: false,
+        }
     }
 }
 
 pub fn now_wall() -> Time {
-    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    Time { sec: d.as_secs() as i64, nsec: d.subsec_nanos() }
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Time {
+        sec: d.as_secs() as i64,
+        nsec: d.subsec_nanos(),
+    }
 }
 
 /// What the device saw, for benchmarks and tests.
@@ -268,17 +292,29 @@ enum Wait {
 /// Writes an empty file system.
 pub fn mkfs<D: BlockDevice>(dev: &mut D, opts: &MkfsOptions) -> Result<Superblock> {
     if dev.block_size() != BLOCK {
-        return Err(FsError::Invalid(format!("device block size {} (intactfs needs {BLOCK})", dev.block_size())));
+        return Err(FsError::Invalid(format!(
+            "device block size {} (intactfs needs {BLOCK})",
+            dev.block_size()
+        )));
     }
     let blocks = dev.blocks();
-    let journal = opts.journal_blocks.unwrap_or((blocks / 32).clamp(64, (32 << 20) / BLOCK as u64));
+    let journal = opts
+        .journal_blocks
+        .unwrap_or((blocks / 32).clamp(64, (32 << 20) / BLOCK as u64));
     if blocks < JOURNAL_START + journal + 16 {
         return Err(FsError::Invalid(format!(
             "{blocks} blocks of {BLOCK} bytes is too small for a {journal}-block journal (need at least {} blocks)",
             JOURNAL_START + journal + 16
         )));
     }
-    let sb = Superblock { version: layout::FORMAT_VERSION, block_size: BLOCK as u32, blocks, journal_start: JOURNAL_START, journal_blocks: journal, uuid: opts.uuid };
+    let sb = Superblock {
+        version: layout::FORMAT_VERSION,
+        block_size: BLOCK as u32,
+        blocks,
+        journal_start: JOURNAL_START,
+        journal_blocks: journal,
+        uuid: opts.uuid,
+    };
     let meta = Meta::new(opts.time);
     let snap = postcard::to_stdvec(&meta).expect("in-memory serialization");
     let n = snap.len().div_ceil(BLOCK) as u64;
@@ -313,18 +349,33 @@ fn kind_of(k: &NewKind) -> FileType {
 impl<D: BlockDevice> Fs<D> {
     /// Recovers (replaying the journal) and, unless read-only, writes a fresh checkpoint.
     pub fn mount(mut dev: D, mut opts: MountOptions) -> Result<(Fs<D>, MountReport)> {
-        let Loaded { sb, cp, slot, mut meta, replayed, stop, journal_head, next_seq, durable_upto } = recovery::load(&mut dev)?;
+        let Loaded {
+            sb,
+            cp,
+            slot,
+            mut meta,
+            replayed,
+            stop,
+            journal_head,
+            next_seq,
+            durable_upto,
+        } = recovery::load(&mut dev)?;
         let mut alloc = Allocator::new(sb.data_start(), sb.blocks);
         for (s, l) in cp.meta_runs() {
             if !alloc.take(s, l) {
-                return Err(FsError::Corrupt(format!("snapshot block {s} is used twice")));
+                return Err(FsError::Corrupt(format!(
+                    "snapshot block {s} is used twice"
+                )));
             }
         }
         for n in meta.inodes.values() {
             if let Some(ex) = n.extents() {
                 for e in ex.values() {
                     if !alloc.take(e.pblk, e.len) {
-                        return Err(FsError::Corrupt(format!("device block {} is used twice", e.pblk)));
+                        return Err(FsError::Corrupt(format!(
+                            "device block {} is used twice",
+                            e.pblk
+                        )));
                     }
                 }
             }
@@ -334,11 +385,20 @@ impl<D: BlockDevice> Fs<D> {
         let orphans = recovery::orphans(&meta);
         let mut orphan_blocks = Vec::new();
         for &o in &orphans {
-            let f = meta.apply(&LogOp::Free { ino: o }).map_err(|e| FsError::Corrupt(format!("freeing orphan {o}: {e}")))?;
+            let f = meta
+                .apply(&LogOp::Free { ino: o })
+                .map_err(|e| FsError::Corrupt(format!("freeing orphan {o}: {e}")))?;
             orphan_blocks.extend(f.extents);
         }
-        let free_inos = (ROOT + 1..meta.next_ino).filter(|i| !meta.inodes.contains_key(i)).collect();
-        let report = MountReport { checkpoint_generation: cp.generation, records_replayed: replayed.len(), stop, orphans_freed: orphans.len() };
+        let free_inos = (ROOT + 1..meta.next_ino)
+            .filter(|i| !meta.inodes.contains_key(i))
+            .collect();
+        let report = MountReport {
+            checkpoint_generation: cp.generation,
+            records_replayed: replayed.len(),
+            stop,
+            orphans_freed: orphans.len(),
+        };
         let clock = opts.clock.take_or_default();
         let reader = dev.shared_io();
         let mut fs = Fs {
@@ -465,7 +525,10 @@ impl<D: BlockDevice> Fs<D> {
     /// ccfs `getstream()`: the caller's stream; callers that never set one are in the init
     /// stream.
     pub fn getstream(&self, caller: u64) -> StreamId {
-        self.callers.get(&caller).copied().unwrap_or(crate::streams::INIT_STREAM)
+        self.callers
+            .get(&caller)
+            .copied()
+            .unwrap_or(crate::streams::INIT_STREAM)
     }
 
     pub fn set_stream_flags(&mut self, s: StreamId, flags: StreamFlags) {
@@ -588,7 +651,10 @@ impl<D: BlockDevice> Fs<D> {
         let all: Vec<StreamId> = self.legacy_groups().into_iter().flatten().collect();
         self.commit(&all)?;
         self.flush()?;
-        debug_assert!(self.freeing == 0 || !self.regions.is_empty(), "everything is committed, yet blocks wait to be freed");
+        debug_assert!(
+            self.freeing == 0 || !self.regions.is_empty(),
+            "everything is committed, yet blocks wait to be freed"
+        );
         Ok(())
     }
 
@@ -616,7 +682,12 @@ impl<D: BlockDevice> Fs<D> {
         // Preallocation waiting for its commit counts as allocated (minus blocks already
         // counted as dirty data inside it), as st_blocks does on other file systems.
         let prealloc = self.falloc.get(&ino).map_or(0, |(ranges, res)| {
-            let inside: u64 = d.map_or(0, |d| ranges.iter().map(|&(a, b)| d.range(a..b).count() as u64).sum());
+            let inside: u64 = d.map_or(0, |d| {
+                ranges
+                    .iter()
+                    .map(|&(a, b)| d.range(a..b).count() as u64)
+                    .sum()
+            });
             res.saturating_sub(inside)
         });
         Attr {
@@ -655,7 +726,10 @@ impl<D: BlockDevice> Fs<D> {
             return Err(FsError::NameTooLong);
         }
         if !valid_name(name) {
-            return Err(FsError::Invalid(format!("file name {:?}", String::from_utf8_lossy(name))));
+            return Err(FsError::Invalid(format!(
+                "file name {:?}",
+                String::from_utf8_lossy(name)
+            )));
         }
         Ok(())
     }
@@ -683,14 +757,26 @@ impl<D: BlockDevice> Fs<D> {
         Ok(entries
             .range(start..)
             .take(max)
-            .map(|((h, name), &i)| DirEntry { name: name.clone(), ino: i, kind: self.live.get(i).map(|n| n.kind).unwrap_or(FileType::File), cookie: *h })
+            .map(|((h, name), &i)| DirEntry {
+                name: name.clone(),
+                ino: i,
+                kind: self.live.get(i).map(|n| n.kind).unwrap_or(FileType::File),
+                cookie: *h,
+            })
             .collect())
     }
 
     pub fn statfs(&self) -> StatFs {
         // As other file systems do, space an unlink released is free now, not at its commit.
-        let free = (self.alloc.free_blocks() + self.freeing).saturating_sub(self.reserved + self.meta_reserve);
-        StatFs { block_size: BLOCK as u64, blocks: self.sb.blocks - self.sb.data_start(), free_blocks: free, files: self.live.inodes.len() as u64, name_max: NAME_MAX as u64 }
+        let free = (self.alloc.free_blocks() + self.freeing)
+            .saturating_sub(self.reserved + self.meta_reserve);
+        StatFs {
+            block_size: BLOCK as u64,
+            blocks: self.sb.blocks - self.sb.data_start(),
+            free_blocks: free,
+            files: self.live.inodes.len() as u64,
+            name_max: NAME_MAX as u64,
+        }
     }
 
     /// Where a block of a file is now: its bytes (dirty cache, a commit in flight, a
@@ -711,7 +797,9 @@ impl<D: BlockDevice> Fs<D> {
 
     fn checked(ino: Ino, lblk: u64, p: u64, crc: u32, buf: Vec<u8>) -> Result<Vec<u8>> {
         if layout::block_crc(&buf) != crc {
-            return Err(FsError::Corrupt(format!("inode {ino} block {lblk} (device block {p}) does not match its checksum")));
+            return Err(FsError::Corrupt(format!(
+                "inode {ino} block {lblk} (device block {p}) does not match its checksum"
+            )));
         }
         Ok(buf)
     }
@@ -731,7 +819,9 @@ impl<D: BlockDevice> Fs<D> {
     /// writer's lock), for a device with a shared handle ([`BlockDevice::shared_io`]).
     pub fn read_shared(&self, ino: Ino, off: u64, len: usize) -> Result<Vec<u8>> {
         let Some(dev) = self.reader.as_deref() else {
-            return Err(FsError::Internal("read_shared on a device without a shared handle".into()));
+            return Err(FsError::Internal(
+                "read_shared on a device without a shared handle".into(),
+            ));
         };
         self.read_by(ino, off, len, &mut |fs, lblk| match fs.locate(ino, lblk)? {
             Ok(b) => Ok(b),
@@ -762,7 +852,9 @@ impl<D: BlockDevice> Fs<D> {
             blocks.push(self.file_block(ino, lblk)?);
         }
         let mut it = blocks.into_iter();
-        self.read_by(ino, off, len, &mut |_, _| Ok(it.next().expect("one block per block of the span")))
+        self.read_by(ino, off, len, &mut |_, _| {
+            Ok(it.next().expect("one block per block of the span"))
+        })
     }
 
     /// The byte range [off, end) a read of `len` bytes at `off` returns (None: nothing).
@@ -780,8 +872,16 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     /// Assembles a read from its blocks, each from `block(self, file block)` in order.
-    fn read_by(&self, ino: Ino, off: u64, len: usize, block: &mut dyn FnMut(&Self, u64) -> Result<Vec<u8>>) -> Result<Vec<u8>> {
-        let Some((off, end)) = self.span(ino, off, len)? else { return Ok(Vec::new()) };
+    fn read_by(
+        &self,
+        ino: Ino,
+        off: u64,
+        len: usize,
+        block: &mut dyn FnMut(&Self, u64) -> Result<Vec<u8>>,
+    ) -> Result<Vec<u8>> {
+        let Some((off, end)) = self.span(ino, off, len)? else {
+            return Ok(Vec::new());
+        };
         let mut out = Vec::with_capacity((end - off) as usize);
         let mut pos = off;
         while pos < end {
@@ -825,7 +925,10 @@ impl<D: BlockDevice> Fs<D> {
                 }
                 // Next candidate: the next dirty block or written extent after b.
                 let d = dirty.range(b + 1..).next().map(|(k, _)| *k);
-                let e = ext.range(b + 1..).find(|(_, e)| e.written()).map(|(k, _)| *k);
+                let e = ext
+                    .range(b + 1..)
+                    .find(|(_, e)| e.written())
+                    .map(|(k, _)| *k);
                 match d.into_iter().chain(e).min() {
                     Some(nb) => b = nb,
                     None => return Err(FsError::PastEnd),
@@ -851,7 +954,10 @@ impl<D: BlockDevice> Fs<D> {
     /// Applies `op` to the live state and logs it in stream `s`'s transaction.
     fn log(&mut self, s: StreamId, op: LogOp, claims: &[Key], checks: &[Key]) -> Result<()> {
         let s = self.route(s, claims, checks)?;
-        let freed = self.live.apply(&op).map_err(|e| FsError::Internal(format!("{op:?}: {e}")))?;
+        let freed = self
+            .live
+            .apply(&op)
+            .map_err(|e| FsError::Internal(format!("{op:?}: {e}")))?;
         // Live extents are all committed ones (data is allocated at commit).
         self.freeing += freed.extents.iter().map(|e| e.1).sum::<u64>();
         self.streams.relate(s, claims, checks);
@@ -872,7 +978,15 @@ impl<D: BlockDevice> Fs<D> {
         self.free_inos.pop_first().unwrap_or(self.live.next_ino)
     }
 
-    pub fn create(&mut self, s: StreamId, parent: Ino, name: &[u8], kind: NewKind, mode: u32, owner: Owner) -> Result<Attr> {
+    pub fn create(
+        &mut self,
+        s: StreamId,
+        parent: Ino,
+        name: &[u8],
+        kind: NewKind,
+        mode: u32,
+        owner: Owner,
+    ) -> Result<Attr> {
         self.writable()?;
         self.dir(parent)?;
         Self::check_name(name)?;
@@ -881,7 +995,10 @@ impl<D: BlockDevice> Fs<D> {
         }
         if let NewKind::Symlink(t) = &kind {
             if t.is_empty() || t.len() > SYMLINK_MAX {
-                return Err(FsError::Invalid(format!("symlink target of {} bytes", t.len())));
+                return Err(FsError::Invalid(format!(
+                    "symlink target of {} bytes",
+                    t.len()
+                )));
             }
         }
         if kind_of(&kind) == FileType::Dir && self.node(parent)?.nlink >= MAX_LINKS {
@@ -889,19 +1006,54 @@ impl<D: BlockDevice> Fs<D> {
         }
         let ino = self.alloc_ino();
         let time = self.now();
-        let op = LogOp::Create { parent, name: name.to_vec(), ino, kind, mode, uid: owner.uid, gid: owner.gid, time };
-        self.log(s, op, &[Key::Entry(parent, name.to_vec()), Key::Ino(ino)], &[Key::Ino(parent)])?;
+        let op = LogOp::Create {
+            parent,
+            name: name.to_vec(),
+            ino,
+            kind,
+            mode,
+            uid: owner.uid,
+            gid: owner.gid,
+            time,
+        };
+        self.log(
+            s,
+            op,
+            &[Key::Entry(parent, name.to_vec()), Key::Ino(ino)],
+            &[Key::Ino(parent)],
+        )?;
         self.streams.mark(s, &[Key::Inside(parent)]);
         self.count_call(s);
         self.getattr(ino)
     }
 
-    pub fn mkdir(&mut self, s: StreamId, parent: Ino, name: &[u8], mode: u32, owner: Owner) -> Result<Attr> {
+    pub fn mkdir(
+        &mut self,
+        s: StreamId,
+        parent: Ino,
+        name: &[u8],
+        mode: u32,
+        owner: Owner,
+    ) -> Result<Attr> {
         self.create(s, parent, name, NewKind::Dir, mode, owner)
     }
 
-    pub fn symlink(&mut self, s: StreamId, parent: Ino, name: &[u8], target: &[u8], owner: Owner) -> Result<Attr> {
-        self.create(s, parent, name, NewKind::Symlink(target.to_vec()), 0o777, owner)
+    pub fn symlink(
+        &mut self,
+        s: StreamId,
+        parent: Ino,
+        name: &[u8],
+        target: &[u8],
+        owner: Owner,
+    ) -> Result<Attr> {
+        self.create(
+            s,
+            parent,
+            name,
+            NewKind::Symlink(target.to_vec()),
+            0o777,
+            owner,
+        )
     }
 
     pub fn link(&mut self, s: StreamId, ino: Ino, parent: Ino, name: &[u8]) -> Result<Attr> {
@@ -922,8 +1074,18 @@ impl<D: BlockDevice> Fs<D> {
             return Err(FsError::Exists);
         }
         let time = self.now();
-        let op = LogOp::Link { parent, name: name.to_vec(), ino, time };
-        self.log(s, op, &[Key::Entry(parent, name.to_vec()), Key::Ino(ino)], &[Key::Ino(parent)])?;
+        let op = LogOp::Link {
+            parent,
+            name: name.to_vec(),
+            ino,
+            time,
+        };
+        self.log(
+            s,
+            op,
+            &[Key::Entry(parent, name.to_vec()), Key::Ino(ino)],
+            &[Key::Ino(parent)],
+        )?;
         self.tmpfiles.remove(&ino);
         self.streams.mark(s, &[Key::Inside(parent)]);
         self.count_call(s);
@@ -935,7 +1097,13 @@ impl<D: BlockDevice> Fs<D> {
     /// is made as a create in `parent` under a fresh hidden name and an unlink of that name,
     /// both in stream `s`'s transaction, so nobody sees the name and no commit keeps it. A
     /// crash before a link frees the file (an orphan), as Linux file systems do.
-    pub fn create_tmpfile(&mut self, s: StreamId, parent: Ino, mode: u32, owner: Owner) -> Result<Attr> {
+    pub fn create_tmpfile(
+        &mut self,
+        s: StreamId,
+        parent: Ino,
+        mode: u32,
+        owner: Owner,
+    ) -> Result<Attr> {
         self.writable()?;
         self.dir(parent)?;
         let mut k = 0u64;
@@ -955,7 +1123,9 @@ impl<D: BlockDevice> Fs<D> {
 
     /// Frees an inode whose last link and last opener are gone.
     fn maybe_free(&mut self, s: StreamId, ino: Ino) -> Result<()> {
-        let Some(n) = self.live.get(ino) else { return Ok(()) };
+        let Some(n) = self.live.get(ino) else {
+            return Ok(());
+        };
         if n.nlink == 0 && self.open.get(&ino).copied().unwrap_or(0) == 0 {
             self.tmpfiles.remove(&ino);
             self.drop_dirty(ino, 0);
@@ -993,13 +1163,28 @@ impl<D: BlockDevice> Fs<D> {
         match (want_dir, t.kind == FileType::Dir) {
             (true, false) => return Err(FsError::NotDir),
             (false, true) => return Err(FsError::IsDir),
-            (true, true) if !t.entries().is_some_and(|e| e.is_empty()) => return Err(FsError::NotEmpty),
+            (true, true) if !t.entries().is_some_and(|e| e.is_empty()) => {
+                return Err(FsError::NotEmpty)
+            }
             _ => {}
         }
         let time = self.now();
-        let op = LogOp::Unlink { parent, name: name.to_vec(), time };
-        let checks = if want_dir { vec![Key::Inside(target)] } else { Vec::new() };
-        self.log(s, op, &[Key::Entry(parent, name.to_vec()), Key::Ino(target)], &checks)?;
+        let op = LogOp::Unlink {
+            parent,
+            name: name.to_vec(),
+            time,
+        };
+        let checks = if want_dir {
+            vec![Key::Inside(target)]
+        } else {
+            Vec::new()
+        };
+        self.log(
+            s,
+            op,
+            &[Key::Entry(parent, name.to_vec()), Key::Ino(target)],
+            &checks,
+        )?;
         self.streams.mark(s, &[Key::Inside(parent)]);
         self.maybe_free(s, target)?;
         self.count_call(s);
@@ -1014,10 +1199,20 @@ impl<D: BlockDevice> Fs<D> {
         self.remove(s, parent, name, true)
     }
 
-    pub fn rename(&mut self, s: StreamId, sp: Ino, sn: &[u8], dp: Ino, dn: &[u8], flags: RenameFlags) -> Result<()> {
+    pub fn rename(
+        &mut self,
+        s: StreamId,
+        sp: Ino,
+        sn: &[u8],
+        dp: Ino,
+        dn: &[u8],
+        flags: RenameFlags,
+    ) -> Result<()> {
         self.writable()?;
         if flags.noreplace && flags.exchange {
-            return Err(FsError::Invalid("RENAME_NOREPLACE with RENAME_EXCHANGE".into()));
+            return Err(FsError::Invalid(
+                "RENAME_NOREPLACE with RENAME_EXCHANGE".into(),
+            ));
         }
         self.dir(sp)?;
         self.dir(dp)?;
@@ -1039,7 +1234,9 @@ impl<D: BlockDevice> Fs<D> {
             return Ok(());
         }
         if src_dir && self.live.is_ancestor(src, dp) {
-            return Err(FsError::Invalid("a directory cannot move into itself".into()));
+            return Err(FsError::Invalid(
+                "a directory cannot move into itself".into(),
+            ));
         }
         let mut claims = vec![Key::Entry(sp, sn.to_vec()), Key::Entry(dp, dn.to_vec())];
         let mut checks = vec![Key::Ino(dp)];
@@ -1051,13 +1248,17 @@ impl<D: BlockDevice> Fs<D> {
             let dst_dir = dn_.kind == FileType::Dir;
             if flags.exchange {
                 if dst_dir && self.live.is_ancestor(d, sp) {
-                    return Err(FsError::Invalid("a directory cannot move into itself".into()));
+                    return Err(FsError::Invalid(
+                        "a directory cannot move into itself".into(),
+                    ));
                 }
             } else {
                 match (src_dir, dst_dir) {
                     (true, false) => return Err(FsError::NotDir),
                     (false, true) => return Err(FsError::IsDir),
-                    (true, true) if !dn_.entries().is_some_and(|e| e.is_empty()) => return Err(FsError::NotEmpty),
+                    (true, true) if !dn_.entries().is_some_and(|e| e.is_empty()) => {
+                        return Err(FsError::NotEmpty)
+                    }
                     (true, true) => checks.push(Key::Inside(d)),
                     _ => {}
                 }
@@ -1071,7 +1272,14 @@ impl<D: BlockDevice> Fs<D> {
             claims.push(Key::DirTree);
         }
         let time = self.now();
-        let op = LogOp::Rename { sp, sn: sn.to_vec(), dp, dn: dn.to_vec(), exchange: flags.exchange, time };
+        let op = LogOp::Rename {
+            sp,
+            sn: sn.to_vec(),
+            dp,
+            dn: dn.to_vec(),
+            exchange: flags.exchange,
+            time,
+        };
         self.log(s, op, &claims, &checks)?;
         self.streams.mark(s, &[Key::Inside(sp), Key::Inside(dp)]);
         if let (Some(d), false) = (dst, flags.exchange) {
@@ -1089,11 +1297,16 @@ impl<D: BlockDevice> Fs<D> {
 
     /// The last close of an unlinked file frees it.
     pub fn release(&mut self, s: StreamId, ino: Ino) -> Result<()> {
-        let Some(c) = self.open.get_mut(&ino) else { return Ok(()) };
+        let Some(c) = self.open.get_mut(&ino) else {
+            return Ok(());
+        };
         *c -= 1;
         if *c == 0 {
             self.open.remove(&ino);
-            if !self.opts.read_only && self.poisoned.is_none() && self.live.get(ino).is_some_and(|n| n.nlink == 0) {
+            if !self.opts.read_only
+                && self.poisoned.is_none()
+                && self.live.get(ino).is_some_and(|n| n.nlink == 0)
+            {
                 self.maybe_free(s, ino)?;
             }
         }
@@ -1110,7 +1323,9 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     fn available(&self) -> u64 {
-        self.alloc.free_blocks().saturating_sub(self.reserved + self.meta_reserve)
+        self.alloc
+            .free_blocks()
+            .saturating_sub(self.reserved + self.meta_reserve)
     }
 
     /// `need` blocks can be reserved; if only uncommitted frees stand in the way, commit
@@ -1131,7 +1346,10 @@ impl<D: BlockDevice> Fs<D> {
             }
         }
         if n > self.available() {
-            return Err(FsError::NoSpace(format!("{n} blocks needed, {} available", self.available())));
+            return Err(FsError::NoSpace(format!(
+                "{n} blocks needed, {} available",
+                self.available()
+            )));
         }
         Ok(n)
     }
@@ -1142,9 +1360,22 @@ impl<D: BlockDevice> Fs<D> {
         if let Some(size) = a.size {
             self.truncate_inner(s, ino, size)?;
         }
-        if a.mode.is_some() || a.uid.is_some() || a.gid.is_some() || a.atime.is_some() || a.mtime.is_some() {
+        if a.mode.is_some()
+            || a.uid.is_some()
+            || a.gid.is_some()
+            || a.atime.is_some()
+            || a.mtime.is_some()
+        {
             let ctime = self.now();
-            let op = LogOp::SetAttr { ino, mode: a.mode, uid: a.uid, gid: a.gid, atime: a.atime, mtime: a.mtime, ctime };
+            let op = LogOp::SetAttr {
+                ino,
+                mode: a.mode,
+                uid: a.uid,
+                gid: a.gid,
+                atime: a.atime,
+                mtime: a.mtime,
+                ctime,
+            };
             self.log(s, op, &[Key::Ino(ino)], &[])?;
         }
         self.count_call(s);
@@ -1152,11 +1383,23 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     /// Sets extended attribute `name`; `create`: fail if it exists, `replace`: fail if not.
-    pub fn setxattr(&mut self, s: StreamId, ino: Ino, name: &[u8], value: &[u8], create: bool, replace: bool) -> Result<()> {
+    pub fn setxattr(
+        &mut self,
+        s: StreamId,
+        ino: Ino,
+        name: &[u8],
+        value: &[u8],
+        create: bool,
+        replace: bool,
+    ) -> Result<()> {
         self.writable()?;
         let n = self.node(ino)?;
         if !valid_xattr_name(name) {
-            return Err(if name.len() > XATTR_NAME_MAX { FsError::NameTooLong } else { FsError::Invalid("extended attribute name".into()) });
+            return Err(if name.len() > XATTR_NAME_MAX {
+                FsError::NameTooLong
+            } else {
+                FsError::Invalid("extended attribute name".into())
+            });
         }
         if value.len() > XATTR_VALUE_MAX {
             return Err(FsError::TooBig);
@@ -1167,16 +1410,32 @@ impl<D: BlockDevice> Fs<D> {
             _ => {}
         }
         if !xattr_fits(&n.xattrs, name, value.len()) {
-            return Err(FsError::NoSpace(format!("extended attributes of one inode are limited to {XATTR_TOTAL_MAX} bytes")));
+            return Err(FsError::NoSpace(format!(
+                "extended attributes of one inode are limited to {XATTR_TOTAL_MAX} bytes"
+            )));
         }
         let ctime = self.now();
-        self.log(s, LogOp::SetXattr { ino, name: name.to_vec(), value: Some(value.to_vec()), ctime }, &[Key::Ino(ino)], &[])?;
+        self.log(
+            s,
+            LogOp::SetXattr {
+                ino,
+                name: name.to_vec(),
+                value: Some(value.to_vec()),
+                ctime,
+            },
+            &[Key::Ino(ino)],
+            &[],
+        )?;
         self.count_call(s);
         Ok(())
     }
 
     pub fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
-        self.node(ino)?.xattrs.get(name).cloned().ok_or(FsError::NoData)
+        self.node(ino)?
+            .xattrs
+            .get(name)
+            .cloned()
+            .ok_or(FsError::NoData)
     }
 
     pub fn listxattr(&self, ino: Ino) -> Result<Vec<Vec<u8>>> {
@@ -1189,13 +1448,31 @@ impl<D: BlockDevice> Fs<D> {
             return Err(FsError::NoData);
         }
         let ctime = self.now();
-        self.log(s, LogOp::SetXattr { ino, name: name.to_vec(), value: None, ctime }, &[Key::Ino(ino)], &[])?;
+        self.log(
+            s,
+            LogOp::SetXattr {
+                ino,
+                name: name.to_vec(),
+                value: None,
+                ctime,
+            },
+            &[Key::Ino(ino)],
+            &[],
+        )?;
         self.count_call(s);
         Ok(())
     }
 
     pub fn truncate(&mut self, s: StreamId, ino: Ino, size: u64) -> Result<()> {
-        self.setattr(s, ino, SetAttr { size: Some(size), ..Default::default() }).map(|_| ())
+        self.setattr(
+            s,
+            ino,
+            SetAttr {
+                size: Some(size),
+                ..Default::default()
+            },
+        )
+        .map(|_| ())
     }
 
     fn truncate_inner(&mut self, s: StreamId, ino: Ino, size: u64) -> Result<()> {
@@ -1212,7 +1489,11 @@ impl<D: BlockDevice> Fs<D> {
             if tail != 0 {
                 // Bytes past the new end must read as zeros if the file grows again.
                 let mapped = self.dirty.get(&ino).is_some_and(|d| d.contains_key(&lb))
-                    || self.node(ino)?.extents().and_then(|e| map_block(e, lb)).is_some_and(|(_, c)| c.is_some());
+                    || self
+                        .node(ino)?
+                        .extents()
+                        .and_then(|e| map_block(e, lb))
+                        .is_some_and(|(_, c)| c.is_some());
                 if mapped {
                     let mut b = self.file_block(ino, lb)?;
                     b[tail as usize..].fill(0);
@@ -1233,7 +1514,17 @@ impl<D: BlockDevice> Fs<D> {
             }
         }
         let time = self.now();
-        self.log(s, LogOp::SetSize { ino, size, time, free_past_end: size < old }, &[Key::Ino(ino)], &[])
+        self.log(
+            s,
+            LogOp::SetSize {
+                ino,
+                size,
+                time,
+                free_past_end: size < old,
+            },
+            &[Key::Ino(ino)],
+            &[],
+        )
     }
 
     fn put_dirty(&mut self, ino: Ino, lblk: u64, b: Box<[u8]>) -> Result<()> {
@@ -1251,7 +1542,10 @@ impl<D: BlockDevice> Fs<D> {
         if data.is_empty() {
             return Ok(0);
         }
-        let end = off.checked_add(data.len() as u64).filter(|&e| e <= MAX_FILE_SIZE).ok_or(FsError::TooBig)?;
+        let end = off
+            .checked_add(data.len() as u64)
+            .filter(|&e| e <= MAX_FILE_SIZE)
+            .ok_or(FsError::TooBig)?;
         let (b0, b1) = (off / BLOCK as u64, (end - 1) / BLOCK as u64);
         let s = self.route(s, &[Key::Ino(ino)], &[])?;
         let in_region = self.is_region(s);
@@ -1260,7 +1554,9 @@ impl<D: BlockDevice> Fs<D> {
         }
         self.room_for(|fs| {
             let have = fs.dirty.get(&ino);
-            (b0..=b1).filter(|b| !have.is_some_and(|d| d.contains_key(b))).count() as u64
+            (b0..=b1)
+                .filter(|b| !have.is_some_and(|d| d.contains_key(b)))
+                .count() as u64
         })?;
         self.streams.relate(s, &[Key::Ino(ino)], &[]);
         let mut pos = off;
@@ -1272,7 +1568,11 @@ impl<D: BlockDevice> Fs<D> {
                 b[within..within + take].copy_from_slice(src);
             } else {
                 let whole = within == 0 && take == BLOCK;
-                let mut b = if whole || lb * BLOCK as u64 >= size { vec![0; BLOCK] } else { self.file_block(ino, lb)? };
+                let mut b = if whole || lb * BLOCK as u64 >= size {
+                    vec![0; BLOCK]
+                } else {
+                    self.file_block(ino, lb)?
+                };
                 b[within..within + take].copy_from_slice(src);
                 self.put_dirty(ino, lb, b.into_boxed_slice())?;
             }
@@ -1287,7 +1587,9 @@ impl<D: BlockDevice> Fs<D> {
         self.wattrs.entry(ino).or_default().push((g, end, time));
         self.count_call(s);
         if in_region {
-            if crate::mutation::active(crate::mutation::Mutation::RegionEarlyPage) && self.streams.stream(s).logged == 1 {
+            if crate::mutation::active(crate::mutation::Mutation::RegionEarlyPage)
+                && self.streams.stream(s).logged == 1
+            {
                 self.commit(&[s])?;
             }
         } else if self.dirty_blocks * BLOCK as u64 > self.opts.dirty_limit {
@@ -1295,28 +1597,59 @@ impl<D: BlockDevice> Fs<D> {
             // With deferred I/O the caller writes it after answering, and nobody waits
             // for its flush (the durability timeout or the next fsync brings it).
             let g = self.streams.group(s);
-            self.commit_with(&g, if self.deferred { Wait::Written } else { Wait::Now })?;
+            self.commit_with(
+                &g,
+                if self.deferred {
+                    Wait::Written
+                } else {
+                    Wait::Now
+                },
+            )?;
         }
         Ok(data.len())
     }
 
     /// Preallocates [off, off+len); the blocks are allocated when the transaction commits
     /// (reserved now). `keep_size`: FALLOC_FL_KEEP_SIZE.
-    pub fn fallocate(&mut self, s: StreamId, ino: Ino, off: u64, len: u64, keep_size: bool) -> Result<()> {
+    pub fn fallocate(
+        &mut self,
+        s: StreamId,
+        ino: Ino,
+        off: u64,
+        len: u64,
+        keep_size: bool,
+    ) -> Result<()> {
         self.writable()?;
         if len == 0 {
             return Err(FsError::Invalid("fallocate of length 0".into()));
         }
-        let end = off.checked_add(len).filter(|&e| e <= MAX_FILE_SIZE).ok_or(FsError::TooBig)?;
+        let end = off
+            .checked_add(len)
+            .filter(|&e| e <= MAX_FILE_SIZE)
+            .ok_or(FsError::TooBig)?;
         let (b0, b1) = (off / BLOCK as u64, end.div_ceil(BLOCK as u64));
         let size = self.file(ino)?.size;
         // Holes not yet reserved for, run by run (a 1 TiB request must not loop per block).
         let need = self.room_for(|fs| {
-            let ext = fs.live.get(ino).and_then(|n| n.extents()).expect("a regular file, checked above");
-            let pending = fs.falloc.get(&ino).map(|p| p.0.as_slice()).unwrap_or_default();
+            let ext = fs
+                .live
+                .get(ino)
+                .and_then(|n| n.extents())
+                .expect("a regular file, checked above");
+            let pending = fs
+                .falloc
+                .get(&ino)
+                .map(|p| p.0.as_slice())
+                .unwrap_or_default();
             holes(ext, fs.dirty.get(&ino), b0, b1)
                 .into_iter()
-                .map(|(h, n)| n - pending.iter().map(|&(a, b)| b.min(h + n).saturating_sub(a.max(h))).sum::<u64>().min(n))
+                .map(|(h, n)| {
+                    n - pending
+                        .iter()
+                        .map(|&(a, b)| b.min(h + n).saturating_sub(a.max(h)))
+                        .sum::<u64>()
+                        .min(n)
+                })
                 .sum()
         })?;
         let s = self.route(s, &[Key::Ino(ino)], &[])?;
@@ -1329,7 +1662,17 @@ impl<D: BlockDevice> Fs<D> {
         self.streams.relate(s, &[Key::Ino(ino)], &[]);
         if !keep_size && end > size {
             let time = self.now();
-            self.log(s, LogOp::SetSize { ino, size: end, time, free_past_end: false }, &[Key::Ino(ino)], &[])?;
+            self.log(
+                s,
+                LogOp::SetSize {
+                    ino,
+                    size: end,
+                    time,
+                    free_past_end: false,
+                },
+                &[Key::Ino(ino)],
+                &[],
+            )?;
         }
         self.count_call(s);
         Ok(())
@@ -1344,7 +1687,10 @@ impl<D: BlockDevice> Fs<D> {
         if len == 0 {
             return Err(FsError::Invalid("fallocate of length 0".into()));
         }
-        let end = off.checked_add(len).ok_or(FsError::TooBig)?.min(MAX_FILE_SIZE);
+        let end = off
+            .checked_add(len)
+            .ok_or(FsError::TooBig)?
+            .min(MAX_FILE_SIZE);
         let size = self.file(ino)?.size;
         if off >= end {
             return Ok(());
@@ -1363,13 +1709,22 @@ impl<D: BlockDevice> Fs<D> {
             if (a == b * bs && z == (b + 1) * bs) || a >= z {
                 continue; // a whole block (unmapped below) or nothing inside the size
             }
-            let mapped = self.dirty.get(&ino).is_some_and(|d| d.contains_key(&b)) || self.node(ino)?.extents().and_then(|e| map_block(e, b)).is_some_and(|(_, c)| c.is_some());
+            let mapped = self.dirty.get(&ino).is_some_and(|d| d.contains_key(&b))
+                || self
+                    .node(ino)?
+                    .extents()
+                    .and_then(|e| map_block(e, b))
+                    .is_some_and(|(_, c)| c.is_some());
             if mapped {
                 zero.push((b, a, z));
             }
         }
         // Room for both edges before either changes: a call refused for space changes nothing.
-        self.room_for(|fs| zero.iter().filter(|(b, ..)| !fs.dirty.get(&ino).is_some_and(|d| d.contains_key(b))).count() as u64)?;
+        self.room_for(|fs| {
+            zero.iter()
+                .filter(|(b, ..)| !fs.dirty.get(&ino).is_some_and(|d| d.contains_key(b)))
+                .count() as u64
+        })?;
         for (b, a, z) in zero {
             let mut blk = self.file_block(ino, b)?;
             blk[(a - b * bs) as usize..(z - b * bs) as usize].fill(0);
@@ -1392,11 +1747,25 @@ impl<D: BlockDevice> Fs<D> {
             if let Some((ranges, _)) = self.falloc.get_mut(&ino) {
                 // The reservation stays until the commit (then released whole): only the
                 // ranges to allocate shrink.
-                *ranges = ranges.iter().flat_map(|&(a, b)| [(a, b.min(full0)), (a.max(full1), b)]).filter(|(a, b)| a < b).collect();
+                *ranges = ranges
+                    .iter()
+                    .flat_map(|&(a, b)| [(a, b.min(full0)), (a.max(full1), b)])
+                    .filter(|(a, b)| a < b)
+                    .collect();
             }
         }
         let time = self.now();
-        self.log(s, LogOp::Punch { ino, lblk: full0, len: full1.saturating_sub(full0), time }, &[Key::Ino(ino)], &[])?;
+        self.log(
+            s,
+            LogOp::Punch {
+                ino,
+                lblk: full0,
+                len: full1.saturating_sub(full0),
+                time,
+            },
+            &[Key::Ino(ino)],
+            &[],
+        )?;
         self.count_call(s);
         Ok(())
     }
@@ -1418,7 +1787,11 @@ impl<D: BlockDevice> Fs<D> {
     /// Commits as one record, and waits for what `wait` says.
     fn commit_with(&mut self, members: &[StreamId], wait: Wait) -> Result<()> {
         self.writable()?;
-        let wait = if wait == Wait::Caller && !self.deferred { Wait::Now } else { wait };
+        let wait = if wait == Wait::Caller && !self.deferred {
+            Wait::Now
+        } else {
+            wait
+        };
         let flush = wait != Wait::Written;
         let (mut ops, keys, progress) = self.streams.take_group(members);
         let logical = ops.len();
@@ -1436,11 +1809,21 @@ impl<D: BlockDevice> Fs<D> {
         let inos: BTreeSet<Ino> = keys
             .iter()
             .filter_map(|k| match k {
-                Key::Ino(i) if self.dirty.contains_key(i) || self.falloc.contains_key(i) || written.contains(i) => Some(*i),
+                Key::Ino(i)
+                    if self.dirty.contains_key(i)
+                        || self.falloc.contains_key(i)
+                        || written.contains(i) =>
+                {
+                    Some(*i)
+                }
                 _ => None,
             })
             .collect();
-        let tx = if flush { self.tx_for_commit(&ops, &inos)? } else { None };
+        let tx = if flush {
+            self.tx_for_commit(&ops, &inos)?
+        } else {
+            None
+        };
         let mut data_bytes = 0u64;
         let mut cio = io::CommitIo::new(self.next_seq);
         for ino in inos {
@@ -1454,32 +1837,61 @@ impl<D: BlockDevice> Fs<D> {
             let had_dirty = !dirty.is_empty() || written.contains(&ino);
             if let Some((ranges, res)) = self.falloc.remove(&ino) {
                 self.reserved -= res;
-                let ext = self.live.get(ino).and_then(|n| n.extents()).expect("a file with preallocation");
-                let holes: Vec<(u64, u64)> = merge_ranges(ranges).into_iter().flat_map(|(a, b)| holes(ext, Some(&dirty), a, b)).collect();
+                let ext = self
+                    .live
+                    .get(ino)
+                    .and_then(|n| n.extents())
+                    .expect("a file with preallocation");
+                let holes: Vec<(u64, u64)> = merge_ranges(ranges)
+                    .into_iter()
+                    .flat_map(|(a, b)| holes(ext, Some(&dirty), a, b))
+                    .collect();
                 for (mut lblk, len) in holes {
                     let runs = self.alloc.alloc(len);
                     let got: u64 = runs.iter().map(|r| r.1).sum();
                     if got < len {
-                        return Err(self.poison(format!("preallocation found {got} of {len} blocks")));
+                        return Err(
+                            self.poison(format!("preallocation found {got} of {len} blocks"))
+                        );
                     }
                     for (pblk, l) in runs {
-                        ops.push(LogOp::Map { ino, lblk, pblk, len: l, crcs: Vec::new() });
+                        ops.push(LogOp::Map {
+                            ino,
+                            lblk,
+                            pblk,
+                            len: l,
+                            crcs: Vec::new(),
+                        });
                         lblk += l;
                     }
                 }
             }
             if had_dirty {
-                ops.push(LogOp::SetSize { ino, size, time: mtime, free_past_end: false });
+                ops.push(LogOp::SetSize {
+                    ino,
+                    size,
+                    time: mtime,
+                    free_past_end: false,
+                });
             }
             if !dirty.is_empty() {
                 // On a transactional device a block the file already has is rewritten where
                 // it is, inside the commit's device transaction (X-FTL): no new block, nothing
                 // to free later. Elsewhere (and for new blocks) copy on write.
                 if tx.is_some() {
-                    let ext = self.live.get(ino).and_then(|n| n.extents()).expect("a file with dirty blocks");
-                    let (inplace, fresh): (Blocks, Blocks) = dirty.into_iter().partition(|(l, _)| map_block(ext, *l).is_some());
+                    let ext = self
+                        .live
+                        .get(ino)
+                        .and_then(|n| n.extents())
+                        .expect("a file with dirty blocks");
+                    let (inplace, fresh): (Blocks, Blocks) = dirty
+                        .into_iter()
+                        .partition(|(l, _)| map_block(ext, *l).is_some());
                     dirty = fresh;
-                    let placed: Vec<(u64, u64, Box<[u8]>)> = inplace.into_iter().map(|(l, b)| (l, map_block(ext, l).expect("partitioned").0, b)).collect();
+                    let placed: Vec<(u64, u64, Box<[u8]>)> = inplace
+                        .into_iter()
+                        .map(|(l, b)| (l, map_block(ext, l).expect("partitioned").0, b))
+                        .collect();
                     let n = placed.len() as u64;
                     self.reserved -= n;
                     self.dirty_blocks -= n;
@@ -1488,18 +1900,31 @@ impl<D: BlockDevice> Fs<D> {
                     while i < placed.len() {
                         // One write and one Map per run contiguous in the file and on the device.
                         let mut j = i + 1;
-                        while j < placed.len() && placed[j].0 == placed[j - 1].0 + 1 && placed[j].1 == placed[j - 1].1 + 1 {
+                        while j < placed.len()
+                            && placed[j].0 == placed[j - 1].0 + 1
+                            && placed[j].1 == placed[j - 1].1 + 1
+                        {
                             j += 1;
                         }
                         let mut buf = Vec::with_capacity((j - i) * BLOCK);
                         for (_, _, b) in &placed[i..j] {
                             buf.extend_from_slice(b);
                         }
-                        let plain = crate::mutation::active(crate::mutation::Mutation::InplacePlain);
+                        let plain =
+                            crate::mutation::active(crate::mutation::Mutation::InplacePlain);
                         self.dev_write(if plain { None } else { tx }, placed[i].1, &buf)?;
                         data_bytes += buf.len() as u64;
-                        let crcs = placed[i..j].iter().map(|(_, _, b)| layout::block_crc(b)).collect();
-                        ops.push(LogOp::Map { ino, lblk: placed[i].0, pblk: placed[i].1, len: (j - i) as u64, crcs });
+                        let crcs = placed[i..j]
+                            .iter()
+                            .map(|(_, _, b)| layout::block_crc(b))
+                            .collect();
+                        ops.push(LogOp::Map {
+                            ino,
+                            lblk: placed[i].0,
+                            pblk: placed[i].1,
+                            len: (j - i) as u64,
+                            crcs,
+                        });
                         i = j;
                     }
                 }
@@ -1508,7 +1933,9 @@ impl<D: BlockDevice> Fs<D> {
                 let n = dirty.len() as u64;
                 let runs = self.alloc.alloc(n);
                 if runs.iter().map(|r| r.1).sum::<u64>() < n {
-                    return Err(self.poison(format!("allocation at commit found fewer than the {n} reserved blocks")));
+                    return Err(self.poison(format!(
+                        "allocation at commit found fewer than the {n} reserved blocks"
+                    )));
                 }
                 self.reserved -= n;
                 self.dirty_blocks -= n;
@@ -1523,8 +1950,17 @@ impl<D: BlockDevice> Fs<D> {
                         while j < chunk.len() && chunk[j].0 == chunk[j - 1].0 + 1 {
                             j += 1;
                         }
-                        let crcs = chunk[i..j].iter().map(|(_, b)| layout::block_crc(b)).collect();
-                        ops.push(LogOp::Map { ino, lblk: chunk[i].0, pblk: p + i as u64, len: (j - i) as u64, crcs });
+                        let crcs = chunk[i..j]
+                            .iter()
+                            .map(|(_, b)| layout::block_crc(b))
+                            .collect();
+                        ops.push(LogOp::Map {
+                            ino,
+                            lblk: chunk[i].0,
+                            pblk: p + i as u64,
+                            len: (j - i) as u64,
+                            crcs,
+                        });
                         i = j;
                     }
                     let bufs: Vec<Box<[u8]>> = chunk.into_iter().map(|(_, b)| b).collect();
@@ -1538,7 +1974,15 @@ impl<D: BlockDevice> Fs<D> {
                 }
             }
             if had_dirty {
-                ops.push(LogOp::SetAttr { ino, mode: None, uid: None, gid: None, atime: None, mtime: Some(mtime), ctime });
+                ops.push(LogOp::SetAttr {
+                    ino,
+                    mode: None,
+                    uid: None,
+                    gid: None,
+                    atime: None,
+                    mtime: Some(mtime),
+                    ctime,
+                });
             }
         }
         if ops.is_empty() {
@@ -1556,14 +2000,27 @@ impl<D: BlockDevice> Fs<D> {
             return Ok(());
         }
         for op in &ops[logical..] {
-            self.live.apply(op).map_err(|e| FsError::Internal(format!("data operation {op:?}: {e}")))?;
+            self.live
+                .apply(op)
+                .map_err(|e| FsError::Internal(format!("data operation {op:?}: {e}")))?;
         }
-        let mut rec = Record { uuid: self.sb.uuid, epoch: self.cp.generation, seq: self.next_seq, durable_upto: self.durable_upto, streams: progress.clone(), ops };
+        let mut rec = Record {
+            uuid: self.sb.uuid,
+            epoch: self.cp.generation,
+            seq: self.next_seq,
+            durable_upto: self.durable_upto,
+            streams: progress.clone(),
+            ops,
+        };
         let mut bytes = layout::encode(REC_MAGIC, &rec);
         let fits = |fs: &Self, b: &[u8]| fs.jhead + (b.len() / BLOCK) as u64 <= fs.sb.journal_end();
         if tx.is_some() && !fits(self, &bytes) {
             // tx_for_commit checkpointed for a record of this size or more.
-            return Err(self.poison(format!("journal record {} ({} bytes) is larger than estimated", rec.seq, bytes.len())));
+            return Err(self.poison(format!(
+                "journal record {} ({} bytes) is larger than estimated",
+                rec.seq,
+                bytes.len()
+            )));
         }
         if !fits(self, &bytes) && (bytes.len() / BLOCK) as u64 <= self.sb.journal_blocks {
             self.checkpoint()?;
@@ -1600,7 +2057,10 @@ impl<D: BlockDevice> Fs<D> {
         if let Some(t) = tx {
             // The device commits data and record at once, durably (its commit is a flush).
             if let Err(e) = self.dev.tx_commit(t) {
-                return Err(self.poison(format!("committing device transaction of record {}: {e}", rec.seq)));
+                return Err(self.poison(format!(
+                    "committing device transaction of record {}: {e}",
+                    rec.seq
+                )));
             }
             self.stats.flushes += 1;
             self.stats.tx_commits += 1;
@@ -1651,12 +2111,22 @@ impl<D: BlockDevice> Fs<D> {
         if !self.dev.transactional() {
             return Ok(None);
         }
-        let dirty: u64 = inos.iter().map(|i| self.dirty.get(i).map_or(0, |d| d.len() as u64)).sum();
-        let ranges: u64 = inos.iter().map(|i| self.falloc.get(i).map_or(0, |f| f.0.len() as u64)).sum();
+        let dirty: u64 = inos
+            .iter()
+            .map(|i| self.dirty.get(i).map_or(0, |d| d.len() as u64))
+            .sum();
+        let ranges: u64 = inos
+            .iter()
+            .map(|i| self.falloc.get(i).map_or(0, |f| f.0.len() as u64))
+            .sum();
         // Counted, not encoded (no buffer): the record encodes them once, later.
-        let logical = postcard::experimental::serialized_size(ops).map_err(|e| FsError::Internal(format!("sizing operations: {e}")))? as u64;
+        let logical = postcard::experimental::serialized_size(ops)
+            .map_err(|e| FsError::Internal(format!("sizing operations: {e}")))?
+            as u64;
         // Per data op at most ~50 bytes plus 5 per checksum; per file two more ops.
-        let est = (logical + 72 * dirty + 128 * (inos.len() as u64 + ranges) + 4096).div_ceil(BLOCK as u64) + 1;
+        let est = (logical + 72 * dirty + 128 * (inos.len() as u64 + ranges) + 4096)
+            .div_ceil(BLOCK as u64)
+            + 1;
         if est > self.sb.journal_blocks || dirty + est > self.dev.tx_room() {
             return Ok(None);
         }
@@ -1685,15 +2155,25 @@ impl<D: BlockDevice> Fs<D> {
     fn apply_durable(&mut self, ops: &[LogOp], logical: usize, seq: u64) -> Result<()> {
         for (k, op) in ops.iter().enumerate() {
             let mut touched = self.durable.touches(op);
-            if crate::mutation::active(crate::mutation::Mutation::DeltaMissesData) && matches!(op, LogOp::Map { .. } | LogOp::SetSize { .. }) {
+            if crate::mutation::active(crate::mutation::Mutation::DeltaMissesData)
+                && matches!(op, LogOp::Map { .. } | LogOp::SetSize { .. })
+            {
                 touched.clear();
             }
             self.touched.extend(touched);
-            let freed = self.durable.apply(op).map_err(|e| FsError::Internal(format!("committed operation {op:?} does not apply to the durable state: {e}")))?;
+            let freed = self.durable.apply(op).map_err(|e| {
+                FsError::Internal(format!(
+                    "committed operation {op:?} does not apply to the durable state: {e}"
+                ))
+            })?;
             for (s, l) in freed.extents {
                 self.alloc.defer(seq, s, l);
                 if k < logical {
-                    debug_assert!(self.freeing >= l, "freeing {} < {l} freed by {op:?}", self.freeing);
+                    debug_assert!(
+                        self.freeing >= l,
+                        "freeing {} < {l} freed by {op:?}",
+                        self.freeing
+                    );
                     self.freeing = self.freeing.saturating_sub(l);
                 }
             }
@@ -1718,7 +2198,9 @@ impl<D: BlockDevice> Fs<D> {
     fn released(&mut self) {
         let upto = self.durable_upto.min(self.carried + 1);
         self.alloc.durable_upto(upto);
-        let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending_inos).into_iter().partition(|p| p.0 <= upto);
+        let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending_inos)
+            .into_iter()
+            .partition(|p| p.0 <= upto);
         self.pending_inos = later;
         self.free_inos.extend(now.into_iter().map(|p| p.1));
     }
@@ -1727,7 +2209,8 @@ impl<D: BlockDevice> Fs<D> {
     /// may be reused.
     fn released_all(&mut self) {
         self.alloc.durable();
-        self.free_inos.extend(self.pending_inos.drain(..).map(|p| p.1));
+        self.free_inos
+            .extend(self.pending_inos.drain(..).map(|p| p.1));
     }
 
     fn log_commit(&mut self, seq: u64, streams: Vec<(StreamId, u64)>) {
@@ -1756,20 +2239,36 @@ impl<D: BlockDevice> Fs<D> {
                 index: self.cp.deltas.len() as u32,
                 base_crc: self.cp.snapshot_crc,
                 next_ino: self.durable.next_ino,
-                inodes: self.touched.iter().map(|&i| (i, self.durable.inodes.get(&i))).collect(),
+                inodes: self
+                    .touched
+                    .iter()
+                    .map(|&i| (i, self.durable.inodes.get(&i)))
+                    .collect(),
             };
             let bytes = postcard::to_stdvec(&d).expect("in-memory serialization");
-            let chain: u64 = self.cp.deltas.iter().map(|d| d.bytes).sum::<u64>() + bytes.len() as u64;
+            let chain: u64 =
+                self.cp.deltas.iter().map(|d| d.bytes).sum::<u64>() + bytes.len() as u64;
             (chain as f64 <= self.opts.delta_share * self.cp.snapshot_bytes as f64).then_some(bytes)
         };
         let is_delta = delta.is_some();
-        let bytes = delta.unwrap_or_else(|| postcard::to_stdvec(&self.durable).expect("in-memory serialization"));
-        let held = if is_delta { self.cp.meta_runs().len() } else { 0 };
+        let bytes = delta.unwrap_or_else(|| {
+            postcard::to_stdvec(&self.durable).expect("in-memory serialization")
+        });
+        let held = if is_delta {
+            self.cp.meta_runs().len()
+        } else {
+            0
+        };
         let runs = match self.write_segment(&bytes, MAX_SNAPSHOT_EXTENTS - held)? {
             Some(runs) => runs,
             // A delta whose extents do not fit the header: a new base then.
             None if is_delta => return self.checkpoint_base(),
-            None => return Err(FsError::NoSpace(format!("no room for a {}-block metadata snapshot", bytes.len().div_ceil(BLOCK)))),
+            None => {
+                return Err(FsError::NoSpace(format!(
+                    "no room for a {}-block metadata snapshot",
+                    bytes.len().div_ceil(BLOCK)
+                )))
+            }
         };
         let cp = if is_delta {
             let mut cp = self.cp.clone();
@@ -1777,17 +2276,34 @@ impl<D: BlockDevice> Fs<D> {
             cp.journal_pos = self.sb.journal_start;
             cp.next_seq = self.next_seq;
             cp.durable_upto = self.next_seq - 1;
-            cp.deltas.push(Segment { runs, bytes: bytes.len() as u64, crc: layout::snapshot_crc(&bytes) });
+            cp.deltas.push(Segment {
+                runs,
+                bytes: bytes.len() as u64,
+                crc: layout::snapshot_crc(&bytes),
+            });
             cp
         } else {
-            Checkpoint::new(&self.sb, self.cp.generation + 1, runs, &bytes, self.next_seq)
+            Checkpoint::new(
+                &self.sb,
+                self.cp.generation + 1,
+                runs,
+                &bytes,
+                self.next_seq,
+            )
         };
         let slot = 1 - self.cp_slot;
         let hdr = cp.encode();
         if hdr.len() != BLOCK {
-            return Err(FsError::Internal(format!("checkpoint header of {} bytes", hdr.len())));
+            return Err(FsError::Internal(format!(
+                "checkpoint header of {} bytes",
+                hdr.len()
+            )));
         }
-        if let Err(e) = self.dev.write(CHECKPOINT_SLOTS[slot], &hdr).and_then(|_| self.dev.flush()) {
+        if let Err(e) = self
+            .dev
+            .write(CHECKPOINT_SLOTS[slot], &hdr)
+            .and_then(|_| self.dev.flush())
+        {
             return Err(self.poison(format!("writing the checkpoint header: {e}")));
         }
         // A new base replaces the whole old chain; a delta extends it.
@@ -1854,7 +2370,12 @@ impl<D: BlockDevice> Fs<D> {
 }
 
 /// The runs of file blocks in [a, b) that are neither mapped nor dirty: (first, length).
-fn holes(ext: &BTreeMap<u64, Extent>, dirty: Option<&BTreeMap<u64, Box<[u8]>>>, a: u64, b: u64) -> Vec<(u64, u64)> {
+fn holes(
+    ext: &BTreeMap<u64, Extent>,
+    dirty: Option<&BTreeMap<u64, Box<[u8]>>>,
+    a: u64,
+    b: u64,
+) -> Vec<(u64, u64)> {
     let mut out = Vec::new();
     let mut lb = a;
     while lb < b {
@@ -1863,10 +2384,18 @@ fn holes(ext: &BTreeMap<u64, Extent>, dirty: Option<&BTreeMap<u64, Box<[u8]>>>, 
             lb = (k + e.len).min(b);
             continue;
         }
-        let end = ext.range(lb..).next().map(|(k, _)| *k).unwrap_or(u64::MAX).min(b);
+        let end = ext
+            .range(lb..)
+            .next()
+            .map(|(k, _)| *k)
+            .unwrap_or(u64::MAX)
+            .min(b);
         // Dirty blocks inside the gap split it.
         let start = lb;
-        for &d in dirty.into_iter().flat_map(|d| d.range(start..end).map(|(k, _)| k)) {
+        for &d in dirty
+            .into_iter()
+            .flat_map(|d| d.range(start..end).map(|(k, _)| k))
+        {
             if d > lb {
                 out.push((lb, d - lb));
             }

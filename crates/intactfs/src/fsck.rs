@@ -31,14 +31,23 @@ pub fn fsck<D: BlockDevice>(dev: &mut D, verify_data: bool) -> FsckReport {
             return r;
         }
     };
-    r.notes.push(format!("{} blocks of {BLOCK} bytes, journal {} blocks at {}", sb.blocks, sb.journal_blocks, sb.journal_start));
+    r.notes.push(format!(
+        "{} blocks of {BLOCK} bytes, journal {} blocks at {}",
+        sb.blocks, sb.journal_blocks, sb.journal_start
+    ));
     match recovery::read_checkpoints(dev, &sb) {
         Ok(cps) => {
             for (i, c) in cps.iter().enumerate() {
                 match c {
-                    Ok(c) => r.notes.push(format!("checkpoint header {}: generation {}", i + 1, c.generation)),
+                    Ok(c) => r.notes.push(format!(
+                        "checkpoint header {}: generation {}",
+                        i + 1,
+                        c.generation
+                    )),
                     // One slot is always older or unused; only both failing is damage (load says so).
-                    Err(e) => r.notes.push(format!("checkpoint header {}: unusable ({e})", i + 1)),
+                    Err(e) => r
+                        .notes
+                        .push(format!("checkpoint header {}: unusable ({e})", i + 1)),
                 }
             }
         }
@@ -66,7 +75,10 @@ pub fn fsck<D: BlockDevice>(dev: &mut D, verify_data: bool) -> FsckReport {
     ));
     let orphans = recovery::orphans(&loaded.meta);
     if !orphans.is_empty() {
-        r.notes.push(format!("{} orphan inode(s) (unlinked while open) will be freed at mount: {orphans:?}", orphans.len()));
+        r.notes.push(format!(
+            "{} orphan inode(s) (unlinked while open) will be freed at mount: {orphans:?}",
+            orphans.len()
+        ));
     }
     let (mut files, mut dirs, mut blocks) = (0u64, 0u64, 0u64);
     for (ino, n) in &loaded.meta.inodes {
@@ -92,6 +104,9 @@ pub fn fsck<D: BlockDevice>(dev: &mut D, verify_data: bool) -> FsckReport {
             _ => {}
         }
     }
-    r.notes.push(format!("{} inodes: {files} files, {dirs} directories; {blocks} data blocks in use", loaded.meta.inodes.len()));
+    r.notes.push(format!(
+        "{} inodes: {files} files, {dirs} directories; {blocks} data blocks in use",
+        loaded.meta.inodes.len()
+    ));
     r
 }

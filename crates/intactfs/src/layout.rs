@@ -56,18 +56,36 @@ impl Superblock {
     }
     pub fn check(&self, device_blocks: u64) -> Result<(), String> {
         if self.version != FORMAT_VERSION {
-            return Err(format!("format version {} (this build reads version {FORMAT_VERSION})", self.version));
+            return Err(format!(
+                "format version {} (this build reads version {FORMAT_VERSION})",
+                self.version
+            ));
         }
         if self.block_size as usize != BLOCK {
-            return Err(format!("block size {} (intactfs uses {BLOCK})", self.block_size));
+            return Err(format!(
+                "block size {} (intactfs uses {BLOCK})",
+                self.block_size
+            ));
         }
         if self.blocks > device_blocks {
-            return Err(format!("the superblock says {} blocks but the device has {device_blocks}", self.blocks));
+            return Err(format!(
+                "the superblock says {} blocks but the device has {device_blocks}",
+                self.blocks
+            ));
         }
         // checked_add: a damaged journal size must not overflow (data_start() is used only
         // after this check).
-        if self.journal_start != JOURNAL_START || self.journal_blocks < 2 || self.journal_start.checked_add(self.journal_blocks).is_none_or(|e| e >= self.blocks) {
-            return Err(format!("journal at {}+{} does not fit {} blocks", self.journal_start, self.journal_blocks, self.blocks));
+        if self.journal_start != JOURNAL_START
+            || self.journal_blocks < 2
+            || self
+                .journal_start
+                .checked_add(self.journal_blocks)
+                .is_none_or(|e| e >= self.blocks)
+        {
+            return Err(format!(
+                "journal at {}+{} does not fit {} blocks",
+                self.journal_start, self.journal_blocks, self.blocks
+            ));
         }
         Ok(())
     }
@@ -128,7 +146,13 @@ struct CheckpointV1 {
 impl Checkpoint {
     /// The header for snapshot bytes `snap` stored at `runs`: the journal restarts at its
     /// first block with sequence number `next_seq`, and every earlier record is durable.
-    pub fn new(sb: &Superblock, generation: u64, runs: Vec<(u64, u64)>, snap: &[u8], next_seq: u64) -> Checkpoint {
+    pub fn new(
+        sb: &Superblock,
+        generation: u64,
+        runs: Vec<(u64, u64)>,
+        snap: &[u8],
+        next_seq: u64,
+    ) -> Checkpoint {
         Checkpoint {
             uuid: sb.uuid,
             generation,
@@ -144,7 +168,11 @@ impl Checkpoint {
 
     /// Every extent of the chain: base, then deltas in order.
     pub fn meta_runs(&self) -> Vec<(u64, u64)> {
-        self.snapshot.iter().chain(self.deltas.iter().flat_map(|d| d.runs.iter())).copied().collect()
+        self.snapshot
+            .iter()
+            .chain(self.deltas.iter().flat_map(|d| d.runs.iter()))
+            .copied()
+            .collect()
     }
 
     /// The framed header block: the first version's shape when there are no deltas.
@@ -203,7 +231,8 @@ pub struct Record {
 
 /// Frames `value` with `magic`, its length and a CRC, padded to whole blocks.
 pub fn encode<T: Serialize>(magic: &[u8; 8], value: &T) -> Vec<u8> {
-    let payload = postcard::to_stdvec(value).expect("in-memory serialization of plain data cannot fail");
+    let payload =
+        postcard::to_stdvec(value).expect("in-memory serialization of plain data cannot fail");
     let mut out = Vec::with_capacity(FRAME + payload.len());
     out.extend_from_slice(magic);
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
@@ -233,7 +262,9 @@ impl std::fmt::Display for FrameError {
             FrameError::Magic => write!(f, "bad magic number"),
             FrameError::Length(n) => write!(f, "claims {n} bytes, more than there is room for"),
             FrameError::Crc => write!(f, "checksum mismatch"),
-            FrameError::Decode(e) => write!(f, "checksum matches but the content does not decode: {e}"),
+            FrameError::Decode(e) => {
+                write!(f, "checksum matches but the content does not decode: {e}")
+            }
         }
     }
 }
@@ -259,7 +290,8 @@ pub fn decode<T: DeserializeOwned>(magic: &[u8; 8], bytes: &[u8]) -> Result<T, F
     if crc != want {
         return Err(FrameError::Crc);
     }
-    postcard::from_bytes(&bytes[FRAME..total as usize]).map_err(|e| FrameError::Decode(e.to_string()))
+    postcard::from_bytes(&bytes[FRAME..total as usize])
+        .map_err(|e| FrameError::Decode(e.to_string()))
 }
 
 /// The snapshot is raw postcard bytes, checked by the CRC in the checkpoint header.

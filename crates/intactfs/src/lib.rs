@@ -24,7 +24,10 @@ pub mod mutation;
 pub mod recovery;
 pub mod streams;
 
-pub use engine::{mkfs, Aborted, REGION_BASE, Attr, CommitInfo, CommitIo, DirEntry, Fs, MkfsOptions, MountOptions, MountReport, Owner, RenameFlags, SetAttr, StatFs, Stats};
+pub use engine::{
+    mkfs, Aborted, Attr, CommitInfo, CommitIo, DirEntry, Fs, MkfsOptions, MountOptions,
+    MountReport, Owner, RenameFlags, SetAttr, StatFs, Stats, REGION_BASE,
+};
 pub use error::{FsError, Result};
 pub use meta::{FileType, Ino, NewKind, Time, BLOCK, ROOT};
 pub use streams::{StreamFlags, StreamId, INIT_STREAM};

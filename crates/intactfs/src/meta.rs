@@ -75,10 +75,19 @@ pub fn dir_key(name: &[u8]) -> DirKey {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Body {
     /// Logical block → extent starting there.
-    File { extents: BTreeMap<u64, Extent> },
-    Dir { entries: BTreeMap<DirKey, Ino>, parent: Ino },
-    Symlink { target: Vec<u8> },
-    Special { rdev: u32 },
+    File {
+        extents: BTreeMap<u64, Extent>,
+    },
+    Dir {
+        entries: BTreeMap<DirKey, Ino>,
+        parent: Ino,
+    },
+    Symlink {
+        target: Vec<u8>,
+    },
+    Special {
+        rdev: u32,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -134,7 +143,9 @@ impl Inode {
     }
     /// Blocks allocated to the file.
     pub fn blocks(&self) -> u64 {
-        self.extents().map(|e| e.values().map(|x| x.len).sum()).unwrap_or(0)
+        self.extents()
+            .map(|e| e.values().map(|x| x.len).sum())
+            .unwrap_or(0)
     }
 }
 
@@ -162,27 +173,81 @@ pub enum NewKind {
 /// One journaled logical operation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LogOp {
-    Create { parent: Ino, name: Vec<u8>, ino: Ino, kind: NewKind, mode: u32, uid: u32, gid: u32, time: Time },
-    Link { parent: Ino, name: Vec<u8>, ino: Ino, time: Time },
+    Create {
+        parent: Ino,
+        name: Vec<u8>,
+        ino: Ino,
+        kind: NewKind,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        time: Time,
+    },
+    Link {
+        parent: Ino,
+        name: Vec<u8>,
+        ino: Ino,
+        time: Time,
+    },
     /// Removes the entry; the inode stays (as an orphan if it was the last link) until Free.
-    Unlink { parent: Ino, name: Vec<u8>, time: Time },
-    Rename { sp: Ino, sn: Vec<u8>, dp: Ino, dn: Vec<u8>, exchange: bool, time: Time },
-    SetAttr { ino: Ino, mode: Option<u32>, uid: Option<u32>, gid: Option<u32>, atime: Option<Time>, mtime: Option<Time>, ctime: Time },
+    Unlink {
+        parent: Ino,
+        name: Vec<u8>,
+        time: Time,
+    },
+    Rename {
+        sp: Ino,
+        sn: Vec<u8>,
+        dp: Ino,
+        dn: Vec<u8>,
+        exchange: bool,
+        time: Time,
+    },
+    SetAttr {
+        ino: Ino,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        atime: Option<Time>,
+        mtime: Option<Time>,
+        ctime: Time,
+    },
     /// Sets a file's size; when it shrinks, blocks wholly past the new end are freed.
     /// `free_past_end`: also free blocks wholly past the new end. Decided when the call
     /// ran (a truncate that shrank the file as the caller saw it), never from the size at
     /// replay, which may lack uncommitted writes the caller saw.
-    SetSize { ino: Ino, size: u64, time: Time, free_past_end: bool },
+    SetSize {
+        ino: Ino,
+        size: u64,
+        time: Time,
+        free_past_end: bool,
+    },
     /// Maps `len` file blocks from `lblk` to device blocks from `pblk` (replacing what was
     /// mapped there). `crcs` empty: preallocated, reads as zeros.
-    Map { ino: Ino, lblk: u64, pblk: u64, len: u64, crcs: Vec<u32> },
+    Map {
+        ino: Ino,
+        lblk: u64,
+        pblk: u64,
+        len: u64,
+        crcs: Vec<u32>,
+    },
     /// Drops an inode with no links left (the last close of an unlinked file).
     Free { ino: Ino },
     /// Sets (`Some`) or removes (`None`) an extended attribute.
-    SetXattr { ino: Ino, name: Vec<u8>, value: Option<Vec<u8>>, ctime: Time },
+    SetXattr {
+        ino: Ino,
+        name: Vec<u8>,
+        value: Option<Vec<u8>>,
+        ctime: Time,
+    },
     /// FALLOC_FL_PUNCH_HOLE: unmaps (frees) file blocks `lblk..lblk+len`; the size stays.
     /// (Bytes of partial blocks at the edges are zeroed by data written with the call.)
-    Punch { ino: Ino, lblk: u64, len: u64, time: Time },
+    Punch {
+        ino: Ino,
+        lblk: u64,
+        len: u64,
+        time: Time,
+    },
 }
 
 impl LogOp {
@@ -192,7 +257,9 @@ impl LogOp {
             LogOp::Map { pblk, crcs, .. } => (*pblk, crcs.as_slice()),
             _ => (0, &[][..]),
         };
-        crcs.iter().enumerate().map(move |(k, c)| (pblk + k as u64, *c))
+        crcs.iter()
+            .enumerate()
+            .map(move |(k, c)| (pblk + k as u64, *c))
     }
 }
 
@@ -205,7 +272,11 @@ pub struct Freed {
 }
 
 pub fn valid_name(name: &[u8]) -> bool {
-    !name.is_empty() && name.len() <= NAME_MAX && name != b"." && name != b".." && !name.iter().any(|&b| b == b'/' || b == 0)
+    !name.is_empty()
+        && name.len() <= NAME_MAX
+        && name != b"."
+        && name != b".."
+        && !name.iter().any(|&b| b == b'/' || b == 0)
 }
 
 fn later(a: &mut Time, b: Time) {
@@ -228,10 +299,16 @@ impl Meta {
             atime: time,
             mtime: time,
             ctime: time,
-            body: Body::Dir { entries: BTreeMap::new(), parent: ROOT },
+            body: Body::Dir {
+                entries: BTreeMap::new(),
+                parent: ROOT,
+            },
             xattrs: BTreeMap::new(),
         };
-        Meta { inodes: BTreeMap::from([(ROOT, root)]), next_ino: ROOT + 1 }
+        Meta {
+            inodes: BTreeMap::from([(ROOT, root)]),
+            next_ino: ROOT + 1,
+        }
     }
 
     pub fn get(&self, ino: Ino) -> Option<&Inode> {
@@ -239,7 +316,11 @@ impl Meta {
     }
 
     pub fn lookup(&self, parent: Ino, name: &[u8]) -> Option<Ino> {
-        self.inodes.get(&parent)?.entries()?.get(&dir_key(name)).copied()
+        self.inodes
+            .get(&parent)?
+            .entries()?
+            .get(&dir_key(name))
+            .copied()
     }
 
     fn dir_mut(&mut self, ino: Ino) -> Result<&mut BTreeMap<DirKey, Ino>, String> {
@@ -251,7 +332,9 @@ impl Meta {
     }
 
     fn node_mut(&mut self, ino: Ino) -> Result<&mut Inode, String> {
-        self.inodes.get_mut(&ino).ok_or(format!("inode {ino} does not exist"))
+        self.inodes
+            .get_mut(&ino)
+            .ok_or(format!("inode {ino} does not exist"))
     }
 
     /// Whether `a` is `b` or one of its ancestors.
@@ -279,12 +362,30 @@ impl Meta {
     /// delta checkpoint must write. Must cover everything [`Self::apply`] touches.
     pub fn touches(&self, op: &LogOp) -> Vec<Ino> {
         match op {
-            LogOp::Create { parent, ino, .. } | LogOp::Link { parent, ino, .. } => vec![*parent, *ino],
-            LogOp::Unlink { parent, name, .. } => [Some(*parent), self.lookup(*parent, name)].into_iter().flatten().collect(),
+            LogOp::Create { parent, ino, .. } | LogOp::Link { parent, ino, .. } => {
+                vec![*parent, *ino]
+            }
+            LogOp::Unlink { parent, name, .. } => [Some(*parent), self.lookup(*parent, name)]
+                .into_iter()
+                .flatten()
+                .collect(),
             // A rename changes both directories, the moved inode (its ctime, a directory's
             // parent) and the one it replaces or exchanges with.
-            LogOp::Rename { sp, sn, dp, dn, .. } => [Some(*sp), Some(*dp), self.lookup(*sp, sn), self.lookup(*dp, dn)].into_iter().flatten().collect(),
-            LogOp::SetAttr { ino, .. } | LogOp::SetSize { ino, .. } | LogOp::Map { ino, .. } | LogOp::Free { ino } | LogOp::SetXattr { ino, .. } | LogOp::Punch { ino, .. } => vec![*ino],
+            LogOp::Rename { sp, sn, dp, dn, .. } => [
+                Some(*sp),
+                Some(*dp),
+                self.lookup(*sp, sn),
+                self.lookup(*dp, dn),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
+            LogOp::SetAttr { ino, .. }
+            | LogOp::SetSize { ino, .. }
+            | LogOp::Map { ino, .. }
+            | LogOp::Free { ino }
+            | LogOp::SetXattr { ino, .. }
+            | LogOp::Punch { ino, .. } => vec![*ino],
         }
     }
 
@@ -292,7 +393,16 @@ impl Meta {
     pub fn apply(&mut self, op: &LogOp) -> Result<Freed, String> {
         let mut freed = Freed::default();
         match op {
-            LogOp::Create { parent, name, ino, kind, mode, uid, gid, time } => {
+            LogOp::Create {
+                parent,
+                name,
+                ino,
+                kind,
+                mode,
+                uid,
+                gid,
+                time,
+            } => {
                 if !valid_name(name) {
                     return Err(format!("invalid name {:?}", String::from_utf8_lossy(name)));
                 }
@@ -301,7 +411,9 @@ impl Meta {
                 }
                 // Checked before anything changes (a refused operation leaves the state as
                 // it was); u64::MAX would overflow next_ino.
-                let next_ino = ino.checked_add(1).ok_or(format!("inode number {ino} is out of range"))?;
+                let next_ino = ino
+                    .checked_add(1)
+                    .ok_or(format!("inode number {ino} is out of range"))?;
                 if let NewKind::Symlink(t) = kind {
                     if t.is_empty() || t.len() > SYMLINK_MAX {
                         return Err("bad symlink target length".into());
@@ -311,14 +423,34 @@ impl Meta {
                 {
                     let entries = self.dir_mut(*parent)?;
                     if entries.contains_key(&dir_key(name)) {
-                        return Err(format!("{:?} already exists in directory {parent}", String::from_utf8_lossy(name)));
+                        return Err(format!(
+                            "{:?} already exists in directory {parent}",
+                            String::from_utf8_lossy(name)
+                        ));
                     }
                     entries.insert(dir_key(name), *ino);
                 }
                 let (ft, body, size) = match kind {
-                    NewKind::File => (FileType::File, Body::File { extents: BTreeMap::new() }, 0),
-                    NewKind::Dir => (FileType::Dir, Body::Dir { entries: BTreeMap::new(), parent: *parent }, 0),
-                    NewKind::Symlink(t) => (FileType::Symlink, Body::Symlink { target: t.clone() }, t.len() as u64),
+                    NewKind::File => (
+                        FileType::File,
+                        Body::File {
+                            extents: BTreeMap::new(),
+                        },
+                        0,
+                    ),
+                    NewKind::Dir => (
+                        FileType::Dir,
+                        Body::Dir {
+                            entries: BTreeMap::new(),
+                            parent: *parent,
+                        },
+                        0,
+                    ),
+                    NewKind::Symlink(t) => (
+                        FileType::Symlink,
+                        Body::Symlink { target: t.clone() },
+                        t.len() as u64,
+                    ),
                     NewKind::Fifo => (FileType::Fifo, Body::Special { rdev: 0 }, 0),
                     NewKind::Socket => (FileType::Socket, Body::Special { rdev: 0 }, 0),
                     NewKind::CharDev(r) => (FileType::CharDev, Body::Special { rdev: *r }, 0),
@@ -344,21 +476,33 @@ impl Meta {
                 self.touch_dir(*parent, *time);
                 self.next_ino = self.next_ino.max(next_ino);
             }
-            LogOp::Link { parent, name, ino, time } => {
+            LogOp::Link {
+                parent,
+                name,
+                ino,
+                time,
+            } => {
                 if !valid_name(name) {
                     return Err("invalid name".into());
                 }
                 match self.inodes.get(ino) {
                     None => return Err(format!("inode {ino} does not exist")),
-                    Some(n) if n.kind == FileType::Dir => return Err(format!("inode {ino} is a directory")),
+                    Some(n) if n.kind == FileType::Dir => {
+                        return Err(format!("inode {ino} is a directory"))
+                    }
                     // A file without links is an O_TMPFILE being linked (the engine allows no
                     // other); anything else without links is gone.
-                    Some(n) if n.nlink == 0 && n.kind != FileType::File => return Err(format!("inode {ino} has no links")),
+                    Some(n) if n.nlink == 0 && n.kind != FileType::File => {
+                        return Err(format!("inode {ino} has no links"))
+                    }
                     _ => {}
                 }
                 let entries = self.dir_mut(*parent)?;
                 if entries.contains_key(&dir_key(name)) {
-                    return Err(format!("{:?} already exists in directory {parent}", String::from_utf8_lossy(name)));
+                    return Err(format!(
+                        "{:?} already exists in directory {parent}",
+                        String::from_utf8_lossy(name)
+                    ));
                 }
                 entries.insert(dir_key(name), *ino);
                 let n = self.node_mut(*ino)?;
@@ -367,17 +511,30 @@ impl Meta {
                 self.touch_dir(*parent, *time);
             }
             LogOp::Unlink { parent, name, time } => {
-                let target = self.lookup(*parent, name).ok_or(format!("no {:?} in directory {parent}", String::from_utf8_lossy(name)))?;
+                let target = self.lookup(*parent, name).ok_or(format!(
+                    "no {:?} in directory {parent}",
+                    String::from_utf8_lossy(name)
+                ))?;
                 self.unlink_checks(target)?;
                 self.dir_mut(*parent)?.remove(&dir_key(name));
                 self.drop_link(*parent, target, *time)?;
                 self.touch_dir(*parent, *time);
             }
-            LogOp::Rename { sp, sn, dp, dn, exchange, time } => {
+            LogOp::Rename {
+                sp,
+                sn,
+                dp,
+                dn,
+                exchange,
+                time,
+            } => {
                 if !valid_name(sn) || !valid_name(dn) {
                     return Err("invalid name".into());
                 }
-                let src = self.lookup(*sp, sn).ok_or(format!("no {:?} in directory {sp}", String::from_utf8_lossy(sn)))?;
+                let src = self.lookup(*sp, sn).ok_or(format!(
+                    "no {:?} in directory {sp}",
+                    String::from_utf8_lossy(sn)
+                ))?;
                 let dst = self.lookup(*dp, dn);
                 self.dir_mut(*dp)?;
                 let src_dir = self.inodes[&src].kind == FileType::Dir;
@@ -422,9 +579,17 @@ impl Meta {
                 self.touch_dir(*sp, *time);
                 self.touch_dir(*dp, *time);
             }
-            LogOp::SetXattr { ino, name, value, ctime } => {
+            LogOp::SetXattr {
+                ino,
+                name,
+                value,
+                ctime,
+            } => {
                 if !valid_xattr_name(name) {
-                    return Err(format!("invalid extended attribute name {:?}", String::from_utf8_lossy(name)));
+                    return Err(format!(
+                        "invalid extended attribute name {:?}",
+                        String::from_utf8_lossy(name)
+                    ));
                 }
                 let n = self.node_mut(*ino)?;
                 match value {
@@ -436,13 +601,24 @@ impl Meta {
                     }
                     None => {
                         if n.xattrs.remove(name).is_none() {
-                            return Err(format!("inode {ino} has no extended attribute {:?}", String::from_utf8_lossy(name)));
+                            return Err(format!(
+                                "inode {ino} has no extended attribute {:?}",
+                                String::from_utf8_lossy(name)
+                            ));
                         }
                     }
                 }
                 later(&mut n.ctime, *ctime);
             }
-            LogOp::SetAttr { ino, mode, uid, gid, atime, mtime, ctime } => {
+            LogOp::SetAttr {
+                ino,
+                mode,
+                uid,
+                gid,
+                atime,
+                mtime,
+                ctime,
+            } => {
                 let n = self.node_mut(*ino)?;
                 if let Some(m) = mode {
                     n.mode = m & 0o7777;
@@ -461,9 +637,16 @@ impl Meta {
                 }
                 later(&mut n.ctime, *ctime);
             }
-            LogOp::SetSize { ino, size, time, free_past_end } => {
+            LogOp::SetSize {
+                ino,
+                size,
+                time,
+                free_past_end,
+            } => {
                 let n = self.node_mut(*ino)?;
-                let Body::File { extents } = &mut n.body else { return Err(format!("inode {ino} is not a regular file")) };
+                let Body::File { extents } = &mut n.body else {
+                    return Err(format!("inode {ino} is not a regular file"));
+                };
                 // Only a shrinking truncate frees blocks: growing keeps preallocation past the end.
                 if *free_past_end {
                     freed.extents = punch(extents, size.div_ceil(BLOCK as u64), u64::MAX);
@@ -472,29 +655,62 @@ impl Meta {
                 later(&mut n.mtime, *time);
                 later(&mut n.ctime, *time);
             }
-            LogOp::Map { ino, lblk, pblk, len, crcs } => {
+            LogOp::Map {
+                ino,
+                lblk,
+                pblk,
+                len,
+                crcs,
+            } => {
                 if *len == 0 || (!crcs.is_empty() && crcs.len() as u64 != *len) {
                     return Err(format!("map of {len} blocks with {} checksums", crcs.len()));
                 }
-                lblk.checked_add(*len).ok_or("map past the largest file offset")?;
-                pblk.checked_add(*len).ok_or("map past the largest device block")?;
+                lblk.checked_add(*len)
+                    .ok_or("map past the largest file offset")?;
+                pblk.checked_add(*len)
+                    .ok_or("map past the largest device block")?;
                 let n = self.node_mut(*ino)?;
-                let Body::File { extents } = &mut n.body else { return Err(format!("inode {ino} is not a regular file")) };
+                let Body::File { extents } = &mut n.body else {
+                    return Err(format!("inode {ino} is not a regular file"));
+                };
                 // Mapping blocks to where they already are (an in-place rewrite on a
                 // transactional device: new checksums) frees nothing.
-                freed.extents = punch(extents, *lblk, lblk + len).into_iter().flat_map(|r| subtract(r, (*pblk, *len))).collect();
-                insert_extent(extents, *lblk, Extent { pblk: *pblk, len: *len, crcs: crcs.clone() });
+                freed.extents = punch(extents, *lblk, lblk + len)
+                    .into_iter()
+                    .flat_map(|r| subtract(r, (*pblk, *len)))
+                    .collect();
+                insert_extent(
+                    extents,
+                    *lblk,
+                    Extent {
+                        pblk: *pblk,
+                        len: *len,
+                        crcs: crcs.clone(),
+                    },
+                );
             }
-            LogOp::Punch { ino, lblk, len, time } => {
-                let end = lblk.checked_add(*len).ok_or("punch past the largest file offset")?;
+            LogOp::Punch {
+                ino,
+                lblk,
+                len,
+                time,
+            } => {
+                let end = lblk
+                    .checked_add(*len)
+                    .ok_or("punch past the largest file offset")?;
                 let n = self.node_mut(*ino)?;
-                let Body::File { extents } = &mut n.body else { return Err(format!("inode {ino} is not a regular file")) };
+                let Body::File { extents } = &mut n.body else {
+                    return Err(format!("inode {ino} is not a regular file"));
+                };
                 freed.extents = punch(extents, *lblk, end);
                 later(&mut n.mtime, *time);
                 later(&mut n.ctime, *time);
             }
             LogOp::Free { ino } => {
-                let n = self.inodes.get(ino).ok_or(format!("inode {ino} does not exist"))?;
+                let n = self
+                    .inodes
+                    .get(ino)
+                    .ok_or(format!("inode {ino} does not exist"))?;
                 if n.nlink != 0 || *ino == ROOT {
                     return Err(format!("inode {ino} still has {} links", n.nlink));
                 }
@@ -509,7 +725,10 @@ impl Meta {
     }
 
     fn unlink_checks(&self, target: Ino) -> Result<(), String> {
-        let n = self.inodes.get(&target).ok_or(format!("entry points to missing inode {target}"))?;
+        let n = self
+            .inodes
+            .get(&target)
+            .ok_or(format!("entry points to missing inode {target}"))?;
         if let Body::Dir { entries, .. } = &n.body {
             if !entries.is_empty() {
                 return Err(format!("directory {target} is not empty"));
@@ -527,7 +746,10 @@ impl Meta {
             let p = self.node_mut(parent)?;
             p.nlink = p.nlink.saturating_sub(1);
         } else {
-            n.nlink = n.nlink.checked_sub(1).ok_or(format!("inode {target} has no links to drop"))?;
+            n.nlink = n
+                .nlink
+                .checked_sub(1)
+                .ok_or(format!("inode {target} has no links to drop"))?;
             later(&mut n.ctime, time);
         }
         Ok(())
@@ -551,7 +773,11 @@ pub fn punch(extents: &mut BTreeMap<u64, Extent>, start: u64, end: u64) -> Vec<(
         return freed;
     }
     // The extent that starts before `start` may reach into the range.
-    let first = extents.range(..start).next_back().map(|(k, _)| *k).unwrap_or(start);
+    let first = extents
+        .range(..start)
+        .next_back()
+        .map(|(k, _)| *k)
+        .unwrap_or(start);
     let keys: Vec<u64> = extents.range(first..end).map(|(k, _)| *k).collect();
     for k in keys {
         let e = extents.remove(&k).expect("key from the map");
@@ -565,11 +791,25 @@ pub fn punch(extents: &mut BTreeMap<u64, Extent>, start: u64, end: u64) -> Vec<(
         freed.push((e.pblk + (cut_s - s), cut_t - cut_s));
         if s < cut_s {
             let n = cut_s - s;
-            extents.insert(s, Extent { pblk: e.pblk, len: n, crcs: slice_crcs(&e.crcs, 0, n) });
+            extents.insert(
+                s,
+                Extent {
+                    pblk: e.pblk,
+                    len: n,
+                    crcs: slice_crcs(&e.crcs, 0, n),
+                },
+            );
         }
         if cut_t < t {
             let off = cut_t - s;
-            extents.insert(cut_t, Extent { pblk: e.pblk + off, len: t - cut_t, crcs: slice_crcs(&e.crcs, off, t - cut_t) });
+            extents.insert(
+                cut_t,
+                Extent {
+                    pblk: e.pblk + off,
+                    len: t - cut_t,
+                    crcs: slice_crcs(&e.crcs, off, t - cut_t),
+                },
+            );
         }
     }
     freed

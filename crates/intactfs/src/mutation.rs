@@ -30,7 +30,10 @@ static ACTIVE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0)
 /// Turns one mutation on (or all off with `None`) for the whole process.
 #[cfg(feature = "mutations")]
 pub fn set(m: Option<Mutation>) {
-    ACTIVE.store(m.map_or(0, |m| m as u8), std::sync::atomic::Ordering::SeqCst);
+    ACTIVE.store(
+        m.map_or(0, |m| m as u8),
+        std::sync::atomic::Ordering::SeqCst,
+    );
 }
 
 #[cfg(feature = "mutations")]

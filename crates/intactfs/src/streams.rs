@@ -123,7 +123,11 @@ impl Streams {
     /// Roots of the groups whose uncommitted work an operation on `claims` and `checks`
     /// would be related to (what [`Self::relate`] would merge), in id order.
     pub fn related_roots(&mut self, claims: &[Key], checks: &[Key]) -> Vec<StreamId> {
-        let mut found: Vec<StreamId> = claims.iter().chain(checks).filter_map(|k| self.owner.get(k).copied()).collect();
+        let mut found: Vec<StreamId> = claims
+            .iter()
+            .chain(checks)
+            .filter_map(|k| self.owner.get(k).copied())
+            .collect();
         for k in checks {
             found.extend(self.marked.get(k).cloned().unwrap_or_default());
         }
@@ -143,7 +147,8 @@ impl Streams {
 
     /// Every stream's uncommitted operations, in real-time order.
     pub fn uncommitted(&self) -> Vec<&(u64, LogOp)> {
-        let mut all: Vec<&(u64, LogOp)> = self.streams.values().flat_map(|s| s.ops.iter()).collect();
+        let mut all: Vec<&(u64, LogOp)> =
+            self.streams.values().flat_map(|s| s.ops.iter()).collect();
         all.sort_by_key(|(g, _)| *g);
         all
     }
@@ -181,12 +186,19 @@ impl Streams {
 
     /// Some stream has uncommitted work.
     pub fn any_busy(&self) -> bool {
-        self.streams.values().any(|s| !s.ops.is_empty() || !s.claimed.is_empty())
+        self.streams
+            .values()
+            .any(|s| !s.ops.is_empty() || !s.claimed.is_empty())
     }
 
     /// Every group with uncommitted work, each as its member list.
     pub fn busy_groups(&mut self) -> Vec<Vec<StreamId>> {
-        let ids: Vec<StreamId> = self.streams.iter().filter(|(_, s)| !s.ops.is_empty() || !s.claimed.is_empty()).map(|(i, _)| *i).collect();
+        let ids: Vec<StreamId> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| !s.ops.is_empty() || !s.claimed.is_empty())
+            .map(|(i, _)| *i)
+            .collect();
         let mut roots: BTreeMap<StreamId, ()> = BTreeMap::new();
         for i in ids {
             let r = self.find(i);
@@ -197,7 +209,10 @@ impl Streams {
 
     /// Takes the running transactions of `members`, merged in real-time order, and the
     /// keys they claimed; the members become separate streams again.
-    pub fn take_group(&mut self, members: &[StreamId]) -> (Vec<LogOp>, Vec<Key>, Vec<(StreamId, u64)>) {
+    pub fn take_group(
+        &mut self,
+        members: &[StreamId],
+    ) -> (Vec<LogOp>, Vec<Key>, Vec<(StreamId, u64)>) {
         let mut ops: Vec<(u64, LogOp)> = Vec::new();
         let mut keys = Vec::new();
         let mut progress = Vec::new();

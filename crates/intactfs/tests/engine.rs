@@ -2,14 +2,27 @@
 //! `intactfs-sim`; the on-disk format's robustness by `hostile.rs`).
 
 use intactfs::fsck::fsck;
-use intactfs::{mkfs, FileType, Fs, FsError, MkfsOptions, MountOptions, NewKind, Owner, RenameFlags, SetAttr, StreamFlags, Time, BLOCK, ROOT};
+use intactfs::{
+    mkfs, FileType, Fs, FsError, MkfsOptions, MountOptions, NewKind, Owner, RenameFlags, SetAttr,
+    StreamFlags, Time, BLOCK, ROOT,
+};
 use intactfs_device::{FileDevice, SimDevice};
 
-const O: Owner = Owner { uid: 1000, gid: 100 };
+const O: Owner = Owner {
+    uid: 1000,
+    gid: 100,
+};
 
 fn fresh(blocks: u64) -> Fs<SimDevice> {
     let mut dev = SimDevice::new(BLOCK, blocks).unwrap();
-    mkfs(&mut dev, &MkfsOptions { uuid: 7, ..Default::default() }).unwrap();
+    mkfs(
+        &mut dev,
+        &MkfsOptions {
+            uuid: 7,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     Fs::mount(dev, MountOptions::default()).unwrap().0
 }
 
@@ -19,49 +32,133 @@ fn remount(fs: Fs<SimDevice>) -> Fs<SimDevice> {
 }
 
 fn file(fs: &mut Fs<SimDevice>, parent: u64, name: &str) -> u64 {
-    fs.create(0, parent, name.as_bytes(), NewKind::File, 0o644, O).unwrap().ino
+    fs.create(0, parent, name.as_bytes(), NewKind::File, 0o644, O)
+        .unwrap()
+        .ino
 }
 
 #[test]
 fn namespace_operations_and_their_errors() {
     let mut fs = fresh(1024);
     let d = fs.mkdir(0, ROOT, b"d", 0o750, O).unwrap();
-    assert_eq!((d.kind, d.mode, d.uid, d.gid, d.nlink), (FileType::Dir, 0o750, 1000, 100, 2));
+    assert_eq!(
+        (d.kind, d.mode, d.uid, d.gid, d.nlink),
+        (FileType::Dir, 0o750, 1000, 100, 2)
+    );
     assert_eq!(fs.getattr(ROOT).unwrap().nlink, 3);
     let f = file(&mut fs, d.ino, "f");
-    assert!(matches!(fs.create(0, d.ino, b"f", NewKind::File, 0o644, O), Err(FsError::Exists)));
+    assert!(matches!(
+        fs.create(0, d.ino, b"f", NewKind::File, 0o644, O),
+        Err(FsError::Exists)
+    ));
     assert!(matches!(fs.lookup(d.ino, b"nope"), Err(FsError::NotFound)));
     assert!(matches!(fs.lookup(f, b"x"), Err(FsError::NotDir)));
-    assert!(matches!(fs.create(0, ROOT, &[b'a'; 256], NewKind::File, 0o644, O), Err(FsError::NameTooLong)));
-    assert!(matches!(fs.create(0, ROOT, b"a/b", NewKind::File, 0o644, O), Err(FsError::Invalid(_))));
+    assert!(matches!(
+        fs.create(0, ROOT, &[b'a'; 256], NewKind::File, 0o644, O),
+        Err(FsError::NameTooLong)
+    ));
+    assert!(matches!(
+        fs.create(0, ROOT, b"a/b", NewKind::File, 0o644, O),
+        Err(FsError::Invalid(_))
+    ));
     assert!(matches!(fs.rmdir(0, ROOT, b"d"), Err(FsError::NotEmpty)));
     assert!(matches!(fs.unlink(0, ROOT, b"d"), Err(FsError::IsDir)));
     assert!(matches!(fs.rmdir(0, d.ino, b"f"), Err(FsError::NotDir)));
     // Hard links and symlinks.
     fs.link(0, f, ROOT, b"g").unwrap();
     assert_eq!(fs.getattr(f).unwrap().nlink, 2);
-    assert!(matches!(fs.link(0, d.ino, ROOT, b"dd"), Err(FsError::NotPermitted(_))));
+    assert!(matches!(
+        fs.link(0, d.ino, ROOT, b"dd"),
+        Err(FsError::NotPermitted(_))
+    ));
     let l = fs.symlink(0, ROOT, b"l", b"d/f", O).unwrap();
     assert_eq!((l.kind, l.size), (FileType::Symlink, 3));
     assert_eq!(fs.readlink(l.ino).unwrap(), b"d/f");
     // Rename: NOREPLACE, EXCHANGE, over an existing file, a directory into itself.
     let h = file(&mut fs, ROOT, "h");
-    assert!(matches!(fs.rename(0, ROOT, b"h", ROOT, b"g", RenameFlags { noreplace: true, ..Default::default() }), Err(FsError::Exists)));
-    fs.rename(0, ROOT, b"h", d.ino, b"f", RenameFlags { exchange: true, ..Default::default() }).unwrap();
+    assert!(matches!(
+        fs.rename(
+            0,
+            ROOT,
+            b"h",
+            ROOT,
+            b"g",
+            RenameFlags {
+                noreplace: true,
+                ..Default::default()
+            }
+        ),
+        Err(FsError::Exists)
+    ));
+    fs.rename(
+        0,
+        ROOT,
+        b"h",
+        d.ino,
+        b"f",
+        RenameFlags {
+            exchange: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     assert_eq!(fs.lookup(ROOT, b"h").unwrap().ino, f);
     assert_eq!(fs.lookup(d.ino, b"f").unwrap().ino, h);
-    fs.rename(0, ROOT, b"h", ROOT, b"g", RenameFlags::default()).unwrap(); // two links of one file: nothing happens
+    fs.rename(0, ROOT, b"h", ROOT, b"g", RenameFlags::default())
+        .unwrap(); // two links of one file: nothing happens
     assert_eq!(fs.lookup(ROOT, b"g").unwrap().ino, f);
-    fs.rename(0, d.ino, b"f", ROOT, b"g", RenameFlags::default()).unwrap(); // replaces one link of f
+    fs.rename(0, d.ino, b"f", ROOT, b"g", RenameFlags::default())
+        .unwrap(); // replaces one link of f
     assert_eq!(fs.getattr(f).unwrap().nlink, 1);
-    assert!(matches!(fs.rename(0, ROOT, b"d", d.ino, b"x", RenameFlags::default()), Err(FsError::Invalid(_))));
-    assert!(matches!(fs.rename(0, ROOT, b"nope", ROOT, b"x", RenameFlags { exchange: true, ..Default::default() }), Err(FsError::NotFound)));
+    assert!(matches!(
+        fs.rename(0, ROOT, b"d", d.ino, b"x", RenameFlags::default()),
+        Err(FsError::Invalid(_))
+    ));
+    assert!(matches!(
+        fs.rename(
+            0,
+            ROOT,
+            b"nope",
+            ROOT,
+            b"x",
+            RenameFlags {
+                exchange: true,
+                ..Default::default()
+            }
+        ),
+        Err(FsError::NotFound)
+    ));
     // Attributes.
-    let t = Time { sec: 12345, nsec: 6 };
-    let a = fs.setattr(0, f, SetAttr { mode: Some(0o600), uid: Some(5), gid: Some(6), atime: Some(t), mtime: Some(t), ..Default::default() }).unwrap();
-    assert_eq!((a.mode, a.uid, a.gid, a.atime, a.mtime), (0o600, 5, 6, t, t));
+    let t = Time {
+        sec: 12345,
+        nsec: 6,
+    };
+    let a = fs
+        .setattr(
+            0,
+            f,
+            SetAttr {
+                mode: Some(0o600),
+                uid: Some(5),
+                gid: Some(6),
+                atime: Some(t),
+                mtime: Some(t),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        (a.mode, a.uid, a.gid, a.atime, a.mtime),
+        (0o600, 5, 6, t, t)
+    );
     // Everything survives an unmount, and fsck is clean.
-    let names = |fs: &Fs<SimDevice>| fs.readdir(ROOT, 0, 100).unwrap().into_iter().map(|e| String::from_utf8(e.name).unwrap()).collect::<std::collections::BTreeSet<_>>();
+    let names = |fs: &Fs<SimDevice>| {
+        fs.readdir(ROOT, 0, 100)
+            .unwrap()
+            .into_iter()
+            .map(|e| String::from_utf8(e.name).unwrap())
+            .collect::<std::collections::BTreeSet<_>>()
+    };
     let before = names(&fs);
     let fs = remount(fs);
     assert_eq!(names(&fs), before);
@@ -75,7 +172,10 @@ fn data_holes_truncate_and_fallocate() {
     let mut fs = fresh(2048);
     let f = file(&mut fs, ROOT, "f");
     fs.write(0, f, 10, b"hello").unwrap();
-    assert_eq!(fs.read(f, 0, 100).unwrap(), [&[0u8; 10][..], b"hello"].concat());
+    assert_eq!(
+        fs.read(f, 0, 100).unwrap(),
+        [&[0u8; 10][..], b"hello"].concat()
+    );
     // A sparse file of several GiB: one block allocated, the rest reads as zeros.
     let far = 5u64 << 30;
     fs.write(0, f, far, b"end").unwrap();
@@ -87,7 +187,10 @@ fn data_holes_truncate_and_fallocate() {
     // Truncating inside a block zeroes its tail for when the file grows again.
     fs.truncate(0, f, 12).unwrap();
     fs.truncate(0, f, 20).unwrap();
-    assert_eq!(fs.read(f, 0, 100).unwrap(), [&[0u8; 10][..], b"he", &[0u8; 8][..]].concat());
+    assert_eq!(
+        fs.read(f, 0, 100).unwrap(),
+        [&[0u8; 10][..], b"he", &[0u8; 8][..]].concat()
+    );
     // fallocate: default mode grows the file, KEEP_SIZE only reserves.
     fs.fallocate(0, f, 0, 3 * BLOCK as u64, true).unwrap();
     assert_eq!(fs.getattr(f).unwrap().size, 20);
@@ -96,8 +199,14 @@ fn data_holes_truncate_and_fallocate() {
     fs.fallocate(0, f, 0, 5 * BLOCK as u64, false).unwrap();
     assert_eq!(fs.getattr(f).unwrap().size, 5 * BLOCK as u64);
     let mut fs = remount(fs);
-    assert_eq!(fs.read(f, 0, 20).unwrap(), [&[0u8; 10][..], b"he", &[0u8; 8][..]].concat());
-    assert_eq!(fs.read(f, 4 * BLOCK as u64, BLOCK).unwrap(), vec![0u8; BLOCK]);
+    assert_eq!(
+        fs.read(f, 0, 20).unwrap(),
+        [&[0u8; 10][..], b"he", &[0u8; 8][..]].concat()
+    );
+    assert_eq!(
+        fs.read(f, 4 * BLOCK as u64, BLOCK).unwrap(),
+        vec![0u8; BLOCK]
+    );
     assert_eq!(fs.getattr(f).unwrap().blocks, 5 * (BLOCK as u64 / 512));
     let mut dev = fs.unmount().unwrap();
     assert!(fsck(&mut dev, true).clean());
@@ -124,14 +233,22 @@ fn statfs_and_running_out_of_space() {
     // An unlink's space is free at once (statfs), before the unlink commits...
     fs.unlink(0, ROOT, b"big").unwrap();
     let freed = fs.statfs();
-    assert!(freed.free_blocks + 2 >= s0.free_blocks, "{freed:?} vs {s0:?}");
+    assert!(
+        freed.free_blocks + 2 >= s0.free_blocks,
+        "{freed:?} vs {s0:?}"
+    );
     // ...and a write that needs it commits the unlink instead of failing.
     let g = file(&mut fs, ROOT, "again");
-    fs.write(0, g, 0, &vec![9u8; (off as usize).min(32 * BLOCK)]).unwrap();
+    fs.write(0, g, 0, &vec![9u8; (off as usize).min(32 * BLOCK)])
+        .unwrap();
     fs.sync().unwrap();
     fs.unlink(0, ROOT, b"again").unwrap();
     fs.sync().unwrap();
-    assert!(fs.statfs().free_blocks + 2 >= s0.free_blocks, "{:?} vs {s0:?}", fs.statfs());
+    assert!(
+        fs.statfs().free_blocks + 2 >= s0.free_blocks,
+        "{:?} vs {s0:?}",
+        fs.statfs()
+    );
     let mut dev = fs.unmount().unwrap();
     assert!(fsck(&mut dev, true).clean());
 }
@@ -168,7 +285,11 @@ fn a_full_file_system_reuses_space_freed_by_uncommitted_calls() {
     // Truncate (not yet committed) releases the old blocks: statfs sees them, and a
     // rewrite of the same size succeeds by committing the truncate first.
     fs.truncate(0, f, 0).unwrap();
-    assert!(fs.statfs().free_blocks >= full + off / BLOCK as u64 - 2, "{:?}", fs.statfs());
+    assert!(
+        fs.statfs().free_blocks >= full + off / BLOCK as u64 - 2,
+        "{:?}",
+        fs.statfs()
+    );
     let mut pos = 0u64;
     while pos < off {
         fs.write(0, f, pos, &chunk).unwrap();
@@ -225,13 +346,20 @@ fn related_operations_merge_streams() {
     // Stream 1 creates a directory and writes a big file; stream 2 creates a file inside
     // the directory (related: ccfs §3.5), so fsync in stream 2 must commit stream 1 too.
     let d = fs.mkdir(1, ROOT, b"d", 0o755, O).unwrap().ino;
-    let big = fs.create(1, ROOT, b"big", NewKind::File, 0o644, O).unwrap().ino;
+    let big = fs
+        .create(1, ROOT, b"big", NewKind::File, 0o644, O)
+        .unwrap()
+        .ino;
     fs.write(1, big, 0, &vec![3u8; 1 << 20]).unwrap();
     let f = fs.create(2, d, b"f", NewKind::File, 0o644, O).unwrap().ino;
     assert_eq!(fs.merges(), 1);
     fs.fsync(2, f, false).unwrap();
     let dev = fs.into_device();
-    let (mut fs, _) = Fs::mount(SimDevice::from_image(BLOCK, dev.durable().to_vec()).unwrap(), MountOptions::default()).unwrap();
+    let (mut fs, _) = Fs::mount(
+        SimDevice::from_image(BLOCK, dev.durable().to_vec()).unwrap(),
+        MountOptions::default(),
+    )
+    .unwrap();
     assert_eq!(fs.lookup(d, b"f").unwrap().ino, f);
     assert_eq!(fs.read(big, 0, 4).unwrap(), [3u8; 4]);
 }
@@ -244,7 +372,11 @@ fn fsync_of_a_file_another_stream_wrote() {
     fs.write(1, f, 0, b"from stream 1").unwrap();
     fs.fsync(2, f, false).unwrap();
     let dev = fs.into_device();
-    let (mut fs, _) = Fs::mount(SimDevice::from_image(BLOCK, dev.durable().to_vec()).unwrap(), MountOptions::default()).unwrap();
+    let (mut fs, _) = Fs::mount(
+        SimDevice::from_image(BLOCK, dev.durable().to_vec()).unwrap(),
+        MountOptions::default(),
+    )
+    .unwrap();
     assert_eq!(fs.read(f, 0, 100).unwrap(), b"from stream 1");
 }
 
@@ -252,18 +384,36 @@ fn fsync_of_a_file_another_stream_wrote() {
 fn ignore_fsync_and_streamsync() {
     let mut fs = fresh(4096);
     assert_eq!(fs.getstream(42), intactfs::INIT_STREAM);
-    fs.setstream(42, 3, StreamFlags { ignore_fsync: true, ..Default::default() });
+    fs.setstream(
+        42,
+        3,
+        StreamFlags {
+            ignore_fsync: true,
+            ..Default::default()
+        },
+    );
     assert_eq!(fs.getstream(42), 3);
     assert!(fs.stream_flags(3).ignore_fsync);
-    let f = fs.create(3, ROOT, b"f", NewKind::File, 0o644, O).unwrap().ino;
+    let f = fs
+        .create(3, ROOT, b"f", NewKind::File, 0o644, O)
+        .unwrap()
+        .ino;
     fs.write(3, f, 0, b"data").unwrap();
     let c = fs.stats().commits;
     fs.fsync(3, f, false).unwrap();
-    assert_eq!(fs.stats().commits, c, "fsync is a no-op in an IGNORE_FSYNC stream");
+    assert_eq!(
+        fs.stats().commits,
+        c,
+        "fsync is a no-op in an IGNORE_FSYNC stream"
+    );
     fs.streamsync(3).unwrap();
     assert_eq!(fs.stats().commits, c + 1);
     let dev = fs.into_device();
-    let (mut fs, _) = Fs::mount(SimDevice::from_image(BLOCK, dev.durable().to_vec()).unwrap(), MountOptions::default()).unwrap();
+    let (mut fs, _) = Fs::mount(
+        SimDevice::from_image(BLOCK, dev.durable().to_vec()).unwrap(),
+        MountOptions::default(),
+    )
+    .unwrap();
     assert_eq!(fs.read(f, 0, 10).unwrap(), b"data");
 }
 
@@ -280,7 +430,10 @@ fn unlinked_open_files_live_until_closed_or_recovered() {
     let img = fs.device().durable().to_vec();
     let mut dev = SimDevice::from_image(BLOCK, img.clone()).unwrap();
     let r = fsck(&mut dev, true);
-    assert!(r.clean() && r.notes.iter().any(|n| n.contains("orphan")), "{r:?}");
+    assert!(
+        r.clean() && r.notes.iter().any(|n| n.contains("orphan")),
+        "{r:?}"
+    );
     let (fs2, report) = Fs::mount(dev, MountOptions::default()).unwrap();
     assert_eq!(report.orphans_freed, 1);
     assert!(fs2.getattr(f).is_err());
@@ -296,7 +449,15 @@ fn a_directory_of_100000_entries() {
     let mut fs = fresh(16384);
     let d = fs.mkdir(0, ROOT, b"big", 0o755, O).unwrap().ino;
     for i in 0..100_000u32 {
-        fs.create(0, d, format!("file-{i:06}").as_bytes(), NewKind::File, 0o644, O).unwrap();
+        fs.create(
+            0,
+            d,
+            format!("file-{i:06}").as_bytes(),
+            NewKind::File,
+            0o644,
+            O,
+        )
+        .unwrap();
     }
     fs.sync().unwrap();
     let mut fs = remount(fs);
@@ -325,7 +486,10 @@ fn file_device_round_trip() {
     let mut dev = FileDevice::create(&path, BLOCK, 2048).unwrap();
     mkfs(&mut dev, &MkfsOptions::default()).unwrap();
     let (mut fs, _) = Fs::mount(dev, MountOptions::default()).unwrap();
-    let f = fs.create(0, ROOT, b"f", NewKind::File, 0o644, O).unwrap().ino;
+    let f = fs
+        .create(0, ROOT, b"f", NewKind::File, 0o644, O)
+        .unwrap()
+        .ino;
     fs.write(0, f, 0, b"on a file").unwrap();
     fs.fsync(0, f, false).unwrap();
     drop(fs.into_device());
@@ -340,15 +504,54 @@ fn extended_attributes_are_journaled_with_their_stream() {
     let mut fs = fresh(4096);
     let f = file(&mut fs, ROOT, "f");
     fs.setxattr(0, f, b"user.a", b"1", false, false).unwrap();
-    assert!(matches!(fs.setxattr(0, f, b"user.a", b"2", true, false), Err(FsError::Exists)), "XATTR_CREATE of an existing name");
-    assert!(matches!(fs.setxattr(0, f, b"user.b", b"2", false, true), Err(FsError::NoData)), "XATTR_REPLACE of a missing name");
+    assert!(
+        matches!(
+            fs.setxattr(0, f, b"user.a", b"2", true, false),
+            Err(FsError::Exists)
+        ),
+        "XATTR_CREATE of an existing name"
+    );
+    assert!(
+        matches!(
+            fs.setxattr(0, f, b"user.b", b"2", false, true),
+            Err(FsError::NoData)
+        ),
+        "XATTR_REPLACE of a missing name"
+    );
     fs.setxattr(0, f, b"user.a", b"22", false, true).unwrap();
-    fs.setxattr(0, f, b"user.big", &vec![9u8; intactfs::meta::XATTR_VALUE_MAX], false, false).unwrap();
-    assert!(matches!(fs.setxattr(0, f, b"user.c", &vec![0u8; intactfs::meta::XATTR_VALUE_MAX + 1], false, false), Err(FsError::TooBig)));
-    assert!(matches!(fs.setxattr(0, f, &[b'x'; 256], b"", false, false), Err(FsError::NameTooLong)));
-    assert_eq!(fs.listxattr(f).unwrap(), vec![b"user.a".to_vec(), b"user.big".to_vec()]);
+    fs.setxattr(
+        0,
+        f,
+        b"user.big",
+        &vec![9u8; intactfs::meta::XATTR_VALUE_MAX],
+        false,
+        false,
+    )
+    .unwrap();
+    assert!(matches!(
+        fs.setxattr(
+            0,
+            f,
+            b"user.c",
+            &vec![0u8; intactfs::meta::XATTR_VALUE_MAX + 1],
+            false,
+            false
+        ),
+        Err(FsError::TooBig)
+    ));
+    assert!(matches!(
+        fs.setxattr(0, f, &[b'x'; 256], b"", false, false),
+        Err(FsError::NameTooLong)
+    ));
+    assert_eq!(
+        fs.listxattr(f).unwrap(),
+        vec![b"user.a".to_vec(), b"user.big".to_vec()]
+    );
     fs.removexattr(0, f, b"user.big").unwrap();
-    assert!(matches!(fs.removexattr(0, f, b"user.big"), Err(FsError::NoData)));
+    assert!(matches!(
+        fs.removexattr(0, f, b"user.big"),
+        Err(FsError::NoData)
+    ));
     assert!(matches!(fs.getxattr(f, b"user.big"), Err(FsError::NoData)));
     // Durable after fsync, in the stream that set it: a crash keeps it.
     fs.setstream(1, 5, StreamFlags::default());
@@ -359,13 +562,20 @@ fn extended_attributes_are_journaled_with_their_stream() {
     fs.fsync(0, g, false).unwrap();
     fs.setxattr(6, g, b"user.lost", b"x", false, false).unwrap();
     let dev = fs.into_device();
-    let (fs, _) = Fs::mount(SimDevice::from_image(BLOCK, dev.durable().to_vec()).unwrap(), MountOptions::default()).unwrap();
+    let (fs, _) = Fs::mount(
+        SimDevice::from_image(BLOCK, dev.durable().to_vec()).unwrap(),
+        MountOptions::default(),
+    )
+    .unwrap();
     assert_eq!(fs.getxattr(f, b"user.a").unwrap(), b"22");
     assert_eq!(fs.getxattr(f, b"user.s").unwrap(), b"five");
     assert!(matches!(fs.getxattr(g, b"user.lost"), Err(FsError::NoData)));
     // And through a checkpoint (unmount writes one).
     let fs = remount(fs);
-    assert_eq!(fs.listxattr(f).unwrap(), vec![b"user.a".to_vec(), b"user.s".to_vec()]);
+    assert_eq!(
+        fs.listxattr(f).unwrap(),
+        vec![b"user.a".to_vec(), b"user.s".to_vec()]
+    );
     let dev = fs.unmount().unwrap();
     let mut dev2 = SimDevice::from_image(BLOCK, dev.durable().to_vec()).unwrap();
     assert!(fsck(&mut dev2, true).clean());
@@ -380,11 +590,22 @@ fn seek_data_and_hole_follow_written_blocks() {
     fs.write(0, f, 256 * b + 10, b"tail").unwrap();
     for committed in [false, true] {
         // Dirty blocks count before the commit, extents after it.
-        assert_eq!(fs.seek_data(f, 0, false).unwrap(), b, "committed: {committed}");
+        assert_eq!(
+            fs.seek_data(f, 0, false).unwrap(),
+            b,
+            "committed: {committed}"
+        );
         assert_eq!(fs.seek_data(f, 2, true).unwrap(), 2);
         assert_eq!(fs.seek_data(f, 8192, true).unwrap(), 256 * b);
-        assert_eq!(fs.seek_data(f, 256 * b + 1, false).unwrap(), 256 * b + 14, "the end is a hole");
-        assert!(matches!(fs.seek_data(f, 256 * b + 14, true), Err(FsError::PastEnd)));
+        assert_eq!(
+            fs.seek_data(f, 256 * b + 1, false).unwrap(),
+            256 * b + 14,
+            "the end is a hole"
+        );
+        assert!(matches!(
+            fs.seek_data(f, 256 * b + 14, true),
+            Err(FsError::PastEnd)
+        ));
         fs.fsync(0, f, false).unwrap();
     }
     // Preallocated blocks read as zeros and are holes; a file of one huge hole answers at once.
@@ -399,8 +620,14 @@ fn seek_data_and_hole_follow_written_blocks() {
 }
 
 /// Every image a crash could leave, recovered: the set of (content of `a`, content of `b`).
-fn recovered_states(dev: &SimDevice, a: u64, b: u64) -> std::collections::BTreeSet<(Vec<u8>, Vec<u8>)> {
-    let imgs = dev.all_images(1 << 12).expect("few enough unflushed writes to enumerate");
+fn recovered_states(
+    dev: &SimDevice,
+    a: u64,
+    b: u64,
+) -> std::collections::BTreeSet<(Vec<u8>, Vec<u8>)> {
+    let imgs = dev
+        .all_images(1 << 12)
+        .expect("few enough unflushed writes to enumerate");
     imgs.into_iter()
         .map(|img| {
             let mut d = SimDevice::from_image(BLOCK, img).unwrap();
@@ -432,25 +659,48 @@ fn osync_orders_without_flushing_and_dsync_makes_durable() {
     let none = (Vec::new(), Vec::new());
     let first = (b"first".to_vec(), Vec::new());
     let both = (b"first".to_vec(), b"second".to_vec());
-    assert_eq!(states, [none, first, both.clone()].into_iter().collect(), "prefix semantics");
+    assert_eq!(
+        states,
+        [none, first, both.clone()].into_iter().collect(),
+        "prefix semantics"
+    );
     // dsync of the stream flushes; its point and every osync before it are durable.
     fs.write(1, a, 5, b"+").unwrap();
     fs.dsync(1, a).unwrap();
     assert_eq!(fs.stats().flushes, flushes + 1);
     assert!(fs.durable_ticket() >= t2 && !fs.has_unflushed());
     let states = recovered_states(fs.device(), a, b);
-    assert_eq!(states, [(b"first+".to_vec(), b"second".to_vec())].into_iter().collect());
+    assert_eq!(
+        states,
+        [(b"first+".to_vec(), b"second".to_vec())]
+            .into_iter()
+            .collect()
+    );
 }
 
 #[test]
 fn fsync_as_osync_and_the_durability_flush() {
     let mut fs = fresh(1024);
-    fs.setstream(9, 4, StreamFlags { fsync_as_osync: true, ..Default::default() });
-    let a = fs.create(4, ROOT, b"a", NewKind::File, 0o644, O).unwrap().ino;
+    fs.setstream(
+        9,
+        4,
+        StreamFlags {
+            fsync_as_osync: true,
+            ..Default::default()
+        },
+    );
+    let a = fs
+        .create(4, ROOT, b"a", NewKind::File, 0o644, O)
+        .unwrap()
+        .ino;
     fs.write(4, a, 0, b"x").unwrap();
     let flushes = fs.stats().flushes;
     fs.fsync(4, a, true).unwrap();
-    assert_eq!(fs.stats().flushes, flushes, "fsync is an osync in this stream");
+    assert_eq!(
+        fs.stats().flushes,
+        flushes,
+        "fsync is an osync in this stream"
+    );
     assert!(fs.has_unflushed());
     let t = fs.written_ticket();
     fs.flush().unwrap();
@@ -476,11 +726,23 @@ fn blocks_freed_by_osync_commits_wait_for_durability() {
     for i in 0..400u32 {
         fs.write(1, a, 0, &vec![(i % 251) as u8; BLOCK]).unwrap();
         fs.osync(1, a).unwrap();
-        let pblk = fs.durable_meta().get(a).unwrap().extents().unwrap().values().next().unwrap().pblk;
+        let pblk = fs
+            .durable_meta()
+            .get(a)
+            .unwrap()
+            .extents()
+            .unwrap()
+            .values()
+            .next()
+            .unwrap()
+            .pblk;
         if !fs.has_unflushed() {
             seen.clear();
         }
-        assert!(seen.insert(pblk), "block {pblk} reused before the commit that freed it was durable (round {i})");
+        assert!(
+            seen.insert(pblk),
+            "block {pblk} reused before the commit that freed it was durable (round {i})"
+        );
     }
     let dev = fs.unmount().unwrap();
     let (mut fs, _) = Fs::mount(dev, MountOptions::default()).unwrap();
@@ -500,21 +762,39 @@ fn punch_hole_zeroes_frees_and_keeps_the_size() {
     fs.punch_hole(0, a, off, len).unwrap();
     let mut want = data.clone();
     want[off as usize..(off + len) as usize].fill(0);
-    assert_eq!(fs.read(a, 0, data.len()).unwrap(), want, "the range reads as zeros at once");
+    assert_eq!(
+        fs.read(a, 0, data.len()).unwrap(),
+        want,
+        "the range reads as zeros at once"
+    );
     assert_eq!(fs.getattr(a).unwrap().size, data.len() as u64, "KEEP_SIZE");
     fs.sync().unwrap();
-    assert_eq!(fs.getattr(a).unwrap().blocks, blocks0 - 2 * (BLOCK as u64 / 512), "the two whole blocks are freed");
+    assert_eq!(
+        fs.getattr(a).unwrap().blocks,
+        blocks0 - 2 * (BLOCK as u64 / 512),
+        "the two whole blocks are freed"
+    );
     // Uncommitted writes inside a hole are dropped; a hole past the end changes nothing
     // visible; preallocation waiting for its commit loses the punched part.
     fs.write(0, a, 6 * BLOCK as u64, &[9u8; 2 * BLOCK]).unwrap();
-    fs.fallocate(0, a, 20 * BLOCK as u64, 4 * BLOCK as u64, true).unwrap();
-    fs.punch_hole(0, a, 6 * BLOCK as u64, 2 * BLOCK as u64).unwrap();
-    fs.punch_hole(0, a, 21 * BLOCK as u64, 2 * BLOCK as u64).unwrap();
+    fs.fallocate(0, a, 20 * BLOCK as u64, 4 * BLOCK as u64, true)
+        .unwrap();
+    fs.punch_hole(0, a, 6 * BLOCK as u64, 2 * BLOCK as u64)
+        .unwrap();
+    fs.punch_hole(0, a, 21 * BLOCK as u64, 2 * BLOCK as u64)
+        .unwrap();
     want[6 * BLOCK..8 * BLOCK].fill(0);
     assert_eq!(fs.read(a, 0, data.len()).unwrap(), want);
-    assert!(matches!(fs.punch_hole(0, a, 0, 0), Err(FsError::Invalid(_))));
+    assert!(matches!(
+        fs.punch_hole(0, a, 0, 0),
+        Err(FsError::Invalid(_))
+    ));
     let mut fs = remount(fs);
-    assert_eq!(fs.read(a, 0, data.len()).unwrap(), want, "durable after the unmount's sync");
+    assert_eq!(
+        fs.read(a, 0, data.len()).unwrap(),
+        want,
+        "durable after the unmount's sync"
+    );
     let mut dev = fs.unmount().unwrap();
     assert!(fsck(&mut dev, true).clean());
 }
@@ -527,13 +807,19 @@ fn tmpfiles_are_nameless_until_linked_and_gone_after_a_crash() {
     let free0 = fs.statfs().free_blocks;
     let t = fs.create_tmpfile(0, ROOT, 0o600, O).unwrap();
     assert_eq!((t.kind, t.nlink, t.mode), (FileType::File, 0, 0o600));
-    assert!(fs.readdir(ROOT, 0, 100).unwrap().is_empty(), "the hidden name is gone again");
+    assert!(
+        fs.readdir(ROOT, 0, 100).unwrap().is_empty(),
+        "the hidden name is gone again"
+    );
     fs.write(0, t.ino, 0, &[7u8; 3 * BLOCK]).unwrap();
     fs.link(0, t.ino, ROOT, b"named").unwrap();
     assert_eq!(fs.getattr(t.ino).unwrap().nlink, 1);
     // Linked once, it is an ordinary file: unlinked while open, it cannot come back.
     fs.unlink(0, ROOT, b"named").unwrap();
-    assert!(matches!(fs.link(0, t.ino, ROOT, b"again"), Err(FsError::NotFound)));
+    assert!(matches!(
+        fs.link(0, t.ino, ROOT, b"again"),
+        Err(FsError::NotFound)
+    ));
     fs.release(0, t.ino).unwrap();
     // Linked and durable: survives a remount.
     let u = fs.create_tmpfile(0, ROOT, 0o644, O).unwrap();
@@ -549,7 +835,10 @@ fn tmpfiles_are_nameless_until_linked_and_gone_after_a_crash() {
     let k = fs.lookup(ROOT, b"kept").unwrap();
     assert_eq!(fs.read(k.ino, 0, 100).unwrap(), b"kept");
     assert_eq!(fs.readdir(ROOT, 0, 100).unwrap().len(), 1);
-    assert!(fs.statfs().free_blocks >= free0 - 2, "the orphan's blocks are free again");
+    assert!(
+        fs.statfs().free_blocks >= free0 - 2,
+        "the orphan's blocks are free again"
+    );
     let mut dev = fs.unmount().unwrap();
     assert!(fsck(&mut dev, true).clean());
 }
@@ -561,13 +850,18 @@ fn tmpfiles_are_nameless_until_linked_and_gone_after_a_crash() {
 fn incremental_checkpoints_write_what_changed_and_read_back() {
     let mut fs = fresh(16384);
     let many = fs.mkdir(0, ROOT, b"many", 0o755, O).unwrap().ino;
-    let mut files: Vec<u64> = (0..2000).map(|i| file(&mut fs, many, &format!("f{i:04}"))).collect();
+    let mut files: Vec<u64> = (0..2000)
+        .map(|i| file(&mut fs, many, &format!("f{i:04}")))
+        .collect();
     let w = fs.mkdir(0, ROOT, b"w", 0o755, O).unwrap().ino;
     fs.sync().unwrap();
     let before = fs.stats();
     fs.checkpoint_base().unwrap();
     let base_bytes = fs.stats().snapshot_bytes - before.snapshot_bytes;
-    assert!(base_bytes >= 16 * BLOCK as u64, "a base of {base_bytes} bytes is too small for this test");
+    assert!(
+        base_bytes >= 16 * BLOCK as u64,
+        "a base of {base_bytes} bytes is too small for this test"
+    );
     // A tiny deterministic generator: the test must not depend on the seed's luck.
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
     let mut next = move |n: u64| {
@@ -585,7 +879,8 @@ fn incremental_checkpoints_write_what_changed_and_read_back() {
             0 => files.push(file(&mut fs, w, &name)),
             1 => {
                 let f = files[next(files.len() as u64) as usize];
-                fs.write(0, f, next(4) * BLOCK as u64, &vec![round as u8; 3000]).unwrap();
+                fs.write(0, f, next(4) * BLOCK as u64, &vec![round as u8; 3000])
+                    .unwrap();
             }
             2 => {
                 file(&mut fs, w, &name);
@@ -594,14 +889,31 @@ fn incremental_checkpoints_write_what_changed_and_read_back() {
             3 => {
                 let k = next(files.len() as u64) as usize;
                 let (from, to) = (format!("f{k:04}"), format!("moved{round}"));
-                big_dir = fs.rename(0, many, from.as_bytes(), w, to.as_bytes(), RenameFlags::default()).is_ok();
+                big_dir = fs
+                    .rename(
+                        0,
+                        many,
+                        from.as_bytes(),
+                        w,
+                        to.as_bytes(),
+                        RenameFlags::default(),
+                    )
+                    .is_ok();
                 if !big_dir {
                     fs.mkdir(0, w, name.as_bytes(), 0o700, O).unwrap();
                 }
             }
             4 => {
                 let f = files[next(files.len() as u64) as usize];
-                fs.setattr(0, f, SetAttr { mode: Some(0o600), ..Default::default() }).unwrap();
+                fs.setattr(
+                    0,
+                    f,
+                    SetAttr {
+                        mode: Some(0o600),
+                        ..Default::default()
+                    },
+                )
+                .unwrap();
             }
             _ => {
                 let f = files[next(files.len() as u64) as usize];
@@ -624,15 +936,26 @@ fn incremental_checkpoints_write_what_changed_and_read_back() {
         if round % 5 == 4 {
             let want = fs.durable_meta().clone();
             let img = fs.into_device().durable().to_vec();
-            let (again, report) = Fs::mount(SimDevice::from_image(BLOCK, img).unwrap(), MountOptions::default()).unwrap();
+            let (again, report) = Fs::mount(
+                SimDevice::from_image(BLOCK, img).unwrap(),
+                MountOptions::default(),
+            )
+            .unwrap();
             assert_eq!(report.records_replayed, 0);
-            assert_eq!(again.durable_meta(), &want, "round {round}: the checkpoint chain reads back differently");
+            assert_eq!(
+                again.durable_meta(),
+                &want,
+                "round {round}: the checkpoint chain reads back differently"
+            );
             fs = again;
         }
     }
     // The mounts in between add (empty) deltas too; a chain of 8 then gives way to a base.
     assert!(deltas >= 25 && bases >= 3, "{deltas} deltas, {bases} bases");
-    assert!(largest_delta <= 2 * BLOCK as u64, "a delta for one changed call wrote {largest_delta} bytes (base {base_bytes})");
+    assert!(
+        largest_delta <= 2 * BLOCK as u64,
+        "a delta for one changed call wrote {largest_delta} bytes (base {base_bytes})"
+    );
     let mut dev = fs.unmount().unwrap();
     let r = fsck(&mut dev, false);
     assert!(r.clean(), "{:?}", r.problems);

@@ -39,10 +39,18 @@
 use intactfs::dump::dump;
 use intactfs::engine::MAX_FILE_SIZE;
 use intactfs::fsck::fsck;
-use intactfs::layout::{self, Checkpoint, Delta, Record, Segment, Superblock, CHECKPOINT_SLOTS, CP2_MAGIC, CP_MAGIC, REC_MAGIC, SB_MAGIC};
-use intactfs::meta::{dir_key, name_hash, valid_name, Body, Extent, Inode, LogOp, Meta, SYMLINK_MAX};
+use intactfs::layout::{
+    self, Checkpoint, Delta, Record, Segment, Superblock, CHECKPOINT_SLOTS, CP2_MAGIC, CP_MAGIC,
+    REC_MAGIC, SB_MAGIC,
+};
+use intactfs::meta::{
+    dir_key, name_hash, valid_name, Body, Extent, Inode, LogOp, Meta, SYMLINK_MAX,
+};
 use intactfs::recovery::{self, check_meta};
-use intactfs::{mkfs, FileType, Fs, FsError, Ino, MkfsOptions, MountOptions, NewKind, Owner, RenameFlags, Time, BLOCK, INIT_STREAM, ROOT};
+use intactfs::{
+    mkfs, FileType, Fs, FsError, Ino, MkfsOptions, MountOptions, NewKind, Owner, RenameFlags, Time,
+    BLOCK, INIT_STREAM, ROOT,
+};
 use intactfs_device::{BlockDevice, DeviceError, SimDevice};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -55,7 +63,10 @@ use std::time::Duration;
 // ----- base images -----
 
 fn t0() -> Time {
-    Time { sec: 1_700_000_000, nsec: 0 }
+    Time {
+        sec: 1_700_000_000,
+        nsec: 0,
+    }
 }
 
 fn mopts() -> MountOptions {
@@ -71,7 +82,14 @@ fn mopts() -> MountOptions {
 }
 
 fn pattern(seed: u8, n: usize) -> Vec<u8> {
-    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed).wrapping_add((i / 4096) as u8)).collect()
+    (0..n)
+        .map(|i| {
+            (i as u8)
+                .wrapping_mul(31)
+                .wrapping_add(seed)
+                .wrapping_add((i / 4096) as u8)
+        })
+        .collect()
 }
 
 /// Files, directories, a hard link, a symlink, a sparse file, preallocation past the end,
@@ -86,7 +104,9 @@ fn work(fs: &mut Fs<SimDevice>, k: u8) -> Result<(), FsError> {
     fs.write(s, f, 0, &pattern(k, 3 * BLOCK + 100))?;
     fs.fsync(s, f, false)?;
     let gname = format!("g{k}");
-    let g = fs.create(s, ROOT, gname.as_bytes(), NewKind::File, 0o600, o)?.ino;
+    let g = fs
+        .create(s, ROOT, gname.as_bytes(), NewKind::File, 0o600, o)?
+        .ino;
     fs.write(s, g, 0, b"hello, hostile world")?;
     fs.link(s, g, e, b"g-link")?;
     fs.symlink(s, e, b"sym", format!("../d{k}/f").as_bytes(), o)?;
@@ -97,11 +117,20 @@ fn work(fs: &mut Fs<SimDevice>, k: u8) -> Result<(), FsError> {
     fs.fsync(s, big, false)?;
     fs.truncate(s, f, 5000)?;
     fs.fallocate(s, f, 8 * BLOCK as u64, 2 * BLOCK as u64, true)?;
-    fs.rename(s, ROOT, gname.as_bytes(), d, b"g-moved", RenameFlags::default())?;
+    fs.rename(
+        s,
+        ROOT,
+        gname.as_bytes(),
+        d,
+        b"g-moved",
+        RenameFlags::default(),
+    )?;
     fs.write(s, f, 100, b"overwritten")?;
     fs.fsync(s, f, false)?;
     let tname = format!("tmp{k}");
-    let tmp = fs.create(s, ROOT, tname.as_bytes(), NewKind::File, 0o644, o)?.ino;
+    let tmp = fs
+        .create(s, ROOT, tname.as_bytes(), NewKind::File, 0o644, o)?
+        .ino;
     fs.write(s, tmp, 0, &pattern(k.wrapping_add(3), BLOCK + 1))?;
     fs.open(tmp)?;
     fs.unlink(s, ROOT, tname.as_bytes())?;
@@ -111,7 +140,15 @@ fn work(fs: &mut Fs<SimDevice>, k: u8) -> Result<(), FsError> {
 
 fn fresh(blocks: u64, journal: u64, uuid: u64) -> Fs<SimDevice> {
     let mut dev = SimDevice::new(BLOCK, blocks).unwrap();
-    mkfs(&mut dev, &MkfsOptions { journal_blocks: Some(journal), uuid, time: t0() }).unwrap();
+    mkfs(
+        &mut dev,
+        &MkfsOptions {
+            journal_blocks: Some(journal),
+            uuid,
+            time: t0(),
+        },
+    )
+    .unwrap();
     Fs::mount(dev, mopts()).unwrap().0
 }
 
@@ -151,13 +188,24 @@ fn build_images() -> Vec<(&'static str, Vec<u8>)> {
     let o = Owner::default();
     let many = fs.mkdir(s, ROOT, b"many", 0o755, o).unwrap().ino;
     for i in 0..120 {
-        fs.create(s, many, format!("file-{i:03}").as_bytes(), NewKind::File, 0o644, o).unwrap();
+        fs.create(
+            s,
+            many,
+            format!("file-{i:03}").as_bytes(),
+            NewKind::File,
+            0o644,
+            o,
+        )
+        .unwrap();
     }
     let w = fs.mkdir(s, ROOT, b"w", 0o755, o).unwrap().ino;
     fs.sync().unwrap();
     fs.checkpoint_base().unwrap();
     for k in 0..3u8 {
-        let f = fs.create(s, w, format!("c{k}").as_bytes(), NewKind::File, 0o644, o).unwrap().ino;
+        let f = fs
+            .create(s, w, format!("c{k}").as_bytes(), NewKind::File, 0o644, o)
+            .unwrap()
+            .ino;
         fs.write(s, f, 0, &pattern(k, 100)).unwrap();
         if k == 1 {
             fs.unlink(s, w, b"c0").unwrap();
@@ -223,7 +271,9 @@ fn frame_of(magic: &[u8; 8], bytes: &[u8]) -> usize {
 
 /// A checkpoint header's frame length, whichever of the two shapes it has.
 fn cp_frame_of(bytes: &[u8]) -> usize {
-    layout::framed_len(CP2_MAGIC, bytes).or_else(|_| layout::framed_len(CP_MAGIC, bytes)).unwrap() as usize
+    layout::framed_len(CP2_MAGIC, bytes)
+        .or_else(|_| layout::framed_len(CP_MAGIC, bytes))
+        .unwrap() as usize
 }
 
 fn segment_bytes(img: &[u8], runs: &[(u64, u64)], len: u64) -> Vec<u8> {
@@ -237,9 +287,11 @@ fn segment_bytes(img: &[u8], runs: &[(u64, u64)], len: u64) -> Vec<u8> {
 
 /// The checkpoint's metadata: the base with every delta applied in order.
 fn snapshot_meta(img: &[u8], cp: &Checkpoint) -> Meta {
-    let mut m: Meta = postcard::from_bytes(&segment_bytes(img, &cp.snapshot, cp.snapshot_bytes)).unwrap();
+    let mut m: Meta =
+        postcard::from_bytes(&segment_bytes(img, &cp.snapshot, cp.snapshot_bytes)).unwrap();
     for (k, seg) in cp.deltas.iter().enumerate() {
-        let d: Delta<Inode> = postcard::from_bytes(&segment_bytes(img, &seg.runs, seg.bytes)).unwrap();
+        let d: Delta<Inode> =
+            postcard::from_bytes(&segment_bytes(img, &seg.runs, seg.bytes)).unwrap();
         assert_eq!(d.index as usize, k);
         for (i, n) in d.inodes {
             match n {
@@ -262,18 +314,35 @@ fn seg_len(cp: &Checkpoint, seg: usize) -> usize {
 }
 
 fn analyze(name: &'static str, img: Vec<u8>) -> Base {
-    let l = recovery::load(&mut RoDev(&img)).unwrap_or_else(|e| panic!("base image {name} does not load: {e}"));
+    let l = recovery::load(&mut RoDev(&img))
+        .unwrap_or_else(|e| panic!("base image {name} does not load: {e}"));
     let mut records = Vec::new();
     let mut pos = l.cp.journal_pos;
     for r in &l.replayed {
         let bytes = layout::encode(REC_MAGIC, r);
         let nb = (bytes.len() / BLOCK) as u64;
-        assert_eq!(&img[pos as usize * BLOCK..(pos + nb) as usize * BLOCK], &bytes[..], "{name}: record {} re-encodes differently", r.seq);
-        records.push(Rec { pos, nb, frame: frame_of(REC_MAGIC, &bytes), rec: r.clone() });
+        assert_eq!(
+            &img[pos as usize * BLOCK..(pos + nb) as usize * BLOCK],
+            &bytes[..],
+            "{name}: record {} re-encodes differently",
+            r.seq
+        );
+        records.push(Rec {
+            pos,
+            nb,
+            frame: frame_of(REC_MAGIC, &bytes),
+            rec: r.clone(),
+        });
         pos += nb;
     }
     assert_eq!(pos, l.journal_head);
-    let durable = l.replayed.iter().map(|r| r.durable_upto).chain([l.cp.durable_upto]).max().unwrap();
+    let durable = l
+        .replayed
+        .iter()
+        .map(|r| r.durable_upto)
+        .chain([l.cp.durable_upto])
+        .max()
+        .unwrap();
     let mut verified: BTreeMap<u64, usize> = BTreeMap::new();
     for (k, r) in l.replayed.iter().enumerate() {
         if r.seq > durable {
@@ -286,7 +355,9 @@ fn analyze(name: &'static str, img: Vec<u8>) -> Base {
     }
     let orphans = recovery::orphans(&l.meta);
     let mut uses = BTreeMap::new();
-    let chain = [&l.cp.snapshot].into_iter().chain(l.cp.deltas.iter().map(|d| &d.runs));
+    let chain = [&l.cp.snapshot]
+        .into_iter()
+        .chain(l.cp.deltas.iter().map(|d| &d.runs));
     for (seg, runs) in chain.enumerate() {
         let mut at = 0;
         for &(s, n) in runs {
@@ -300,16 +371,29 @@ fn analyze(name: &'static str, img: Vec<u8>) -> Base {
         for e in n.extents().into_iter().flat_map(|x| x.values()) {
             for k in 0..e.len {
                 let b = e.pblk + k;
-                let u = if e.written() { Use::Data { ino: *ino, orphan: orphans.contains(ino) } } else { Use::Unwritten };
+                let u = if e.written() {
+                    Use::Data {
+                        ino: *ino,
+                        orphan: orphans.contains(ino),
+                    }
+                } else {
+                    Use::Unwritten
+                };
                 assert!(uses.insert(b, u).is_none());
             }
         }
     }
     let sb = l.sb.clone();
-    let free = (sb.data_start()..sb.blocks).filter(|b| !uses.contains_key(b)).collect();
-    let (mut fs, _) = Fs::mount(SimDevice::from_image(BLOCK, img.clone()).unwrap(), mopts()).unwrap();
+    let free = (sb.data_start()..sb.blocks)
+        .filter(|b| !uses.contains_key(b))
+        .collect();
+    let (mut fs, _) =
+        Fs::mount(SimDevice::from_image(BLOCK, img.clone()).unwrap(), mopts()).unwrap();
     let contents = walk(&mut fs).unwrap();
-    assert!(contents.values().all(|c| c.is_ok()), "{name}: unreadable file in the base image");
+    assert!(
+        contents.values().all(|c| c.is_ok()),
+        "{name}: unreadable file in the base image"
+    );
     let base = Base {
         name,
         sb_frame: frame_of(SB_MAGIC, &img[..BLOCK]),
@@ -336,17 +420,35 @@ fn analyze(name: &'static str, img: Vec<u8>) -> Base {
 fn bases() -> &'static [Base] {
     static BASES: OnceLock<Vec<Base>> = OnceLock::new();
     BASES.get_or_init(|| {
-        let v: Vec<Base> = build_images().into_iter().map(|(n, i)| analyze(n, i)).collect();
+        let v: Vec<Base> = build_images()
+            .into_iter()
+            .map(|(n, i)| analyze(n, i))
+            .collect();
         // The classes below need these shapes.
         let by = |n: &str| v.iter().find(|b| b.name == n).unwrap();
-        assert!(by("journal").records.len() >= 4 && by("checkpointed").records.len() >= 4 && by("remounted").records.len() >= 4);
+        assert!(
+            by("journal").records.len() >= 4
+                && by("checkpointed").records.len() >= 4
+                && by("remounted").records.len() >= 4
+        );
         assert!(by("clean").records.is_empty());
         assert!(by("checkpointed").cp.generation >= 3 && by("wrapped").cp.generation >= 4);
         assert!(v.iter().any(|b| !b.verified.is_empty()));
-        assert!(v.iter().any(|b| b.uses.values().any(|u| matches!(u, Use::Data { orphan: true, .. }))));
-        assert!(v.iter().any(|b| b.uses.values().any(|u| matches!(u, Use::Unwritten))));
+        assert!(v.iter().any(|b| b
+            .uses
+            .values()
+            .any(|u| matches!(u, Use::Data { orphan: true, .. }))));
+        assert!(v
+            .iter()
+            .any(|b| b.uses.values().any(|u| matches!(u, Use::Unwritten))));
         // Headers of both shapes: a base alone, and a base with delta segments.
-        assert!(v.iter().any(|b| b.cp.deltas.is_empty()) && v.iter().any(|b| b.cp.deltas.len() >= 2), "{:?}", v.iter().map(|b| (b.name, b.cp.deltas.len())).collect::<Vec<_>>());
+        assert!(
+            v.iter().any(|b| b.cp.deltas.is_empty()) && v.iter().any(|b| b.cp.deltas.len() >= 2),
+            "{:?}",
+            v.iter()
+                .map(|b| (b.name, b.cp.deltas.len()))
+                .collect::<Vec<_>>()
+        );
         v
     })
 }
@@ -366,7 +468,11 @@ impl BlockDevice for RoDev<'_> {
     }
     fn read(&mut self, block: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
         if block >= self.blocks() {
-            return Err(DeviceError::OutOfRange { block, blocks: self.blocks(), block_size: BLOCK });
+            return Err(DeviceError::OutOfRange {
+                block,
+                blocks: self.blocks(),
+                block_size: BLOCK,
+            });
         }
         buf.copy_from_slice(&self.0[block as usize * BLOCK..(block as usize + 1) * BLOCK]);
         Ok(())
@@ -392,7 +498,10 @@ enum Expect {
     RefuseOrIdentical(&'static [&'static str]),
     /// Mounts with the base's state; reading these files fails with `Corrupt` and
     /// fsck(verify_data) names these device blocks; every other file reads as before.
-    DataDamage { inos: BTreeSet<Ino>, blocks: BTreeSet<u64> },
+    DataDamage {
+        inos: BTreeSet<Ino>,
+        blocks: BTreeSet<u64>,
+    },
     /// Mounts; replay stops just before record `k` (the base's snapshot plus records 0..k).
     CutAt(usize),
     /// Mounts with exactly this state (orphans freed) after replaying this many records.
@@ -404,9 +513,10 @@ impl Expect {
         use Expect::*;
         match (self, o) {
             (Identical, x) | (x, Identical) => x,
-            (DataDamage { inos: a, blocks: b }, DataDamage { inos: c, blocks: d }) => {
-                DataDamage { inos: a.union(&c).copied().collect(), blocks: b.union(&d).copied().collect() }
-            }
+            (DataDamage { inos: a, blocks: b }, DataDamage { inos: c, blocks: d }) => DataDamage {
+                inos: a.union(&c).copied().collect(),
+                blocks: b.union(&d).copied().collect(),
+            },
             (CutAt(a), CutAt(b)) => CutAt(a.min(b)),
             // Which structure mount names depends on the order it reads them in.
             (Refuse(a), Refuse(b)) => Refuse(if a == b { a } else { NAMED }),
@@ -422,7 +532,16 @@ enum Verdict {
     Mounted,
 }
 
-const NAMED: &[&str] = &["superblock", "checkpoint", "snapshot", "journal", "block", "inode", "directory", "orphan"];
+const NAMED: &[&str] = &[
+    "superblock",
+    "checkpoint",
+    "snapshot",
+    "journal",
+    "block",
+    "inode",
+    "directory",
+    "orphan",
+];
 const SB: &[&str] = &["superblock", "intactfs image"];
 const CP: &[&str] = &["checkpoint", "snapshot", "journal"];
 const SNAP: &[&str] = &["snapshot"];
@@ -442,7 +561,11 @@ fn guarded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<
     match rx.recv_timeout(time_limit()) {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(p)) => {
-            let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
             Err(format!("PANIC: {msg}"))
         }
         Err(_) => Err(format!("HANG: no result within {:?}", time_limit())),
@@ -455,7 +578,12 @@ const READ_CAP: u64 = 1 << 20;
 /// huge sparse one: its first MiB and its last block). A file that fails with `Corrupt`
 /// is recorded as such; any other failure is a violation.
 fn walk(fs: &mut Fs<SimDevice>) -> Result<BTreeMap<Ino, Result<Vec<u8>, String>>, String> {
-    let nodes: Vec<(Ino, FileType, u64, usize)> = fs.live_meta().inodes.iter().map(|(i, n)| (*i, n.kind, n.size, n.entries().map_or(0, |e| e.len()))).collect();
+    let nodes: Vec<(Ino, FileType, u64, usize)> = fs
+        .live_meta()
+        .inodes
+        .iter()
+        .map(|(i, n)| (*i, n.kind, n.size, n.entries().map_or(0, |e| e.len())))
+        .collect();
     let mut out = BTreeMap::new();
     for (ino, kind, size, entries) in nodes {
         let a = fs.getattr(ino).map_err(|e| format!("getattr {ino}: {e}"))?;
@@ -464,19 +592,38 @@ fn walk(fs: &mut Fs<SimDevice>) -> Result<BTreeMap<Ino, Result<Vec<u8>, String>>
         }
         match kind {
             FileType::Dir => {
-                let list = fs.readdir(ino, 0, usize::MAX).map_err(|e| format!("readdir {ino}: {e}"))?;
+                let list = fs
+                    .readdir(ino, 0, usize::MAX)
+                    .map_err(|e| format!("readdir {ino}: {e}"))?;
                 if list.len() != entries {
-                    return Err(format!("readdir {ino}: {} of {entries} entries", list.len()));
+                    return Err(format!(
+                        "readdir {ino}: {} of {entries} entries",
+                        list.len()
+                    ));
                 }
                 for e in list {
-                    let t = fs.getattr(e.ino).map_err(|er| format!("directory {ino}: entry {:?} -> {}: {er}", String::from_utf8_lossy(&e.name), e.ino))?;
-                    if t.kind != e.kind || fs.lookup(ino, &e.name).map(|x| x.ino).ok() != Some(e.ino) {
-                        return Err(format!("directory {ino}: entry {:?} does not resolve to {}", String::from_utf8_lossy(&e.name), e.ino));
+                    let t = fs.getattr(e.ino).map_err(|er| {
+                        format!(
+                            "directory {ino}: entry {:?} -> {}: {er}",
+                            String::from_utf8_lossy(&e.name),
+                            e.ino
+                        )
+                    })?;
+                    if t.kind != e.kind
+                        || fs.lookup(ino, &e.name).map(|x| x.ino).ok() != Some(e.ino)
+                    {
+                        return Err(format!(
+                            "directory {ino}: entry {:?} does not resolve to {}",
+                            String::from_utf8_lossy(&e.name),
+                            e.ino
+                        ));
                     }
                 }
             }
             FileType::Symlink => {
-                let t = fs.readlink(ino).map_err(|e| format!("readlink {ino}: {e}"))?;
+                let t = fs
+                    .readlink(ino)
+                    .map_err(|e| format!("readlink {ino}: {e}"))?;
                 if t.len() as u64 != size {
                     return Err(format!("symlink {ino}: {} bytes, size {size}", t.len()));
                 }
@@ -493,9 +640,16 @@ fn walk(fs: &mut Fs<SimDevice>) -> Result<BTreeMap<Ino, Result<Vec<u8>, String>>
                 };
                 match r {
                     Ok(b) => {
-                        let want = if size <= READ_CAP { size } else { READ_CAP + (size - 1) % BLOCK as u64 + 1 };
+                        let want = if size <= READ_CAP {
+                            size
+                        } else {
+                            READ_CAP + (size - 1) % BLOCK as u64 + 1
+                        };
                         if b.len() as u64 != want {
-                            return Err(format!("file {ino}: read {} bytes, expected {want}", b.len()));
+                            return Err(format!(
+                                "file {ino}: read {} bytes, expected {want}",
+                                b.len()
+                            ));
                         }
                         out.insert(ino, Ok(b));
                     }
@@ -519,11 +673,23 @@ fn new_work(mut fs: Fs<SimDevice>) -> Result<(), String> {
     let data = pattern(99, 2 * BLOCK + 7);
     // Existing (maybe hostile) files: overwrite, extend, truncate, preallocate; then remove
     // an entry of the root.
-    let files: Vec<(Ino, u64)> = fs.live_meta().inodes.iter().filter(|(_, n)| n.kind == FileType::File && n.nlink > 0).map(|(i, n)| (*i, n.size)).take(4).collect();
+    let files: Vec<(Ino, u64)> = fs
+        .live_meta()
+        .inodes
+        .iter()
+        .filter(|(_, n)| n.kind == FileType::File && n.nlink > 0)
+        .map(|(i, n)| (*i, n.size))
+        .take(4)
+        .collect();
     for (ino, size) in files {
         let r = (|| -> Result<(), FsError> {
             fs.write(s, ino, 0, b"head")?;
-            fs.write(s, ino, size.saturating_sub(1).min(MAX_FILE_SIZE - 8), b"tail")?;
+            fs.write(
+                s,
+                ino,
+                size.saturating_sub(1).min(MAX_FILE_SIZE - 8),
+                b"tail",
+            )?;
             fs.truncate(s, ino, size / 2)?;
             fs.fallocate(s, ino, size / 4, 3 * BLOCK as u64, size % 2 == 0)?;
             fs.fsync(s, ino, false)
@@ -531,23 +697,49 @@ fn new_work(mut fs: Fs<SimDevice>) -> Result<(), String> {
         match r {
             // Damaged data under a partial-block write; a full device.
             Ok(()) | Err(FsError::Corrupt(_) | FsError::NoSpace(_)) => {}
-            Err(e) => return Err(format!("changing existing file {ino} on the accepted image: {e}")),
+            Err(e) => {
+                return Err(format!(
+                    "changing existing file {ino} on the accepted image: {e}"
+                ))
+            }
         }
     }
-    let first = fs.readdir(ROOT, 0, usize::MAX).map_err(|e| e.to_string())?.into_iter().next();
+    let first = fs
+        .readdir(ROOT, 0, usize::MAX)
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .next();
     if let Some(e) = first {
-        let r = if e.kind == FileType::Dir { fs.rmdir(s, ROOT, &e.name) } else { fs.unlink(s, ROOT, &e.name) };
+        let r = if e.kind == FileType::Dir {
+            fs.rmdir(s, ROOT, &e.name)
+        } else {
+            fs.unlink(s, ROOT, &e.name)
+        };
         match r {
             Ok(()) | Err(FsError::NotEmpty) => {}
-            Err(er) => return Err(format!("removing {:?} on the accepted image: {er}", String::from_utf8_lossy(&e.name))),
+            Err(er) => {
+                return Err(format!(
+                    "removing {:?} on the accepted image: {er}",
+                    String::from_utf8_lossy(&e.name)
+                ))
+            }
         }
     }
     let r = (|| -> Result<Ino, FsError> {
-        let f = fs.create(s, ROOT, b"zz-hostile-new", NewKind::File, 0o644, o)?.ino;
+        let f = fs
+            .create(s, ROOT, b"zz-hostile-new", NewKind::File, 0o644, o)?
+            .ino;
         fs.write(s, f, 0, &data)?;
         fs.fsync(s, f, false)?;
         let d = fs.mkdir(s, ROOT, b"zz-hostile-dir", 0o755, o)?.ino;
-        fs.rename(s, ROOT, b"zz-hostile-new", d, b"moved", RenameFlags::default())?;
+        fs.rename(
+            s,
+            ROOT,
+            b"zz-hostile-new",
+            d,
+            b"moved",
+            RenameFlags::default(),
+        )?;
         fs.sync()?;
         Ok(f)
     })();
@@ -561,8 +753,13 @@ fn new_work(mut fs: Fs<SimDevice>) -> Result<(), String> {
         Err(FsError::NoSpace(_)) => return Ok(()),
         Err(e) => return Err(format!("unmount after new work: {e}")),
     };
-    let (mut fs, _) = Fs::mount(dev, mopts()).map_err(|e| format!("remount after new work: {e}"))?;
-    if fs.read(f, 0, data.len()).map_err(|e| format!("reading the new file after remount: {e}"))? != data {
+    let (mut fs, _) =
+        Fs::mount(dev, mopts()).map_err(|e| format!("remount after new work: {e}"))?;
+    if fs
+        .read(f, 0, data.len())
+        .map_err(|e| format!("reading the new file after remount: {e}"))?
+        != data
+    {
         return Err("the new file reads back different after remount".into());
     }
     let mut dev = fs.into_device();
@@ -611,25 +808,47 @@ fn check_image(base: &'static Base, img: Vec<u8>, expect: Expect) -> Result<Verd
             if plain.clean() {
                 return Err(format!("mount refused ({e}) but fsck is clean"));
             }
-            let FsError::Corrupt(m) = &e else { return Err(format!("mount refused with {e:?}, not a Corrupt error")) };
+            let FsError::Corrupt(m) = &e else {
+                return Err(format!("mount refused with {e:?}, not a Corrupt error"));
+            };
             if std::env::var_os("INTACTFS_FUZZ_TRACE").is_some() {
                 eprintln!("refused: {m}");
             }
             if !NAMED.iter().any(|k| m.contains(k)) {
-                return Err(format!("mount refused with a message that names no structure: {m}"));
+                return Err(format!(
+                    "mount refused with a message that names no structure: {m}"
+                ));
             }
-            if !plain.problems.iter().any(|p| NAMED.iter().any(|k| p.contains(k))) {
-                return Err(format!("fsck problems name no structure: {:?}", plain.problems));
+            if !plain
+                .problems
+                .iter()
+                .any(|p| NAMED.iter().any(|k| p.contains(k)))
+            {
+                return Err(format!(
+                    "fsck problems name no structure: {:?}",
+                    plain.problems
+                ));
             }
             match expect {
-                Expect::Refuse(kw) | Expect::RefuseOrIdentical(kw) if !kw.iter().any(|k| m.contains(k)) => Err(format!("mount refused, but the message should name one of {kw:?}: {m}")),
-                Expect::Refuse(_) | Expect::RefuseOrIdentical(_) | Expect::Any => Ok(Verdict::Refused),
+                Expect::Refuse(kw) | Expect::RefuseOrIdentical(kw)
+                    if !kw.iter().any(|k| m.contains(k)) =>
+                {
+                    Err(format!(
+                        "mount refused, but the message should name one of {kw:?}: {m}"
+                    ))
+                }
+                Expect::Refuse(_) | Expect::RefuseOrIdentical(_) | Expect::Any => {
+                    Ok(Verdict::Refused)
+                }
                 x => Err(format!("mount refused ({m}); expected {}", describe(&x))),
             }
         }
         Ok((mut fs, report)) => {
             if !plain.clean() {
-                return Err(format!("mount accepted ({report:?}) but fsck reports {:?}", plain.problems));
+                return Err(format!(
+                    "mount accepted ({report:?}) but fsck reports {:?}",
+                    plain.problems
+                ));
             }
             if let Err(e) = dumped {
                 return Err(format!("mount accepted but dump fails: {e}"));
@@ -637,19 +856,27 @@ fn check_image(base: &'static Base, img: Vec<u8>, expect: Expect) -> Result<Verd
             let l = loaded.map_err(|e| format!("mount accepted but load fails: {e}"))?;
             let indep = independent_problems(&l.meta, &l.sb, &l.cp.meta_runs());
             if !indep.is_empty() {
-                return Err(format!("WRONG ACCEPTANCE: mount accepted metadata that breaks invariants: {indep:?}"));
+                return Err(format!(
+                    "WRONG ACCEPTANCE: mount accepted metadata that breaks invariants: {indep:?}"
+                ));
             }
             let files = walk(&mut fs)?;
             let meta = fs.live_meta().clone();
             let same = meta == base.meta;
             let verdict = match &expect {
-                Expect::Refuse(_) => return Err(format!("expected refusal, mount accepted: {report:?}")),
+                Expect::Refuse(_) => {
+                    return Err(format!("expected refusal, mount accepted: {report:?}"))
+                }
                 Expect::Identical | Expect::RefuseOrIdentical(_) => {
                     if !same {
-                        return Err(format!("mount accepted a DIFFERENT state (silent loss?): {report:?}"));
+                        return Err(format!(
+                            "mount accepted a DIFFERENT state (silent loss?): {report:?}"
+                        ));
                     }
                     if files != base.contents {
-                        return Err("mount accepted the same metadata but file contents differ".into());
+                        return Err(
+                            "mount accepted the same metadata but file contents differ".into()
+                        );
                     }
                     Verdict::Identical
                 }
@@ -660,14 +887,27 @@ fn check_image(base: &'static Base, img: Vec<u8>, expect: Expect) -> Result<Verd
                     for (ino, c) in &files {
                         match (inos.contains(ino), c) {
                             (true, Err(_)) => {}
-                            (true, Ok(_)) => return Err(format!("file {ino} has a damaged data block but reads without error")),
-                            (false, c) if Some(c) != base.contents.get(ino) => return Err(format!("file {ino} reads differently")),
+                            (true, Ok(_)) => {
+                                return Err(format!(
+                                    "file {ino} has a damaged data block but reads without error"
+                                ))
+                            }
+                            (false, c) if Some(c) != base.contents.get(ino) => {
+                                return Err(format!("file {ino} reads differently"))
+                            }
                             _ => {}
                         }
                     }
                     for b in blocks {
-                        if !data.problems.iter().any(|p| p.contains(&format!("device block {b}"))) {
-                            return Err(format!("fsck(verify_data) does not report damaged device block {b}: {:?}", data.problems));
+                        if !data
+                            .problems
+                            .iter()
+                            .any(|p| p.contains(&format!("device block {b}")))
+                        {
+                            return Err(format!(
+                                "fsck(verify_data) does not report damaged device block {b}: {:?}",
+                                data.problems
+                            ));
                         }
                     }
                     Verdict::Mounted
@@ -677,7 +917,9 @@ fn check_image(base: &'static Base, img: Vec<u8>, expect: Expect) -> Result<Verd
                         return Err(format!("replay should stop before record {k}: {report:?}"));
                     }
                     if meta != after_records(base, *k) {
-                        return Err(format!("state after a replay cut at {k} differs from snapshot + {k} records"));
+                        return Err(format!(
+                            "state after a replay cut at {k} differs from snapshot + {k} records"
+                        ));
                     }
                     Verdict::Mounted
                 }
@@ -713,14 +955,19 @@ fn describe(e: &Expect) -> String {
 /// Everything the engine relies on, checked from scratch: one list per violation.
 fn independent_problems(m: &Meta, sb: &Superblock, snapshot: &[(u64, u64)]) -> Vec<String> {
     let mut p = Vec::new();
-    let root_ok = m.inodes.get(&ROOT).is_some_and(|r| r.kind == FileType::Dir && matches!(r.body, Body::Dir { parent, .. } if parent == ROOT));
+    let root_ok = m.inodes.get(&ROOT).is_some_and(|r| {
+        r.kind == FileType::Dir && matches!(r.body, Body::Dir { parent, .. } if parent == ROOT)
+    });
     if !root_ok {
         p.push("root".to_string());
     }
     // Inode numbers below next_ino are handed out; the engine keeps the free ones in a set,
     // so next_ino must be bounded by what the device could ever have held.
     if m.next_ino > sb.blocks * (BLOCK as u64 / 4) + 2 {
-        p.push(format!("next_ino {} is absurd for {} blocks", m.next_ino, sb.blocks));
+        p.push(format!(
+            "next_ino {} is absurd for {} blocks",
+            m.next_ino, sb.blocks
+        ));
     }
     let mut used: Vec<(u64, u64)> = snapshot.to_vec();
     let mut refs: BTreeMap<Ino, Vec<Ino>> = BTreeMap::new();
@@ -737,7 +984,11 @@ fn independent_problems(m: &Meta, sb: &Superblock, snapshot: &[(u64, u64)]) -> V
                     p.push(format!("removed directory {ino} has entries"));
                 }
                 for ((h, name), t) in entries {
-                    if !valid_name(name) || *h != name_hash(name) || name.contains(&b'/') || name.is_empty() {
+                    if !valid_name(name)
+                        || *h != name_hash(name)
+                        || name.contains(&b'/')
+                        || name.is_empty()
+                    {
                         p.push(format!("entry name in {ino}"));
                     }
                     if !m.inodes.contains_key(t) {
@@ -756,14 +1007,20 @@ fn independent_problems(m: &Meta, sb: &Superblock, snapshot: &[(u64, u64)]) -> V
                         p.push(format!("file {ino}: extent end overflows"));
                         continue;
                     };
-                    if e.len == 0 || (e.written() && e.crcs.len() as u64 != e.len) || l < end || le > MAX_FILE_SIZE / BLOCK as u64 {
+                    if e.len == 0
+                        || (e.written() && e.crcs.len() as u64 != e.len)
+                        || l < end
+                        || le > MAX_FILE_SIZE / BLOCK as u64
+                    {
                         p.push(format!("file {ino}: extent {l}+{}", e.len));
                     }
                     if e.written() && le > n.size.div_ceil(BLOCK as u64) {
                         p.push(format!("file {ino}: written past size"));
                     }
                     end = le;
-                    if e.pblk < sb.data_start() || e.pblk.checked_add(e.len).is_none_or(|x| x > sb.blocks) {
+                    if e.pblk < sb.data_start()
+                        || e.pblk.checked_add(e.len).is_none_or(|x| x > sb.blocks)
+                    {
                         p.push(format!("file {ino}: device range"));
                     } else {
                         used.push((e.pblk, e.len));
@@ -771,11 +1028,15 @@ fn independent_problems(m: &Meta, sb: &Superblock, snapshot: &[(u64, u64)]) -> V
                 }
             }
             (FileType::Symlink, Body::Symlink { target }) => {
-                if target.is_empty() || target.len() > SYMLINK_MAX || n.size != target.len() as u64 {
+                if target.is_empty() || target.len() > SYMLINK_MAX || n.size != target.len() as u64
+                {
                     p.push(format!("symlink {ino}"));
                 }
             }
-            (FileType::Fifo | FileType::Socket | FileType::CharDev | FileType::BlockDev, Body::Special { .. }) => {}
+            (
+                FileType::Fifo | FileType::Socket | FileType::CharDev | FileType::BlockDev,
+                Body::Special { .. },
+            ) => {}
             _ => p.push(format!("kind/body of {ino}")),
         }
     }
@@ -792,7 +1053,10 @@ fn independent_problems(m: &Meta, sb: &Superblock, snapshot: &[(u64, u64)]) -> V
             if r.len() == 1 && r[0] != *parent {
                 p.push(format!("directory {ino} parent"));
             }
-            let subdirs = entries.values().filter(|t| m.inodes.get(t).is_some_and(|c| c.kind == FileType::Dir)).count() as u32;
+            let subdirs = entries
+                .values()
+                .filter(|t| m.inodes.get(t).is_some_and(|c| c.kind == FileType::Dir))
+                .count() as u32;
             let want = if r.is_empty() { 0 } else { 2 + subdirs };
             if n.nlink != want {
                 p.push(format!("directory {ino} nlink"));
@@ -802,7 +1066,10 @@ fn independent_problems(m: &Meta, sb: &Superblock, snapshot: &[(u64, u64)]) -> V
         }
     }
     if let Some(Body::Dir { entries, .. }) = m.inodes.get(&ROOT).map(|r| &r.body) {
-        let subdirs = entries.values().filter(|t| m.inodes.get(t).is_some_and(|c| c.kind == FileType::Dir)).count() as u32;
+        let subdirs = entries
+            .values()
+            .filter(|t| m.inodes.get(t).is_some_and(|c| c.kind == FileType::Dir))
+            .count() as u32;
         if m.inodes[&ROOT].nlink != 2 + subdirs {
             p.push("root nlink".into());
         }
@@ -815,11 +1082,17 @@ fn independent_problems(m: &Meta, sb: &Superblock, snapshot: &[(u64, u64)]) -> V
             continue;
         }
         if let Some(e) = m.inodes.get(&d).and_then(|n| n.entries()) {
-            q.extend(e.values().filter(|t| m.inodes.get(t).is_some_and(|c| c.kind == FileType::Dir)));
+            q.extend(
+                e.values()
+                    .filter(|t| m.inodes.get(t).is_some_and(|c| c.kind == FileType::Dir)),
+            );
         }
     }
     for (&ino, n) in &m.inodes {
-        let reached = seen.contains(&ino) || refs.get(&ino).is_some_and(|r| r.iter().any(|d| seen.contains(d)));
+        let reached = seen.contains(&ino)
+            || refs
+                .get(&ino)
+                .is_some_and(|r| r.iter().any(|d| seen.contains(d)));
         if n.nlink > 0 && !reached {
             p.push(format!("inode {ino} unreachable"));
         }
@@ -847,7 +1120,12 @@ struct Ch {
 
 impl Ch {
     fn new(v: Vec<u64>) -> Ch {
-        Ch { v, i: 0, tame: false, serial: 0 }
+        Ch {
+            v,
+            i: 0,
+            tame: false,
+            serial: 0,
+        }
     }
     /// Exhausted choices are 0: a shrunk case is the simplest one.
     fn next(&mut self) -> u64 {
@@ -920,8 +1198,16 @@ fn damage_block(c: &mut Ch, img: &mut [u8], b: u64, frame: usize) {
         0..=2 => {
             for _ in 0..1 + c.below(4) {
                 // Half the edits inside the frame, where the checksum must catch them.
-                let off = if c.below(2) == 0 && frame > 0 { c.below(frame as u64) } else { c.below(BLOCK as u64) } as usize;
-                let mask = if c.below(2) == 0 { 1u8 << c.below(8) } else { (c.below(255) + 1) as u8 };
+                let off = if c.below(2) == 0 && frame > 0 {
+                    c.below(frame as u64)
+                } else {
+                    c.below(BLOCK as u64)
+                } as usize;
+                let mask = if c.below(2) == 0 {
+                    1u8 << c.below(8)
+                } else {
+                    (c.below(255) + 1) as u8
+                };
                 img[at + off] ^= mask;
             }
         }
@@ -938,7 +1224,11 @@ fn damage_block(c: &mut Ch, img: &mut [u8], b: u64, frame: usize) {
         _ => {
             let s = c.below(8) as usize * 512;
             let src = c.below((img.len() / BLOCK) as u64) as usize * BLOCK + s;
-            let sector: Vec<u8> = if c.below(2) == 0 { vec![0; 512] } else { img[src..src + 512].to_vec() };
+            let sector: Vec<u8> = if c.below(2) == 0 {
+                vec![0; 512]
+            } else {
+                img[src..src + 512].to_vec()
+            };
             img[at + s..at + s + 512].copy_from_slice(&sector);
         }
     }
@@ -952,10 +1242,18 @@ fn expect_block(base: &Base, b: u64, changed: &[usize]) -> Expect {
     let first = changed[0];
     let active = CHECKPOINT_SLOTS[base.slot];
     if b == 0 {
-        return if first < base.sb_frame { Expect::Refuse(SB) } else { Expect::Identical };
+        return if first < base.sb_frame {
+            Expect::Refuse(SB)
+        } else {
+            Expect::Identical
+        };
     }
     if b == active {
-        return if first < base.cp_frame { Expect::RefuseOrIdentical(CP) } else { Expect::Identical };
+        return if first < base.cp_frame {
+            Expect::RefuseOrIdentical(CP)
+        } else {
+            Expect::Identical
+        };
     }
     if CHECKPOINT_SLOTS.contains(&b) {
         return Expect::Identical;
@@ -968,7 +1266,11 @@ fn expect_block(base: &Base, b: u64, changed: &[usize]) -> Expect {
                     return Expect::Identical;
                 }
                 // A later record says this one was durable: damage, not a torn write.
-                return if k + 1 < base.records.len() { Expect::Refuse(JOURNAL) } else { Expect::CutAt(k) };
+                return if k + 1 < base.records.len() {
+                    Expect::Refuse(JOURNAL)
+                } else {
+                    Expect::CutAt(k)
+                };
             }
         }
         return Expect::Identical;
@@ -985,7 +1287,10 @@ fn expect_block(base: &Base, b: u64, changed: &[usize]) -> Expect {
             }
         }
         Some(Use::Data { orphan: true, .. }) => Expect::Identical,
-        Some(Use::Data { ino, .. }) => Expect::DataDamage { inos: [*ino].into(), blocks: [b].into() },
+        Some(Use::Data { ino, .. }) => Expect::DataDamage {
+            inos: [*ino].into(),
+            blocks: [b].into(),
+        },
         Some(Use::Unwritten) | None => Expect::Identical,
     }
 }
@@ -1012,7 +1317,10 @@ fn frame_in(base: &Base, b: u64) -> usize {
     }
     for r in &base.records {
         if b >= r.pos && b < r.pos + r.nb {
-            return r.frame.saturating_sub((b - r.pos) as usize * BLOCK).min(BLOCK);
+            return r
+                .frame
+                .saturating_sub((b - r.pos) as usize * BLOCK)
+                .min(BLOCK);
         }
     }
     if let Some(Use::Snapshot { seg, at }) = base.uses.get(&b) {
@@ -1039,10 +1347,24 @@ fn region_blocks(base: &Base, r: Region) -> Vec<u64> {
         Region::Superblock => vec![0],
         Region::ActiveSlot => vec![CHECKPOINT_SLOTS[base.slot]],
         Region::UnusedSlot => vec![CHECKPOINT_SLOTS[1 - base.slot]],
-        Region::Snapshot => base.uses.iter().filter(|(_, u)| matches!(u, Use::Snapshot { .. })).map(|(b, _)| *b).collect(),
-        Region::LiveRecord => base.records.iter().flat_map(|r| r.pos..r.pos + r.nb).collect(),
+        Region::Snapshot => base
+            .uses
+            .iter()
+            .filter(|(_, u)| matches!(u, Use::Snapshot { .. }))
+            .map(|(b, _)| *b)
+            .collect(),
+        Region::LiveRecord => base
+            .records
+            .iter()
+            .flat_map(|r| r.pos..r.pos + r.nb)
+            .collect(),
         Region::JournalTail => (base.journal_head..base.sb.journal_end()).collect(),
-        Region::Data => base.uses.iter().filter(|(_, u)| matches!(u, Use::Data { .. } | Use::Unwritten)).map(|(b, _)| *b).collect(),
+        Region::Data => base
+            .uses
+            .iter()
+            .filter(|(_, u)| matches!(u, Use::Data { .. } | Use::Unwritten))
+            .map(|(b, _)| *b)
+            .collect(),
         Region::Free => base.free.clone(),
         Region::Anywhere => (0..base.sb.blocks).collect(),
     }
@@ -1053,10 +1375,16 @@ fn byte_case(regions: &[Region], (bi, v): (usize, Vec<u64>)) -> Result<Verdict, 
     let mut c = Ch::new(v);
     let mut img = base.img.clone();
     let region = regions[c.below(regions.len() as u64) as usize];
-    let n = if matches!(region, Region::Anywhere) { 1 + c.below(4) } else { 1 };
+    let n = if matches!(region, Region::Anywhere) {
+        1 + c.below(4)
+    } else {
+        1
+    };
     for _ in 0..n {
         let blocks = region_blocks(base, region);
-        let Some(b) = c.pick(&blocks) else { return Ok(Verdict::Identical) };
+        let Some(b) = c.pick(&blocks) else {
+            return Ok(Verdict::Identical);
+        };
         let frame = frame_in(base, b);
         damage_block(&mut c, &mut img, b, frame);
     }
@@ -1076,7 +1404,13 @@ fn forged_superblock((bi, v): (usize, Vec<u64>)) -> Result<Verdict, String> {
             0 => sb.version = c.wild() as u32,
             1 => sb.block_size = [512, 1024, 8192, 0, c.wild() as u32][c.below(5) as usize],
             2 => sb.blocks = c.near(sb.blocks),
-            3 => sb.journal_start = if c.below(2) == 0 { c.below(8) } else { c.wild() },
+            3 => {
+                sb.journal_start = if c.below(2) == 0 {
+                    c.below(8)
+                } else {
+                    c.wild()
+                }
+            }
             4 => sb.journal_blocks = c.near(sb.journal_blocks),
             _ => sb.uuid = c.near(sb.uuid),
         }
@@ -1085,14 +1419,25 @@ fn forged_superblock((bi, v): (usize, Vec<u64>)) -> Result<Verdict, String> {
     put(&mut img, 0, &layout::encode(SB_MAGIC, &sb));
     let expect = if sb == base.sb {
         Expect::Identical
-    } else if sb.version != base.sb.version || sb.block_size != base.sb.block_size || sb.blocks > base.sb.blocks || sb.journal_start != base.sb.journal_start {
+    } else if sb.version != base.sb.version
+        || sb.block_size != base.sb.block_size
+        || sb.blocks > base.sb.blocks
+        || sb.journal_start != base.sb.journal_start
+    {
         Expect::Refuse(SB)
-    } else if sb.uuid != base.sb.uuid && sb.journal_blocks == base.sb.journal_blocks && sb.blocks == base.sb.blocks {
+    } else if sb.uuid != base.sb.uuid
+        && sb.journal_blocks == base.sb.journal_blocks
+        && sb.blocks == base.sb.blocks
+    {
         Expect::Refuse(CP)
     } else {
         Expect::Any
     };
-    let what = format!("{}: superblock {sb:?}, expect {}", base.name, describe(&expect));
+    let what = format!(
+        "{}: superblock {sb:?}, expect {}",
+        base.name,
+        describe(&expect)
+    );
     guarded(move || check_image(base, img, expect))?.map_err(|e| format!("{what}: {e}"))
 }
 
@@ -1103,7 +1448,17 @@ fn forged_checkpoint((bi, v): (usize, Vec<u64>)) -> Result<Verdict, String> {
     let end = base.sb.journal_end();
     for _ in 0..1 + c.below(2) {
         match c.below(9) {
-            0 => cp.generation = [0, u64::MAX, u64::MAX - 1, 1 << 63, cp.generation.wrapping_add(1), cp.generation.saturating_sub(1), c.wild()][c.below(7) as usize],
+            0 => {
+                cp.generation = [
+                    0,
+                    u64::MAX,
+                    u64::MAX - 1,
+                    1 << 63,
+                    cp.generation.wrapping_add(1),
+                    cp.generation.saturating_sub(1),
+                    c.wild(),
+                ][c.below(7) as usize]
+            }
             1 => {
                 let (s, l) = cp.snapshot.first().copied().unwrap_or(base.cp.snapshot[0]);
                 cp.snapshot = match c.below(10) {
@@ -1119,11 +1474,47 @@ fn forged_checkpoint((bi, v): (usize, Vec<u64>)) -> Result<Verdict, String> {
                     _ => vec![(base.sb.data_start(), base.sb.blocks - base.sb.data_start())],
                 }
             }
-            2 => cp.snapshot_bytes = if c.below(2) == 0 { c.near(cp.snapshot_bytes) } else { c.wild() },
+            2 => {
+                cp.snapshot_bytes = if c.below(2) == 0 {
+                    c.near(cp.snapshot_bytes)
+                } else {
+                    c.wild()
+                }
+            }
             3 => cp.snapshot_crc ^= 1 << c.below(32),
-            4 => cp.journal_pos = [0, 1, 2, end, end - 1, base.journal_head, cp.journal_pos.wrapping_add(1), c.wild()][c.below(8) as usize],
-            5 => cp.next_seq = [0, 1, u64::MAX, u64::MAX - 1, cp.next_seq.wrapping_add(1), cp.next_seq.saturating_sub(1), 1 << 63, c.wild()][c.below(8) as usize],
-            6 => cp.durable_upto = [u64::MAX, cp.next_seq, cp.next_seq.wrapping_add(10), 0, c.wild()][c.below(5) as usize],
+            4 => {
+                cp.journal_pos = [
+                    0,
+                    1,
+                    2,
+                    end,
+                    end - 1,
+                    base.journal_head,
+                    cp.journal_pos.wrapping_add(1),
+                    c.wild(),
+                ][c.below(8) as usize]
+            }
+            5 => {
+                cp.next_seq = [
+                    0,
+                    1,
+                    u64::MAX,
+                    u64::MAX - 1,
+                    cp.next_seq.wrapping_add(1),
+                    cp.next_seq.saturating_sub(1),
+                    1 << 63,
+                    c.wild(),
+                ][c.below(8) as usize]
+            }
+            6 => {
+                cp.durable_upto = [
+                    u64::MAX,
+                    cp.next_seq,
+                    cp.next_seq.wrapping_add(10),
+                    0,
+                    c.wild(),
+                ][c.below(5) as usize]
+            }
             7 => forge_deltas(&mut c, &mut cp, base),
             _ => cp.uuid = c.near(cp.uuid),
         }
@@ -1145,19 +1536,33 @@ fn forged_checkpoint((bi, v): (usize, Vec<u64>)) -> Result<Verdict, String> {
         Expect::Identical
     } else if cp.uuid != base.cp.uuid && !unused {
         Expect::RefuseOrIdentical(CP)
-    } else if !unused && cp.snapshot_crc != base.cp.snapshot_crc && (Checkpoint { snapshot_crc: base.cp.snapshot_crc, ..cp.clone() }) == base.cp {
+    } else if !unused
+        && cp.snapshot_crc != base.cp.snapshot_crc
+        && (Checkpoint {
+            snapshot_crc: base.cp.snapshot_crc,
+            ..cp.clone()
+        }) == base.cp
+    {
         Expect::Refuse(SNAP)
     } else {
         Expect::Any
     };
-    let what = format!("{}: checkpoint into slot {slot}: {cp:?}, expect {}", base.name, describe(&expect));
+    let what = format!(
+        "{}: checkpoint into slot {slot}: {cp:?}, expect {}",
+        base.name,
+        describe(&expect)
+    );
     guarded(move || check_image(base, img, expect))?.map_err(|e| format!("{what}: {e}"))
 }
 
 /// Damage to the header's list of delta segments: dropped, reordered, repeated, pointed
 /// at the base or at free blocks, wrong lengths or checksums, too many.
 fn forge_deltas(c: &mut Ch, cp: &mut Checkpoint, base: &Base) {
-    let base_seg = Segment { runs: cp.snapshot.clone(), bytes: cp.snapshot_bytes, crc: cp.snapshot_crc };
+    let base_seg = Segment {
+        runs: cp.snapshot.clone(),
+        bytes: cp.snapshot_bytes,
+        crc: cp.snapshot_crc,
+    };
     let n = cp.deltas.len();
     match c.below(9) {
         0 => cp.deltas.clear(),
@@ -1184,7 +1589,11 @@ fn forge_deltas(c: &mut Ch, cp: &mut Checkpoint, base: &Base) {
         }
         6 if n > 0 => {
             let k = c.below(n as u64) as usize;
-            cp.deltas[k].bytes = if c.below(2) == 0 { c.near(cp.deltas[k].bytes) } else { c.wild() };
+            cp.deltas[k].bytes = if c.below(2) == 0 {
+                c.near(cp.deltas[k].bytes)
+            } else {
+                c.wild()
+            };
         }
         7 if n > 0 => {
             let k = c.below(n as u64) as usize;
@@ -1200,8 +1609,18 @@ fn forge_deltas(c: &mut Ch, cp: &mut Checkpoint, base: &Base) {
 /// A hostile logical operation, mostly aimed at what exists in `m`.
 fn gen_op(c: &mut Ch, m: &Meta, base: &Base, img: &[u8]) -> LogOp {
     let inos: Vec<Ino> = m.inodes.keys().copied().collect();
-    let dirs: Vec<Ino> = m.inodes.iter().filter(|(_, n)| n.kind == FileType::Dir).map(|(i, _)| *i).collect();
-    let files: Vec<Ino> = m.inodes.iter().filter(|(_, n)| n.kind == FileType::File).map(|(i, _)| *i).collect();
+    let dirs: Vec<Ino> = m
+        .inodes
+        .iter()
+        .filter(|(_, n)| n.kind == FileType::Dir)
+        .map(|(i, _)| *i)
+        .collect();
+    let files: Vec<Ino> = m
+        .inodes
+        .iter()
+        .filter(|(_, n)| n.kind == FileType::File)
+        .map(|(i, _)| *i)
+        .collect();
     let some_ino = |c: &mut Ch| match c.below(if c.tame { 7 } else { 10 }) {
         0..=5 => c.pick(&inos).unwrap_or(ROOT),
         6 => c.pick(&files).unwrap_or(ROOT),
@@ -1215,10 +1634,17 @@ fn gen_op(c: &mut Ch, m: &Meta, base: &Base, img: &[u8]) -> LogOp {
         _ => c.wild(),
     };
     let name_in = |c: &mut Ch, d: Ino| -> Vec<u8> {
-        let names: Vec<Vec<u8>> = m.inodes.get(&d).and_then(|n| n.entries()).map(|e| e.keys().map(|k| k.1.clone()).collect()).unwrap_or_default();
+        let names: Vec<Vec<u8>> = m
+            .inodes
+            .get(&d)
+            .and_then(|n| n.entries())
+            .map(|e| e.keys().map(|k| k.1.clone()).collect())
+            .unwrap_or_default();
         match c.below(10) {
             0..=5 if !names.is_empty() => names[c.below(names.len() as u64) as usize].clone(),
-            9 if !c.tame => [&b""[..], b".", b"..", b"a/b", b"nul\0", &[b'n'; 256][..]][c.below(6) as usize].to_vec(),
+            9 if !c.tame => [&b""[..], b".", b"..", b"a/b", b"nul\0", &[b'n'; 256][..]]
+                [c.below(6) as usize]
+                .to_vec(),
             _ => format!("h{}", c.below(6)).into_bytes(),
         }
     };
@@ -1231,8 +1657,16 @@ fn gen_op(c: &mut Ch, m: &Meta, base: &Base, img: &[u8]) -> LogOp {
             name_in(c, d)
         }
     };
-    let orphans: Vec<Ino> = m.inodes.iter().filter(|(i, n)| **i != ROOT && n.nlink == 0).map(|(i, _)| *i).collect();
-    let time = |c: &mut Ch| Time { sec: 1_700_000_000 + c.below(1000) as i64, nsec: c.below(3) as u32 };
+    let orphans: Vec<Ino> = m
+        .inodes
+        .iter()
+        .filter(|(i, n)| **i != ROOT && n.nlink == 0)
+        .map(|(i, _)| *i)
+        .collect();
+    let time = |c: &mut Ch| Time {
+        sec: 1_700_000_000 + c.below(1000) as i64,
+        nsec: c.below(3) as u32,
+    };
     match c.below(10) {
         0 => {
             let parent = some_dir(c);
@@ -1245,29 +1679,73 @@ fn gen_op(c: &mut Ch, m: &Meta, base: &Base, img: &[u8]) -> LogOp {
             let kind = match c.below(7) {
                 0 | 1 => NewKind::File,
                 2 | 3 => NewKind::Dir,
-                4 => NewKind::Symlink(vec![b's'; [1, 0, SYMLINK_MAX, SYMLINK_MAX + 1][c.below(4) as usize]]),
+                4 => NewKind::Symlink(vec![
+                    b's';
+                    [1, 0, SYMLINK_MAX, SYMLINK_MAX + 1]
+                        [c.below(4) as usize]
+                ]),
                 5 => NewKind::Fifo,
                 _ => NewKind::CharDev(c.next() as u32),
             };
-            LogOp::Create { parent, name, ino, kind, mode: c.wild() as u32, uid: 0, gid: 0, time: time(c) }
+            LogOp::Create {
+                parent,
+                name,
+                ino,
+                kind,
+                mode: c.wild() as u32,
+                uid: 0,
+                gid: 0,
+                time: time(c),
+            }
         }
         1 => {
             let parent = some_dir(c);
-            LogOp::Link { parent, name: fresh(c, parent), ino: c.pick(&files).filter(|_| c.tame).unwrap_or_else(|| some_ino(c)), time: time(c) }
+            LogOp::Link {
+                parent,
+                name: fresh(c, parent),
+                ino: c
+                    .pick(&files)
+                    .filter(|_| c.tame)
+                    .unwrap_or_else(|| some_ino(c)),
+                time: time(c),
+            }
         }
         2 => {
             let parent = some_dir(c);
-            LogOp::Unlink { parent, name: name_in(c, parent), time: time(c) }
+            LogOp::Unlink {
+                parent,
+                name: name_in(c, parent),
+                time: time(c),
+            }
         }
         3 => {
             let sp = some_dir(c);
             let sn = name_in(c, sp);
             // Aim at cycles: into the moved directory or below it.
             let src = m.lookup(sp, &sn);
-            let below: Vec<Ino> = dirs.iter().copied().filter(|d| src.is_some_and(|s| m.is_ancestor(s, *d))).collect();
-            let dp = if c.below(3) == 0 { c.pick(&below).unwrap_or(ROOT) } else { some_dir(c) };
-            let dn = if c.below(2) == 0 { fresh(c, dp) } else { name_in(c, dp) };
-            LogOp::Rename { sp, sn, dp, dn, exchange: c.below(3) == 0, time: time(c) }
+            let below: Vec<Ino> = dirs
+                .iter()
+                .copied()
+                .filter(|d| src.is_some_and(|s| m.is_ancestor(s, *d)))
+                .collect();
+            let dp = if c.below(3) == 0 {
+                c.pick(&below).unwrap_or(ROOT)
+            } else {
+                some_dir(c)
+            };
+            let dn = if c.below(2) == 0 {
+                fresh(c, dp)
+            } else {
+                name_in(c, dp)
+            };
+            LogOp::Rename {
+                sp,
+                sn,
+                dp,
+                dn,
+                exchange: c.below(3) == 0,
+                time: time(c),
+            }
         }
         4 => LogOp::SetAttr {
             ino: some_ino(c),
@@ -1278,16 +1756,45 @@ fn gen_op(c: &mut Ch, m: &Meta, base: &Base, img: &[u8]) -> LogOp {
             mtime: (c.below(2) == 0).then(|| time(c)),
             ctime: time(c),
         },
-        5 => LogOp::SetSize { ino: some_ino(c), size: if c.below(2) == 0 { c.below(20 * BLOCK as u64) } else { c.wild() }, time: time(c), free_past_end: c.below(2) == 0 },
+        5 => LogOp::SetSize {
+            ino: some_ino(c),
+            size: if c.below(2) == 0 {
+                c.below(20 * BLOCK as u64)
+            } else {
+                c.wild()
+            },
+            time: time(c),
+            free_past_end: c.below(2) == 0,
+        },
         6..=8 => {
-            let ino = if c.below(4) == 0 { some_ino(c) } else { c.pick(&files).unwrap_or(ROOT) };
-            let lblk = if c.below(3) == 0 { c.wild() } else { c.below(24) };
+            let ino = if c.below(4) == 0 {
+                some_ino(c)
+            } else {
+                c.pick(&files).unwrap_or(ROOT)
+            };
+            let lblk = if c.below(3) == 0 {
+                c.wild()
+            } else {
+                c.below(24)
+            };
             if c.tame && c.below(2) == 0 {
                 // A well-formed map of free blocks with their checksums.
                 let pblk = c.pick(&base.free).unwrap_or(0);
                 let len = (1 + c.below(3)).min(base.sb.blocks - pblk);
-                let crcs = if c.below(3) == 0 { Vec::new() } else { (0..len).map(|k| layout::block_crc(get(img, pblk + k))).collect() };
-                return LogOp::Map { ino, lblk, pblk, len, crcs };
+                let crcs = if c.below(3) == 0 {
+                    Vec::new()
+                } else {
+                    (0..len)
+                        .map(|k| layout::block_crc(get(img, pblk + k)))
+                        .collect()
+                };
+                return LogOp::Map {
+                    ino,
+                    lblk,
+                    pblk,
+                    len,
+                    crcs,
+                };
             }
             let used: Vec<u64> = base.uses.keys().copied().collect();
             let pblk = match c.below(8) {
@@ -1297,24 +1804,55 @@ fn gen_op(c: &mut Ch, m: &Meta, base: &Base, img: &[u8]) -> LogOp {
                 6 => base.sb.blocks - c.below(3),
                 _ => c.wild(),
             };
-            let len = if c.below(4) == 0 { c.wild() } else { 1 + c.below(4) };
-            let block_crc = |b: u64| if b < (img.len() / BLOCK) as u64 { layout::block_crc(get(img, b)) } else { 0 };
+            let len = if c.below(4) == 0 {
+                c.wild()
+            } else {
+                1 + c.below(4)
+            };
+            let block_crc = |b: u64| {
+                if b < (img.len() / BLOCK) as u64 {
+                    layout::block_crc(get(img, b))
+                } else {
+                    0
+                }
+            };
             let crcs = match c.below(5) {
                 0 => Vec::new(),
                 1 => vec![c.next() as u32; len.min(8) as usize],
-                2 => (0..len.min(8) + 1).map(|k| block_crc(pblk.wrapping_add(k))).collect(),
-                _ => (0..len.min(8)).map(|k| block_crc(pblk.wrapping_add(k))).collect(),
+                2 => (0..len.min(8) + 1)
+                    .map(|k| block_crc(pblk.wrapping_add(k)))
+                    .collect(),
+                _ => (0..len.min(8))
+                    .map(|k| block_crc(pblk.wrapping_add(k)))
+                    .collect(),
             };
-            LogOp::Map { ino, lblk, pblk, len, crcs }
+            LogOp::Map {
+                ino,
+                lblk,
+                pblk,
+                len,
+                crcs,
+            }
         }
-        _ => LogOp::Free { ino: c.pick(&orphans).filter(|_| c.tame).unwrap_or_else(|| some_ino(c)) },
+        _ => LogOp::Free {
+            ino: c
+                .pick(&orphans)
+                .filter(|_| c.tame)
+                .unwrap_or_else(|| some_ino(c)),
+        },
     }
 }
 
 /// Changes one field of `op`, or replaces it.
 fn mutate_op(c: &mut Ch, op: &mut LogOp, m: &Meta, base: &Base, img: &[u8]) {
     match op {
-        LogOp::Map { pblk, len, crcs, lblk, .. } => match c.below(5) {
+        LogOp::Map {
+            pblk,
+            len,
+            crcs,
+            lblk,
+            ..
+        } => match c.below(5) {
             0 => *pblk = c.near(*pblk),
             1 => *len = c.near(*len),
             2 => {
@@ -1339,7 +1877,9 @@ fn mutate_op(c: &mut Ch, op: &mut LogOp, m: &Meta, base: &Base, img: &[u8]) {
 fn forged_record((bi, v): (usize, Vec<u64>)) -> Result<Verdict, String> {
     let base = &bases()[bi];
     let mut c = Ch::new(v);
-    let Some(k) = c.pick(&(0..base.records.len()).collect::<Vec<_>>()) else { return forged_checkpoint((bi, c.v)) };
+    let Some(k) = c.pick(&(0..base.records.len()).collect::<Vec<_>>()) else {
+        return forged_checkpoint((bi, c.v));
+    };
     let r = &base.records[k];
     let mut rec = r.rec.clone();
     let mut img = base.img.clone();
@@ -1348,7 +1888,10 @@ fn forged_record((bi, v): (usize, Vec<u64>)) -> Result<Verdict, String> {
             0 => rec.uuid = c.near(rec.uuid),
             1 => rec.epoch = c.near(rec.epoch),
             2 => rec.seq = c.near(rec.seq),
-            3 => rec.durable_upto = [u64::MAX, rec.seq, rec.seq.wrapping_add(1), 0, c.wild()][c.below(5) as usize],
+            3 => {
+                rec.durable_upto =
+                    [u64::MAX, rec.seq, rec.seq.wrapping_add(1), 0, c.wild()][c.below(5) as usize]
+            }
             4 => rec.streams = vec![(c.wild(), c.wild()); c.below(4) as usize],
             5 if !rec.ops.is_empty() => {
                 rec.ops.remove(c.below(rec.ops.len() as u64) as usize);
@@ -1381,8 +1924,15 @@ fn forged_record((bi, v): (usize, Vec<u64>)) -> Result<Verdict, String> {
         return Ok(Verdict::Identical);
     }
     put(&mut img, r.pos, &bytes);
-    let expect = if rec == r.rec { Expect::Identical } else { Expect::Any };
-    let what = format!("{}: record {k} at block {} forged as {rec:?}", base.name, r.pos);
+    let expect = if rec == r.rec {
+        Expect::Identical
+    } else {
+        Expect::Any
+    };
+    let what = format!(
+        "{}: record {k} at block {} forged as {rec:?}",
+        base.name, r.pos
+    );
     guarded(move || check_image(base, img, expect))?.map_err(|e| format!("{what}: {e}"))
 }
 
@@ -1460,7 +2010,14 @@ fn hostile_records((bi, v): (usize, Vec<u64>)) -> Result<Verdict, String> {
             let _ = scratch.apply(&op);
             ops.push(op);
         }
-        let rec = Record { uuid: base.sb.uuid, epoch: cp.generation, seq: cp.next_seq + r, durable_upto: cp.durable_upto, streams: vec![(INIT_STREAM, 1)], ops };
+        let rec = Record {
+            uuid: base.sb.uuid,
+            epoch: cp.generation,
+            seq: cp.next_seq + r,
+            durable_upto: cp.durable_upto,
+            streams: vec![(INIT_STREAM, 1)],
+            ops,
+        };
         let bytes = layout::encode(REC_MAGIC, &rec);
         if pos + (bytes.len() / BLOCK) as u64 > base.sb.journal_end() {
             break;
@@ -1474,17 +2031,40 @@ fn hostile_records((bi, v): (usize, Vec<u64>)) -> Result<Verdict, String> {
         put(&mut img, pos, &[0; BLOCK]);
     }
     let expect = mirror(base, &cp, &img, base.loaded.clone(), &recs);
-    let what = format!("{}: hostile records {recs:?}, expect {}", base.name, describe(&expect));
+    let what = format!(
+        "{}: hostile records {recs:?}, expect {}",
+        base.name,
+        describe(&expect)
+    );
     guarded(move || check_image(base, img, expect))?.map_err(|e| format!("{what}: {e}"))
 }
 
 /// Changes `m`; returns whether the change certainly breaks an invariant.
 fn mutate_meta(c: &mut Ch, m: &mut Meta, base: &Base, snap_first: u64) -> bool {
     let inos: Vec<Ino> = m.inodes.keys().copied().filter(|&i| i != ROOT).collect();
-    let dirs: Vec<Ino> = m.inodes.iter().filter(|(i, n)| n.kind == FileType::Dir && **i != ROOT).map(|(i, _)| *i).collect();
-    let with_extents: Vec<(Ino, u64)> = m.inodes.iter().flat_map(|(i, n)| n.extents().into_iter().flat_map(move |e| e.keys().map(move |l| (*i, *l)))).collect();
-    let linked: Vec<Ino> = inos.iter().copied().filter(|i| m.inodes[i].nlink > 0).collect();
-    let Some(ino) = c.pick(&inos) else { return false };
+    let dirs: Vec<Ino> = m
+        .inodes
+        .iter()
+        .filter(|(i, n)| n.kind == FileType::Dir && **i != ROOT)
+        .map(|(i, _)| *i)
+        .collect();
+    let with_extents: Vec<(Ino, u64)> = m
+        .inodes
+        .iter()
+        .flat_map(|(i, n)| {
+            n.extents()
+                .into_iter()
+                .flat_map(move |e| e.keys().map(move |l| (*i, *l)))
+        })
+        .collect();
+    let linked: Vec<Ino> = inos
+        .iter()
+        .copied()
+        .filter(|i| m.inodes[i].nlink > 0)
+        .collect();
+    let Some(ino) = c.pick(&inos) else {
+        return false;
+    };
     if !m.inodes.contains_key(&ROOT) {
         return false;
     }
@@ -1496,13 +2076,19 @@ fn mutate_meta(c: &mut Ch, m: &mut Meta, base: &Base, snap_first: u64) -> bool {
             true
         }
         1 => {
-            let Some(i) = c.pick(&linked) else { return false };
+            let Some(i) = c.pick(&linked) else {
+                return false;
+            };
             m.inodes.get_mut(&i).unwrap().nlink = 0;
             true
         }
         2 => {
             let d = c.pick(&dirs).unwrap_or(ROOT);
-            let t = if c.below(2) == 0 { next.wrapping_add(c.below(3)) } else { c.wild() };
+            let t = if c.below(2) == 0 {
+                next.wrapping_add(c.below(3))
+            } else {
+                c.wild()
+            };
             if m.inodes.contains_key(&t) {
                 return false;
             }
@@ -1512,13 +2098,19 @@ fn mutate_meta(c: &mut Ch, m: &mut Meta, base: &Base, snap_first: u64) -> bool {
             true
         }
         3 => {
-            let Some(i) = c.pick(&linked) else { return false };
+            let Some(i) = c.pick(&linked) else {
+                return false;
+            };
             m.inodes.remove(&i);
             true
         }
         4..=6 => {
-            let Some((i, l)) = c.pick(&with_extents) else { return false };
-            let Body::File { extents } = &mut m.inodes.get_mut(&i).unwrap().body else { return false };
+            let Some((i, l)) = c.pick(&with_extents) else {
+                return false;
+            };
+            let Body::File { extents } = &mut m.inodes.get_mut(&i).unwrap().body else {
+                return false;
+            };
             let e = extents.get_mut(&l).unwrap();
             e.pblk = match c.below(7) {
                 0 => base.sb.blocks - c.below(e.len.min(base.sb.blocks)),
@@ -1527,8 +2119,18 @@ fn mutate_meta(c: &mut Ch, m: &mut Meta, base: &Base, snap_first: u64) -> bool {
                 3 => snap_first,
                 _ => {
                     // Another file's (or this file's other) blocks.
-                    let others: Vec<u64> = base.uses.iter().filter(|(b, u)| matches!(u, Use::Data { .. } | Use::Unwritten) && !(e.pblk..e.pblk.saturating_add(e.len)).contains(*b)).map(|(b, _)| *b).collect();
-                    let Some(b) = c.pick(&others) else { return false };
+                    let others: Vec<u64> = base
+                        .uses
+                        .iter()
+                        .filter(|(b, u)| {
+                            matches!(u, Use::Data { .. } | Use::Unwritten)
+                                && !(e.pblk..e.pblk.saturating_add(e.len)).contains(*b)
+                        })
+                        .map(|(b, _)| *b)
+                        .collect();
+                    let Some(b) = c.pick(&others) else {
+                        return false;
+                    };
                     b
                 }
             };
@@ -1536,19 +2138,36 @@ fn mutate_meta(c: &mut Ch, m: &mut Meta, base: &Base, snap_first: u64) -> bool {
         }
         7 => {
             // Overlapping logical ranges within one file.
-            let Some((i, l)) = c.pick(&with_extents) else { return false };
-            let Body::File { extents } = &mut m.inodes.get_mut(&i).unwrap().body else { return false };
+            let Some((i, l)) = c.pick(&with_extents) else {
+                return false;
+            };
+            let Body::File { extents } = &mut m.inodes.get_mut(&i).unwrap().body else {
+                return false;
+            };
             let e = extents[&l].clone();
             if e.len < 2 {
                 return false;
             }
-            let Some(&pb) = base.free.first() else { return false };
-            extents.insert(l.wrapping_add(1), Extent { pblk: pb, len: 1, crcs: Vec::new() });
+            let Some(&pb) = base.free.first() else {
+                return false;
+            };
+            extents.insert(
+                l.wrapping_add(1),
+                Extent {
+                    pblk: pb,
+                    len: 1,
+                    crcs: Vec::new(),
+                },
+            );
             true
         }
         8 => {
-            let Some((i, l)) = c.pick(&with_extents) else { return false };
-            let Body::File { extents } = &mut m.inodes.get_mut(&i).unwrap().body else { return false };
+            let Some((i, l)) = c.pick(&with_extents) else {
+                return false;
+            };
+            let Body::File { extents } = &mut m.inodes.get_mut(&i).unwrap().body else {
+                return false;
+            };
             let e = extents.get_mut(&l).unwrap();
             if !e.written() {
                 return false;
@@ -1563,7 +2182,9 @@ fn mutate_meta(c: &mut Ch, m: &mut Meta, base: &Base, snap_first: u64) -> bool {
         }
         9 => {
             // Written blocks past the size.
-            let Some((i, l)) = c.pick(&with_extents) else { return false };
+            let Some((i, l)) = c.pick(&with_extents) else {
+                return false;
+            };
             let n = m.inodes.get_mut(&i).unwrap();
             if !n.extents().unwrap()[&l].written() {
                 return false;
@@ -1573,11 +2194,20 @@ fn mutate_meta(c: &mut Ch, m: &mut Meta, base: &Base, snap_first: u64) -> bool {
         }
         10 | 11 => {
             // An extent moved far out in the file; unwritten, so only its offset is wrong.
-            let Some((i, l)) = c.pick(&with_extents) else { return false };
-            let Body::File { extents } = &mut m.inodes.get_mut(&i).unwrap().body else { return false };
+            let Some((i, l)) = c.pick(&with_extents) else {
+                return false;
+            };
+            let Body::File { extents } = &mut m.inodes.get_mut(&i).unwrap().body else {
+                return false;
+            };
             let mut e = extents.remove(&l).unwrap();
             e.crcs.clear();
-            let at = [u64::MAX - c.below(3), u64::MAX - e.len + 1, MAX_FILE_SIZE / BLOCK as u64, 1 << 62][c.below(4) as usize];
+            let at = [
+                u64::MAX - c.below(3),
+                u64::MAX - e.len + 1,
+                MAX_FILE_SIZE / BLOCK as u64,
+                1 << 62,
+            ][c.below(4) as usize];
             extents.insert(at, e);
             true
         }
@@ -1612,7 +2242,10 @@ fn mutate_meta(c: &mut Ch, m: &mut Meta, base: &Base, snap_first: u64) -> bool {
                 atime: t0(),
                 mtime: t0(),
                 ctime: t0(),
-                body: Body::Dir { entries: BTreeMap::from([(dir_key(name), child)]), parent },
+                body: Body::Dir {
+                    entries: BTreeMap::from([(dir_key(name), child)]),
+                    parent,
+                },
                 xattrs: BTreeMap::new(),
             };
             m.inodes.insert(x, dir(y, y, b"y"));
@@ -1637,22 +2270,40 @@ fn mutate_meta(c: &mut Ch, m: &mut Meta, base: &Base, snap_first: u64) -> bool {
         }
         15 => {
             let max = *m.inodes.keys().last().unwrap();
-            m.next_ino = if c.below(2) == 0 { max } else { c.below(max + 1) };
+            m.next_ino = if c.below(2) == 0 {
+                max
+            } else {
+                c.below(max + 1)
+            };
             true
         }
         16 => {
             // Entry filed under the wrong hash.
             let d = c.pick(&dirs).unwrap_or(ROOT);
-            let Body::Dir { entries, .. } = &mut m.inodes.get_mut(&d).unwrap().body else { return false };
-            let Some(k) = entries.keys().next().cloned() else { return false };
+            let Body::Dir { entries, .. } = &mut m.inodes.get_mut(&d).unwrap().body else {
+                return false;
+            };
+            let Some(k) = entries.keys().next().cloned() else {
+                return false;
+            };
             let t = entries.remove(&k).unwrap();
             entries.insert((k.0 ^ (1 + c.below(1 << 20)), k.1), t);
             true
         }
         17 => {
             // An invalid name (correct hash, links consistent).
-            let name = [&b""[..], b".", b"..", b"a/b", b"z\0", &[b'n'; 256][..]][c.below(6) as usize].to_vec();
-            let Some(f) = c.pick(&linked.iter().copied().filter(|i| m.inodes[i].kind != FileType::Dir).collect::<Vec<_>>()) else { return false };
+            let name = [&b""[..], b".", b"..", b"a/b", b"z\0", &[b'n'; 256][..]]
+                [c.below(6) as usize]
+                .to_vec();
+            let Some(f) = c.pick(
+                &linked
+                    .iter()
+                    .copied()
+                    .filter(|i| m.inodes[i].kind != FileType::Dir)
+                    .collect::<Vec<_>>(),
+            ) else {
+                return false;
+            };
             m.inodes.get_mut(&f).unwrap().nlink = m.inodes[&f].nlink.wrapping_add(1);
             if let Body::Dir { entries, .. } = &mut m.inodes.get_mut(&ROOT).unwrap().body {
                 entries.insert((name_hash(&name), name), f);
@@ -1669,15 +2320,30 @@ fn mutate_meta(c: &mut Ch, m: &mut Meta, base: &Base, snap_first: u64) -> bool {
                 }
                 (Body::Symlink { .. }, _) => n.size = n.size.wrapping_add(1),
                 _ => {
-                    n.kind = if n.kind == FileType::Symlink { FileType::File } else { FileType::Symlink };
+                    n.kind = if n.kind == FileType::Symlink {
+                        FileType::File
+                    } else {
+                        FileType::Symlink
+                    };
                 }
             }
             true
         }
         19 => {
             let n = m.inodes.get_mut(&ino).unwrap();
-            n.kind = [FileType::File, FileType::Dir, FileType::Symlink, FileType::Fifo][c.below(4) as usize];
-            let ok = matches!((&n.kind, &n.body), (FileType::File, Body::File { .. }) | (FileType::Dir, Body::Dir { .. }) | (FileType::Symlink, Body::Symlink { .. }) | (FileType::Fifo, Body::Special { .. }));
+            n.kind = [
+                FileType::File,
+                FileType::Dir,
+                FileType::Symlink,
+                FileType::Fifo,
+            ][c.below(4) as usize];
+            let ok = matches!(
+                (&n.kind, &n.body),
+                (FileType::File, Body::File { .. })
+                    | (FileType::Dir, Body::Dir { .. })
+                    | (FileType::Symlink, Body::Symlink { .. })
+                    | (FileType::Fifo, Body::Special { .. })
+            );
             !ok
         }
         20 => {
@@ -1686,16 +2352,34 @@ fn mutate_meta(c: &mut Ch, m: &mut Meta, base: &Base, snap_first: u64) -> bool {
         }
         21 => {
             // A hard link to a directory.
-            let Some(d) = c.pick(&dirs.iter().copied().filter(|d| m.inodes[d].nlink > 0).collect::<Vec<_>>()) else { return false };
+            let Some(d) = c.pick(
+                &dirs
+                    .iter()
+                    .copied()
+                    .filter(|d| m.inodes[d].nlink > 0)
+                    .collect::<Vec<_>>(),
+            ) else {
+                return false;
+            };
             if let Body::Dir { entries, .. } = &mut m.inodes.get_mut(&ROOT).unwrap().body {
                 entries.insert(dir_key(b"dirlink"), d);
             }
             true
         }
         22 => {
-            let Some(d) = c.pick(&dirs.iter().copied().filter(|d| m.inodes[d].nlink > 0).collect::<Vec<_>>()) else { return false };
+            let Some(d) = c.pick(
+                &dirs
+                    .iter()
+                    .copied()
+                    .filter(|d| m.inodes[d].nlink > 0)
+                    .collect::<Vec<_>>(),
+            ) else {
+                return false;
+            };
             let to = c.pick(&inos).unwrap();
-            let Body::Dir { parent, .. } = &mut m.inodes.get_mut(&d).unwrap().body else { return false };
+            let Body::Dir { parent, .. } = &mut m.inodes.get_mut(&d).unwrap().body else {
+                return false;
+            };
             let changed = *parent != to;
             *parent = to;
             changed
@@ -1706,8 +2390,14 @@ fn mutate_meta(c: &mut Ch, m: &mut Meta, base: &Base, snap_first: u64) -> bool {
         }
         24 => {
             // A file larger than the engine allows.
-            let files: Vec<Ino> = inos.iter().copied().filter(|i| m.inodes[i].kind == FileType::File).collect();
-            let Some(f) = c.pick(&files) else { return false };
+            let files: Vec<Ino> = inos
+                .iter()
+                .copied()
+                .filter(|i| m.inodes[i].kind == FileType::File)
+                .collect();
+            let Some(f) = c.pick(&files) else {
+                return false;
+            };
             m.inodes.get_mut(&f).unwrap().size = [u64::MAX, MAX_FILE_SIZE + 1][c.below(2) as usize];
             true
         }
@@ -1716,12 +2406,23 @@ fn mutate_meta(c: &mut Ch, m: &mut Meta, base: &Base, snap_first: u64) -> bool {
             let n = m.inodes.get_mut(&ino).unwrap();
             n.mode = c.below(0o10000) as u32;
             n.uid = c.next() as u32;
-            n.mtime = Time { sec: c.next() as i64, nsec: c.below(1_000_000_000) as u32 };
+            n.mtime = Time {
+                sec: c.next() as i64,
+                nsec: c.below(1_000_000_000) as u32,
+            };
             false
         }
         26 => {
             // A new empty file in some directory.
-            let d = c.pick(&dirs.iter().copied().filter(|d| m.inodes[d].nlink > 0).collect::<Vec<_>>()).unwrap_or(ROOT);
+            let d = c
+                .pick(
+                    &dirs
+                        .iter()
+                        .copied()
+                        .filter(|d| m.inodes[d].nlink > 0)
+                        .collect::<Vec<_>>(),
+                )
+                .unwrap_or(ROOT);
             let name = format!("new{}", c.below(100)).into_bytes();
             if m.lookup(d, &name).is_some() {
                 return false;
@@ -1732,7 +2433,9 @@ fn mutate_meta(c: &mut Ch, m: &mut Meta, base: &Base, snap_first: u64) -> bool {
             let mut f = m.inodes[&ROOT].clone();
             f.kind = FileType::File;
             f.nlink = 1;
-            f.body = Body::File { extents: BTreeMap::new() };
+            f.body = Body::File {
+                extents: BTreeMap::new(),
+            };
             m.inodes.insert(next, f);
             m.next_ino = next.wrapping_add(1);
             false
@@ -1742,8 +2445,16 @@ fn mutate_meta(c: &mut Ch, m: &mut Meta, base: &Base, snap_first: u64) -> bool {
             let one: Vec<(Ino, Vec<u8>, Ino)> = m
                 .inodes
                 .iter()
-                .flat_map(|(d, n)| n.entries().into_iter().flat_map(move |e| e.iter().map(move |(k, t)| (*d, k.1.clone(), *t))))
-                .filter(|(_, _, t)| m.inodes.get(t).is_some_and(|n| n.kind == FileType::File && n.nlink == 1))
+                .flat_map(|(d, n)| {
+                    n.entries()
+                        .into_iter()
+                        .flat_map(move |e| e.iter().map(move |(k, t)| (*d, k.1.clone(), *t)))
+                })
+                .filter(|(_, _, t)| {
+                    m.inodes
+                        .get(t)
+                        .is_some_and(|n| n.kind == FileType::File && n.nlink == 1)
+                })
                 .collect();
             if one.is_empty() {
                 return false;
@@ -1761,8 +2472,14 @@ fn mutate_meta(c: &mut Ch, m: &mut Meta, base: &Base, snap_first: u64) -> bool {
         }
         _ => {
             // A file grows (sparse).
-            let files: Vec<Ino> = inos.iter().copied().filter(|i| m.inodes[i].kind == FileType::File).collect();
-            let Some(f) = c.pick(&files) else { return false };
+            let files: Vec<Ino> = inos
+                .iter()
+                .copied()
+                .filter(|i| m.inodes[i].kind == FileType::File)
+                .collect();
+            let Some(f) = c.pick(&files) else {
+                return false;
+            };
             let n = m.inodes.get_mut(&f).unwrap();
             n.size = n.size.saturating_add(c.below(1 << 30));
             false
@@ -1788,10 +2505,14 @@ fn forged_snapshot((bi, v): (usize, Vec<u64>)) -> Result<Verdict, String> {
     let indep = independent_problems(&m, &base.sb, &cp.meta_runs());
     let what = format!("{}: forged snapshot (certainly bad: {bad})", base.name);
     if bad && indep.is_empty() {
-        return Err(format!("{what}: the test's own invariant check misses a mutation"));
+        return Err(format!(
+            "{what}: the test's own invariant check misses a mutation"
+        ));
     }
     if problems.is_empty() && !indep.is_empty() {
-        return Err(format!("{what}: WRONG ACCEPTANCE: check_meta passes metadata that breaks {indep:?}"));
+        return Err(format!(
+            "{what}: WRONG ACCEPTANCE: check_meta passes metadata that breaks {indep:?}"
+        ));
     }
     let expect = if problems.is_empty() {
         let mut m = m;
@@ -1844,7 +2565,10 @@ const CLASSES: &[(&str, u32)] = &[
 
 fn cases(name: &str) -> u32 {
     let default = CLASSES.iter().find(|c| c.0 == name).unwrap().1;
-    match std::env::var("INTACTFS_FUZZ_CASES").ok().and_then(|v| v.parse::<u64>().ok()) {
+    match std::env::var("INTACTFS_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
         Some(total) => {
             let sum: u64 = CLASSES.iter().map(|c| c.1 as u64).sum();
             (total * default as u64 / sum).max(1) as u32
@@ -1856,7 +2580,12 @@ fn cases(name: &str) -> u32 {
 fn run_class<S: Strategy>(name: &str, strat: S, f: impl Fn(S::Value) -> Result<Verdict, String>) {
     bases();
     let n = cases(name);
-    let mut runner = TestRunner::new(Config { cases: n, failure_persistence: None, max_shrink_iters: 2048, ..Config::default() });
+    let mut runner = TestRunner::new(Config {
+        cases: n,
+        failure_persistence: None,
+        max_shrink_iters: 2048,
+        ..Config::default()
+    });
     let counts = [Cell::new(0u64), Cell::new(0), Cell::new(0)];
     let start = std::time::Instant::now();
     let r = runner.run(&strat, |v| {
@@ -1879,27 +2608,43 @@ fn run_class<S: Strategy>(name: &str, strat: S, f: impl Fn(S::Value) -> Result<V
 
 #[test]
 fn superblock_and_checkpoint_bytes() {
-    run_class("superblock_and_checkpoint_bytes", choices(), |x| byte_case(&[Region::Superblock, Region::ActiveSlot, Region::UnusedSlot], x));
+    run_class("superblock_and_checkpoint_bytes", choices(), |x| {
+        byte_case(
+            &[Region::Superblock, Region::ActiveSlot, Region::UnusedSlot],
+            x,
+        )
+    });
 }
 
 #[test]
 fn snapshot_bytes() {
-    run_class("snapshot_bytes", choices(), |x| byte_case(&[Region::Snapshot], x));
+    run_class("snapshot_bytes", choices(), |x| {
+        byte_case(&[Region::Snapshot], x)
+    });
 }
 
 #[test]
 fn journal_bytes() {
-    run_class("journal_bytes", choices(), |x| byte_case(&[Region::LiveRecord, Region::LiveRecord, Region::JournalTail], x));
+    run_class("journal_bytes", choices(), |x| {
+        byte_case(
+            &[Region::LiveRecord, Region::LiveRecord, Region::JournalTail],
+            x,
+        )
+    });
 }
 
 #[test]
 fn data_and_free_bytes() {
-    run_class("data_and_free_bytes", choices(), |x| byte_case(&[Region::Data, Region::Data, Region::Free], x));
+    run_class("data_and_free_bytes", choices(), |x| {
+        byte_case(&[Region::Data, Region::Data, Region::Free], x)
+    });
 }
 
 #[test]
 fn random_blocks_anywhere() {
-    run_class("random_blocks_anywhere", choices(), |x| byte_case(&[Region::Anywhere], x));
+    run_class("random_blocks_anywhere", choices(), |x| {
+        byte_case(&[Region::Anywhere], x)
+    });
 }
 
 #[test]
@@ -1937,26 +2682,52 @@ fn forged_snapshot_metadata() {
 fn named_damage_outcomes() {
     for base in bases() {
         // A data block of a file: the read and fsck(verify_data) report it.
-        let (b, u) = base.uses.iter().find(|(b, u)| matches!(u, Use::Data { orphan: false, .. }) && !base.verified.contains_key(b)).expect("an old data block");
+        let (b, u) = base
+            .uses
+            .iter()
+            .find(|(b, u)| {
+                matches!(u, Use::Data { orphan: false, .. }) && !base.verified.contains_key(b)
+            })
+            .expect("an old data block");
         let mut img = base.img.clone();
         img[*b as usize * BLOCK + 7] ^= 0x20;
-        let Use::Data { ino, .. } = u else { unreachable!() };
-        let e = Expect::DataDamage { inos: [*ino].into(), blocks: [*b].into() };
-        assert_eq!(guarded(move || check_image(base, img, e)).unwrap(), Ok(Verdict::Mounted), "{}", base.name);
+        let Use::Data { ino, .. } = u else {
+            unreachable!()
+        };
+        let e = Expect::DataDamage {
+            inos: [*ino].into(),
+            blocks: [*b].into(),
+        };
+        assert_eq!(
+            guarded(move || check_image(base, img, e)).unwrap(),
+            Ok(Verdict::Mounted),
+            "{}",
+            base.name
+        );
         // The unused checkpoint slot and the stale journal: nothing changes.
         let mut img = base.img.clone();
         put(&mut img, CHECKPOINT_SLOTS[1 - base.slot], &[0xA5; BLOCK]);
         for b in base.journal_head..base.sb.journal_end() {
             img[b as usize * BLOCK + 20] ^= 0xFF;
         }
-        assert_eq!(guarded(move || check_image(base, img, Expect::Identical)).unwrap(), Ok(Verdict::Identical), "{}", base.name);
+        assert_eq!(
+            guarded(move || check_image(base, img, Expect::Identical)).unwrap(),
+            Ok(Verdict::Identical),
+            "{}",
+            base.name
+        );
         // The superblock and the live snapshot: mount refuses.
         for b in [0, base.cp.snapshot[0].0] {
             let mut img = base.img.clone();
             img[b as usize * BLOCK + 17] ^= 1;
             let e = expect_diff(base, &img);
             assert!(matches!(e, Expect::Refuse(_)), "{e:?}");
-            assert_eq!(guarded(move || check_image(base, img, e)).unwrap(), Ok(Verdict::Refused), "{}", base.name);
+            assert_eq!(
+                guarded(move || check_image(base, img, e)).unwrap(),
+                Ok(Verdict::Refused),
+                "{}",
+                base.name
+            );
         }
     }
 }

@@ -41,8 +41,14 @@ fn run(variant: Variant, streams: u64) -> (Stats, Stats) {
     mkfs(&mut dev, &MkfsOptions::default()).unwrap();
     let (mut fs, _) = Fs::mount(dev, MountOptions::default()).unwrap();
     let (sa, sb) = if streams == 1 { (1, 1) } else { (1, 2) };
-    let a = fs.create(sa, ROOT, b"A", NewKind::File, 0o644, Owner::default()).unwrap().ino;
-    let b = fs.create(sb, ROOT, b"B", NewKind::File, 0o644, Owner::default()).unwrap().ino;
+    let a = fs
+        .create(sa, ROOT, b"A", NewKind::File, 0o644, Owner::default())
+        .unwrap()
+        .ino;
+    let b = fs
+        .create(sb, ROOT, b"B", NewKind::File, 0o644, Owner::default())
+        .unwrap()
+        .ino;
     fs.sync().unwrap();
     let start = fs.stats();
     let first = vec![1u8; 1 << 20];
@@ -75,7 +81,10 @@ fn run(variant: Variant, streams: u64) -> (Stats, Stats) {
         Variant::Truncate => Vec::new(),
         Variant::Overwrite => second.clone(),
     };
-    assert_eq!(fs.getattr(a).unwrap().size, if variant == Variant::Truncate { 0 } else { A });
+    assert_eq!(
+        fs.getattr(a).unwrap().size,
+        if variant == Variant::Truncate { 0 } else { A }
+    );
     assert_eq!(fs.read(a, A - (1 << 20), 1 << 20).unwrap(), want);
     (fsync, total)
 }
@@ -84,7 +93,11 @@ fn run(variant: Variant, streams: u64) -> (Stats, Stats) {
 fn one_stream_fsync_of_b_writes_a() {
     for v in [Variant::Append, Variant::Truncate, Variant::Overwrite] {
         let (fsync, total) = run(v, 1);
-        assert!(fsync.data_bytes >= A, "{v:?}: fsync(B) wrote {} data bytes, A has {A}: {fsync:?}", fsync.data_bytes);
+        assert!(
+            fsync.data_bytes >= A,
+            "{v:?}: fsync(B) wrote {} data bytes, A has {A}: {fsync:?}",
+            fsync.data_bytes
+        );
         assert!(fsync.bytes_written() >= A);
         let min_total = if v == Variant::Overwrite { 2 * A } else { A };
         assert!(total.data_bytes >= min_total, "{v:?}: {total:?}");
@@ -95,14 +108,27 @@ fn one_stream_fsync_of_b_writes_a() {
 fn two_streams_fsync_of_b_writes_kilobytes() {
     for v in [Variant::Append, Variant::Truncate, Variant::Overwrite] {
         let (fsync, total) = run(v, 2);
-        assert!(fsync.bytes_written() < 64 * KIB, "{v:?}: fsync(B) wrote {} bytes: {fsync:?}", fsync.bytes_written());
-        assert!(fsync.data_bytes <= BLOCK as u64, "{v:?}: fsync(B) wrote data beyond B's block: {fsync:?}");
+        assert!(
+            fsync.bytes_written() < 64 * KIB,
+            "{v:?}: fsync(B) wrote {} bytes: {fsync:?}",
+            fsync.bytes_written()
+        );
+        assert!(
+            fsync.data_bytes <= BLOCK as u64,
+            "{v:?}: fsync(B) wrote data beyond B's block: {fsync:?}"
+        );
         match v {
             // A's dirty blocks are dropped by the truncate: never written.
-            Variant::Truncate => assert!(total.data_bytes <= BLOCK as u64, "truncate wrote A's data: {total:?}"),
+            Variant::Truncate => assert!(
+                total.data_bytes <= BLOCK as u64,
+                "truncate wrote A's data: {total:?}"
+            ),
             // A is written once, in its final version.
             Variant::Append | Variant::Overwrite => {
-                assert!(total.data_bytes >= A && total.data_bytes <= A + BLOCK as u64, "{v:?}: {total:?}")
+                assert!(
+                    total.data_bytes >= A && total.data_bytes <= A + BLOCK as u64,
+                    "{v:?}: {total:?}"
+                )
             }
         }
     }

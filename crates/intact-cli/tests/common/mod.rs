@@ -45,9 +45,21 @@ impl Recorded {
     }
     /// `intact ops --json` parsed.
     pub fn ops_json(&self) -> Vec<serde_json::Value> {
-        let out = intact().arg("ops").arg("--json").arg(&self.bundle).output().unwrap();
-        assert!(out.status.success(), "intact ops failed: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+        let out = intact()
+            .arg("ops")
+            .arg("--json")
+            .arg(&self.bundle)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "intact ops failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
     }
     /// One short line per logical operation (see `signature`).
     pub fn sigs(&self) -> Vec<String> {
@@ -55,7 +67,11 @@ impl Recorded {
     }
     pub fn verify(&self) {
         let out = intact().arg("verify").arg(&self.bundle).output().unwrap();
-        assert!(out.status.success(), "replay oracle failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "replay oracle failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 
@@ -79,7 +95,13 @@ pub fn record_in(cmd: &[&str], setup: impl FnOnce(&Path), extra: &[&str]) -> Rec
         .args(cmd)
         .output()
         .unwrap();
-    Recorded { tmp, work, bundle, output, bins: None }
+    Recorded {
+        tmp,
+        work,
+        bundle,
+        output,
+        bins: None,
+    }
 }
 
 /// Builds and records a C fixture; asserts the recording succeeded (exit 0) and that the
@@ -88,14 +110,21 @@ pub fn record_c(name: &str, setup: impl FnOnce(&Path)) -> Recorded {
     let bins = tempfile::tempdir().unwrap();
     let bin = build_c(name, bins.path());
     let mut r = record_in(&[bin.to_str().unwrap()], setup, &[]);
-    assert_eq!(r.output.status.code(), Some(0), "intact record failed:\n{}", r.stderr());
+    assert_eq!(
+        r.output.status.code(),
+        Some(0),
+        "intact record failed:\n{}",
+        r.stderr()
+    );
     r.verify();
     r.bins = Some(bins);
     r
 }
 
 fn preview(hex: &str) -> String {
-    let bytes: Vec<u8> = (0..hex.len() / 2).map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap()).collect();
+    let bytes: Vec<u8> = (0..hex.len() / 2)
+        .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
+        .collect();
     let mut s = String::new();
     for &b in bytes.iter().take(40) {
         match b {
@@ -119,7 +148,11 @@ pub fn signature(v: &serde_json::Value) -> String {
     let n = |k: &str| v.get(k).and_then(|x| x.as_u64()).unwrap_or(0);
     let path = s("path");
     let data = || {
-        if let Some(z) = v.get("data").and_then(|d| d.get("zeros")).and_then(|z| z.as_u64()) {
+        if let Some(z) = v
+            .get("data")
+            .and_then(|d| d.get("zeros"))
+            .and_then(|z| z.as_u64())
+        {
             format!("<{z} zeros>")
         } else {
             format!("\"{}\"", preview(&s("data_hex")))
@@ -127,7 +160,12 @@ pub fn signature(v: &serde_json::Value) -> String {
     };
     match s("op").as_str() {
         "overwrite" => format!("overwrite {path} @{} {}", n("offset"), data()),
-        "append" => format!("append {path} {}->{} {}", n("old_size"), n("new_size"), data()),
+        "append" => format!(
+            "append {path} {}->{} {}",
+            n("old_size"),
+            n("new_size"),
+            data()
+        ),
         "truncate" => format!("truncate {path} {}->{}", n("old_size"), n("new_size")),
         "link" if v["created"].as_bool() == Some(true) => format!("create {path}"),
         "link" => format!("link {}=>{path} n={}", s("path2"), n("link_count")),
@@ -145,7 +183,11 @@ pub fn signature(v: &serde_json::Value) -> String {
         "rmdir" => format!("rmdir {path}"),
         "symlink" => format!("symlink {path}->{}", s("target")),
         "sync" => {
-            let what = if v["inode"].is_null() { "*".to_string() } else { path };
+            let what = if v["inode"].is_null() {
+                "*".to_string()
+            } else {
+                path
+            };
             match v.get("range").and_then(|r| r.as_array()) {
                 Some(r) => format!("{} {what} {}+{}", s("how"), r[0], r[1]),
                 None => format!("{} {what}", s("how")),
@@ -160,7 +202,13 @@ pub fn signature(v: &serde_json::Value) -> String {
 pub fn assert_ops(r: &Recorded, expected: &[&str]) {
     let got = r.sigs();
     let exp: Vec<String> = expected.iter().map(|s| s.to_string()).collect();
-    assert_eq!(got, exp, "\n--- got:\n{}\n--- expected:\n{}\n", got.join("\n"), exp.join("\n"));
+    assert_eq!(
+        got,
+        exp,
+        "\n--- got:\n{}\n--- expected:\n{}\n",
+        got.join("\n"),
+        exp.join("\n")
+    );
 }
 
 /// Builds examples/kvstore/kv.c into `dir` and records `kv x foo1 y foo2` (the quick
@@ -168,13 +216,31 @@ pub fn assert_ops(r: &Recorded, expected: &[&str]) {
 pub fn record_kv(dir: &Path) -> PathBuf {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let kv = dir.join("kv");
-    let st = Command::new("gcc").args(["-g", "-O0", "-o"]).arg(&kv).arg(repo.join("examples/kvstore/kv.c")).status().expect("gcc must be installed");
+    let st = Command::new("gcc")
+        .args(["-g", "-O0", "-o"])
+        .arg(&kv)
+        .arg(repo.join("examples/kvstore/kv.c"))
+        .status()
+        .expect("gcc must be installed");
     assert!(st.success());
     let db = dir.join("db");
     std::fs::create_dir(&db).unwrap();
     let bundle = dir.join("b");
-    let out = intact().arg("record").arg("--out").arg(&bundle).arg("--").arg(&kv).args(["x", "foo1", "y", "foo2"]).current_dir(&db).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = intact()
+        .arg("record")
+        .arg("--out")
+        .arg(&bundle)
+        .arg("--")
+        .arg(&kv)
+        .args(["x", "foo1", "y", "foo2"])
+        .current_dir(&db)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     bundle
 }
 
@@ -186,9 +252,21 @@ pub fn sqlite_batch() -> PathBuf {
     BUILT
         .get_or_init(|| {
             let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-            let out = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target")).join("sqlite-batch");
-            let o = Command::new("bash").arg(root.join("tools/sqlite-batch/build.sh")).arg(&out).output().expect("running tools/sqlite-batch/build.sh");
-            assert!(o.status.success(), "building SQLite with batch atomic write: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+            let out = std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| root.join("target"))
+                .join("sqlite-batch");
+            let o = Command::new("bash")
+                .arg(root.join("tools/sqlite-batch/build.sh"))
+                .arg(&out)
+                .output()
+                .expect("running tools/sqlite-batch/build.sh");
+            assert!(
+                o.status.success(),
+                "building SQLite with batch atomic write: {}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
             out
         })
         .clone()

@@ -13,12 +13,17 @@ pub fn run(c: &mut Command) -> Output {
 }
 
 pub fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 pub fn mounted_on(mnt: &Path) -> bool {
     let m = fs::read_to_string("/proc/self/mountinfo").unwrap();
-    m.lines().any(|l| l.split(' ').nth(4) == Some(mnt.to_str().unwrap()))
+    m.lines()
+        .any(|l| l.split(' ').nth(4) == Some(mnt.to_str().unwrap()))
 }
 
 /// Waits (at most a minute) until `pid` has exited (gone, or a zombie nobody reaped).
@@ -41,29 +46,56 @@ pub struct Mount {
 impl Mount {
     pub fn new(size: &str) -> Mount {
         // SAFETY: geteuid cannot fail.
-        assert_eq!(unsafe { libc::geteuid() }, 0, "the mount tests need root (FUSE mount(2))");
+        assert_eq!(
+            unsafe { libc::geteuid() },
+            0,
+            "the mount tests need root (FUSE mount(2))"
+        );
         let dir = tempfile::tempdir().unwrap();
         let img = dir.path().join("img");
         let mnt = dir.path().join("mnt");
         fs::create_dir(&mnt).unwrap();
-        let o = run(intact().args(["fs", "mkfs"]).arg(&img).args(["--size", size]));
+        let o = run(intact()
+            .args(["fs", "mkfs"])
+            .arg(&img)
+            .args(["--size", size]));
         assert!(o.status.success(), "mkfs: {}", text(&o));
         let pidfile = dir.path().join("pid");
         let log = dir.path().join("log");
-        Mount { dir, img, mnt, pidfile, log }
+        Mount {
+            dir,
+            img,
+            mnt,
+            pidfile,
+            log,
+        }
     }
 
     /// Mounts with periodic commits off (`commit=0`, which `opts` may override with a later
     /// `-o commit=N`): the crash tests decide what is committed, and a slow machine must not
     /// commit it for them. `opts` are more arguments of `intact fs mount`.
     pub fn mount(&self, opts: &[&str]) {
-        let o = run(intact().args(["fs", "mount"]).arg(&self.img).arg(&self.mnt).arg("--daemon").arg("--pid-file").arg(&self.pidfile).arg("--log").arg(&self.log).args(["-o", "commit=0"]).args(opts));
+        let o = run(intact()
+            .args(["fs", "mount"])
+            .arg(&self.img)
+            .arg(&self.mnt)
+            .arg("--daemon")
+            .arg("--pid-file")
+            .arg(&self.pidfile)
+            .arg("--log")
+            .arg(&self.log)
+            .args(["-o", "commit=0"])
+            .args(opts));
         assert!(o.status.success(), "mount: {}", text(&o));
         assert!(mounted_on(&self.mnt));
     }
 
     pub fn pid(&self) -> i32 {
-        fs::read_to_string(&self.pidfile).unwrap().trim().parse().unwrap()
+        fs::read_to_string(&self.pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
     }
 
     pub fn umount(&self) -> Output {
@@ -88,7 +120,11 @@ impl Mount {
         assert!(!mounted_on(&self.mnt), "still mounted after umount");
         // The daemon's own last word (its counts) is in its log.
         let log = fs::read_to_string(&self.log).unwrap_or_default();
-        log.lines().rev().find(|l| l.contains("written back (")).unwrap_or(text(&o).trim()).to_string()
+        log.lines()
+            .rev()
+            .find(|l| l.contains("written back ("))
+            .unwrap_or(text(&o).trim())
+            .to_string()
     }
 
     /// A power cut as far as the daemon is concerned: what it had not committed is gone.
@@ -98,7 +134,11 @@ impl Mount {
         unsafe { libc::kill(pid, libc::SIGKILL) };
         wait_exit(pid, "the daemon did not die on SIGKILL");
         let o = self.umount();
-        assert!(o.status.success(), "umount of the stale mount: {}", text(&o));
+        assert!(
+            o.status.success(),
+            "umount of the stale mount: {}",
+            text(&o)
+        );
         assert!(text(&o).contains("is gone"), "{}", text(&o));
         assert!(!mounted_on(&self.mnt));
     }
@@ -118,7 +158,10 @@ impl Drop for Mount {
         if std::thread::panicking() {
             if let Ok(l) = fs::read_to_string(&self.log) {
                 let tail: Vec<&str> = l.lines().rev().take(40).collect();
-                eprintln!("the daemon's log (last lines):\n{}", tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
+                eprintln!(
+                    "the daemon's log (last lines):\n{}",
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                );
             }
         }
         if mounted_on(&self.mnt) {
@@ -127,7 +170,9 @@ impl Drop for Mount {
                 let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
             }
         }
-        if let Ok(pid) = fs::read_to_string(&self.pidfile).map(|s| s.trim().parse::<i32>().unwrap_or(0)) {
+        if let Ok(pid) =
+            fs::read_to_string(&self.pidfile).map(|s| s.trim().parse::<i32>().unwrap_or(0))
+        {
             if pid > 0 {
                 // SAFETY: only the daemon this test started.
                 unsafe { libc::kill(pid, libc::SIGKILL) };

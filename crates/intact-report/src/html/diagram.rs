@@ -108,42 +108,152 @@ pub fn from_ops(ops: &[Op]) -> Vec<DOp> {
         let path = short_path(&o.path);
         let mut names = vec![path.clone()];
         let (lane, kind, sync, output, what) = match &o.op {
-            LogicalOp::Overwrite { inode, offset, count, .. } => (Some(LaneKey::Inode(*inode)), "overwrite".to_string(), false, false, format!("overwrite {path} [{offset}, {}) (inode {inode})", offset + count)),
-            LogicalOp::Append { inode, old_size, new_size, .. } => (Some(LaneKey::Inode(*inode)), "append".into(), false, false, format!("append {path} size {old_size} -> {new_size} (inode {inode})")),
-            LogicalOp::Truncate { inode, old_size, new_size } => (Some(LaneKey::Inode(*inode)), "truncate".into(), false, false, format!("truncate {path} size {old_size} -> {new_size} (inode {inode})")),
+            LogicalOp::Overwrite {
+                inode,
+                offset,
+                count,
+                ..
+            } => (
+                Some(LaneKey::Inode(*inode)),
+                "overwrite".to_string(),
+                false,
+                false,
+                format!(
+                    "overwrite {path} [{offset}, {}) (inode {inode})",
+                    offset + count
+                ),
+            ),
+            LogicalOp::Append {
+                inode,
+                old_size,
+                new_size,
+                ..
+            } => (
+                Some(LaneKey::Inode(*inode)),
+                "append".into(),
+                false,
+                false,
+                format!("append {path} size {old_size} -> {new_size} (inode {inode})"),
+            ),
+            LogicalOp::Truncate {
+                inode,
+                old_size,
+                new_size,
+            } => (
+                Some(LaneKey::Inode(*inode)),
+                "truncate".into(),
+                false,
+                false,
+                format!("truncate {path} size {old_size} -> {new_size} (inode {inode})"),
+            ),
             LogicalOp::Link { inode, created, .. } => {
                 let k = if *created { "create" } else { "link" };
-                (Some(LaneKey::Inode(*inode)), k.into(), false, false, format!("{k} {path} (inode {inode})"))
+                (
+                    Some(LaneKey::Inode(*inode)),
+                    k.into(),
+                    false,
+                    false,
+                    format!("{k} {path} (inode {inode})"),
+                )
             }
-            LogicalOp::Unlink { inode, .. } => (Some(LaneKey::Inode(*inode)), "unlink".into(), false, false, format!("unlink {path} (inode {inode})")),
+            LogicalOp::Unlink { inode, .. } => (
+                Some(LaneKey::Inode(*inode)),
+                "unlink".into(),
+                false,
+                false,
+                format!("unlink {path} (inode {inode})"),
+            ),
             LogicalOp::Rename { inode, .. } => {
                 let dst = short_path(&o.path2);
                 names.push(dst.clone());
-                (Some(LaneKey::Inode(*inode)), "rename".into(), false, false, format!("rename {path} -> {dst} (inode {inode})"))
+                (
+                    Some(LaneKey::Inode(*inode)),
+                    "rename".into(),
+                    false,
+                    false,
+                    format!("rename {path} -> {dst} (inode {inode})"),
+                )
             }
-            LogicalOp::Mkdir { inode, .. } => (Some(LaneKey::Inode(*inode)), "mkdir".into(), false, false, format!("mkdir {path} (inode {inode})")),
-            LogicalOp::Rmdir { inode, .. } => (Some(LaneKey::Inode(*inode)), "rmdir".into(), false, false, format!("rmdir {path} (inode {inode})")),
-            LogicalOp::Symlink { inode, target, .. } => (Some(LaneKey::Inode(*inode)), "symlink".into(), false, false, format!("symlink {path} -> {target} (inode {inode})")),
-            LogicalOp::Sync { inode: Some(inode), .. } => (Some(LaneKey::Inode(*inode)), o.syscall.clone(), true, false, format!("sync {path} (inode {inode})")),
+            LogicalOp::Mkdir { inode, .. } => (
+                Some(LaneKey::Inode(*inode)),
+                "mkdir".into(),
+                false,
+                false,
+                format!("mkdir {path} (inode {inode})"),
+            ),
+            LogicalOp::Rmdir { inode, .. } => (
+                Some(LaneKey::Inode(*inode)),
+                "rmdir".into(),
+                false,
+                false,
+                format!("rmdir {path} (inode {inode})"),
+            ),
+            LogicalOp::Symlink { inode, target, .. } => (
+                Some(LaneKey::Inode(*inode)),
+                "symlink".into(),
+                false,
+                false,
+                format!("symlink {path} -> {target} (inode {inode})"),
+            ),
+            LogicalOp::Sync {
+                inode: Some(inode), ..
+            } => (
+                Some(LaneKey::Inode(*inode)),
+                o.syscall.clone(),
+                true,
+                false,
+                format!("sync {path} (inode {inode})"),
+            ),
             LogicalOp::Sync { inode: None, .. } => {
                 names.clear();
-                (None, o.syscall.clone(), true, false, "sync the whole file system".into())
+                (
+                    None,
+                    o.syscall.clone(),
+                    true,
+                    false,
+                    "sync the whole file system".into(),
+                )
             }
             LogicalOp::Output { data } => {
                 names.clear();
-                (Some(LaneKey::Output), "output".into(), false, true, format!("output, {} bytes", data.len()))
+                (
+                    Some(LaneKey::Output),
+                    "output".into(),
+                    false,
+                    true,
+                    format!("output, {} bytes", data.len()),
+                )
             }
         };
-        let at = o.loc.as_ref().map(|f| format!(" @ {}", f.display())).unwrap_or_default();
-        out.push(DOp { id: o.id, group, lane, kind, sync, output, names, detail: format!("op {} ({}): {what}{at}", o.id, o.syscall) });
+        let at = o
+            .loc
+            .as_ref()
+            .map(|f| format!(" @ {}", f.display()))
+            .unwrap_or_default();
+        out.push(DOp {
+            id: o.id,
+            group,
+            lane,
+            kind,
+            sync,
+            output,
+            names,
+            detail: format!("op {} ({}): {what}{at}", o.id, o.syscall),
+        });
     }
     // Directories (the parents of entries, and what mkdir/rmdir name) read "name/".
     let dirs: BTreeSet<u64> = ops
         .iter()
         .flat_map(|o| match &o.op {
-            LogicalOp::Link { dir, .. } | LogicalOp::Unlink { dir, .. } | LogicalOp::Symlink { dir, .. } => vec![*dir],
-            LogicalOp::Rename { src_dir, dst_dir, .. } => vec![*src_dir, *dst_dir],
-            LogicalOp::Mkdir { dir, inode, .. } | LogicalOp::Rmdir { dir, inode, .. } => vec![*dir, *inode],
+            LogicalOp::Link { dir, .. }
+            | LogicalOp::Unlink { dir, .. }
+            | LogicalOp::Symlink { dir, .. } => vec![*dir],
+            LogicalOp::Rename {
+                src_dir, dst_dir, ..
+            } => vec![*src_dir, *dst_dir],
+            LogicalOp::Mkdir { dir, inode, .. } | LogicalOp::Rmdir { dir, inode, .. } => {
+                vec![*dir, *inode]
+            }
             _ => Vec::new(),
         })
         .collect();
@@ -173,17 +283,48 @@ pub fn from_calls(calls: &[Value]) -> Vec<DOp> {
         let path = words.next().unwrap_or("").to_string();
         let (lane, kind, sync, output) = match op.as_str() {
             "output" => (Some(LaneKey::Output), op.clone(), false, true),
-            "sync" if path.starts_with('<') || path.is_empty() => (None, syscall.clone(), true, false),
-            "sync" => (Some(LaneKey::Name(path.clone())), syscall.clone(), true, false),
-            _ => (Some(LaneKey::Name(path.clone())), if op == "link" && summary.contains("(creates inode") { "create".into() } else { op.clone() }, false, false),
+            "sync" if path.starts_with('<') || path.is_empty() => {
+                (None, syscall.clone(), true, false)
+            }
+            "sync" => (
+                Some(LaneKey::Name(path.clone())),
+                syscall.clone(),
+                true,
+                false,
+            ),
+            _ => (
+                Some(LaneKey::Name(path.clone())),
+                if op == "link" && summary.contains("(creates inode") {
+                    "create".into()
+                } else {
+                    op.clone()
+                },
+                false,
+                false,
+            ),
         };
         let names = match &lane {
             Some(LaneKey::Name(p)) => vec![p.clone()],
             _ => Vec::new(),
         };
-        let loc = c["location"].as_str().map(|l| format!(" @ {l}")).unwrap_or_default();
-        let detail = format!("op {id} ({syscall}): {}{loc}", summary.split_whitespace().collect::<Vec<_>>().join(" "));
-        out.push(DOp { id, group, lane, kind, sync, output, names, detail });
+        let loc = c["location"]
+            .as_str()
+            .map(|l| format!(" @ {l}"))
+            .unwrap_or_default();
+        let detail = format!(
+            "op {id} ({syscall}): {}{loc}",
+            summary.split_whitespace().collect::<Vec<_>>().join(" ")
+        );
+        out.push(DOp {
+            id,
+            group,
+            lane,
+            kind,
+            sync,
+            output,
+            names,
+            detail,
+        });
     }
     out.sort_by_key(|d| d.id);
     out.dedup_by_key(|d| d.id);
@@ -201,7 +342,12 @@ fn index_of(dops: &[DOp], id: usize) -> Option<usize> {
 /// The role of each drawn operation of a vulnerability, by index into `dops`: every
 /// operation of each of its calls (the calls are named by their first operation's id).
 /// None when some call's operation is not among `dops` (the bundle does not match).
-pub fn roles(kind: &str, categories: &[String], calls: &[Value], dops: &[DOp]) -> Option<BTreeMap<usize, Role>> {
+pub fn roles(
+    kind: &str,
+    categories: &[String],
+    calls: &[Value],
+    dops: &[DOp],
+) -> Option<BTreeMap<usize, Role>> {
     let durability = !categories.is_empty() && categories.iter().all(|c| c == "durability");
     let mut out = BTreeMap::new();
     for (pos, c) in calls.iter().enumerate() {
@@ -209,8 +355,15 @@ pub fn roles(kind: &str, categories: &[String], calls: &[Value], dops: &[DOp]) -
         let at = index_of(dops, id)?;
         // A call's operations are consecutive.
         let g = dops[at].group;
-        let lo = (0..at).rev().take_while(|&i| dops[i].group == g).last().unwrap_or(at);
-        let hi = (at..dops.len()).take_while(|&i| dops[i].group == g).last().unwrap_or(at);
+        let lo = (0..at)
+            .rev()
+            .take_while(|&i| dops[i].group == g)
+            .last()
+            .unwrap_or(at);
+        let hi = (at..dops.len())
+            .take_while(|&i| dops[i].group == g)
+            .last()
+            .unwrap_or(at);
         let members: Vec<usize> = (lo..=hi).collect();
         let role = match (kind, pos) {
             ("ordering", 0) if durability => Role::Lost,
@@ -310,7 +463,11 @@ pub struct Lane {
 /// The lanes of the shown columns, in order of first appearance, standard output last;
 /// with more than `MAX_LANES`, the files without a highlighted operation and with the
 /// fewest operations share one lane. Returns the lanes and each lane key's row.
-pub fn lanes(dops: &[DOp], cols: &[Col], highlighted: &BTreeSet<usize>) -> (Vec<Lane>, BTreeMap<LaneKey, usize>) {
+pub fn lanes(
+    dops: &[DOp],
+    cols: &[Col],
+    highlighted: &BTreeSet<usize>,
+) -> (Vec<Lane>, BTreeMap<LaneKey, usize>) {
     let mut order: Vec<LaneKey> = Vec::new();
     let mut busy: BTreeMap<LaneKey, (usize, bool)> = BTreeMap::new();
     for c in cols {
@@ -357,21 +514,37 @@ pub fn lanes(dops: &[DOp], cols: &[Col], highlighted: &BTreeSet<usize>) -> (Vec<
             _ => format!("{} → {}", names[0], names[names.len() - 1]),
         };
         row.insert(k.clone(), out.len());
-        out.push(Lane { key: k.clone(), label, names });
+        out.push(Lane {
+            key: k.clone(),
+            label,
+            names,
+        });
     }
     if !merged.is_empty() {
         let r = out.len();
         for k in &merged {
             row.insert(k.clone(), r);
         }
-        out.push(Lane { key: LaneKey::Others, label: format!("{} other files", merged.len()), names: Vec::new() });
+        out.push(Lane {
+            key: LaneKey::Others,
+            label: format!("{} other files", merged.len()),
+            names: Vec::new(),
+        });
     }
     if has_output {
         row.insert(LaneKey::Output, out.len());
-        out.push(Lane { key: LaneKey::Output, label: "stdout".into(), names: vec!["standard output".into()] });
+        out.push(Lane {
+            key: LaneKey::Output,
+            label: "stdout".into(),
+            names: vec!["standard output".into()],
+        });
     }
     if out.is_empty() {
-        out.push(Lane { key: LaneKey::Others, label: "files".into(), names: Vec::new() });
+        out.push(Lane {
+            key: LaneKey::Others,
+            label: "files".into(),
+            names: Vec::new(),
+        });
     }
     (out, row)
 }
@@ -408,7 +581,14 @@ pub struct Diagram {
 /// match the report, the calls of the vulnerability alone are drawn (`from_bundle` false).
 pub fn draw(v: &Value, ops: Option<&[DOp]>, uid: &str) -> (Diagram, bool) {
     let kind = v["kind"].as_str().unwrap_or("");
-    let categories: Vec<String> = v["categories"].as_array().map(|a| a.iter().filter_map(|c| c.as_str().map(String::from)).collect()).unwrap_or_default();
+    let categories: Vec<String> = v["categories"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|c| c.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
     let calls: Vec<Value> = v["calls"].as_array().cloned().unwrap_or_default();
     let mut from_bundle = false;
     let mut dops: &[DOp] = &[];
@@ -428,12 +608,43 @@ pub fn draw(v: &Value, ops: Option<&[DOp]>, uid: &str) -> (Diagram, bool) {
     let highlighted: BTreeSet<usize> = role.keys().copied().collect();
     let cols = columns(dops, &highlighted);
     let (lanes, row) = lanes(dops, &cols, &highlighted);
-    let svg = svg(dops, &cols, &lanes, &row, &role, kind, &categories, &calls, uid);
-    (Diagram { svg, total: if from_bundle { dops.len() } else { dops.last().map(|d| d.id + 1).unwrap_or(0) }, windowed: dops.len() > MAX_FULL }, from_bundle)
+    let svg = svg(
+        dops,
+        &cols,
+        &lanes,
+        &row,
+        &role,
+        kind,
+        &categories,
+        &calls,
+        uid,
+    );
+    (
+        Diagram {
+            svg,
+            total: if from_bundle {
+                dops.len()
+            } else {
+                dops.last().map(|d| d.id + 1).unwrap_or(0)
+            },
+            windowed: dops.len() > MAX_FULL,
+        },
+        from_bundle,
+    )
 }
 
 #[allow(clippy::too_many_arguments)]
-fn svg(dops: &[DOp], cols: &[Col], lanes: &[Lane], row: &BTreeMap<LaneKey, usize>, role: &BTreeMap<usize, Role>, kind: &str, categories: &[String], calls: &[Value], uid: &str) -> String {
+fn svg(
+    dops: &[DOp],
+    cols: &[Col],
+    lanes: &[Lane],
+    row: &BTreeMap<LaneKey, usize>,
+    role: &BTreeMap<usize, Role>,
+    kind: &str,
+    categories: &[String],
+    calls: &[Value],
+    uid: &str,
+) -> String {
     let width = LABEL_W + cols.len().max(1) * COL_W + 16;
     let height = TOP + lanes.len() * LANE_H + 8;
     let bottom = TOP + lanes.len() * LANE_H;
@@ -452,7 +663,11 @@ fn svg(dops: &[DOp], cols: &[Col], lanes: &[Lane], row: &BTreeMap<LaneKey, usize
         let y = lane_top(r);
         let fill = if r % 2 == 0 { "#f6f7f9" } else { "#eceef2" };
         s.push_str(&format!("<rect class=\"lane\" x=\"0\" y=\"{y}\" width=\"{width}\" height=\"{LANE_H}\" fill=\"{fill}\"/>\n"));
-        let tip = if l.names.len() > 1 { l.names.join(" → ") } else { l.label.clone() };
+        let tip = if l.names.len() > 1 {
+            l.names.join(" → ")
+        } else {
+            l.label.clone()
+        };
         s.push_str(&format!(
             "<text class=\"lane-label\" x=\"8\" y=\"{}\"><title>{}</title>{}</text>\n",
             y + LANE_H / 2 + 4,
@@ -483,12 +698,29 @@ fn svg(dops: &[DOp], cols: &[Col], lanes: &[Lane], row: &BTreeMap<LaneKey, usize
                 for i in *first..first + count {
                     col_of.entry(i).or_insert(c);
                 }
-                let ids = if *count > 1 { format!("{}–{}", d.id, last.id) } else { d.id.to_string() };
+                let ids = if *count > 1 {
+                    format!("{}–{}", d.id, last.id)
+                } else {
+                    d.id.to_string()
+                };
                 boxes.push_str(&format!("<text class=\"op-id\" x=\"{x}\" y=\"14\" text-anchor=\"middle\">{ids}</text>\n"));
                 let r = role.get(first).copied();
                 let hl = if r.is_some() { " hl" } else { "" };
-                let tip = if *count > 1 { format!("{}\n… {} alike operations …\n{}", d.detail, count - 2, last.detail) } else { d.detail.clone() };
-                let text = if *count > 1 { format!("{} ×{count}", d.kind) } else { d.kind.clone() };
+                let tip = if *count > 1 {
+                    format!(
+                        "{}\n… {} alike operations …\n{}",
+                        d.detail,
+                        count - 2,
+                        last.detail
+                    )
+                } else {
+                    d.detail.clone()
+                };
+                let text = if *count > 1 {
+                    format!("{} ×{count}", d.kind)
+                } else {
+                    d.kind.clone()
+                };
                 match (&d.lane, d.sync) {
                     (None, _) => {
                         // A whole-file-system sync: a barrier across every lane.
@@ -506,7 +738,11 @@ fn svg(dops: &[DOp], cols: &[Col], lanes: &[Lane], row: &BTreeMap<LaneKey, usize
                     (Some(k), true) => {
                         let rw = row.get(k).copied().unwrap_or(0);
                         let y = lane_top(rw);
-                        let stroke = if r.is_some() { " stroke=\"#c62828\" stroke-width=\"2\"" } else { "" };
+                        let stroke = if r.is_some() {
+                            " stroke=\"#c62828\" stroke-width=\"2\""
+                        } else {
+                            ""
+                        };
                         boxes.push_str(&format!(
                             "<g class=\"op sync{hl}\"><title>{}</title><rect x=\"{}\" y=\"{}\" width=\"6\" height=\"{}\" fill=\"#1565c0\"{stroke}/><text x=\"{x}\" y=\"{}\" text-anchor=\"middle\" class=\"sync-label\">{}</text></g>\n",
                             esc(&tip),
@@ -557,8 +793,14 @@ fn svg(dops: &[DOp], cols: &[Col], lanes: &[Lane], row: &BTreeMap<LaneKey, usize
     };
     if kind == "ordering" {
         if let (Some((x1, y1)), Some((x2, y2))) = (anchor(0), anchor(1)) {
-            let dotted = categories.iter().any(|c| c == "safe_rename" || c == "safe_file_flush");
-            let dash = if dotted { " stroke-dasharray=\"5 4\"" } else { "" };
+            let dotted = categories
+                .iter()
+                .any(|c| c == "safe_rename" || c == "safe_file_flush");
+            let dash = if dotted {
+                " stroke-dasharray=\"5 4\""
+            } else {
+                ""
+            };
             let path = if y1 == y2 {
                 // Same lane: an arc below the boxes.
                 let yb = y1 + BOX_H / 2;
@@ -593,7 +835,10 @@ fn svg(dops: &[DOp], cols: &[Col], lanes: &[Lane], row: &BTreeMap<LaneKey, usize
 }
 
 fn role_label(x: usize, y: usize, r: Role) -> String {
-    format!("<text class=\"role\" x=\"{x}\" y=\"{y}\" text-anchor=\"middle\">{}</text>\n", r.label())
+    format!(
+        "<text class=\"role\" x=\"{x}\" y=\"{y}\" text-anchor=\"middle\">{}</text>\n",
+        r.label()
+    )
 }
 
 #[cfg(test)]
@@ -641,12 +886,39 @@ mod tests {
     #[test]
     fn roles_follow_the_kind() {
         let d = from_ops(&kv());
-        let safe_rename = roles("ordering", &["safe_rename".into()], &[call(5, 5, "write", "append table.tmp"), call(8, 8, "truncate", "truncate kv.log")], &d).unwrap();
-        assert_eq!(safe_rename.into_iter().collect::<Vec<_>>(), vec![(5, Role::Reordered), (8, Role::PersistedFirst)]);
-        let dur = roles("ordering", &["durability".into()], &[call(8, 8, "truncate", ""), call(9, 9, "write", "output \"Done\\n\"")], &d).unwrap();
+        let safe_rename = roles(
+            "ordering",
+            &["safe_rename".into()],
+            &[
+                call(5, 5, "write", "append table.tmp"),
+                call(8, 8, "truncate", "truncate kv.log"),
+            ],
+            &d,
+        )
+        .unwrap();
+        assert_eq!(
+            safe_rename.into_iter().collect::<Vec<_>>(),
+            vec![(5, Role::Reordered), (8, Role::PersistedFirst)]
+        );
+        let dur = roles(
+            "ordering",
+            &["durability".into()],
+            &[
+                call(8, 8, "truncate", ""),
+                call(9, 9, "write", "output \"Done\\n\""),
+            ],
+            &d,
+        )
+        .unwrap();
         assert_eq!(dur[&8], Role::Lost);
         assert_eq!(dur[&9], Role::Printed);
-        let torn = roles("atomicity", &["append_truncate_atomicity".into()], &[call(1, 1, "write", "")], &d).unwrap();
+        let torn = roles(
+            "atomicity",
+            &["append_truncate_atomicity".into()],
+            &[call(1, 1, "write", "")],
+            &d,
+        )
+        .unwrap();
         assert_eq!(torn.into_iter().collect::<Vec<_>>(), vec![(1, Role::Torn)]);
         // An op the bundle does not have: the bundle does not match the report.
         assert!(roles("atomicity", &[], &[call(1, 99, "write", "")], &d).is_none());
@@ -673,12 +945,39 @@ mod tests {
         let hl: BTreeSet<usize> = [100, 150].into_iter().collect();
         let cols = columns(&d, &hl);
         // Gap, a run of 6 alike appends, the highlighted one, a run of 6, gap, …, gap.
-        let shown: usize = cols.iter().map(|c| match c { Col::Ops { count, .. } => *count, Col::Gap(g) => *g }).sum();
-        assert_eq!(shown, 200, "every operation is either drawn or counted in a gap: {cols:?}");
+        let shown: usize = cols
+            .iter()
+            .map(|c| match c {
+                Col::Ops { count, .. } => *count,
+                Col::Gap(g) => *g,
+            })
+            .sum();
+        assert_eq!(
+            shown, 200,
+            "every operation is either drawn or counted in a gap: {cols:?}"
+        );
         assert_eq!(cols[0], Col::Gap(94));
-        assert_eq!(cols[1], Col::Ops { first: 94, count: 6 });
-        assert_eq!(cols[2], Col::Ops { first: 100, count: 1 });
-        assert_eq!(cols[3], Col::Ops { first: 101, count: 6 });
+        assert_eq!(
+            cols[1],
+            Col::Ops {
+                first: 94,
+                count: 6
+            }
+        );
+        assert_eq!(
+            cols[2],
+            Col::Ops {
+                first: 100,
+                count: 1
+            }
+        );
+        assert_eq!(
+            cols[3],
+            Col::Ops {
+                first: 101,
+                count: 6
+            }
+        );
         assert_eq!(cols[4], Col::Gap(37));
         assert_eq!(*cols.last().unwrap(), Col::Gap(43));
         // The SVG says so.
@@ -686,7 +985,13 @@ mod tests {
         let all = ops(Value::Array((0..200u64).map(|i| json!({"id":i,"call":i,"pid":1,"tid":1,"syscall":"write","op":"append","inode":2,"old_size":i,"new_size":i+1,"data":{"at":0,"len":1},"path":"log"})).collect()));
         let (dg, from_bundle) = draw(&v, Some(&from_ops(&all)), "t");
         assert!(from_bundle && dg.windowed && dg.total == 200);
-        assert!(dg.svg.contains("… 94 more") && dg.svg.contains("append ×6") && dg.svg.contains(">torn<"), "{}", dg.svg);
+        assert!(
+            dg.svg.contains("… 94 more")
+                && dg.svg.contains("append ×6")
+                && dg.svg.contains(">torn<"),
+            "{}",
+            dg.svg
+        );
     }
 
     /// A big protocol (100,000 operations, 1,000 files) and a group of 2,000 calls: drawn
@@ -695,16 +1000,29 @@ mod tests {
     fn huge_protocols_stay_bounded() {
         let v: Vec<Value> = (0..100_000u64).map(|i| json!({"id":i,"call":i,"pid":1,"tid":1,"syscall":"write","op":"append","inode":2+i%1000,"old_size":0,"new_size":1,"data":{"at":0,"len":1},"path":format!("f{}", i%1000)})).collect();
         let d = from_ops(&ops(Value::Array(v)));
-        let calls: Vec<Value> = (50_000..52_000).map(|i| call(i, i, "write", "append f")).collect();
+        let calls: Vec<Value> = (50_000..52_000)
+            .map(|i| call(i, i, "write", "append f"))
+            .collect();
         let t = std::time::Instant::now();
-        let (dg, from_bundle) = draw(&json!({"kind":"across_calls","categories":["across_calls_atomicity"],"calls":calls}), Some(&d), "v1");
+        let (dg, from_bundle) = draw(
+            &json!({"kind":"across_calls","categories":["across_calls_atomicity"],"calls":calls}),
+            Some(&d),
+            "v1",
+        );
         assert!(from_bundle && dg.windowed);
         // The first column is the gap before the window (ops 0..49994), the last one what
         // the column cap cut (every operation after the 148 drawn).
         assert_eq!(dg.svg.matches("class=\"op-id\"").count(), MAX_COLS - 2);
-        assert!(dg.svg.contains("… 49994 more") && dg.svg.contains("… 49858 more"), "{}", dg.svg.len());
+        assert!(
+            dg.svg.contains("… 49994 more") && dg.svg.contains("… 49858 more"),
+            "{}",
+            dg.svg.len()
+        );
         assert_eq!(dg.svg.matches("class=\"lane-label\"").count(), MAX_LANES);
-        assert!(dg.svg.contains("other files</text>"), "the files beyond the lane cap share one");
+        assert!(
+            dg.svg.contains("other files</text>"),
+            "the files beyond the lane cap share one"
+        );
         assert!(dg.svg.len() < 200_000, "{}", dg.svg.len());
         assert!(t.elapsed().as_secs() < 10, "{:?}", t.elapsed());
     }
@@ -720,8 +1038,15 @@ mod tests {
         let cols = columns(&d, &hl);
         let (lanes, row) = lanes(&d, &cols, &hl);
         assert_eq!(lanes.len(), MAX_LANES);
-        assert_eq!(lanes.last().unwrap().label, format!("{} other files", 30 - (MAX_LANES - 1)));
-        assert_ne!(lanes[row[&LaneKey::Inode(129)]].key, LaneKey::Others, "the highlighted file keeps its lane");
+        assert_eq!(
+            lanes.last().unwrap().label,
+            format!("{} other files", 30 - (MAX_LANES - 1))
+        );
+        assert_ne!(
+            lanes[row[&LaneKey::Inode(129)]].key,
+            LaneKey::Others,
+            "the highlighted file keeps its lane"
+        );
     }
 
     #[test]
@@ -733,12 +1058,24 @@ mod tests {
         assert!(!from_bundle);
         let s = &dg.svg;
         assert!(s.contains("… 5 more") && s.contains("… 2 more"), "{s}");
-        assert!(s.contains(">reordered<") && s.contains(">persisted<"), "{s}");
+        assert!(
+            s.contains(">reordered<") && s.contains(">persisted<"),
+            "{s}"
+        );
         assert!(s.contains("table.tmp") && s.contains("kv.log"));
         // The dependency arrow, dotted for a safe rename, with this diagram's own marker.
-        assert!(s.contains("class=\"dep\"") && s.contains("stroke-dasharray=\"5 4\"") && s.contains("url(#v3-arrow)"), "{s}");
+        assert!(
+            s.contains("class=\"dep\"")
+                && s.contains("stroke-dasharray=\"5 4\"")
+                && s.contains("url(#v3-arrow)"),
+            "{s}"
+        );
         // A bundle that does not match the report falls back to the calls.
-        let (_, from_bundle) = draw(&json!({"kind":"atomicity","calls":[call(0, 42, "write", "append x")]}), Some(&from_ops(&kv())), "v1");
+        let (_, from_bundle) = draw(
+            &json!({"kind":"atomicity","calls":[call(0, 42, "write", "append x")]}),
+            Some(&from_ops(&kv())),
+            "v1",
+        );
         assert!(!from_bundle);
     }
 
@@ -748,16 +1085,30 @@ mod tests {
         o[3] = ops(json!([{"id":3,"call":25,"pid":1,"tid":1,"syscall":"sync","op":"sync","inode":null,"how":"sync"}])).remove(0);
         let d = from_ops(&o);
         assert!(d[3].lane.is_none() && d[3].sync);
-        let (dg, _) = draw(&json!({"kind":"across_calls","categories":["across_calls_atomicity"],"calls":[call(1, 1, "write", ""), call(2, 2, "write", "")]}), Some(&from_ops(&o)), "v1");
+        let (dg, _) = draw(
+            &json!({"kind":"across_calls","categories":["across_calls_atomicity"],"calls":[call(1, 1, "write", ""), call(2, 2, "write", "")]}),
+            Some(&from_ops(&o)),
+            "v1",
+        );
         assert!(dg.svg.contains("class=\"op sync all\""), "{}", dg.svg);
         assert!(dg.svg.contains("persist only together"));
     }
 
     #[test]
     fn names_are_escaped_in_the_svg() {
-        let o = ops(json!([{"id":0,"call":1,"pid":1,"tid":1,"syscall":"write","op":"append","inode":2,"old_size":0,"new_size":1,"data":{"at":0,"len":1},"path":"<a href=\"x\">&'"}]));
-        let (dg, _) = draw(&json!({"kind":"atomicity","calls":[call(0, 0, "write", "")]}), Some(&from_ops(&o)), "v1");
-        assert!(dg.svg.contains("&lt;a href=&quot;x&quot;&gt;&amp;&#39;"), "{}", dg.svg);
+        let o = ops(
+            json!([{"id":0,"call":1,"pid":1,"tid":1,"syscall":"write","op":"append","inode":2,"old_size":0,"new_size":1,"data":{"at":0,"len":1},"path":"<a href=\"x\">&'"}]),
+        );
+        let (dg, _) = draw(
+            &json!({"kind":"atomicity","calls":[call(0, 0, "write", "")]}),
+            Some(&from_ops(&o)),
+            "v1",
+        );
+        assert!(
+            dg.svg.contains("&lt;a href=&quot;x&quot;&gt;&amp;&#39;"),
+            "{}",
+            dg.svg
+        );
         assert!(!dg.svg.contains("<a href"));
     }
 }

@@ -61,11 +61,20 @@ fn main() -> ExitCode {
             Ok(r) => total += r,
             Err(f) => {
                 eprintln!("intactfs-pmem-sim: FAILED: {f}");
-                eprintln!("intactfs-pmem-sim: reproduce with --first-seed {} --seeds 1 --images {}", f.seed, a.images);
+                eprintln!(
+                    "intactfs-pmem-sim: reproduce with --first-seed {} --seeds 1 --images {}",
+                    f.seed, a.images
+                );
                 if let Some(b) = &f.bytes {
                     match std::fs::write(&a.save, b) {
-                        Ok(()) => eprintln!("intactfs-pmem-sim: the crash image is saved in {}", a.save.display()),
-                        Err(e) => eprintln!("intactfs-pmem-sim: could not save the image to {}: {e}", a.save.display()),
+                        Ok(()) => eprintln!(
+                            "intactfs-pmem-sim: the crash image is saved in {}",
+                            a.save.display()
+                        ),
+                        Err(e) => eprintln!(
+                            "intactfs-pmem-sim: could not save the image to {}: {e}",
+                            a.save.display()
+                        ),
                     }
                 }
                 return ExitCode::from(1);
@@ -74,9 +83,18 @@ fn main() -> ExitCode {
         seeds += 1;
         seed += 1;
         if seeds.is_multiple_of(25) {
-            eprintln!("intactfs-pmem-sim: {seeds} seeds, {} images, {:.0} s", total.images, start.elapsed().as_secs_f64());
+            eprintln!(
+                "intactfs-pmem-sim: {seeds} seeds, {} images, {:.0} s",
+                total.images,
+                start.elapsed().as_secs_f64()
+            );
         }
     }
-    println!("intactfs-pmem-sim: seeds {}..{}: {total}; all passed in {:.1} s", a.first_seed, seed, start.elapsed().as_secs_f64());
+    println!(
+        "intactfs-pmem-sim: seeds {}..{}: {total}; all passed in {:.1} s",
+        a.first_seed,
+        seed,
+        start.elapsed().as_secs_f64()
+    );
     ExitCode::SUCCESS
 }

@@ -25,9 +25,9 @@
 pub mod model;
 pub mod probe;
 
-use crate::{FileType, Ino, MkfsOptions, PmemFs, PmemFsError, SetAttr, Time, TxId, Tunables, ROOT};
+use crate::{FileType, Ino, MkfsOptions, PmemFs, PmemFsError, SetAttr, Time, Tunables, TxId, ROOT};
 use intactfs_device::{PmemDevice, PmemSim};
-use model::{digest, diff, hash_bytes, MIno, MOp, MState, SNode, Snap};
+use model::{diff, digest, hash_bytes, MIno, MOp, MState, SNode, Snap};
 use probe::Probe;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -65,7 +65,11 @@ impl Default for SimConfig {
             max_open: 3,
             recovery_crash_every: 8,
             checkpoint_after_every: 4,
-            tunables: Tunables { log_fill_pct: 50, free_blocks_pct: 10, max_pending: 3 },
+            tunables: Tunables {
+                log_fill_pct: 50,
+                free_blocks_pct: 10,
+                max_pending: 3,
+            },
         }
     }
 }
@@ -76,8 +80,21 @@ impl Default for SimConfig {
 pub fn mixed(seed: u64) -> SimConfig {
     let base = match seed % 3 {
         0 => SimConfig::default(),
-        1 => SimConfig { log_entries: 64, exhaustive_up_to: 128, ..Default::default() },
-        _ => SimConfig { max_open: 4, calls: 90, tunables: Tunables { log_fill_pct: 70, free_blocks_pct: 10, max_pending: 5 }, ..Default::default() },
+        1 => SimConfig {
+            log_entries: 64,
+            exhaustive_up_to: 128,
+            ..Default::default()
+        },
+        _ => SimConfig {
+            max_open: 4,
+            calls: 90,
+            tunables: Tunables {
+                log_fill_pct: 70,
+                free_blocks_pct: 10,
+                max_pending: 5,
+            },
+            ..Default::default()
+        },
     };
     SimConfig { seed, ..base }
 }
@@ -201,7 +218,10 @@ impl std::fmt::Display for SimFailure {
 }
 
 fn fixed_clock() -> Time {
-    Time { sec: 1_700_000_000, nsec: 0 }
+    Time {
+        sec: 1_700_000_000,
+        nsec: 0,
+    }
 }
 
 /// The state an engine shows: every object reachable from the root.
@@ -209,7 +229,9 @@ pub fn engine_snapshot<P: PmemDevice>(fs: &PmemFs<P>) -> Result<Snap, String> {
     let mut out = Snap::new();
     let mut todo: Vec<(Vec<u8>, Ino)> = vec![(Vec::new(), ROOT)];
     while let Some((path, ino)) = todo.pop() {
-        let a = fs.getattr(ino).map_err(|e| format!("getattr {ino} ({}): {e}", String::from_utf8_lossy(&path)))?;
+        let a = fs
+            .getattr(ino)
+            .map_err(|e| format!("getattr {ino} ({}): {e}", String::from_utf8_lossy(&path)))?;
         let dir = a.kind == FileType::Dir;
         let content = if dir {
             for e in fs.readdir(ino).map_err(|e| format!("readdir {ino}: {e}"))? {
@@ -220,13 +242,30 @@ pub fn engine_snapshot<P: PmemDevice>(fs: &PmemFs<P>) -> Result<Snap, String> {
             }
             0
         } else {
-            let data = fs.read(ino, 0, u64::MAX).map_err(|e| format!("read {ino}: {e}"))?;
+            let data = fs
+                .read(ino, 0, u64::MAX)
+                .map_err(|e| format!("read {ino}: {e}"))?;
             if data.len() as u64 != a.size {
-                return Err(format!("inode {ino} has size {} but reads {} bytes", a.size, data.len()));
+                return Err(format!(
+                    "inode {ino} has size {} but reads {} bytes",
+                    a.size,
+                    data.len()
+                ));
             }
             hash_bytes(&data)
         };
-        out.insert(path, SNode { ino, dir, mode: a.mode, uid: a.uid, gid: a.gid, size: if dir { 0 } else { a.size }, content });
+        out.insert(
+            path,
+            SNode {
+                ino,
+                dir,
+                mode: a.mode,
+                uid: a.uid,
+                gid: a.gid,
+                size: if dir { 0 } else { a.size },
+                content,
+            },
+        );
     }
     Ok(out)
 }
@@ -239,7 +278,9 @@ fn image_key(b: &[u8]) -> u128 {
     for (i, c) in b.chunks_exact(8).enumerate() {
         let w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
         h1 = (h1 ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(31);
-        h2 = (h2.wrapping_add(w) ^ i as u64).wrapping_mul(0xc2b2_ae3d_27d4_eb4f).rotate_left(29);
+        h2 = (h2.wrapping_add(w) ^ i as u64)
+            .wrapping_mul(0xc2b2_ae3d_27d4_eb4f)
+            .rotate_left(29);
     }
     (h1 as u128) << 64 | h2 as u128
 }
@@ -247,7 +288,8 @@ fn image_key(b: &[u8]) -> u128 {
 /// Mounts an image, checks it, returns its state.
 fn recover(bytes: Vec<u8>, tun: Tunables) -> Result<(PmemFs<Probe>, Snap), String> {
     let sim = PmemSim::from_image(bytes).map_err(|e| e.to_string())?;
-    let (mut fs, _) = PmemFs::mount(Probe::new(sim, 0, 0, 0)).map_err(|e| format!("mount refused a crash image: {e}"))?;
+    let (mut fs, _) = PmemFs::mount(Probe::new(sim, 0, 0, 0))
+        .map_err(|e| format!("mount refused a crash image: {e}"))?;
     fs.set_tunables(tun);
     fs.set_clock(fixed_clock);
     fs.check().map_err(|e| format!("after recovery: {e}"))?;
@@ -292,11 +334,20 @@ impl Run {
 
     /// Compares the engine's result with the model's prediction; Some(value) when both
     /// succeeded, None for an agreed failure (or ENOSPC, which the model does not predict).
-    fn agree<T: std::fmt::Debug>(&mut self, what: &str, got: Result<T, PmemFsError>, want: Result<(), i32>) -> Result<Option<T>, String> {
-        self.last = format!("{}{what} -> {}", std::mem::take(&mut self.last), match &got {
-            Ok(_) => "ok".to_string(),
-            Err(e) => e.to_string(),
-        });
+    fn agree<T: std::fmt::Debug>(
+        &mut self,
+        what: &str,
+        got: Result<T, PmemFsError>,
+        want: Result<(), i32>,
+    ) -> Result<Option<T>, String> {
+        self.last = format!(
+            "{}{what} -> {}",
+            std::mem::take(&mut self.last),
+            match &got {
+                Ok(_) => "ok".to_string(),
+                Err(e) => e.to_string(),
+            }
+        );
         match (got, want) {
             (Ok(v), Ok(())) => Ok(Some(v)),
             (Err(e), Ok(())) if e.errno() == 28 => {
@@ -308,10 +359,13 @@ impl Run {
                 self.rep.ebusy += (w == 16) as u64;
                 Ok(None)
             }
-            (got, want) => Err(format!("{what}: the engine returned {got:?}, the model expects {}", match want {
-                Ok(()) => "success".to_string(),
-                Err(e) => format!("errno {e}"),
-            })),
+            (got, want) => Err(format!(
+                "{what}: the engine returned {got:?}, the model expects {}",
+                match want {
+                    Ok(()) => "success".to_string(),
+                    Err(e) => format!("errno {e}"),
+                }
+            )),
         }
     }
 
@@ -319,7 +373,10 @@ impl Run {
     fn done(&mut self, ctx: Option<u64>, op: MOp, touched: &[MIno]) {
         if std::env::var_os("INTACTFS_PMEM_SIM_TRACE").is_some() {
             match &op {
-                MOp::Write { ino, off, data } => eprintln!("  op in {ctx:?}: write {ino} at {off}, {} bytes", data.len()),
+                MOp::Write { ino, off, data } => eprintln!(
+                    "  op in {ctx:?}: write {ino} at {off}, {} bytes",
+                    data.len()
+                ),
                 op => eprintln!("  op in {ctx:?}: {op:?}"),
             }
         }
@@ -358,7 +415,11 @@ impl Run {
 
     /// A target inode among `cands`, mostly one the context may change.
     fn target(&mut self, cands: Vec<MIno>, ctx: Option<u64>) -> Option<MIno> {
-        let ok: Vec<MIno> = cands.iter().copied().filter(|i| self.owner.get(i).is_none_or(|&o| Some(o) == ctx)).collect();
+        let ok: Vec<MIno> = cands
+            .iter()
+            .copied()
+            .filter(|i| self.owner.get(i).is_none_or(|&o| Some(o) == ctx))
+            .collect();
         if !ok.is_empty() && self.rng.random_bool(0.85) {
             self.pick(&ok)
         } else {
@@ -376,7 +437,11 @@ impl Run {
     }
 
     fn existing_name(&mut self, dir: MIno) -> Vec<u8> {
-        let names: Vec<Vec<u8>> = self.live.get(dir).map(|n| n.entries.keys().cloned().collect()).unwrap_or_default();
+        let names: Vec<Vec<u8>> = self
+            .live
+            .get(dir)
+            .map(|n| n.entries.keys().cloned().collect())
+            .unwrap_or_default();
         if !names.is_empty() && self.rng.random_bool(0.8) {
             names[self.rng.random_range(0..names.len())].clone()
         } else {
@@ -409,7 +474,15 @@ impl Run {
                     pick.push(f);
                 }
             }
-            let want = pick.iter().try_for_each(|&f| if self.live.get(f).is_none() { Err(2) } else if self.owner.contains_key(&f) { Err(16) } else { Ok(()) });
+            let want = pick.iter().try_for_each(|&f| {
+                if self.live.get(f).is_none() {
+                    Err(2)
+                } else if self.owner.contains_key(&f) {
+                    Err(16)
+                } else {
+                    Ok(())
+                }
+            });
             let got = self.fs.tx_begin(&pick);
             if let Some(t) = self.agree("tx_begin", got, want)? {
                 self.open.insert(t.0, Vec::new());
@@ -421,7 +494,9 @@ impl Run {
         }
         if roll < 20 && !open.is_empty() {
             let t = self.pick(&open).expect("non-empty");
-            self.fs.tx_commit(TxId(t)).map_err(|e| format!("tx_commit {t}: {e}"))?;
+            self.fs
+                .tx_commit(TxId(t))
+                .map_err(|e| format!("tx_commit {t}: {e}"))?;
             self.last = format!("commit {t}");
             let ops = self.open.remove(&t).expect("open");
             for op in &ops {
@@ -434,7 +509,9 @@ impl Run {
         }
         if roll < 24 && !open.is_empty() {
             let t = self.pick(&open).expect("non-empty");
-            self.fs.tx_abort(TxId(t)).map_err(|e| format!("tx_abort {t}: {e}"))?;
+            self.fs
+                .tx_abort(TxId(t))
+                .map_err(|e| format!("tx_abort {t}: {e}"))?;
             self.last = format!("abort {t}");
             self.open.remove(&t);
             self.owner.retain(|_, o| *o != t);
@@ -446,7 +523,11 @@ impl Run {
             let t = self.pick(&open).expect("non-empty");
             let all: Vec<MIno> = self.live.nodes.keys().copied().collect();
             let f = self.target(all, Some(t)).expect("root exists");
-            let want = if self.busy(Some(t))(f) { Err(16) } else { Ok(()) };
+            let want = if self.busy(Some(t))(f) {
+                Err(16)
+            } else {
+                Ok(())
+            };
             let got = self.fs.tx_add(TxId(t), f);
             if self.agree("tx_add", got, want)?.is_some() {
                 self.owner.insert(f, t);
@@ -454,11 +535,17 @@ impl Run {
             return Ok(());
         }
         if roll < 28 {
-            self.fs.checkpoint().map_err(|e| format!("checkpoint: {e}"))?;
+            self.fs
+                .checkpoint()
+                .map_err(|e| format!("checkpoint: {e}"))?;
             return Ok(());
         }
         // A mutating call, in an open transaction (mostly) or on its own.
-        let ctx = if !open.is_empty() && self.rng.random_bool(0.65) { self.pick(&open) } else { None };
+        let ctx = if !open.is_empty() && self.rng.random_bool(0.65) {
+            self.pick(&open)
+        } else {
+            None
+        };
         let tx = ctx.map(TxId);
         self.last = format!("in {ctx:?}: ");
         if ctx.is_none() {
@@ -467,7 +554,9 @@ impl Run {
         let kind = self.rng.random_range(0..100u32);
         if kind < 40 {
             let files = self.live.files();
-            let Some(f) = self.target(files, ctx) else { return Ok(()) };
+            let Some(f) = self.target(files, ctx) else {
+                return Ok(());
+            };
             let off = self.rng.random_range(0..24_576u64);
             let len = match self.rng.random_range(0..10) {
                 0..=2 => self.rng.random_range(0..200usize),
@@ -485,9 +574,15 @@ impl Run {
             }
         } else if kind < 52 {
             let cands: Vec<MIno> = self.live.nodes.keys().copied().collect();
-            let Some(f) = self.target(cands, ctx) else { return Ok(()) };
+            let Some(f) = self.target(cands, ctx) else {
+                return Ok(());
+            };
             let (size, mode, uid) = match self.rng.random_range(0..4) {
-                0 => (None, Some(self.rng.random_range(0..0o1000u32)), Some(self.rng.random_range(0..3u32))),
+                0 => (
+                    None,
+                    Some(self.rng.random_range(0..0o1000u32)),
+                    Some(self.rng.random_range(0..3u32)),
+                ),
                 1 => (Some(0), None, None),
                 _ => {
                     let cur = self.live.get(f).map_or(0, |n| n.data.len() as u64);
@@ -495,38 +590,96 @@ impl Run {
                 }
             };
             let want = self.live.check_setattr(f, size.is_some(), &self.busy(ctx));
-            let got = self.fs.setattr(tx, f, &SetAttr { mode, uid, size, ..Default::default() });
+            let got = self.fs.setattr(
+                tx,
+                f,
+                &SetAttr {
+                    mode,
+                    uid,
+                    size,
+                    ..Default::default()
+                },
+            );
             if self.agree("setattr", got, want)?.is_some() {
-                self.done(ctx, MOp::SetAttr { ino: f, mode, uid, size }, &[f]);
+                self.done(
+                    ctx,
+                    MOp::SetAttr {
+                        ino: f,
+                        mode,
+                        uid,
+                        size,
+                    },
+                    &[f],
+                );
             }
         } else if kind < 70 {
             let dirs = self.live.dirs();
-            let Some(p) = self.target(dirs, ctx) else { return Ok(()) };
+            let Some(p) = self.target(dirs, ctx) else {
+                return Ok(());
+            };
             let name = self.name();
             let dir = self.rng.random_bool(0.25);
             let mode = 0o640;
             let want = self.live.check_create(p, &name, &self.busy(ctx));
-            let got = if dir { self.fs.mkdir(tx, p, &name, mode, 0, 0) } else { self.fs.create(tx, p, &name, mode, 0, 0) };
+            let got = if dir {
+                self.fs.mkdir(tx, p, &name, mode, 0, 0)
+            } else {
+                self.fs.create(tx, p, &name, mode, 0, 0)
+            };
             if let Some(a) = self.agree(if dir { "mkdir" } else { "create" }, got, want)? {
-                self.done(ctx, MOp::Create { parent: p, name, ino: a.ino, dir, mode }, &[p, a.ino]);
+                self.done(
+                    ctx,
+                    MOp::Create {
+                        parent: p,
+                        name,
+                        ino: a.ino,
+                        dir,
+                        mode,
+                    },
+                    &[p, a.ino],
+                );
             }
         } else if kind < 82 {
             let dirs = self.live.dirs();
-            let Some(p) = self.target(dirs, ctx) else { return Ok(()) };
+            let Some(p) = self.target(dirs, ctx) else {
+                return Ok(());
+            };
             let name = self.existing_name(p);
-            let dir = self.live.get(p).and_then(|n| n.entries.get(&name)).and_then(|&c| self.live.get(c)).map_or(self.rng.random_bool(0.5), |c| c.dir ^ self.rng.random_bool(0.1));
+            let dir = self
+                .live
+                .get(p)
+                .and_then(|n| n.entries.get(&name))
+                .and_then(|&c| self.live.get(c))
+                .map_or(self.rng.random_bool(0.5), |c| {
+                    c.dir ^ self.rng.random_bool(0.1)
+                });
             let want = self.live.check_remove(p, &name, dir, &self.busy(ctx));
-            let got = if dir { self.fs.rmdir(tx, p, &name) } else { self.fs.unlink(tx, p, &name) };
+            let got = if dir {
+                self.fs.rmdir(tx, p, &name)
+            } else {
+                self.fs.unlink(tx, p, &name)
+            };
             let t = want.unwrap_or(0);
-            if self.agree(if dir { "rmdir" } else { "unlink" }, got, want.map(|_| ()))?.is_some() {
+            if self
+                .agree(if dir { "rmdir" } else { "unlink" }, got, want.map(|_| ()))?
+                .is_some()
+            {
                 self.done(ctx, MOp::Remove { parent: p, name }, &[p, t]);
             }
         } else {
             let dirs = self.live.dirs();
-            let Some(sp) = self.target(dirs.clone(), ctx) else { return Ok(()) };
-            let Some(dp) = self.target(dirs, ctx) else { return Ok(()) };
+            let Some(sp) = self.target(dirs.clone(), ctx) else {
+                return Ok(());
+            };
+            let Some(dp) = self.target(dirs, ctx) else {
+                return Ok(());
+            };
             let sn = self.existing_name(sp);
-            let dn = if self.rng.random_bool(0.4) { self.existing_name(dp) } else { self.name() };
+            let dn = if self.rng.random_bool(0.4) {
+                self.existing_name(dp)
+            } else {
+                self.name()
+            };
             let want = self.live.check_rename(sp, &sn, dp, &dn, &self.busy(ctx));
             let got = self.fs.rename(tx, sp, &sn, dp, &dn);
             if self.agree("rename", got, want.map(|_| ()))?.is_some() {
@@ -552,35 +705,81 @@ impl Run {
         let images = self.fs.device_mut().take();
         for img in images {
             self.rep.images += 1;
-            let fail = |msg: String, bytes: Option<Vec<u8>>| SimFailure { seed: self.cfg.seed, call: Some(call), crash_point: Some(img.point), image: Some(img.description.clone()), message: msg, bytes };
+            let fail = |msg: String, bytes: Option<Vec<u8>>| SimFailure {
+                seed: self.cfg.seed,
+                call: Some(call),
+                crash_point: Some(img.point),
+                image: Some(img.description.clone()),
+                message: msg,
+                bytes,
+            };
             let key = image_key(&img.bytes);
             let d = match self.seen.get(&key) {
                 Some(&d) => d,
                 None => {
                     self.rep.distinct_images += 1;
                     let n = self.rep.distinct_images;
-                    let (mut fs, snap) = recover(img.bytes.clone(), self.cfg.tunables).map_err(|m| fail(m, Some(img.bytes.clone())))?;
+                    let (mut fs, snap) = recover(img.bytes.clone(), self.cfg.tunables)
+                        .map_err(|m| fail(m, Some(img.bytes.clone())))?;
                     let d = digest(&snap);
                     if !(lo..=hi).any(|k| self.digests[k] == d) {
-                        let want = &self.last_snaps[self.last_snaps.len() - 1 - (self.digests.len() - 1 - lo).min(self.last_snaps.len() - 1)];
+                        let want = &self.last_snaps[self.last_snaps.len()
+                            - 1
+                            - (self.digests.len() - 1 - lo).min(self.last_snaps.len() - 1)];
                         return Err(fail(format!("the recovered state is not the state after commit {lo}{} (the commits that returned before the crash, plus the one in progress): {}", if hi > lo { format!(" or {hi}") } else { String::new() }, diff(&snap, want)), Some(img.bytes)));
                     }
-                    if self.cfg.checkpoint_after_every > 0 && n.is_multiple_of(self.cfg.checkpoint_after_every) {
+                    if self.cfg.checkpoint_after_every > 0
+                        && n.is_multiple_of(self.cfg.checkpoint_after_every)
+                    {
                         self.rep.checkpoint_after_recovery += 1;
-                        fs.checkpoint().map_err(|e| fail(format!("checkpoint after recovery: {e}"), Some(img.bytes.clone())))?;
-                        fs.check().map_err(|e| fail(format!("after a checkpoint after recovery: {e}"), Some(img.bytes.clone())))?;
-                        let s2 = engine_snapshot(&fs).map_err(|m| fail(m, Some(img.bytes.clone())))?;
+                        fs.checkpoint().map_err(|e| {
+                            fail(
+                                format!("checkpoint after recovery: {e}"),
+                                Some(img.bytes.clone()),
+                            )
+                        })?;
+                        fs.check().map_err(|e| {
+                            fail(
+                                format!("after a checkpoint after recovery: {e}"),
+                                Some(img.bytes.clone()),
+                            )
+                        })?;
+                        let s2 =
+                            engine_snapshot(&fs).map_err(|m| fail(m, Some(img.bytes.clone())))?;
                         if digest(&s2) != d {
-                            return Err(fail(format!("a checkpoint after recovery changed the state: {}", diff(&s2, &snap)), Some(img.bytes)));
+                            return Err(fail(
+                                format!(
+                                    "a checkpoint after recovery changed the state: {}",
+                                    diff(&s2, &snap)
+                                ),
+                                Some(img.bytes),
+                            ));
                         }
                     }
-                    if self.cfg.recovery_crash_every > 0 && n.is_multiple_of(self.cfg.recovery_crash_every) {
-                        let mut p = Probe::new(PmemSim::from_image(img.bytes.clone()).expect("sized"), self.cfg.seed ^ n, 2, 16);
+                    if self.cfg.recovery_crash_every > 0
+                        && n.is_multiple_of(self.cfg.recovery_crash_every)
+                    {
+                        let mut p = Probe::new(
+                            PmemSim::from_image(img.bytes.clone()).expect("sized"),
+                            self.cfg.seed ^ n,
+                            2,
+                            16,
+                        );
                         p.capture = true;
-                        let (fs2, _) = PmemFs::mount(p).map_err(|e| fail(format!("mount: {e}"), Some(img.bytes.clone())))?;
+                        let (fs2, _) = PmemFs::mount(p)
+                            .map_err(|e| fail(format!("mount: {e}"), Some(img.bytes.clone())))?;
                         for inner in fs2.into_device().take() {
                             self.rep.recovery_crash_images += 1;
-                            let (_, s3) = recover(inner.bytes.clone(), self.cfg.tunables).map_err(|m| fail(format!("after a crash at fence {} of recovery ({}): {m}", inner.point, inner.description), Some(inner.bytes.clone())))?;
+                            let (_, s3) =
+                                recover(inner.bytes.clone(), self.cfg.tunables).map_err(|m| {
+                                    fail(
+                                        format!(
+                                            "after a crash at fence {} of recovery ({}): {m}",
+                                            inner.point, inner.description
+                                        ),
+                                        Some(inner.bytes.clone()),
+                                    )
+                                })?;
                             if digest(&s3) != d {
                                 return Err(fail(format!("recovery is not idempotent: a crash at fence {} of recovery ({}) then recovery gives another state: {}", inner.point, inner.description, diff(&s3, &snap)), Some(inner.bytes)));
                             }
@@ -596,7 +795,9 @@ impl Run {
                 self.rep.older += 1;
             }
             if !(lo..=hi).any(|k| self.digests[k] == d) {
-                let at: Vec<usize> = (0..self.digests.len()).filter(|&k| self.digests[k] == d).collect();
+                let at: Vec<usize> = (0..self.digests.len())
+                    .filter(|&k| self.digests[k] == d)
+                    .collect();
                 return Err(fail(format!("an image identical to one recovered earlier recovered to a state outside commits {lo}..={hi} (the state after commits {at:?})"), Some(img.bytes)));
             }
         }
@@ -607,10 +808,30 @@ impl Run {
 /// Runs one seeded workload with crash checks at every fence.
 pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
     let seed = cfg.seed;
-    let fail0 = |call: Option<usize>, message: String| SimFailure { seed, call, crash_point: None, image: None, message, bytes: None };
+    let fail0 = |call: Option<usize>, message: String| SimFailure {
+        seed,
+        call,
+        crash_point: None,
+        image: None,
+        message,
+        bytes: None,
+    };
     let mut sim = PmemSim::new(cfg.device_len).map_err(|e| fail0(None, e.to_string()))?;
-    PmemFs::mkfs(&mut sim, &MkfsOptions { inodes: cfg.inodes, log_entries: cfg.log_entries }).map_err(|e| fail0(None, format!("mkfs: {e}")))?;
-    let (mut fs, _) = PmemFs::mount(Probe::new(sim, seed, cfg.images_per_point, cfg.exhaustive_up_to)).map_err(|e| fail0(None, format!("mount after mkfs: {e}")))?;
+    PmemFs::mkfs(
+        &mut sim,
+        &MkfsOptions {
+            inodes: cfg.inodes,
+            log_entries: cfg.log_entries,
+        },
+    )
+    .map_err(|e| fail0(None, format!("mkfs: {e}")))?;
+    let (mut fs, _) = PmemFs::mount(Probe::new(
+        sim,
+        seed,
+        cfg.images_per_point,
+        cfg.exhaustive_up_to,
+    ))
+    .map_err(|e| fail0(None, format!("mount after mkfs: {e}")))?;
     fs.set_clock(fixed_clock);
     fs.set_tunables(cfg.tunables);
     fs.device_mut().capture = true;
@@ -625,7 +846,10 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
         digests: Vec::new(),
         last_snaps: Vec::new(),
         seen: HashMap::new(),
-        rep: SimReport { workloads: 1, ..Default::default() },
+        rep: SimReport {
+            workloads: 1,
+            ..Default::default()
+        },
         last: String::new(),
     };
     run.push_commit();
@@ -635,18 +859,35 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
         let lo = run.digests.len() - 1;
         run.step().map_err(|m| fail0(Some(call), m))?;
         if trace {
-            eprintln!("call {call}: commits {lo}->{}, open {:?}, fences so far {}, ops {:?}", run.digests.len() - 1, run.open.keys().collect::<Vec<_>>(), run.fs.device().points, run.open.values().map(|v| v.len()).collect::<Vec<_>>());
+            eprintln!(
+                "call {call}: commits {lo}->{}, open {:?}, fences so far {}, ops {:?}",
+                run.digests.len() - 1,
+                run.open.keys().collect::<Vec<_>>(),
+                run.fs.device().points,
+                run.open.values().map(|v| v.len()).collect::<Vec<_>>()
+            );
         }
         run.rep.calls += 1;
         let hi = run.digests.len() - 1;
         if hi > lo + 1 {
-            return Err(fail0(Some(call), format!("one call made {} commits", hi - lo)));
+            return Err(fail0(
+                Some(call),
+                format!("one call made {} commits", hi - lo),
+            ));
         }
         run.check_images(call, lo, hi)?;
-        run.fs.check().map_err(|e| fail0(Some(call), format!("invariants after the call: {e}")))?;
+        run.fs
+            .check()
+            .map_err(|e| fail0(Some(call), format!("invariants after the call: {e}")))?;
         let s = engine_snapshot(&run.fs).map_err(|m| fail0(Some(call), m))?;
         if digest(&s) != digest(&run.live.snapshot()) {
-            return Err(fail0(Some(call), format!("what the engine shows differs from the model's live state: {}", diff(&s, &run.live.snapshot()))));
+            return Err(fail0(
+                Some(call),
+                format!(
+                    "what the engine shows differs from the model's live state: {}",
+                    diff(&s, &run.live.snapshot())
+                ),
+            ));
         }
     }
     // A crash at the end, with whatever is still volatile (and transactions still open).

@@ -21,11 +21,34 @@ pub struct MNode {
 /// One successful mutating call, with inode numbers resolved when it ran.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MOp {
-    Create { parent: MIno, name: Vec<u8>, ino: MIno, dir: bool, mode: u32 },
-    Remove { parent: MIno, name: Vec<u8> },
-    Rename { sp: MIno, sn: Vec<u8>, dp: MIno, dn: Vec<u8> },
-    Write { ino: MIno, off: u64, data: Vec<u8> },
-    SetAttr { ino: MIno, mode: Option<u32>, uid: Option<u32>, size: Option<u64> },
+    Create {
+        parent: MIno,
+        name: Vec<u8>,
+        ino: MIno,
+        dir: bool,
+        mode: u32,
+    },
+    Remove {
+        parent: MIno,
+        name: Vec<u8>,
+    },
+    Rename {
+        sp: MIno,
+        sn: Vec<u8>,
+        dp: MIno,
+        dn: Vec<u8>,
+    },
+    Write {
+        ino: MIno,
+        off: u64,
+        data: Vec<u8>,
+    },
+    SetAttr {
+        ino: MIno,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        size: Option<u64>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,7 +58,20 @@ pub struct MState {
 
 impl Default for MState {
     fn default() -> Self {
-        MState { nodes: BTreeMap::from([(MROOT, MNode { dir: true, mode: 0o755, uid: 0, gid: 0, data: Vec::new(), entries: BTreeMap::new(), parent: MROOT })]) }
+        MState {
+            nodes: BTreeMap::from([(
+                MROOT,
+                MNode {
+                    dir: true,
+                    mode: 0o755,
+                    uid: 0,
+                    gid: 0,
+                    data: Vec::new(),
+                    entries: BTreeMap::new(),
+                    parent: MROOT,
+                },
+            )]),
+        }
     }
 }
 
@@ -73,8 +109,14 @@ pub fn diff(got: &Snap, want: &Snap) -> String {
     let mut out = Vec::new();
     for (p, n) in got {
         match want.get(p) {
-            None => out.push(format!("{} is there but should not be ({n:?})", String::from_utf8_lossy(p))),
-            Some(w) if w != n => out.push(format!("{}: got {n:?}, want {w:?}", String::from_utf8_lossy(p))),
+            None => out.push(format!(
+                "{} is there but should not be ({n:?})",
+                String::from_utf8_lossy(p)
+            )),
+            Some(w) if w != n => out.push(format!(
+                "{}: got {n:?}, want {w:?}",
+                String::from_utf8_lossy(p)
+            )),
             _ => {}
         }
     }
@@ -113,7 +155,12 @@ impl MState {
 
     /// The errno `create`/`mkdir` must fail with (None: success), `busy` saying which
     /// inodes another transaction owns.
-    pub fn check_create(&self, parent: MIno, name: &[u8], busy: &dyn Fn(MIno) -> bool) -> Result<(), i32> {
+    pub fn check_create(
+        &self,
+        parent: MIno,
+        name: &[u8],
+        busy: &dyn Fn(MIno) -> bool,
+    ) -> Result<(), i32> {
         valid_name(name)?;
         let p = self.dir(parent)?;
         if busy(parent) {
@@ -126,7 +173,13 @@ impl MState {
     }
 
     /// For unlink (`dir` false) and rmdir: the target on success.
-    pub fn check_remove(&self, parent: MIno, name: &[u8], dir: bool, busy: &dyn Fn(MIno) -> bool) -> Result<MIno, i32> {
+    pub fn check_remove(
+        &self,
+        parent: MIno,
+        name: &[u8],
+        dir: bool,
+        busy: &dyn Fn(MIno) -> bool,
+    ) -> Result<MIno, i32> {
         let p = self.dir(parent)?;
         if name.len() > 255 {
             return Err(36);
@@ -151,7 +204,14 @@ impl MState {
     }
 
     /// For rename: (source, replaced target) on success; Ok((src, Some(src))) is the no-op.
-    pub fn check_rename(&self, sp: MIno, sn: &[u8], dp: MIno, dn: &[u8], busy: &dyn Fn(MIno) -> bool) -> Result<(MIno, Option<MIno>), i32> {
+    pub fn check_rename(
+        &self,
+        sp: MIno,
+        sn: &[u8],
+        dp: MIno,
+        dn: &[u8],
+        busy: &dyn Fn(MIno) -> bool,
+    ) -> Result<(MIno, Option<MIno>), i32> {
         valid_name(sn)?;
         valid_name(dn)?;
         let s = self.dir(sp)?;
@@ -203,7 +263,12 @@ impl MState {
         }
     }
 
-    pub fn check_setattr(&self, ino: MIno, size: bool, busy: &dyn Fn(MIno) -> bool) -> Result<(), i32> {
+    pub fn check_setattr(
+        &self,
+        ino: MIno,
+        size: bool,
+        busy: &dyn Fn(MIno) -> bool,
+    ) -> Result<(), i32> {
         match self.nodes.get(&ino) {
             None => Err(2),
             _ if busy(ino) => Err(16),
@@ -214,17 +279,56 @@ impl MState {
 
     pub fn apply(&mut self, op: &MOp) {
         match op {
-            MOp::Create { parent, name, ino, dir, mode } => {
-                self.nodes.insert(*ino, MNode { dir: *dir, mode: *mode & 0o7777, uid: 0, gid: 0, data: Vec::new(), entries: BTreeMap::new(), parent: *parent });
-                self.nodes.get_mut(parent).expect("checked").entries.insert(name.clone(), *ino);
+            MOp::Create {
+                parent,
+                name,
+                ino,
+                dir,
+                mode,
+            } => {
+                self.nodes.insert(
+                    *ino,
+                    MNode {
+                        dir: *dir,
+                        mode: *mode & 0o7777,
+                        uid: 0,
+                        gid: 0,
+                        data: Vec::new(),
+                        entries: BTreeMap::new(),
+                        parent: *parent,
+                    },
+                );
+                self.nodes
+                    .get_mut(parent)
+                    .expect("checked")
+                    .entries
+                    .insert(name.clone(), *ino);
             }
             MOp::Remove { parent, name } => {
-                let t = self.nodes.get_mut(parent).expect("checked").entries.remove(name).expect("checked");
+                let t = self
+                    .nodes
+                    .get_mut(parent)
+                    .expect("checked")
+                    .entries
+                    .remove(name)
+                    .expect("checked");
                 self.nodes.remove(&t);
             }
             MOp::Rename { sp, sn, dp, dn } => {
-                let src = self.nodes.get_mut(sp).expect("checked").entries.remove(sn).expect("checked");
-                if let Some(old) = self.nodes.get_mut(dp).expect("checked").entries.insert(dn.clone(), src) {
+                let src = self
+                    .nodes
+                    .get_mut(sp)
+                    .expect("checked")
+                    .entries
+                    .remove(sn)
+                    .expect("checked");
+                if let Some(old) = self
+                    .nodes
+                    .get_mut(dp)
+                    .expect("checked")
+                    .entries
+                    .insert(dn.clone(), src)
+                {
                     self.nodes.remove(&old);
                 }
                 self.nodes.get_mut(&src).expect("exists").parent = *dp;
@@ -238,7 +342,12 @@ impl MState {
                 }
                 n.data[*off as usize..end].copy_from_slice(data);
             }
-            MOp::SetAttr { ino, mode, uid, size } => {
+            MOp::SetAttr {
+                ino,
+                mode,
+                uid,
+                size,
+            } => {
                 let n = self.nodes.get_mut(ino).expect("checked");
                 if let Some(m) = mode {
                     n.mode = m & 0o7777;
@@ -258,7 +367,18 @@ impl MState {
         let mut todo = vec![(Vec::new(), MROOT)];
         while let Some((path, ino)) = todo.pop() {
             let n = &self.nodes[&ino];
-            out.insert(path.clone(), SNode { ino, dir: n.dir, mode: n.mode, uid: n.uid, gid: n.gid, size: if n.dir { 0 } else { n.data.len() as u64 }, content: if n.dir { 0 } else { hash_bytes(&n.data) } });
+            out.insert(
+                path.clone(),
+                SNode {
+                    ino,
+                    dir: n.dir,
+                    mode: n.mode,
+                    uid: n.uid,
+                    gid: n.gid,
+                    size: if n.dir { 0 } else { n.data.len() as u64 },
+                    content: if n.dir { 0 } else { hash_bytes(&n.data) },
+                },
+            );
             for (name, &c) in &n.entries {
                 let mut p = path.clone();
                 p.push(b'/');
@@ -270,9 +390,17 @@ impl MState {
     }
 
     pub fn files(&self) -> Vec<MIno> {
-        self.nodes.iter().filter(|(_, n)| !n.dir).map(|(&i, _)| i).collect()
+        self.nodes
+            .iter()
+            .filter(|(_, n)| !n.dir)
+            .map(|(&i, _)| i)
+            .collect()
     }
     pub fn dirs(&self) -> Vec<MIno> {
-        self.nodes.iter().filter(|(_, n)| n.dir).map(|(&i, _)| i).collect()
+        self.nodes
+            .iter()
+            .filter(|(_, n)| n.dir)
+            .map(|(&i, _)| i)
+            .collect()
     }
 }

@@ -25,7 +25,16 @@ pub struct Probe {
 
 impl Probe {
     pub fn new(sim: PmemSim, seed: u64, per_point: u64, exhaustive_max: usize) -> Probe {
-        Probe { sim, capture: false, images: Vec::new(), points: 0, exhaustive_points: 0, per_point, exhaustive_max, seed }
+        Probe {
+            sim,
+            capture: false,
+            images: Vec::new(),
+            points: 0,
+            exhaustive_points: 0,
+            per_point,
+            exhaustive_max,
+            seed,
+        }
     }
 
     /// Takes the images a crash now may leave.
@@ -37,15 +46,24 @@ impl Probe {
                 self.exhaustive_points += 1;
                 let n = all.len();
                 for (k, bytes) in all.into_iter().enumerate() {
-                    self.images.push(Image { point, bytes, description: format!("image {k} of all {n}") });
+                    self.images.push(Image {
+                        point,
+                        bytes,
+                        description: format!("image {k} of all {n}"),
+                    });
                 }
                 return;
             }
         }
         for k in 0..self.per_point {
-            let s = self.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ point.wrapping_mul(1_000_003).wrapping_add(k);
+            let s = self.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                ^ point.wrapping_mul(1_000_003).wrapping_add(k);
             let img = self.sim.crash(s);
-            self.images.push(Image { point, bytes: img.bytes, description: img.description });
+            self.images.push(Image {
+                point,
+                bytes: img.bytes,
+                description: img.description,
+            });
         }
     }
 

@@ -47,7 +47,12 @@ enum IoState {
 
 impl CommitIo {
     pub(crate) fn new(seq: u64) -> CommitIo {
-        CommitIo { seq, runs: Vec::new(), record: None, state: Mutex::new(IoState::Pending) }
+        CommitIo {
+            seq,
+            runs: Vec::new(),
+            record: None,
+            state: Mutex::new(IoState::Pending),
+        }
     }
 
     pub(crate) fn add_run(&mut self, first: u64, blocks: Vec<Box<[u8]>>) {
@@ -104,7 +109,10 @@ impl CommitIo {
     }
 
     /// Writes it through a shared device handle.
-    pub fn perform_shared(&self, dev: &dyn intactfs_device::SharedIo) -> std::result::Result<(), String> {
+    pub fn perform_shared(
+        &self,
+        dev: &dyn intactfs_device::SharedIo,
+    ) -> std::result::Result<(), String> {
         self.perform(&mut |b, bufs| dev.write_blocks(b, bufs))
     }
 
@@ -159,7 +167,12 @@ impl<D: BlockDevice> Fs<D> {
     /// Commits up to `seq` whose writes are not yet known done (a caller that must wait
     /// for them performs them itself: done ones are skipped).
     pub fn pending_io(&self, seq: u64) -> Vec<Arc<CommitIo>> {
-        self.inflight.list.iter().filter(|c| c.seq <= seq).cloned().collect()
+        self.inflight
+            .list
+            .iter()
+            .filter(|c| c.seq <= seq)
+            .cloned()
+            .collect()
     }
 
     /// Bytes of commits whose writes are not known done.
@@ -172,7 +185,10 @@ impl<D: BlockDevice> Fs<D> {
         if crate::mutation::active(crate::mutation::Mutation::FlushBeforeWritten) {
             return self.written_ticket();
         }
-        self.inflight.list.front().map_or(self.written_ticket(), |c| c.seq - 1)
+        self.inflight
+            .list
+            .front()
+            .map_or(self.written_ticket(), |c| c.seq - 1)
     }
 
     /// Forgets the commits whose writes are done (oldest first); a failed write poisons
@@ -187,7 +203,12 @@ impl<D: BlockDevice> Fs<D> {
                     self.inflight.bytes -= c.bytes();
                     for (b, blocks) in &c.runs {
                         for k in 0..blocks.len() as u64 {
-                            if self.inflight.blocks.get(&(b + k)).is_some_and(|e| Arc::ptr_eq(&e.0, &c)) {
+                            if self
+                                .inflight
+                                .blocks
+                                .get(&(b + k))
+                                .is_some_and(|e| Arc::ptr_eq(&e.0, &c))
+                            {
                                 self.inflight.blocks.remove(&(b + k));
                             }
                         }
@@ -229,7 +250,8 @@ impl<D: BlockDevice> Fs<D> {
     /// drives the order of concurrent commits' writes this way).
     pub fn perform_io(&mut self, c: &CommitIo) -> Result<()> {
         let dev = &mut self.dev;
-        c.perform(&mut |b, bufs| dev.write_blocks(b, bufs)).map_err(|e| self.poison(e))?;
+        c.perform(&mut |b, bufs| dev.write_blocks(b, bufs))
+            .map_err(|e| self.poison(e))?;
         self.io_done()
     }
 
@@ -249,7 +271,9 @@ impl<D: BlockDevice> Fs<D> {
         let c = Arc::new(c);
         for (ri, (b, blocks)) in c.runs.iter().enumerate() {
             for k in 0..blocks.len() {
-                self.inflight.blocks.insert(b + k as u64, (c.clone(), ri as u32, k as u32));
+                self.inflight
+                    .blocks
+                    .insert(b + k as u64, (c.clone(), ri as u32, k as u32));
             }
         }
         self.inflight.bytes += c.bytes();
@@ -272,14 +296,18 @@ impl<D: BlockDevice> Fs<D> {
         let list: Vec<Arc<CommitIo>> = self.inflight.list.iter().cloned().collect();
         for c in list {
             let dev = &mut self.dev;
-            c.perform(&mut |b, bufs| dev.write_blocks(b, bufs)).map_err(|e| self.poison(e))?;
+            c.perform(&mut |b, bufs| dev.write_blocks(b, bufs))
+                .map_err(|e| self.poison(e))?;
         }
         self.io_done()
     }
 
     /// The bytes of device block `p` while a commit in flight writes it.
     pub(crate) fn inflight_block(&self, p: u64) -> Option<&[u8]> {
-        self.inflight.blocks.get(&p).map(|(c, r, k)| c.block(*r, *k))
+        self.inflight
+            .blocks
+            .get(&p)
+            .map(|(c, r, k)| c.block(*r, *k))
     }
 
     /// Every record up to `upto` is on the media.
@@ -298,7 +326,10 @@ impl<D: BlockDevice> Fs<D> {
 
     /// After a checkpoint: nothing is in flight and every record is durable.
     pub(crate) fn inflight_reset(&mut self) {
-        debug_assert!(self.inflight.list.is_empty(), "a checkpoint with commits in flight");
+        debug_assert!(
+            self.inflight.list.is_empty(),
+            "a checkpoint with commits in flight"
+        );
         self.inflight.records.clear();
     }
 }

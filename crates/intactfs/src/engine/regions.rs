@@ -57,7 +57,9 @@ impl<D: BlockDevice> Fs<D> {
     pub fn region_begin(&mut self) -> Result<StreamId> {
         self.writable()?;
         if self.next_region > u32::MAX as u64 {
-            return Err(FsError::Busy("this mount has begun 2^32 atomic regions; mount it again".into()));
+            return Err(FsError::Busy(
+                "this mount has begun 2^32 atomic regions; mount it again".into(),
+            ));
         }
         let r = REGION_BASE + self.next_region;
         self.next_region += 1;
@@ -77,7 +79,9 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     fn region(&self, r: StreamId) -> Result<&Region> {
-        self.regions.get(&r).ok_or_else(|| FsError::Invalid("no atomic region is open".into()))
+        self.regions
+            .get(&r)
+            .ok_or_else(|| FsError::Invalid("no atomic region is open".into()))
     }
 
     /// CFS `cfs_add`: every later write to `ino`, by any stream (mmap write-back arrives
@@ -88,12 +92,20 @@ impl<D: BlockDevice> Fs<D> {
         self.file(ino)?;
         match self.added.get(&ino) {
             Some(&o) if o == r => return Ok(()),
-            Some(_) => return Err(FsError::Busy(format!("inode {ino} belongs to another atomic region"))),
+            Some(_) => {
+                return Err(FsError::Busy(format!(
+                    "inode {ino} belongs to another atomic region"
+                )))
+            }
             None => {}
         }
         self.route(r, &[Key::Ino(ino)], &[])?;
         self.added.insert(ino, r);
-        self.regions.get_mut(&r).expect("checked above").files.insert(ino);
+        self.regions
+            .get_mut(&r)
+            .expect("checked above")
+            .files
+            .insert(ino);
         Ok(())
     }
 
@@ -103,7 +115,10 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     fn close_region(&mut self, r: StreamId) -> Result<Region> {
-        let reg = self.regions.remove(&r).ok_or_else(|| FsError::Invalid("no atomic region is open".into()))?;
+        let reg = self
+            .regions
+            .remove(&r)
+            .ok_or_else(|| FsError::Invalid("no atomic region is open".into()))?;
         for f in &reg.files {
             self.added.remove(f);
         }
@@ -124,7 +139,10 @@ impl<D: BlockDevice> Fs<D> {
     pub fn region_abort(&mut self, r: StreamId) -> Result<Aborted> {
         let reg = self.close_region(r)?;
         let keys = self.streams.discard(r);
-        let mut undone = Aborted { inodes: reg.files.into_iter().collect(), entries: Vec::new() };
+        let mut undone = Aborted {
+            inodes: reg.files.into_iter().collect(),
+            entries: Vec::new(),
+        };
         for k in keys {
             match k {
                 Key::Ino(i) => {
@@ -147,14 +165,20 @@ impl<D: BlockDevice> Fs<D> {
         // writes' direct changes (size, times), in real-time order.
         let mut live = self.durable.clone();
         let mut freeing = 0;
-        let mut writes: Vec<(u64, Ino, u64, Time)> = self.wattrs.iter().flat_map(|(&i, v)| v.iter().map(move |&(g, end, t)| (g, i, end, t))).collect();
+        let mut writes: Vec<(u64, Ino, u64, Time)> = self
+            .wattrs
+            .iter()
+            .flat_map(|(&i, v)| v.iter().map(move |&(g, end, t)| (g, i, end, t)))
+            .collect();
         writes.sort_unstable_by_key(|w| w.0);
         let mut writes = writes.into_iter().peekable();
         for (g, op) in self.streams.uncommitted() {
             while let Some((_, i, end, t)) = writes.next_if(|w| w.0 < *g) {
                 write_attrs(&mut live, i, end, t);
             }
-            let freed = live.apply(op).map_err(|e| FsError::Internal(format!("replaying {op:?} without the aborted region: {e}")))?;
+            let freed = live.apply(op).map_err(|e| {
+                FsError::Internal(format!("replaying {op:?} without the aborted region: {e}"))
+            })?;
             freeing += freed.extents.iter().map(|e| e.1).sum::<u64>();
         }
         for (_, i, end, t) in writes {
@@ -173,7 +197,12 @@ impl<D: BlockDevice> Fs<D> {
     /// The stream an operation of `s` on `claims`/`checks` belongs to: `s`, or the region
     /// whose uncommitted work (or added file) it touches. Before an operation joins a
     /// region, the legacy groups it is related to commit, so they never join it.
-    pub(super) fn route(&mut self, s: StreamId, claims: &[Key], checks: &[Key]) -> Result<StreamId> {
+    pub(super) fn route(
+        &mut self,
+        s: StreamId,
+        claims: &[Key],
+        checks: &[Key],
+    ) -> Result<StreamId> {
         self.routed = Some((s, s));
         if self.regions.is_empty() {
             return Ok(s);
@@ -184,10 +213,19 @@ impl<D: BlockDevice> Fs<D> {
             _ => None,
         });
         let mut target = self.regions.contains_key(&s).then_some(s);
-        for r in roots.iter().copied().filter(|r| self.regions.contains_key(r)).chain(added.collect::<Vec<_>>()) {
+        for r in roots
+            .iter()
+            .copied()
+            .filter(|r| self.regions.contains_key(r))
+            .chain(added.collect::<Vec<_>>())
+        {
             match target {
                 None => target = Some(r),
-                Some(t) if t != r => return Err(FsError::Busy("the change touches what another atomic region changed".into())),
+                Some(t) if t != r => {
+                    return Err(FsError::Busy(
+                        "the change touches what another atomic region changed".into(),
+                    ))
+                }
                 _ => {}
             }
         }
@@ -203,6 +241,10 @@ impl<D: BlockDevice> Fs<D> {
     /// Groups a legacy commit (`sync`, periodic, dirty limit) may take: not regions.
     pub(super) fn legacy_groups(&mut self) -> Vec<Vec<StreamId>> {
         let regions = &self.regions;
-        self.streams.busy_groups().into_iter().filter(|g| !g.iter().any(|s| regions.contains_key(s))).collect()
+        self.streams
+            .busy_groups()
+            .into_iter()
+            .filter(|g| !g.iter().any(|s| regions.contains_key(s)))
+            .collect()
     }
 }
