@@ -20,6 +20,12 @@ if ! command -v cargo >/dev/null; then
   echo "cargo not found: install Rust (https://rustup.rs) first" >&2
   exit 2
 fi
+# Gates: formatting and lints (rustfmt's defaults; clippy with warnings as errors).
+if ! cargo fmt --all -- --check >/dev/null; then
+  echo "cargo fmt --check: the tree is not formatted; run 'cargo fmt --all' and commit the result" >&2
+  exit 1
+fi
+cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo test --workspace --quiet -- --test-threads=2
 # The persistent-memory engine's mutation checks need its `mutations` feature (a deliberate
 # bug per switch, compiled in only there).
