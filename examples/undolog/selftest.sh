@@ -47,6 +47,9 @@ if command -v strace >/dev/null; then
     else bad "syscalls, --measures $m: $w writes, $p pwrites, $f fsyncs (expected 1, 1, $nf)"; fi
   done
 else
+  if [ "${INTACT_REQUIRE_ALL:-}" = 1 ]; then
+    echo "strace is not installed: cannot run the system-call count checks (INTACT_REQUIRE_ALL=1; apt-get install -y strace)" >&2; exit 1
+  fi
   echo "(strace not installed: skipping the system-call count checks)"
 fi
 

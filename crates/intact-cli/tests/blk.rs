@@ -56,7 +56,7 @@ fn unsupported() -> Option<String> {
 impl Env {
     fn new(test: &str) -> Option<Env> {
         if let Some(why) = unsupported() {
-            eprintln!("skipping blk test {test}: {why}");
+            common::cannot_run(&format!("blk test {test}"), &why);
             return None;
         }
         let dir = tempfile::Builder::new()

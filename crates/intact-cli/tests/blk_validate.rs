@@ -42,7 +42,7 @@ fn root() -> bool {
     // SAFETY: geteuid cannot fail.
     let root = unsafe { libc::geteuid() } == 0;
     if !root {
-        eprintln!("skipped: intact blk needs root");
+        common::cannot_run("blk_validate", "intact blk needs root");
     }
     root
 }

@@ -29,7 +29,10 @@ impl UringSwitch {
     fn set(on: bool) -> Option<UringSwitch> {
         let guard = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
         let Ok(previous) = fs::read_to_string(PARAM) else {
-            eprintln!("skipped: {PARAM} does not exist (kernel without CONFIG_FUSE_IO_URING)");
+            common::cannot_run(
+                "fs_uring",
+                &format!("{PARAM} does not exist (kernel without CONFIG_FUSE_IO_URING)"),
+            );
             return None;
         };
         fs::write(PARAM, if on { "Y" } else { "N" })

@@ -98,6 +98,11 @@ fn debian_python_file_io_and_sqlite3() {
     // Debian's own interpreter (statically linked libpython) where present.
     if std::path::Path::new("/usr/bin/python3").exists() {
         python_case("/usr/bin/python3");
+    } else {
+        common::cannot_run(
+            "debian_python_file_io_and_sqlite3",
+            "/usr/bin/python3 is missing (apt-get install -y python3)",
+        );
     }
 }
 

@@ -319,7 +319,7 @@ fn html_in_a_real_browser() {
     let bin = match chromium() {
         Ok(b) => b,
         Err(why) => {
-            eprintln!("SKIPPED html_in_a_real_browser: {why}");
+            common::cannot_run("html_in_a_real_browser", &why);
             return;
         }
     };
@@ -360,14 +360,20 @@ fn html_in_a_real_browser() {
     ]) {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("SKIPPED html_in_a_real_browser: chromium could not run: {e}");
+            common::cannot_run(
+                "html_in_a_real_browser",
+                &format!("chromium could not run: {e}"),
+            );
             return;
         }
     };
     if !png.exists() && !out.status.success() {
-        eprintln!(
-            "SKIPPED html_in_a_real_browser: chromium could not run: {}",
-            String::from_utf8_lossy(&out.stderr)
+        common::cannot_run(
+            "html_in_a_real_browser",
+            &format!(
+                "chromium could not run: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ),
         );
         return;
     }

@@ -60,7 +60,7 @@ fn python_with(module: &'static str) -> Option<String> {
                 Ok(o) => String::from_utf8_lossy(&o.stderr).lines().last().unwrap_or("").to_string(),
                 Err(e) => e.to_string(),
             };
-            eprintln!("SKIPPED validation with python {module}: not installed and `python3 -m pip install {module}` failed ({why}); install python3-{module} (Debian) or pip install {module}");
+            common::cannot_run(&format!("validation with python {module}"), &format!("not installed and `python3 -m pip install {module}` failed ({why}); install python3-{module} (Debian) or pip install {module}"));
         }
         found
     })

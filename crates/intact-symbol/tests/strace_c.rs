@@ -339,7 +339,7 @@ fn no_debug_info_yields_function_names_only() {
         .iter()
         .find(|f| f.symbol.as_deref() == Some("foo_write"))
         .unwrap();
-    if have("strip") {
+    if have_tools(&["strip"]) {
         let stripped = w.path("libstripped.so");
         std::fs::copy(&raw.binary, &stripped).unwrap();
         w.compile("strip", &[stripped.to_str().unwrap()]);

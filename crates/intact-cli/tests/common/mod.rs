@@ -271,3 +271,13 @@ pub fn sqlite_batch() -> PathBuf {
         })
         .clone()
 }
+
+/// A test that cannot run here says why. With `INTACT_REQUIRE_ALL=1` (set by
+/// `scripts/test.sh` and CI) that is a failure naming what is missing; otherwise (a
+/// developer's `cargo test` on a machine without it) a notice, and the caller returns.
+pub fn cannot_run(test: &str, why: &str) {
+    if std::env::var("INTACT_REQUIRE_ALL").as_deref() == Ok("1") {
+        panic!("{test} cannot run: {why} (INTACT_REQUIRE_ALL=1: every test must run; scripts/test.sh installs what the tests need)");
+    }
+    eprintln!("SKIPPED {test}: {why} (set INTACT_REQUIRE_ALL=1 to make this a failure)");
+}
