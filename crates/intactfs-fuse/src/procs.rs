@@ -63,6 +63,52 @@ pub fn process_of(tid: u32) -> Option<(u32, u64)> {
     Some((tgid, start_time(tgid)?))
 }
 
+/// Whether thread `tid` belongs to process `owner` (started at `owner_start`) or to one of
+/// its descendants: who may commit or abort a region or transaction that `owner` began
+/// (docs/fs-api.md, "Who may call what"). The walk follows PPid links in /proc, so a
+/// process re-parented after its parent exited is no longer the owner's; a pid reused
+/// by another process does not match (start times differ). Unknown: not the owner's.
+pub fn descends_from(tid: u32, owner: u32, owner_start: u64) -> bool {
+    assert!(owner > 0, "process 0 owns nothing");
+    if !alive(owner, owner_start) {
+        return false;
+    }
+    let Some((mut pid, _)) = status(tid) else {
+        return false;
+    };
+    // Bounded as in `resolve`: pid chains are short; a cycle can only come from pid reuse.
+    for _ in 0..64 {
+        if pid == owner {
+            return start_time(pid) == Some(owner_start);
+        }
+        if pid <= 1 {
+            return false;
+        }
+        match status(pid) {
+            Some((_, ppid)) => pid = ppid,
+            None => return false,
+        }
+    }
+    false
+}
+
+/// Whether a caller (`uid`, primary group `gid`, process `pid`) may write an object with
+/// permission bits `mode` owned by `owner_uid`:`owner_gid`, as the kernel's
+/// `default_permissions` decides for a write open: root always; otherwise the owner's,
+/// the group's or the others' write bit, whichever class the caller is in first.
+pub fn may_write(uid: u32, gid: u32, pid: u32, mode: u32, owner_uid: u32, owner_gid: u32) -> bool {
+    if uid == 0 {
+        return true;
+    }
+    if uid == owner_uid {
+        return mode & 0o200 != 0;
+    }
+    if in_group(pid, gid, owner_gid) {
+        return mode & 0o020 != 0;
+    }
+    mode & 0o002 != 0
+}
+
 /// Field 22 of /proc/PID/stat (start time in clock ticks since boot).
 fn start_time(pid: u32) -> Option<u64> {
     stat_fields(pid)?.get(19)?.parse().ok()
@@ -205,6 +251,47 @@ mod tests {
         t.explicit.insert(me, (9, u64::MAX));
         assert_eq!(t.stream_of(me), INIT_STREAM);
         assert_eq!(t.explicit_count(), 0);
+    }
+
+    #[test]
+    fn only_the_owner_and_its_descendants_descend_from_it() {
+        let me = std::process::id();
+        let my_start = start_time(me).unwrap();
+        assert!(descends_from(me, me, my_start));
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        assert!(descends_from(child.id(), me, my_start), "a child");
+        let child_start = start_time(child.id()).unwrap();
+        assert!(
+            !descends_from(me, child.id(), child_start),
+            "not the parent"
+        );
+        let (_, ppid) = status(me).unwrap();
+        assert!(!descends_from(ppid, me, my_start), "not our parent");
+        assert!(!descends_from(me, me, my_start + 1), "not a reused pid");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(
+            !descends_from(me, child.id(), child_start),
+            "an exited owner owns nothing"
+        );
+    }
+
+    #[test]
+    fn write_permission_follows_the_mode_classes() {
+        let me = std::process::id();
+        assert!(may_write(0, 0, me, 0o444, 5, 5), "root");
+        assert!(may_write(5, 6, me, 0o644, 5, 7), "the owner's bit");
+        assert!(!may_write(5, 6, me, 0o466, 5, 7), "the owner's bit only");
+        assert!(may_write(9, 7, me, 0o464, 5, 7), "the group's bit");
+        assert!(!may_write(9, 7, me, 0o446, 5, 7), "the group's bit only");
+        assert!(may_write(9, 8, me, 0o442, 5, 7), "the others' bit");
+        assert!(
+            !may_write(9, 8, me, 0o755, 5, 7),
+            "a 0755 directory of another user"
+        );
     }
 
     #[test]
