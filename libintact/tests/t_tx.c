@@ -181,6 +181,16 @@ static int cmd_errors(const char *mnt, const char *other, const char *block, con
     expect(intact_tx_add(t2, fa), EBUSY, "add of a file another transaction owns");
     CHECK(intact_tx_commit(t2, fb) == 0 && intact_tx_commit(tx, fa) == 0, "both commit");
 
+    /* Who may call what: BEGIN and ADD need a descriptor open for writing. */
+    snprintf(p, sizeof p, "%s/te-a", mnt);
+    int fr = open(p, O_RDONLY | O_CLOEXEC);
+    CHECK(fr >= 0, "open te-a read-only");
+    expect((int)intact_tx_begin(&fr, 1), EBADF, "begin through a read-only descriptor");
+    tx = intact_tx_begin(&fb, 1);
+    expect(intact_tx_add(tx, fr), EBADF, "add through a read-only descriptor");
+    CHECK(intact_tx_abort(tx, fb) == 0, "abort");
+    close(fr);
+
     int pair[2] = {fa, fo};
     int64_t t3 = intact_tx_begin(pair, 2);
     expect((int)t3, EXDEV, "intact_tx_begin over files of two mounts");
