@@ -230,6 +230,31 @@ fn regions_need_write_access_and_end_only_by_owner(device: &str) {
         b"new",
         "root's region committed whole"
     );
+
+    // A sticky shared directory: nobody's region creates an entry, root creates another
+    // and fsyncs; nobody's abort takes back only its own.
+    let shared = m.p("shared");
+    fs::create_dir(&shared).unwrap();
+    fs::set_permissions(&shared, fs::Permissions::from_mode(0o1777)).unwrap();
+    let (dir, own) = (
+        format!("open-ro:{}", shared.display()),
+        format!("create:{}/nobody's", shared.display()),
+    );
+    let mut n = Actor::spawn(&bin, true, &steps(&[&dir, "begin", &own, "wait", "abort"]));
+    for st in [&dir, "begin", &own] {
+        n.expect(st, "ok");
+    }
+    fs::write(shared.join("root's"), b"root's").unwrap();
+    fs::File::open(shared.join("root's"))
+        .unwrap()
+        .sync_all()
+        .unwrap();
+    fs::File::open(&shared).unwrap().sync_all().unwrap();
+    n.go();
+    n.expect("abort", "ok");
+    n.finish();
+    assert!(shared.join("root's").exists(), "root's new file survives");
+    assert!(!shared.join("nobody's").exists(), "nobody's region aborted");
     m.umount_clean();
 }
 
@@ -312,14 +337,23 @@ fn pmem_f2fs_atomic_writes_belong_to_their_handle() {
     f2fs_atomic_writes_belong_to_their_handle("pmem");
 }
 
-/// Pmem: nobody's TX_BEGIN on root's file (read-only descriptor) or directory fails, so
+/// Pmem: nobody's TX_BEGIN on root's file (read-only descriptor), root's directory, or a
+/// sticky world-writable directory (where nobody may not remove root's entries) fails, so
 /// its TX_ABORT cannot undo root's fsynced write or root's new file.
 #[test]
 fn pmem_tx_begin_needs_the_right_to_change() {
     let (m, bin) = mounted("pmem");
     let v = roots_file(&m, "victim");
+    let shared = m.p("shared");
+    fs::create_dir(&shared).unwrap();
+    fs::set_permissions(&shared, fs::Permissions::from_mode(0o1777)).unwrap();
     let mnt = m.mnt.to_str().unwrap().to_string();
-    for (target, want) in [(&v, "EBADF"), (&mnt, "EACCES")] {
+    let sticky = shared.to_str().unwrap().to_string();
+    for (target, want, dir) in [
+        (&v, "EBADF", &m.mnt),
+        (&mnt, "EACCES", &m.mnt),
+        (&sticky, "EACCES", &shared),
+    ] {
         let open = format!("open-ro:{target}");
         let mut n = Actor::spawn(
             &bin,
@@ -328,18 +362,20 @@ fn pmem_tx_begin_needs_the_right_to_change() {
         );
         n.expect(&open, "ok");
         n.expect("tx-begin", want);
-        root_writes(&v, &format!("new {want}"));
-        fs::write(m.p(want), b"root's").unwrap();
+        let text = format!("new {want} {}", dir.display());
+        root_writes(&v, &text);
+        let made = dir.join(format!("root's {want}"));
+        fs::write(&made, b"root's").unwrap();
+        fs::File::open(dir).unwrap().sync_all().unwrap();
         n.go();
         n.expect("tx-abort:$1", "EINVAL");
         n.finish();
-        let v_now = fs::read(&v).unwrap();
         assert_eq!(
-            v_now,
-            format!("new {want}").as_bytes(),
+            fs::read(&v).unwrap(),
+            text.as_bytes(),
             "root's write survives"
         );
-        assert!(m.p(want).exists(), "root's new file survives");
+        assert!(made.exists(), "root's new file {} survives", made.display());
     }
     m.umount_clean();
 }

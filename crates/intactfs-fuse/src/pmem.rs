@@ -323,16 +323,22 @@ impl PmemState {
 
     /// Whether the caller may put `ino` in a transaction, whose abort would undo other
     /// processes' changes to it: a file through a handle open for writing (EBADF), a
-    /// directory if the caller may write it (EACCES; a directory is never open for
-    /// writing).
+    /// directory if the caller may write it, and a sticky one only its owner (EACCES; a
+    /// directory is never open for writing).
     fn check_may_change(&self, req: &Request, ino: Ino, fh: u64) -> Result<(), Errno> {
         let a = self.fs_ref()?.getattr(ino).map_err(|e| errno(&e))?;
         match a.kind {
             FileType::File if self.writable.contains(&fh) => Ok(()),
             FileType::File => Err(Errno::EBADF),
             FileType::Dir => {
-                let w =
-                    crate::procs::may_write(req.uid(), req.gid(), req.pid(), a.mode, a.uid, a.gid);
+                let w = crate::procs::may_claim_dir(
+                    req.uid(),
+                    req.gid(),
+                    req.pid(),
+                    a.mode,
+                    a.uid,
+                    a.gid,
+                );
                 w.then_some(()).ok_or(Errno::EACCES)
             }
         }

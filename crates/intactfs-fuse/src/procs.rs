@@ -211,6 +211,23 @@ pub fn in_group(pid: u32, gid: u32, group: u32) -> bool {
         .is_some_and(|g| g.split_whitespace().any(|x| x.parse() == Ok(group)))
 }
 
+/// Whether a caller may put directory `mode`/`owner_uid`:`owner_gid` into a transaction,
+/// whose abort undoes every entry made in it meanwhile: [`may_write`], and in a sticky
+/// directory (such as /tmp) only its owner or root, who alone may remove others'
+/// entries there.
+pub fn may_claim_dir(
+    uid: u32,
+    gid: u32,
+    pid: u32,
+    mode: u32,
+    owner_uid: u32,
+    owner_gid: u32,
+) -> bool {
+    let sticky = mode & 0o1000 != 0;
+    may_write(uid, gid, pid, mode, owner_uid, owner_gid)
+        && (!sticky || uid == 0 || uid == owner_uid)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -292,6 +309,19 @@ mod tests {
             !may_write(9, 8, me, 0o755, 5, 7),
             "a 0755 directory of another user"
         );
+        assert!(
+            may_claim_dir(9, 8, me, 0o777, 5, 7),
+            "a world-writable directory"
+        );
+        assert!(
+            !may_claim_dir(9, 8, me, 0o1777, 5, 7),
+            "a sticky one of another user"
+        );
+        assert!(
+            may_claim_dir(5, 8, me, 0o1777, 5, 7),
+            "a sticky one of the caller's"
+        );
+        assert!(may_claim_dir(0, 0, me, 0o1777, 5, 7), "root");
     }
 
     #[test]

@@ -6,6 +6,7 @@
  *
  * Steps (the "current descriptor" is the last one opened, or the one `use:N` picks):
  *   open-ro:PATH open-rw:PATH use:N         open a file or directory; select descriptor N
+ *   create:PATH                             create a 0644 file (O_EXCL), open for writing
  *   write:TEXT                              pwrite TEXT at offset 0 (no fsync)
  *   begin add commit abort                  CFS atomic regions
  *   f2fs-start f2fs-commit f2fs-abort       F2FS atomic-write ioctls
@@ -56,7 +57,7 @@ static int fds[16];
 static int nfds, cur = -1;
 
 static int open_step(const char *path, int flags) {
-    int fd = open(path, flags | O_CLOEXEC);
+    int fd = open(path, flags | O_CLOEXEC, 0644);
     if (fd >= 0 && nfds < 16) {
         fds[nfds] = fd;
         cur = nfds++;
@@ -101,6 +102,7 @@ static int step(const char *s) {
     what[len] = 0;
     if (!strcmp(what, "open-ro")) return open_step(arg, O_RDONLY);
     if (!strcmp(what, "open-rw")) return open_step(arg, O_RDWR);
+    if (!strcmp(what, "create")) return open_step(arg, O_RDWR | O_CREAT | O_EXCL);
     if (!strcmp(what, "use")) { cur = atoi(arg); return cur < nfds ? 0 : -2; }
     if (cur < 0 && strcmp(what, "wait")) { errno = EBADF; return -1; }
     if (!strcmp(what, "write")) return write_step(arg);
