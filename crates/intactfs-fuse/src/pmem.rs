@@ -16,7 +16,7 @@
 //!   abort it (EPERM), whatever id they pass; TX_BEGIN and TX_ADD also need the right to
 //!   change the file: a descriptor open for writing (EBADF), or for a directory the
 //!   permission to write it (EACCES). docs/fs-api.md, "Who may call what".
-//! * **Ids** are 48 bits from the OS's random source under a per-mount tag in bits 48..62,
+//! * **Ids** are 48 bits from the OS's random source (getrandom) under a per-mount tag in bits 48..62,
 //!   so that an id used on another mount is recognised (TX_ADD: EXDEV) instead of naming a
 //!   stranger there, and an id cannot be guessed from another (the owner check, not the
 //!   id, is what keeps other processes out).
@@ -170,10 +170,20 @@ fn file_attr(a: &Attr) -> FileAttr {
 /// Bits of a transaction id below the mount tag: random.
 const ID_RANDOM_BITS: u32 = 48;
 
-/// 64 bits from the OS's random source (a transaction id must not be guessable).
+/// 64 bits from the OS's random source (a transaction id must not be guessable):
+/// getrandom(2), the source of /dev/urandom without opening it for every transaction.
 fn random_u64() -> std::io::Result<u64> {
     let mut b = [0u8; 8];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
+    // SAFETY: the kernel writes at most `b.len()` bytes into `b`.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if n as usize != b.len() {
+        return Err(std::io::Error::other(format!(
+            "getrandom gave {n} of 8 bytes"
+        )));
+    }
     Ok(u64::from_ne_bytes(b))
 }
 
@@ -256,21 +266,11 @@ impl PmemState {
             "transaction {t} registered twice"
         );
         let owner = crate::procs::process_of(tid);
-        let id = loop {
-            match random_u64() {
-                Ok(r) => {
-                    let id = self.tag << ID_RANDOM_BITS | r & ((1 << ID_RANDOM_BITS) - 1);
-                    if !self.ids.contains_key(&id) && id & ((1 << ID_RANDOM_BITS) - 1) != 0 {
-                        break Ok(id);
-                    }
-                }
-                Err(e) => break Err(e),
-            }
-        };
+        let id = self.fresh_id();
         let (Some((tgid, start)), Ok(id)) = (owner, id.as_ref()) else {
             let _ = self.fs()?.tx_abort(t);
             if let Err(e) = id {
-                eprintln!("intactfs-pmem: reading /dev/urandom for a transaction id: {e}");
+                eprintln!("intactfs-pmem: drawing a random transaction id (getrandom): {e}");
                 return Err(Errno::EIO);
             }
             return Err(Errno::ESRCH);
@@ -288,6 +288,23 @@ impl PmemState {
             },
         );
         Ok(*id)
+    }
+
+    /// An id no open transaction has: this mount's tag over 48 random bits, not all 0.
+    fn fresh_id(&self) -> std::io::Result<u64> {
+        const RANDOM_MASK: u64 = (1 << ID_RANDOM_BITS) - 1;
+        // Bounded: with fewer than 2^20 open transactions a draw collides with a chance
+        // below 2^-28, so 8 draws all colliding means the random source is broken.
+        for _ in 0..8 {
+            let r = random_u64()? & RANDOM_MASK;
+            let id = self.tag << ID_RANDOM_BITS | r;
+            if r != 0 && !self.ids.contains_key(&id) {
+                return Ok(id);
+            }
+        }
+        Err(std::io::Error::other(
+            "8 random ids in a row were taken or 0",
+        ))
     }
 
     /// Whether thread `tid` may add to, commit or abort open transaction `t`: its owner

@@ -51,9 +51,19 @@ pub fn stat_fields(pid: u32) -> Option<Vec<String>> {
     )
 }
 
-/// Whether process `pid` still runs and is the one that started at `start`.
+/// Whether process `pid` still runs and is the one that started at `start` (one read of
+/// /proc/PID/stat: the reaper and every owner check call this).
 pub fn alive(pid: u32, start: u64) -> bool {
-    start_time(pid) == Some(start) && stat_fields(pid).is_some_and(|f| f[0] != "Z")
+    let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // As in `stat_fields`, without collecting them: the state, then field 22.
+    let Some(after_name) = s.rfind(')').map(|i| &s[i + 1..]) else {
+        return false;
+    };
+    let mut f = after_name.split_whitespace();
+    let running = f.next().is_some_and(|state| state != "Z");
+    running && f.nth(18).and_then(|t| t.parse().ok()) == Some(start)
 }
 
 /// The process (thread-group id) of thread `tid` and its start time: who owns a pmem
@@ -70,8 +80,9 @@ pub fn process_of(tid: u32) -> Option<(u32, u64)> {
 /// by another process does not match (start times differ). Unknown: not the owner's.
 pub fn descends_from(tid: u32, owner: u32, owner_start: u64) -> bool {
     assert!(owner > 0, "process 0 owns nothing");
-    if !alive(owner, owner_start) {
-        return false;
+    // The common case, the owner's main thread itself: one read of /proc.
+    if tid == owner {
+        return alive(owner, owner_start);
     }
     let Some((mut pid, _)) = status(tid) else {
         return false;
@@ -79,7 +90,7 @@ pub fn descends_from(tid: u32, owner: u32, owner_start: u64) -> bool {
     // Bounded as in `resolve`: pid chains are short; a cycle can only come from pid reuse.
     for _ in 0..64 {
         if pid == owner {
-            return start_time(pid) == Some(owner_start);
+            return alive(owner, owner_start);
         }
         if pid <= 1 {
             return false;

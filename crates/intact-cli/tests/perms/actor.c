@@ -12,7 +12,8 @@
  *   f2fs-start f2fs-commit f2fs-abort       F2FS atomic-write ioctls
  *   fsync                                   fsync the current descriptor
  *   tx-begin tx-add:ID tx-commit:ID tx-abort:ID   pmem AD-transactions: ID is decimal,
- *                                           or $N for the id the Nth tx-begin returned
+ *                                           $N for the id the Nth tx-begin returned,
+ *                                           or "last" for the latest one
  *   wait                                    read a line from stdin (the test's go-ahead;
  *                                           no answer line)
  * The exit status is 0 unless an argument cannot be parsed (2).
@@ -72,6 +73,7 @@ static int write_step(const char *text) {
 
 static int64_t begun[16];
 static int nbegun;
+static int64_t last_begun;
 
 static int ioctl_step(unsigned long cmd) {
     return ioctl(fds[cur], cmd, 0) < 0 ? -1 : 0;
@@ -79,6 +81,8 @@ static int ioctl_step(unsigned long cmd) {
 
 static int tx_step(const char *what, const char *arg) {
     int64_t id = (int64_t)strtoull(arg, NULL, 10);
+    if (!strcmp(arg, "last"))
+        id = last_begun;
     if (arg[0] == '$') {
         int n = atoi(arg + 1);
         id = n >= 1 && n <= nbegun ? begun[n - 1] : 0;
@@ -118,6 +122,7 @@ static int step(const char *s) {
         int64_t id = intact_tx_begin(&fds[cur], 1);
         if (id < 0) return -1;
         if (nbegun < 16) begun[nbegun++] = id;
+        last_begun = id;
         printf("%s ok %" PRId64 "\n", s, id);
         fflush(stdout);
         return 1; /* reported */
