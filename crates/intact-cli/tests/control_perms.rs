@@ -380,6 +380,43 @@ fn pmem_tx_begin_needs_the_right_to_change() {
     m.umount_clean();
 }
 
+/// Pmem: a transaction cannot claim a shared sticky directory by changing it (renaming its
+/// own file into it): its abort would otherwise remove root's fsynced entry made there.
+#[test]
+fn pmem_transactions_cannot_claim_a_shared_sticky_directory() {
+    let (m, bin) = mounted("pmem");
+    let shared = m.p("shared");
+    fs::create_dir(&shared).unwrap();
+    fs::set_permissions(&shared, fs::Permissions::from_mode(0o1777)).unwrap();
+    let mine = shared.join("mine");
+    let (mine_s, shared_s) = (mine.display().to_string(), shared.display().to_string());
+    let st = steps(&[
+        &format!("mkdir:{mine_s}"),
+        &format!("open-ro:{mine_s}"),
+        "tx-begin",
+        &format!("create:{mine_s}/x"),
+        &format!("rename:{mine_s}/x|{shared_s}/x"),
+        "wait",
+        "tx-abort:$1",
+    ]);
+    let mut n = Actor::spawn(&bin, true, &st);
+    n.expect(&st[0], "ok");
+    n.expect(&st[1], "ok");
+    n.tx_id();
+    n.expect(&st[3], "ok");
+    n.expect(&st[4], "EACCES");
+    let made = shared.join("root's");
+    fs::write(&made, b"root's").unwrap();
+    fs::File::open(&made).unwrap().sync_all().unwrap();
+    fs::File::open(&shared).unwrap().sync_all().unwrap();
+    n.go();
+    n.expect("tx-abort:$1", "ok");
+    n.finish();
+    assert!(made.exists(), "root's new file survives nobody's abort");
+    assert!(!mine.join("x").exists(), "nobody's transaction was aborted");
+    m.umount_clean();
+}
+
 /// Pmem: root's transactions can be added to, committed or aborted only by root's own
 /// process (EPERM for nobody holding the real id), neighbouring ids are unknown
 /// (EINVAL), and root too needs a writable descriptor for TX_BEGIN.

@@ -73,8 +73,29 @@ struct TxOwner {
     id: u64,
     tgid: u32,
     start: u64,
+    /// The beginner's user and group: what the transaction may claim by changing it.
+    uid: u32,
+    gid: u32,
     inodes: BTreeSet<Ino>,
     entries: Vec<(Ino, Vec<u8>)>,
+}
+
+/// Who issued a request: its thread and credentials.
+#[derive(Clone, Copy)]
+struct Caller {
+    tid: u32,
+    uid: u32,
+    gid: u32,
+}
+
+impl Caller {
+    fn of(req: &Request) -> Caller {
+        Caller {
+            tid: req.pid(),
+            uid: req.uid(),
+            gid: req.gid(),
+        }
+    }
 }
 
 /// What the kernel must forget of an aborted transaction: inodes, then (parent, name).
@@ -260,7 +281,8 @@ impl PmemState {
     /// Records the engine's new transaction `t`, begun by thread `tid` over `ino`, under
     /// a fresh random id (returned). The transaction is aborted if the caller is gone or
     /// the random source fails.
-    fn register(&mut self, t: TxId, tid: u32, ino: Ino) -> Result<u64, Errno> {
+    fn register(&mut self, t: TxId, caller: Caller, ino: Ino) -> Result<u64, Errno> {
+        let Caller { tid, uid, gid } = caller;
         assert!(
             !self.txs.contains_key(&t.0),
             "transaction {t} registered twice"
@@ -283,6 +305,8 @@ impl PmemState {
                 id: *id,
                 tgid,
                 start,
+                uid,
+                gid,
                 inodes: BTreeSet::from([ino]),
                 entries: Vec::new(),
             },
@@ -336,6 +360,33 @@ impl PmemState {
             eprintln!("intactfs-pmem: {what} of transaction {id}: {whose} (EINVAL)");
             Errno::EINVAL
         })
+    }
+
+    /// Whether a call routed into `tx` may claim the objects `inos` it changes: those the
+    /// transaction does not own yet must be ones its beginner could have added (a file
+    /// it may write, a directory as in [`Self::check_may_change`]), else EACCES. Without
+    /// this, a transaction could claim a shared sticky directory by renaming an entry
+    /// into it, and its abort would then undo other users' entries made there.
+    fn check_claims(&self, tx: Option<TxId>, inos: &[Ino]) -> Result<(), Errno> {
+        let Some(t) = tx else { return Ok(()) };
+        let o = self.txs.get(&t.0).expect("a routed transaction is open");
+        let fs = self.fs_ref()?;
+        for &i in inos
+            .iter()
+            .filter(|&&i| i != 0 && fs.owner_of(i) != Some(t))
+        {
+            let a = fs.getattr(i).map_err(|e| errno(&e))?;
+            let (uid, gid, pid) = (o.uid, o.gid, o.tgid);
+            let ok = match a.kind {
+                FileType::File => crate::procs::may_write(uid, gid, pid, a.mode, a.uid, a.gid),
+                FileType::Dir => crate::procs::may_claim_dir(uid, gid, pid, a.mode, a.uid, a.gid),
+            };
+            if !ok {
+                eprintln!("intactfs-pmem: a change in transaction {} would make inode {i} part of it, which its process {pid} (uid {uid}) may not change (EACCES)", o.id);
+                return Err(Errno::EACCES);
+            }
+        }
+        Ok(())
     }
 
     /// Whether the caller may put `ino` in a transaction, whose abort would undo other
@@ -450,7 +501,7 @@ impl PmemState {
                     .fs()?
                     .tx_begin(&[ino])
                     .map_err(|e| fail(&format!("START_ATOMIC_WRITE on inode {ino}"), e))?;
-                self.register(t, req.pid(), ino)?;
+                self.register(t, Caller::of(req), ino)?;
                 self.f2fs.insert(ino, (t, fh));
                 Ok(Vec::new())
             }
@@ -621,6 +672,7 @@ impl PmemFuse {
         let name = name.as_bytes();
         let target = st.fs_ref()?.lookup(parent, name).ok().map(|a| a.ino);
         let tx = st.route(&[parent, target.unwrap_or(0)]);
+        st.check_claims(tx, &[parent, target.unwrap_or(0)])?;
         let fs = st.fs()?;
         let r = if dir {
             fs.rmdir(tx, parent, name)
@@ -665,7 +717,7 @@ impl PmemFuse {
                     .fs()?
                     .tx_begin(&[ino])
                     .map_err(|e| fail(&format!("TX_BEGIN on inode {ino}"), e))?;
-                let id = st.register(t, req.pid(), ino)?;
+                let id = st.register(t, Caller::of(req), ino)?;
                 Ok(id.to_ne_bytes().to_vec())
             }
             control::IOC_TX_ADD => {
@@ -886,7 +938,9 @@ impl fuser::Filesystem for PmemFuse {
             if dst.is_some() && flags.contains(FRename::RENAME_NOREPLACE) {
                 return Err(Errno::EEXIST);
             }
-            let tx = st.route(&[parent.0, newparent.0, src.ino, dst.map_or(0, |d| d.ino)]);
+            let changed = [parent.0, newparent.0, src.ino, dst.map_or(0, |d| d.ino)];
+            let tx = st.route(&changed);
+            st.check_claims(tx, &changed)?;
             st.fs()?
                 .rename(tx, parent.0, sn, newparent.0, dn)
                 .map_err(|e| {
@@ -1241,8 +1295,13 @@ mod tests {
         let me = std::process::id();
         let t1 = st.fs().unwrap().tx_begin(&[]).unwrap();
         let t2 = st.fs().unwrap().tx_begin(&[]).unwrap();
-        let id1 = st.register(t1, me, ROOT).unwrap();
-        let id2 = st.register(t2, me, ROOT).unwrap();
+        let caller = Caller {
+            tid: me,
+            uid: 0,
+            gid: 0,
+        };
+        let id1 = st.register(t1, caller, ROOT).unwrap();
+        let id2 = st.register(t2, caller, ROOT).unwrap();
         for id in [id1, id2] {
             assert!((id as i64) > 0, "ids are positive as a C long");
             assert!(st.of_this_mount(id));

@@ -7,6 +7,7 @@
  * Steps (the "current descriptor" is the last one opened, or the one `use:N` picks):
  *   open-ro:PATH open-rw:PATH use:N         open a file or directory; select descriptor N
  *   create:PATH                             create a 0644 file (O_EXCL), open for writing
+ *   mkdir:PATH rename:FROM|TO               mkdir (0755); rename(2)
  *   write:TEXT                              pwrite TEXT at offset 0 (no fsync)
  *   begin add commit abort                  CFS atomic regions
  *   f2fs-start f2fs-commit f2fs-abort       F2FS atomic-write ioctls
@@ -25,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "intact.h"
@@ -107,6 +109,15 @@ static int step(const char *s) {
     if (!strcmp(what, "open-ro")) return open_step(arg, O_RDONLY);
     if (!strcmp(what, "open-rw")) return open_step(arg, O_RDWR);
     if (!strcmp(what, "create")) return open_step(arg, O_RDWR | O_CREAT | O_EXCL);
+    if (!strcmp(what, "mkdir")) return mkdir(arg, 0755);
+    if (!strcmp(what, "rename")) {
+        char from[4096];
+        const char *bar = strchr(arg, '|');
+        if (!bar || (size_t)(bar - arg) >= sizeof from) return -2;
+        memcpy(from, arg, (size_t)(bar - arg));
+        from[bar - arg] = 0;
+        return rename(from, bar + 1);
+    }
     if (!strcmp(what, "use")) { cur = atoi(arg); return cur < nfds ? 0 : -2; }
     if (cur < 0 && strcmp(what, "wait")) { errno = EBADF; return -1; }
     if (!strcmp(what, "write")) return write_step(arg);
