@@ -172,7 +172,8 @@ for n in SETSTREAM GETSTREAM STREAMSYNC OSYNC DSYNC DURABLE; do
 done
 # The region ioctls (control.rs pins them in one assert_eq! of a tuple) and F2FS's numbers.
 CONTROL=$ROOT/crates/intactfs-fuse/src/control.rs
-read -r R_BEGIN R_COMMIT R_ABORT R_ADD <<<"$({ grep -o 'assert_eq!((IOC_BEGIN, IOC_COMMIT, IOC_ABORT, IOC_ADD), ([0-9A-Fa-fx_, ]*))' "$CONTROL" || true; } | sed 's/.*), (//; s/))$//; s/[,_]//g')" || true
+# (Read as one line: rustfmt spreads the assert_eq! over several.)
+read -r R_BEGIN R_COMMIT R_ABORT R_ADD <<<"$({ tr -s ' \n' ' ' <"$CONTROL" | sed 's/( /(/g; s/ )/)/g' | grep -o 'assert_eq!((IOC_BEGIN, IOC_COMMIT, IOC_ABORT, IOC_ADD), ([0-9A-Fa-fx_, ]*))' || true; } | sed 's/.*), (//; s/))$//; s/[,_]//g')" || true
 for n in BEGIN COMMIT ABORT ADD; do
     v=R_$n
     want=$(printf '0x%08x' "${!v:-missing}" 2>/dev/null || echo "(not found in control.rs)")

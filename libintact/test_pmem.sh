@@ -110,7 +110,8 @@ ok "t_tx built ($C)"
 
 section "the TX ABI agrees with crates/intactfs-fuse/src/control.rs"
 CONTROL=$ROOT/crates/intactfs-fuse/src/control.rs
-read -r R_BEGIN R_ADD R_COMMIT R_ABORT <<<"$({ grep -o 'assert_eq!((IOC_TX_BEGIN, IOC_TX_ADD, IOC_TX_COMMIT, IOC_TX_ABORT), ([0-9A-Fa-fx_, ]*))' "$CONTROL" || true; } | sed 's/.*), (//; s/))$//; s/[,_]//g')" || true
+# (Read as one line: rustfmt spreads the assert_eq! over several.)
+read -r R_BEGIN R_ADD R_COMMIT R_ABORT <<<"$({ tr -s ' \n' ' ' <"$CONTROL" | sed 's/( /(/g; s/ )/)/g' | grep -o 'assert_eq!((IOC_TX_BEGIN, IOC_TX_ADD, IOC_TX_COMMIT, IOC_TX_ABORT), ([0-9A-Fa-fx_, ]*))' || true; } | sed 's/.*), (//; s/))$//; s/[,_]//g')" || true
 for n in BEGIN ADD COMMIT ABORT; do
     v=R_$n
     want=$(printf '0x%08x' "${!v:-missing}" 2>/dev/null || echo "(not found in control.rs)")

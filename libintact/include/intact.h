@@ -77,6 +77,13 @@ struct intact_durable {
 /* The calling process enters a new region (any file or directory of the mount).
  * EALREADY: it is already in one (regions do not nest). */
 #define INTACT_IOC_BEGIN _IO(INTACT_IOC_MAGIC, 7)
+/* Who may call what (docs/fs-api.md, "Who may call what"): a region belongs to the process
+ * that began it and to its descendants; COMMIT and ABORT act on the caller's own region
+ * only (there is no way to name another's), and the daemon checks the caller is the
+ * owner or a descendant (EPERM). ADD needs a descriptor open for writing (EBADF), since
+ * the region's abort undoes every process's writes to the file. Root is no exception:
+ * ownership is by process, not by user. */
+
 /* Commit the caller's region durably (one flush); returns once it is durable. EINVAL: the
  * caller is in no region. */
 #define INTACT_IOC_COMMIT _IO(INTACT_IOC_MAGIC, 8)
@@ -85,7 +92,8 @@ struct intact_durable {
 #define INTACT_IOC_ABORT _IO(INTACT_IOC_MAGIC, 9)
 /* CFS cfs_add, on a regular file: every write to it, by any process (also mmap
  * write-back), belongs to the caller's region. EXDEV: the caller has no region on this
- * file's mount; EINVAL: not a regular file; EBUSY: the file is in another region. */
+ * file's mount; EINVAL: not a regular file; EBADF: the descriptor is not open for
+ * writing; EBUSY: the file is in another region. */
 #define INTACT_IOC_ADD _IO(INTACT_IOC_MAGIC, 10)
 
 /* ---- AD-transactions on persistent memory (FCFS, the seeds' paper `002` §III-B) ------- */
@@ -99,20 +107,31 @@ struct intact_durable {
  * transaction, durable when it returns (fsync has nothing left to do). A transaction
  * belongs to the process that began it: the daemon aborts it if that process exits (or is
  * killed) with it open. A daemon crash aborts every open transaction; a committed one
- * survives whole. Reference: docs/fs-api.md, "AD-transactions on persistent memory". */
+ * survives whole. Reference: docs/fs-api.md, "AD-transactions on persistent memory".
+ *
+ * Who may call what (docs/fs-api.md, "Who may call what"): only the process that began a
+ * transaction, and its descendants, may add to, commit or abort it (EPERM for any other,
+ * root too, whatever id it passes); ids are random (48 bits under a mount tag), but the
+ * owner check, not the id, keeps others out. TX_BEGIN and TX_ADD need a descriptor open
+ * for writing (EBADF), or, on a directory, permission to write it (EACCES): the
+ * transaction's abort undoes every process's changes to what it holds. */
 
 /* Begin a transaction over the file or directory the descriptor is open on. Out: the
  * transaction id (positive; it names the mount too). EOPNOTSUPP: a block (not pmem)
- * intactfs mount; EBUSY: the file belongs to another open transaction. */
+ * intactfs mount; EBUSY: the file belongs to another open transaction; EBADF: a file's
+ * descriptor not open for writing; EACCES: a directory the caller may not write. */
 #define INTACT_IOC_TX_BEGIN _IOR(INTACT_IOC_MAGIC, 16, uint64_t)
 /* In: a transaction id; the descriptor's file joins it. EXDEV: the id is of another mount
- * (a transaction never spans mounts); EINVAL: unknown, committed or aborted id; EBUSY:
- * the file belongs to another open transaction. */
+ * (a transaction never spans mounts); EINVAL: unknown, committed or aborted id; EPERM:
+ * the caller is not the transaction's process or its descendant; EBADF/EACCES as for
+ * BEGIN; EBUSY: the file belongs to another open transaction. */
 #define INTACT_IOC_TX_ADD _IOW(INTACT_IOC_MAGIC, 17, uint64_t)
 /* In: a transaction id; commit it: durable and all or nothing when it returns. EINVAL:
- * unknown, committed or aborted id. On any file or directory of the mount. */
+ * unknown, committed or aborted id; EPERM: not the transaction's process or its
+ * descendant. On any file or directory of the mount. */
 #define INTACT_IOC_TX_COMMIT _IOW(INTACT_IOC_MAGIC, 18, uint64_t)
-/* In: a transaction id; abort it: none of its changes stays. EINVAL as for COMMIT. */
+/* In: a transaction id; abort it: none of its changes stays. EINVAL and EPERM as for
+ * COMMIT. */
 #define INTACT_IOC_TX_ABORT _IOW(INTACT_IOC_MAGIC, 19, uint64_t)
 
 /* F2FS's atomic-write ioctls (magic 0xf5, Linux include/uapi/linux/f2fs.h), which intactfs
@@ -121,7 +140,10 @@ struct intact_durable {
  * F2FS's numbers, not intactfs's own; libintact has no calls for them. START: the file's
  * later writes are one region (EBUSY inside a BEGIN region); COMMIT: durable, all or
  * nothing; ABORT_VOLATILE: they are undone; closing the descriptor that started it
- * without COMMIT aborts. On a directory: EINVAL. */
+ * without COMMIT aborts. On a directory: EINVAL. START, COMMIT and ABORT_VOLATILE need a
+ * descriptor open for writing (EBADF); an atomic write belongs to the open file (the
+ * descriptor that started it, its dups and the children that inherit it): COMMIT and
+ * ABORT_VOLATILE through another open of the file are EINVAL, START EBUSY. */
 #define INTACT_F2FS_IOC_MAGIC 0xf5
 #define INTACT_F2FS_IOC_START_ATOMIC_WRITE _IO(INTACT_F2FS_IOC_MAGIC, 1)
 #define INTACT_F2FS_IOC_COMMIT_ATOMIC_WRITE _IO(INTACT_F2FS_IOC_MAGIC, 2)
@@ -246,7 +268,9 @@ const char *intact_strerror(int errnum);
  * where EINVAL and EBUSY have meanings of their own: EALREADY "an atomic region is already
  * open (regions do not nest)", EINVAL "no atomic region is open", EXDEV "no atomic region
  * of this process on that file's mount", EBUSY "the file belongs to another atomic
- * region", ENOTTY "not on an intactfs mount"; other values get strerror's text. Only
+ * region", EBADF "not a descriptor open for writing (ADD needs one)", EPERM "the atomic
+ * region belongs to another process", ENOTTY "not on an intactfs mount"; other values get
+ * strerror's text. Only
  * for intact_add does EINVAL mean something else, that the file is not a regular file
  * (without a region, ADD fails with EXDEV), which this message cannot tell. */
 const char *intact_region_strerror(int errnum);
@@ -273,8 +297,11 @@ int intact_tx_abort(int64_t tx, int fd);
 
 /* A message for an errno of the intact_tx_* calls: EINVAL "unknown, committed or aborted
  * transaction", EXDEV "the transaction belongs to another mount", EBUSY "the file
- * belongs to another open transaction", ENOSPC "the transaction does not fit in the log
- * or the free space (see the daemon's log)", EOPNOTSUPP "not a persistent-memory mount
+ * belongs to another open transaction", EBADF "not a descriptor open for writing
+ * (TX_BEGIN and TX_ADD need one)", EACCES "no permission to write the directory", EPERM
+ * "the transaction belongs to another process (only it and its children may add to,
+ * commit or abort it)", ENOSPC "the transaction does not fit in the log or the free space
+ * (see the daemon's log)", EOPNOTSUPP "not a persistent-memory mount
  * (transactions need an image made with --device pmem)", ENOTTY "not on an intactfs
  * mount"; other values get strerror's text. */
 const char *intact_tx_strerror(int errnum);

@@ -102,6 +102,10 @@ const char *intact_region_strerror(int errnum) {
         return MSG_NO_REGION;
     case EBUSY:
         return MSG_OTHER_REGION;
+    case EBADF:
+        return "not a descriptor open for writing (ADD needs one)";
+    case EPERM:
+        return "the atomic region belongs to another process";
     default:
         return intact_strerror(errnum);
     }
@@ -149,6 +153,12 @@ const char *intact_tx_strerror(int errnum) {
         return "the transaction belongs to another mount";
     case EBUSY:
         return "the file belongs to another open transaction";
+    case EBADF:
+        return "not a descriptor open for writing (TX_BEGIN and TX_ADD need one)";
+    case EACCES:
+        return "no permission to write the directory";
+    case EPERM:
+        return "the transaction belongs to another process (only it and its children may add to, commit or abort it)";
     case ENOSPC:
         return "the transaction does not fit in the log or the free space (see the daemon's log)";
     case EOPNOTSUPP:

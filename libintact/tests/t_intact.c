@@ -533,10 +533,11 @@ static int regions_errors(const char *mnt, const char *other, const char *off) {
     CHECK(strcmp(intact_region_strerror(EXDEV), xdev) == 0 && strcmp(intact_strerror(EXDEV), xdev) == 0,
           "intact_region_strerror(EXDEV) = intact_strerror(EXDEV) = \"%s\"", intact_strerror(EXDEV));
     close(fo);
-    CHECK(intact_add(fa) == 0, "add on a regular file of the mount");
+    EXPECT_FAIL(intact_add(fa), EBADF, "add through a read-only descriptor", intact_region_strerror);
     int fw = open(pa, O_RDWR | O_CLOEXEC);
     if (fw < 0)
         return die(pa);
+    CHECK(intact_add(fw) == 0, "add on a regular file of the mount (open for writing)");
     EXPECT_FAIL(ioctl(fw, INTACT_F2FS_IOC_START_ATOMIC_WRITE, 0) < 0 ? -1 : 0, EBUSY, "F2FS START_ATOMIC_WRITE inside a BEGIN region", intact_strerror);
     close(fw);
     CHECK(intact_abort(dfd) == 0, "abort");
@@ -729,7 +730,7 @@ static int regions_dependents(const char *mnt) {
         return die("fork");
     if (c == 0) {
         int cd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        int ck = open(pk, O_RDONLY | O_CLOEXEC);
+        int ck = open(pk, O_RDWR | O_CLOEXEC);
         int ok = cd >= 0 && ck >= 0 && intact_begin(cd) == 0 && intact_add(ck) == 0 && put(pj, "region-j", 0) == 0;
         char x = ok ? 'y' : 'n';
         if (write(up[1], &x, 1) != 1 || read(down[0], &x, 1) != 1)
@@ -744,7 +745,7 @@ static int regions_dependents(const char *mnt) {
         r = -1;
     CHECK(r == 0 && is(pj, "region-j+dep"), "this process (in no region) appends to j, which the region wrote: \"%s\"", contents(pj, buf));
     CHECK(intact_begin(dfd) == 0, "begin a region of this process");
-    int fk = open(pk, O_RDONLY | O_CLOEXEC);
+    int fk = open(pk, O_RDWR | O_CLOEXEC);
     EXPECT_FAIL(fk >= 0 ? intact_add(fk) : -1, EBUSY, "add of a file in another region", intact_region_strerror);
     if (fk >= 0)
         close(fk);

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define TX_NEW 65536
@@ -180,6 +181,26 @@ static int cmd_errors(const char *mnt, const char *other, const char *block, con
     CHECK(t2 > 0, "a second transaction on te-b");
     expect(intact_tx_add(t2, fa), EBUSY, "add of a file another transaction owns");
     CHECK(intact_tx_commit(t2, fb) == 0 && intact_tx_commit(tx, fa) == 0, "both commit");
+
+    /* Who may call what: BEGIN and ADD need a descriptor open for writing. */
+    snprintf(p, sizeof p, "%s/te-a", mnt);
+    int fr = open(p, O_RDONLY | O_CLOEXEC);
+    CHECK(fr >= 0, "open te-a read-only");
+    expect((int)intact_tx_begin(&fr, 1), EBADF, "begin through a read-only descriptor");
+    tx = intact_tx_begin(&fb, 1);
+    expect(intact_tx_add(tx, fr), EBADF, "add through a read-only descriptor");
+    CHECK(intact_tx_abort(tx, fb) == 0, "abort");
+    close(fr);
+    /* A transaction belongs to its process and the process's children. */
+    tx = intact_tx_begin(&fb, 1);
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0)
+        _exit(intact_tx_commit(tx, fb) == 0 ? 0 : 1);
+    int st = -1;
+    CHECK(child > 0 && waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+          "a child commits its parent's transaction (exit status %d)", st);
+    expect(intact_tx_commit(tx, fb), EINVAL, "the parent's commit after the child's");
 
     int pair[2] = {fa, fo};
     int64_t t3 = intact_tx_begin(pair, 2);

@@ -142,9 +142,12 @@ def _to_id(name_or_id):
 
 
 @contextlib.contextmanager
-def _fd(path_or_fd):
+def _fd(path_or_fd, write=False):
     """A descriptor for the ioctl: an int or an object with fileno() is used as is; a
-    path is opened (read-only, else write-only if reading is not permitted) and closed."""
+    path is opened (read-only, else write-only if reading is not permitted) and closed.
+    With ``write`` (the calls that need a descriptor open for writing: add, tx_begin,
+    tx_add) a file is opened for reading and writing (``PermissionError`` if the caller
+    may not write it) and a directory read-only."""
     if isinstance(path_or_fd, bool):
         raise TypeError("expected a path, a file descriptor or a file, not bool")
     if isinstance(path_or_fd, int):
@@ -155,10 +158,13 @@ def _fd(path_or_fd):
         return
     path = os.fspath(path_or_fd)
     common = os.O_CLOEXEC | os.O_NOCTTY | os.O_NONBLOCK
-    try:
-        fd = os.open(path, os.O_RDONLY | common)
-    except PermissionError:
-        fd = os.open(path, os.O_WRONLY | common)
+    if write and not os.path.isdir(path):
+        fd = os.open(path, os.O_RDWR | common)
+    else:
+        try:
+            fd = os.open(path, os.O_RDONLY | common)
+        except PermissionError:
+            fd = os.open(path, os.O_WRONLY | common)
     try:
         yield fd
     finally:
@@ -174,6 +180,8 @@ _REGION_MESSAGES = {
     errno.EINVAL: "no atomic region is open",
     errno.EXDEV: "no atomic region of this process on that file's mount",
     errno.EBUSY: "the file belongs to another atomic region",
+    errno.EBADF: "not a descriptor open for writing (ADD needs one)",
+    errno.EPERM: "the atomic region belongs to another process",
     errno.ENOTTY: _NOTTY,
 }
 
@@ -278,8 +286,8 @@ def stream(mount, name, ignore_fsync=False, fsync_as_osync=False):
 # ---- Atomic regions ------------------------------------------------------------------
 
 
-def _region(path_or_fd, cmd, messages=_REGION_MESSAGES):
-    with _fd(path_or_fd) as fd:
+def _region(path_or_fd, cmd, messages=_REGION_MESSAGES, write=False):
+    with _fd(path_or_fd, write) as fd:
         _ioctl(fd, cmd, 0, messages)
 
 
@@ -305,10 +313,11 @@ def abort(path_or_fd):
 
 def add(path_or_fd):
     """CFS cfs_add on a regular file of the mount: every write to it, by any process
-    (also mmap write-back), belongs to the caller's region. ``OSError``: EXDEV if the
-    process has no region on the file's mount, EINVAL if the file is not a regular file,
-    EBUSY if it belongs to another region."""
-    _region(path_or_fd, ADD, _ADD_MESSAGES)
+    (also mmap write-back), belongs to the caller's region. A path is opened for writing;
+    a descriptor must be open for writing. ``OSError``: EXDEV if the process has no
+    region on the file's mount, EINVAL if the file is not a regular file, EBADF if the
+    descriptor is not open for writing, EBUSY if it belongs to another region."""
+    _region(path_or_fd, ADD, _ADD_MESSAGES, write=True)
 
 
 @contextlib.contextmanager
@@ -344,6 +353,9 @@ _TX_MESSAGES = {
     errno.EINVAL: "unknown, committed or aborted transaction",
     errno.EXDEV: "the transaction belongs to another mount",
     errno.EBUSY: "the file belongs to another open transaction",
+    errno.EBADF: "not a descriptor open for writing (TX_BEGIN and TX_ADD need one)",
+    errno.EACCES: "no permission to write the directory",
+    errno.EPERM: "the transaction belongs to another process (only it and its children may add to, commit or abort it)",
     errno.ENOSPC: "the transaction does not fit in the log or the free space (see the daemon's log)",
     errno.EOPNOTSUPP: "not a persistent-memory mount (transactions need an image made with --device pmem)",
     errno.ENOTTY: _NOTTY,
@@ -365,7 +377,7 @@ def _tx_id(tx):
 
 
 def _tx_call(path_or_fd, cmd, tx):
-    with _fd(path_or_fd) as fd:
+    with _fd(path_or_fd, cmd == TX_ADD) as fd:
         _ioctl(fd, cmd, _TICKET.pack(_tx_id(tx)), _TX_MESSAGES)
 
 
@@ -374,13 +386,16 @@ def tx_begin(files):
     over ``files``: one path, fd or file object, or a non-empty list of them (all on the
     same mount); the first begins it, the others are added. Returns the transaction id.
     If adding one fails, the transaction is aborted and the ``OSError`` raised (EXDEV:
-    another mount; EBUSY: another transaction's file)."""
+    another mount; EBUSY: another transaction's file). Paths are opened for writing
+    (directories read-only); descriptors must be open for writing (EBADF), and a
+    directory writable by the caller (EACCES). The transaction belongs to the calling
+    process: only it and its children may add to, commit or abort it (EPERM)."""
     if isinstance(files, (str, bytes, int, os.PathLike)) or hasattr(files, "fileno"):
         files = [files]
     files = list(files)
     if not files:
         raise ValueError("tx_begin needs at least one file")
-    with _fd(files[0]) as fd:
+    with _fd(files[0], write=True) as fd:
         out = _ioctl(fd, TX_BEGIN, bytes(_TICKET.size), _TX_MESSAGES)
         tx = _TICKET.unpack(out)[0]
         try:
@@ -449,7 +464,7 @@ def transaction(files):
     if not files:
         raise ValueError("a transaction needs at least one file")
     # A descriptor held for the block: the block may rename or remove the files.
-    with _fd(files[0]) as fd0:
+    with _fd(files[0], write=True) as fd0:
         fd = os.dup(fd0)
     try:
         t = Transaction(tx_begin([fd] + files[1:]), fd)

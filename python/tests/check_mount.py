@@ -292,7 +292,8 @@ def regions_errors(mnt, other, offdir):
     put(o, "other")
     expect_error(lambda: ifs.add(o), errno.EXDEV, "add on a file of another intactfs mount", OTHER_MOUNT)
     with open(a, "rb") as f:
-        ifs.add(f)
+        expect_error(lambda: ifs.add(f), errno.EBADF, "add through a read-only descriptor", "not a descriptor open for writing")
+    ifs.add(a)  # a path is opened for writing
     with open(a, "r+b") as f:
         expect_error(lambda: fcntl.ioctl(f.fileno(), ifs.F2FS_IOC_START_ATOMIC_WRITE, 0), errno.EBUSY, "F2FS START_ATOMIC_WRITE inside a BEGIN region")
     ifs.abort(mnt)

@@ -108,6 +108,11 @@ def errors(mnt, other, block, offdir):
     expect(lambda: ifs.tx_commit(tx, a), errno.EINVAL, "commit of an aborted transaction")
     expect(lambda: ifs.tx_abort(tx, a), errno.EINVAL, "abort of an aborted transaction")
     expect(lambda: ifs.tx_commit(12345, a), errno.EINVAL, "commit of an unknown id")
+    with open(a, "rb") as ro:
+        expect(lambda: ifs.tx_begin(ro), errno.EBADF, "begin through a read-only descriptor")
+        t0 = ifs.tx_begin(b)
+        expect(lambda: ifs.tx_add(t0, ro), errno.EBADF, "add through a read-only descriptor")
+        ifs.tx_abort(t0, b)
     tx = ifs.tx_begin(a)
     expect(lambda: ifs.tx_add(tx, o), errno.EXDEV, "add of a file on another pmem mount")
     expect(lambda: ifs.tx_add(tx, k), errno.EXDEV, "add of a file on a block intactfs mount")

@@ -218,14 +218,16 @@ impl State {
             .map(|h| h.stream)
     }
 
-    /// Whether handle `fh` was opened for writing (unknown handles count as writable: the
-    /// F2FS ioctls then behave as before handles recorded it).
+    /// Whether handle `fh` was opened for writing. Every open and create records its
+    /// handle, so an unknown one (a directory's, or one already released) is not: control
+    /// calls that can undo writes need the right to make them (docs/fs-api.md, "Who may
+    /// call what").
     fn handle_writable(&self, fh: u64) -> bool {
         self.handles
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(&fh)
-            .is_none_or(|h| h.writable)
+            .is_some_and(|h| h.writable)
     }
 
     fn procs(&self) -> std::sync::MutexGuard<'_, ProcTable> {
@@ -355,9 +357,21 @@ impl State {
         }
     }
 
-    /// Ends the caller's process-group region: commit or abort.
-    fn end_region(&mut self, s: StreamId, commit: bool) -> Result<(), Errno> {
+    /// Ends the caller's process-group region: commit or abort. Only the process that
+    /// began it and its descendants may (EPERM): the stream lookup already says so, and
+    /// this checks it again against the process tree, since a cached answer could outlive
+    /// a reused thread id.
+    fn end_region(&mut self, tid: u32, s: StreamId, commit: bool) -> Result<(), Errno> {
         let r = self.caller_region(s)?;
+        let o = self.regions.get(&r).expect("checked");
+        if !crate::procs::descends_from(tid, o.tgid, o.start) {
+            eprintln!(
+                "intactfs: {} of the region of process {} by thread {tid}, not that process or its descendant (EPERM)",
+                if commit { "COMMIT" } else { "ABORT" },
+                o.tgid
+            );
+            return Err(Errno::EPERM);
+        }
         let o = self.regions.remove(&r).expect("checked");
         self.procs().leave(o.tgid, o.start, o.prev);
         if commit {
@@ -367,23 +381,44 @@ impl State {
         }
     }
 
+    /// Whether handle `fh` may issue F2FS `cmd` on `ino`; Ok(true) if the file's atomic
+    /// write was started through it, Ok(false) if the file has none.
+    fn f2fs_owner_check(&self, ino: Ino, fh: u64, cmd: u32) -> Result<bool, Errno> {
+        // A read-only descriptor also sends no FUSE_FLUSH at close (`open_flags`), which
+        // is where an unfinished atomic write is aborted.
+        if !self.handle_writable(fh) {
+            return Err(Errno::EBADF);
+        }
+        match self.f2fs.get(&ino) {
+            Some(&(_, h)) if h != fh => {
+                eprintln!("intactfs: F2FS ioctl {cmd:#x} on inode {ino} through handle {fh}: its atomic write was started through handle {h} (START: EBUSY, else EINVAL)");
+                Err(if cmd == control::F2FS_IOC_START_ATOMIC_WRITE {
+                    Errno::EBUSY
+                } else {
+                    Errno::EINVAL
+                })
+            }
+            f => Ok(f.is_some()),
+        }
+    }
+
     /// Handles the F2FS atomic-write ioctls on `ino` (a regular file) through handle `fh`.
+    /// START, COMMIT and ABORT need a writable descriptor (EBADF), and COMMIT and ABORT act
+    /// only on the atomic write started through the same handle (EINVAL for another
+    /// handle's): the handle is the atomic write's owner (docs/fs-api.md, "Who may call
+    /// what").
     fn f2fs_ioctl(&mut self, s: StreamId, ino: Ino, fh: u64, cmd: u32) -> Result<Vec<u8>, Errno> {
         let fs = self.fs()?;
         if fs.getattr(ino).map_err(|e| errno(&e))?.kind != FileType::File {
             return Err(Errno::EINVAL);
         }
+        if cmd == control::F2FS_IOC_GET_FEATURES {
+            return Ok(control::F2FS_FEATURE_ATOMIC_WRITE.to_ne_bytes().to_vec());
+        }
+        let started_here = self.f2fs_owner_check(ino, fh, cmd)?;
         match cmd {
-            control::F2FS_IOC_GET_FEATURES => {
-                Ok(control::F2FS_FEATURE_ATOMIC_WRITE.to_ne_bytes().to_vec())
-            }
             control::F2FS_IOC_START_ATOMIC_WRITE => {
-                // Only through a writable descriptor: its close aborts the write, and a
-                // read-only one sends no FUSE_FLUSH at close (`open_flags`).
-                if !self.handle_writable(fh) {
-                    return Err(Errno::EBADF);
-                }
-                if self.f2fs.contains_key(&ino) {
+                if started_here {
                     return Ok(Vec::new()); // already atomic, as on F2FS
                 }
                 if self.regions.contains_key(&s) {
@@ -400,11 +435,13 @@ impl State {
                 Ok(Vec::new())
             }
             control::F2FS_IOC_COMMIT_ATOMIC_WRITE => match self.f2fs.remove(&ino) {
-                Some((r, _)) => self
-                    .fs()?
-                    .region_commit(r)
-                    .map(|_| Vec::new())
-                    .map_err(|e| errno(&e)),
+                Some((r, h)) => {
+                    assert_eq!(h, fh, "f2fs_owner_check: only the starting handle ends it");
+                    self.fs()?
+                        .region_commit(r)
+                        .map(|_| Vec::new())
+                        .map_err(|e| errno(&e))
+                }
                 // Not atomic: F2FS syncs the file.
                 None => self
                     .fs()?
@@ -413,7 +450,10 @@ impl State {
                     .map_err(|e| errno(&e)),
             },
             control::F2FS_IOC_ABORT_VOLATILE_WRITE => match self.f2fs.remove(&ino) {
-                Some((r, _)) => self.abort_region(r).map(|_| Vec::new()),
+                Some((r, h)) => {
+                    assert_eq!(h, fh, "f2fs_owner_check: only the starting handle ends it");
+                    self.abort_region(r).map(|_| Vec::new())
+                }
                 None => Ok(Vec::new()),
             },
             _ => Err(Errno::ENOTTY),
@@ -1517,16 +1557,21 @@ impl fuser::Filesystem for IntactFuse {
                         }
                     }
                 }
-                control::IOC_COMMIT => st.end_region(s, true).map(|_| Vec::new()),
-                control::IOC_ABORT => st.end_region(s, false).map(|_| Vec::new()),
+                control::IOC_COMMIT => st.end_region(req.pid(), s, true).map(|_| Vec::new()),
+                control::IOC_ABORT => st.end_region(req.pid(), s, false).map(|_| Vec::new()),
                 control::IOC_ADD => {
                     // A region of this process group on this mount ("another mount": EXDEV).
                     let r = st.caller_region(s).map_err(|_| Errno::EXDEV)?;
-                    let fs = st.fs()?;
-                    if fs.getattr(ino.0).map_err(|e| errno(&e))?.kind != FileType::File {
+                    if st.fs()?.getattr(ino.0).map_err(|e| errno(&e))?.kind != FileType::File {
                         return Err(Errno::EINVAL);
                     }
-                    fs.region_add(r, ino.0)
+                    // The region's abort would undo other processes' writes to the file:
+                    // only a caller that may write it may add it.
+                    if !st.handle_writable(fh.0) {
+                        return Err(Errno::EBADF);
+                    }
+                    st.fs()?
+                        .region_add(r, ino.0)
                         .map(|_| Vec::new())
                         .map_err(|e| errno(&e))
                 }

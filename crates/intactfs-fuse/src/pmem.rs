@@ -12,9 +12,14 @@
 //!   the owner of the parent directory (then of the entry's inode) decides.
 //! * **Ownership**: a transaction belongs to the process (thread group) that began it; the
 //!   daemon aborts it when that process is gone (checked every [`REAP_INTERVAL`]), as it
-//!   does for atomic regions. Any process that knows the id may add to, commit or abort it.
-//! * **Ids** carry a per-mount tag in bits 32..62 over the engine's id, so that an id used
-//!   on another mount is recognised (TX_ADD: EXDEV) instead of naming a stranger there.
+//!   does for atomic regions. Only that process and its descendants may add to, commit or
+//!   abort it (EPERM), whatever id they pass; TX_BEGIN and TX_ADD also need the right to
+//!   change the file: a descriptor open for writing (EBADF), or for a directory the
+//!   permission to write it (EACCES). docs/fs-api.md, "Who may call what".
+//! * **Ids** are 48 bits from the OS's random source (getrandom) under a per-mount tag in bits 48..62,
+//!   so that an id used on another mount is recognised (TX_ADD: EXDEV) instead of naming a
+//!   stranger there, and an id cannot be guessed from another (the owner check, not the
+//!   id, is what keeps other processes out).
 //! * **Inodes**: the engine reuses an inode number once its file is gone; each create
 //!   gives the number a new FUSE generation so that the kernel never confuses the two.
 //!   The kernel's page cache is dropped at every open (no FOPEN_KEEP_CACHE) and told to
@@ -26,15 +31,15 @@ use crate::mount::{
 };
 use fuser::{
     Errno, FileAttr, FileHandle, FileType as FType, FopenFlags, Generation, INodeNo, IoctlFlags,
-    KernelConfig, LockOwner, OpenFlags, RenameFlags as FRename, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite,
-    Request, Session, TimeOrNow, WriteFlags,
+    KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags as FRename, ReplyAttr,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen,
+    ReplyStatfs, ReplyWrite, Request, Session, TimeOrNow, WriteFlags,
 };
 use intactfs_device::PmemFile;
 use intactfs_pmem::{
     Attr, FileType, Ino, MountReport, PmemFs, PmemFsError, SetAttr, Stats, Time, TxId, BLOCK, ROOT,
 };
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ffi::OsStr;
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
@@ -64,10 +69,33 @@ pub fn is_pmem_image(path: &Path) -> bool {
 /// The process that began a transaction, and what the transaction changed that the kernel
 /// may have cached (told to forget it when the transaction aborts).
 struct TxOwner {
+    /// The id programs name it by ([`PmemState::ids`] maps it back).
+    id: u64,
     tgid: u32,
     start: u64,
+    /// The beginner's user and group: what the transaction may claim by changing it.
+    uid: u32,
+    gid: u32,
     inodes: BTreeSet<Ino>,
     entries: Vec<(Ino, Vec<u8>)>,
+}
+
+/// Who issued a request: its thread and credentials.
+#[derive(Clone, Copy)]
+struct Caller {
+    tid: u32,
+    uid: u32,
+    gid: u32,
+}
+
+impl Caller {
+    fn of(req: &Request) -> Caller {
+        Caller {
+            tid: req.pid(),
+            uid: req.uid(),
+            gid: req.gid(),
+        }
+    }
 }
 
 /// What the kernel must forget of an aborted transaction: inodes, then (parent, name).
@@ -78,6 +106,10 @@ pub struct PmemState {
     pub fs: Option<PmemFs<PmemFile>>,
     /// Open transactions (engine ids) → their owner.
     txs: HashMap<u64, TxOwner>,
+    /// The ids programs hold (random, see the module comment) → the engine's.
+    ids: HashMap<u64, TxId>,
+    /// File handles opened for writing (TX_BEGIN, TX_ADD and the F2FS ioctls need one).
+    writable: HashSet<u64>,
     /// FUSE generation of each inode number created during this mount.
     gens: HashMap<Ino, u64>,
     next_gen: u64,
@@ -85,7 +117,7 @@ pub struct PmemState {
     parents: HashMap<Ino, Ino>,
     pub notifier: Option<fuser::Notifier>,
     invalidate: Vec<Forget>,
-    /// This mount's tag in transaction ids (bits 32..62).
+    /// This mount's tag in transaction ids (bits 48..62).
     tag: u64,
     /// F2FS atomic writes: file → (its transaction, the handle that started it).
     f2fs: HashMap<Ino, (TxId, u64)>,
@@ -156,7 +188,27 @@ fn file_attr(a: &Attr) -> FileAttr {
     }
 }
 
-/// A tag for this mount's transaction ids: 31 bits, never 0.
+/// Bits of a transaction id below the mount tag: random.
+const ID_RANDOM_BITS: u32 = 48;
+
+/// 64 bits from the OS's random source (a transaction id must not be guessable):
+/// getrandom(2), the source of /dev/urandom without opening it for every transaction.
+fn random_u64() -> std::io::Result<u64> {
+    let mut b = [0u8; 8];
+    // SAFETY: the kernel writes at most `b.len()` bytes into `b`.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if n as usize != b.len() {
+        return Err(std::io::Error::other(format!(
+            "getrandom gave {n} of 8 bytes"
+        )));
+    }
+    Ok(u64::from_ne_bytes(b))
+}
+
+/// A tag for this mount's transaction ids: 15 bits, never 0.
 fn mount_tag() -> u64 {
     let t = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -170,7 +222,7 @@ fn mount_tag() -> u64 {
     {
         h = (h ^ *b as u64).wrapping_mul(0x100_0000_01b3);
     }
-    ((h ^ (h >> 31)) & 0x7fff_ffff).max(1)
+    ((h ^ (h >> 31)) & 0x7fff).max(1)
 }
 
 impl PmemState {
@@ -209,13 +261,155 @@ impl PmemState {
             .extend(entries.iter().map(|(p, n)| (*p, n.to_vec())));
     }
 
+    /// The id programs know open transaction `t` by (0: not open).
     fn user_id(&self, t: TxId) -> u64 {
-        self.tag << 32 | t.0
+        self.txs.get(&t.0).map_or(0, |o| o.id)
     }
 
-    /// The engine's id of a transaction id a program passed; None if it is another mount's.
+    /// Whether a transaction id a program passed carries this mount's tag.
+    fn of_this_mount(&self, id: u64) -> bool {
+        id >> ID_RANDOM_BITS == self.tag
+    }
+
+    /// The engine's id of an open transaction's id a program passed.
     fn engine_id(&self, id: u64) -> Option<TxId> {
-        (id >> 32 == self.tag).then_some(TxId(id & 0xffff_ffff))
+        let t = self.ids.get(&id).copied()?;
+        assert_eq!(self.user_id(t), id, "ids and txs name each other");
+        Some(t)
+    }
+
+    /// Records the engine's new transaction `t`, begun by thread `tid` over `ino`, under
+    /// a fresh random id (returned). The transaction is aborted if the caller is gone or
+    /// the random source fails.
+    fn register(&mut self, t: TxId, caller: Caller, ino: Ino) -> Result<u64, Errno> {
+        let Caller { tid, uid, gid } = caller;
+        assert!(
+            !self.txs.contains_key(&t.0),
+            "transaction {t} registered twice"
+        );
+        let owner = crate::procs::process_of(tid);
+        let id = self.fresh_id();
+        let (Some((tgid, start)), Ok(id)) = (owner, id.as_ref()) else {
+            let _ = self.fs()?.tx_abort(t);
+            if let Err(e) = id {
+                eprintln!("intactfs-pmem: drawing a random transaction id (getrandom): {e}");
+                return Err(Errno::EIO);
+            }
+            return Err(Errno::ESRCH);
+        };
+        assert!((*id as i64) > 0, "ids are positive as a C long");
+        self.ids.insert(*id, t);
+        self.txs.insert(
+            t.0,
+            TxOwner {
+                id: *id,
+                tgid,
+                start,
+                uid,
+                gid,
+                inodes: BTreeSet::from([ino]),
+                entries: Vec::new(),
+            },
+        );
+        Ok(*id)
+    }
+
+    /// An id no open transaction has: this mount's tag over 48 random bits, not all 0.
+    fn fresh_id(&self) -> std::io::Result<u64> {
+        const RANDOM_MASK: u64 = (1 << ID_RANDOM_BITS) - 1;
+        // Bounded: with fewer than 2^20 open transactions a draw collides with a chance
+        // below 2^-28, so 8 draws all colliding means the random source is broken.
+        for _ in 0..8 {
+            let r = random_u64()? & RANDOM_MASK;
+            let id = self.tag << ID_RANDOM_BITS | r;
+            if r != 0 && !self.ids.contains_key(&id) {
+                return Ok(id);
+            }
+        }
+        Err(std::io::Error::other(
+            "8 random ids in a row were taken or 0",
+        ))
+    }
+
+    /// Whether thread `tid` may add to, commit or abort open transaction `t`: its owner
+    /// process or a descendant (EPERM otherwise, whoever the caller is, root too).
+    fn check_owner(&self, t: TxId, tid: u32, what: &str) -> Result<(), Errno> {
+        let o = self
+            .txs
+            .get(&t.0)
+            .expect("an open transaction has an owner");
+        if crate::procs::descends_from(tid, o.tgid, o.start) {
+            return Ok(());
+        }
+        eprintln!(
+            "intactfs-pmem: {what} of transaction {} by thread {tid}: it belongs to process {}, and the caller is neither that process nor its descendant (EPERM)",
+            o.id, o.tgid
+        );
+        Err(Errno::EPERM)
+    }
+
+    /// The open transaction a program's id names (EINVAL: unknown, finished, or another
+    /// mount's; the daemon's log says which).
+    fn open_tx_of(&self, id: u64, what: &str) -> Result<TxId, Errno> {
+        self.engine_id(id).ok_or_else(|| {
+            let whose = if self.of_this_mount(id) {
+                "not an open transaction (unknown, committed or aborted)"
+            } else {
+                "not a transaction of this mount"
+            };
+            eprintln!("intactfs-pmem: {what} of transaction {id}: {whose} (EINVAL)");
+            Errno::EINVAL
+        })
+    }
+
+    /// Whether a call routed into `tx` may claim the objects `inos` it changes: those the
+    /// transaction does not own yet must be ones its beginner could have added (a file
+    /// it may write, a directory as in [`Self::check_may_change`]), else EACCES. Without
+    /// this, a transaction could claim a shared sticky directory by renaming an entry
+    /// into it, and its abort would then undo other users' entries made there.
+    fn check_claims(&self, tx: Option<TxId>, inos: &[Ino]) -> Result<(), Errno> {
+        let Some(t) = tx else { return Ok(()) };
+        let o = self.txs.get(&t.0).expect("a routed transaction is open");
+        let fs = self.fs_ref()?;
+        for &i in inos
+            .iter()
+            .filter(|&&i| i != 0 && fs.owner_of(i) != Some(t))
+        {
+            let a = fs.getattr(i).map_err(|e| errno(&e))?;
+            let (uid, gid, pid) = (o.uid, o.gid, o.tgid);
+            let ok = match a.kind {
+                FileType::File => crate::procs::may_write(uid, gid, pid, a.mode, a.uid, a.gid),
+                FileType::Dir => crate::procs::may_claim_dir(uid, gid, pid, a.mode, a.uid, a.gid),
+            };
+            if !ok {
+                eprintln!("intactfs-pmem: a change in transaction {} would make inode {i} part of it, which its process {pid} (uid {uid}) may not change (EACCES)", o.id);
+                return Err(Errno::EACCES);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the caller may put `ino` in a transaction, whose abort would undo other
+    /// processes' changes to it: a file through a handle open for writing (EBADF), a
+    /// directory if the caller may write it, and a sticky one only its owner (EACCES; a
+    /// directory is never open for writing).
+    fn check_may_change(&self, req: &Request, ino: Ino, fh: u64) -> Result<(), Errno> {
+        let a = self.fs_ref()?.getattr(ino).map_err(|e| errno(&e))?;
+        match a.kind {
+            FileType::File if self.writable.contains(&fh) => Ok(()),
+            FileType::File => Err(Errno::EBADF),
+            FileType::Dir => {
+                let w = crate::procs::may_claim_dir(
+                    req.uid(),
+                    req.gid(),
+                    req.pid(),
+                    a.mode,
+                    a.uid,
+                    a.gid,
+                );
+                w.then_some(()).ok_or(Errno::EACCES)
+            }
+        }
     }
 
     /// Aborts `t` (open, ours) and queues what the kernel must forget.
@@ -225,6 +419,7 @@ impl PmemState {
             None => return Ok(()),
         };
         if let Some(o) = self.txs.remove(&t.0) {
+            self.ids.remove(&o.id);
             self.invalidate
                 .push((o.inodes.into_iter().collect(), o.entries));
         }
@@ -238,14 +433,19 @@ impl PmemState {
             .as_mut()
             .ok_or_else(|| PmemFsError::Internal("no engine".into()))?
             .tx_commit(t)?;
-        self.txs.remove(&t.0);
+        if let Some(o) = self.txs.remove(&t.0) {
+            self.ids.remove(&o.id);
+        }
         self.f2fs.retain(|_, f| f.0 != t);
         Ok(())
     }
 
-    /// A new file handle for an open.
-    fn new_handle(&mut self) -> FileHandle {
+    /// A new file handle for an open, for reading only or also for writing.
+    fn new_handle(&mut self, writable: bool) -> FileHandle {
         self.next_fh += 1;
+        if writable {
+            self.writable.insert(self.next_fh);
+        }
         FileHandle(self.next_fh)
     }
 
@@ -271,17 +471,29 @@ impl PmemState {
     }
 
     /// The F2FS atomic-write ioctls on `ino` through handle `fh`: one AD-transaction per
-    /// atomic write (docs/fs-api.md, "F2FS atomic writes on a pmem mount").
+    /// atomic write (docs/fs-api.md, "F2FS atomic writes on a pmem mount"). START, COMMIT
+    /// and ABORT need a handle open for writing (EBADF); COMMIT and ABORT act only on the
+    /// atomic write started through the same handle (EINVAL for another handle's).
     fn f2fs_ioctl(&mut self, req: &Request, ino: Ino, fh: u64, cmd: u32) -> Result<Vec<u8>, Errno> {
         if self.fs_ref()?.getattr(ino).map_err(|e| errno(&e))?.kind != FileType::File {
             return Err(Errno::EINVAL);
         }
-        match cmd {
-            control::F2FS_IOC_GET_FEATURES => {
-                Ok(control::F2FS_FEATURE_ATOMIC_WRITE.to_ne_bytes().to_vec())
+        if cmd == control::F2FS_IOC_GET_FEATURES {
+            return Ok(control::F2FS_FEATURE_ATOMIC_WRITE.to_ne_bytes().to_vec());
+        }
+        if !self.writable.contains(&fh) {
+            return Err(Errno::EBADF);
+        }
+        let started = self.f2fs.get(&ino).copied();
+        if let Some((t, h)) = started {
+            if h != fh && cmd != control::F2FS_IOC_START_ATOMIC_WRITE {
+                eprintln!("intactfs-pmem: F2FS ioctl {cmd:#x} on inode {ino} through handle {fh}: its atomic write (transaction {}) was started through handle {h} (EINVAL)", self.user_id(t));
+                return Err(Errno::EINVAL);
             }
+        }
+        match cmd {
             control::F2FS_IOC_START_ATOMIC_WRITE => {
-                if let Some(&(t, _)) = self.f2fs.get(&ino) {
+                if let Some((t, _)) = started {
                     eprintln!("intactfs-pmem: START_ATOMIC_WRITE on inode {ino}: its atomic write (transaction {}) is still open (EBUSY)", self.user_id(t));
                     return Err(Errno::EBUSY);
                 }
@@ -289,23 +501,11 @@ impl PmemState {
                     .fs()?
                     .tx_begin(&[ino])
                     .map_err(|e| fail(&format!("START_ATOMIC_WRITE on inode {ino}"), e))?;
-                let Some((tgid, start)) = crate::procs::process_of(req.pid()) else {
-                    let _ = self.fs()?.tx_abort(t);
-                    return Err(Errno::ESRCH);
-                };
-                self.txs.insert(
-                    t.0,
-                    TxOwner {
-                        tgid,
-                        start,
-                        inodes: BTreeSet::from([ino]),
-                        entries: Vec::new(),
-                    },
-                );
+                self.register(t, Caller::of(req), ino)?;
                 self.f2fs.insert(ino, (t, fh));
                 Ok(Vec::new())
             }
-            control::F2FS_IOC_COMMIT_ATOMIC_WRITE => match self.f2fs.get(&ino).copied() {
+            control::F2FS_IOC_COMMIT_ATOMIC_WRITE => match started {
                 // Kept on failure: the caller's ABORT_VOLATILE_WRITE then undoes it.
                 Some((t, _)) => self.commit_tx(t).map(|_| Vec::new()).map_err(|e| {
                     fail(
@@ -323,7 +523,7 @@ impl PmemState {
                     .map(|_| Vec::new())
                     .map_err(|e| errno(&e)),
             },
-            control::F2FS_IOC_ABORT_VOLATILE_WRITE => match self.f2fs.get(&ino).copied() {
+            control::F2FS_IOC_ABORT_VOLATILE_WRITE => match started {
                 Some((t, _)) => self.abort_tx(t).map(|_| Vec::new()).map_err(|e| {
                     fail(
                         &format!(
@@ -394,6 +594,8 @@ impl PmemFuse {
             notifier: None,
             invalidate: Vec::new(),
             tag: mount_tag(),
+            ids: HashMap::new(),
+            writable: HashSet::new(),
             f2fs: HashMap::new(),
             next_fh: 0,
         };
@@ -470,6 +672,7 @@ impl PmemFuse {
         let name = name.as_bytes();
         let target = st.fs_ref()?.lookup(parent, name).ok().map(|a| a.ino);
         let tx = st.route(&[parent, target.unwrap_or(0)]);
+        st.check_claims(tx, &[parent, target.unwrap_or(0)])?;
         let fs = st.fs()?;
         let r = if dir {
             fs.rmdir(tx, parent, name)
@@ -509,31 +712,23 @@ impl PmemFuse {
         };
         match cmd {
             control::IOC_TX_BEGIN => {
+                st.check_may_change(req, ino, fh)?;
                 let t = st
                     .fs()?
                     .tx_begin(&[ino])
                     .map_err(|e| fail(&format!("TX_BEGIN on inode {ino}"), e))?;
-                let Some((tgid, start)) = crate::procs::process_of(req.pid()) else {
-                    let _ = st.fs()?.tx_abort(t);
-                    return Err(Errno::ESRCH);
-                };
-                st.txs.insert(
-                    t.0,
-                    TxOwner {
-                        tgid,
-                        start,
-                        inodes: BTreeSet::from([ino]),
-                        entries: Vec::new(),
-                    },
-                );
-                Ok(st.user_id(t).to_ne_bytes().to_vec())
+                let id = st.register(t, Caller::of(req), ino)?;
+                Ok(id.to_ne_bytes().to_vec())
             }
             control::IOC_TX_ADD => {
                 let id = arg()?;
-                let Some(t) = st.engine_id(id) else {
+                if !st.of_this_mount(id) {
                     eprintln!("intactfs-pmem: TX_ADD of inode {ino} to transaction {id}: that transaction is not of this mount (EXDEV)");
                     return Err(Errno::EXDEV);
-                };
+                }
+                let t = st.open_tx_of(id, "TX_ADD")?;
+                st.check_owner(t, req.pid(), "TX_ADD")?;
+                st.check_may_change(req, ino, fh)?;
                 st.fs()?
                     .tx_add(t, ino)
                     .map_err(|e| fail(&format!("TX_ADD of inode {ino} to transaction {id}"), e))?;
@@ -544,19 +739,15 @@ impl PmemFuse {
                 let commit = cmd == control::IOC_TX_COMMIT;
                 let what = if commit { "TX_COMMIT" } else { "TX_ABORT" };
                 let id = arg()?;
-                let Some(t) = st.engine_id(id) else {
-                    eprintln!("intactfs-pmem: {what} of transaction {id}: not a transaction of this mount (EINVAL)");
-                    return Err(Errno::EINVAL);
-                };
-                if commit {
+                let t = st.open_tx_of(id, what)?;
+                st.check_owner(t, req.pid(), what)?;
+                let r = if commit {
                     st.commit_tx(t)
-                        .map(|_| Vec::new())
-                        .map_err(|e| fail(&format!("{what} of transaction {id}"), e))
                 } else {
                     st.abort_tx(t)
-                        .map(|_| Vec::new())
-                        .map_err(|e| fail(&format!("{what} of transaction {id}"), e))
-                }
+                };
+                r.map(|_| Vec::new())
+                    .map_err(|e| fail(&format!("{what} of transaction {id}"), e))
             }
             control::F2FS_IOC_GET_FEATURES
             | control::F2FS_IOC_START_ATOMIC_WRITE
@@ -676,16 +867,17 @@ impl fuser::Filesystem for PmemFuse {
         name: &OsStr,
         mode: u32,
         _umask: u32,
-        _flags: i32,
+        flags: i32,
         reply: ReplyCreate,
     ) {
+        let writable = OpenFlags(flags).acc_mode() != OpenAccMode::O_RDONLY;
         match self.make(req, parent.0, name, mode, false) {
             Ok((a, g)) => match self.lock() {
                 Ok(mut st) => reply.created(
                     &TTL,
                     &file_attr(&a),
                     g,
-                    st.new_handle(),
+                    st.new_handle(writable),
                     FopenFlags::empty(),
                 ),
                 Err(e) => reply.error(e),
@@ -746,7 +938,9 @@ impl fuser::Filesystem for PmemFuse {
             if dst.is_some() && flags.contains(FRename::RENAME_NOREPLACE) {
                 return Err(Errno::EEXIST);
             }
-            let tx = st.route(&[parent.0, newparent.0, src.ino, dst.map_or(0, |d| d.ino)]);
+            let changed = [parent.0, newparent.0, src.ino, dst.map_or(0, |d| d.ino)];
+            let tx = st.route(&changed);
+            st.check_claims(tx, &changed)?;
             st.fs()?
                 .rename(tx, parent.0, sn, newparent.0, dn)
                 .map_err(|e| {
@@ -775,11 +969,12 @@ impl fuser::Filesystem for PmemFuse {
         Self::empty(reply, r)
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let writable = flags.acc_mode() != OpenAccMode::O_RDONLY;
         match (|| {
             let mut st = self.lock()?;
             st.fs_ref()?.getattr(ino.0).map_err(|e| errno(&e))?;
-            Ok::<_, Errno>(st.new_handle())
+            Ok::<_, Errno>(st.new_handle(writable))
         })() {
             // No FOPEN_KEEP_CACHE: an open drops the kernel's cached pages, so that what an
             // aborted transaction wrote is never read from a stale cache.
@@ -799,6 +994,9 @@ impl fuser::Filesystem for PmemFuse {
         reply: ReplyEmpty,
     ) {
         self.closed(ino.0, fh.0);
+        if let Ok(mut st) = self.lock() {
+            st.writable.remove(&fh.0);
+        }
         reply.ok()
     }
 
@@ -1082,7 +1280,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ids_carry_the_mount_tag() {
+    fn ids_are_random_under_the_mount_tag_and_owned_by_their_process() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("img");
         let mut dev = PmemFile::create(&p, 1 << 20).unwrap();
@@ -1092,11 +1290,39 @@ mod tests {
         assert!(!is_pmem_image(dir.path()));
         let (fs, _) = PmemFs::mount(PmemFile::open(&p).unwrap()).unwrap();
         let f = PmemFuse::new(fs);
-        let st = f.state.lock().unwrap();
-        assert!(st.tag > 0 && st.tag < 1 << 31);
-        let id = st.user_id(TxId(7));
-        assert!((id as i64) > 0, "ids are positive as a C long");
-        assert_eq!(st.engine_id(id), Some(TxId(7)));
-        assert_eq!(st.engine_id(id ^ (1 << 40)), None, "another mount's id");
+        let mut st = f.state.lock().unwrap();
+        assert!(st.tag > 0 && st.tag < 1 << 15);
+        let me = std::process::id();
+        let t1 = st.fs().unwrap().tx_begin(&[]).unwrap();
+        let t2 = st.fs().unwrap().tx_begin(&[]).unwrap();
+        let caller = Caller {
+            tid: me,
+            uid: 0,
+            gid: 0,
+        };
+        let id1 = st.register(t1, caller, ROOT).unwrap();
+        let id2 = st.register(t2, caller, ROOT).unwrap();
+        for id in [id1, id2] {
+            assert!((id as i64) > 0, "ids are positive as a C long");
+            assert!(st.of_this_mount(id));
+        }
+        assert_eq!((st.engine_id(id1), st.engine_id(id2)), (Some(t1), Some(t2)));
+        // Consecutive transactions' ids are not neighbours (a chance of 2^-47 to fail).
+        assert!(id1.abs_diff(id2) > 1, "{id1:#x} {id2:#x}");
+        assert_eq!(st.engine_id(id1 ^ 1), None, "a guessed neighbour");
+        assert!(!st.of_this_mount(id1 ^ (1 << 50)), "another mount's id");
+        assert_eq!(st.check_owner(t1, me, "TX_COMMIT"), Ok(()));
+        let parent = std::os::unix::process::parent_id();
+        assert_eq!(
+            st.check_owner(t1, parent, "TX_COMMIT"),
+            Err(Errno::EPERM),
+            "the owner's parent is not its owner"
+        );
+        st.commit_tx(t1).unwrap();
+        assert_eq!(
+            st.engine_id(id1),
+            None,
+            "a committed transaction's id is gone"
+        );
     }
 }

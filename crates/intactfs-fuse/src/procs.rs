@@ -51,9 +51,19 @@ pub fn stat_fields(pid: u32) -> Option<Vec<String>> {
     )
 }
 
-/// Whether process `pid` still runs and is the one that started at `start`.
+/// Whether process `pid` still runs and is the one that started at `start` (one read of
+/// /proc/PID/stat: the reaper and every owner check call this).
 pub fn alive(pid: u32, start: u64) -> bool {
-    start_time(pid) == Some(start) && stat_fields(pid).is_some_and(|f| f[0] != "Z")
+    let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // As in `stat_fields`, without collecting them: the state, then field 22.
+    let Some(after_name) = s.rfind(')').map(|i| &s[i + 1..]) else {
+        return false;
+    };
+    let mut f = after_name.split_whitespace();
+    let running = f.next().is_some_and(|state| state != "Z");
+    running && f.nth(18).and_then(|t| t.parse().ok()) == Some(start)
 }
 
 /// The process (thread-group id) of thread `tid` and its start time: who owns a pmem
@@ -61,6 +71,53 @@ pub fn alive(pid: u32, start: u64) -> bool {
 pub fn process_of(tid: u32) -> Option<(u32, u64)> {
     let (tgid, _) = status(tid)?;
     Some((tgid, start_time(tgid)?))
+}
+
+/// Whether thread `tid` belongs to process `owner` (started at `owner_start`) or to one of
+/// its descendants: who may commit or abort a region or transaction that `owner` began
+/// (docs/fs-api.md, "Who may call what"). The walk follows PPid links in /proc, so a
+/// process re-parented after its parent exited is no longer the owner's; a pid reused
+/// by another process does not match (start times differ). Unknown: not the owner's.
+pub fn descends_from(tid: u32, owner: u32, owner_start: u64) -> bool {
+    assert!(owner > 0, "process 0 owns nothing");
+    // The common case, the owner's main thread itself: one read of /proc.
+    if tid == owner {
+        return alive(owner, owner_start);
+    }
+    let Some((mut pid, _)) = status(tid) else {
+        return false;
+    };
+    // Bounded as in `resolve`: pid chains are short; a cycle can only come from pid reuse.
+    for _ in 0..64 {
+        if pid == owner {
+            return alive(owner, owner_start);
+        }
+        if pid <= 1 {
+            return false;
+        }
+        match status(pid) {
+            Some((_, ppid)) => pid = ppid,
+            None => return false,
+        }
+    }
+    false
+}
+
+/// Whether a caller (`uid`, primary group `gid`, process `pid`) may write an object with
+/// permission bits `mode` owned by `owner_uid`:`owner_gid`, as the kernel's
+/// `default_permissions` decides for a write open: root always; otherwise the owner's,
+/// the group's or the others' write bit, whichever class the caller is in first.
+pub fn may_write(uid: u32, gid: u32, pid: u32, mode: u32, owner_uid: u32, owner_gid: u32) -> bool {
+    if uid == 0 {
+        return true;
+    }
+    if uid == owner_uid {
+        return mode & 0o200 != 0;
+    }
+    if in_group(pid, gid, owner_gid) {
+        return mode & 0o020 != 0;
+    }
+    mode & 0o002 != 0
 }
 
 /// Field 22 of /proc/PID/stat (start time in clock ticks since boot).
@@ -165,6 +222,23 @@ pub fn in_group(pid: u32, gid: u32, group: u32) -> bool {
         .is_some_and(|g| g.split_whitespace().any(|x| x.parse() == Ok(group)))
 }
 
+/// Whether a caller may put directory `mode`/`owner_uid`:`owner_gid` into a transaction,
+/// whose abort undoes every entry made in it meanwhile: [`may_write`], and in a sticky
+/// directory (such as /tmp) only its owner or root, who alone may remove others'
+/// entries there.
+pub fn may_claim_dir(
+    uid: u32,
+    gid: u32,
+    pid: u32,
+    mode: u32,
+    owner_uid: u32,
+    owner_gid: u32,
+) -> bool {
+    let sticky = mode & 0o1000 != 0;
+    may_write(uid, gid, pid, mode, owner_uid, owner_gid)
+        && (!sticky || uid == 0 || uid == owner_uid)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,6 +279,60 @@ mod tests {
         t.explicit.insert(me, (9, u64::MAX));
         assert_eq!(t.stream_of(me), INIT_STREAM);
         assert_eq!(t.explicit_count(), 0);
+    }
+
+    #[test]
+    fn only_the_owner_and_its_descendants_descend_from_it() {
+        let me = std::process::id();
+        let my_start = start_time(me).unwrap();
+        assert!(descends_from(me, me, my_start));
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        assert!(descends_from(child.id(), me, my_start), "a child");
+        let child_start = start_time(child.id()).unwrap();
+        assert!(
+            !descends_from(me, child.id(), child_start),
+            "not the parent"
+        );
+        let (_, ppid) = status(me).unwrap();
+        assert!(!descends_from(ppid, me, my_start), "not our parent");
+        assert!(!descends_from(me, me, my_start + 1), "not a reused pid");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(
+            !descends_from(me, child.id(), child_start),
+            "an exited owner owns nothing"
+        );
+    }
+
+    #[test]
+    fn write_permission_follows_the_mode_classes() {
+        let me = std::process::id();
+        assert!(may_write(0, 0, me, 0o444, 5, 5), "root");
+        assert!(may_write(5, 6, me, 0o644, 5, 7), "the owner's bit");
+        assert!(!may_write(5, 6, me, 0o466, 5, 7), "the owner's bit only");
+        assert!(may_write(9, 7, me, 0o464, 5, 7), "the group's bit");
+        assert!(!may_write(9, 7, me, 0o446, 5, 7), "the group's bit only");
+        assert!(may_write(9, 8, me, 0o442, 5, 7), "the others' bit");
+        assert!(
+            !may_write(9, 8, me, 0o755, 5, 7),
+            "a 0755 directory of another user"
+        );
+        assert!(
+            may_claim_dir(9, 8, me, 0o777, 5, 7),
+            "a world-writable directory"
+        );
+        assert!(
+            !may_claim_dir(9, 8, me, 0o1777, 5, 7),
+            "a sticky one of another user"
+        );
+        assert!(
+            may_claim_dir(5, 8, me, 0o1777, 5, 7),
+            "a sticky one of the caller's"
+        );
+        assert!(may_claim_dir(0, 0, me, 0o1777, 5, 7), "root");
     }
 
     #[test]
