@@ -5,7 +5,7 @@
 
 mod common;
 use common::intact;
-use common::mount::{mounted_on, run, text, wait_exit, Mount};
+use common::mount::{in_stream, mounted_on, run, text, wait_exit, Mount};
 use intactfs_fuse::control;
 use std::fs;
 use std::io::Write;
@@ -13,35 +13,6 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
 use std::process::{Command, Output};
-
-/// Runs `f` in a child process in stream `name` (fork keeps the test single-purpose:
-/// the stream belongs to a process, and the test harness's own process stays in init).
-fn in_stream(m: &Mount, name: &str, flags: u32, f: impl FnOnce()) {
-    // SAFETY: the child only does file I/O and exits.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let d = fs::File::open(&m.mnt).unwrap();
-            control::setstream(d.as_raw_fd(), control::stream_id(name), flags).unwrap();
-            assert_eq!(
-                control::getstream(d.as_raw_fd()).unwrap().id,
-                control::stream_id(name)
-            );
-            f();
-        }))
-        .map(|_| 0)
-        .unwrap_or(1);
-        // SAFETY: leave the forked child without running the harness's destructors.
-        unsafe { libc::_exit(code) };
-    }
-    let mut status = 0;
-    // SAFETY: waiting for our own child.
-    unsafe { libc::waitpid(pid, &mut status, 0) };
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "the child in stream {name} failed"
-    );
-}
 
 fn write_file(p: &Path, data: &[u8], sync: bool) {
     let mut f = fs::OpenOptions::new()

@@ -109,6 +109,11 @@ pub struct IntactFuse {
 }
 
 fn errno(e: &FsError) -> Errno {
+    // A failed device write or a broken invariant (which poisons the mount): the log
+    // says why, since the caller sees only EIO. Later calls' EIO (Corrupt) name it again.
+    if matches!(e, FsError::Internal(_) | FsError::Device(_)) {
+        eprintln!("intactfs: {e}");
+    }
     Errno::from_i32(e.errno())
 }
 

@@ -48,6 +48,7 @@
 //! commit's writes on the media before an earlier one's, and a flush that made them
 //! durable while the earlier one was still unwritten. The oracle is the same.
 
+pub mod faults;
 pub mod model;
 
 use intactfs::fsck::fsck;
@@ -394,11 +395,21 @@ impl DevOp {
 }
 
 /// The simulated device (the block device's twin, or with `tx` the transactional flash
-/// device's: without it the tx methods are never called), logging every operation.
+/// device's: without it the tx methods are never called), logging every operation; with
+/// `faults`, failing the write or flush they say ([`faults`]).
 struct Logged {
     dev: TxSimDevice,
     tx: bool,
     log: Vec<DevOp>,
+    faults: Option<faults::Shared>,
+}
+
+impl Logged {
+    fn inject(&mut self, what: &'static str) -> Result<(), DeviceError> {
+        self.faults
+            .as_ref()
+            .map_or(Ok(()), |f| faults::inject(f, what))
+    }
 }
 
 impl BlockDevice for Logged {
@@ -412,10 +423,12 @@ impl BlockDevice for Logged {
         self.dev.read(b, buf)
     }
     fn write(&mut self, b: u64, d: &[u8]) -> Result<(), DeviceError> {
+        self.inject("writing")?;
         self.log.push(DevOp::Write(b, d.to_vec()));
         self.dev.write(b, d)
     }
     fn flush(&mut self) -> Result<(), DeviceError> {
+        self.inject("flushing")?;
         self.log.push(DevOp::Flush);
         self.dev.flush()
     }
@@ -433,10 +446,12 @@ impl BlockDevice for Logged {
         self.dev.tx_begin(tx)
     }
     fn tx_write(&mut self, tx: u64, b: u64, d: &[u8]) -> Result<(), DeviceError> {
+        self.inject("writing in a device transaction")?;
         self.log.push(DevOp::TxWrite(tx, b, d.to_vec()));
         self.dev.tx_write(tx, b, d)
     }
     fn tx_commit(&mut self, tx: u64) -> Result<(), DeviceError> {
+        self.inject("committing a device transaction")?;
         self.log.push(DevOp::TxCommit(tx));
         self.dev.tx_commit(tx)
     }
@@ -916,6 +931,7 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
         dev,
         tx: cfg.txflash,
         log: Vec::new(),
+        faults: None,
     };
     let (mut fs, _) = Fs::mount(logged, mount_opts(cfg, true))
         .map_err(|e| fail(seed, format!("mount after mkfs: {e}")))?;

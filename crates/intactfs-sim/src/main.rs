@@ -3,9 +3,11 @@
 //! `cargo run --release -p intactfs-sim -- --seeds 40 --images 3` (CI size is in the
 //! test `crash_simulation`); `--min-images 1000000` keeps adding seeds until that many
 //! crash images were checked; `--mixed` rotates through the CI test's configurations;
-//! `--regions`, `--txflash` and `--concurrent` (deferred commit I/O) select the others.
+//! `--regions`, `--txflash` and `--concurrent` (deferred commit I/O) select the others;
+//! `--faults` runs the fault-injection simulation instead (`intactfs_sim::faults`).
 
 use clap::Parser;
+use intactfs_sim::faults::{faulty, run_faulty, FaultConfig, FaultReport};
 use intactfs_sim::{concurrent, mixed, on_txflash, run, with_regions, SimConfig, SimReport};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -47,6 +49,10 @@ struct Args {
     /// order and acknowledging durability calls by group flushes.
     #[arg(long, conflicts_with_all = ["mixed", "regions", "txflash"])]
     concurrent: bool,
+    /// Fault injection (issue 25): ENOSPC or EIO at one device write or flush of a commit
+    /// or checkpoint per workload; `--images` crash images after every call.
+    #[arg(long, conflicts_with_all = ["mixed", "regions", "txflash", "concurrent"])]
+    faults: bool,
     /// Where to save the image of a failure.
     #[arg(long, default_value = "intactfs-sim-failure.img")]
     save: PathBuf,
@@ -57,6 +63,9 @@ fn main() -> ExitCode {
     if a.streams == 0 || a.images == 0 {
         eprintln!("intactfs-sim: --streams and --images must be at least 1");
         return ExitCode::from(2);
+    }
+    if a.faults {
+        return run_faults(&a);
     }
     let start = std::time::Instant::now();
     let mut total = SimReport::default();
@@ -107,6 +116,41 @@ fn main() -> ExitCode {
         "intactfs-sim: seeds {}..{}: {total}; all passed in {:.1} s",
         a.first_seed,
         seed,
+        start.elapsed().as_secs_f64()
+    );
+    ExitCode::SUCCESS
+}
+
+/// `--faults`: fault-injection runs until `--seeds` and `--min-images` are both reached.
+fn run_faults(a: &Args) -> ExitCode {
+    let start = std::time::Instant::now();
+    let mut total = FaultReport::default();
+    let mut seed = a.first_seed;
+    while total.runs < a.seeds || total.images < a.min_images {
+        let cfg = FaultConfig {
+            images_per_call: a.images,
+            ..faulty(seed)
+        };
+        match run_faulty(&cfg) {
+            Ok(r) => total += r,
+            Err(f) => {
+                eprintln!("intactfs-sim: FAILED: {f}");
+                return ExitCode::from(1);
+            }
+        }
+        seed += 1;
+        if total.runs.is_multiple_of(1000) {
+            eprintln!(
+                "intactfs-sim: {} runs, {} images, {:.0} s",
+                total.runs,
+                total.images,
+                start.elapsed().as_secs_f64()
+            );
+        }
+    }
+    println!(
+        "intactfs-sim --faults: seeds {}..{seed}: {total}; all passed in {:.1} s",
+        a.first_seed,
         start.elapsed().as_secs_f64()
     );
     ExitCode::SUCCESS

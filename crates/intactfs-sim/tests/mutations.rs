@@ -11,6 +11,7 @@
 //! checks only that one.
 
 use intactfs::mutation::{self, Mutation};
+use intactfs_sim::faults::{faulty, run_faulty};
 use intactfs_sim::{concurrent, mixed, on_txflash, run, with_regions, SimConfig};
 
 /// Every mutation must be caught by one of the first this many seeds of `mixed`.
@@ -44,12 +45,20 @@ fn catching(m: Mutation, seeds: u64, all: bool) -> (Vec<u64>, Option<String>, us
     let mut on_images = 0;
     for seed in 0..seeds {
         // A panic in the engine under the bug counts as caught too (it is reported).
-        let r = std::panic::catch_unwind(|| run(&config(seed)));
+        // A commit that fails needs the fault-injection simulation (its own oracle).
+        let r = std::panic::catch_unwind(|| match m {
+            Mutation::TakeBeforeRoom => run_faulty(&faulty(seed))
+                .map(|_| ())
+                .map_err(|f| (f.contains(", image "), f)),
+            _ => run(&config(seed))
+                .map(|_| ())
+                .map_err(|f| (f.crash_point.is_some(), f.to_string())),
+        });
         let why = match r {
-            Ok(Ok(_)) => continue,
-            Ok(Err(f)) => {
-                on_images += f.crash_point.is_some() as usize;
-                f.to_string()
+            Ok(Ok(())) => continue,
+            Ok(Err((on_image, f))) => {
+                on_images += on_image as usize;
+                f
             }
             Err(p) => format!(
                 "seed {seed}: panic: {}",
@@ -89,6 +98,7 @@ fn the_simulation_catches_each_mutation() {
         Mutation::InplacePlain,
         Mutation::FlushBeforeWritten,
         Mutation::DeltaMissesData,
+        Mutation::TakeBeforeRoom,
     ] {
         if only.as_ref().is_some_and(|o| *o != format!("{m:?}")) {
             continue;
@@ -114,5 +124,6 @@ fn the_simulation_catches_each_mutation() {
             && !mutation::active(Mutation::InplacePlain)
             && !mutation::active(Mutation::FlushBeforeWritten)
             && !mutation::active(Mutation::DeltaMissesData)
+            && !mutation::active(Mutation::TakeBeforeRoom)
     );
 }

@@ -58,6 +58,11 @@ impl Allocator {
         true
     }
 
+    /// How many runs the free space is split into.
+    pub fn free_runs(&self) -> u64 {
+        self.free.len() as u64
+    }
+
     /// Up to `want` blocks as runs, next-fit from the cursor; fewer only if space runs out.
     pub fn alloc(&mut self, want: u64) -> Vec<(u64, u64)> {
         let mut out = Vec::new();

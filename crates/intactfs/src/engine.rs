@@ -507,8 +507,16 @@ impl<D: BlockDevice> Fs<D> {
         if self.opts.read_only {
             return Err(FsError::ReadOnly);
         }
+        self.usable()
+    }
+
+    /// Every call of a poisoned mount fails (EIO): what it would read or report may hold
+    /// changes the device does not.
+    fn usable(&self) -> Result<()> {
         if let Some(p) = &self.poisoned {
-            return Err(FsError::Corrupt(format!("an earlier device error left this mount inconsistent ({p}); unmount and mount again")));
+            return Err(FsError::Corrupt(format!(
+                "an earlier failure left this mount inconsistent ({p}); unmount and mount again"
+            )));
         }
         Ok(())
     }
@@ -553,6 +561,7 @@ impl<D: BlockDevice> Fs<D> {
     /// changes if another. A no-op in an IGNORE_FSYNC stream, an osync in a FSYNC_AS_OSYNC
     /// one.
     pub fn fsync(&mut self, s: StreamId, ino: Ino, _datasync: bool) -> Result<()> {
+        self.usable()?;
         self.node(ino)?;
         let flags = self.streams.stream(s).flags;
         if flags.ignore_fsync || self.opts.read_only {
@@ -568,6 +577,7 @@ impl<D: BlockDevice> Fs<D> {
     /// `sync` or any flushing commit). Returns the ticket to compare with
     /// [`Self::durable_ticket`]: the osync'd point is durable once that reaches it.
     pub fn osync(&mut self, s: StreamId, ino: Ino) -> Result<u64> {
+        self.usable()?;
         self.node(ino)?;
         if self.opts.read_only {
             return Ok(self.durable_upto);
@@ -579,6 +589,7 @@ impl<D: BlockDevice> Fs<D> {
     /// OptFS `dsync()`: `fsync` whatever the stream's flags: everything before it in the
     /// stream (and earlier osyncs of any stream) is on the media when it returns.
     pub fn dsync(&mut self, s: StreamId, ino: Ino) -> Result<()> {
+        self.usable()?;
         self.node(ino)?;
         if self.opts.read_only {
             return Ok(());
@@ -710,6 +721,7 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     pub fn getattr(&self, ino: Ino) -> Result<Attr> {
+        self.usable()?;
         Ok(self.attr_of(ino, self.node(ino)?))
     }
 
@@ -735,6 +747,7 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Attr> {
+        self.usable()?;
         self.dir(parent)?;
         if name.len() > NAME_MAX {
             return Err(FsError::NameTooLong);
@@ -744,6 +757,7 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
+        self.usable()?;
         match &self.node(ino)?.body {
             Body::Symlink { target } => Ok(target.clone()),
             _ => Err(FsError::Invalid("not a symbolic link".into())),
@@ -752,6 +766,7 @@ impl<D: BlockDevice> Fs<D> {
 
     /// Up to `max` entries after `cookie` (0: from the start), in hash order.
     pub fn readdir(&self, ino: Ino, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
+        self.usable()?;
         let entries = self.dir(ino)?.entries().expect("directory body");
         let start = (cookie.saturating_add(1), Vec::new());
         Ok(entries
@@ -818,6 +833,7 @@ impl<D: BlockDevice> Fs<D> {
     /// [`Self::read`] through `&self` (several readers at once, none waiting for a
     /// writer's lock), for a device with a shared handle ([`BlockDevice::shared_io`]).
     pub fn read_shared(&self, ino: Ino, off: u64, len: usize) -> Result<Vec<u8>> {
+        self.usable()?;
         let Some(dev) = self.reader.as_deref() else {
             return Err(FsError::Internal(
                 "read_shared on a device without a shared handle".into(),
@@ -839,6 +855,7 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     pub fn read(&mut self, ino: Ino, off: u64, len: usize) -> Result<Vec<u8>> {
+        self.usable()?;
         if self.reader.is_some() {
             return self.read_shared(ino, off, len);
         }
@@ -899,6 +916,7 @@ impl<D: BlockDevice> Fs<D> {
     /// dirty blocks are data; holes and preallocated blocks are holes (as on ext4). Walks
     /// extents run by run, not block by block. Past the end: `PastEnd` (ENXIO).
     pub fn seek_data(&self, ino: Ino, off: u64, data: bool) -> Result<u64> {
+        self.usable()?;
         let n = self.file(ino)?;
         let size = n.size;
         if off >= size {
@@ -1307,6 +1325,11 @@ impl<D: BlockDevice> Fs<D> {
                 && self.poisoned.is_none()
                 && self.live.get(ino).is_some_and(|n| n.nlink == 0)
             {
+                // Freed along with the uncommitted unlink, in its stream: a release by
+                // another stream (the FUSE layer's forget comes as the init stream) must not
+                // merge that stream's work with the unlink's, or one stream's commit refused
+                // for want of room would hold back the unlinks that make room (issue 25).
+                let s = self.streams.owner_of(&Key::Ino(ino)).unwrap_or(s);
                 self.maybe_free(s, ino)?;
             }
         }
@@ -1336,7 +1359,7 @@ impl<D: BlockDevice> Fs<D> {
     fn room_for(&mut self, need: impl Fn(&Self) -> u64) -> Result<u64> {
         let mut n = need(self);
         if n > self.available() && (self.freeing > 0 || self.alloc.pending_blocks() > 0) {
-            self.sync()?;
+            self.commit_groups_for_room()?;
             n = need(self);
             if n > self.available() && self.alloc.pending_blocks() > 0 {
                 // Freed by osync commits whose writers' checksums recovery may still
@@ -1352,6 +1375,20 @@ impl<D: BlockDevice> Fs<D> {
             )));
         }
         Ok(n)
+    }
+
+    /// Commits every group on its own, durably, so that what their calls free becomes
+    /// free: a group refused for want of room (its operations stay pending) does not hold
+    /// back the others, which may be the very calls that make room (issue 25).
+    fn commit_groups_for_room(&mut self) -> Result<()> {
+        self.writable()?;
+        for g in self.legacy_groups() {
+            match self.commit(&g) {
+                Err(FsError::NoSpace(_)) if self.poisoned.is_none() => {}
+                r => r?,
+            }
+        }
+        self.flush()
     }
 
     pub fn setattr(&mut self, s: StreamId, ino: Ino, a: SetAttr) -> Result<Attr> {
@@ -1431,6 +1468,7 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     pub fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
+        self.usable()?;
         self.node(ino)?
             .xattrs
             .get(name)
@@ -1439,6 +1477,7 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     pub fn listxattr(&self, ino: Ino) -> Result<Vec<Vec<u8>>> {
+        self.usable()?;
         Ok(self.node(ino)?.xattrs.keys().cloned().collect())
     }
 
@@ -1785,6 +1824,13 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     /// Commits as one record, and waits for what `wait` says.
+    ///
+    /// The commit failure rule (issue 25; docs/fs-design.md, "When a commit fails"): every
+    /// check that can refuse a commit — room in the journal for its record, room for a
+    /// snapshot when it commits by checkpoint — runs before the commit takes its operations
+    /// from their streams. A refusal changes nothing durable and leaves them pending, so a
+    /// later sync retries them. Once taken, they count as committed: an error after that
+    /// cannot be undone and poisons the mount ([`Self::past_no_return`]).
     fn commit_with(&mut self, members: &[StreamId], wait: Wait) -> Result<()> {
         self.writable()?;
         let wait = if wait == Wait::Caller && !self.deferred {
@@ -1792,8 +1838,120 @@ impl<D: BlockDevice> Fs<D> {
         } else {
             wait
         };
+        let est_blocks = self.record_estimate(members)?;
+        // Today's bug of issue 25, on purpose: taken (and counted committed) before the checks.
+        let early = crate::mutation::active(crate::mutation::Mutation::TakeBeforeRoom)
+            .then(|| self.streams.take_group(members));
+        let pending = self.streams.pending(members).0.len();
+        if let Err(e) = self.commit_room(est_blocks) {
+            assert_eq!(
+                self.streams.pending(members).0.len(),
+                pending,
+                "a refused commit dropped pending operations"
+            );
+            return Err(e);
+        }
+        let taken = early.unwrap_or_else(|| self.streams.take_group(members));
+        let r = self.commit_taken(taken, wait, est_blocks);
+        self.past_no_return(r)
+    }
+
+    /// The commit failure rule's second half: an error of a commit that has taken its
+    /// operations (memory holds them as committed, the device may hold part of them)
+    /// poisons the mount, so that no later call reports anything durable.
+    fn past_no_return(&mut self, r: Result<()>) -> Result<()> {
+        match r {
+            Ok(()) => {
+                assert!(
+                    self.poisoned.is_none(),
+                    "a commit succeeded on a poisoned mount"
+                );
+                Ok(())
+            }
+            Err(e) if self.poisoned.is_some() => Err(e),
+            Err(e) => Err(self.poison(format!("a commit failed past its point of no return: {e}"))),
+        }
+    }
+
+    /// An upper bound, in journal blocks, on the record a commit of `members` would write,
+    /// computed before the commit takes anything: its logical operations as they are; per
+    /// dirty block at most one `Map` with its checksum; per preallocated run one `Map`; per
+    /// file a `SetSize` and a `SetAttr`; the record's own fields.
+    fn record_estimate(&self, members: &[StreamId]) -> Result<u64> {
+        let (ops, inos) = self.streams.pending(members);
+        let data = |i: &Ino| {
+            self.dirty.contains_key(i) || self.falloc.contains_key(i) || self.wattrs.contains_key(i)
+        };
+        if ops.is_empty() && !inos.iter().any(data) {
+            // Nothing to write: no room needed (an fsync of a clean file never refuses).
+            return Ok(0);
+        }
+        let mut logical_bytes = 16u64;
+        for op in ops {
+            logical_bytes += postcard::experimental::serialized_size(op)
+                .map_err(|e| FsError::Internal(format!("sizing operation {op:?}: {e}")))?
+                as u64;
+        }
+        let dirty: u64 = inos
+            .iter()
+            .map(|i| self.dirty.get(i).map_or(0, |d| d.len() as u64))
+            .sum();
+        let (ranges, prealloc): (u64, u64) = inos
+            .iter()
+            .filter_map(|i| self.falloc.get(i))
+            .fold((0, 0), |(r, b), f| (r + f.0.len() as u64, b + f.1));
+        // A preallocated range takes one Map per free run it lands in.
+        let prealloc_maps = ranges + prealloc.min(self.alloc.free_runs());
+        let bytes = logical_bytes
+            + 72 * dirty
+            + 128 * (inos.len() as u64 + prealloc_maps)
+            + 24 * members.len() as u64
+            + 4096;
+        Ok(bytes.div_ceil(BLOCK as u64) + 1)
+    }
+
+    /// Makes room for a commit whose record takes at most `est_blocks` journal blocks,
+    /// before the commit takes anything: a checkpoint when the journal is too full for the
+    /// record; for a commit larger than the journal (it commits by checkpoint), a check
+    /// that the snapshot holding it fits. A refusal (NoSpace) changes nothing durable.
+    fn commit_room(&mut self, est_blocks: u64) -> Result<()> {
+        if self.jhead + est_blocks <= self.sb.journal_end() {
+            return Ok(());
+        }
+        if est_blocks <= self.sb.journal_blocks {
+            self.checkpoint()?;
+            assert!(self.jhead + est_blocks <= self.sb.journal_end());
+            return Ok(());
+        }
+        let need = self.commit_snapshot_blocks(est_blocks)?;
+        let room = self.alloc.free_blocks().saturating_sub(self.reserved);
+        if need > room {
+            return Err(FsError::NoSpace(format!(
+                "a commit larger than the journal needs a {need}-block metadata snapshot; {room} blocks are free (delete files, or mount with a larger journal)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The reserve a commit by checkpoint needs (kept in one small function so that the
+    /// metadata-reserve sizing can share it): a new base snapshot of the durable state plus
+    /// the commit's record-sized growth, in blocks.
+    fn commit_snapshot_blocks(&self, est_blocks: u64) -> Result<u64> {
+        let durable_bytes = postcard::experimental::serialized_size(&self.durable)
+            .map_err(|e| FsError::Internal(format!("sizing the durable metadata: {e}")))?
+            as u64;
+        Ok(durable_bytes.div_ceil(BLOCK as u64) + est_blocks + 1)
+    }
+
+    /// A commit of operations taken from their streams (past its point of no return).
+    fn commit_taken(
+        &mut self,
+        taken: (Vec<LogOp>, Vec<Key>, Vec<(StreamId, u64)>),
+        wait: Wait,
+        est_blocks: u64,
+    ) -> Result<()> {
         let flush = wait != Wait::Written;
-        let (mut ops, keys, progress) = self.streams.take_group(members);
+        let (mut ops, keys, progress) = taken;
         let logical = ops.len();
         // Every write is in its file's group: committed now (as SetSize/SetAttr from live).
         // A file written since its last commit gets its size and mtime recorded even when
@@ -1820,7 +1978,7 @@ impl<D: BlockDevice> Fs<D> {
             })
             .collect();
         let tx = if flush {
-            self.tx_for_commit(&ops, &inos)?
+            self.tx_for_commit(&inos, est_blocks)?
         } else {
             None
         };
@@ -2004,7 +2162,7 @@ impl<D: BlockDevice> Fs<D> {
                 .apply(op)
                 .map_err(|e| FsError::Internal(format!("data operation {op:?}: {e}")))?;
         }
-        let mut rec = Record {
+        let rec = Record {
             uuid: self.sb.uuid,
             epoch: self.cp.generation,
             seq: self.next_seq,
@@ -2012,7 +2170,7 @@ impl<D: BlockDevice> Fs<D> {
             streams: progress.clone(),
             ops,
         };
-        let mut bytes = layout::encode(REC_MAGIC, &rec);
+        let bytes = layout::encode(REC_MAGIC, &rec);
         let fits = |fs: &Self, b: &[u8]| fs.jhead + (b.len() / BLOCK) as u64 <= fs.sb.journal_end();
         if tx.is_some() && !fits(self, &bytes) {
             // tx_for_commit checkpointed for a record of this size or more.
@@ -2022,15 +2180,17 @@ impl<D: BlockDevice> Fs<D> {
                 bytes.len()
             )));
         }
-        if !fits(self, &bytes) && (bytes.len() / BLOCK) as u64 <= self.sb.journal_blocks {
-            self.checkpoint()?;
-            rec.epoch = self.cp.generation;
-            bytes = layout::encode(REC_MAGIC, &rec);
-        }
+        assert!(
+            (bytes.len() / BLOCK) as u64 <= est_blocks,
+            "record {} of {} bytes is larger than its estimate of {est_blocks} blocks",
+            rec.seq,
+            bytes.len()
+        );
         if !fits(self, &bytes) {
-            // A transaction larger than the journal commits as a checkpoint: the new
-            // snapshot already contains it, and the header flip makes it atomic.
-            // Its data first (the checkpoint drains).
+            // commit_room checkpointed when a record this size might not fit, so this is a
+            // commit larger than the journal (commit_room checked its snapshot's room). It
+            // commits as a checkpoint: the new snapshot already contains it, and the header
+            // flip makes it atomic. Its data first (the checkpoint drains).
             self.enqueue(cio)?;
             return self.commit_by_checkpoint(rec, logical, data_bytes);
         }
@@ -2085,7 +2245,13 @@ impl<D: BlockDevice> Fs<D> {
         self.log_commit(rec.seq, progress);
         let used = self.jhead - self.sb.journal_start;
         if used as f64 >= self.opts.checkpoint_fill * self.sb.journal_blocks as f64 {
-            self.checkpoint()?;
+            match self.checkpoint() {
+                // Refused (nothing changed): the commit is complete without it; the next
+                // commit that needs the room checkpoints first, or is refused before it
+                // takes anything.
+                Err(_) if self.poisoned.is_none() => {}
+                r => r?,
+            }
         }
         Ok(())
     }
@@ -2107,7 +2273,7 @@ impl<D: BlockDevice> Fs<D> {
     /// Earlier optimistic records are flushed first, so that the new record says they are
     /// durable and recovery no longer checks their data (which an in-place rewrite may
     /// replace).
-    fn tx_for_commit(&mut self, ops: &[LogOp], inos: &BTreeSet<Ino>) -> Result<Option<u64>> {
+    fn tx_for_commit(&mut self, inos: &BTreeSet<Ino>, est: u64) -> Result<Option<u64>> {
         if !self.dev.transactional() {
             return Ok(None);
         }
@@ -2115,24 +2281,17 @@ impl<D: BlockDevice> Fs<D> {
             .iter()
             .map(|i| self.dirty.get(i).map_or(0, |d| d.len() as u64))
             .sum();
-        let ranges: u64 = inos
-            .iter()
-            .map(|i| self.falloc.get(i).map_or(0, |f| f.0.len() as u64))
-            .sum();
-        // Counted, not encoded (no buffer): the record encodes them once, later.
-        let logical = postcard::experimental::serialized_size(ops)
-            .map_err(|e| FsError::Internal(format!("sizing operations: {e}")))?
-            as u64;
-        // Per data op at most ~50 bytes plus 5 per checksum; per file two more ops.
-        let est = (logical + 72 * dirty + 128 * (inos.len() as u64 + ranges) + 4096)
-            .div_ceil(BLOCK as u64)
-            + 1;
+        // `est` (Self::record_estimate) bounds the record from above.
         if est > self.sb.journal_blocks || dirty + est > self.dev.tx_room() {
             return Ok(None);
         }
-        if self.jhead + est > self.sb.journal_end() {
-            self.checkpoint()?;
-        }
+        // Self::commit_room checkpointed, before the commit took anything, if it did not fit.
+        assert!(
+            self.jhead + est <= self.sb.journal_end(),
+            "journal head {} + {est} blocks past the journal's end {}",
+            self.jhead,
+            self.sb.journal_end()
+        );
         self.flush()?;
         Ok(Some(self.next_seq))
     }
@@ -2219,9 +2378,21 @@ impl<D: BlockDevice> Fs<D> {
         }
     }
 
+    /// Marks the mount unusable: memory and the device may disagree. Every later call
+    /// fails with EIO ([`Self::writable`], [`Self::usable`]); the image on the device stays
+    /// recoverable (whatever reached it is a prefix of whole commits).
     fn poison(&mut self, why: String) -> FsError {
-        self.poisoned = Some(why.clone());
-        FsError::Internal(why)
+        if self.poisoned.is_none() {
+            self.poisoned = Some(why.clone());
+        }
+        FsError::Internal(format!(
+            "{why}; the mount is poisoned (every later call fails with EIO): unmount it and mount again"
+        ))
+    }
+
+    /// Why the mount is poisoned, if it is.
+    pub fn poisoned(&self) -> Option<&str> {
+        self.poisoned.as_deref()
     }
 
     /// Makes the durable metadata the checkpoint's and points the other checkpoint slot at
@@ -2230,6 +2401,9 @@ impl<D: BlockDevice> Fs<D> {
     /// under half the base; otherwise a new base.
     pub fn checkpoint(&mut self) -> Result<()> {
         self.writable()?;
+        // Nothing unflushed before the snapshot: a failed snapshot write or flush can then
+        // only have touched free blocks, and is a refusal rather than a poison.
+        let clean = !self.has_unflushed();
         // The snapshot holds every commit so far: their writes go first.
         self.drain()?;
         let delta = if self.full_next || self.cp.deltas.len() >= MAX_DELTAS {
@@ -2259,7 +2433,7 @@ impl<D: BlockDevice> Fs<D> {
         } else {
             0
         };
-        let runs = match self.write_segment(&bytes, MAX_SNAPSHOT_EXTENTS - held)? {
+        let runs = match self.write_segment(&bytes, MAX_SNAPSHOT_EXTENTS - held, clean)? {
             Some(runs) => runs,
             // A delta whose extents do not fit the header: a new base then.
             None if is_delta => return self.checkpoint_base(),
@@ -2341,8 +2515,14 @@ impl<D: BlockDevice> Fs<D> {
 
     /// Writes `bytes` padded to whole blocks into newly allocated blocks, in at most
     /// `max_runs` extents, and flushes; `None` (nothing written, nothing kept) if they do
-    /// not fit.
-    fn write_segment(&mut self, bytes: &[u8], max_runs: usize) -> Result<Option<Vec<(u64, u64)>>> {
+    /// not fit. A device error poisons the mount unless the cache held nothing else
+    /// (`clean`): then only free blocks were written, and it is a refusal.
+    fn write_segment(
+        &mut self,
+        bytes: &[u8],
+        max_runs: usize,
+        clean: bool,
+    ) -> Result<Option<Vec<(u64, u64)>>> {
         let n = (bytes.len().div_ceil(BLOCK) as u64).max(1);
         let runs = self.alloc.alloc(n);
         let got: u64 = runs.iter().map(|r| r.1).sum();
@@ -2355,17 +2535,39 @@ impl<D: BlockDevice> Fs<D> {
         let mut padded = bytes.to_vec();
         padded.resize(n as usize * BLOCK, 0);
         let mut at = 0;
+        let mut failed = None;
         for &(s, l) in &runs {
             let len = l as usize * BLOCK;
             if let Err(e) = self.dev.write_run(s, &padded[at..at + len]) {
-                return Err(self.poison(format!("writing the metadata snapshot: {e}")));
+                failed = Some(("writing", e));
+                break;
             }
             at += len;
         }
-        if let Err(e) = self.dev.flush() {
-            return Err(self.poison(format!("flushing the metadata snapshot: {e}")));
+        if failed.is_none() {
+            failed = self.dev.flush().err().map(|e| ("flushing", e));
         }
-        Ok(Some(runs))
+        let Some((what, e)) = failed else {
+            return Ok(Some(runs));
+        };
+        if !clean {
+            return Err(self.poison(format!("{what} the metadata snapshot: {e}")));
+        }
+        for (s, l) in runs {
+            self.alloc.release(s, l);
+        }
+        Err(refusal(format!("{what} the metadata snapshot"), e))
+    }
+}
+
+/// A device error that changed nothing durable, as the caller's error: ENOSPC stays
+/// ENOSPC (a thinly provisioned device), anything else is EIO.
+fn refusal(what: String, e: intactfs_device::DeviceError) -> FsError {
+    match &e {
+        intactfs_device::DeviceError::Io { source, .. } if source.raw_os_error() == Some(28) => {
+            FsError::NoSpace(format!("{what}: {e}"))
+        }
+        _ => FsError::Device(e),
     }
 }
 

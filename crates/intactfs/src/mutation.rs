@@ -22,6 +22,10 @@ pub enum Mutation {
     /// A delta checkpoint leaves out the files whose blocks or size committed operations
     /// changed (`Map`, `SetSize`).
     DeltaMissesData = 6,
+    /// A commit takes its operations from their streams (counting them committed) before
+    /// it checks for room, and a refusal then returns without poisoning the mount: the
+    /// operations are lost while later syncs report success (issue 25, finding 1).
+    TakeBeforeRoom = 7,
 }
 
 #[cfg(feature = "mutations")]

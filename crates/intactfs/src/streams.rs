@@ -207,8 +207,32 @@ impl Streams {
         roots.keys().map(|&r| self.group(r)).collect()
     }
 
+    /// Operations waiting in the running transactions of `members`, and the inodes they
+    /// claimed: what a commit of the group would take, looked at without taking it (a
+    /// commit sizes itself and checks for room first: issue 25, the commit failure rule).
+    pub fn pending(&self, members: &[StreamId]) -> (Vec<&LogOp>, Vec<Ino>) {
+        let mut ops = Vec::new();
+        let mut inos = Vec::new();
+        for m in members {
+            let Some(st) = self.streams.get(m) else {
+                continue;
+            };
+            ops.extend(st.ops.iter().map(|(_, o)| o));
+            inos.extend(st.claimed.iter().filter_map(|k| match k {
+                Key::Ino(i) => Some(*i),
+                _ => None,
+            }));
+        }
+        inos.sort_unstable();
+        inos.dedup();
+        (ops, inos)
+    }
+
     /// Takes the running transactions of `members`, merged in real-time order, and the
-    /// keys they claimed; the members become separate streams again.
+    /// keys they claimed; the members become separate streams again. Their calls count as
+    /// committed from here on (the progress goes into the record), so the caller is past
+    /// its point of no return: it either writes the record or poisons the mount
+    /// (`Fs::past_no_return`).
     pub fn take_group(
         &mut self,
         members: &[StreamId],
@@ -220,6 +244,12 @@ impl Streams {
             let st = self.stream(m);
             ops.append(&mut st.ops);
             keys.append(&mut st.claimed);
+            assert!(
+                st.committed <= st.logged,
+                "stream {m}: {} calls committed of {} made",
+                st.committed,
+                st.logged
+            );
             st.committed = st.logged;
             progress.push((m, st.committed));
         }

@@ -312,6 +312,12 @@ impl<D: BlockDevice> Fs<D> {
 
     /// Every record up to `upto` is on the media.
     pub(crate) fn durable_advanced(&mut self, upto: u64) {
+        // The durable ticket never passes a record not yet prepared (issue 25).
+        assert!(
+            upto <= self.written_ticket(),
+            "durable up to {upto}, past the last record prepared ({})",
+            self.written_ticket()
+        );
         self.durable_upto = self.durable_upto.max(upto);
         while let Some(&(s, c)) = self.inflight.records.front() {
             if s > self.durable_upto {
