@@ -65,7 +65,7 @@ fn copy_dir(from: &Path, to: &Path) {
 
 #[test]
 fn malformed_trace_lines_are_input_errors_naming_the_line() {
-    let r = record_in(&["sh", "-c", "echo hi > f"], |_| {}, &[]);
+    let r = record_in(&["sh", "-c", "echo hi > f"], |_| {}, &["--no-stacks"]);
     assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
     let raw = std::fs::read_to_string(r.bundle.join("trace.raw")).unwrap();
     let lines: Vec<&str> = raw.lines().collect();

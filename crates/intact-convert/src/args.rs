@@ -59,8 +59,9 @@ pub fn signature(name: &str) -> Option<&'static [Kind]> {
         "unlinkat" => &[DirFd, Path, Any],
         "mkdir" => &[Path, Any],
         "mkdirat" => &[DirFd, Path, Any],
-        "mknod" => &[Path, Any, Any],
-        "mknodat" => &[DirFd, Path, Any, Any],
+        // The device number is printed for device nodes only.
+        "mknod" => &[Path, Any],
+        "mknodat" => &[DirFd, Path, Any],
         "sync_file_range" => &[Fd, Num, Num, Any],
         "msync" => &[Num, Num, Any],
         "mmap" => &[Any, Num, Any, Any, Any, Num],

@@ -52,3 +52,19 @@ fn blklog_sample() {
 fn every_target_has_a_sample() {
     assert_eq!(ALL.len(), 5);
 }
+
+/// The seeds are real recordings: the argument checks must accept every line of them.
+#[test]
+fn every_seed_trace_converts() {
+    let dir = intact_fuzz::targets::seeds_dir().join("strace");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        let raw = std::fs::read(&p).unwrap();
+        if let Err(e) = intact_fuzz::targets::strace(&raw) {
+            panic!("{}: {e}", p.display());
+        }
+        n += 1;
+    }
+    assert!(n >= 10, "only {n} seed traces in {}", dir.display());
+}
