@@ -58,6 +58,8 @@ pub struct Fixture {
     bundle: Vec<(&'static str, Vec<u8>)>,
     report: Vec<u8>,
     blklog: Vec<u8>,
+    /// Built once: compiling the frame filter's patterns costs more than converting.
+    opts: intact_convert::ConvertOptions,
     /// A writable copy of the seed bundle, mutated one file at a time.
     scratch: tempfile::TempDir,
 }
@@ -104,6 +106,7 @@ impl Fixture {
             bundle,
             report: read(&dir.join("report/report.json"))?,
             blklog: seed_blklog(scratch.path())?,
+            opts: convert_options()?,
             scratch,
         })
     }
@@ -113,7 +116,7 @@ impl Fixture {
         match target {
             Target::Strace => {
                 let seed = &self.traces[rng.below(self.traces.len())];
-                strace(&mutate_text(seed, rng))
+                strace_with(&mutate_text(seed, rng), &self.opts)
             }
             Target::Apm => {
                 let seed = self.apms[rng.below(self.apms.len())];
@@ -160,18 +163,25 @@ fn write_file(p: &Path, bytes: &[u8]) -> Result<(), String> {
     std::fs::write(p, bytes).map_err(|e| format!("{}: {e}", p.display()))
 }
 
-/// Parse, convert, and replay the operations on the initial state (the oracle).
-pub fn strace(raw: &[u8]) -> Result<(), String> {
-    let trace = intact_trace::parse_trace(raw).map_err(|e| e.to_string())?;
-    let opts = intact_convert::ConvertOptions {
+fn convert_options() -> Result<intact_convert::ConvertOptions, String> {
+    Ok(intact_convert::ConvertOptions {
         root_abs: SEED_ROOT.into(),
         cwd: SEED_ROOT.into(),
         ignore: intact_model::IgnoreSet::new(&[]).map_err(|e| e.to_string())?,
         filter: intact_symbol::FrameFilter::new(&[]).map_err(|e| e.to_string())?,
         symbolize: false,
         stdout: None,
-    };
-    let conv = intact_convert::convert(&trace, State::empty(), &opts).map_err(|e| e.to_string())?;
+    })
+}
+
+/// Parse, convert, and replay the operations on the initial state (the oracle).
+pub fn strace(raw: &[u8]) -> Result<(), String> {
+    strace_with(raw, &convert_options()?)
+}
+
+fn strace_with(raw: &[u8], opts: &intact_convert::ConvertOptions) -> Result<(), String> {
+    let trace = intact_trace::parse_trace(raw).map_err(|e| e.to_string())?;
+    let conv = intact_convert::convert(&trace, State::empty(), opts).map_err(|e| e.to_string())?;
     let mut replay = State::empty();
     for op in &conv.ops {
         replay
