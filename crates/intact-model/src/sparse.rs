@@ -201,6 +201,9 @@ impl Sparse {
     pub fn segments(&self, from: u64, to: u64) -> Vec<(u64, u64, Seg<'_>)> {
         let to = to.min(self.size);
         let mut out = Vec::new();
+        if from >= to {
+            return out; // also keeps the range below ordered
+        }
         let mut pos = from;
         let start = match self.runs.range(..=from).next_back() {
             Some((&o, _)) => o,
@@ -328,6 +331,9 @@ mod tests {
         assert_eq!(s.byte_at(5, |_| 0), Some(0));
         assert_eq!(s.read((1 << 40) - 6, 10, |_| 0), b"\0\0tail");
         assert!(s.write(u64::MAX, b"x").is_err());
+        // Reads past the size are empty, also where no run lies before them.
+        assert!(Sparse::new().read(10, 5, |_| 0).is_empty());
+        assert!(s.segments(1 << 41, 1 << 42).is_empty());
     }
 
     #[test]
