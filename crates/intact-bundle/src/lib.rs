@@ -171,6 +171,10 @@ pub fn write_state(dir: &Path, state: &State) -> Result<(), BundleError> {
     Ok(())
 }
 
+/// The largest inode id a snapshot may use: far beyond any real recording, far from
+/// overflow.
+pub const MAX_INODE_ID: InodeId = 1 << 48;
+
 pub fn read_state(dir: &Path) -> Result<State, BundleError> {
     let mpath = dir.join("manifest.json");
     let text = std::fs::read(&mpath).map_err(io(&mpath))?;
@@ -197,6 +201,17 @@ pub fn read_state(dir: &Path) -> Result<State, BundleError> {
             *data = read_runs(&contents, size, &runs).map_err(bad)?;
         }
         inodes.insert(inode.id, inode);
+    }
+    // Ids are allocated from next_id on: it must lie above every id, far from the end.
+    let max_id = inodes.keys().copied().max().unwrap_or(0);
+    if m.next_id <= max_id || m.next_id > MAX_INODE_ID {
+        return Err(BundleError::Format {
+            path: mpath,
+            message: format!(
+                "next_id {} is not above every inode id (up to {max_id}) and at most {MAX_INODE_ID}",
+                m.next_id
+            ),
+        });
     }
     if !inodes.get(&m.root).is_some_and(|i| i.is_dir()) {
         return Err(BundleError::Format {

@@ -150,9 +150,24 @@ impl Fixture {
         };
         let path = self.scratch.path().join(name);
         write_file(&path, &input)?;
-        let r = open_bundle(self.scratch.path());
-        write_file(&path, seed)?;
-        r
+        // Put the seed back even when the reader panics: later inputs start from it.
+        let _restore = Restore { path, bytes: seed };
+        open_bundle(self.scratch.path())
+    }
+}
+
+struct Restore<'a> {
+    path: PathBuf,
+    bytes: &'a [u8],
+}
+
+impl Drop for Restore<'_> {
+    fn drop(&mut self) {
+        // A seed that cannot be put back spoils the rest of the run: stop it.
+        if let Err(e) = write_file(&self.path, self.bytes) {
+            eprintln!("intact-fuzz: restoring the seed bundle: {e}");
+            std::process::exit(2);
+        }
     }
 }
 

@@ -112,7 +112,8 @@ impl State {
 
     pub fn alloc_id(&mut self) -> InodeId {
         let id = self.next_id;
-        self.next_id += 1;
+        // Readers refuse states whose ids come near the end (bundle::read_state).
+        self.next_id = self.next_id.saturating_add(1);
         id
     }
 
@@ -187,7 +188,7 @@ impl State {
                     data: Sparse::new(),
                 },
             });
-            self.next_id = self.next_id.max(id + 1);
+            self.next_id = self.next_id.max(id.saturating_add(1));
         }
     }
 
@@ -207,7 +208,8 @@ impl State {
             return Err(ApplyError::Exists(dir, name.to_string()));
         }
         entries.insert(name.to_string(), inode);
-        self.get_mut(inode)?.nlink += 1;
+        let n = &mut self.get_mut(inode)?.nlink;
+        *n = n.saturating_add(1);
         Ok(())
     }
     fn remove_entry(&mut self, dir: InodeId, name: &str) -> Result<InodeId, ApplyError> {
@@ -400,7 +402,7 @@ impl State {
                         },
                     },
                 );
-                self.next_id = self.next_id.max(inode + 1);
+                self.next_id = self.next_id.max(inode.saturating_add(1));
                 self.add_entry(*dir, name, *inode)?;
             }
             LogicalOp::Rmdir { dir, name, .. } => {
@@ -430,7 +432,7 @@ impl State {
                         },
                     },
                 );
-                self.next_id = self.next_id.max(inode + 1);
+                self.next_id = self.next_id.max(inode.saturating_add(1));
                 self.add_entry(*dir, name, *inode)?;
             }
             LogicalOp::Sync { .. } | LogicalOp::Output { .. } => {}
