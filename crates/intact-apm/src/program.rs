@@ -136,6 +136,8 @@ const fn bit(c: Class) -> u16 {
 
 /// Splits `[lo, hi)` at multiples of `g`.
 pub fn pieces(lo: u64, hi: u64, g: u64) -> Vec<(u64, u64)> {
+    assert!(g > 0, "a granularity of 0 bytes");
+    let g = coarse_granularity(hi.saturating_sub(lo), g);
     let mut out = Vec::new();
     let mut a = lo;
     while a < hi {
@@ -144,6 +146,23 @@ pub fn pieces(lo: u64, hi: u64, g: u64) -> Vec<(u64, u64)> {
         a = b;
     }
     out
+}
+
+/// Ranges up to this size are split at the APM's granularity, as the thesis does.
+pub const FINE_SPAN_BYTES: u64 = 64 << 20;
+/// Larger ranges (a truncate to 1 TiB, a zeroing fallocate of a large file) are split in
+/// at most this many pieces, at a multiple of the granularity: their micro-operations and
+/// crash states stay bounded, and a partly persisted size change is still among them.
+pub const MAX_COARSE_PIECES: u64 = 64;
+
+fn coarse_granularity(span: u64, g: u64) -> u64 {
+    if span <= FINE_SPAN_BYTES {
+        return g;
+    }
+    // span / G <= MAX - 2 leaves room for the partial pieces at both ends.
+    let coarse = g.saturating_mul((span / g).div_ceil(MAX_COARSE_PIECES - 2).max(1));
+    assert!(coarse >= g && (coarse.is_multiple_of(g) || coarse == u64::MAX));
+    coarse
 }
 
 struct Builder<'a> {
@@ -316,7 +335,7 @@ impl Builder<'_> {
                         return Err(err("data reference past the end of data.bin".into()));
                     }
                 }
-                for (a, b) in pieces(*offset, offset + count, self.piece) {
+                for (a, b) in pieces(*offset, offset.saturating_add(*count), self.piece) {
                     self.push(
                         o,
                         Micro::Write {
@@ -681,7 +700,7 @@ impl Program {
         let mut sizes = HashMap::new();
         for (id, ino) in &initial.inodes {
             if let Node::File { data } = &ino.node {
-                sizes.insert(*id, data.len() as u64);
+                sizes.insert(*id, data.len());
             }
         }
         let mut b = Builder {

@@ -3,7 +3,7 @@
 //! previous version could misread a new bundle.
 
 use intact_convert::{TaskExit, Unsupported};
-use intact_model::{Inode, InodeId, Node, Op, State};
+use intact_model::{Inode, InodeId, Node, Op, Run, Sparse, State};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufWriter, Write};
@@ -103,9 +103,19 @@ struct Manifest {
 struct ManifestInode {
     #[serde(flatten)]
     inode: Inode,
-    /// For regular files: where the contents are in `contents.bin`.
+    /// For regular files without holes: where the contents are in `contents.bin`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     contents: Option<(u64, u64)>,
+    /// For sparse files: the size, and the runs written in it as (file offset, offset in
+    /// `contents.bin`, length); the rest reads as zeros.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sparse: Option<SparseRef>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct SparseRef {
+    size: u64,
+    runs: Vec<(u64, u64, u64)>,
 }
 
 /// Writes a state as `DIR/manifest.json` + `DIR/contents.bin`.
@@ -119,17 +129,31 @@ pub fn write_state(dir: &Path, state: &State) -> Result<(), BundleError> {
     let mut inodes = Vec::with_capacity(ids.len());
     for id in ids {
         let inode = state.inodes[&id].clone();
-        let contents_ref = if let Node::File { data } = &inode.node {
-            contents.write_all(data).map_err(io(&cpath))?;
-            let r = (at, data.len() as u64);
-            at += data.len() as u64;
-            Some(r)
-        } else {
-            None
-        };
+        let (mut dense, mut sparse) = (None, None);
+        if let Node::File { data } = &inode.node {
+            let mut runs = Vec::new();
+            for (off, run) in data.runs() {
+                if let Run::Bytes(b) = run {
+                    contents.write_all(b).map_err(io(&cpath))?;
+                    runs.push((off, at, b.len() as u64));
+                    at += b.len() as u64;
+                }
+            }
+            let covered: u64 = runs.iter().map(|r| r.2).sum();
+            if covered == data.len() {
+                // No hole: the format every earlier reader knows.
+                dense = Some((at - covered, covered));
+            } else {
+                sparse = Some(SparseRef {
+                    size: data.len(),
+                    runs,
+                });
+            }
+        }
         inodes.push(ManifestInode {
             inode,
-            contents: contents_ref,
+            contents: dense,
+            sparse,
         });
     }
     contents.flush().map_err(io(&cpath))?;
@@ -147,6 +171,10 @@ pub fn write_state(dir: &Path, state: &State) -> Result<(), BundleError> {
     Ok(())
 }
 
+/// The largest inode id a snapshot may use: far beyond any real recording, far from
+/// overflow.
+pub const MAX_INODE_ID: InodeId = 1 << 48;
+
 pub fn read_state(dir: &Path) -> Result<State, BundleError> {
     let mpath = dir.join("manifest.json");
     let text = std::fs::read(&mpath).map_err(io(&mpath))?;
@@ -159,33 +187,79 @@ pub fn read_state(dir: &Path) -> Result<State, BundleError> {
     let mut inodes = HashMap::new();
     for mi in m.inodes {
         let mut inode = mi.inode;
-        if let (Node::File { data }, Some((at, len))) = (&mut inode.node, mi.contents) {
-            let end = at
-                .checked_add(len)
-                .filter(|&e| e <= contents.len() as u64)
-                .ok_or_else(|| BundleError::Format {
-                    path: cpath.clone(),
-                    message: format!(
-                        "inode {} refers to bytes {at}+{len}, past the end ({} bytes)",
-                        inode.id,
-                        contents.len()
-                    ),
-                })?;
-            *data = contents[at as usize..end as usize].to_vec();
+        if let Node::File { data } = &mut inode.node {
+            let bad = |message: String| BundleError::Format {
+                path: cpath.clone(),
+                message: format!("inode {}: {message}", inode.id),
+            };
+            let (size, runs) = match (mi.contents, mi.sparse) {
+                (Some((at, len)), None) => (len, vec![(0, at, len)]),
+                (None, Some(s)) => (s.size, s.runs),
+                (None, None) => (0, Vec::new()),
+                (Some(_), Some(_)) => return Err(bad("both dense and sparse contents".into())),
+            };
+            *data = read_runs(&contents, size, &runs).map_err(bad)?;
         }
         inodes.insert(inode.id, inode);
     }
-    if !inodes.contains_key(&m.root) {
+    // Ids are allocated from next_id on: it must lie above every id, far from the end.
+    let max_id = inodes.keys().copied().max().unwrap_or(0);
+    if m.next_id <= max_id || m.next_id > MAX_INODE_ID {
         return Err(BundleError::Format {
             path: mpath,
-            message: format!("root inode {} is missing", m.root),
+            message: format!(
+                "next_id {} is not above every inode id (up to {max_id}) and at most {MAX_INODE_ID}",
+                m.next_id
+            ),
         });
+    }
+    if !inodes.get(&m.root).is_some_and(|i| i.is_dir()) {
+        return Err(BundleError::Format {
+            path: mpath,
+            message: format!("root inode {} is missing or not a directory", m.root),
+        });
+    }
+    for ino in inodes.values() {
+        if let Node::Dir { entries, .. } = &ino.node {
+            if let Some((name, id)) = entries.iter().find(|(_, id)| !inodes.contains_key(id)) {
+                return Err(BundleError::Format {
+                    path: mpath,
+                    message: format!(
+                        "directory inode {} names {name:?}, inode {id}, which is missing",
+                        ino.id
+                    ),
+                });
+            }
+        }
     }
     Ok(State {
         inodes,
         root: m.root,
         next_id: m.next_id,
     })
+}
+
+/// A file's contents from its runs in `contents.bin`, each checked to lie inside both the
+/// blob and the file's size.
+fn read_runs(contents: &[u8], size: u64, runs: &[(u64, u64, u64)]) -> Result<Sparse, String> {
+    let mut data = Sparse::new();
+    for &(off, at, len) in runs {
+        let end = at
+            .checked_add(len)
+            .filter(|&e| e <= contents.len() as u64)
+            .ok_or_else(|| {
+                format!(
+                    "refers to bytes {at}+{len}, past the end of contents.bin ({} bytes)",
+                    contents.len()
+                )
+            })?;
+        if off.checked_add(len).is_none_or(|e| e > size) {
+            return Err(format!("a run at {off}+{len} lies past the size {size}"));
+        }
+        data.write(off, &contents[at as usize..end as usize])?;
+    }
+    data.set_len(size);
+    Ok(data)
 }
 
 pub fn write_ops(path: &Path, ops: &[Op]) -> Result<(), BundleError> {

@@ -200,7 +200,7 @@ pub fn record(a: RecordArgs) -> Result<u8, Failure> {
     };
     let stdout_id = opts.stdout.clone();
     let conv = intact_convert::convert(&trace, initial.clone(), &opts)
-        .map_err(|e| Failure::internal(format!("converting the trace: {e}")))?;
+        .map_err(|e| convert_failure(e, &raw_bytes, &raw))?;
 
     // --- final snapshot and bundle
     let final_state = capture(&root_abs, &ignore_set)
@@ -338,6 +338,24 @@ fn stdout_identity() -> Option<String> {
     )
 }
 
+/// A conversion error as the user sees it: a malformed line (exit 2) is named by file,
+/// line and text, with what to do; anything else is the converter's failure (exit 3).
+fn convert_failure(e: intact_convert::ConvertError, raw: &[u8], raw_path: &Path) -> Failure {
+    if !e.is_malformed_input() {
+        return Failure::internal(format!("converting the trace: {e}"));
+    }
+    let text = raw
+        .split(|&b| b == b'\n')
+        .nth(e.line().saturating_sub(1))
+        .map(|l| String::from_utf8_lossy(l).into_owned())
+        .unwrap_or_default();
+    Failure::input(format!(
+        "{}:{}: {e}\n  the line: {text}\n  strace never writes such a line: the trace was edited or damaged; fix or delete the line and run again, or record again (nothing was changed)",
+        raw_path.display(),
+        e.line(),
+    ))
+}
+
 /// `intact reconvert`: derive the logical operations again from a bundle's raw trace (for
 /// example after upgrading intact), rerun the oracle, and report the conversion rate.
 pub fn reconvert(path: &Path) -> Result<u8, Failure> {
@@ -363,7 +381,7 @@ pub fn reconvert(path: &Path) -> Result<u8, Failure> {
         .map_err(|e| Failure::input(format!("parsing {}: {e}", raw_path.display())))?;
     let t1 = Instant::now();
     let conv = intact_convert::convert(&trace, initial, &opts)
-        .map_err(|e| Failure::internal(format!("converting the trace: {e}")))?;
+        .map_err(|e| convert_failure(e, &raw, &raw_path))?;
     let t2 = Instant::now();
     let events = trace.events.len();
     let w = |e: bundle::BundleError| Failure::internal(format!("writing the bundle: {e}"));

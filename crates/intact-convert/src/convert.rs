@@ -1,5 +1,6 @@
 //! The replay of system calls into logical operations.
 
+use crate::args::{self, range_end, size_arg};
 use crate::resolve::{Loc, Res, Resolver};
 use intact_model::{Data, IgnoreSet, InodeId, LogicalOp, Node, Op, State, SyncKind};
 use intact_symbol::{parse_strace_frame, Frame, FrameFilter, Lang, Symbolizer};
@@ -35,6 +36,27 @@ pub enum ConvertError {
         syscall: String,
         message: String,
     },
+    /// The line cannot come from strace: missing or mistyped arguments, offsets past the
+    /// largest file size. An input error (the trace was edited or damaged).
+    #[error("raw trace line {line} ({syscall}) is malformed: {message}")]
+    Malformed {
+        line: usize,
+        syscall: String,
+        message: String,
+    },
+}
+
+impl ConvertError {
+    /// The 1-based line of the raw trace the error is about.
+    pub fn line(&self) -> usize {
+        match self {
+            ConvertError::Call { line, .. } | ConvertError::Malformed { line, .. } => *line,
+        }
+    }
+    /// Whether the trace itself is at fault (exit 2), rather than the converter.
+    pub fn is_malformed_input(&self) -> bool {
+        matches!(self, ConvertError::Malformed { .. })
+    }
 }
 
 /// A system call the model cannot express, touching the recorded directory.
@@ -279,6 +301,23 @@ fn before_int(a: &Arg) -> Option<i64> {
     }
 }
 
+/// An offset passed by reference (`[0] => [5]`: the value before the call), bounded.
+fn offset_value(a: &Arg) -> Result<u64, String> {
+    let v = before_int(a).unwrap_or(0);
+    let v = u64::try_from(v).map_err(|_| format!("offset {v} is negative"))?;
+    range_end(v, 0)
+}
+
+/// The address range `[addr, addr + len)` of arguments `a` and `l`, which must not wrap.
+fn address_range(call: &Call, a: usize, l: usize) -> Result<(u64, u64), String> {
+    let addr = int_arg(call, a)? as u64;
+    let len = size_arg(call, l, "the length")?;
+    let end = addr
+        .checked_add(len)
+        .ok_or_else(|| format!("address range {addr:#x}+{len} wraps around"))?;
+    Ok((addr, end))
+}
+
 fn str_arg(call: &Call, i: usize) -> Result<String, String> {
     match call.args.get(i) {
         Some(Arg::Str {
@@ -305,6 +344,14 @@ fn int_arg(call: &Call, i: usize) -> Result<i64, String> {
 impl Conv<'_> {
     fn err(&self, call: &Call, message: impl Into<String>) -> ConvertError {
         ConvertError::Call {
+            line: call.line,
+            syscall: call.name.clone(),
+            message: message.into(),
+        }
+    }
+
+    fn malformed(&self, call: &Call, message: impl Into<String>) -> ConvertError {
+        ConvertError::Malformed {
             line: call.line,
             syscall: call.name.clone(),
             message: message.into(),
@@ -511,10 +558,12 @@ impl Conv<'_> {
         self.state.inodes.get(&inode).map(|i| i.size()).unwrap_or(0)
     }
 
-    fn file_bytes(&self, inode: InodeId) -> &[u8] {
+    /// Up to `len` bytes of a file's contents from `offset` (holes read as zeros); the
+    /// caller bounds `len` (it is allocated).
+    fn file_read(&self, inode: InodeId, offset: u64, len: u64) -> Vec<u8> {
         match self.state.inodes.get(&inode).map(|i| &i.node) {
-            Some(Node::File { data }) => data,
-            _ => &[],
+            Some(Node::File { data }) => data.read(offset, len, |_| 0),
+            _ => Vec::new(),
         }
     }
 
@@ -680,9 +729,10 @@ impl Conv<'_> {
         pos: u64,
         data: Data,
     ) -> Result<(), ConvertError> {
+        let len = data.len();
+        range_end(pos, len).map_err(|m| self.malformed(call, m))?;
         let path = Some(self.path_of_file(inode));
         let mut size = self.size(inode);
-        let len = data.len();
         if len == 0 {
             return Ok(());
         }
@@ -798,6 +848,7 @@ impl Conv<'_> {
             }
             return Ok(());
         }
+        args::check(call).map_err(|m| self.malformed(call, m))?;
         let ret = match &call.ret {
             Ret::Val(v, _) => *v,
             _ => return Ok(()), // failed calls change nothing
@@ -805,6 +856,7 @@ impl Conv<'_> {
         let r = self.dispatch(call, idx, &task, ret);
         r.map_err(|e| match e {
             Fail::Msg(m) => self.err(call, m),
+            Fail::Bad(m) => self.malformed(call, m),
             Fail::Conv(e) => e,
         })
     }
@@ -847,7 +899,9 @@ impl Conv<'_> {
             Marker::MapWrite { addr, data } => {
                 let maps = task.maps.borrow().clone();
                 let mut a = addr;
-                let end = addr + data.len() as u64;
+                let end = addr.checked_add(data.len() as u64).ok_or_else(|| {
+                    self.malformed(call, format!("mapped write at {addr:#x} wraps around"))
+                })?;
                 while a < end {
                     let Some(m) = maps.iter().find(|m| m.addr <= a && a < m.addr + m.len) else {
                         // Not a mapping of a file inside the recorded directory.
@@ -860,9 +914,8 @@ impl Conv<'_> {
                     // Only bytes inside the file's size can reach it; emit runs that differ.
                     let size = self.size(m.inode);
                     let usable = chunk.len().min(size.saturating_sub(file_off) as usize);
-                    let cur = self.file_bytes(m.inode)
-                        [file_off as usize..file_off as usize + usable]
-                        .to_vec();
+                    let cur = self.file_read(m.inode, file_off, usable as u64);
+                    assert_eq!(cur.len(), usable, "the file holds the usable bytes");
                     let mut i = 0;
                     while i < usable {
                         if chunk[i] == cur[i] {
@@ -902,6 +955,8 @@ const RWF_NOAPPEND_BIT: u64 = 0x20;
 
 enum Fail {
     Msg(String),
+    /// Malformed input: an argument out of its range.
+    Bad(String),
     Conv(ConvertError),
 }
 impl From<String> for Fail {
@@ -1040,20 +1095,24 @@ impl Conv<'_> {
                 }
             }
             "lseek" => {
+                let offset = u64::try_from(ret)
+                    .map_err(|_| Fail::Bad(format!("lseek returned a negative offset {ret}")))?;
                 if let Some(of) = self.fd(call, task, &call.args[0]) {
-                    of.borrow_mut().offset = ret as u64;
+                    of.borrow_mut().offset = offset;
                 }
             }
             "read" | "readv" => {
                 if let Some(of) = self.fd(call, task, &call.args[0]) {
-                    of.borrow_mut().offset += ret as u64;
+                    let mut of = of.borrow_mut();
+                    of.offset = of.offset.saturating_add(ret as u64);
                 }
             }
             "write" | "writev" | "pwrite64" | "pwritev" | "pwritev2" => {
                 self.write(call, idx, task, ret as u64)?
             }
             "truncate" | "ftruncate" => {
-                let len = int_arg(call, 1)? as u64;
+                let len = size_arg(call, 1, "the new size").map_err(Fail::Bad)?;
+                range_end(len, 0).map_err(Fail::Bad)?;
                 let inode = if name == "truncate" {
                     match self.resolve_cwd(task, &str_arg(call, 0)?, true)? {
                         Res::In {
@@ -1237,8 +1296,9 @@ impl Conv<'_> {
                     "fsync" => (SyncKind::Fsync, None),
                     "fdatasync" => (SyncKind::Fdatasync, None),
                     _ => {
-                        let off = int_arg(call, 1)? as u64;
-                        let n = int_arg(call, 2)? as u64;
+                        let off = size_arg(call, 1, "the offset").map_err(Fail::Bad)?;
+                        let n = size_arg(call, 2, "the length").map_err(Fail::Bad)?;
+                        range_end(off, n).map_err(Fail::Bad)?;
                         let n = if n == 0 {
                             self.size(inode).saturating_sub(off)
                         } else {
@@ -1274,16 +1334,15 @@ impl Conv<'_> {
                 None,
             )?,
             "msync" => {
-                let addr = int_arg(call, 0)? as u64;
-                let len = int_arg(call, 1)? as u64;
+                let (addr, end) = address_range(call, 0, 1).map_err(Fail::Bad)?;
                 if call.args.get(2).is_some_and(|a| has(a, "MS_SYNC")) {
                     let maps = task.maps.borrow().clone();
                     for m in maps
                         .iter()
-                        .filter(|m| m.addr < addr + len && addr < m.addr + m.len)
+                        .filter(|m| m.addr < end && addr < m.addr + m.len)
                     {
                         let s = addr.max(m.addr);
-                        let e = (addr + len).min(m.addr + m.len);
+                        let e = end.min(m.addr + m.len);
                         let path = Some(self.path_of_file(m.inode));
                         let range = Some((m.file_off + (s - m.addr), e - s));
                         self.emit(
@@ -1317,10 +1376,15 @@ impl Conv<'_> {
                         .and_then(|a| self.fd(call, task, &a))
                         .map(|o| o.borrow().target.clone())
                     {
-                        let len = int_arg(call, 1)? as u64;
-                        let file_off = int_arg(call, 5)? as u64;
+                        let len = size_arg(call, 1, "the length").map_err(Fail::Bad)?;
+                        let file_off = size_arg(call, 5, "the offset").map_err(Fail::Bad)?;
+                        range_end(file_off, len).map_err(Fail::Bad)?;
+                        let addr = ret as u64;
+                        addr.checked_add(len).ok_or_else(|| {
+                            Fail::Bad(format!("mapping {addr:#x}+{len} wraps around"))
+                        })?;
                         task.maps.borrow_mut().push(Mapping {
-                            addr: ret as u64,
+                            addr,
                             len,
                             inode,
                             file_off,
@@ -1329,15 +1393,17 @@ impl Conv<'_> {
                 }
             }
             "munmap" => {
-                let addr = int_arg(call, 0)? as u64;
-                let len = int_arg(call, 1)? as u64;
+                let (addr, end) = address_range(call, 0, 1).map_err(Fail::Bad)?;
                 task.maps
                     .borrow_mut()
-                    .retain(|m| !(m.addr < addr + len && addr < m.addr + m.len));
+                    .retain(|m| !(m.addr < end && addr < m.addr + m.len));
             }
             "mremap" => {
                 let old = int_arg(call, 0)? as u64;
-                let new_len = int_arg(call, 2)? as u64;
+                let new_len = size_arg(call, 2, "the new length").map_err(Fail::Bad)?;
+                (ret as u64)
+                    .checked_add(new_len)
+                    .ok_or_else(|| Fail::Bad(format!("mapping {ret:#x}+{new_len} wraps around")))?;
                 for m in task.maps.borrow_mut().iter_mut() {
                     if m.addr == old {
                         m.addr = ret as u64;
@@ -1577,7 +1643,7 @@ impl Conv<'_> {
                             task,
                             LogicalOp::Truncate {
                                 inode: t,
-                                old_size: data.len() as u64,
+                                old_size: data.len(),
                                 new_size: 0,
                             },
                             p,
@@ -1693,9 +1759,10 @@ impl Conv<'_> {
         };
         let bytes = self.written(call, buf, ret)?;
         let explicit = match call.name.as_str() {
-            "pwrite64" => Some(int_arg(call, 3)?),
-            "pwritev" => Some(int_arg(call, 3)?),
-            "pwritev2" => Some(int_arg(call, 3)?).filter(|&o| o != -1),
+            "pwrite64" | "pwritev" => Some(size_arg(call, 3, "the offset").map_err(Fail::Bad)?),
+            // -1: the file's current offset.
+            "pwritev2" if int_arg(call, 3)? == -1 => None,
+            "pwritev2" => Some(size_arg(call, 3, "the offset").map_err(Fail::Bad)?),
             _ => None,
         };
         let rwf = if call.name == "pwritev2" {
@@ -1717,7 +1784,7 @@ impl Conv<'_> {
                 (self.size(inode), explicit.is_none())
             } else {
                 match explicit {
-                    Some(p) => (p as u64, false),
+                    Some(p) => (p, false),
                     None => (o.offset, true),
                 }
             }
@@ -1725,6 +1792,7 @@ impl Conv<'_> {
         let d = self.store(&bytes);
         self.write_at(call, idx, task, inode, pos, d)?;
         if moves {
+            // Bounded: write_at checked pos + the bytes written.
             of.borrow_mut().offset = pos + ret;
         }
         let sync = of.borrow().sync.or_else(|| match &rwf {
@@ -1760,8 +1828,9 @@ impl Conv<'_> {
             return Ok(());
         };
         let mode = call.args.get(1).cloned().unwrap_or(Arg::Int(0));
-        let off = int_arg(call, 2)? as u64;
-        let len = int_arg(call, 3)? as u64;
+        let off = size_arg(call, 2, "the offset").map_err(Fail::Bad)?;
+        let len = size_arg(call, 3, "the length").map_err(Fail::Bad)?;
+        range_end(off, len).map_err(Fail::Bad)?;
         let keep = has(&mode, "FALLOC_FL_KEEP_SIZE");
         let size = self.size(inode);
         let path = Some(self.path_of_file(inode));
@@ -1827,10 +1896,11 @@ impl Conv<'_> {
         let mut src_pos = 0;
         if let Some(src) = &src {
             match in_off.filter(|a| !a.is_null()) {
-                Some(a) => src_pos = before_int(a).unwrap_or(0) as u64,
+                Some(a) => src_pos = offset_value(a).map_err(Fail::Bad)?,
                 None => {
                     src_pos = src.borrow().offset;
-                    src.borrow_mut().offset += ret;
+                    let mut s = src.borrow_mut();
+                    s.offset = s.offset.saturating_add(ret);
                 }
             }
         }
@@ -1844,16 +1914,15 @@ impl Conv<'_> {
         let bytes: Vec<u8> = match (copied, src.as_ref().map(|s| s.borrow().target.clone())) {
             (Some(Some(b)), _) if b.len() as u64 >= ret => b[..ret as usize].to_vec(),
             (_, Some(Target::File(s))) => {
-                let data = self.file_bytes(s);
-                let end = (src_pos + ret) as usize;
-                if end > data.len() {
+                let size = self.size(s);
+                let end = src_pos.saturating_add(ret);
+                if end > size {
                     return Err(format!(
-                        "copy of {ret} bytes from offset {src_pos} goes past the source's size {}",
-                        data.len()
+                        "copy of {ret} bytes from offset {src_pos} goes past the source's size {size}"
                     )
                     .into());
                 }
-                data[src_pos as usize..end].to_vec()
+                self.file_read(s, src_pos, ret)
             }
             _ => {
                 let p = self.path_of_file(inode);
@@ -1862,7 +1931,7 @@ impl Conv<'_> {
             }
         };
         let (pos, moves) = match out_off.filter(|a| !a.is_null()) {
-            Some(a) => (before_int(a).unwrap_or(0) as u64, false),
+            Some(a) => (offset_value(a).map_err(Fail::Bad)?, false),
             None => {
                 let o = dst.borrow();
                 (if o.append { self.size(inode) } else { o.offset }, true)
@@ -1871,6 +1940,7 @@ impl Conv<'_> {
         let d = self.store(&bytes);
         self.write_at(call, idx, task, inode, pos, d)?;
         if moves {
+            // Bounded: write_at checked pos + the bytes copied.
             dst.borrow_mut().offset = pos + ret;
         }
         Ok(())

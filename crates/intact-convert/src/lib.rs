@@ -4,7 +4,9 @@
 //! file mappings, and the logical file-system state itself, which every emitted operation
 //! is applied to (so sizes, link counts and inode identities are always current).
 
+mod args;
 mod convert;
 mod resolve;
 
+pub use args::MAX_FILE_SIZE_BYTES;
 pub use convert::{convert, Conversion, ConvertError, ConvertOptions, TaskExit, Unsupported};

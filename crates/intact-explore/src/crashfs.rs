@@ -6,8 +6,8 @@
 use intact_apm::Micro;
 use intact_model::op::{LogicalOp, Op};
 use intact_model::state::{InodeId, Node, State};
+use intact_model::{Data, Seg, Sparse};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,9 +28,9 @@ pub fn garbage(offset: u64) -> u8 {
 pub enum CNode {
     Absent,
     /// `buf` may extend beyond `size`: blocks written past the end are invisible until a
-    /// size change reaches them.
+    /// size change reaches them. Its holes are blocks never written: [`garbage`].
     File {
-        buf: Arc<Vec<u8>>,
+        buf: Arc<Sparse>,
         size: u64,
         gen: u64,
         mode: u32,
@@ -105,8 +105,8 @@ impl CrashFs {
         for (id, ino) in &initial.inodes {
             let node = match &ino.node {
                 Node::File { data } => CNode::File {
-                    buf: Arc::new(data.clone()),
-                    size: data.len() as u64,
+                    buf: Arc::new(holes_as_zeros(data)),
+                    size: data.len(),
                     gen: next_gen(),
                     mode: ino.mode,
                 },
@@ -141,7 +141,7 @@ impl CrashFs {
                 | LogicalOp::Truncate { inode, .. } => (
                     *inode,
                     CNode::File {
-                        buf: Arc::new(Vec::new()),
+                        buf: Arc::new(Sparse::new()),
                         size: 0,
                         gen: next_gen(),
                         mode: 0o100644,
@@ -168,7 +168,7 @@ impl CrashFs {
         Ok(())
     }
 
-    fn file(&mut self, id: InodeId) -> Result<(&mut Arc<Vec<u8>>, &mut u64), CrashFsError> {
+    fn file(&mut self, id: InodeId) -> Result<(&mut Arc<Sparse>, &mut u64), CrashFsError> {
         match self.nodes.get_mut(id as usize) {
             Some(CNode::File { buf, size, gen, .. }) => {
                 *gen = next_gen();
@@ -188,12 +188,8 @@ impl CrashFs {
     pub fn apply(&mut self, m: &Micro, blob: &[u8]) -> Result<(), CrashFsError> {
         match m {
             Micro::SetSize { inode, size } => {
-                let (buf, sz) = self.file(*inode)?;
-                if (buf.len() as u64) < *size {
-                    let b = Arc::make_mut(buf);
-                    let from = b.len() as u64;
-                    b.extend((from..*size).map(garbage));
-                }
+                // Blocks the size exposes read as garbage: the holes of `buf` are just that.
+                let (_, sz) = self.file(*inode)?;
                 *sz = *size;
             }
             Micro::Write {
@@ -201,15 +197,16 @@ impl CrashFs {
                 offset,
                 data,
             } => {
-                let bytes = data.bytes(blob).map_err(CrashFsError::Data)?;
                 let (buf, _) = self.file(*inode)?;
                 let b = Arc::make_mut(buf);
-                let end = (*offset + bytes.len() as u64) as usize;
-                if b.len() < end {
-                    let from = b.len() as u64;
-                    b.extend((from..end as u64).map(garbage));
+                match *data {
+                    Data::Zeros { zeros } => b.write_zeros(*offset, zeros),
+                    Data::Bytes { .. } => {
+                        let bytes = data.bytes(blob).map_err(CrashFsError::Data)?;
+                        b.write(*offset, &bytes)
+                    }
                 }
-                b[*offset as usize..end].copy_from_slice(&bytes);
+                .map_err(CrashFsError::Data)?;
             }
             Micro::CreateEntry { dir, name, inode } => {
                 self.entries(*dir)?.insert(name.clone(), *inode);
@@ -289,9 +286,9 @@ impl CrashFs {
                         return;
                     }
                     first.insert(id, n);
-                    let fh = *cache.entry(*gen).or_insert_with(|| {
-                        *blake3::hash(&buf[..(*size as usize).min(buf.len())]).as_bytes()
-                    });
+                    let fh = *cache
+                        .entry(*gen)
+                        .or_insert_with(|| content_hash(buf, *size));
                     h.update(b"F");
                     h.update(&size.to_le_bytes());
                     h.update(&mode.to_le_bytes());
@@ -341,17 +338,7 @@ impl CrashFs {
                             .create_new(true)
                             .mode(mode & 0o7777 | 0o600)
                             .open(&p)
-                            .and_then(|mut f| {
-                                f.write_all(&buf[..(*size as usize).min(buf.len())])
-                                    .and_then(|_| {
-                                        // Sizes beyond the buffer cannot happen; keep the size exact anyway.
-                                        if (buf.len() as u64) < *size {
-                                            f.set_len(*size)
-                                        } else {
-                                            Ok(())
-                                        }
-                                    })
-                            })
+                            .and_then(|f| write_sparse(&f, buf, *size))
                             .map_err(io)
                     }
                 }
@@ -412,9 +399,13 @@ impl CrashFs {
                     if Arc::ptr_eq(buf, bbuf) && size == bsize {
                         continue;
                     }
+                    if *size > DENSE_LIMIT_BYTES {
+                        return None; // too large to ship as byte runs
+                    }
                     let n = *size as usize;
-                    let old = |k: usize| bbuf.get(k).copied().unwrap_or_else(|| garbage(k as u64));
-                    let new = |k: usize| buf.get(k).copied().unwrap_or_else(|| garbage(k as u64));
+                    let (buf, bbuf) = (visible(buf, *size), visible(bbuf, *size));
+                    let old = |k: usize| bbuf[k];
+                    let new = |k: usize| buf[k];
                     let mut runs: Vec<(u64, Vec<u8>)> = Vec::new();
                     let mut k = 0;
                     let both = n.min(buf.len()).min(bbuf.len());
@@ -498,23 +489,15 @@ impl CrashFs {
             }
             let (buf, size) = self.file(f.inode)?;
             let b = Arc::make_mut(buf);
-            let n = f.size as usize;
-            if b.len() < n {
-                let from = b.len() as u64;
-                b.extend((from..n as u64).map(garbage));
-            }
+            let n = f.size;
             for (off, bytes) in &f.runs {
-                let o = *off as usize;
-                let end = o
-                    .checked_add(bytes.len())
-                    .filter(|e| *e <= n)
-                    .ok_or_else(|| {
-                        CrashFsError::Data(format!(
-                            "inode {}: run at {off} beyond the size {n}",
-                            f.inode
-                        ))
-                    })?;
-                b[o..end].copy_from_slice(bytes);
+                if off.checked_add(bytes.len() as u64).is_none_or(|e| e > n) {
+                    return Err(CrashFsError::Data(format!(
+                        "inode {}: run at {off} beyond the size {n}",
+                        f.inode
+                    )));
+                }
+                b.write(*off, bytes).map_err(CrashFsError::Data)?;
             }
             *size = f.size;
         }
@@ -546,7 +529,7 @@ impl CrashFs {
             }
             let node = match self.nodes.get(id as usize) {
                 Some(CNode::File { buf, size, .. }) => Node::File {
-                    data: buf[..(*size as usize).min(buf.len())].to_vec(),
+                    data: as_seen(buf, *size),
                 },
                 Some(CNode::Dir { entries, .. }) => {
                     todo.extend(entries.values().copied());
@@ -572,4 +555,108 @@ impl CrashFs {
         }
         s
     }
+}
+
+/// Files up to this size are hashed and diffed byte by byte, as they always were; larger
+/// ones (sparse files) by their runs.
+const DENSE_LIMIT_BYTES: u64 = 64 << 20;
+
+/// Uninitialised ranges up to this size are materialised with the [`garbage`] pattern in
+/// full; longer ones get it in their first and last `GARBAGE_EDGE_BYTES` only and stay a
+/// hole (zeros) in between, so a crash state of a 1 TiB sparse file costs little disk.
+const GARBAGE_FULL_BYTES: u64 = 1 << 20;
+const GARBAGE_EDGE_BYTES: u64 = 64 << 10;
+
+/// A model file's contents in a crash state: its holes are real zeros, not garbage.
+fn holes_as_zeros(data: &Sparse) -> Sparse {
+    let mut out = data.clone();
+    for (s, e, seg) in data.segments(0, data.len()) {
+        if seg == Seg::Hole {
+            out.write_zeros(s, e - s).expect("inside the file");
+        }
+    }
+    out
+}
+
+/// The visible bytes below `size` (the caller bounds it), garbage where never written.
+fn visible(buf: &Sparse, size: u64) -> Vec<u8> {
+    let mut v = buf.read(0, size, garbage);
+    let from = v.len() as u64;
+    v.extend((from..size).map(garbage));
+    v
+}
+
+/// The uninitialised parts of `[s, e)` that are materialised as garbage (see
+/// [`GARBAGE_FULL_BYTES`]).
+fn garbage_ranges(s: u64, e: u64) -> Vec<(u64, u64)> {
+    if e - s <= GARBAGE_FULL_BYTES {
+        vec![(s, e)]
+    } else {
+        vec![(s, s + GARBAGE_EDGE_BYTES), (e - GARBAGE_EDGE_BYTES, e)]
+    }
+}
+
+/// What the checker sees below `size`, as pieces: written runs, and garbage where the
+/// blocks were never written (past the buffer too).
+fn seen_segments(buf: &Sparse, size: u64) -> Vec<(u64, u64, Seg<'_>)> {
+    let mut segs = buf.segments(0, size);
+    if buf.len() < size {
+        segs.push((buf.len(), size, Seg::Hole));
+    }
+    segs
+}
+
+/// The contents the checker sees, as a model file (holes: zeros; garbage: written).
+fn as_seen(buf: &Sparse, size: u64) -> Sparse {
+    let mut out = Sparse::new();
+    for (s, e, seg) in seen_segments(buf, size) {
+        let r = match seg {
+            Seg::Bytes(b) => out.write(s, b),
+            Seg::Zeros => out.write_zeros(s, e - s),
+            Seg::Hole => garbage_ranges(s, e)
+                .into_iter()
+                .try_for_each(|(a, b)| out.write(a, &(a..b).map(garbage).collect::<Vec<u8>>())),
+        };
+        r.expect("inside the file");
+    }
+    out.set_len(size);
+    out
+}
+
+/// Writes a file's visible contents into a new file, holes as holes.
+fn write_sparse(f: &std::fs::File, buf: &Sparse, size: u64) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    f.set_len(size)?;
+    for (s, e, seg) in seen_segments(buf, size) {
+        match seg {
+            Seg::Bytes(b) => f.write_all_at(b, s)?,
+            Seg::Zeros => {} // a hole of a new file reads as zeros
+            Seg::Hole => {
+                for (a, b) in garbage_ranges(s, e) {
+                    let bytes: Vec<u8> = (a..b).map(garbage).collect();
+                    f.write_all_at(&bytes, a)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The hash of a file's visible contents: of its bytes up to [`DENSE_LIMIT_BYTES`] (equal
+/// contents, equal hash), of its pieces beyond.
+fn content_hash(buf: &Sparse, size: u64) -> [u8; 32] {
+    if size <= DENSE_LIMIT_BYTES {
+        return *blake3::hash(&visible(buf, size)).as_bytes();
+    }
+    let mut h = blake3::Hasher::new();
+    for (s, e, seg) in seen_segments(buf, size) {
+        h.update(&s.to_le_bytes());
+        h.update(&e.to_le_bytes());
+        match seg {
+            Seg::Bytes(b) => h.update(b"B").update(b),
+            Seg::Zeros => h.update(b"Z"),
+            Seg::Hole => h.update(b"G"),
+        };
+    }
+    *h.finalize().as_bytes()
 }

@@ -67,7 +67,7 @@ fn protocol(acts: &[Act]) -> (Vec<Op>, Vec<u8>, State, State) {
         });
     };
     let size = |s: &State, i: u64| match &s.inodes[&i].node {
-        Node::File { data } => data.len() as u64,
+        Node::File { data } => data.len(),
         _ => 0,
     };
     for a in acts {

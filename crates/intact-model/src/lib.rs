@@ -7,8 +7,10 @@
 
 pub mod op;
 pub mod snapshot;
+pub mod sparse;
 pub mod state;
 
 pub use op::{Data, LogicalOp, Op, SyncKind};
 pub use snapshot::{capture, IgnoreSet, SnapshotError};
+pub use sparse::{Run, Seg, Sparse};
 pub use state::{ApplyError, Inode, InodeId, Node, State};

@@ -43,9 +43,13 @@ impl Data {
     }
     /// Sub-range `[off, off+len)` of this data.
     pub fn slice(&self, off: u64, len: u64) -> Data {
-        debug_assert!(off + len <= self.len());
+        debug_assert!(off.checked_add(len).is_some_and(|end| end <= self.len()));
         match *self {
-            Data::Bytes { at, .. } => Data::Bytes { at: at + off, len },
+            // Saturating: a reference past the blob is refused when its bytes are read.
+            Data::Bytes { at, .. } => Data::Bytes {
+                at: at.saturating_add(off),
+                len,
+            },
             Data::Zeros { .. } => Data::Zeros { zeros: len },
         }
     }

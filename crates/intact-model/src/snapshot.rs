@@ -1,5 +1,6 @@
 //! Reading a real directory into a logical [`State`] (the snapshot of `record`).
 
+use crate::sparse::Sparse;
 use crate::state::{Inode, InodeId, Node, State};
 use globset::{GlobSet, GlobSetBuilder};
 use std::collections::{BTreeMap, HashMap};
@@ -140,7 +141,7 @@ pub fn capture(dir: &Path, ignore: &IgnoreSet) -> Result<State, SnapshotError> {
                         entries.insert(name, existing);
                         continue;
                     }
-                    let data = std::fs::read(&child_abs).map_err(io(&child_abs))?;
+                    let data = read_sparse(&child_abs, m.len()).map_err(io(&child_abs))?;
                     let cid = state.alloc_id();
                     by_devino.insert((m.dev(), m.ino()), cid);
                     state.inodes.insert(
@@ -222,6 +223,65 @@ pub fn capture(dir: &Path, ignore: &IgnoreSet) -> Result<State, SnapshotError> {
         }
     }
     Ok(state)
+}
+
+/// A regular file's contents, its holes kept as holes (SEEK_DATA/SEEK_HOLE), so a sparse
+/// file of 1 TiB costs what it has allocated. A file system without SEEK_DATA reports the
+/// whole file as data, which is read as it is.
+fn read_sparse(path: &Path, size_bytes: u64) -> std::io::Result<Sparse> {
+    use std::os::unix::fs::FileExt;
+    use std::os::unix::io::AsRawFd;
+    let f = std::fs::File::open(path)?;
+    let fd = f.as_raw_fd();
+    let mut data = Sparse::new();
+    let mut pos: u64 = 0;
+    while pos < size_bytes {
+        let (start, end) = match seek(fd, pos, libc::SEEK_DATA) {
+            Ok(None) => break, // only a hole remains
+            Ok(Some(start)) => {
+                let hole = seek(fd, start, libc::SEEK_HOLE)?.unwrap_or(size_bytes);
+                (start, hole.min(size_bytes))
+            }
+            // No SEEK_DATA here: all of it is data.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EOPNOTSUPP)) => {
+                (pos, size_bytes)
+            }
+            Err(e) => return Err(e),
+        };
+        if start >= end {
+            break; // data only past the size we read (the file grew meanwhile)
+        }
+        assert!(start >= pos, "SEEK_DATA went backwards");
+        let mut at = start;
+        let mut buf = vec![0u8; (end - start).min(1 << 20) as usize];
+        while at < end {
+            let n = (end - at).min(buf.len() as u64) as usize;
+            let got = f.read_at(&mut buf[..n], at)?;
+            if got == 0 {
+                break; // the file shrank while we read it
+            }
+            data.write(at, &buf[..got]).map_err(std::io::Error::other)?;
+            at += got as u64;
+        }
+        pos = end.max(pos + 1);
+    }
+    data.set_len(size_bytes);
+    Ok(data)
+}
+
+/// lseek(2) with SEEK_DATA or SEEK_HOLE: `None` at ENXIO (no more data past `pos`).
+fn seek(fd: i32, pos: u64, whence: i32) -> std::io::Result<Option<u64>> {
+    let pos = i64::try_from(pos).map_err(std::io::Error::other)?;
+    // SAFETY: lseek on a descriptor we own for the duration of the call; no memory is passed.
+    let r = unsafe { libc::lseek(fd, pos, whence) };
+    if r < 0 {
+        let e = std::io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::ENXIO) => Ok(None),
+            _ => Err(e),
+        };
+    }
+    Ok(Some(r as u64))
 }
 
 #[cfg(test)]

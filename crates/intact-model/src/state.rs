@@ -1,6 +1,7 @@
 //! Logical file-system state: inodes reachable from a root directory.
 
-use crate::op::LogicalOp;
+use crate::op::{Data, LogicalOp};
+use crate::sparse::Sparse;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
@@ -11,7 +12,7 @@ pub type InodeId = u64;
 pub enum Node {
     File {
         #[serde(skip)]
-        data: Vec<u8>,
+        data: Sparse,
     },
     Dir {
         entries: BTreeMap<String, InodeId>,
@@ -37,7 +38,7 @@ pub struct Inode {
 impl Inode {
     pub fn size(&self) -> u64 {
         match &self.node {
-            Node::File { data } => data.len() as u64,
+            Node::File { data } => data.len(),
             Node::Dir { entries, .. } => entries.len() as u64,
             Node::Symlink { target } => target.len() as u64,
         }
@@ -111,7 +112,8 @@ impl State {
 
     pub fn alloc_id(&mut self) -> InodeId {
         let id = self.next_id;
-        self.next_id += 1;
+        // Readers refuse states whose ids come near the end (bundle::read_state).
+        self.next_id = self.next_id.saturating_add(1);
         id
     }
 
@@ -182,15 +184,17 @@ impl State {
                 id,
                 mode: 0o100600,
                 nlink: 0,
-                node: Node::File { data: Vec::new() },
+                node: Node::File {
+                    data: Sparse::new(),
+                },
             });
-            self.next_id = self.next_id.max(id + 1);
+            self.next_id = self.next_id.max(id.saturating_add(1));
         }
     }
 
     /// A regular file's contents, creating an unlinked empty file for an id never seen
     /// (O_TMPFILE files exist before they are linked).
-    fn file_data(&mut self, id: InodeId) -> Result<&mut Vec<u8>, ApplyError> {
+    fn file_data(&mut self, id: InodeId) -> Result<&mut Sparse, ApplyError> {
         self.ensure_file(id);
         match &mut self.get_mut(id)?.node {
             Node::File { data } => Ok(data),
@@ -204,7 +208,8 @@ impl State {
             return Err(ApplyError::Exists(dir, name.to_string()));
         }
         entries.insert(name.to_string(), inode);
-        self.get_mut(inode)?.nlink += 1;
+        let n = &mut self.get_mut(inode)?.nlink;
+        *n = n.saturating_add(1);
         Ok(())
     }
     fn remove_entry(&mut self, dir: InodeId, name: &str) -> Result<InodeId, ApplyError> {
@@ -231,7 +236,13 @@ impl State {
     pub fn reachable(&self) -> Vec<(String, InodeId)> {
         let mut out = Vec::new();
         let mut stack = vec![(String::new(), self.root)];
+        // A directory is entered once: a damaged state naming one twice (or inside itself)
+        // must not loop.
+        let mut entered = std::collections::HashSet::new();
         while let Some((path, id)) = stack.pop() {
+            if !entered.insert(id) {
+                continue;
+            }
             if let Ok(entries) = self.entries(id) {
                 for (name, &child) in entries.iter().rev() {
                     let p = if path.is_empty() {
@@ -259,18 +270,24 @@ impl State {
                 count,
                 data,
             } => {
-                let bytes = data.bytes(blob).map_err(ApplyError::Data)?;
                 let file = self.file_data(*inode)?;
-                let end = offset + count;
-                if end > file.len() as u64 {
+                let end = offset.checked_add(*count).filter(|&e| e <= file.len());
+                let Some(end) = end else {
                     return Err(ApplyError::SizeMismatch {
                         op: "overwrite",
                         inode: *inode,
-                        expected: end,
-                        found: file.len() as u64,
+                        expected: offset.saturating_add(*count),
+                        found: file.len(),
                     });
+                };
+                if data.len() < *count {
+                    return Err(ApplyError::Data(format!(
+                        "overwrite of {count} bytes carries {}",
+                        data.len()
+                    )));
                 }
-                file[*offset as usize..end as usize].copy_from_slice(&bytes[..*count as usize]);
+                write_data(file, *offset, &data.slice(0, *count), blob)?;
+                debug_assert!(file.len() >= end);
             }
             LogicalOp::Append {
                 inode,
@@ -278,25 +295,24 @@ impl State {
                 new_size,
                 data,
             } => {
-                let bytes = data.bytes(blob).map_err(ApplyError::Data)?;
                 let file = self.file_data(*inode)?;
-                if file.len() as u64 != *old_size {
+                if file.len() != *old_size {
                     return Err(ApplyError::SizeMismatch {
                         op: "append",
                         inode: *inode,
                         expected: *old_size,
-                        found: file.len() as u64,
+                        found: file.len(),
                     });
                 }
-                file.extend_from_slice(&bytes);
-                if file.len() as u64 != *new_size {
+                if old_size.checked_add(data.len()) != Some(*new_size) {
                     return Err(ApplyError::SizeMismatch {
                         op: "append",
                         inode: *inode,
                         expected: *new_size,
-                        found: file.len() as u64,
+                        found: old_size.saturating_add(data.len()),
                     });
                 }
+                write_data(file, *old_size, data, blob)?;
             }
             LogicalOp::Truncate {
                 inode,
@@ -304,15 +320,15 @@ impl State {
                 new_size,
             } => {
                 let file = self.file_data(*inode)?;
-                if file.len() as u64 != *old_size {
+                if file.len() != *old_size {
                     return Err(ApplyError::SizeMismatch {
                         op: "truncate",
                         inode: *inode,
                         expected: *old_size,
-                        found: file.len() as u64,
+                        found: file.len(),
                     });
                 }
-                file.resize(*new_size as usize, 0);
+                file.set_len(*new_size);
             }
             LogicalOp::Link {
                 dir,
@@ -386,7 +402,7 @@ impl State {
                         },
                     },
                 );
-                self.next_id = self.next_id.max(inode + 1);
+                self.next_id = self.next_id.max(inode.saturating_add(1));
                 self.add_entry(*dir, name, *inode)?;
             }
             LogicalOp::Rmdir { dir, name, .. } => {
@@ -416,7 +432,7 @@ impl State {
                         },
                     },
                 );
-                self.next_id = self.next_id.max(inode + 1);
+                self.next_id = self.next_id.max(inode.saturating_add(1));
                 self.add_entry(*dir, name, *inode)?;
             }
             LogicalOp::Sync { .. } | LogicalOp::Output { .. } => {}
@@ -446,7 +462,9 @@ impl State {
                 (None, Some(_)) => return Some(format!("{path}: exists in the second state only")),
                 (None, None) => unreachable!(),
             };
-            let (na, nb) = (&self.inodes[&ia], &other.inodes[&ib]);
+            let (Some(na), Some(nb)) = (self.inodes.get(&ia), other.inodes.get(&ib)) else {
+                return Some(format!("{path}: names an inode that does not exist"));
+            };
             if na.kind() != nb.kind() {
                 return Some(format!(
                     "{path}: {} in the first state, {} in the second",
@@ -463,10 +481,12 @@ impl State {
                             db.len()
                         ));
                     }
-                    if let Some(pos) = da.iter().zip(db.iter()).position(|(x, y)| x != y) {
+                    if let Some(pos) = da.first_difference(db, |_| 0) {
+                        let byte = |d: &Sparse| d.byte_at(pos, |_| 0).unwrap_or(0);
                         return Some(format!(
                             "{path}: contents differ at offset {pos} ({:#04x} vs {:#04x})",
-                            da[pos], db[pos]
+                            byte(da),
+                            byte(db)
                         ));
                     }
                 }
@@ -495,6 +515,18 @@ impl State {
         }
         None
     }
+}
+
+/// Writes `data` at `offset` of `file`: zeros without allocating them.
+fn write_data(file: &mut Sparse, offset: u64, data: &Data, blob: &[u8]) -> Result<(), ApplyError> {
+    match *data {
+        Data::Zeros { zeros } => file.write_zeros(offset, zeros),
+        Data::Bytes { .. } => {
+            let bytes = data.bytes(blob).map_err(ApplyError::Data)?;
+            file.write(offset, &bytes)
+        }
+    }
+    .map_err(ApplyError::Data)
 }
 
 #[cfg(test)]
@@ -579,7 +611,7 @@ mod tests {
         );
         assert_eq!(s.get(2).unwrap().nlink, 2);
         match &s.get(2).unwrap().node {
-            Node::File { data } => assert_eq!(data, b"h\0\0lo"),
+            Node::File { data } => assert_eq!(data.read(0, 100, |_| 0), b"h\0\0lo"),
             _ => panic!(),
         }
         s.apply(

@@ -373,16 +373,23 @@ impl P<'_> {
     }
     fn next(&mut self) -> Option<u8> {
         let c = self.peek();
-        self.i += 1;
+        // Never past the end: `rest` and slicing stay in bounds on cut-off lines.
+        if c.is_some() {
+            self.i += 1;
+        }
         c
+    }
+    /// The unparsed rest of the line (empty at the end).
+    fn rest(&self) -> &[u8] {
+        self.s.get(self.i..).unwrap_or_default()
     }
     fn ws(&mut self) {
         while self.peek() == Some(b' ') {
             self.i += 1;
         }
         // `/* comment */`
-        if self.s[self.i..].starts_with(b"/*") {
-            if let Some(e) = find(&self.s[self.i..], b"*/") {
+        if self.rest().starts_with(b"/*") {
+            if let Some(e) = find(self.rest(), b"*/") {
                 self.i += e + 2;
                 self.ws();
             }
@@ -399,7 +406,7 @@ impl P<'_> {
             }
         }
         // strace marks unlinked files `<path>(deleted)`.
-        if self.s[self.i..].starts_with(b"(deleted)") {
+        if self.rest().starts_with(b"(deleted)") {
             self.i += "(deleted)".len();
         }
         String::from_utf8_lossy(&out).into_owned()
@@ -457,7 +464,7 @@ impl P<'_> {
                 Some(c) => out.push(c),
             }
         }
-        let truncated = self.s[self.i..].starts_with(b"...");
+        let truncated = self.rest().starts_with(b"...");
         if truncated {
             self.i += 3;
         }
@@ -479,7 +486,7 @@ impl P<'_> {
                         self.i += 1;
                         break;
                     }
-                    if self.s[self.i..].starts_with(b"...") {
+                    if self.rest().starts_with(b"...") {
                         self.i += 3;
                         continue;
                     }
@@ -532,7 +539,7 @@ impl P<'_> {
                         self.i += 1;
                         break;
                     }
-                    if self.s[self.i..].starts_with(b"...") {
+                    if self.rest().starts_with(b"...") {
                         self.i += 3;
                         continue;
                     }
@@ -559,7 +566,7 @@ impl P<'_> {
         // `value => value`
         let save = self.i;
         self.ws();
-        if self.s[self.i..].starts_with(b"=>") {
+        if self.rest().starts_with(b"=>") {
             self.i += 2;
             let after = self.value()?;
             return Ok(Arg::Changed(Box::new(v), Box::new(after)));
@@ -599,7 +606,7 @@ impl P<'_> {
                         None => Arg::Sym(head),
                     });
                 }
-                b' ' if depth == 0 && self.s[self.i..].starts_with(b" =>") => break,
+                b' ' if depth == 0 && self.rest().starts_with(b" =>") => break,
                 _ => {}
             }
             self.i += 1;

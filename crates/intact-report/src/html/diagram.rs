@@ -120,7 +120,7 @@ pub fn from_ops(ops: &[Op]) -> Vec<DOp> {
                 false,
                 format!(
                     "overwrite {path} [{offset}, {}) (inode {inode})",
-                    offset + count
+                    offset.saturating_add(*count)
                 ),
             ),
             LogicalOp::Append {
@@ -418,7 +418,7 @@ pub fn columns(dops: &[DOp], highlighted: &BTreeSet<usize>) -> Vec<Col> {
         // Operations not drawn before this one (by id): left out here, or not in the report.
         let missing = match prev_id {
             None => d.id,
-            Some(p) => d.id.saturating_sub(p + 1),
+            Some(p) => d.id.saturating_sub(p.saturating_add(1)),
         };
         gap(&mut cols, missing);
         prev_id = Some(d.id);
@@ -625,7 +625,7 @@ pub fn draw(v: &Value, ops: Option<&[DOp]>, uid: &str) -> (Diagram, bool) {
             total: if from_bundle {
                 dops.len()
             } else {
-                dops.last().map(|d| d.id + 1).unwrap_or(0)
+                dops.last().map(|d| d.id.saturating_add(1)).unwrap_or(0)
             },
             windowed: dops.len() > MAX_FULL,
         },
