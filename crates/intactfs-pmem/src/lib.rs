@@ -29,6 +29,7 @@ pub mod checkpoint;
 mod data;
 pub mod error;
 pub mod index;
+mod invariants;
 pub mod layout;
 pub mod log;
 pub mod mutation;
