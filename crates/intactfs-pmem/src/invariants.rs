@@ -20,8 +20,8 @@
 //! violation is a bug of the engine, reported with what broke. The cost is a scan of the
 //! metadata (as `check`) plus one pass over the index and the open transactions.
 //!
-//! [`release`] is the checked form of `counter -= n` for in-memory counters whose
-//! underflow can only be a bug (reservations, remaining counts): it asserts.
+//! [`release`] (from intactfs-device) is the checked form of `counter -= n` for in-memory
+//! counters whose underflow can only be a bug (reservations, remaining counts): it asserts.
 
 use crate::error::{PmemFsError, Result};
 use crate::layout::{BLOCK, LINE};
@@ -30,17 +30,7 @@ use crate::PmemFs;
 use intactfs_device::PmemDevice;
 use std::collections::{HashMap, HashSet};
 
-/// `*counter -= n`, asserting that the counter holds at least `n`: `what` names the
-/// invariant for the panic message (releasing more than was taken is an engine bug, and
-/// wrapping silently would turn it into a promise of 2^64 entries).
-pub(crate) fn release(counter: &mut u64, n: u64, what: &str) {
-    assert!(
-        n <= *counter,
-        "{what}: releasing {n} of {} (more than was taken)",
-        *counter
-    );
-    *counter -= n;
-}
+pub(crate) use intactfs_device::counter::release;
 
 fn violation(s: String) -> PmemFsError {
     PmemFsError::Internal(format!("invariant violated: {s}"))
@@ -360,12 +350,5 @@ mod tests {
             .check_invariants()
             .expect_err("a wrong count must be seen");
         assert!(e.to_string().contains("remaining"), "{e}");
-    }
-
-    #[test]
-    #[should_panic(expected = "log.reserved: releasing 2 of 1")]
-    fn releasing_more_than_reserved_asserts() {
-        let mut n = 1u64;
-        release(&mut n, 2, "log.reserved");
     }
 }

@@ -26,6 +26,7 @@ use crate::streams::{Key, StreamFlags, StreamId, Streams};
 use intactfs_device::BlockDevice;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+mod invariants;
 mod io;
 mod regions;
 pub use io::CommitIo;
@@ -651,7 +652,7 @@ impl<D: BlockDevice> Fs<D> {
         let all: Vec<StreamId> = self.legacy_groups().into_iter().flatten().collect();
         self.commit(&all)?;
         self.flush()?;
-        debug_assert!(
+        assert!(
             self.freeing == 0 || !self.regions.is_empty(),
             "everything is committed, yet blocks wait to be freed"
         );
@@ -1130,7 +1131,11 @@ impl<D: BlockDevice> Fs<D> {
             self.tmpfiles.remove(&ino);
             self.drop_dirty(ino, 0);
             if let Some((_, r)) = self.falloc.remove(&ino) {
-                self.reserved -= r;
+                intactfs_device::counter::release(
+                    &mut self.reserved,
+                    r,
+                    "reserved (preallocation of a freed inode)",
+                );
             }
             self.log(s, LogOp::Free { ino }, &[Key::Ino(ino)], &[])?;
         }
@@ -1141,8 +1146,12 @@ impl<D: BlockDevice> Fs<D> {
     fn drop_dirty(&mut self, ino: Ino, from: u64) {
         if let Some(d) = self.dirty.get_mut(&ino) {
             let gone = d.split_off(&from).len() as u64;
-            self.dirty_blocks -= gone;
-            self.reserved -= gone;
+            intactfs_device::counter::release(
+                &mut self.dirty_blocks,
+                gone,
+                "dirty_blocks (drop_dirty)",
+            );
+            intactfs_device::counter::release(&mut self.reserved, gone, "reserved (drop_dirty)");
             if d.is_empty() {
                 self.dirty.remove(&ino);
             }
@@ -1300,6 +1309,11 @@ impl<D: BlockDevice> Fs<D> {
         let Some(c) = self.open.get_mut(&ino) else {
             return Ok(());
         };
+        // An open count of 0 is never stored (it is removed), so this cannot underflow.
+        assert!(
+            *c > 0,
+            "open count of inode {ino} is 0 while still in the map"
+        );
         *c -= 1;
         if *c == 0 {
             self.open.remove(&ino);
@@ -1508,7 +1522,11 @@ impl<D: BlockDevice> Fs<D> {
                 r.retain(|(a, b)| a < b);
                 let left: u64 = r.iter().map(|(a, b)| b - a).sum();
                 if left < *res {
-                    self.reserved -= *res - left;
+                    intactfs_device::counter::release(
+                        &mut self.reserved,
+                        *res - left,
+                        "reserved (truncated preallocation)",
+                    );
                     *res = left;
                 }
             }
@@ -1738,8 +1756,12 @@ impl<D: BlockDevice> Fs<D> {
                     d.remove(k);
                 }
                 let gone = keys.len() as u64;
-                self.dirty_blocks -= gone;
-                self.reserved -= gone;
+                intactfs_device::counter::release(
+                    &mut self.dirty_blocks,
+                    gone,
+                    "dirty_blocks (punch)",
+                );
+                intactfs_device::counter::release(&mut self.reserved, gone, "reserved (punch)");
                 if d.is_empty() {
                     self.dirty.remove(&ino);
                 }
@@ -1836,7 +1858,11 @@ impl<D: BlockDevice> Fs<D> {
             let mut dirty = self.dirty.remove(&ino).unwrap_or_default();
             let had_dirty = !dirty.is_empty() || written.contains(&ino);
             if let Some((ranges, res)) = self.falloc.remove(&ino) {
-                self.reserved -= res;
+                intactfs_device::counter::release(
+                    &mut self.reserved,
+                    res,
+                    "reserved (preallocation at commit)",
+                );
                 let ext = self
                     .live
                     .get(ino)
@@ -1893,8 +1919,16 @@ impl<D: BlockDevice> Fs<D> {
                         .map(|(l, b)| (l, map_block(ext, l).expect("partitioned").0, b))
                         .collect();
                     let n = placed.len() as u64;
-                    self.reserved -= n;
-                    self.dirty_blocks -= n;
+                    intactfs_device::counter::release(
+                        &mut self.reserved,
+                        n,
+                        "reserved (in-place blocks at commit)",
+                    );
+                    intactfs_device::counter::release(
+                        &mut self.dirty_blocks,
+                        n,
+                        "dirty_blocks (in-place blocks at commit)",
+                    );
                     self.stats.inplace_blocks += n;
                     let mut i = 0;
                     while i < placed.len() {
@@ -1937,8 +1971,16 @@ impl<D: BlockDevice> Fs<D> {
                         "allocation at commit found fewer than the {n} reserved blocks"
                     )));
                 }
-                self.reserved -= n;
-                self.dirty_blocks -= n;
+                intactfs_device::counter::release(
+                    &mut self.reserved,
+                    n,
+                    "reserved (new blocks at commit)",
+                );
+                intactfs_device::counter::release(
+                    &mut self.dirty_blocks,
+                    n,
+                    "dirty_blocks (new blocks at commit)",
+                );
                 let mut blocks = dirty.into_iter();
                 for (p, l) in runs {
                     let chunk: Vec<(u64, Box<[u8]>)> = blocks.by_ref().take(l as usize).collect();
@@ -2169,12 +2211,11 @@ impl<D: BlockDevice> Fs<D> {
             for (s, l) in freed.extents {
                 self.alloc.defer(seq, s, l);
                 if k < logical {
-                    debug_assert!(
-                        self.freeing >= l,
-                        "freeing {} < {l} freed by {op:?}",
-                        self.freeing
+                    intactfs_device::counter::release(
+                        &mut self.freeing,
+                        l,
+                        "freeing (a committed call's frees)",
                     );
-                    self.freeing = self.freeing.saturating_sub(l);
                 }
             }
             if let Some(i) = freed.ino {
