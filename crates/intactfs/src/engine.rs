@@ -2086,6 +2086,13 @@ impl<D: BlockDevice> Fs<D> {
             None => cio.set_record(self.jhead, bytes),
         }
         self.jhead += rec_blocks;
+        assert!(
+            self.jhead <= self.sb.journal_end(),
+            "journal head {} past the journal's end {} after record {}",
+            self.jhead,
+            self.sb.journal_end(),
+            rec.seq
+        );
         self.stats.data_bytes += data_bytes;
         self.stats.journal_bytes += rec_blocks * BLOCK as u64;
         self.stats.commits += 1;
@@ -2125,7 +2132,10 @@ impl<D: BlockDevice> Fs<D> {
             }
         }
         self.log_commit(rec.seq, progress);
-        let used = self.jhead - self.sb.journal_start;
+        let used = self
+            .jhead
+            .checked_sub(self.sb.journal_start)
+            .expect("journal head before the journal");
         if used as f64 >= self.opts.checkpoint_fill * self.sb.journal_blocks as f64 {
             self.checkpoint()?;
         }
