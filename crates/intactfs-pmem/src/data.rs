@@ -287,6 +287,13 @@ impl<P: PmemDevice> PmemFs<P> {
         }
         self.log.reserved += n;
         self.txs.get_mut(&id).expect("open").reserved += n;
+        // Pair of check_invariants' log-space check: a promise the free slots can keep.
+        assert!(
+            self.log.reserved <= self.log.free.len() as u64,
+            "log.reserved {} exceeds the {} free slots after reserving {n}",
+            self.log.reserved,
+            self.log.free.len()
+        );
         Ok(blocks)
     }
 

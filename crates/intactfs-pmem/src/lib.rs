@@ -543,6 +543,11 @@ impl<P: PmemDevice> PmemFs<P> {
                 },
             ));
         }
+        // ensure_log left `runs` slots beyond the promised ones: taking them keeps promises.
+        assert!(
+            self.log.free.len() as u64 >= self.log.reserved,
+            "undo entries took log slots promised to open transactions"
+        );
         log::append(&mut self.dev, &self.g, &items)?;
         let t = self.txs.get_mut(&tx).expect("checked above");
         for ((slot, _), (target, old)) in items.iter().zip(runs) {
