@@ -24,7 +24,7 @@
 //! counters whose underflow can only be a bug (reservations, remaining counts): it asserts.
 
 use crate::error::{PmemFsError, Result};
-use crate::layout::{BLOCK, LINE};
+use crate::layout::{BLOCK, LINE, MAX_BLOCKS, ROOT};
 use crate::log::UNDO_PAYLOAD;
 use crate::PmemFs;
 use intactfs_device::PmemDevice;
@@ -152,6 +152,12 @@ impl<P: PmemDevice> PmemFs<P> {
     fn check_index(&self) -> Result<()> {
         let mut versions: HashMap<u64, u64> = HashMap::new();
         for (&(ino, lbn), v) in self.index.all() {
+            if ino <= ROOT || ino >= self.g.inodes || lbn >= MAX_BLOCKS {
+                return Err(violation(format!(
+                    "the index holds block {lbn} of inode {ino}: no file can have it (inodes 2..{}, {MAX_BLOCKS} blocks)",
+                    self.g.inodes
+                )));
+            }
             if let Some(o) = &v.open {
                 let listed = self
                     .txs
@@ -287,7 +293,7 @@ impl<P: PmemDevice> PmemFs<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{MkfsOptions, Tunables, ROOT};
+    use crate::{MkfsOptions, Tunables};
     use intactfs_device::PmemSim;
 
     fn fresh() -> PmemFs<PmemSim> {
