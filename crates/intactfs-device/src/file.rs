@@ -47,7 +47,7 @@ impl FileIo {
             }
         }
         check(
-            block + bufs.len() as u64 - 1,
+            block.saturating_add(bufs.len() as u64 - 1),
             self.block_size,
             self.blocks,
             self.block_size,
@@ -120,7 +120,12 @@ impl SharedIo for FileIo {
     }
     fn read_run(&self, block: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
         let n = check_run(buf.len(), self.block_size)?;
-        check(block + n - 1, self.block_size, self.blocks, self.block_size)?;
+        check(
+            block.saturating_add(n - 1),
+            self.block_size,
+            self.blocks,
+            self.block_size,
+        )?;
         self.file
             .read_exact_at(buf, block * self.block_size as u64)
             .map_err(|e| self.io("reading", e))
@@ -210,7 +215,12 @@ impl BlockDevice for FileDevice {
     fn write_run(&mut self, block: u64, data: &[u8]) -> Result<(), DeviceError> {
         let d = &*self.io;
         let n = check_run(data.len(), d.block_size)?;
-        check(block + n - 1, d.block_size, d.blocks, d.block_size)?;
+        check(
+            block.saturating_add(n - 1),
+            d.block_size,
+            d.blocks,
+            d.block_size,
+        )?;
         d.file
             .write_all_at(data, block * d.block_size as u64)
             .map_err(|e| d.io("writing", e))

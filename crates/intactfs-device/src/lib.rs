@@ -46,6 +46,7 @@
 //! fences `msync`); [`PmemSim`] is its simulated twin, whose [`PmemSim::crash`] draws one
 //! allowed image from a seed; [`Latency`] adds an NVMM write's cost to every flushed line.
 
+pub mod counter;
 mod file;
 mod image;
 mod pmem;

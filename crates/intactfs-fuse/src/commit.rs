@@ -55,7 +55,10 @@ impl<'a> Waiting<'a> {
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         let mut g = self.0 .0.lock().unwrap_or_else(|p| p.into_inner());
-        g.waiting -= 1;
+        g.waiting = g
+            .waiting
+            .checked_sub(1)
+            .expect("Flushing::waiting: a Waiting guard left more often than it entered");
     }
 }
 

@@ -20,6 +20,7 @@
 
 use crate::error::Result;
 use crate::index::Committed;
+use crate::invariants::release;
 use crate::layout::{BLOCK, LINE, LINES_PER_BLOCK};
 use crate::log;
 use crate::PmemFs;
@@ -165,7 +166,7 @@ impl<P: PmemDevice> PmemFs<P> {
                 }
                 rep.entries_freed += 1;
                 if let Some(l) = self.live.get_mut(&c.tx) {
-                    l.remaining -= 1;
+                    release(&mut l.remaining, 1, "LiveCommit::remaining (checkpoint)");
                     if l.remaining == 0 {
                         let slot = l.slot;
                         self.live.remove(&c.tx);

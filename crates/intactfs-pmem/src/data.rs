@@ -4,6 +4,7 @@
 
 use crate::error::{PmemFsError, Result};
 use crate::index::Open;
+use crate::invariants::release;
 use crate::layout::*;
 use crate::{Batch, Ino, PmemFs, TxId};
 use intactfs_device::PmemDevice;
@@ -286,14 +287,29 @@ impl<P: PmemDevice> PmemFs<P> {
         }
         self.log.reserved += n;
         self.txs.get_mut(&id).expect("open").reserved += n;
+        // Pair of check_invariants' log-space check: a promise the free slots can keep.
+        assert!(
+            self.log.reserved <= self.log.free.len() as u64,
+            "log.reserved {} exceeds the {} free slots after reserving {n}",
+            self.log.reserved,
+            self.log.free.len()
+        );
         Ok(blocks)
     }
 
     pub(crate) fn unreserve_versions(&mut self, id: u64, blocks: &[u64]) {
         let n = blocks.len() as u64;
         self.give_back_blocks(blocks);
-        self.log.reserved -= n;
-        self.txs.get_mut(&id).expect("open").reserved -= n;
+        release(
+            &mut self.log.reserved,
+            n,
+            "log.reserved (unreserve_versions)",
+        );
+        release(
+            &mut self.txs.get_mut(&id).expect("open").reserved,
+            n,
+            "tx.reserved (unreserve_versions)",
+        );
     }
 
     /// Stores `data` at `off` into `id`'s open versions (new ones take `blocks`, reserved).
@@ -411,9 +427,13 @@ impl<P: PmemDevice> PmemFs<P> {
         for lbn in plan.drop_open {
             if let Some(o) = self.index.entry(ino, lbn).open.take() {
                 self.free_blocks.insert(o.pblk);
-                self.log.reserved -= 1;
+                release(
+                    &mut self.log.reserved,
+                    1,
+                    "log.reserved (truncated open version)",
+                );
                 let t = self.txs.get_mut(&id).expect("open");
-                t.reserved -= 1;
+                release(&mut t.reserved, 1, "tx.reserved (truncated open version)");
                 t.data.remove(&(ino, lbn));
             }
             self.index.tidy(ino, lbn);

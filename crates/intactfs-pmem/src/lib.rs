@@ -29,6 +29,7 @@ pub mod checkpoint;
 mod data;
 pub mod error;
 pub mod index;
+mod invariants;
 pub mod layout;
 pub mod log;
 pub mod mutation;
@@ -542,6 +543,11 @@ impl<P: PmemDevice> PmemFs<P> {
                 },
             ));
         }
+        // ensure_log left `runs` slots beyond the promised ones: taking them keeps promises.
+        assert!(
+            self.log.free.len() as u64 >= self.log.reserved,
+            "undo entries took log slots promised to open transactions"
+        );
         log::append(&mut self.dev, &self.g, &items)?;
         let t = self.txs.get_mut(&tx).expect("checked above");
         for ((slot, _), (target, old)) in items.iter().zip(runs) {

@@ -146,7 +146,13 @@ impl LogSpace {
         (self.free.len() as u64).saturating_sub(self.reserved)
     }
     pub fn used(&self) -> u64 {
-        self.total - self.free.len() as u64
+        let free = self.free.len() as u64;
+        assert!(
+            free <= self.total,
+            "log free slots {free} exceed its {} entries",
+            self.total
+        );
+        self.total - free
     }
     pub fn take(&mut self) -> Option<u64> {
         self.free.pop_first()

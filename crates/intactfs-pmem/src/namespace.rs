@@ -5,6 +5,7 @@
 
 use crate::data::TruncPlan;
 use crate::error::{PmemFsError, Result};
+use crate::invariants::release;
 use crate::layout::*;
 use crate::{Attr, Batch, DirEntry, DirIndex, Ino, PmemFs, SetAttr, TxId};
 use intactfs_device::PmemDevice;
@@ -383,9 +384,9 @@ impl<P: PmemDevice> PmemFs<P> {
         for lbn in lbns {
             if let Some(o) = self.index.entry(victim, lbn).open.take() {
                 self.free_blocks.insert(o.pblk);
-                self.log.reserved -= 1;
+                release(&mut self.log.reserved, 1, "log.reserved (dropped inode)");
                 let t = self.txs.get_mut(&id).expect("open");
-                t.reserved -= 1;
+                release(&mut t.reserved, 1, "tx.reserved (dropped inode)");
                 t.data.remove(&(victim, lbn));
             }
             self.index.tidy(victim, lbn);
@@ -449,7 +450,7 @@ impl<P: PmemDevice> PmemFs<P> {
         prec.mtime = now;
         prec.ctime = now;
         if dir {
-            prec.nlink -= 1;
+            prec.nlink = drop_link(prec.nlink, parent)?;
         }
         self.stage_inode(&mut b, parent, &prec)?;
         self.apply_meta(id, b)?;
@@ -545,7 +546,7 @@ impl<P: PmemDevice> PmemFs<P> {
         sprec.mtime = now;
         sprec.ctime = now;
         if src_dir {
-            sprec.nlink -= 1;
+            sprec.nlink = drop_link(sprec.nlink, sp)?;
         }
         self.stage_inode(&mut b, sp, &sprec)?;
         let mut dprec = self.inode_in(&b, dp)?;
@@ -558,7 +559,7 @@ impl<P: PmemDevice> PmemFs<P> {
         match dest {
             Some((dslot, dino)) => {
                 if self.inode(dino)?.kind == FileType::Dir {
-                    dprec.nlink -= 1;
+                    dprec.nlink = drop_link(dprec.nlink, dp)?;
                 }
                 b.put(
                     self.dir_slot_off(dp, dslot)?,
@@ -675,4 +676,14 @@ impl<P: PmemDevice> PmemFs<P> {
         self.claim(id, &[ino]);
         self.getattr(ino)
     }
+}
+
+/// A directory's link count less one: mount checked every link count against the entries
+/// (recovery::scan_metadata), so 0 here is damage or an engine bug, reported, not wrapped.
+fn drop_link(nlink: u32, dir: Ino) -> Result<u32> {
+    nlink.checked_sub(1).ok_or_else(|| {
+        PmemFsError::Internal(format!(
+            "directory {dir} has link count 0 while a subdirectory leaves it"
+        ))
+    })
 }

@@ -139,7 +139,11 @@ impl<P: PmemDevice> PmemFs<P> {
         }
         if t.undo.is_empty() && t.data.is_empty() {
             // Nothing changed: nothing to make durable.
-            self.log.reserved -= t.reserved;
+            crate::invariants::release(
+                &mut self.log.reserved,
+                t.reserved,
+                "log.reserved (empty commit)",
+            );
             self.finish(id, true);
             self.release_freed(&t);
             return Ok(t.stats);
@@ -195,7 +199,7 @@ impl<P: PmemDevice> PmemFs<P> {
             .log
             .take()
             .ok_or_else(|| PmemFsError::Internal("reserved commit slot missing".into()))?;
-        self.log.reserved -= t.reserved;
+        crate::invariants::release(&mut self.log.reserved, t.reserved, "log.reserved (commit)");
         let seq = self.next_seq;
         self.next_seq += 1;
         let commit = (
@@ -327,7 +331,7 @@ impl<P: PmemDevice> PmemFs<P> {
             }
             self.index.tidy(ino, lbn);
         }
-        self.log.reserved -= t.reserved;
+        crate::invariants::release(&mut self.log.reserved, t.reserved, "log.reserved (abort)");
         self.free_blocks.extend(t.new_blocks.iter().copied());
         self.free_inodes.extend(t.new_inodes.iter().copied());
         for &d in &t.dirs {

@@ -988,6 +988,8 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
     let (mut regions_committed, mut regions_aborted, mut region_calls, mut added_writes) =
         (0u64, 0u64, 0u64, 0u64);
     for _ in 0..cfg.calls {
+        fs.check_invariants()
+            .map_err(|e| fail(seed, format!("after call {}: {e}", done.len())))?;
         if let Some(io) = io.as_mut() {
             // The last call's commits join the pool; other threads write and flush some.
             io.settle(&mut fs, &mut done);
@@ -1542,6 +1544,8 @@ fn run_workload(cfg: &SimConfig) -> Result<Workload, SimFailure> {
     }
     fs.sync()
         .map_err(|e| fail(seed, format!("final sync: {e}")))?;
+    fs.check_invariants()
+        .map_err(|e| fail(seed, format!("after the final sync: {e}")))?;
     if fs.durable_meta() != fs.live_meta() {
         let (d, l) = (fs.durable_meta(), fs.live_meta());
         let first = l

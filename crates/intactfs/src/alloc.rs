@@ -36,6 +36,16 @@ impl Allocator {
         self.free_blocks
     }
 
+    /// The free runs (start, length), by start: what `free_blocks` counts (invariants).
+    pub fn free_runs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.free.iter().map(|(&s, &l)| (s, l))
+    }
+
+    /// Runs freed by commits not yet durable: (commit sequence, start, length).
+    pub fn pending_runs(&self) -> &[(u64, u64, u64)] {
+        &self.pending
+    }
+
     /// Marks [start, start+len) used; false if any of it was not free (a double use).
     pub fn take(&mut self, start: u64, len: u64) -> bool {
         if len == 0 {
@@ -54,7 +64,11 @@ impl Allocator {
         if start + len < fs + fl {
             self.free.insert(start + len, fs + fl - start - len);
         }
-        self.free_blocks -= len;
+        intactfs_device::counter::release(
+            &mut self.free_blocks,
+            len,
+            "Allocator::free_blocks (take)",
+        );
         true
     }
 
@@ -92,12 +106,21 @@ impl Allocator {
         let mut s = start;
         let mut l = len;
         if let Some((&ps, &pl)) = self.free.range(..start).next_back() {
-            debug_assert!(ps + pl <= start, "double free of block {start}");
+            assert!(
+                ps + pl <= start,
+                "double free of block {start}: free run {ps}+{pl}"
+            );
             if ps + pl == start {
                 self.free.remove(&ps);
                 s = ps;
                 l += pl;
             }
+        }
+        if let Some((&ns, &nl)) = self.free.range(start..).next() {
+            assert!(
+                ns >= start + len,
+                "double free of block {ns}: free run {ns}+{nl} inside {start}+{len}"
+            );
         }
         if let Some(&nl) = self.free.get(&(start + len)) {
             self.free.remove(&(start + len));

@@ -26,6 +26,7 @@ use crate::streams::{Key, StreamFlags, StreamId, Streams};
 use intactfs_device::BlockDevice;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+mod invariants;
 mod io;
 mod regions;
 pub use io::CommitIo;
@@ -662,7 +663,7 @@ impl<D: BlockDevice> Fs<D> {
         let all: Vec<StreamId> = self.legacy_groups().into_iter().flatten().collect();
         self.commit(&all)?;
         self.flush()?;
-        debug_assert!(
+        assert!(
             self.freeing == 0 || !self.regions.is_empty(),
             "everything is committed, yet blocks wait to be freed"
         );
@@ -1148,7 +1149,11 @@ impl<D: BlockDevice> Fs<D> {
             self.tmpfiles.remove(&ino);
             self.drop_dirty(ino, 0);
             if let Some((_, r)) = self.falloc.remove(&ino) {
-                self.reserved -= r;
+                intactfs_device::counter::release(
+                    &mut self.reserved,
+                    r,
+                    "reserved (preallocation of a freed inode)",
+                );
             }
             self.log(s, LogOp::Free { ino }, &[Key::Ino(ino)], &[])?;
         }
@@ -1159,8 +1164,12 @@ impl<D: BlockDevice> Fs<D> {
     fn drop_dirty(&mut self, ino: Ino, from: u64) {
         if let Some(d) = self.dirty.get_mut(&ino) {
             let gone = d.split_off(&from).len() as u64;
-            self.dirty_blocks -= gone;
-            self.reserved -= gone;
+            intactfs_device::counter::release(
+                &mut self.dirty_blocks,
+                gone,
+                "dirty_blocks (drop_dirty)",
+            );
+            intactfs_device::counter::release(&mut self.reserved, gone, "reserved (drop_dirty)");
             if d.is_empty() {
                 self.dirty.remove(&ino);
             }
@@ -1318,6 +1327,11 @@ impl<D: BlockDevice> Fs<D> {
         let Some(c) = self.open.get_mut(&ino) else {
             return Ok(());
         };
+        // An open count of 0 is never stored (it is removed), so this cannot underflow.
+        assert!(
+            *c > 0,
+            "open count of inode {ino} is 0 while still in the map"
+        );
         *c -= 1;
         if *c == 0 {
             self.open.remove(&ino);
@@ -1547,7 +1561,11 @@ impl<D: BlockDevice> Fs<D> {
                 r.retain(|(a, b)| a < b);
                 let left: u64 = r.iter().map(|(a, b)| b - a).sum();
                 if left < *res {
-                    self.reserved -= *res - left;
+                    intactfs_device::counter::release(
+                        &mut self.reserved,
+                        *res - left,
+                        "reserved (truncated preallocation)",
+                    );
                     *res = left;
                 }
             }
@@ -1777,8 +1795,12 @@ impl<D: BlockDevice> Fs<D> {
                     d.remove(k);
                 }
                 let gone = keys.len() as u64;
-                self.dirty_blocks -= gone;
-                self.reserved -= gone;
+                intactfs_device::counter::release(
+                    &mut self.dirty_blocks,
+                    gone,
+                    "dirty_blocks (punch)",
+                );
+                intactfs_device::counter::release(&mut self.reserved, gone, "reserved (punch)");
                 if d.is_empty() {
                     self.dirty.remove(&ino);
                 }
@@ -1994,7 +2016,11 @@ impl<D: BlockDevice> Fs<D> {
             let mut dirty = self.dirty.remove(&ino).unwrap_or_default();
             let had_dirty = !dirty.is_empty() || written.contains(&ino);
             if let Some((ranges, res)) = self.falloc.remove(&ino) {
-                self.reserved -= res;
+                intactfs_device::counter::release(
+                    &mut self.reserved,
+                    res,
+                    "reserved (preallocation at commit)",
+                );
                 let ext = self
                     .live
                     .get(ino)
@@ -2051,8 +2077,16 @@ impl<D: BlockDevice> Fs<D> {
                         .map(|(l, b)| (l, map_block(ext, l).expect("partitioned").0, b))
                         .collect();
                     let n = placed.len() as u64;
-                    self.reserved -= n;
-                    self.dirty_blocks -= n;
+                    intactfs_device::counter::release(
+                        &mut self.reserved,
+                        n,
+                        "reserved (in-place blocks at commit)",
+                    );
+                    intactfs_device::counter::release(
+                        &mut self.dirty_blocks,
+                        n,
+                        "dirty_blocks (in-place blocks at commit)",
+                    );
                     self.stats.inplace_blocks += n;
                     let mut i = 0;
                     while i < placed.len() {
@@ -2095,8 +2129,16 @@ impl<D: BlockDevice> Fs<D> {
                         "allocation at commit found fewer than the {n} reserved blocks"
                     )));
                 }
-                self.reserved -= n;
-                self.dirty_blocks -= n;
+                intactfs_device::counter::release(
+                    &mut self.reserved,
+                    n,
+                    "reserved (new blocks at commit)",
+                );
+                intactfs_device::counter::release(
+                    &mut self.dirty_blocks,
+                    n,
+                    "dirty_blocks (new blocks at commit)",
+                );
                 let mut blocks = dirty.into_iter();
                 for (p, l) in runs {
                     let chunk: Vec<(u64, Box<[u8]>)> = blocks.by_ref().take(l as usize).collect();
@@ -2204,6 +2246,13 @@ impl<D: BlockDevice> Fs<D> {
             None => cio.set_record(self.jhead, bytes),
         }
         self.jhead += rec_blocks;
+        assert!(
+            self.jhead <= self.sb.journal_end(),
+            "journal head {} past the journal's end {} after record {}",
+            self.jhead,
+            self.sb.journal_end(),
+            rec.seq
+        );
         self.stats.data_bytes += data_bytes;
         self.stats.journal_bytes += rec_blocks * BLOCK as u64;
         self.stats.commits += 1;
@@ -2243,7 +2292,10 @@ impl<D: BlockDevice> Fs<D> {
             }
         }
         self.log_commit(rec.seq, progress);
-        let used = self.jhead - self.sb.journal_start;
+        let used = self
+            .jhead
+            .checked_sub(self.sb.journal_start)
+            .expect("journal head before the journal");
         if used as f64 >= self.opts.checkpoint_fill * self.sb.journal_blocks as f64 {
             match self.checkpoint() {
                 // Refused (nothing changed): the commit is complete without it; the next
@@ -2328,12 +2380,11 @@ impl<D: BlockDevice> Fs<D> {
             for (s, l) in freed.extents {
                 self.alloc.defer(seq, s, l);
                 if k < logical {
-                    debug_assert!(
-                        self.freeing >= l,
-                        "freeing {} < {l} freed by {op:?}",
-                        self.freeing
+                    intactfs_device::counter::release(
+                        &mut self.freeing,
+                        l,
+                        "freeing (a committed call's frees)",
                     );
-                    self.freeing = self.freeing.saturating_sub(l);
                 }
             }
             if let Some(i) = freed.ino {

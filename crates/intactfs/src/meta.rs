@@ -759,7 +759,11 @@ impl Meta {
         let n = self.node_mut(ino)?;
         if let Body::Dir { parent, .. } = &mut n.body {
             *parent = to;
-            self.node_mut(from)?.nlink -= 1;
+            let f = self.node_mut(from)?;
+            f.nlink = f
+                .nlink
+                .checked_sub(1)
+                .ok_or(format!("directory {from} has no link to drop for {ino}"))?;
             self.node_mut(to)?.nlink += 1;
         }
         Ok(())

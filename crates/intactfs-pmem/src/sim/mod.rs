@@ -292,7 +292,8 @@ fn recover(bytes: Vec<u8>, tun: Tunables) -> Result<(PmemFs<Probe>, Snap), Strin
         .map_err(|e| format!("mount refused a crash image: {e}"))?;
     fs.set_tunables(tun);
     fs.set_clock(fixed_clock);
-    fs.check().map_err(|e| format!("after recovery: {e}"))?;
+    fs.check_invariants()
+        .map_err(|e| format!("after recovery: {e}"))?;
     let s = engine_snapshot(&fs)?;
     Ok((fs, s))
 }
@@ -738,7 +739,7 @@ impl Run {
                                 Some(img.bytes.clone()),
                             )
                         })?;
-                        fs.check().map_err(|e| {
+                        fs.check_invariants().map_err(|e| {
                             fail(
                                 format!("after a checkpoint after recovery: {e}"),
                                 Some(img.bytes.clone()),
@@ -877,7 +878,7 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
         }
         run.check_images(call, lo, hi)?;
         run.fs
-            .check()
+            .check_invariants()
             .map_err(|e| fail0(Some(call), format!("invariants after the call: {e}")))?;
         let s = engine_snapshot(&run.fs).map_err(|m| fail0(Some(call), m))?;
         if digest(&s) != digest(&run.live.snapshot()) {

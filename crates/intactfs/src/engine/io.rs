@@ -200,7 +200,11 @@ impl<D: BlockDevice> Fs<D> {
                 Some(Err(e)) => return Err(self.poison(e)),
                 Some(Ok(())) => {
                     let c = self.inflight.list.pop_front().expect("front exists");
-                    self.inflight.bytes -= c.bytes();
+                    intactfs_device::counter::release(
+                        &mut self.inflight.bytes,
+                        c.bytes(),
+                        "inflight.bytes (io_done)",
+                    );
                     for (b, blocks) in &c.runs {
                         for k in 0..blocks.len() as u64 {
                             if self
@@ -269,6 +273,12 @@ impl<D: BlockDevice> Fs<D> {
     /// A prepared commit: performed now, or queued for the caller.
     pub(crate) fn enqueue(&mut self, c: CommitIo) -> Result<()> {
         let c = Arc::new(c);
+        let last = self
+            .inflight
+            .list
+            .back()
+            .map_or(self.durable_upto, |l| l.seq);
+        assert!(c.seq > last, "commit {} enqueued after {last}", c.seq);
         for (ri, (b, blocks)) in c.runs.iter().enumerate() {
             for k in 0..blocks.len() {
                 self.inflight
@@ -287,6 +297,14 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     pub(crate) fn note_record(&mut self, seq: u64, carries: u64) {
+        // Pair of the checks in durable_advanced: records in ticket order, each carrying a
+        // durable ticket below its own.
+        assert!(
+            carries < seq,
+            "record {seq} carries durable ticket {carries}"
+        );
+        let last = self.inflight.records.back().map_or(0, |r| r.0);
+        assert!(last < seq, "record {seq} noted after record {last}");
         self.inflight.records.push_back((seq, carries));
     }
 
@@ -332,7 +350,7 @@ impl<D: BlockDevice> Fs<D> {
 
     /// After a checkpoint: nothing is in flight and every record is durable.
     pub(crate) fn inflight_reset(&mut self) {
-        debug_assert!(
+        assert!(
             self.inflight.list.is_empty(),
             "a checkpoint with commits in flight"
         );

@@ -148,7 +148,11 @@ impl<D: BlockDevice> Fs<D> {
                 Key::Ino(i) => {
                     self.drop_dirty(i, 0);
                     if let Some((_, res)) = self.falloc.remove(&i) {
-                        self.reserved -= res;
+                        intactfs_device::counter::release(
+                            &mut self.reserved,
+                            res,
+                            "reserved (aborted preallocation)",
+                        );
                     }
                     undone.inodes.push(i);
                 }
