@@ -73,7 +73,7 @@ impl Allocator {
     }
 
     /// How many runs the free space is split into.
-    pub fn free_runs(&self) -> u64 {
+    pub fn free_run_count(&self) -> u64 {
         self.free.len() as u64
     }
 

@@ -1923,7 +1923,7 @@ impl<D: BlockDevice> Fs<D> {
             .filter_map(|i| self.falloc.get(i))
             .fold((0, 0), |(r, b), f| (r + f.0.len() as u64, b + f.1));
         // A preallocated range takes one Map per free run it lands in.
-        let prealloc_maps = ranges + prealloc.min(self.alloc.free_runs());
+        let prealloc_maps = ranges + prealloc.min(self.alloc.free_run_count());
         let bytes = logical_bytes
             + 72 * dirty
             + 128 * (inos.len() as u64 + prealloc_maps)
