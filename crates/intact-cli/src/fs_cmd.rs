@@ -32,7 +32,8 @@ pub enum FsCmd {
         device: DeviceArg,
     },
     /// Check every structural invariant of IMAGE without changing it.
-    /// Exit 0: clean; 1: damage found (each problem is listed); 2: cannot be read.
+    /// Exit 0: clean; 1: damage found, or a read-write mount could not write back (each
+    /// problem is listed); 2: cannot be read, or not an intactfs image.
     Fsck {
         image: PathBuf,
         /// Skip reading every data block to compare it with its checksum.
@@ -183,7 +184,12 @@ pub fn fs(cmd: FsCmd) -> Result<u8, Failure> {
                 }
                 println!("{}: {}", image.display(), if r.clean() { "clean".to_string() } else { format!("{} problem(s) found", r.problems.len()) });
             }
-            Ok(if r.clean() { 0 } else { 1 })
+            // As the help says: 2 for an image that cannot be read or is not intactfs.
+            Ok(match (r.clean(), r.unreadable) {
+                (true, _) => 0,
+                (false, true) => 2,
+                (false, false) => 1,
+            })
         }
         FsCmd::Mount(a) => crate::fs_mount::mount(a),
         FsCmd::Umount(a) => crate::fs_mount::umount(a),

@@ -10,8 +10,8 @@
 use crate::engine::MAX_FILE_SIZE;
 use crate::error::{FsError, Result};
 use crate::layout::{
-    self, Checkpoint, Delta, FrameError, Record, Superblock, CHECKPOINT_SLOTS, MAX_DELTAS,
-    MAX_SNAPSHOT_EXTENTS, REC_MAGIC, SB_MAGIC, SUPERBLOCK,
+    self, Checkpoint, Delta, FrameError, Record, Superblock, CHECKPOINT_SLOTS, MAX_CHAIN_EXTENTS,
+    MAX_DELTAS, MAX_SNAPSHOT_EXTENTS, MAX_TABLE_EXTENTS, REC_MAGIC, SB_MAGIC, SUPERBLOCK,
 };
 use crate::meta::{
     dir_key, valid_name, Body, FileType, Ino, Inode, Meta, BLOCK, ROOT, SYMLINK_MAX,
@@ -76,11 +76,33 @@ pub fn read_checkpoints<D: BlockDevice>(
         let raw = read_block(dev, slot)?;
         out.push(match Checkpoint::decode(&raw) {
             Ok(cp) if cp.uuid != sb.uuid => Err("belongs to another file system (uuid)".into()),
-            Ok(cp) => Ok(cp),
+            Ok(cp) => resolve_table(dev, sb, cp)?,
             Err(e) => Err(e.to_string()),
         });
     }
     Ok(out)
+}
+
+/// A header with a run table, with its chain read from the table (`Err(reason)` if the
+/// table is unusable: the header is then unusable too). Device errors are errors.
+fn resolve_table<D: BlockDevice>(
+    dev: &mut D,
+    sb: &Superblock,
+    mut cp: Checkpoint,
+) -> Result<std::result::Result<Checkpoint, String>> {
+    let Some(t) = cp.table.clone() else {
+        return Ok(Ok(cp));
+    };
+    if t.runs.len() > MAX_TABLE_EXTENTS {
+        return Ok(Err(format!("run table in {} extents", t.runs.len())));
+    }
+    let bad = |m: String| FsError::Corrupt(format!("run table: {m}"));
+    let bytes = match read_segment(dev, sb, &t.runs, t.bytes, t.crc, &bad) {
+        Ok(b) => b,
+        Err(FsError::Device(e)) => return Err(FsError::Device(e)),
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    Ok(cp.resolve(&bytes).map(|_| cp))
 }
 
 /// The bytes of one segment of the metadata chain (`what` names it in errors).
@@ -131,7 +153,12 @@ fn read_snapshot<D: BlockDevice>(dev: &mut D, sb: &Superblock, cp: &Checkpoint) 
         ))
     };
     let extents = cp.meta_runs().len();
-    if extents > MAX_SNAPSHOT_EXTENTS || cp.deltas.len() > MAX_DELTAS {
+    let most = if cp.table.is_some() {
+        MAX_CHAIN_EXTENTS
+    } else {
+        MAX_SNAPSHOT_EXTENTS
+    };
+    if extents > most || cp.deltas.len() > MAX_DELTAS {
         return Err(bad(format!(
             "{extents} extents in {} delta(s)",
             cp.deltas.len()
