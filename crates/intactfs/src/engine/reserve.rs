@@ -17,6 +17,7 @@
 
 use super::Fs;
 use crate::error::{FsError, Result};
+use crate::layout::MAX_SNAPSHOT_EXTENTS;
 use crate::meta::{LogOp, BLOCK};
 use intactfs_device::BlockDevice;
 
@@ -54,10 +55,15 @@ pub(super) fn create_growth_bytes(name: &[u8], target: usize) -> u64 {
 }
 
 /// Blocks to keep free for a snapshot of at most `bytes` bytes: the snapshot, a quarter
-/// more, a run table for the worst case of one block per extent, and slack.
+/// more, a run table for the worst case of one block per extent (only a snapshot of more
+/// blocks than a header lists extents can need one), and slack.
 pub(super) fn reserve_blocks_for(bytes: u64) -> u64 {
     let n = bytes.div_ceil(BLOCK as u64).max(1);
-    let table = (n * TABLE_BYTES_PER_RUN).div_ceil(BLOCK as u64) + 1;
+    let table = if n > MAX_SNAPSHOT_EXTENTS as u64 {
+        (n * TABLE_BYTES_PER_RUN).div_ceil(BLOCK as u64) + 1
+    } else {
+        0
+    };
     n + n / 4 + table + RESERVE_SLACK_BLOCKS
 }
 
