@@ -76,33 +76,36 @@ pub fn read_checkpoints<D: BlockDevice>(
         let raw = read_block(dev, slot)?;
         out.push(match Checkpoint::decode(&raw) {
             Ok(cp) if cp.uuid != sb.uuid => Err("belongs to another file system (uuid)".into()),
-            Ok(cp) => resolve_table(dev, sb, cp)?,
+            Ok(cp) => Ok(cp),
             Err(e) => Err(e.to_string()),
         });
     }
     Ok(out)
 }
 
-/// A header with a run table, with its chain read from the table (`Err(reason)` if the
-/// table is unusable: the header is then unusable too). Device errors are errors.
+/// A header with a run table, with its chain read from the table. The table was flushed
+/// before its header was written, so a header that checks out with a damaged table is
+/// damage (refused, as a damaged snapshot is), not a torn write to fall back from.
 fn resolve_table<D: BlockDevice>(
     dev: &mut D,
     sb: &Superblock,
     mut cp: Checkpoint,
-) -> Result<std::result::Result<Checkpoint, String>> {
+) -> Result<Checkpoint> {
     let Some(t) = cp.table.clone() else {
-        return Ok(Ok(cp));
+        return Ok(cp);
+    };
+    let generation = cp.generation;
+    let bad = |m: String| {
+        FsError::Corrupt(format!(
+            "run table of the metadata snapshot (checkpoint generation {generation}): {m}"
+        ))
     };
     if t.runs.len() > MAX_TABLE_EXTENTS {
-        return Ok(Err(format!("run table in {} extents", t.runs.len())));
+        return Err(bad(format!("{} extents", t.runs.len())));
     }
-    let bad = |m: String| FsError::Corrupt(format!("run table: {m}"));
-    let bytes = match read_segment(dev, sb, &t.runs, t.bytes, t.crc, &bad) {
-        Ok(b) => b,
-        Err(FsError::Device(e)) => return Err(FsError::Device(e)),
-        Err(e) => return Ok(Err(e.to_string())),
-    };
-    Ok(cp.resolve(&bytes).map(|_| cp))
+    let bytes = read_segment(dev, sb, &t.runs, t.bytes, t.crc, &bad)?;
+    cp.resolve(&bytes).map_err(bad)?;
+    Ok(cp)
 }
 
 /// The bytes of one segment of the metadata chain (`what` names it in errors).
@@ -239,6 +242,7 @@ pub fn load<D: BlockDevice>(dev: &mut D) -> Result<Loaded> {
             CHECKPOINT_SLOTS[slot], cp.generation, cp.next_seq, cp.durable_upto
         )));
     }
+    let cp = resolve_table(dev, &sb, cp)?;
     let mut meta = read_snapshot(dev, &sb, &cp)?;
     let problems = check_meta(&meta, &sb, &cp.meta_runs());
     if !problems.is_empty() {

@@ -10,6 +10,7 @@
 //!   reason, and fsck reports it.
 
 use intactfs::fsck::fsck;
+use intactfs::layout::Checkpoint;
 use intactfs::{
     mkfs, Fs, FsError, MkfsOptions, MountOptions, NewKind, Owner, BLOCK, INIT_STREAM, ROOT,
 };
@@ -140,7 +141,7 @@ fn txflash_xattrs_on_a_full_fs_write_back() {
 /// Free space in single blocks only (every other block of a file that filled the file
 /// system punched out), then metadata larger than 200 of them: the snapshot goes into
 /// more than 200 extents, listed in a run table; the image mounts again.
-fn fragmented<D: BlockDevice>(dev: D, durable: fn(&D) -> Vec<u8>) {
+fn fragmented<D: BlockDevice>(dev: D, durable: fn(&D) -> Vec<u8>) -> Vec<u8> {
     let mut fs = fresh(dev);
     let big = create(&mut fs, "big").unwrap();
     let written = fill(&mut fs, big);
@@ -189,18 +190,40 @@ fn fragmented<D: BlockDevice>(dev: D, durable: fn(&D) -> Vec<u8>) {
     let mut dev = fs.unmount().unwrap();
     let r = fsck(&mut dev, true);
     assert!(r.clean(), "{:?}", r.problems);
+    img
 }
 
 #[test]
 fn block_snapshot_into_fragmented_free_space() {
-    fragmented(SimDevice::new(BLOCK, 4096).unwrap(), |d| {
+    let img = fragmented(SimDevice::new(BLOCK, 4096).unwrap(), |d| {
         d.durable().to_vec()
     });
+    // A damaged run table is damage: mount refuses it, naming it (it does not fall back to
+    // the older header, whose chain was freed), and fsck reports it.
+    let cp = (1..=2)
+        .filter_map(|s| Checkpoint::decode(&img[s * BLOCK..(s + 1) * BLOCK]).ok())
+        .max_by_key(|c| c.generation)
+        .unwrap();
+    let table = cp.table.expect("a run table").runs[0].0 as usize;
+    let mut bad = img.clone();
+    bad[table * BLOCK + 100] ^= 0xff;
+    let mut dev = SimDevice::from_image(BLOCK, bad).unwrap();
+    let r = fsck(&mut dev, false);
+    assert!(
+        r.problems.iter().any(|p| p.contains("run table")),
+        "{:?}",
+        r.problems
+    );
+    match Fs::mount(dev, MountOptions::default()) {
+        Err(FsError::Corrupt(why)) => assert!(why.contains("run table"), "{why}"),
+        Err(e) => panic!("refused for another reason: {e}"),
+        Ok(_) => panic!("a damaged run table was accepted"),
+    }
 }
 
 #[test]
 fn txflash_snapshot_into_fragmented_free_space() {
-    fragmented(TxSimDevice::new(BLOCK, 4096).unwrap(), |d| {
+    let _ = fragmented(TxSimDevice::new(BLOCK, 4096).unwrap(), |d| {
         d.durable().to_vec()
     });
 }
