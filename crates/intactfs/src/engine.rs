@@ -452,26 +452,38 @@ impl<D: BlockDevice> Fs<D> {
         };
         fs.measure_meta();
         if !fs.opts.read_only {
-            // Orphans' blocks were freed in memory only: the new checkpoint makes that durable.
-            match fs.checkpoint() {
-                Ok(()) => {
-                    for (s, l) in orphan_blocks {
-                        fs.alloc.release(s, l);
-                    }
-                }
-                // Nothing was written (a snapshot that does not fit is refused before any
-                // write): the image is served read-only, so its files can be copied out.
-                Err(FsError::NoSpace(why)) => {
-                    fs.opts.read_only = true;
-                    report.read_only = Some(format!(
-                        "mounted read-only: writing the mount's checkpoint is impossible ({why}; {} blocks free). Files can be read and copied out; nothing can be deleted or changed on this image, since every change needs that checkpoint first. Copy what you need, then make a larger file system",
-                        fs.alloc.free_blocks()
-                    ));
-                }
-                Err(e) => return Err(e),
-            }
+            report.read_only = fs.mount_checkpoint(orphan_blocks)?;
         }
         Ok((fs, report))
+    }
+
+    /// The checkpoint a read-write mount writes (orphans' blocks were freed in memory
+    /// only: it makes that durable). With no room for it, nothing is written and the mount
+    /// becomes read-only: `Some(why, and what to do)`.
+    fn mount_checkpoint(&mut self, orphan_blocks: Vec<(u64, u64)>) -> Result<Option<String>> {
+        assert!(!self.opts.read_only && self.poisoned.is_none());
+        match self.checkpoint() {
+            Ok(()) => {
+                for (s, l) in orphan_blocks {
+                    self.alloc.release(s, l);
+                }
+                Ok(None)
+            }
+            // A snapshot that does not fit is refused before any write: the image is
+            // served read-only, so its files can be copied out.
+            Err(FsError::NoSpace(why)) => {
+                assert!(
+                    self.poisoned.is_none(),
+                    "a refused checkpoint wrote nothing"
+                );
+                self.opts.read_only = true;
+                Ok(Some(format!(
+                    "mounted read-only: writing the mount's checkpoint is impossible ({why}; {} blocks free). Files can be read and copied out; nothing can be deleted or changed on this image, since every change needs that checkpoint first. Copy what you need, then make a larger file system",
+                    self.alloc.free_blocks()
+                )))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Commits everything, checkpoints, and returns the device.
@@ -2301,28 +2313,34 @@ impl<D: BlockDevice> Fs<D> {
         };
         let mut cp = self.next_checkpoint(is_delta, runs.clone(), &bytes);
         if !cp.fits_inline() {
-            let table = layout::encode_table(&cp.run_table());
-            match self.write_segment(&table, MAX_TABLE_EXTENTS)? {
-                Some(t) => {
-                    cp.table = Some(Segment {
-                        runs: t,
-                        bytes: table.len() as u64,
-                        crc: layout::snapshot_crc(&table),
-                    })
+            if let Err(e) = self.add_run_table(&mut cp) {
+                // The new segment is referenced by nothing durable: give it back.
+                for (s, l) in runs {
+                    self.alloc.release(s, l);
                 }
-                None => {
-                    // The new segment is referenced by nothing durable: give it back.
-                    for (s, l) in runs {
-                        self.alloc.release(s, l);
-                    }
-                    return Err(FsError::NoSpace(format!(
-                        "no room for the run table of a {}-extent metadata snapshot",
-                        cp.chain_runs().len()
-                    )));
-                }
+                return Err(e);
             }
         }
         self.flip_checkpoint(cp, is_delta, &bytes)
+    }
+
+    /// Writes the run table of `cp`'s chain (too many extents for the header) and names it
+    /// in `cp`.
+    fn add_run_table(&mut self, cp: &mut Checkpoint) -> Result<()> {
+        assert!(cp.table.is_none() && !cp.fits_inline());
+        let table = layout::encode_table(&cp.run_table());
+        let Some(runs) = self.write_segment(&table, MAX_TABLE_EXTENTS)? else {
+            return Err(FsError::NoSpace(format!(
+                "no room for the run table of a {}-extent metadata snapshot",
+                cp.chain_runs().len()
+            )));
+        };
+        cp.table = Some(Segment {
+            runs,
+            bytes: table.len() as u64,
+            crc: layout::snapshot_crc(&table),
+        });
+        Ok(())
     }
 
     /// The header of the chain after a checkpoint that wrote `bytes` at `runs` (a delta
