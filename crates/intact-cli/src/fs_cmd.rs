@@ -53,7 +53,8 @@ pub enum FsCmd {
     /// Mount IMAGE on MOUNTPOINT (FUSE). Foreground until unmounted (Ctrl-C, SIGTERM,
     /// `intact fs umount`), or --daemon.
     Mount(crate::fs_mount::MountArgs),
-    /// Unmount, and wait until the daemon has written everything back.
+    /// Unmount, and wait until the daemon has written everything back. Exit 0 when it
+    /// did (or the mount was read-only); 1, with the daemon's reason, when it could not.
     Umount(crate::fs_mount::UmountArgs),
     /// Run a program in a stream: `intact fs exec --mount MNT --stream NAME -- CMD ARGS`.
     /// The program and its children write in that stream; fsync in it commits only it.
