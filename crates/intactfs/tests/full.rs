@@ -294,3 +294,95 @@ fn fsck_of_random_bytes_is_unreadable() {
     let r = fsck(&mut dev, true);
     assert!(!r.clean() && r.unreadable, "{:?}", r.problems);
 }
+
+/// A run table with a valid checksum but forged content (as hostile.rs forges headers):
+/// refused as damage, never a panic, never accepted.
+#[test]
+fn forged_run_tables_are_refused() {
+    use intactfs::layout::{self, RunTable, Segment};
+    let img = fragmented(SimDevice::new(BLOCK, 4096).unwrap(), |d| {
+        d.durable().to_vec()
+    });
+    let (slot, cp) = (1..=2)
+        .filter_map(|s| {
+            Some((
+                s,
+                Checkpoint::decode(&img[s * BLOCK..(s + 1) * BLOCK]).ok()?,
+            ))
+        })
+        .max_by_key(|(_, c)| c.generation)
+        .unwrap();
+    let t = cp.table.clone().expect("a run table");
+    let mut raw = Vec::new();
+    for &(s, l) in &t.runs {
+        raw.extend_from_slice(&img[s as usize * BLOCK..(s + l) as usize * BLOCK]);
+    }
+    let room = raw.len();
+    raw.truncate(t.bytes as usize);
+    let good: RunTable = postcard::from_bytes(&raw).unwrap();
+    let forgeries: Vec<(&str, Box<dyn Fn(&mut RunTable)>)> = vec![
+        ("another generation", Box::new(|r| r.generation += 1)),
+        (
+            "base over the table",
+            Box::new(move |r| r.snapshot = t.runs.clone()),
+        ),
+        (
+            "base outside the data area",
+            Box::new(|r| r.snapshot[0] = (0, 1)),
+        ),
+        (
+            "base one block short",
+            Box::new(|r| r.snapshot_bytes += BLOCK as u64),
+        ),
+        (
+            "base extents repeated",
+            Box::new(|r| r.snapshot.push(r.snapshot[0])),
+        ),
+        (
+            "a delta invented",
+            Box::new(|r| {
+                r.deltas.push(Segment {
+                    runs: vec![r.snapshot[0]],
+                    bytes: 1,
+                    crc: 0,
+                })
+            }),
+        ),
+    ];
+    for (what, forge) in forgeries {
+        let mut rt = good.clone();
+        forge(&mut rt);
+        let bytes = layout::encode_table(&rt);
+        assert!(
+            bytes.len() <= room,
+            "{what}: the forged table fits its blocks"
+        );
+        let mut bad = img.clone();
+        let mut padded = bytes.clone();
+        padded.resize(room, 0);
+        let mut at = 0;
+        for &(s, l) in &cp.table.as_ref().unwrap().runs {
+            let n = l as usize * BLOCK;
+            bad[s as usize * BLOCK..s as usize * BLOCK + n].copy_from_slice(&padded[at..at + n]);
+            at += n;
+        }
+        let mut hdr = cp.clone();
+        hdr.table = Some(Segment {
+            runs: hdr.table.unwrap().runs,
+            bytes: bytes.len() as u64,
+            crc: layout::snapshot_crc(&bytes),
+        });
+        let enc = hdr.encode();
+        bad[slot * BLOCK..(slot + 1) * BLOCK].copy_from_slice(&enc);
+        let mut dev = SimDevice::from_image(BLOCK, bad).unwrap();
+        assert!(
+            !fsck(&mut dev, false).clean(),
+            "{what}: fsck calls it clean"
+        );
+        match Fs::mount(dev, MountOptions::default()) {
+            Err(FsError::Corrupt(_)) => {}
+            Err(e) => panic!("{what}: refused for another reason: {e}"),
+            Ok(_) => panic!("{what}: accepted"),
+        }
+    }
+}
