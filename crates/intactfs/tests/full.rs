@@ -295,6 +295,9 @@ fn fsck_of_random_bytes_is_unreadable() {
     assert!(!r.clean() && r.unreadable, "{:?}", r.problems);
 }
 
+/// A change to a run table's content.
+type Forge = Box<dyn Fn(&mut intactfs::layout::RunTable)>;
+
 /// A run table with a valid checksum but forged content (as hostile.rs forges headers):
 /// refused as damage, never a panic, never accepted.
 #[test]
@@ -320,7 +323,7 @@ fn forged_run_tables_are_refused() {
     let room = raw.len();
     raw.truncate(t.bytes as usize);
     let good: RunTable = postcard::from_bytes(&raw).unwrap();
-    let forgeries: Vec<(&str, Box<dyn Fn(&mut RunTable)>)> = vec![
+    let forgeries: Vec<(&str, Forge)> = vec![
         ("another generation", Box::new(|r| r.generation += 1)),
         (
             "base over the table",
