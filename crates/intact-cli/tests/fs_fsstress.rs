@@ -46,17 +46,10 @@ fn build_fsstress(out: &Path) -> Result<PathBuf, String> {
 }
 
 /// fsstress, or `None` after saying why not (a failure under INTACT_REQUIRE_ALL=1).
-fn fsstress(out: &Path) -> Option<PathBuf> {
-    match build_fsstress(out) {
-        Ok(p) => Some(p),
-        Err(why) if std::env::var("INTACT_REQUIRE_ALL").as_deref() == Ok("1") => {
-            panic!("fsstress cannot be built: {why}")
-        }
-        Err(why) => {
-            eprintln!("SKIPPED: fsstress cannot be built: {why}");
-            None
-        }
-    }
+fn fsstress(test: &str, out: &Path) -> Option<PathBuf> {
+    build_fsstress(out)
+        .map_err(|why| common::cannot_run(test, &format!("fsstress cannot be built: {why}")))
+        .ok()
 }
 
 /// Runs fsstress in `m` until it is done; asserts that it filled the file system.
@@ -110,9 +103,9 @@ fn mount_again(m: &Mount) {
     m.fsck_clean();
 }
 
-fn fill_and_remount(size: &str, device: &str, ops: u32) {
+fn fill_and_remount(test: &str, size: &str, device: &str, ops: u32) {
     let tmp = tempfile::tempdir().unwrap();
-    let Some(bin) = fsstress(tmp.path()) else {
+    let Some(bin) = fsstress(test, tmp.path()) else {
         return;
     };
     let m = Mount::new_on(size, device);
@@ -145,12 +138,12 @@ fn fill_and_remount(size: &str, device: &str, ops: u32) {
 
 #[test]
 fn fsstress_fills_block_fs_then_unmounts_and_mounts() {
-    fill_and_remount("64M", "block", 2000);
+    fill_and_remount("fsstress_fills_block_fs", "64M", "block", 2000);
 }
 
 #[test]
 fn fsstress_fills_txflash_fs_then_unmounts_and_mounts() {
-    fill_and_remount("64M", "txflash", 2000);
+    fill_and_remount("fsstress_fills_txflash_fs", "64M", "txflash", 2000);
 }
 
 /// The run of the finding: `fsstress -n 50000 -p 8 -s 7` on 4 GiB (INTACT_SLOW_TESTS=1).
@@ -160,5 +153,5 @@ fn fsstress_full_4g_run() {
         eprintln!("SKIPPED: the 4 GiB fsstress run needs INTACT_SLOW_TESTS=1");
         return;
     }
-    fill_and_remount("4G", "block", 50_000);
+    fill_and_remount("fsstress_full_4g_run", "4G", "block", 50_000);
 }
