@@ -1,4 +1,4 @@
-//! On-disk layout (format version 2), all in 4 KiB blocks:
+//! On-disk layout (format version 3; version 2 is read too), all in 4 KiB blocks:
 //!
 //! | blocks | what |
 //! |---|---|
