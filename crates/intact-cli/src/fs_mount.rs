@@ -309,7 +309,9 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
         );
     }
     let result = result_file(&state);
+    let served = std::cell::Cell::new(false);
     let r = mount::serve(&cfg, |rec| {
+        served.set(true);
         let pid = std::process::id();
         let _ = std::fs::create_dir_all(runtime_dir());
         // A result left by an earlier mount of this mount point is not this one's.
@@ -360,7 +362,9 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
         }
     });
     // Read by `intact fs umount`, which waits for this process and cannot see its status.
-    let _ = std::fs::write(&result, outcome(&r, &cfg));
+    if served.get() {
+        let _ = std::fs::write(&result, outcome(&r, &cfg));
+    }
     let _ = std::fs::remove_file(&state);
     if let Some(p) = &a.pid_file {
         let _ = std::fs::remove_file(p);
