@@ -361,8 +361,9 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
             );
         }
     });
-    // Read by `intact fs umount`, which waits for this process and cannot see its status.
-    if served.get() {
+    // Read by `intact fs umount`, which waits for this process and cannot see its status
+    // (and asked for it by creating the file).
+    if served.get() && result.exists() {
         let _ = std::fs::write(&result, outcome(&r, &cfg));
     }
     let _ = std::fs::remove_file(&state);
@@ -518,7 +519,14 @@ pub fn umount(a: UmountArgs) -> Result<u8, Failure> {
         )));
     }
     let flags = if a.lazy { libc::MNT_DETACH } else { 0 };
+    // Asks the daemon for its outcome (it writes one only when asked, so that unmounts by
+    // signal or by plain `umount` leave nothing behind).
+    let result = result_file(&state_file(mnt));
+    if state.is_some() {
+        let _ = std::fs::write(&result, "waiting\n");
+    }
     if let Err(e) = mount::umount(mnt, flags) {
+        let _ = std::fs::remove_file(&result);
         if e.raw_os_error() == Some(libc::EBUSY) {
             return Err(Failure { code: 1, message: format!("{} is busy (a process has a file open or its working directory there): close them, or pass --lazy to detach now and write back when they close", mnt.display()) });
         }
