@@ -16,6 +16,8 @@ done
 python3 -c 'import jsonschema, xmlschema' 2>/dev/null || need+=(python3-jsonschema python3-xmlschema)
 # Debian's own interpreter (statically linked libpython) is tested next to python3 on PATH.
 [ -x /usr/bin/python3 ] || need+=(python3)
+# fsstress (tests/fs_fsstress.rs, built from ../shared/peer-suites) needs the xfs headers.
+[ -f /usr/include/xfs/xfs.h ] || need+=(xfslibs-dev)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}" >&2
   if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null

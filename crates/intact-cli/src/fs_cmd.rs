@@ -32,7 +32,8 @@ pub enum FsCmd {
         device: DeviceArg,
     },
     /// Check every structural invariant of IMAGE without changing it.
-    /// Exit 0: clean; 1: damage found (each problem is listed); 2: cannot be read.
+    /// Exit 0: clean; 1: damage found, or a read-write mount could not write back (each
+    /// problem is listed); 2: cannot be read, or not an intactfs image.
     Fsck {
         image: PathBuf,
         /// Skip reading every data block to compare it with its checksum.
@@ -52,7 +53,8 @@ pub enum FsCmd {
     /// Mount IMAGE on MOUNTPOINT (FUSE). Foreground until unmounted (Ctrl-C, SIGTERM,
     /// `intact fs umount`), or --daemon.
     Mount(crate::fs_mount::MountArgs),
-    /// Unmount, and wait until the daemon has written everything back.
+    /// Unmount, and wait until the daemon has written everything back. Exit 0 when it
+    /// did (or the mount was read-only); 1, with the daemon's reason, when it could not.
     Umount(crate::fs_mount::UmountArgs),
     /// Run a program in a stream: `intact fs exec --mount MNT --stream NAME -- CMD ARGS`.
     /// The program and its children write in that stream; fsync in it commits only it.
@@ -183,7 +185,12 @@ pub fn fs(cmd: FsCmd) -> Result<u8, Failure> {
                 }
                 println!("{}: {}", image.display(), if r.clean() { "clean".to_string() } else { format!("{} problem(s) found", r.problems.len()) });
             }
-            Ok(if r.clean() { 0 } else { 1 })
+            // As the help says: 2 for an image that cannot be read or is not intactfs.
+            Ok(match (r.clean(), r.unreadable) {
+                (true, _) => 0,
+                (false, true) => 2,
+                (false, false) => 1,
+            })
         }
         FsCmd::Mount(a) => crate::fs_mount::mount(a),
         FsCmd::Umount(a) => crate::fs_mount::umount(a),

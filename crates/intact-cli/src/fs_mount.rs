@@ -25,7 +25,8 @@ pub struct MountArgs {
     /// Where a --daemon's messages go (default: a file in the runtime directory, printed).
     #[arg(long)]
     pub log: Option<PathBuf>,
-    /// Mount options, comma-separated: fsync=durable (default: fsync and fdatasync commit
+    /// Mount options, comma-separated: ro (read-only: recover in memory, write nothing, no
+    /// checkpoint; every change fails with EROFS; block images only); fsync=durable (default: fsync and fdatasync commit
     /// the caller's stream), fsync=ignore (they return at once in every stream;
     /// streamsync and sync stay durable) or fsync=osync (they are OptFS osync in every
     /// stream: ordered at once, durable within the durability timeout; dsync, streamsync
@@ -172,6 +173,7 @@ struct Options {
     uring: bool,
     /// Options given that only the block engine uses (noted when a pmem image is mounted).
     block_only: Vec<String>,
+    read_only: bool,
 }
 
 fn parse_options(opts: &[String]) -> Result<Options, Failure> {
@@ -187,11 +189,14 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
     let mut pmem_sync = true;
     let mut uring = false;
     let mut block_only = Vec::new();
+    let mut read_only = false;
     for o in opts.iter().filter(|o| !o.is_empty()) {
-        if o != "private" && o != "pmem_nosync" && o != "uring" {
+        if o != "private" && o != "pmem_nosync" && o != "uring" && o != "ro" && o != "rw" {
             block_only.push(o.clone());
         }
         match o.as_str() {
+            "ro" => read_only = true,
+            "rw" => read_only = false,
             "pmem_nosync" => pmem_sync = false,
             "uring" => uring = true,
             "fsync=durable" => fsync = FsyncMode::Durable,
@@ -233,7 +238,7 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
                 durability_timeout = Duration::from_secs_f64(v);
             }
             _ if o.starts_with("fsync=") => return Err(Failure::input(format!("mount option {o}: expected fsync=durable, fsync=ignore or fsync=osync"))),
-            _ => return Err(Failure::input(format!("unknown mount option {o:?}: expected fsync=durable|ignore|osync, durability=SECONDS, private, xattr, noxattr, dirty_limit=SIZE, region_limit=SIZE, commit=SECONDS, locked_commit, nokillpriv, noreaddirplus, flushall, uring or pmem_nosync"))),
+            _ => return Err(Failure::input(format!("unknown mount option {o:?}: expected fsync=durable|ignore|osync, durability=SECONDS, private, xattr, noxattr, dirty_limit=SIZE, region_limit=SIZE, commit=SECONDS, locked_commit, nokillpriv, noreaddirplus, flushall, uring, ro, rw or pmem_nosync"))),
         }
     }
     Ok(Options {
@@ -249,6 +254,7 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
         pmem_sync,
         uring,
         block_only,
+        read_only,
     })
 }
 
@@ -284,10 +290,17 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
         caps: o.caps,
         pmem_sync: o.pmem_sync,
         uring: o.uring,
+        read_only: o.read_only,
     };
     let state = state_file(&a.mountpoint);
     let child = a.daemon_child;
     let pmem = intactfs_fuse::pmem::is_pmem_image(&a.image);
+    if pmem && o.read_only {
+        return Err(Failure::input(format!(
+            "{}: a pmem image: mount option ro applies to block images only (the pmem engine recovers in place at mount)",
+            a.image.display()
+        )));
+    }
     if pmem && !o.block_only.is_empty() {
         eprintln!(
             "intactfs: {} is a pmem image: mount option(s) {} apply to block images only; ignored",
@@ -295,15 +308,29 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
             o.block_only.join(",")
         );
     }
+    let result = result_file(&state);
+    let served = std::cell::Cell::new(false);
     let r = mount::serve(&cfg, |rec| {
+        served.set(true);
         let pid = std::process::id();
         let _ = std::fs::create_dir_all(runtime_dir());
+        // A result left by an earlier mount of this mount point is not this one's.
+        let _ = std::fs::remove_file(&result);
         let _ = std::fs::write(&state, format!("{pid}\n{}\n", a.image.display()));
         if let Some(p) = &a.pid_file {
             let _ = std::fs::write(p, format!("{pid}\n"));
         }
         let recovered = match rec {
-            mount::Recovered::Block(rec) => format!("recovered from checkpoint {} + {} journal records", rec.checkpoint_generation, rec.records_replayed),
+            mount::Recovered::Block(rec) => format!(
+                "recovered from checkpoint {} + {} journal records{}",
+                rec.checkpoint_generation,
+                rec.records_replayed,
+                match (&rec.read_only, cfg.read_only) {
+                    (Some(why), _) => format!("; {why}"),
+                    (None, true) => "; read-only (-o ro): nothing is written".to_string(),
+                    (None, false) => String::new(),
+                }
+            ),
             mount::Recovered::Pmem(rec) => format!(
                 "pmem image with AD-transactions; recovered {} committed and {} uncommitted transaction(s): {} redo entries indexed, {} undo entries applied",
                 rec.committed_txs, rec.uncommitted_txs, rec.redo_indexed, rec.undo_applied
@@ -334,6 +361,11 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
             );
         }
     });
+    // Read by `intact fs umount`, which waits for this process and cannot see its status
+    // (and asked for it by creating the file).
+    if served.get() && result.exists() {
+        let _ = std::fs::write(&result, outcome(&r, &cfg));
+    }
     let _ = std::fs::remove_file(&state);
     if let Some(p) = &a.pid_file {
         let _ = std::fs::remove_file(p);
@@ -353,6 +385,10 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
         );
     }
     match u {
+        mount::Served::Block(u) if cfg.read_only || u.recovery.read_only.is_some() => eprintln!(
+            "intactfs: {} unmounted (mounted read-only: nothing was written)",
+            a.mountpoint.display()
+        ),
         mount::Served::Block(u) => eprintln!(
             "intactfs: {} unmounted and written back ({} commits, {} flushes, {} bytes written)",
             a.mountpoint.display(),
@@ -371,6 +407,24 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
         ),
     }
     Ok(0)
+}
+
+/// Where a mount leaves how it ended, for `intact fs umount`.
+fn result_file(state: &Path) -> PathBuf {
+    let mut p = state.to_path_buf().into_os_string();
+    p.push(".result");
+    PathBuf::from(p)
+}
+
+/// The result file's text: "written back", "read-only" or "failed", then the message.
+fn outcome(r: &Result<mount::Served, MountError>, cfg: &MountConfig) -> String {
+    match r {
+        Ok(mount::Served::Block(u)) if cfg.read_only || u.recovery.read_only.is_some() => {
+            "read-only\nmounted read-only: nothing was written\n".to_string()
+        }
+        Ok(_) => "written back\n\n".to_string(),
+        Err(e) => format!("failed\n{e}\n"),
+    }
 }
 
 fn spawn_daemon(a: &MountArgs) -> Result<u8, Failure> {
@@ -465,7 +519,14 @@ pub fn umount(a: UmountArgs) -> Result<u8, Failure> {
         )));
     }
     let flags = if a.lazy { libc::MNT_DETACH } else { 0 };
+    // Asks the daemon for its outcome (it writes one only when asked, so that unmounts by
+    // signal or by plain `umount` leave nothing behind).
+    let result = result_file(&state_file(mnt));
+    if state.is_some() {
+        let _ = std::fs::write(&result, "waiting\n");
+    }
     if let Err(e) = mount::umount(mnt, flags) {
+        let _ = std::fs::remove_file(&result);
         if e.raw_os_error() == Some(libc::EBUSY) {
             return Err(Failure { code: 1, message: format!("{} is busy (a process has a file open or its working directory there): close them, or pass --lazy to detach now and write back when they close", mnt.display()) });
         }
@@ -484,11 +545,51 @@ pub fn umount(a: UmountArgs) -> Result<u8, Failure> {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        println!("{} unmounted; {} written back", mnt.display(), st.image);
+        return report_outcome(mnt, &st);
     } else {
         println!("{} unmounted", mnt.display());
     }
     Ok(0)
+}
+
+/// What the daemon that served `mnt` said about its write-back: exit 0 only if it wrote
+/// everything back (or had nothing to write, read-only).
+fn report_outcome(mnt: &Path, st: &MountState) -> Result<u8, Failure> {
+    let file = result_file(&state_file(mnt));
+    let text = std::fs::read_to_string(&file);
+    let _ = std::fs::remove_file(&file);
+    let text = text.unwrap_or_default();
+    let (status, message) = text.split_once('\n').unwrap_or((text.as_str(), ""));
+    match status {
+        "written back" => {
+            println!("{} unmounted; {} written back", mnt.display(), st.image);
+            Ok(0)
+        }
+        "read-only" => {
+            println!("{} unmounted; {} was {}", mnt.display(), st.image, message.trim());
+            Ok(0)
+        }
+        "failed" => Err(Failure {
+            code: 1,
+            message: format!(
+                "{} is unmounted, but writing back {} FAILED: {} (what the last checkpoint and commits hold is still on the image: `intact fs fsck {}` reports what a mount finds)",
+                mnt.display(),
+                st.image,
+                message.trim(),
+                st.image
+            ),
+        }),
+        _ => Err(Failure {
+            code: 1,
+            message: format!(
+                "{} is unmounted, but its daemon (pid {}) ended without saying whether it wrote {} back (killed?): see its log; `intact fs fsck {}` checks the image",
+                mnt.display(),
+                st.pid,
+                st.image,
+                st.image
+            ),
+        }),
+    }
 }
 
 fn is_intactfs_mount(mnt: &Path) -> bool {

@@ -60,6 +60,9 @@ pub struct MountConfig {
     /// `/sys/module/fuse/parameters/enable_uring`): mounting fails if the kernel does not
     /// offer it.
     pub uring: bool,
+    /// Mount read-only (mount option `ro`): recovery in memory only, no checkpoint, nothing
+    /// written; every call that would change something fails with EROFS.
+    pub read_only: bool,
 }
 
 /// What a mount ended with.
@@ -144,7 +147,11 @@ pub fn session_config(cfg: &MountConfig, subtype: &str) -> Config {
         MountOption::FSName(source),
         MountOption::Subtype(subtype.into()),
         MountOption::DefaultPermissions,
-        MountOption::RW,
+        if cfg.read_only {
+            MountOption::RO
+        } else {
+            MountOption::RW
+        },
     ];
     if cfg.allow_other {
         // Shared with every user (as root): device files and set-user-id work as on disk.
@@ -219,6 +226,7 @@ pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmoun
             region_limit: cfg
                 .region_limit
                 .unwrap_or(MountOptions::default().region_limit),
+            read_only: cfg.read_only,
             ..MountOptions::default()
         },
     )
@@ -234,7 +242,16 @@ pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmoun
     let state = fuse.state.clone();
     let commits = fuse.commits.clone();
 
-    let config = session_config(cfg, "intactfs");
+    let mut config = session_config(cfg, "intactfs");
+    if recovery.read_only.is_some() {
+        // The engine fell back to read-only (no room for the mount's checkpoint): the
+        // kernel refuses changes too, so programs see EROFS at once.
+        for o in &mut config.mount_options {
+            if *o == MountOption::RW {
+                *o = MountOption::RO;
+            }
+        }
+    }
     let session = Session::new(fuse, &cfg.mountpoint, &config).map_err(|e| {
         MountError::Failed(format!("mounting on {}: {e}", cfg.mountpoint.display()))
     })?;

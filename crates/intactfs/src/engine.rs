@@ -14,7 +14,7 @@ use crate::alloc::Allocator;
 use crate::error::{FsError, Result};
 use crate::layout::{
     self, Checkpoint, Delta, Record, Segment, Superblock, CHECKPOINT_SLOTS, JOURNAL_START,
-    MAX_DELTAS, MAX_SNAPSHOT_EXTENTS, REC_MAGIC, SB_MAGIC,
+    MAX_CHAIN_EXTENTS, MAX_DELTAS, MAX_TABLE_EXTENTS, REC_MAGIC, SB_MAGIC,
 };
 use crate::meta::{
     map_block, valid_name, valid_xattr_name, xattr_fits, Body, Extent, FileType, Ino, Inode, LogOp,
@@ -29,6 +29,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 mod invariants;
 mod io;
 mod regions;
+mod reserve;
 pub use io::CommitIo;
 pub use regions::{Aborted, REGION_BASE};
 
@@ -202,6 +203,8 @@ pub struct MountReport {
     pub records_replayed: usize,
     pub stop: String,
     pub orphans_freed: usize,
+    /// Why a read-write mount became read-only (no room for the mount's checkpoint).
+    pub read_only: Option<String>,
 }
 
 pub struct Fs<D: BlockDevice> {
@@ -222,8 +225,10 @@ pub struct Fs<D: BlockDevice> {
     falloc: HashMap<Ino, (Vec<(u64, u64)>, u64)>,
     /// Blocks promised to dirty data and preallocation (so commits never run out).
     reserved: u64,
-    /// Kept free for the next metadata snapshot.
-    meta_reserve: u64,
+    /// The next snapshot's size is bounded by these ([`reserve`]): measured at the last
+    /// checkpoint, and added since by logged operations.
+    meta_base_bytes: u64,
+    meta_growth_bytes: u64,
     /// Durable blocks that uncommitted calls (unlink, truncate, replacing rename) have
     /// released: free as soon as those calls commit. `statfs` counts them as free, and a
     /// call short of space commits everything to get them.
@@ -394,11 +399,12 @@ impl<D: BlockDevice> Fs<D> {
         let free_inos = (ROOT + 1..meta.next_ino)
             .filter(|i| !meta.inodes.contains_key(i))
             .collect();
-        let report = MountReport {
+        let mut report = MountReport {
             checkpoint_generation: cp.generation,
             records_replayed: replayed.len(),
             stop,
             orphans_freed: orphans.len(),
+            read_only: None,
         };
         let clock = opts.clock.take_or_default();
         let reader = dev.shared_io();
@@ -417,7 +423,8 @@ impl<D: BlockDevice> Fs<D> {
             dirty_blocks: 0,
             falloc: HashMap::new(),
             reserved: 0,
-            meta_reserve: 0,
+            meta_base_bytes: 0,
+            meta_growth_bytes: 0,
             freeing: 0,
             open: HashMap::new(),
             jhead: journal_head,
@@ -444,15 +451,40 @@ impl<D: BlockDevice> Fs<D> {
             reader,
             tmpfiles: BTreeSet::new(),
         };
-        fs.update_meta_reserve();
+        fs.measure_meta();
         if !fs.opts.read_only {
-            // Orphans' blocks were freed in memory only: the new checkpoint makes that durable.
-            fs.checkpoint()?;
-            for (s, l) in orphan_blocks {
-                fs.alloc.release(s, l);
-            }
+            report.read_only = fs.mount_checkpoint(orphan_blocks)?;
         }
         Ok((fs, report))
+    }
+
+    /// The checkpoint a read-write mount writes (orphans' blocks were freed in memory
+    /// only: it makes that durable). With no room for it, nothing is written and the mount
+    /// becomes read-only: `Some(why, and what to do)`.
+    fn mount_checkpoint(&mut self, orphan_blocks: Vec<(u64, u64)>) -> Result<Option<String>> {
+        assert!(!self.opts.read_only && self.poisoned.is_none());
+        match self.checkpoint() {
+            Ok(()) => {
+                for (s, l) in orphan_blocks {
+                    self.alloc.release(s, l);
+                }
+                Ok(None)
+            }
+            // A snapshot that does not fit is refused before any write: the image is
+            // served read-only, so its files can be copied out.
+            Err(FsError::NoSpace(why)) => {
+                assert!(
+                    self.poisoned.is_none(),
+                    "a refused checkpoint wrote nothing"
+                );
+                self.opts.read_only = true;
+                Ok(Some(format!(
+                    "mounted read-only: writing the mount's checkpoint is impossible ({why}; {} blocks free). Files can be read and copied out; nothing can be deleted or changed on this image, since every change needs that checkpoint first. Copy what you need, then make a larger file system",
+                    self.alloc.free_blocks()
+                )))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Commits everything, checkpoints, and returns the device.
@@ -785,7 +817,7 @@ impl<D: BlockDevice> Fs<D> {
     pub fn statfs(&self) -> StatFs {
         // As other file systems do, space an unlink released is free now, not at its commit.
         let free = (self.alloc.free_blocks() + self.freeing)
-            .saturating_sub(self.reserved + self.meta_reserve);
+            .saturating_sub(self.reserved + self.meta_reserve());
         StatFs {
             block_size: BLOCK as u64,
             blocks: self.sb.blocks - self.sb.data_start(),
@@ -979,6 +1011,7 @@ impl<D: BlockDevice> Fs<D> {
             .map_err(|e| FsError::Internal(format!("{op:?}: {e}")))?;
         // Live extents are all committed ones (data is allocated at commit).
         self.freeing += freed.extents.iter().map(|e| e.1).sum::<u64>();
+        self.charge_meta(&op);
         self.streams.relate(s, claims, checks);
         self.streams.log(s, op);
         Ok(())
@@ -1023,6 +1056,11 @@ impl<D: BlockDevice> Fs<D> {
         if kind_of(&kind) == FileType::Dir && self.node(parent)?.nlink >= MAX_LINKS {
             return Err(FsError::TooManyLinks);
         }
+        let target = match &kind {
+            NewKind::Symlink(t) => t.len(),
+            _ => 0,
+        };
+        self.meta_room(reserve::create_growth_bytes(name, target))?;
         let ino = self.alloc_ino();
         let time = self.now();
         let op = LogOp::Create {
@@ -1092,6 +1130,7 @@ impl<D: BlockDevice> Fs<D> {
         if self.live.lookup(parent, name).is_some() {
             return Err(FsError::Exists);
         }
+        self.meta_room(reserve::create_growth_bytes(name, 0))?;
         let time = self.now();
         let op = LogOp::Link {
             parent,
@@ -1359,34 +1398,26 @@ impl<D: BlockDevice> Fs<D> {
         }
     }
 
-    fn available(&self) -> u64 {
-        self.alloc
-            .free_blocks()
-            .saturating_sub(self.reserved + self.meta_reserve)
-    }
-
     /// `need` blocks can be reserved; if only uncommitted frees stand in the way, commit
     /// everything first (a full file system must not refuse a write right after an unlink
     /// that `statfs` already counts as free).
     /// `need` is recomputed after such a commit (it may count dirty blocks, which the commit
-    /// cleans). Returns the number of blocks to reserve.
-    fn room_for(&mut self, need: impl Fn(&Self) -> u64) -> Result<u64> {
+    /// cleans). `meta`: metadata bytes the call adds, kept room for in the metadata
+    /// reserve ([`reserve`]). Returns the number of blocks to reserve.
+    fn room_for(&mut self, need: impl Fn(&Self) -> u64, meta: u64) -> Result<u64> {
         let mut n = need(self);
-        if n > self.available() && (self.freeing > 0 || self.alloc.pending_blocks() > 0) {
+        if !self.fits(n, meta) && (self.freeing > 0 || self.alloc.pending_blocks() > 0) {
             self.commit_groups_for_room()?;
             n = need(self);
-            if n > self.available() && self.alloc.pending_blocks() > 0 {
+            if !self.fits(n, meta) && self.alloc.pending_blocks() > 0 {
                 // Freed by osync commits whose writers' checksums recovery may still
                 // check: a checkpoint ends that (the journal restarts).
                 self.checkpoint()?;
                 n = need(self);
             }
         }
-        if n > self.available() {
-            return Err(FsError::NoSpace(format!(
-                "{n} blocks needed, {} available",
-                self.available()
-            )));
+        if !self.fits(n, meta) {
+            return Err(self.no_room(n, meta));
         }
         Ok(n)
     }
@@ -1465,6 +1496,7 @@ impl<D: BlockDevice> Fs<D> {
                 "extended attributes of one inode are limited to {XATTR_TOTAL_MAX} bytes"
             )));
         }
+        self.meta_room((name.len() + value.len()) as u64 + 64)?;
         let ctime = self.now();
         self.log(
             s,
@@ -1609,12 +1641,15 @@ impl<D: BlockDevice> Fs<D> {
         if in_region && self.dirty_blocks * BLOCK as u64 > self.opts.region_limit {
             return Err(FsError::NoSpace(format!("atomic regions hold more than {} MiB of uncommitted data (mount option region_limit)", self.opts.region_limit >> 20)));
         }
-        self.room_for(|fs| {
-            let have = fs.dirty.get(&ino);
-            (b0..=b1)
-                .filter(|b| !have.is_some_and(|d| d.contains_key(b)))
-                .count() as u64
-        })?;
+        self.room_for(
+            |fs| {
+                let have = fs.dirty.get(&ino);
+                (b0..=b1)
+                    .filter(|b| !have.is_some_and(|d| d.contains_key(b)))
+                    .count() as u64
+            },
+            0,
+        )?;
         self.streams.relate(s, &[Key::Ino(ino)], &[]);
         let mut pos = off;
         for lb in b0..=b1 {
@@ -1687,28 +1722,31 @@ impl<D: BlockDevice> Fs<D> {
         let (b0, b1) = (off / BLOCK as u64, end.div_ceil(BLOCK as u64));
         let size = self.file(ino)?.size;
         // Holes not yet reserved for, run by run (a 1 TiB request must not loop per block).
-        let need = self.room_for(|fs| {
-            let ext = fs
-                .live
-                .get(ino)
-                .and_then(|n| n.extents())
-                .expect("a regular file, checked above");
-            let pending = fs
-                .falloc
-                .get(&ino)
-                .map(|p| p.0.as_slice())
-                .unwrap_or_default();
-            holes(ext, fs.dirty.get(&ino), b0, b1)
-                .into_iter()
-                .map(|(h, n)| {
-                    n - pending
-                        .iter()
-                        .map(|&(a, b)| b.min(h + n).saturating_sub(a.max(h)))
-                        .sum::<u64>()
-                        .min(n)
-                })
-                .sum()
-        })?;
+        let need = self.room_for(
+            |fs| {
+                let ext = fs
+                    .live
+                    .get(ino)
+                    .and_then(|n| n.extents())
+                    .expect("a regular file, checked above");
+                let pending = fs
+                    .falloc
+                    .get(&ino)
+                    .map(|p| p.0.as_slice())
+                    .unwrap_or_default();
+                holes(ext, fs.dirty.get(&ino), b0, b1)
+                    .into_iter()
+                    .map(|(h, n)| {
+                        n - pending
+                            .iter()
+                            .map(|&(a, b)| b.min(h + n).saturating_sub(a.max(h)))
+                            .sum::<u64>()
+                            .min(n)
+                    })
+                    .sum()
+            },
+            0,
+        )?;
         let s = self.route(s, &[Key::Ino(ino)], &[])?;
         if need > 0 {
             self.reserved += need;
@@ -1777,11 +1815,14 @@ impl<D: BlockDevice> Fs<D> {
             }
         }
         // Room for both edges before either changes: a call refused for space changes nothing.
-        self.room_for(|fs| {
-            zero.iter()
-                .filter(|(b, ..)| !fs.dirty.get(&ino).is_some_and(|d| d.contains_key(b)))
-                .count() as u64
-        })?;
+        self.room_for(
+            |fs| {
+                zero.iter()
+                    .filter(|(b, ..)| !fs.dirty.get(&ino).is_some_and(|d| d.contains_key(b)))
+                    .count() as u64
+            },
+            0,
+        )?;
         for (b, a, z) in zero {
             let mut blk = self.file_block(ino, b)?;
             blk[(a - b * bs) as usize..(z - b * bs) as usize].fill(0);
@@ -1832,12 +1873,6 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     // ----- committing -----
-
-    fn update_meta_reserve(&mut self) {
-        // Room for the next snapshot: twice the current chain, plus slack.
-        let last: u64 = self.cp.meta_runs().iter().map(|r| r.1).sum();
-        self.meta_reserve = 2 * last + 16 + self.live.inodes.len() as u64 / 16;
-    }
 
     /// Commits the running transactions of `members` (one group, or all) as one record,
     /// durably.
@@ -2203,6 +2238,8 @@ impl<D: BlockDevice> Fs<D> {
             self.live
                 .apply(op)
                 .map_err(|e| FsError::Internal(format!("data operation {op:?}: {e}")))?;
+            // Budgeted while its blocks were reserved (reserve::MAP_BYTES_PER_BLOCK).
+            self.meta_growth_bytes += reserve::growth_bytes(op);
         }
         let rec = Record {
             uuid: self.sb.uuid,
@@ -2479,14 +2516,18 @@ impl<D: BlockDevice> Fs<D> {
         let bytes = delta.unwrap_or_else(|| {
             postcard::to_stdvec(&self.durable).expect("in-memory serialization")
         });
+        if !is_delta {
+            self.assert_snapshot_within_bound(bytes.len() as u64);
+        }
         let held = if is_delta {
-            self.cp.meta_runs().len()
+            self.cp.chain_runs().len()
         } else {
             0
         };
-        let runs = match self.write_segment(&bytes, MAX_SNAPSHOT_EXTENTS - held, clean)? {
+        let runs = match self.write_segment(&bytes, MAX_CHAIN_EXTENTS - held, clean)? {
             Some(runs) => runs,
-            // A delta whose extents do not fit the header: a new base then.
+            // A delta that does not fit: a new base then (no larger than the delta's room
+            // in the reserve, see reserve.rs).
             None if is_delta => return self.checkpoint_base(),
             None => {
                 return Err(FsError::NoSpace(format!(
@@ -2495,7 +2536,44 @@ impl<D: BlockDevice> Fs<D> {
                 )))
             }
         };
-        let cp = if is_delta {
+        let mut cp = self.next_checkpoint(is_delta, runs.clone(), &bytes);
+        if !cp.fits_inline() {
+            if let Err(e) = self.add_run_table(&mut cp, clean) {
+                // The new segment is referenced by nothing durable: give it back.
+                for (s, l) in runs {
+                    self.alloc.release(s, l);
+                }
+                return Err(e);
+            }
+        }
+        self.flip_checkpoint(cp, is_delta, &bytes)
+    }
+
+    /// Writes the run table of `cp`'s chain (too many extents for the header) and names it
+    /// in `cp`.
+    /// `clean` as for [`Self::write_segment`].
+    fn add_run_table(&mut self, cp: &mut Checkpoint, clean: bool) -> Result<()> {
+        assert!(cp.table.is_none() && !cp.fits_inline());
+        let table = layout::encode_table(&cp.run_table());
+        let Some(runs) = self.write_segment(&table, MAX_TABLE_EXTENTS, clean)? else {
+            return Err(FsError::NoSpace(format!(
+                "no room for the run table of a {}-extent metadata snapshot",
+                cp.chain_runs().len()
+            )));
+        };
+        cp.table = Some(Segment {
+            runs,
+            bytes: table.len() as u64,
+            crc: layout::snapshot_crc(&table),
+        });
+        Ok(())
+    }
+
+    /// The header of the chain after a checkpoint that wrote `bytes` at `runs` (a delta
+    /// appended to the current chain, or a new base); its run table, if it needs one, is
+    /// the caller's to add.
+    fn next_checkpoint(&self, is_delta: bool, runs: Vec<(u64, u64)>, bytes: &[u8]) -> Checkpoint {
+        if is_delta {
             let mut cp = self.cp.clone();
             cp.generation += 1;
             cp.journal_pos = self.sb.journal_start;
@@ -2504,18 +2582,26 @@ impl<D: BlockDevice> Fs<D> {
             cp.deltas.push(Segment {
                 runs,
                 bytes: bytes.len() as u64,
-                crc: layout::snapshot_crc(&bytes),
+                crc: layout::snapshot_crc(bytes),
             });
+            cp.table = None;
             cp
         } else {
-            Checkpoint::new(
-                &self.sb,
-                self.cp.generation + 1,
-                runs,
-                &bytes,
-                self.next_seq,
-            )
-        };
+            Checkpoint::new(&self.sb, self.cp.generation + 1, runs, bytes, self.next_seq)
+        }
+    }
+
+    /// Writes `cp` into the other header slot and makes it the current checkpoint.
+    fn flip_checkpoint(&mut self, cp: Checkpoint, is_delta: bool, bytes: &[u8]) -> Result<()> {
+        assert!(
+            cp.table.is_some() || cp.fits_inline(),
+            "a chain of {} extents without a run table",
+            cp.chain_runs().len()
+        );
+        assert!(
+            cp.table.is_none() || !cp.fits_inline(),
+            "a run table for an inline chain"
+        );
         let slot = 1 - self.cp_slot;
         let hdr = cp.encode();
         if hdr.len() != BLOCK {
@@ -2531,12 +2617,16 @@ impl<D: BlockDevice> Fs<D> {
         {
             return Err(self.poison(format!("writing the checkpoint header: {e}")));
         }
-        // A new base replaces the whole old chain; a delta extends it.
+        // A new base replaces the whole old chain; a delta extends it. A run table belongs
+        // to its header alone.
         if !is_delta {
             for (s, l) in self.cp.meta_runs() {
                 self.alloc.release(s, l);
             }
         } else {
+            for &(s, l) in self.cp.table.iter().flat_map(|t| t.runs.iter()) {
+                self.alloc.release(s, l);
+            }
             self.stats.delta_checkpoints += 1;
         }
         self.stats.snapshot_bytes += bytes.len().div_ceil(BLOCK).max(1) as u64 * BLOCK as u64;
@@ -2554,7 +2644,7 @@ impl<D: BlockDevice> Fs<D> {
         self.unflushed = false;
         self.inflight_reset();
         self.released_all();
-        self.update_meta_reserve();
+        self.measure_meta();
         Ok(())
     }
 

@@ -1,7 +1,8 @@
 //! `intact fs fsck`: every structural invariant, without writing anything.
 
+use crate::alloc::Allocator;
 use crate::error::FsError;
-use crate::layout;
+use crate::layout::{self, MAX_SNAPSHOT_EXTENTS};
 use crate::meta::{Body, BLOCK};
 use crate::recovery;
 use intactfs_device::BlockDevice;
@@ -12,6 +13,9 @@ pub struct FsckReport {
     pub problems: Vec<String>,
     /// Normal findings (journal replayed, orphans that mount will free, ...).
     pub notes: Vec<String>,
+    /// The image could not be read at all, or is not an intactfs image (no valid
+    /// superblock, a device error): fsck's exit status 2, not 1.
+    pub unreadable: bool,
 }
 
 impl FsckReport {
@@ -28,6 +32,7 @@ pub fn fsck<D: BlockDevice>(dev: &mut D, verify_data: bool) -> FsckReport {
         Ok(sb) => sb,
         Err(e) => {
             r.problems.push(e.to_string());
+            r.unreadable = true;
             return r;
         }
     };
@@ -53,6 +58,7 @@ pub fn fsck<D: BlockDevice>(dev: &mut D, verify_data: bool) -> FsckReport {
         }
         Err(e) => {
             r.problems.push(e.to_string());
+            r.unreadable = true;
             return r;
         }
     }
@@ -60,6 +66,7 @@ pub fn fsck<D: BlockDevice>(dev: &mut D, verify_data: bool) -> FsckReport {
         Ok(l) => l,
         Err(FsError::Device(e)) => {
             r.problems.push(format!("reading the device: {e}"));
+            r.unreadable = true;
             return r;
         }
         Err(e) => {
@@ -108,5 +115,42 @@ pub fn fsck<D: BlockDevice>(dev: &mut D, verify_data: bool) -> FsckReport {
         "{} inodes: {files} files, {dirs} directories; {blocks} data blocks in use",
         loaded.meta.inodes.len()
     ));
+    if let Err(why) = mount_checkpoint_fits(&loaded) {
+        r.problems.push(why);
+    }
     r
+}
+
+/// Whether a read-write mount can write its checkpoint (a new base snapshot of the
+/// recovered metadata, and a run table if free space is split into many pieces), as mount
+/// allocates it: `Err(why)` names the shortfall and what to do.
+fn mount_checkpoint_fits(l: &recovery::Loaded) -> Result<(), String> {
+    let mut alloc = Allocator::new(l.sb.data_start(), l.sb.blocks);
+    let extents = l.meta.inodes.values().filter_map(|n| n.extents());
+    for (s, n) in
+        l.cp.meta_runs()
+            .into_iter()
+            .chain(extents.flat_map(|e| e.values().map(|e| (e.pblk, e.len))))
+    {
+        // A block used twice is reported by load's invariant check; here only space counts.
+        alloc.take(s, n);
+    }
+    let bytes = postcard::experimental::serialized_size(&l.meta).map_err(|e| e.to_string())?;
+    let need = (bytes.div_ceil(BLOCK) as u64).max(1);
+    let free = alloc.free_blocks();
+    let runs = alloc.alloc(need);
+    let got: u64 = runs.iter().map(|r| r.1).sum();
+    let table = if runs.len() > MAX_SNAPSHOT_EXTENTS {
+        // A run-table entry takes at most 20 bytes.
+        (runs.len() as u64 * 20).div_ceil(BLOCK as u64)
+    } else {
+        0
+    };
+    if got < need || alloc.free_blocks() < table {
+        return Err(format!(
+            "a read-write mount cannot write back: its checkpoint needs a {need}-block metadata snapshot{}, and {free} blocks are free. Mount it with `-o ro` to copy files out",
+            if table > 0 { format!(" and a {table}-block run table") } else { String::new() }
+        ));
+    }
+    Ok(())
 }

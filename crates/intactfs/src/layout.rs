@@ -1,4 +1,4 @@
-//! On-disk layout (format version 2), all in 4 KiB blocks:
+//! On-disk layout (format version 3; version 2 is read too), all in 4 KiB blocks:
 //!
 //! | blocks | what |
 //! |---|---|
@@ -13,18 +13,31 @@
 //! and magic of the first version of this format (`INTACTCP`); one with deltas has its own
 //! magic (`INTACTC2`), so images written before deltas existed still mount.
 //!
+//! A header holds at most [`MAX_SNAPSHOT_EXTENTS`] extents inline. A chain written into
+//! free space split into more pieces than that (a nearly full file system) keeps its extent
+//! list in a *run table* instead: a segment of its own, at most [`MAX_TABLE_EXTENTS`]
+//! extents, named by a header with magic `INTACTC3` (format version 3). The table belongs
+//! to its header alone: the next checkpoint writes a new one and frees the old.
+//!
 //! Every structure carries a CRC-32C over its bytes. Headers and records are postcard
 //! encodings behind a fixed 16-byte frame: magic (8), payload length (4), CRC (4).
 
 use crate::meta::{LogOp, BLOCK};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
-/// 2: inodes carry extended attributes.
-pub const FORMAT_VERSION: u32 = 2;
+/// 2: inodes carry extended attributes. 3: checkpoint headers may keep the chain's extent
+/// list in a run table (`INTACTC3`); mkfs writes 3, and version 2 images still mount (a
+/// build that reads only version 2 refuses version 3 images instead of missing their
+/// tables).
+pub const FORMAT_VERSION: u32 = 3;
+/// The oldest format version this build reads.
+pub const FORMAT_VERSION_MIN: u32 = 2;
 pub const SB_MAGIC: &[u8; 8] = b"INTACTSB";
 pub const CP_MAGIC: &[u8; 8] = b"INTACTCP";
 /// A checkpoint header that lists delta segments after its base.
 pub const CP2_MAGIC: &[u8; 8] = b"INTACTC2";
+/// A checkpoint header whose chain extents are in a run table ([`RunTable`]).
+pub const CP3_MAGIC: &[u8; 8] = b"INTACTC3";
 pub const REC_MAGIC: &[u8; 8] = b"INTACTJR";
 pub const SUPERBLOCK: u64 = 0;
 pub const CHECKPOINT_SLOTS: [u64; 2] = [1, 2];
@@ -33,6 +46,11 @@ const FRAME: usize = 16;
 /// A checkpoint header holds the snapshot's extent list inline: at most this many extents
 /// for the base and all deltas together.
 pub const MAX_SNAPSHOT_EXTENTS: usize = 200;
+/// Most extents a run table itself may occupy (they are listed in the header).
+pub const MAX_TABLE_EXTENTS: usize = 64;
+/// Most extents a chain may have through a run table: bounds what a damaged table makes a
+/// reader allocate.
+pub const MAX_CHAIN_EXTENTS: usize = 1 << 22;
 /// Most delta segments a chain holds; the checkpoint after that writes a new base.
 pub const MAX_DELTAS: usize = 8;
 
@@ -55,9 +73,9 @@ impl Superblock {
         self.journal_start + self.journal_blocks
     }
     pub fn check(&self, device_blocks: u64) -> Result<(), String> {
-        if self.version != FORMAT_VERSION {
+        if !(FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&self.version) {
             return Err(format!(
-                "format version {} (this build reads version {FORMAT_VERSION})",
+                "format version {} (this build reads versions {FORMAT_VERSION_MIN} to {FORMAT_VERSION})",
                 self.version
             ));
         }
@@ -108,6 +126,46 @@ pub struct Checkpoint {
     /// Delta segments applied on the base in this order (each a [`Delta`]). Last, so that
     /// the fields above keep the first version's encoding.
     pub deltas: Vec<Segment>,
+    /// Where the run table that lists `snapshot` and `deltas` lives, if the header does
+    /// not list them inline (a header with magic `INTACTC3`). Decoding such a header
+    /// leaves `snapshot` and `deltas` empty until [`Checkpoint::resolve`] reads the table.
+    pub table: Option<Segment>,
+}
+
+/// The chain's extents when a header cannot hold them inline: the content of a run table.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunTable {
+    /// The header's generation: a table left behind by another checkpoint is refused.
+    pub generation: u64,
+    pub snapshot: Vec<(u64, u64)>,
+    pub snapshot_bytes: u64,
+    pub snapshot_crc: u32,
+    pub deltas: Vec<Segment>,
+}
+
+/// The header of a chain with a run table (`INTACTC3`).
+#[derive(Serialize, Deserialize)]
+struct CheckpointV3 {
+    uuid: u64,
+    generation: u64,
+    journal_pos: u64,
+    next_seq: u64,
+    durable_upto: u64,
+    table: Segment,
+}
+
+/// The second version's header, with deltas inline (`INTACTC2`).
+#[derive(Serialize, Deserialize)]
+struct CheckpointV2 {
+    uuid: u64,
+    generation: u64,
+    snapshot: Vec<(u64, u64)>,
+    snapshot_bytes: u64,
+    snapshot_crc: u32,
+    journal_pos: u64,
+    next_seq: u64,
+    durable_upto: u64,
+    deltas: Vec<Segment>,
 }
 
 /// Where one delta segment lives and what its bytes must checksum to.
@@ -163,11 +221,20 @@ impl Checkpoint {
             next_seq,
             durable_upto: next_seq - 1,
             deltas: Vec::new(),
+            table: None,
         }
     }
 
-    /// Every extent of the chain: base, then deltas in order.
+    /// Every extent the checkpoint holds: base, deltas in order, then its run table's.
     pub fn meta_runs(&self) -> Vec<(u64, u64)> {
+        self.chain_runs()
+            .into_iter()
+            .chain(self.table.iter().flat_map(|t| t.runs.iter().copied()))
+            .collect()
+    }
+
+    /// The extents of the base and the deltas (what a run table lists).
+    pub fn chain_runs(&self) -> Vec<(u64, u64)> {
         self.snapshot
             .iter()
             .chain(self.deltas.iter().flat_map(|d| d.runs.iter()))
@@ -175,8 +242,54 @@ impl Checkpoint {
             .collect()
     }
 
-    /// The framed header block: the first version's shape when there are no deltas.
+    /// Whether the chain's extents fit the header inline (else they need a run table).
+    pub fn fits_inline(&self) -> bool {
+        self.chain_runs().len() <= MAX_SNAPSHOT_EXTENTS
+    }
+
+    /// The run table's content for this header's chain.
+    pub fn run_table(&self) -> RunTable {
+        RunTable {
+            generation: self.generation,
+            snapshot: self.snapshot.clone(),
+            snapshot_bytes: self.snapshot_bytes,
+            snapshot_crc: self.snapshot_crc,
+            deltas: self.deltas.clone(),
+        }
+    }
+
+    /// Fills in the chain from its run table's bytes (read from `self.table`'s extents and
+    /// checked against its CRC by the caller).
+    pub fn resolve(&mut self, table_bytes: &[u8]) -> Result<(), String> {
+        let t: RunTable = postcard::from_bytes(table_bytes)
+            .map_err(|e| format!("run table does not decode: {e}"))?;
+        if t.generation != self.generation {
+            return Err(format!(
+                "run table of generation {}, not {}",
+                t.generation, self.generation
+            ));
+        }
+        self.snapshot = t.snapshot;
+        self.snapshot_bytes = t.snapshot_bytes;
+        self.snapshot_crc = t.snapshot_crc;
+        self.deltas = t.deltas;
+        Ok(())
+    }
+
+    /// The framed header block: the first version's shape when there are no deltas, the
+    /// third's when the chain's extents are in a run table.
     pub fn encode(&self) -> Vec<u8> {
+        if let Some(table) = &self.table {
+            let v3 = CheckpointV3 {
+                uuid: self.uuid,
+                generation: self.generation,
+                journal_pos: self.journal_pos,
+                next_seq: self.next_seq,
+                durable_upto: self.durable_upto,
+                table: table.clone(),
+            };
+            return encode(CP3_MAGIC, &v3);
+        }
         if self.deltas.is_empty() {
             let v1 = CheckpointV1 {
                 uuid: self.uuid,
@@ -190,14 +303,52 @@ impl Checkpoint {
             };
             encode(CP_MAGIC, &v1)
         } else {
-            encode(CP2_MAGIC, self)
+            let v2 = CheckpointV2 {
+                uuid: self.uuid,
+                generation: self.generation,
+                snapshot: self.snapshot.clone(),
+                snapshot_bytes: self.snapshot_bytes,
+                snapshot_crc: self.snapshot_crc,
+                journal_pos: self.journal_pos,
+                next_seq: self.next_seq,
+                durable_upto: self.durable_upto,
+                deltas: self.deltas.clone(),
+            };
+            encode(CP2_MAGIC, &v2)
         }
     }
 
-    /// Reads a header of either shape.
+    /// Reads a header of any shape; one with a run table still needs [`Self::resolve`].
     pub fn decode(bytes: &[u8]) -> Result<Checkpoint, FrameError> {
+        if bytes.len() >= 8 && &bytes[..8] == CP3_MAGIC {
+            let v: CheckpointV3 = decode(CP3_MAGIC, bytes)?;
+            return Ok(Checkpoint {
+                uuid: v.uuid,
+                generation: v.generation,
+                snapshot: Vec::new(),
+                snapshot_bytes: 0,
+                snapshot_crc: 0,
+                journal_pos: v.journal_pos,
+                next_seq: v.next_seq,
+                durable_upto: v.durable_upto,
+                deltas: Vec::new(),
+                table: Some(v.table),
+            });
+        }
         if bytes.len() >= 8 && &bytes[..8] == CP2_MAGIC {
-            return decode(CP2_MAGIC, bytes);
+            let v: CheckpointV2 = decode(CP2_MAGIC, bytes)?;
+            return Ok(Checkpoint {
+                uuid: v.uuid,
+                generation: v.generation,
+                snapshot: v.snapshot,
+                snapshot_bytes: v.snapshot_bytes,
+                snapshot_crc: v.snapshot_crc,
+                journal_pos: v.journal_pos,
+                next_seq: v.next_seq,
+                durable_upto: v.durable_upto,
+                deltas: v.deltas,
+                table: None,
+            });
         }
         let v: CheckpointV1 = decode(CP_MAGIC, bytes)?;
         Ok(Checkpoint {
@@ -210,6 +361,7 @@ impl Checkpoint {
             next_seq: v.next_seq,
             durable_upto: v.durable_upto,
             deltas: Vec::new(),
+            table: None,
         })
     }
 }
@@ -243,6 +395,12 @@ pub fn encode<T: Serialize>(magic: &[u8; 8], value: &T) -> Vec<u8> {
     let padded = out.len().div_ceil(BLOCK) * BLOCK;
     out.resize(padded, 0);
     out
+}
+
+/// A run table's bytes (raw postcard, checked by the CRC its header's segment carries, as
+/// the snapshot's).
+pub fn encode_table(t: &RunTable) -> Vec<u8> {
+    postcard::to_stdvec(t).expect("in-memory serialization of plain data cannot fail")
 }
 
 /// How a framed structure failed to read.

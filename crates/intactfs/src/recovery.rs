@@ -10,8 +10,8 @@
 use crate::engine::MAX_FILE_SIZE;
 use crate::error::{FsError, Result};
 use crate::layout::{
-    self, Checkpoint, Delta, FrameError, Record, Superblock, CHECKPOINT_SLOTS, MAX_DELTAS,
-    MAX_SNAPSHOT_EXTENTS, REC_MAGIC, SB_MAGIC, SUPERBLOCK,
+    self, Checkpoint, Delta, FrameError, Record, Superblock, CHECKPOINT_SLOTS, MAX_CHAIN_EXTENTS,
+    MAX_DELTAS, MAX_SNAPSHOT_EXTENTS, MAX_TABLE_EXTENTS, REC_MAGIC, SB_MAGIC, SUPERBLOCK,
 };
 use crate::meta::{
     dir_key, valid_name, Body, FileType, Ino, Inode, Meta, BLOCK, ROOT, SYMLINK_MAX,
@@ -83,6 +83,31 @@ pub fn read_checkpoints<D: BlockDevice>(
     Ok(out)
 }
 
+/// A header with a run table, with its chain read from the table. The table was flushed
+/// before its header was written, so a header that checks out with a damaged table is
+/// damage (refused, as a damaged snapshot is), not a torn write to fall back from.
+fn resolve_table<D: BlockDevice>(
+    dev: &mut D,
+    sb: &Superblock,
+    mut cp: Checkpoint,
+) -> Result<Checkpoint> {
+    let Some(t) = cp.table.clone() else {
+        return Ok(cp);
+    };
+    let generation = cp.generation;
+    let bad = |m: String| {
+        FsError::Corrupt(format!(
+            "run table of the metadata snapshot (checkpoint generation {generation}): {m}"
+        ))
+    };
+    if t.runs.len() > MAX_TABLE_EXTENTS {
+        return Err(bad(format!("{} extents", t.runs.len())));
+    }
+    let bytes = read_segment(dev, sb, &t.runs, t.bytes, t.crc, &bad)?;
+    cp.resolve(&bytes).map_err(bad)?;
+    Ok(cp)
+}
+
 /// The bytes of one segment of the metadata chain (`what` names it in errors).
 fn read_segment<D: BlockDevice>(
     dev: &mut D,
@@ -131,7 +156,12 @@ fn read_snapshot<D: BlockDevice>(dev: &mut D, sb: &Superblock, cp: &Checkpoint) 
         ))
     };
     let extents = cp.meta_runs().len();
-    if extents > MAX_SNAPSHOT_EXTENTS || cp.deltas.len() > MAX_DELTAS {
+    let most = if cp.table.is_some() {
+        MAX_CHAIN_EXTENTS
+    } else {
+        MAX_SNAPSHOT_EXTENTS
+    };
+    if extents > most || cp.deltas.len() > MAX_DELTAS {
         return Err(bad(format!(
             "{extents} extents in {} delta(s)",
             cp.deltas.len()
@@ -212,6 +242,7 @@ pub fn load<D: BlockDevice>(dev: &mut D) -> Result<Loaded> {
             CHECKPOINT_SLOTS[slot], cp.generation, cp.next_seq, cp.durable_upto
         )));
     }
+    let cp = resolve_table(dev, &sb, cp)?;
     let mut meta = read_snapshot(dev, &sb, &cp)?;
     let problems = check_meta(&meta, &sb, &cp.meta_runs());
     if !problems.is_empty() {

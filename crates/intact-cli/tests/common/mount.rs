@@ -153,6 +153,18 @@ impl Mount {
     pub fn p(&self, name: &str) -> PathBuf {
         self.mnt.join(name)
     }
+
+    /// As [`Mount::new`], on `device` (block or txflash: `intact fs mkfs --device`).
+    pub fn new_on(size: &str, device: &str) -> Mount {
+        let m = Mount::new(size);
+        if device != "block" {
+            let o = run(intact()
+                .args(["fs", "mkfs", "--force", "--device", device, "--size", size])
+                .arg(&m.img));
+            assert!(o.status.success(), "mkfs --device {device}: {}", text(&o));
+        }
+        m
+    }
 }
 
 impl Drop for Mount {

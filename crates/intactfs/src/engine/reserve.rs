@@ -1,0 +1,132 @@
+//! The metadata reserve: free blocks kept for the next metadata snapshot, so that a full
+//! file system can always write back (unmount, the checkpoint a full journal needs, the
+//! checkpoint of the next mount).
+//!
+//! Why this is enough: the next checkpoint writes at most a new base snapshot of the
+//! durable metadata (a delta that does not fit falls back to a base), plus a run table if
+//! free space is split into many pieces. The base's size is bounded from above by
+//! `meta_base_bytes` (the larger of the durable and the live metadata's encoded size at the
+//! last checkpoint or mount) plus `meta_growth_bytes` (an upper bound of what every
+//! operation logged since adds: [`growth_bytes`]) plus [`MAP_BYTES_PER_BLOCK`] for each
+//! data block reserved but not yet mapped (its `Map` operation comes at commit). Calls
+//! that would make the bound exceed the free blocks are refused with ENOSPC *before* they
+//! change anything ([`Fs::meta_room`], [`Fs::room_for`]); calls that only shrink the
+//! metadata (unlink, rmdir, removexattr, truncate) are never refused for it.
+//! The reserve was sized at the last checkpoint only before issue 25; a namespace that
+//! grew after it could leave no room for its own snapshot.
+
+use super::Fs;
+use crate::error::{FsError, Result};
+use crate::layout::MAX_SNAPSHOT_EXTENTS;
+use crate::meta::{LogOp, BLOCK};
+use intactfs_device::BlockDevice;
+
+/// Upper bound of the snapshot bytes one data block adds once mapped: a one-block `Map`
+/// (inode, file block, device block, length, checksum) in the worst, fully fragmented case.
+pub(super) const MAP_BYTES_PER_BLOCK: u64 = 48;
+/// Per operation, what the snapshot may hold beyond the operation's own bytes: a new
+/// inode's fixed fields (times, size, counts) and a directory entry's framing.
+const INODE_BYTES: u64 = 128;
+const OP_SLACK_BYTES: u64 = 16;
+/// Blocks kept beyond the bound: varint fields that grow in place (sizes, times).
+const RESERVE_SLACK_BLOCKS: u64 = 16;
+/// Upper bound of one run-table entry's encoded bytes (two varints).
+const TABLE_BYTES_PER_RUN: u64 = 20;
+
+/// How many bytes `op` can add to an encoded snapshot of the metadata it is applied to
+/// (0 for operations that never make it larger by more than the slack).
+pub(super) fn growth_bytes(op: &LogOp) -> u64 {
+    let own = || {
+        postcard::experimental::serialized_size(op).map_or(BLOCK as u64, |n| n as u64)
+            + OP_SLACK_BYTES
+    };
+    match op {
+        LogOp::Create { .. } | LogOp::Link { .. } => own() + INODE_BYTES,
+        LogOp::SetXattr { value: Some(_), .. } | LogOp::Map { .. } => own(),
+        LogOp::Rename { dn, .. } => dn.len() as u64 + OP_SLACK_BYTES,
+        _ => 0,
+    }
+}
+
+/// Upper bound of what a `create` of `name` (and a symlink's `target`) adds.
+pub(super) fn create_growth_bytes(name: &[u8], target: usize) -> u64 {
+    // The Create operation holds the name, the target and ~50 bytes of fixed fields.
+    name.len() as u64 + target as u64 + 64 + OP_SLACK_BYTES + INODE_BYTES
+}
+
+/// Blocks to keep free for a snapshot of at most `bytes` bytes: the snapshot, a quarter
+/// more, a run table for the worst case of one block per extent (only a snapshot of more
+/// blocks than a header lists extents can need one), and slack.
+pub(super) fn reserve_blocks_for(bytes: u64) -> u64 {
+    let n = bytes.div_ceil(BLOCK as u64).max(1);
+    let table = if n > MAX_SNAPSHOT_EXTENTS as u64 {
+        (n * TABLE_BYTES_PER_RUN).div_ceil(BLOCK as u64) + 1
+    } else {
+        0
+    };
+    n + n / 4 + table + RESERVE_SLACK_BLOCKS
+}
+
+impl<D: BlockDevice> Fs<D> {
+    /// Upper bound of the next base snapshot's bytes, if `more_data` more data blocks were
+    /// reserved and operations adding `more_meta` bytes were logged.
+    pub(super) fn snapshot_bound_bytes(&self, more_data: u64, more_meta: u64) -> u64 {
+        self.meta_base_bytes
+            + self.meta_growth_bytes
+            + more_meta
+            + (self.reserved + more_data) * MAP_BYTES_PER_BLOCK
+    }
+
+    /// Blocks kept free now for the next metadata snapshot.
+    pub(super) fn meta_reserve(&self) -> u64 {
+        reserve_blocks_for(self.snapshot_bound_bytes(0, 0))
+    }
+
+    /// Whether `more_data` more data blocks and `more_meta` more metadata bytes leave room
+    /// for the next snapshot.
+    pub(super) fn fits(&self, more_data: u64, more_meta: u64) -> bool {
+        let need = reserve_blocks_for(self.snapshot_bound_bytes(more_data, more_meta));
+        self.alloc.free_blocks() >= self.reserved + more_data + need
+    }
+
+    /// Counts what a logged operation adds to the next snapshot.
+    pub(super) fn charge_meta(&mut self, op: &LogOp) {
+        self.meta_growth_bytes += growth_bytes(op);
+    }
+
+    /// Measures the metadata after a checkpoint (or at mount): the bound restarts from the
+    /// encoded sizes of what the next snapshot can hold.
+    pub(super) fn measure_meta(&mut self) {
+        let size = |m: &crate::meta::Meta| {
+            postcard::experimental::serialized_size(m).map_or(u64::MAX / 4, |n| n as u64)
+        };
+        self.meta_base_bytes = size(&self.durable).max(size(&self.live));
+        self.meta_growth_bytes = 0;
+    }
+
+    /// Room for operations adding `bytes` to the metadata (a create, a link, an extended
+    /// attribute), else ENOSPC before anything changes.
+    pub(super) fn meta_room(&mut self, bytes: u64) -> Result<()> {
+        self.room_for(|_| 0, bytes).map(|_| ())
+    }
+
+    /// Checks, where a base snapshot of `snap_bytes` was encoded, that the bound held:
+    /// the reserve was big enough for it.
+    pub(super) fn assert_snapshot_within_bound(&self, snap_bytes: u64) {
+        let bound = self.snapshot_bound_bytes(0, 0);
+        debug_assert!(
+            snap_bytes <= bound + RESERVE_SLACK_BLOCKS * BLOCK as u64,
+            "a {snap_bytes}-byte snapshot exceeds the reserve's bound of {bound} bytes"
+        );
+    }
+
+    /// ENOSPC for a call that needs `data` blocks and `meta` metadata bytes.
+    pub(super) fn no_room(&self, data: u64, meta: u64) -> FsError {
+        FsError::NoSpace(format!(
+            "{data} data blocks and {meta} metadata bytes needed; {} blocks free, {} reserved for written data, {} kept for the next metadata snapshot",
+            self.alloc.free_blocks(),
+            self.reserved,
+            self.meta_reserve()
+        ))
+    }
+}
