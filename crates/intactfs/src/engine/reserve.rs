@@ -89,6 +89,16 @@ impl<D: BlockDevice> Fs<D> {
         self.alloc.free_blocks() >= self.reserved + more_data + need
     }
 
+    /// Whether a delta of `delta_bytes` leaves the reserve for a new base in place. A
+    /// delta's blocks stay held until the next base replaces the whole chain, and that
+    /// base is written while the chain is still held: a delta that ate into the reserve
+    /// (large extended attributes make large deltas) left images a read-write mount could
+    /// not checkpoint (the fault-injection simulation, seed 119). Then a base instead.
+    pub(super) fn delta_leaves_room(&self, delta_bytes: u64) -> bool {
+        let delta_blocks = delta_bytes.div_ceil(BLOCK as u64).max(1);
+        self.alloc.free_blocks() >= self.reserved + delta_blocks + self.meta_reserve()
+    }
+
     /// Counts what a logged operation adds to the next snapshot.
     pub(super) fn charge_meta(&mut self, op: &LogOp) {
         self.meta_growth_bytes += growth_bytes(op);
