@@ -2511,7 +2511,7 @@ impl<D: BlockDevice> Fs<D> {
             let chain: u64 =
                 self.cp.deltas.iter().map(|d| d.bytes).sum::<u64>() + bytes.len() as u64;
             (chain as f64 <= self.opts.delta_share * self.cp.snapshot_bytes as f64
-                && self.delta_leaves_room(bytes.len() as u64))
+                && !self.base_instead_of_delta(bytes.len() as u64))
             .then_some(bytes)
         };
         let is_delta = delta.is_some();

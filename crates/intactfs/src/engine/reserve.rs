@@ -79,24 +79,45 @@ impl<D: BlockDevice> Fs<D> {
 
     /// Blocks kept free now for the next metadata snapshot.
     pub(super) fn meta_reserve(&self) -> u64 {
-        reserve_blocks_for(self.snapshot_bound_bytes(0, 0))
+        reserve_blocks_for(self.snapshot_bound_bytes(0, 0)) + self.delta_room_blocks()
+    }
+
+    /// Blocks the deltas still allowed before the next base may take. They stay held
+    /// until that base replaces the chain, and the base is written while they are held,
+    /// so the reserve for the base comes on top of them (without this a delta of large
+    /// extended attributes left a clean unmount's image unable to checkpoint again). The
+    /// chain's bytes stay under `delta_share` of the base's (`Fs::checkpoint`), plus a
+    /// block of rounding per delta.
+    fn delta_room_blocks(&self) -> u64 {
+        let cap_bytes = (self.opts.delta_share * self.cp.snapshot_bytes as f64) as u64;
+        let chain_bytes: u64 = self.cp.deltas.iter().map(|d| d.bytes).sum();
+        let deltas_left = crate::layout::MAX_DELTAS.saturating_sub(self.cp.deltas.len()) as u64;
+        cap_bytes.saturating_sub(chain_bytes).div_ceil(BLOCK as u64) + deltas_left
     }
 
     /// Whether `more_data` more data blocks and `more_meta` more metadata bytes leave room
     /// for the next snapshot.
     pub(super) fn fits(&self, more_data: u64, more_meta: u64) -> bool {
-        let need = reserve_blocks_for(self.snapshot_bound_bytes(more_data, more_meta));
+        let need = reserve_blocks_for(self.snapshot_bound_bytes(more_data, more_meta))
+            + self.delta_room_blocks();
         self.alloc.free_blocks() >= self.reserved + more_data + need
     }
 
-    /// Whether a delta of `delta_bytes` leaves the reserve for a new base in place. A
-    /// delta's blocks stay held until the next base replaces the whole chain, and that
-    /// base is written while the chain is still held: a delta that ate into the reserve
-    /// (large extended attributes make large deltas) left images a read-write mount could
-    /// not checkpoint (the fault-injection simulation, seed 119). Then a base instead.
-    pub(super) fn delta_leaves_room(&self, delta_bytes: u64) -> bool {
+    /// Whether to write a new base rather than a delta of `delta_bytes`: when the delta
+    /// would eat into the reserve for a base and a base fits now. A delta's blocks stay
+    /// held until the next base replaces the whole chain, and that base is written while
+    /// the chain is still held: a 49-block delta of large extended attributes left an
+    /// image a read-write mount could not checkpoint (fault-injection simulation, seed
+    /// 119). When even a base does not fit, the delta is still better than no checkpoint.
+    pub(super) fn base_instead_of_delta(&self, delta_bytes: u64) -> bool {
         let delta_blocks = delta_bytes.div_ceil(BLOCK as u64).max(1);
-        self.alloc.free_blocks() >= self.reserved + delta_blocks + self.meta_reserve()
+        let free = self.alloc.free_blocks();
+        if free >= self.reserved + delta_blocks + self.meta_reserve() {
+            return false;
+        }
+        let base_bytes =
+            postcard::experimental::serialized_size(&self.durable).map_or(u64::MAX, |n| n as u64);
+        free >= self.reserved + base_bytes.div_ceil(BLOCK as u64).max(1)
     }
 
     /// Counts what a logged operation adds to the next snapshot.
