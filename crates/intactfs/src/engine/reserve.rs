@@ -89,10 +89,14 @@ impl<D: BlockDevice> Fs<D> {
     /// chain's bytes stay under `delta_share` of the base's (`Fs::checkpoint`), plus a
     /// block of rounding per delta.
     fn delta_room_blocks(&self) -> u64 {
-        let cap_bytes = (self.opts.delta_share * self.cp.snapshot_bytes as f64) as u64;
         let chain_bytes: u64 = self.cp.deltas.iter().map(|d| d.bytes).sum();
         let deltas_left = crate::layout::MAX_DELTAS.saturating_sub(self.cp.deltas.len()) as u64;
-        cap_bytes.saturating_sub(chain_bytes).div_ceil(BLOCK as u64) + deltas_left
+        // A delta holds at most the whole metadata, so a large `delta_share` (tests use
+        // one to force long chains) is bounded by the deltas left.
+        let share_bytes = (self.opts.delta_share * self.cp.snapshot_bytes as f64) as u64;
+        let whole_bytes = deltas_left.saturating_mul(self.snapshot_bound_bytes(0, 0));
+        let cap_bytes = share_bytes.saturating_sub(chain_bytes).min(whole_bytes);
+        cap_bytes.div_ceil(BLOCK as u64) + deltas_left
     }
 
     /// Whether `more_data` more data blocks and `more_meta` more metadata bytes leave room
