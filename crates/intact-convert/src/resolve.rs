@@ -138,6 +138,8 @@ impl Resolver<'_> {
                         .map(|i| &i.node);
                     match node {
                         Some(Node::Symlink { target }) if !last || follow_last => {
+                            // Resolution returns when the budget reaches 0.
+                            assert!(budget > 0, "symlink budget already spent");
                             budget -= 1;
                             if budget == 0 {
                                 return Err(format!(

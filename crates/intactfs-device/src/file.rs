@@ -90,6 +90,8 @@ impl FileIo {
                 at += n as u64;
                 let mut n = n as usize;
                 while n > 0 {
+                    // pwritev never reports more bytes than the vectors hold.
+                    assert!(first < iov.len(), "pwritev wrote past its vectors");
                     let v = &mut iov[first];
                     if n >= v.iov_len {
                         n -= v.iov_len;
