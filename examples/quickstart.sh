@@ -13,6 +13,12 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 cargo build --release -q -p intact-cli
 intact=$PWD/target/release/intact
+# Shell completions for the user's shells (bash always, fish when present).
+comp=${XDG_DATA_HOME:-$HOME/.local/share}/bash-completion/completions
+mkdir -p "$comp" && "$intact" completions bash >"$comp/intact"
+if command -v fish >/dev/null; then
+  mkdir -p "$HOME/.config/fish/completions" && "$intact" completions fish >"$HOME/.config/fish/completions/intact.fish"
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 gcc -g -O0 -o "$work/kv" examples/kvstore/kv.c

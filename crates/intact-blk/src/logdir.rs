@@ -57,6 +57,13 @@ impl LogDir {
             return Err(format!("{}: not a directory {hint}", dir.display()));
         }
         let mp = dir.join("meta.json");
+        if !mp.exists() && dir.join("bundle.json").exists() {
+            return Err(format!(
+                "{}: an explorer bundle (written by `intact record`), not a block log; check it with `intact check {}`, or record a block log with `intact blk record`",
+                dir.display(),
+                dir.display()
+            ));
+        }
         let text =
             std::fs::read_to_string(&mp).map_err(|e| format!("{}: {e} {hint}", mp.display()))?;
         let meta: Meta = serde_json::from_str(&text)

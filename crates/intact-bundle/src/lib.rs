@@ -32,6 +32,12 @@ pub enum BundleError {
     Format { path: PathBuf, message: String },
     #[error("{path}: bundle format version {found} is not supported by this intact (reads version {FORMAT_VERSION}); re-record it with this version")]
     Version { path: PathBuf, found: u32 },
+    #[error("{path}: {what}, not an explorer bundle (no {META}); {todo}")]
+    NotBundle {
+        path: PathBuf,
+        what: &'static str,
+        todo: &'static str,
+    },
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BundleError + '_ {
@@ -298,6 +304,32 @@ pub fn read_ops(path: &Path) -> Result<Vec<Op>, BundleError> {
     Ok(ops)
 }
 
+/// Why a directory without `bundle.json` is not a bundle: the other directories intact
+/// writes are named, so a user who gave the wrong one learns which command wants it.
+fn not_a_bundle(path: &Path) -> BundleError {
+    let (what, todo) = if path.join("meta.json").exists() && path.join("blocks.log").exists() {
+        (
+            "a block log (written by `intact blk record`)",
+            "check it with `intact blk check`",
+        )
+    } else if path.join("bundle").join(META).exists() {
+        (
+            "a directory holding a bundle",
+            "give its `bundle` subdirectory",
+        )
+    } else {
+        (
+            "a directory",
+            "give the directory written by `intact record --out DIR`",
+        )
+    };
+    BundleError::NotBundle {
+        path: path.into(),
+        what,
+        todo,
+    }
+}
+
 /// An opened bundle.
 pub struct Bundle {
     pub path: PathBuf,
@@ -316,6 +348,9 @@ impl Bundle {
             });
         }
         let mpath = path.join(META);
+        if !mpath.exists() {
+            return Err(not_a_bundle(path));
+        }
         let text = std::fs::read(&mpath).map_err(io(&mpath))?;
         let v: serde_json::Value =
             serde_json::from_slice(&text).map_err(|e| BundleError::Format {

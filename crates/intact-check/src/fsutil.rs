@@ -91,6 +91,18 @@ pub fn read_tail(path: &Path, max: usize) -> String {
     String::from_utf8_lossy(&buf).into_owned()
 }
 
+/// The first line of a file (without its `\n`, keeping any `\r`), read from at most its
+/// first 4 KiB; `None` when it cannot be read.
+pub fn first_line(path: &Path) -> Option<Vec<u8>> {
+    let mut head = vec![0u8; 4096];
+    let mut f = fs::File::open(path).ok()?;
+    let n = f.read(&mut head).ok()?;
+    head.truncate(n);
+    let end = head.iter().position(|&b| b == b'\n').unwrap_or(head.len());
+    head.truncate(end);
+    Some(head)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

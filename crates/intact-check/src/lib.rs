@@ -611,10 +611,7 @@ impl Worker {
         let child = match spawn_retrying(&mut cmd) {
             Ok(c) => c,
             Err(e) => {
-                return Some(self.error(
-                    id,
-                    format!("cannot start checker {}: {e}", self.program.display()),
-                ));
+                return Some(self.error(id, spawn_failure(&self.program, &e)));
             }
         };
         let pgid = i32::try_from(child.id()).unwrap_or(0);
@@ -693,6 +690,46 @@ impl Worker {
 /// `spawn`, retried briefly on ETXTBSY. That error is transient when the
 /// checker file was just written: another thread's fork can briefly inherit
 /// the writer's descriptor until its exec closes it (see rust-lang/rust#114554).
+/// `Some(explanation)` when `program` is a script whose `#!` line ends in a carriage
+/// return (saved with CRLF line endings): the kernel, or `env`, then looks for an
+/// interpreter whose name ends in `\r`, and the checker never starts.
+pub fn crlf_shebang(program: &Path) -> Option<String> {
+    let line = fsutil::first_line(program)?;
+    let interp = line.strip_prefix(b"#!")?;
+    if interp.last() != Some(&b'\r') {
+        return None;
+    }
+    let shown = program.display();
+    Some(format!(
+        "its first line ends in a carriage return (CRLF line endings), so the interpreter it names is looked for as {:?}; convert the file with `sed -i 's/\\r$//' {shown}` (or dos2unix)",
+        String::from_utf8_lossy(interp).trim_start()
+    ))
+}
+
+/// Why the checker did not start, in the user's terms. A script whose `#!` line names a
+/// missing interpreter fails with ENOENT like a missing script does; the commonest cause
+/// is a file saved with CRLF line endings (the kernel then looks for `python3\r`).
+fn spawn_failure(program: &Path, e: &std::io::Error) -> String {
+    let shown = program.display();
+    if e.kind() != std::io::ErrorKind::NotFound || !program.is_file() {
+        return format!("cannot start checker {shown}: {e}");
+    }
+    let Some(line) = fsutil::first_line(program) else {
+        return format!("cannot start checker {shown}: {e}");
+    };
+    let Some(interp) = line.strip_prefix(b"#!") else {
+        return format!("cannot start checker {shown}: {e}");
+    };
+    let interp = String::from_utf8_lossy(interp).trim_start().to_string();
+    if let Some(why) = crlf_shebang(program) {
+        return format!("cannot start checker {shown}: {why}");
+    }
+    format!(
+        "cannot start checker {shown}: its interpreter `{}` (first line) was not found; install it or fix the #! line",
+        interp.trim_end()
+    )
+}
+
 fn spawn_retrying(cmd: &mut Command) -> std::io::Result<Child> {
     let mut attempt = 0;
     loop {

@@ -13,6 +13,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+/// How a state whose checker could not run at all (as opposed to timing out) is described.
+const NOT_CHECKED: &str = "not checked:";
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Explore {
     /// ALICE's strategy (thesis §3.3): prefixes, per-call atomicity, pairwise reordering.
@@ -163,6 +166,7 @@ pub fn run(a: RunArgs) -> Result<u8, Failure> {
         max_write: 64 << 20,
         force: false,
         strace: PathBuf::from("strace"),
+        temporary: a.out.is_none(),
         cmd: a.cmd.clone(),
     };
     match crate::record::record(rec)? {
@@ -206,6 +210,13 @@ fn parse_checker(s: &str) -> Result<Vec<String>, Failure> {
         .ok_or_else(|| Failure::input(format!("--checker {s:?}: unbalanced quotes")))?;
     if v.is_empty() {
         return Err(Failure::input("--checker: empty command"));
+    }
+    // Refused before any work: a CRLF script fails on every state alike.
+    if let Some(why) = intact_check::crlf_shebang(Path::new(&v[0])) {
+        return Err(Failure::input(format!(
+            "--checker {}: the checker could not be run: {why}",
+            v[0]
+        )));
     }
     Ok(v)
 }
@@ -383,7 +394,7 @@ impl Driver<'_> {
                 Verdict {
                     pass: false,
                     timeout: true,
-                    message: format!("not checked: {e}"),
+                    message: format!("{NOT_CHECKED} {e}"),
                 }
             }
         };
@@ -632,6 +643,12 @@ pub fn check_bundle(
                     .find(|p| p.prov == Provenance::Prefix { calls: k })
                     .expect("sanity probe");
                 if let Some(v) = d.verdict(&p.hash) {
+                    if let Some(why) = v.message.strip_prefix(NOT_CHECKED) {
+                        drop(d);
+                        return Err(Failure::input(format!(
+                            "the checker could not be run on the workload's {what} state:{why}"
+                        )));
+                    }
                     if v.timeout {
                         drop(d);
                         return Err(Failure::input(format!(

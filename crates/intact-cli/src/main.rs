@@ -7,6 +7,7 @@
 mod apm_cmd;
 mod blk_cmd;
 mod check;
+mod doctor;
 mod fs_cmd;
 mod fs_mount;
 mod ops_view;
@@ -87,6 +88,15 @@ enum Cmd {
         #[command(subcommand)]
         cmd: blk_cmd::BlkCmd,
     },
+    /// Check that this machine has what intact needs (strace with stack traces, FUSE,
+    /// loop devices, mkfs tools, Python, Dask), and say what to install.
+    Doctor(doctor::DoctorArgs),
+    /// Print a shell completion script for intact (bash, zsh, fish, elvish, powershell).
+    /// bash: `intact completions bash > ~/.local/share/bash-completion/completions/intact`.
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(clap::Args)]
@@ -130,7 +140,10 @@ impl Failure {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => exit_usage(e),
+    };
     let r = match cli.command {
         Cmd::Record(a) => record::record(a),
         Cmd::Ops(a) => ops_view::ops(a),
@@ -149,6 +162,8 @@ fn main() -> ExitCode {
         Cmd::Apm { cmd } => apm_cmd::apm(cmd),
         Cmd::Fs { cmd } => fs_cmd::fs(cmd),
         Cmd::Blk { cmd } => blk_cmd::blk(cmd),
+        Cmd::Doctor(a) => doctor::doctor(a),
+        Cmd::Completions { shell } => completions(shell),
     };
     match r {
         Ok(code) => ExitCode::from(code),
@@ -156,6 +171,58 @@ fn main() -> ExitCode {
             eprintln!("intact: error: {}", f.message);
             ExitCode::from(f.code)
         }
+    }
+}
+
+/// Commands that run a workload take it after `--`; without it clap rejects the
+/// workload's first word as an unknown argument. Say how to write it instead.
+const WORKLOAD_COMMANDS: [&[&str]; 3] = [&["record"], &["run"], &["blk", "record"]];
+
+fn exit_usage(e: clap::Error) -> ! {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let argv: Vec<String> = std::env::args().collect();
+    let workload = WORKLOAD_COMMANDS.iter().any(|c| {
+        argv.len() > c.len()
+            && argv[1..=c.len()] == c.iter().map(|s| s.to_string()).collect::<Vec<_>>()[..]
+    });
+    let bad = match e.get(ContextKind::InvalidArg) {
+        // An unknown `--option` is more likely a typo of intact's own than a workload.
+        Some(ContextValue::String(s))
+            if e.kind() == ErrorKind::UnknownArgument && !s.starts_with('-') =>
+        {
+            Some(s.clone())
+        }
+        _ => None,
+    };
+    let at = bad.and_then(|b| argv.iter().skip(2).position(|a| *a == b).map(|i| i + 2));
+    match at {
+        Some(at) if workload => {
+            let mut fixed = argv.clone();
+            fixed[0] = "intact".into();
+            fixed.insert(at, "--".into());
+            let _ = e.print();
+            eprintln!(
+                "\nhint: the workload goes after `--`, so that its arguments are not read as intact's:\n  {}",
+                fixed.join(" ")
+            );
+            std::process::exit(2);
+        }
+        _ => e.exit(),
+    }
+}
+
+/// Generated into memory first: clap_complete panics on a failed write (e.g. `| head`).
+fn completions(shell: clap_complete::Shell) -> Result<u8, Failure> {
+    use clap::CommandFactory;
+    use std::io::Write;
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "intact", &mut script);
+    match std::io::stdout().write_all(&script) {
+        Ok(()) => Ok(0),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
+        Err(e) => Err(Failure::input(format!(
+            "writing the completion script: {e}"
+        ))),
     }
 }
 

@@ -46,6 +46,10 @@ pub struct RecordArgs {
     /// The strace binary to use.
     #[arg(long, default_value = "strace")]
     pub strace: PathBuf,
+    /// Set by `intact run` when --out is a temporary directory it removes: then the
+    /// bundle's path is not worth printing.
+    #[arg(skip)]
+    pub temporary: bool,
     /// The workload: a command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub cmd: Vec<String>,
@@ -133,9 +137,16 @@ pub fn record(a: RecordArgs) -> Result<u8, Failure> {
         path: staging_path,
         keep: false,
     };
-    // The bundle must not record itself.
+    // The shim's directory (in $TMPDIR, which may lie inside the recorded directory).
+    let shim_dir = tempfile::Builder::new()
+        .prefix("intact-shim-")
+        .tempdir()
+        .map_err(|e| Failure::internal(format!("creating a temporary directory: {e}")))?;
+    let shim_path = std::fs::canonicalize(shim_dir.path())
+        .map_err(|e| Failure::internal(format!("{}: {e}", shim_dir.path().display())))?;
+    // The bundle must not record itself, nor intact's own shim.
     let mut ignore = a.ignore.clone();
-    for p in [&out, &staging.path] {
+    for p in [&out, &staging.path, &shim_path] {
         if let Some(r) = rel_inside(&root_abs, p) {
             ignore.push(r);
         }
@@ -148,10 +159,6 @@ pub fn record(a: RecordArgs) -> Result<u8, Failure> {
         .map_err(|e| Failure::input(format!("snapshot of {}: {e}", root_abs.display())))?;
 
     // --- trace
-    let shim_dir = tempfile::Builder::new()
-        .prefix("intact-shim-")
-        .tempdir()
-        .map_err(|e| Failure::internal(format!("creating a temporary directory: {e}")))?;
     let shim =
         tracer::install_shim(shim_dir.path()).map_err(|e| Failure::internal(e.to_string()))?;
     let raw = staging.path.join(bundle::RAW_TRACE);
@@ -304,7 +311,9 @@ pub fn record(a: RecordArgs) -> Result<u8, Failure> {
             }
         );
     }
-    eprintln!("intact: bundle written to {}", out.display());
+    if !a.temporary {
+        eprintln!("intact: bundle written to {}", out.display());
+    }
     if let Some(d) = mismatch {
         return Err(Failure::internal(format!(
             "replay oracle FAILED: applying the logical operations to the snapshot does not reproduce the final directory: {d}. \

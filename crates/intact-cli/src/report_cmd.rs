@@ -27,6 +27,10 @@ pub struct Outputs {
 pub struct ReportArgs {
     /// A JSON report written by `intact check --json`.
     pub report: PathBuf,
+    /// The bundle the report was made from (for protocol diagrams and source lines).
+    /// Default: the path in the report, as written or relative to the report's directory.
+    #[arg(long, value_name = "DIR")]
+    pub bundle: Option<PathBuf>,
     #[command(flatten)]
     pub outputs: Outputs,
 }
@@ -87,10 +91,19 @@ impl Outputs {
     /// Renders and writes every requested output (each written to a temporary name, then
     /// renamed: a failure leaves no partial file).
     pub fn write(&self, report: &serde_json::Value) -> Result<(), Failure> {
+        let bundle = report["bundle"].as_str().map(PathBuf::from);
+        self.write_from(report, bundle)
+    }
+
+    /// As `write`, with the bundle found by the caller.
+    pub fn write_from(
+        &self,
+        report: &serde_json::Value,
+        bundle: Option<PathBuf>,
+    ) -> Result<(), Failure> {
         if self.is_empty() {
             return Ok(());
         }
-        let bundle = report["bundle"].as_str().map(PathBuf::from);
         let ops = bundle
             .as_ref()
             .and_then(|b| intact_bundle::Bundle::open(b).ok())
@@ -142,6 +155,17 @@ pub fn report(a: ReportArgs) -> Result<u8, Failure> {
             "name at least one output: --html FILE, --sarif FILE or --junit FILE",
         ));
     }
+    if a.report.is_dir() {
+        let what = if a.report.join("bundle.json").exists() {
+            "a bundle directory"
+        } else {
+            "a directory"
+        };
+        return Err(Failure::input(format!(
+            "{}: {what}; `intact report` renders the JSON report of a check: write one with `intact check BUNDLE --json r.json`, then `intact report r.json --html r.html`",
+            a.report.display()
+        )));
+    }
     let text = std::fs::read_to_string(&a.report)
         .map_err(|e| Failure::input(format!("{}: {e}", a.report.display())))?;
     let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
@@ -159,6 +183,28 @@ pub fn report(a: ReportArgs) -> Result<u8, Failure> {
         )));
     }
     a.outputs.check_writable()?;
-    a.outputs.write(&v)?;
+    let bundle = find_bundle(&a, &v);
+    a.outputs.write_from(&v, bundle)?;
     Ok(0)
+}
+
+/// The bundle for a saved report: `--bundle`, else the report's path as written (relative
+/// to the working directory of `intact check`) or relative to the report's own directory.
+/// Without it the outputs lose their diagrams, so say so rather than shrink them silently.
+fn find_bundle(a: &ReportArgs, v: &serde_json::Value) -> Option<PathBuf> {
+    let named = a
+        .bundle
+        .clone()
+        .or_else(|| v["bundle"].as_str().map(PathBuf::from))?;
+    let beside = a.report.parent().map(|d| d.join(&named));
+    let found = std::iter::once(named.clone())
+        .chain(beside.filter(|_| named.is_relative()))
+        .find(|c| intact_bundle::Bundle::open(c).is_ok());
+    if found.is_none() {
+        eprintln!(
+            "intact: warning: the bundle {} cannot be opened: the outputs have no protocol diagrams; name it with --bundle DIR",
+            named.display()
+        );
+    }
+    found
 }

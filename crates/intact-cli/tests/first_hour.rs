@@ -1,0 +1,235 @@
+//! Issue 31, the first hour: the exact commands a new user types by mistake get a message
+//! that says what happened and what to do, a non-zero exit, and leave nothing behind.
+
+mod common;
+use common::*;
+use std::path::Path;
+use std::process::Output;
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn no_panic(o: &Output) {
+    assert!(!stderr(o).contains("panicked"), "{}", stderr(o));
+}
+
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_workload_without_double_dash_gets_the_command_with_it() {
+    let t = tempfile::tempdir().unwrap();
+    for (args, fixed) in [
+        (
+            vec!["record", "--dir", ".", "--out", "b", "./save", "v2"],
+            "intact record --dir . --out b -- ./save v2",
+        ),
+        (vec!["run", "./save", "v2"], "intact run -- ./save v2"),
+        (
+            vec!["blk", "record", "./save"],
+            "intact blk record -- ./save",
+        ),
+    ] {
+        let o = intact().current_dir(t.path()).args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("goes after `--`"), "{}", stderr(&o));
+        assert!(stderr(&o).contains(fixed), "{args:?}: {}", stderr(&o));
+        no_panic(&o);
+    }
+    // A misspelt option of intact's own is not a workload: no `--` hint.
+    let o = intact().args(["record", "--bogus"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!stderr(&o).contains("goes after `--`"), "{}", stderr(&o));
+    assert!(names_in(t.path()).is_empty(), "{:?}", names_in(t.path()));
+}
+
+#[test]
+fn the_wrong_kind_of_directory_is_named() {
+    let t = tempfile::tempdir().unwrap();
+    let plain = t.path().join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    let o = intact()
+        .args(["check", "--checker", "true"])
+        .arg(&plain)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("not an explorer bundle") && stderr(&o).contains("intact record --out"),
+        "{}",
+        stderr(&o)
+    );
+    // A block log given to `intact check`, and an explorer bundle given to `intact blk check`.
+    let blklog = t.path().join("blklog");
+    std::fs::create_dir(&blklog).unwrap();
+    std::fs::write(blklog.join("meta.json"), "{}").unwrap();
+    std::fs::write(blklog.join("blocks.log"), "").unwrap();
+    let o = intact()
+        .args(["check", "--checker", "true"])
+        .arg(&blklog)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("intact blk check"), "{}", stderr(&o));
+    let bundle = t.path().join("bundle");
+    std::fs::create_dir(&bundle).unwrap();
+    std::fs::write(bundle.join("bundle.json"), "{}").unwrap();
+    let o = intact()
+        .args(["blk", "check", "--checker", "true"])
+        .arg(&bundle)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("explorer bundle"), "{}", stderr(&o));
+    // `intact report` given a bundle directory instead of its JSON report.
+    let o = intact()
+        .args(["report", "--html", "r.html"])
+        .arg(&bundle)
+        .current_dir(t.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("a bundle directory") && stderr(&o).contains("--json"),
+        "{}",
+        stderr(&o)
+    );
+    no_panic(&o);
+    assert_eq!(names_in(t.path()), ["blklog", "bundle", "plain"]);
+}
+
+#[test]
+fn a_crlf_checker_is_said_not_to_start_not_to_time_out() {
+    let t = tempfile::tempdir().unwrap();
+    let bundle = record_kv(t.path());
+    // Both shebang forms (through env, an interpreter named directly) are refused up
+    // front; an interpreter that does not exist is named when the checker first runs.
+    for (first, said) in [
+        ("#!/usr/bin/env python3\r\n", "carriage return"),
+        ("#!/usr/bin/python3\r\n", "carriage return"),
+        (
+            "#!/nonexistent/python9\n",
+            "`/nonexistent/python9` (first line) was not found",
+        ),
+    ] {
+        let checker = t.path().join("check.py");
+        std::fs::write(&checker, format!("{first}import sys\n")).unwrap();
+        let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+        std::fs::set_permissions(&checker, mode).unwrap();
+        let o = intact()
+            .arg("check")
+            .arg(&bundle)
+            .arg("--checker")
+            .arg(&checker)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        let e = stderr(&o);
+        assert!(e.contains(said) && e.contains("could not be run"), "{e}");
+        assert!(!e.contains("raise --timeout"), "{e}");
+        no_panic(&o);
+    }
+}
+
+#[test]
+fn run_does_not_print_the_path_of_the_bundle_it_removes() {
+    let t = tempfile::tempdir().unwrap();
+    let o = intact()
+        .current_dir(t.path())
+        .args([
+            "run",
+            "--checker",
+            "true",
+            "--apm",
+            "default",
+            "--",
+            "sh",
+            "-c",
+        ])
+        .arg("echo x > f && sync f")
+        .env("TMPDIR", t.path())
+        .output()
+        .unwrap();
+    assert!(o.status.code().is_some_and(|c| c <= 1), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("bundle written to"), "{}", stderr(&o));
+    // The temporary directory is gone; only the workload's file stays.
+    assert_eq!(names_in(t.path()), ["f"]);
+}
+
+#[test]
+fn report_finds_the_bundle_beside_its_json_or_says_it_cannot() {
+    let t = tempfile::tempdir().unwrap();
+    let bundle = record_kv(t.path());
+    let o = intact()
+        .current_dir(t.path())
+        .args(["check", "b", "--apm", "default", "--json", "r.json"])
+        .args(["--checker", "true"])
+        .output()
+        .unwrap();
+    assert!(o.status.code().is_some_and(|c| c <= 1), "{}", stderr(&o));
+    assert!(bundle.is_dir());
+    // From another directory: the report's relative bundle path is found beside the JSON.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let json = t.path().join("r.json");
+    let o = intact()
+        .current_dir(elsewhere.path())
+        .arg("report")
+        .arg(&json)
+        .args(["--html", "r.html"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
+    // Moved away from its bundle: a warning that names --bundle, and --bundle fixes it.
+    let moved = elsewhere.path().join("r.json");
+    std::fs::copy(&json, &moved).unwrap();
+    let o = intact()
+        .current_dir(elsewhere.path())
+        .args(["report", "r.json", "--html", "r2.html"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--bundle"), "{}", stderr(&o));
+    let o = intact()
+        .current_dir(elsewhere.path())
+        .args(["report", "r.json", "--html", "r3.html", "--bundle"])
+        .arg(&bundle)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
+}
+
+#[test]
+fn doctor_names_every_job_and_completions_parse() {
+    let o = intact().arg("doctor").output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    for job in ["explorer", "intactfs", "validator", "python"] {
+        assert!(out.contains(job), "{out}");
+    }
+    // Exit 0 exactly when no line says MISSING (this machine runs the whole suite).
+    assert_eq!(
+        o.status.code() == Some(0),
+        !out.contains("MISSING"),
+        "{out}"
+    );
+    let o = intact().args(["completions", "bash"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let script = String::from_utf8_lossy(&o.stdout);
+    assert!(script.contains("doctor") && script.contains("record"));
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(t.path().join("intact.bash"), script.as_bytes()).unwrap();
+    let st = std::process::Command::new("bash")
+        .arg("-n")
+        .arg(t.path().join("intact.bash"))
+        .status()
+        .unwrap();
+    assert!(st.success(), "bash cannot parse the completion script");
+}
