@@ -189,7 +189,13 @@ pub fn record(cfg: &RecordConfig, interrupted: &dyn Fn() -> bool) -> Result<Meta
         .stdout(Stdio::piped())
         .process_group(0)
         .spawn()
-        .map_err(|e| Input(format!("cannot run the workload {:?}: {e}", cfg.command[0])))?;
+        .map_err(|e| {
+            Input(format!(
+                "cannot run the workload {:?}: {e} (it runs in the new file system, mounted at {}; give a program on your PATH, an absolute path, or one relative to your directory)",
+                cfg.command[0],
+                mnt.display()
+            ))
+        })?;
     // What the workload prints goes into the log as it arrives, between the device
     // requests around it (a checker's durability test needs to know what was printed
     // before each crash point), and into `stdout`. Read late, a chunk is logged after

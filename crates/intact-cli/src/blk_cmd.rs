@@ -8,7 +8,7 @@ use intact_blk::images::GenConfig;
 use intact_blk::logdir::LogDir;
 use intact_blk::record::{describe, record, RecordConfig, RecordError};
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 #[derive(clap::Subcommand)]
@@ -217,6 +217,24 @@ fn need_root() -> Result<(), Failure> {
     Ok(())
 }
 
+/// The workload runs with the new file system as its working directory, where `./save`
+/// means nothing the user meant: a relative program path that names an executable in the
+/// caller's directory is made absolute. One that does not is left for the mount (a
+/// `--setup` may have put it there).
+fn caller_relative(cmd: &[String]) -> Result<Vec<String>, Failure> {
+    let mut cmd = cmd.to_vec();
+    let program = Path::new(&cmd[0]);
+    if !cmd[0].contains('/') || program.is_absolute() {
+        return Ok(cmd);
+    }
+    let cwd = std::env::current_dir()
+        .map_err(|e| Failure::input(format!("cannot read the current directory: {e}")))?;
+    if let Ok(found) = intact_trace::tracer::find_command(&cmd[0], &cwd) {
+        cmd[0] = found.to_string_lossy().into_owned();
+    }
+    Ok(cmd)
+}
+
 fn record_cmd(a: RecordArgs) -> Result<u8, Failure> {
     let fs = FsKind::parse(&a.fs).map_err(|e| Failure::input(format!("--fs: {e}")))?;
     let size = match &a.size {
@@ -235,7 +253,7 @@ fn record_cmd(a: RecordArgs) -> Result<u8, Failure> {
         mkfs_options,
         mount_options: a.mount_opts.clone(),
         out: a.out.clone(),
-        command: a.cmd.clone(),
+        command: caller_relative(&a.cmd)?,
         setup: a.setup.clone(),
         scratch: a.scratch.clone(),
         tools: tools()?,

@@ -1013,3 +1013,34 @@ fn intactfs_sqlite_batch_atomic_write_is_old_or_new_on_every_crash_image() {
     assert_eq!(s["consistent"], s["checked"], "{s}");
     env.assert_clean("check");
 }
+
+/// Issue 31: `intact blk record -- ./save` means the caller's ./save, although the
+/// workload runs in the new file system; a program found nowhere is refused saying where
+/// it was looked for, with nothing left behind.
+#[test]
+fn a_relative_workload_is_the_callers() {
+    let Some(env) = Env::new("a_relative_workload_is_the_callers") else {
+        return;
+    };
+    env.script("save", "echo v2 > data\nsync data\n");
+    let o = env
+        .record_cmd("log", &["--fs", "ext4"], &["./save"])
+        .current_dir(env.dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(env.p("log").join("meta.json").exists());
+    let o = env
+        .record_cmd("log2", &["--fs", "ext4"], &["./nope"])
+        .current_dir(env.dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("runs in the new file system"),
+        "{}",
+        text(&o)
+    );
+    assert!(!env.p("log2").exists());
+    assert_eq!(fs::read_dir(env.scratch()).unwrap().count(), 0);
+}
