@@ -18,6 +18,10 @@ pub struct Outputs {
     /// Write the report as JUnit XML (one test case per APM and static vulnerability).
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+    /// The source tree's root: SARIF names files under it relative to %SRCROOT% (for
+    /// GitHub code scanning). Default: the git work tree of the first source file named.
+    #[arg(long, value_name = "DIR")]
+    pub source_root: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -109,10 +113,12 @@ impl Outputs {
             .and_then(|b| intact_bundle::Bundle::open(b).ok())
             .and_then(|b| b.ops().ok());
         let source = |loc: &str| read_source(loc, bundle.as_deref());
+        let root = self.source_root(report)?;
         let ctx = Context {
             report,
             ops: ops.as_deref(),
             source: &source,
+            source_root: root.as_deref(),
         };
         for (flag, p) in self.each() {
             let text = match flag {
@@ -131,6 +137,40 @@ impl Outputs {
         }
         Ok(())
     }
+}
+
+impl Outputs {
+    /// `--source-root` made absolute, or the default: the git work tree holding the first
+    /// absolute source path of the report (none when git or the tree is absent).
+    fn source_root(&self, report: &serde_json::Value) -> Result<Option<String>, Failure> {
+        if let Some(r) = &self.source_root {
+            let abs = std::fs::canonicalize(r)
+                .map_err(|e| Failure::input(format!("--source-root {}: {e}", r.display())))?;
+            return Ok(Some(
+                abs.to_string_lossy().trim_end_matches('/').to_string(),
+            ));
+        }
+        let first = report["static"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|st| st["locations"].as_array().into_iter().flatten())
+            .filter_map(|l| l.as_str()?.split(':').next())
+            .find(|p| p.starts_with('/'));
+        Ok(first.and_then(|p| git_toplevel(Path::new(p).parent()?)))
+    }
+}
+
+fn git_toplevel(dir: &Path) -> Option<String> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["rev-parse", "--show-toplevel"])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let top = String::from_utf8(out.stdout).ok()?;
+    (out.status.success() && !top.trim().is_empty()).then(|| top.trim().to_string())
 }
 
 /// The source file a location names (`path:line:function`): as given (relative to the

@@ -233,3 +233,83 @@ fn doctor_names_every_job_and_completions_parse() {
         .unwrap();
     assert!(st.success(), "bash cannot parse the completion script");
 }
+
+/// Issue 31: source paths lose their `..` (a program compiled as `gcc ../src/kv.c` from
+/// `build/`), and SARIF names files relative to the git work tree (`%SRCROOT%`, declared in
+/// `originalUriBaseIds`), as GitHub code scanning maps them; `--source-root` overrides.
+#[test]
+fn sarif_paths_are_clean_and_relative_to_the_work_tree() {
+    let t = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(t.path()).unwrap();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::create_dir_all(root.join("build")).unwrap();
+    std::fs::create_dir_all(root.join("db")).unwrap();
+    std::fs::copy(repo.join("examples/kvstore/kv.c"), root.join("src/kv.c")).unwrap();
+    let git = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&root)
+        .status()
+        .expect("git must be installed");
+    assert!(git.success());
+    let cc = std::process::Command::new("gcc")
+        .args(["-g", "-O0", "-o", "kv", "../src/kv.c"])
+        .current_dir(root.join("build"))
+        .status()
+        .expect("gcc must be installed");
+    assert!(cc.success());
+    let o = intact()
+        .current_dir(root.join("db"))
+        .args(["record", "--out", "../b", "--"])
+        .arg(root.join("build/kv"))
+        .args(["x", "foo1", "y", "foo2"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let checker = format!(
+        "python3 {}",
+        repo.join("examples/kvstore/check.py").display()
+    );
+    let o = intact()
+        .current_dir(&root)
+        .args(["ops", "b"])
+        .output()
+        .unwrap();
+    let ops = String::from_utf8_lossy(&o.stdout);
+    let clean = format!("{}/src/kv.c:", root.display());
+    assert!(ops.contains(&clean) && !ops.contains("/../"), "{ops}");
+    let o = intact()
+        .current_dir(&root)
+        .args(["check", "b", "--apm", "default", "--checker"])
+        .arg(&checker)
+        .env("KV_EXPECT", "x=foo1 y=foo2")
+        .args(["--sarif", "r.sarif"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let sarif: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("r.sarif")).unwrap()).unwrap();
+    let run = &sarif["runs"][0];
+    assert_eq!(
+        run["originalUriBaseIds"]["%SRCROOT%"]["uri"],
+        format!("file://{}/", root.display())
+    );
+    let art = &run["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"];
+    assert_eq!(art["uri"], "src/kv.c", "{art}");
+    assert_eq!(art["uriBaseId"], "%SRCROOT%");
+    // An explicit root: paths relative to it.
+    let o = intact()
+        .current_dir(&root)
+        .args(["check", "b", "--apm", "default", "--checker"])
+        .arg(&checker)
+        .env("KV_EXPECT", "x=foo1 y=foo2")
+        .args(["--sarif", "r2.sarif", "--source-root", "src"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let text = std::fs::read_to_string(root.join("r2.sarif")).unwrap();
+    let sarif: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let art =
+        &sarif["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"];
+    assert_eq!(art["uri"], "kv.c", "{art}");
+}

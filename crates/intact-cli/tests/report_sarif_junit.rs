@@ -315,7 +315,15 @@ fn check_sarif(doc: &Value, rep: &Value, text: Option<&str>) {
                 let uri = l["physicalLocation"]["artifactLocation"]["uri"]
                     .as_str()
                     .unwrap();
-                if path.starts_with('/') {
+                // Under the source root (the git work tree, when the checkout is one):
+                // relative to %SRCROOT%; elsewhere absolute.
+                let root = run["originalUriBaseIds"]["%SRCROOT%"]["uri"]
+                    .as_str()
+                    .and_then(|u| u.strip_prefix("file://"));
+                let under_root = root.and_then(|r| path.strip_prefix(r));
+                if let Some(rel) = under_root {
+                    assert_eq!(uri, rel.replace(' ', "%20"));
+                } else if path.starts_with('/') {
                     assert_eq!(uri, format!("file://{}", path.replace(' ', "%20")));
                 } else {
                     assert_eq!(
@@ -502,7 +510,7 @@ fn sarif_and_junit_of_a_vulnerable_run() {
         phys["artifactLocation"]["uri"]
             .as_str()
             .unwrap()
-            .ends_with("/examples/kvstore/kv.c"),
+            .ends_with("examples/kvstore/kv.c"),
         "{r:#}"
     );
     assert!(

@@ -875,7 +875,7 @@ impl Conv<'_> {
                     .map(|f| Frame {
                         binary: "python".into(),
                         function: Some(f.function),
-                        file: Some(f.file),
+                        file: Some(intact_symbol::clean_path(&f.file)),
                         line: Some(f.line),
                         lang: Lang::Python,
                         offset: None,

@@ -227,6 +227,7 @@ pub fn report(text: &[u8]) -> Result<(), String> {
         report: &v,
         ops: None,
         source: &source,
+        source_root: None,
     };
     intact_report::html::render(&ctx)?;
     intact_report::sarif::render(&ctx)?;

@@ -648,6 +648,7 @@ mod tests {
             report: &r,
             ops: None,
             source: &src,
+            source_root: None,
         };
         let h = render(&ctx).unwrap();
         assert!(
@@ -688,6 +689,7 @@ mod tests {
             report: &r,
             ops: None,
             source: &none,
+            source_root: None,
         })
         .unwrap();
         assert!(h.contains("source not available"));
@@ -696,13 +698,15 @@ mod tests {
             report: &r,
             ops: None,
             source: &short,
+            source_root: None,
         })
         .unwrap();
         assert!(h.contains("source not available (the file has 1 lines)"));
         assert!(render(&Context {
             report: &json!([1]),
             ops: None,
-            source: &none
+            source: &none,
+            source_root: None,
         })
         .is_err());
         let mut clean = report("m");
@@ -712,6 +716,7 @@ mod tests {
             report: &clean,
             ops: None,
             source: &none,
+            source_root: None,
         })
         .unwrap();
         assert!(

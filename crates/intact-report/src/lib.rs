@@ -24,6 +24,9 @@ pub struct Context<'a> {
     pub report: &'a serde_json::Value,
     pub ops: Option<&'a [intact_model::op::Op]>,
     pub source: &'a dyn Fn(&str) -> Option<String>,
+    /// The source tree's root (absolute, no trailing `/`): SARIF names files under it
+    /// relative to `%SRCROOT%`, so code scanning can map them to the repository.
+    pub source_root: Option<&'a str>,
 }
 
 /// Thesis Table 4.2's classes.

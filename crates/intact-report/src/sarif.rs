@@ -132,13 +132,27 @@ fn encode_path(p: &str) -> String {
     o
 }
 
-/// SARIF `artifactLocation` of a path: an absolute path as a `file://` URI, a relative one
-/// relative to `%SRCROOT%` (where the analysis ran; GitHub: the repository root).
-fn artifact_location(path: &str) -> Value {
-    if path.starts_with('/') {
+/// SARIF `artifactLocation` of a path: a relative one, or an absolute one under the source
+/// root, relative to `%SRCROOT%` (GitHub: the repository root); other absolute paths as
+/// `file://` URIs.
+fn artifact_location(path: &str, root: Option<&str>) -> Value {
+    let under_root = root
+        .and_then(|r| path.strip_prefix(r))
+        .and_then(|rest| rest.strip_prefix('/'));
+    if let Some(rel) = under_root {
+        json!({ "uri": encode_path(rel), "uriBaseId": "%SRCROOT%" })
+    } else if path.starts_with('/') {
         json!({ "uri": format!("file://{}", encode_path(path)) })
     } else {
         json!({ "uri": encode_path(path.strip_prefix("./").unwrap_or(path)), "uriBaseId": "%SRCROOT%" })
+    }
+}
+
+/// Where `%SRCROOT%` is, when known (a consumer may also supply it, as GitHub does).
+fn base_ids(root: Option<&str>) -> Value {
+    match root {
+        Some(r) => json!({ "%SRCROOT%": { "uri": format!("file://{}/", encode_path(r)) } }),
+        None => json!({}),
     }
 }
 
@@ -169,7 +183,7 @@ fn location(ctx: &Context, loc: &str, message: &str, id: Option<usize>) -> Value
             }
             o.insert(
                 "physicalLocation".into(),
-                json!({ "artifactLocation": artifact_location(path), "region": region }),
+                json!({ "artifactLocation": artifact_location(path, ctx.source_root), "region": region }),
             );
             if let Some(f) = func {
                 o.insert(
@@ -382,6 +396,7 @@ pub fn render(ctx: &Context) -> Result<String, String> {
                 "rules": rules,
             }},
             "invocations": [invocation],
+            "originalUriBaseIds": base_ids(ctx.source_root),
             "results": results,
             "properties": {
                 "reportSchema": r["schema"],
@@ -421,12 +436,25 @@ mod tests {
     #[test]
     fn uris_and_categories() {
         assert_eq!(
-            artifact_location("/a b/c.c"),
+            artifact_location("/a b/c.c", None),
             json!({"uri": "file:///a%20b/c.c"})
         );
         assert_eq!(
-            artifact_location("./src/c.c"),
+            artifact_location("./src/c.c", None),
             json!({"uri": "src/c.c", "uriBaseId": "%SRCROOT%"})
+        );
+        // Under the source root: relative to it; beside it (a common prefix): absolute.
+        assert_eq!(
+            artifact_location("/repo/src/c.c", Some("/repo")),
+            json!({"uri": "src/c.c", "uriBaseId": "%SRCROOT%"})
+        );
+        assert_eq!(
+            artifact_location("/repo2/c.c", Some("/repo")),
+            json!({"uri": "file:///repo2/c.c"})
+        );
+        assert_eq!(
+            base_ids(Some("/my repo")),
+            json!({"%SRCROOT%": {"uri": "file:///my%20repo/"}})
         );
         assert_eq!(category("safe_rename"), Some(Category::SafeRename));
         assert_eq!(category("nope"), None);

@@ -95,6 +95,32 @@ impl Frame {
     }
 }
 
+/// A source path without `.` components and with `name/..` pairs removed, as a reader
+/// expects (`/w/work/../app.py` is `/w/app.py`). Lexical: a symlinked directory before a
+/// `..` would change the answer, but compilers and interpreters write these paths from
+/// the directories they were given, not resolved ones, so this is what was meant.
+pub fn clean_path(path: &str) -> String {
+    let absolute = path.starts_with('/');
+    let mut parts: Vec<&str> = Vec::new();
+    for c in path.split('/') {
+        match c {
+            "" | "." => {}
+            ".." if parts.last().is_some_and(|p| *p != "..") => {
+                parts.pop();
+            }
+            // `/..` is `/`; a relative path keeps its leading `..`s.
+            ".." if absolute => {}
+            _ => parts.push(c),
+        }
+    }
+    let joined = parts.join("/");
+    match (absolute, joined.is_empty()) {
+        (true, _) => format!("/{joined}"),
+        (false, true) => ".".to_string(),
+        (false, false) => joined,
+    }
+}
+
 impl fmt::Display for Frame {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.display())
@@ -147,6 +173,16 @@ mod tests {
         .unwrap();
         assert_eq!(old.offset, None);
         assert!(!serde_json::to_string(&old).unwrap().contains("offset"));
+    }
+
+    #[test]
+    fn clean_paths() {
+        assert_eq!(clean_path("/w/work/../app.py"), "/w/app.py");
+        assert_eq!(clean_path("/a/./b//c.c"), "/a/b/c.c");
+        assert_eq!(clean_path("/../x"), "/x");
+        assert_eq!(clean_path("../x/../../y"), "../../y");
+        assert_eq!(clean_path("a/.."), ".");
+        assert_eq!(clean_path("src/kv.c"), "src/kv.c");
     }
 
     #[test]

@@ -42,6 +42,6 @@ mod parse;
 mod symbolizer;
 
 pub use filter::FrameFilter;
-pub use frame::{Frame, Lang};
+pub use frame::{clean_path, Frame, Lang};
 pub use parse::{parse_strace_frame, RawFrame};
 pub use symbolizer::{AddressKind, Symbolizer, SymbolizerOptions};

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
 
-use crate::frame::{Frame, Lang};
+use crate::frame::{clean_path, Frame, Lang};
 use crate::parse::RawFrame;
 
 /// How to interpret [`RawFrame::addr`].
@@ -519,7 +519,7 @@ impl LoadedBinary {
                 .map(Cow::into_owned)
                 .filter(|s| !s.is_empty());
             let (file, line) = match &f.location {
-                Some(loc) => (loc.file.map(str::to_string), loc.line.filter(|&l| l != 0)),
+                Some(loc) => (loc.file.map(clean_path), loc.line.filter(|&l| l != 0)),
                 None => (None, None),
             };
             if function.is_none() && file.is_none() {
