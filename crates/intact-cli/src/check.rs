@@ -588,6 +588,7 @@ pub fn check_bundle(
             .zip(&programs)
             .map(|(a, p)| ApmStats {
                 apm: a.name.clone(),
+                models: a.description.clone(),
                 explore: o.explore.name().into(),
                 micro_ops: p.micros.len(),
                 units: p.units.len(),

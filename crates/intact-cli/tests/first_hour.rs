@@ -175,6 +175,15 @@ fn report_finds_the_bundle_beside_its_json_or_says_it_cannot() {
         .unwrap();
     assert!(o.status.code().is_some_and(|c| c <= 1), "{}", stderr(&o));
     assert!(bundle.is_dir());
+    // Each APM says what it models, on screen and in the JSON.
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("    models: ALICE's default"), "{out}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(t.path().join("r.json")).unwrap()).unwrap();
+    assert!(json["apms"][0]["models"]
+        .as_str()
+        .unwrap()
+        .starts_with("ALICE's default"));
     // From another directory: the report's relative bundle path is found beside the JSON.
     let elsewhere = tempfile::tempdir().unwrap();
     let json = t.path().join("r.json");

@@ -346,8 +346,9 @@ pub fn render(ctx: &Context) -> Result<String, String> {
         let cls = if exposed > 0 { "num bad" } else { "num" };
         let _ = writeln!(
             o,
-            "<tr><td><b>{}</b></td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{complete}</td><td class=\"num\">{}</td><td class=\"{cls}\">{exposed}</td></tr>",
+            "<tr><td><b>{}</b><br><small>{}</small></td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{complete}</td><td class=\"num\">{}</td><td class=\"{cls}\">{exposed}</td></tr>",
             esc(name),
+            esc(s(a, "models")),
             esc(s(a, "explore")),
             n(a, "calls"),
             n(a, "micro_ops"),

@@ -137,6 +137,8 @@ pub struct Static {
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ApmStats {
     pub apm: String,
+    /// What the APM stands for (its `description`): which real file systems, in which mode.
+    pub models: String,
     pub explore: String,
     pub micro_ops: usize,
     pub units: usize,
@@ -588,6 +590,9 @@ pub fn render_text(r: &Report, saved: Option<&str>) -> String {
             if a.complete { "" } else { "; search cut by --max-states" },
             a.seconds
         ));
+        if !a.models.is_empty() {
+            o.push_str(&format!("    models: {}\n", a.models));
+        }
     }
     o.push('\n');
     if r.statics.is_empty() {
