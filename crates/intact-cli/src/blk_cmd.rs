@@ -2,9 +2,10 @@
 
 use crate::fs_cmd::parse_size;
 use crate::{install_interrupt_handler, interrupted, Failure};
-use intact_blk::check::{check, CheckConfig, CheckError, CheckReport, CheckerVerdict};
+use intact_blk::check::{check, CheckConfig, CheckError, CheckReport, CheckerVerdict, ImageResult};
 use intact_blk::fskind::{FsKind, Tools};
 use intact_blk::images::GenConfig;
+use intact_blk::images::{ImageKind, ImageSpec};
 use intact_blk::logdir::LogDir;
 use intact_blk::record::{describe, record, RecordConfig, RecordError};
 use std::io::IsTerminal;
@@ -397,6 +398,85 @@ fn check_cmd(a: CheckArgs) -> Result<u8, Failure> {
     Ok(report.exit_code())
 }
 
+/// Groups listed on screen at most (all are in --json).
+const MAX_GROUPS_SHOWN: usize = 20;
+
+/// The inconsistent images, grouped by what went wrong: one line per distinct message
+/// with its count and one example image (one bug often fails many images alike).
+fn render_problems(o: &mut String, r: &CheckReport) {
+    use std::fmt::Write;
+    let mut groups: Vec<(String, Vec<&ImageResult>)> = Vec::new();
+    for i in r.images.iter().filter(|i| !i.consistent) {
+        let what = problem(i);
+        match groups.iter_mut().find(|(w, _)| *w == what) {
+            Some((_, v)) => v.push(i),
+            None => groups.push((what, vec![i])),
+        }
+    }
+    for (what, images) in groups.iter().take(MAX_GROUPS_SHOWN) {
+        let example = images[0];
+        let _ = writeln!(o, "  {} image(s): {what}", images.len());
+        let _ = writeln!(
+            o,
+            "    e.g. image {}: {}",
+            example.spec.id,
+            image_words(&example.spec)
+        );
+    }
+    if groups.len() > MAX_GROUPS_SHOWN {
+        let more = groups.len() - MAX_GROUPS_SHOWN;
+        let _ = writeln!(o, "  ... and {more} more kinds of failure (see --json)");
+    }
+}
+
+/// What an inconsistent image shows, on one line.
+fn problem(i: &ImageResult) -> String {
+    if let Some(e) = &i.mount_error {
+        return format!("did not mount: {}", first_line(e));
+    }
+    if let Some(f) = i.fsck.as_ref().filter(|f| !f.clean) {
+        return format!("fsck: {}", first_line(&f.output));
+    }
+    match &i.checker {
+        CheckerVerdict::Fail { stderr, code, .. } => format!(
+            "checker failed (exit {}): {}",
+            code.map(|c| c.to_string()).unwrap_or("signal".into()),
+            first_line(stderr)
+        ),
+        CheckerVerdict::Timeout { seconds } => format!("checker timed out after {seconds:.0} s"),
+        CheckerVerdict::Error { message } => format!("error: {}", first_line(message)),
+        _ => String::new(),
+    }
+}
+
+/// How an image was built, in words (kind names as in the JSON and docs/blk.md).
+fn image_words(spec: &ImageSpec) -> String {
+    let kind = serde_json::to_value(spec.kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let next = match spec.kind {
+        ImageKind::Subset => "a subset of",
+        _ => "the first",
+    };
+    let torn = spec
+        .torn
+        .as_ref()
+        .map(|t| {
+            format!(
+                "; write record {} torn, {} sector(s) on media",
+                t.record,
+                t.sectors.len()
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "{kind}: every write of the first {} flush epoch(s), and {next} {} write(s) of the next{torn}",
+        spec.epoch,
+        spec.members.len()
+    )
+}
+
 fn render(r: &CheckReport, ld: &LogDir) -> String {
     use std::fmt::Write;
     let s = &r.summary;
@@ -418,44 +498,7 @@ fn render(r: &CheckReport, ld: &LogDir) -> String {
         "  did not mount: {}   fsck errors: {}   checker failed: {}   timed out: {}   errors: {}",
         s.unmountable, s.fsck_errors, s.checker_failures, s.timeouts, s.errors
     );
-    let bad: Vec<_> = r.images.iter().filter(|i| !i.consistent).collect();
-    for i in bad.iter().take(20) {
-        let what = if let Some(e) = &i.mount_error {
-            format!("did not mount: {}", first_line(e))
-        } else if let Some(f) = i.fsck.as_ref().filter(|f| !f.clean) {
-            format!("fsck: {}", first_line(&f.output))
-        } else {
-            match &i.checker {
-                CheckerVerdict::Fail { stderr, code, .. } => format!(
-                    "checker failed (exit {}): {}",
-                    code.map(|c| c.to_string()).unwrap_or("signal".into()),
-                    first_line(stderr)
-                ),
-                CheckerVerdict::Timeout { seconds } => {
-                    format!("checker timed out after {seconds:.0} s")
-                }
-                CheckerVerdict::Error { message } => format!("error: {}", first_line(message)),
-                _ => String::new(),
-            }
-        };
-        let torn = i
-            .spec
-            .torn
-            .as_ref()
-            .map(|t| format!(", record {} torn to {} sectors", t.record, t.sectors.len()))
-            .unwrap_or_default();
-        let _ = writeln!(
-            o,
-            "  image {} ({:?}, epochs < {} + {} writes of the next{torn}): {what}",
-            i.spec.id,
-            i.spec.kind,
-            i.spec.epoch,
-            i.spec.members.len()
-        );
-    }
-    if bad.len() > 20 {
-        let _ = writeln!(o, "  ... and {} more (see --json)", bad.len() - 20);
-    }
+    render_problems(&mut o, r);
     o
 }
 

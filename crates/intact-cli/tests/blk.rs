@@ -556,6 +556,21 @@ fn rename_without_fsync_is_caught_and_with_fsync_passes() {
         "{}",
         text(&o)
     );
+    // Issue 31: one line per distinct failure with its count and one example image, kinds
+    // in lower case as in the JSON; the counts add up to the inconsistent images.
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    let counts: u64 = stdout
+        .lines()
+        .filter_map(|l| l.trim_start().split_once(" image(s): "))
+        .map(|(n, _)| n.parse::<u64>().unwrap())
+        .sum();
+    let inconsistent = s["checked"].as_u64().unwrap() - s["consistent"].as_u64().unwrap();
+    assert_eq!(counts, inconsistent, "{stdout}");
+    assert!(stdout.contains("    e.g. image "), "{stdout}");
+    assert!(
+        !stdout.contains("Prefix") && !stdout.contains("Subset"),
+        "{stdout}"
+    );
     // The failures are crash images: what the workload left at unmount is fine.
     let last = &kinds(&report, "final")[0];
     assert_eq!(last["consistent"], true, "{last}");
