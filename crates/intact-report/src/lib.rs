@@ -570,6 +570,36 @@ fn indent(s: &str, pre: &str) -> String {
         .join("\n")
 }
 
+/// Once per report, when some locations are offsets in code without debug information
+/// (`libsqlite3.so.0.8.6+0xaa356`): how to get names for them.
+pub fn stripped_note<'a>(locations: impl Iterator<Item = &'a String>) -> Option<String> {
+    let stripped: Vec<&String> = locations
+        .filter(|l| {
+            let head = l.split(':').next().unwrap_or("");
+            head.contains("+0x") && !head.ends_with(".py")
+        })
+        .collect();
+    let first = stripped.first()?;
+    let binary = first.split("+0x").next().unwrap_or(first);
+    Some(format!(
+        "note: {} location(s) are offsets in code without debug information (e.g. {first}). To name them, install the binary's debug symbols (Debian: the `-dbgsym` package of the one that ships {binary}, from the debian-debug archive), or name its caller instead with --frame-skip '{}'.\n",
+        stripped.len(),
+        regex_escape(binary.rsplit('/').next().unwrap_or(binary))
+    ))
+}
+
+fn regex_escape(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            let special = "\\.+*?()|[]{}^$".contains(c);
+            special
+                .then_some('\\')
+                .into_iter()
+                .chain(std::iter::once(c))
+        })
+        .collect()
+}
+
 /// The human-readable report.
 pub fn render_text(r: &Report, saved: Option<&str>) -> String {
     let mut o = String::new();
@@ -640,6 +670,9 @@ pub fn render_text(r: &Report, saved: Option<&str>) -> String {
             r.timeouts[0].description
         ));
     }
+    if let Some(note) = stripped_note(r.statics.iter().flat_map(|s| s.locations.iter())) {
+        o.push_str(&note);
+    }
     o.push_str(&format!(
         "{} static vulnerabilit{} ({} dynamic) in {:.1} s\n",
         r.statics.len(),
@@ -652,6 +685,23 @@ pub fn render_text(r: &Report, saved: Option<&str>) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn stripped_code_gets_one_note() {
+        let locs: Vec<String> = vec![
+            "/usr/lib/x86_64-linux-gnu/libsqlite3.so.0.8.6+0xaa356".into(),
+            "/usr/lib/x86_64-linux-gnu/libsqlite3.so.0.8.6+0xab000:sqlite3_step".into(),
+            "src/a.c:3:put".into(),
+        ];
+        let note = super::stripped_note(locs.iter()).unwrap();
+        assert!(note.starts_with("note: 2 location(s)"), "{note}");
+        assert!(
+            note.contains("-dbgsym") && note.contains("--frame-skip 'libsqlite3\\.so\\.0\\.8\\.6'"),
+            "{note}"
+        );
+        let clean: Vec<String> = vec!["src/a.c:3:put".into()];
+        assert_eq!(super::stripped_note(clean.iter()), None);
+    }
+
     use super::*;
 
     #[test]
