@@ -124,3 +124,88 @@ mod tests {
         assert_eq!(p.shown, (5, 10));
     }
 }
+
+/// Progress of `intact record`: the system calls strace has written to the raw trace so
+/// far (stack lines, ` > …`, not counted) and the time, on one updating line on a terminal,
+/// or a plain line every 10 seconds otherwise. Stops (and clears its line) when dropped.
+pub struct TraceWatch {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl TraceWatch {
+    pub fn start(raw: std::path::PathBuf) -> TraceWatch {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || watch_trace(&raw, &flag));
+        TraceWatch {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for TraceWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Calls (lines that are not stack frames) in `bytes`, given whether the previous chunk
+/// ended a line; returns the count and whether this chunk ends one.
+fn count_calls(bytes: &[u8], at_line_start: bool) -> (usize, bool) {
+    let mut calls = 0usize;
+    let mut start = at_line_start;
+    for (i, &b) in bytes.iter().enumerate() {
+        if start && !bytes[i..].starts_with(b" > ") && b != b'\n' {
+            calls += 1;
+        }
+        start = b == b'\n';
+    }
+    (calls, start)
+}
+
+fn watch_trace(raw: &std::path::Path, stop: &std::sync::atomic::AtomicBool) {
+    use std::io::{Read, Write};
+    let terminal = std::io::stderr().is_terminal();
+    let (started, mut last_line) = (Instant::now(), Instant::now());
+    let (mut calls, mut at_start, mut file) = (0usize, true, None);
+    let mut buf = vec![0u8; 1 << 16];
+    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(250));
+        if file.is_none() {
+            file = std::fs::File::open(raw).ok();
+        }
+        // A chunk boundary inside " > " would miscount a line; the count is a progress
+        // figure, not a result, so that is acceptable.
+        while let Some(Ok(n @ 1..)) = file.as_mut().map(|f| f.read(&mut buf)) {
+            let (c, s) = count_calls(&buf[..n], at_start);
+            (calls, at_start) = (calls + c, s);
+        }
+        let secs = started.elapsed().as_secs();
+        if terminal {
+            eprint!("\rintact: recording: {calls} system calls traced, {secs} s ");
+            let _ = std::io::stderr().flush();
+        } else if last_line.elapsed() >= Duration::from_secs(10) {
+            last_line = Instant::now();
+            eprintln!("intact: recording: {calls} system calls traced, {secs} s");
+        }
+    }
+    if terminal {
+        eprint!("\r\x1b[K");
+    }
+}
+
+#[cfg(test)]
+mod trace_tests {
+    #[test]
+    fn stack_lines_are_not_calls() {
+        let chunk = b"123 openat(AT_FDCWD, \"a\") = 3\n > /lib/libc.so.6(open+0x1) [0x1]\n123 write(3, \"x\", 1) = 1\n124 clo";
+        assert_eq!(super::count_calls(chunk, true), (3, false));
+        // The rest of a line already counted is not counted again.
+        assert_eq!(super::count_calls(b"se(3) = 0\n", false), (0, true));
+    }
+}

@@ -95,7 +95,16 @@ pub fn record(a: RecordArgs) -> Result<u8, Failure> {
     }
     let strace_version =
         tracer::strace_version(&a.strace).map_err(|e| Failure::input(e.to_string()))?;
-    tracer::find_command(&a.cmd[0], &cwd).map_err(|e| Failure::input(e.to_string()))?;
+    let program =
+        tracer::find_command(&a.cmd[0], &cwd).map_err(|e| Failure::input(e.to_string()))?;
+    if let Some(shell) = shell_wrapper(&program) {
+        eprintln!(
+            "intact: note: {} is a {shell} script: every step it runs is traced{}, which is slow. If it only execs the real program (a pyenv, asdf or rbenv shim), record that directly, e.g. `intact record -- /usr/bin/python3 app.py`{}",
+            program.display(),
+            if a.no_stacks { "" } else { " with stacks" },
+            if a.no_stacks { "." } else { ", or add --no-stacks." }
+        );
+    }
     let out = cwd.join(&a.out);
     let out_name = out
         .file_name()
@@ -175,10 +184,13 @@ pub fn record(a: RecordArgs) -> Result<u8, Failure> {
         a.cmd.join(" "),
         root_abs.display()
     );
+    let watch = crate::progress::TraceWatch::start(raw.clone());
     let status = tracer::run(&cfg, &a.cmd, &cwd, &raw, Some(&shim)).map_err(|e| match e {
         TraceError::Io { .. } => Failure::internal(e.to_string()),
         other => Failure::input(other.to_string()),
-    })?;
+    });
+    drop(watch);
+    let status = status?;
     drop(shim_dir);
     if crate::interrupted() {
         return Err(Failure {
@@ -338,6 +350,24 @@ pub fn record(a: RecordArgs) -> Result<u8, Failure> {
 }
 
 /// Our standard output as strace's `-y` prints it: the workload inherits it.
+/// The shell a program is a script of (`#!/bin/bash`, `#!/usr/bin/env sh`), if it is one:
+/// such wrappers (version-manager shims) run many traced steps before the real program.
+fn shell_wrapper(program: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(program).ok()?.read(&mut head).ok()?;
+    let line = head[..n].split(|&b| b == b'\n').next()?;
+    let words = String::from_utf8_lossy(line.strip_prefix(b"#!")?).into_owned();
+    let mut words = words.split_whitespace();
+    let mut interp = words.next()?.rsplit('/').next()?.to_string();
+    if interp == "env" {
+        interp = words.find(|w| !w.starts_with('-'))?.to_string();
+    }
+    ["sh", "bash", "dash", "zsh", "ksh"]
+        .contains(&interp.as_str())
+        .then_some(interp)
+}
+
 fn stdout_identity() -> Option<String> {
     let p = std::fs::read_link("/proc/self/fd/1").ok()?;
     Some(

@@ -322,3 +322,35 @@ fn sarif_paths_are_clean_and_relative_to_the_work_tree() {
         &sarif["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"];
     assert_eq!(art["uri"], "kv.c", "{art}");
 }
+
+/// Issue 31: a shell wrapper (a version manager's shim) is traced step by step with
+/// stacks; record says so and how to skip it. The real program gets no such note.
+#[test]
+fn a_shell_wrapper_is_pointed_out() {
+    let t = tempfile::tempdir().unwrap();
+    let shim = t.path().join("python3");
+    std::fs::write(&shim, "#!/usr/bin/env bash\nexec true \"$@\"\n").unwrap();
+    let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+    std::fs::set_permissions(&shim, mode).unwrap();
+    let work = t.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let o = intact()
+        .current_dir(&work)
+        .args(["record", "--out", "../b1", "--"])
+        .arg(&shim)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("is a bash script") && stderr(&o).contains("record that directly"),
+        "{}",
+        stderr(&o)
+    );
+    let o = intact()
+        .current_dir(&work)
+        .args(["record", "--out", "../b2", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("script"), "{}", stderr(&o));
+}
