@@ -81,6 +81,7 @@ TX_ADD = 0x4008CC11
 TX_COMMIT = 0x4008CC12
 #: ``_IOW(0xCC, 19, uint64_t)``: in: a transaction id; abort it.
 TX_ABORT = 0x4008CC13
+_TX_CMDS = (TX_BEGIN, TX_ADD, TX_COMMIT, TX_ABORT)
 #: F2FS's atomic-write ioctls (magic 0xf5, Linux ``include/uapi/linux/f2fs.h``), which
 #: intactfs answers on a regular file (one atomic region per file); F2FS's numbers, for
 #: programs that test for them. ``_IO(0xf5, 1)``
@@ -197,11 +198,22 @@ def region_strerror(errnum):
     return _REGION_MESSAGES.get(errnum) or os.strerror(errnum)
 
 
+# Streams, osync/dsync and atomic regions are the block engine's; a persistent-memory
+# mount answers EOPNOTSUPP and has AD-transactions instead.
+_NO_BLOCK_INTERFACE = (
+    "this mount does not offer streams, osync/dsync or atomic regions: a persistent-memory "
+    "mount? Its atomic updates are AD-transactions (intact.fs.transaction, tx_begin; "
+    "docs/fs-api.md)"
+)
+
+
 def _ioctl(fd, cmd, arg, messages=None):
     try:
         return fcntl.ioctl(fd, cmd, arg)
     except OSError as e:
         msg = (messages or {}).get(e.errno) or (_NOTTY if e.errno == errno.ENOTTY else None)
+        if msg is None and e.errno == errno.EOPNOTSUPP and cmd not in _TX_CMDS:
+            msg = _NO_BLOCK_INTERFACE
         if msg is not None:
             raise OSError(e.errno, "%s (%s)" % (msg, os.strerror(e.errno))) from None
         raise

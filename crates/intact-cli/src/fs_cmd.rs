@@ -105,7 +105,31 @@ pub enum DeviceArg {
     Pmem,
 }
 
+/// The image a command reads as intactfs, if it reads one.
+fn image_read_by(cmd: &FsCmd) -> Option<&Path> {
+    match cmd {
+        FsCmd::Fsck { image, .. } | FsCmd::Dump { image, .. } => Some(image),
+        FsCmd::Mount(a) => Some(&a.image),
+        _ => None,
+    }
+}
+
+/// An image of another file system is the wrong kind of image, not a damaged intactfs:
+/// say which it is (exit 2) before any intactfs check calls it damage.
+fn refuse_foreign(image: &Path) -> Result<(), Failure> {
+    match intactfs::foreign::foreign_file_system(image) {
+        None => Ok(()),
+        Some(name) => Err(Failure::input(format!(
+            "{}: this is an {name} image, not intactfs (check it with that file system's fsck, mount it with `mount -o loop`; make an intactfs image with `intact fs mkfs`)",
+            image.display()
+        ))),
+    }
+}
+
 pub fn fs(cmd: FsCmd) -> Result<u8, Failure> {
+    if let Some(image) = image_read_by(&cmd) {
+        refuse_foreign(image)?;
+    }
     match cmd {
         FsCmd::Mkfs { image, size, journal, force, device } => {
             let kind = match device {

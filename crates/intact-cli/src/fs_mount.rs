@@ -268,6 +268,13 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
         )));
     }
     mount::check_mountpoint(&a.mountpoint).map_err(failure)?;
+    if let Some(what) = mounted_on(&a.mountpoint) {
+        return Err(Failure::input(format!(
+            "{} is already a mount point ({what}): a second mount would hide the first; unmount it first (`intact fs umount {}`), or choose another directory",
+            a.mountpoint.display(),
+            a.mountpoint.display()
+        )));
+    }
     // SAFETY: geteuid cannot fail.
     let root = unsafe { libc::geteuid() } == 0;
     if a.daemon && !a.daemon_child {
@@ -484,7 +491,11 @@ fn spawn_daemon(a: &MountArgs) -> Result<u8, Failure> {
     let code = status.code().unwrap_or(3).clamp(1, 3) as u8;
     Err(Failure {
         code,
-        message: format!("the mount daemon failed: {}", text.trim()),
+        // The daemon's own error lines carry the prefix main() adds to this message.
+        message: format!(
+            "the mount daemon failed: {}",
+            text.trim().trim_start_matches("intact: error: ")
+        ),
     })
 }
 
@@ -592,6 +603,24 @@ fn report_outcome(mnt: &Path, st: &MountState) -> Result<u8, Failure> {
     }
 }
 
+/// What is mounted on `mnt` (its type and source, and the image if intact mounted it), if
+/// anything is.
+fn mounted_on(mnt: &Path) -> Option<String> {
+    let abs = std::fs::canonicalize(mnt).ok()?;
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let line = info
+        .lines()
+        .rev()
+        .find(|l| l.split(' ').nth(4).is_some_and(|m| Path::new(m) == abs))?;
+    let f: Vec<&str> = line.split(' ').collect();
+    let sep = f.iter().position(|x| *x == "-")?;
+    let (fstype, source) = (f.get(sep + 1)?, f.get(sep + 2).unwrap_or(&"?"));
+    let image = read_state(mnt)
+        .map(|st| format!(", image {} served by pid {}", st.image, st.pid))
+        .unwrap_or_default();
+    Some(format!("{fstype} from {source}{image}"))
+}
+
 fn is_intactfs_mount(mnt: &Path) -> bool {
     let Ok(abs) = std::path::absolute(mnt) else {
         return false;
@@ -608,6 +637,10 @@ fn is_intactfs_mount(mnt: &Path) -> bool {
             })
     })
 }
+
+/// Streams, osync/dsync and atomic regions are the block engine's; a persistent-memory
+/// mount answers EOPNOTSUPP and offers AD-transactions instead.
+const NO_BLOCK_INTERFACE: &str = "this mount offers no streams or atomic regions (a persistent-memory mount?); its atomic updates are AD-transactions: intact.fs.transaction in Python, intact_tx_begin in C (docs/fs-api.md)";
 
 pub fn exec(a: ExecArgs) -> Result<u8, Failure> {
     let dir = std::fs::File::open(&a.mount)
@@ -635,10 +668,10 @@ pub fn exec(a: ExecArgs) -> Result<u8, Failure> {
     };
     use std::os::unix::io::AsRawFd;
     if let Err(e) = control::setstream(dir.as_raw_fd(), id, flags) {
-        let why = if e.raw_os_error() == Some(libc::ENOTTY) {
-            "not on an intactfs mount".to_string()
-        } else {
-            e.to_string()
+        let why = match e.raw_os_error() {
+            Some(libc::ENOTTY) => "not on an intactfs mount".to_string(),
+            Some(libc::EOPNOTSUPP) => NO_BLOCK_INTERFACE.to_string(),
+            _ => e.to_string(),
         };
         return Err(Failure::input(format!(
             "{}: cannot set the stream: {why}",
@@ -665,6 +698,7 @@ fn exec_atomic(a: &ExecArgs, dir: &std::fs::File) -> Result<u8, Failure> {
             "this process is already in an atomic region (regions do not nest)".to_string()
         }
         Some(libc::EINVAL) => "no atomic region is open".to_string(),
+        Some(libc::EOPNOTSUPP) => NO_BLOCK_INTERFACE.to_string(),
         _ => e.to_string(),
     };
     control::region_begin(fd).map_err(|e| {

@@ -75,7 +75,7 @@ pub fn fsck<D: BlockDevice>(dev: &mut D, verify_data: bool) -> FsckReport {
         }
     };
     r.notes.push(format!(
-        "checkpoint generation {}; {} journal record(s) replayed; replay stopped: {}",
+        "checkpoint generation {}; {} journal record(s) replayed; the journal ends there (normal): {}",
         loaded.cp.generation,
         loaded.replayed.len(),
         loaded.stop

@@ -10,13 +10,14 @@
 //! * [`streams`]: streams, running transactions, related operations (ccfs §3.5).
 //! * [`engine`]: [`Fs`], the POSIX operations, commit and checkpoint.
 //! * [`recovery`]: mount-time replay and the structural invariants.
-//! * [`fsck`] and [`dump`]: the tools.
+//! * [`fsck`] and [`dump`]: the tools; [`foreign`]: which other file system an image holds.
 //! * [`mutation`]: deliberate bugs the crash simulation must catch (feature `mutations`).
 
 pub mod alloc;
 pub mod dump;
 pub mod engine;
 pub mod error;
+pub mod foreign;
 pub mod fsck;
 pub mod layout;
 pub mod meta;

@@ -314,7 +314,7 @@ pub fn load<D: BlockDevice>(dev: &mut D) -> Result<Loaded> {
         }
         if rec.uuid != sb.uuid || rec.epoch != cp.generation || rec.seq != seq {
             stop = format!(
-                "record at block {pos} is stale (epoch {}, seq {}; expected epoch {}, seq {seq})",
+                "the record at block {pos} is older than this checkpoint (epoch {}, seq {}; this checkpoint continues with epoch {}, seq {seq}), as after every checkpoint",
                 rec.epoch, rec.seq, cp.generation
             );
             break;
