@@ -121,8 +121,8 @@ fn to_system(t: Time) -> SystemTime {
     system_time(t.sec, t.nsec)
 }
 
-/// Seconds and nanoseconds since the epoch (seconds may be negative) as a `SystemTime`:
-/// both engines' times (`intactfs::Time`, `intactfs_pmem::Time`) have this shape.
+/// Seconds and nanoseconds since the epoch (seconds may be negative) as a `SystemTime`
+/// (the shape of `intactfs_types::Time`).
 pub(crate) fn system_time(sec: i64, nsec: u32) -> SystemTime {
     if sec >= 0 {
         UNIX_EPOCH + Duration::new(sec as u64, nsec)
@@ -147,7 +147,7 @@ pub(crate) fn split_system(t: SystemTime) -> (i64, u32) {
     }
 }
 
-fn kind(k: FileType) -> FType {
+pub(crate) fn kind(k: FileType) -> FType {
     match k {
         FileType::File => FType::RegularFile,
         FileType::Dir => FType::Directory,
@@ -159,7 +159,7 @@ fn kind(k: FileType) -> FType {
     }
 }
 
-fn file_attr(a: &Attr) -> FileAttr {
+pub(crate) fn file_attr(a: &Attr) -> FileAttr {
     FileAttr {
         ino: INodeNo(a.ino),
         size: a.size,
@@ -742,7 +742,7 @@ fn sized(r: Result<Vec<u8>, Errno>, size: u32, reply: ReplyXattr) {
     }
 }
 
-fn time_arg(t: Option<TimeOrNow>) -> Option<Time> {
+pub(crate) fn time_arg(t: Option<TimeOrNow>) -> Option<Time> {
     t.map(|t| match t {
         TimeOrNow::SpecificTime(t) => from_fuser(t),
         TimeOrNow::Now => intactfs::engine::now_wall(),
@@ -1295,20 +1295,16 @@ impl fuser::Filesystem for IntactFuse {
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         match (|| Ok::<_, Errno>(self.read()?.fs_ref()?.statfs()))() {
-            Ok(s) => {
-                // Inodes are allocated on demand: at most one per free block is a fair
-                // bound for `df -i`.
-                reply.statfs(
-                    s.blocks,
-                    s.free_blocks,
-                    s.free_blocks,
-                    s.files + s.free_blocks,
-                    s.free_blocks,
-                    s.block_size as u32,
-                    s.name_max as u32,
-                    s.block_size as u32,
-                )
-            }
+            Ok(s) => reply.statfs(
+                s.blocks,
+                s.free_blocks,
+                s.free_blocks,
+                s.files,
+                s.free_files,
+                s.block_size as u32,
+                s.name_max as u32,
+                s.block_size as u32,
+            ),
             Err(e) => reply.error(e),
         }
     }

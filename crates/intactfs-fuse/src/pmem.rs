@@ -30,14 +30,14 @@ use crate::mount::{
     check_mountpoint, detach_on_signals, lock_image, session_config, MountConfig, MountError,
 };
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType as FType, FopenFlags, Generation, INodeNo, IoctlFlags,
+    Errno, FileHandle, FileType as FType, FopenFlags, Generation, INodeNo, IoctlFlags,
     KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags as FRename, ReplyAttr,
     ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen,
     ReplyStatfs, ReplyWrite, Request, Session, TimeOrNow, WriteFlags,
 };
 use intactfs_device::PmemFile;
 use intactfs_pmem::{
-    Attr, FileType, Ino, MountReport, PmemFs, PmemFsError, SetAttr, Stats, Time, TxId, BLOCK, ROOT,
+    Attr, FileType, Ino, MountReport, PmemFs, PmemFsError, SetAttr, Stats, TxId, ROOT,
 };
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ffi::OsStr;
@@ -146,47 +146,7 @@ fn fail(what: &str, e: PmemFsError) -> Errno {
     errno(&e)
 }
 
-fn to_system(t: Time) -> SystemTime {
-    crate::fs::system_time(t.sec, t.nsec)
-}
-
-fn time_arg(t: Option<TimeOrNow>) -> Option<Time> {
-    t.map(|t| match t {
-        // The kernel's time as fuser decoded it (with its pre-1970 correction).
-        TimeOrNow::SpecificTime(t) => {
-            let (sec, nsec) = crate::fs::split_fuser(t);
-            Time { sec, nsec }
-        }
-        TimeOrNow::Now => Time::now(),
-    })
-}
-
-fn kind(k: FileType) -> FType {
-    match k {
-        FileType::File => FType::RegularFile,
-        FileType::Dir => FType::Directory,
-    }
-}
-
-fn file_attr(a: &Attr) -> FileAttr {
-    FileAttr {
-        ino: INodeNo(a.ino),
-        size: a.size,
-        blocks: a.blocks,
-        atime: to_system(a.atime),
-        mtime: to_system(a.mtime),
-        ctime: to_system(a.ctime),
-        crtime: to_system(a.ctime),
-        kind: kind(a.kind),
-        perm: (a.mode & 0o7777) as u16,
-        nlink: a.nlink,
-        uid: a.uid,
-        gid: a.gid,
-        rdev: 0,
-        blksize: BLOCK as u32,
-        flags: 0,
-    }
-}
+use crate::fs::{file_attr, kind, time_arg};
 
 /// Bits of a transaction id below the mount tag: random.
 const ID_RANDOM_BITS: u32 = 48;
@@ -378,8 +338,8 @@ impl PmemState {
             let a = fs.getattr(i).map_err(|e| errno(&e))?;
             let (uid, gid, pid) = (o.uid, o.gid, o.tgid);
             let ok = match a.kind {
-                FileType::File => crate::procs::may_write(uid, gid, pid, a.mode, a.uid, a.gid),
                 FileType::Dir => crate::procs::may_claim_dir(uid, gid, pid, a.mode, a.uid, a.gid),
+                _ => crate::procs::may_write(uid, gid, pid, a.mode, a.uid, a.gid),
             };
             if !ok {
                 eprintln!("intactfs-pmem: a change in transaction {} would make inode {i} part of it, which its process {pid} (uid {uid}) may not change (EACCES)", o.id);
@@ -396,8 +356,6 @@ impl PmemState {
     fn check_may_change(&self, req: &Request, ino: Ino, fh: u64) -> Result<(), Errno> {
         let a = self.fs_ref()?.getattr(ino).map_err(|e| errno(&e))?;
         match a.kind {
-            FileType::File if self.writable.contains(&fh) => Ok(()),
-            FileType::File => Err(Errno::EBADF),
             FileType::Dir => {
                 let w = crate::procs::may_claim_dir(
                     req.uid(),
@@ -409,6 +367,8 @@ impl PmemState {
                 );
                 w.then_some(()).ok_or(Errno::EACCES)
             }
+            _ if self.writable.contains(&fh) => Ok(()),
+            _ => Err(Errno::EBADF),
         }
     }
 
