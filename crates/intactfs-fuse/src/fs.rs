@@ -18,6 +18,7 @@ use intactfs::{
     Time, BLOCK, ROOT,
 };
 use intactfs_device::ImageDevice;
+use intactfs_types::Engine;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -1465,6 +1466,9 @@ impl fuser::Filesystem for IntactFuse {
         let mut reply = Some(reply);
         let r: Result<Vec<u8>, Errno> = (|| {
             let (mut st, s) = self.begin(req)?;
+            if let Some(e) = control::refusal(cmd, Engine::capabilities(st.fs_ref()?)) {
+                return Err(Errno::from_i32(e));
+            }
             let r = match cmd {
                 control::IOC_SETSTREAM => {
                     let a = StreamArg::decode(in_data).ok_or(Errno::EINVAL)?;
@@ -1576,11 +1580,7 @@ impl fuser::Filesystem for IntactFuse {
                         .map(|_| Vec::new())
                         .map_err(|e| errno(&e))
                 }
-                // AD-transactions exist on pmem mounts only: a transaction id reaching a
-                // block mount is another mount's (TX_ADD: EXDEV) or unknown here (EINVAL).
-                control::IOC_TX_ADD => Err(Errno::EXDEV),
-                control::IOC_TX_COMMIT | control::IOC_TX_ABORT => Err(Errno::EINVAL),
-                control::IOC_TX_BEGIN => Err(Errno::from_i32(libc::EOPNOTSUPP)),
+                // AD-transactions (pmem only) were refused by `control::refusal` above.
                 control::F2FS_IOC_GET_FEATURES
                 | control::F2FS_IOC_START_ATOMIC_WRITE
                 | control::F2FS_IOC_COMMIT_ATOMIC_WRITE

@@ -39,6 +39,7 @@ use intactfs_device::PmemFile;
 use intactfs_pmem::{
     Attr, FileType, Ino, MountReport, PmemFs, PmemFsError, SetAttr, Stats, TxId, ROOT,
 };
+use intactfs_types::Engine;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ffi::OsStr;
 use std::io::Read;
@@ -664,6 +665,9 @@ impl PmemFuse {
         in_data: &[u8],
     ) -> Result<Vec<u8>, Errno> {
         let mut st = self.lock()?;
+        if let Some(e) = control::refusal(cmd, Engine::capabilities(st.fs_ref()?)) {
+            return Err(Errno::from_i32(e));
+        }
         let arg = || {
             in_data
                 .get(..8)
@@ -713,8 +717,8 @@ impl PmemFuse {
             | control::F2FS_IOC_START_ATOMIC_WRITE
             | control::F2FS_IOC_COMMIT_ATOMIC_WRITE
             | control::F2FS_IOC_ABORT_VOLATILE_WRITE => st.f2fs_ioctl(req, ino, fh, cmd),
-            // The block engine's stream, osync and region ioctls: not on persistent memory.
-            c if c >> 8 & 0xff == control::IOC_MAGIC => Err(Errno::from_i32(libc::EOPNOTSUPP)),
+            // The block engine's stream, osync and region ioctls were refused by
+            // `control::refusal` above.
             _ => Err(Errno::ENOTTY),
         }
     }
@@ -887,9 +891,12 @@ impl fuser::Filesystem for PmemFuse {
         reply: ReplyEmpty,
     ) {
         let r = (|| {
-            if flags.contains(FRename::RENAME_EXCHANGE) || flags.contains(FRename::RENAME_WHITEOUT)
-            {
+            if flags.contains(FRename::RENAME_WHITEOUT) {
                 return Err(Errno::EINVAL);
+            }
+            // Not in the engine yet: "not here", not "wrong argument".
+            if flags.contains(FRename::RENAME_EXCHANGE) {
+                return Err(Errno::from_i32(libc::EOPNOTSUPP));
             }
             let mut st = self.lock()?;
             let (sn, dn) = (name.as_bytes(), newname.as_bytes());

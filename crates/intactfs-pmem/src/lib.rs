@@ -25,6 +25,7 @@
 //! refused with EBUSY (see [`PmemFs::owner_of`]). That rule is also what makes in-place undo
 //! safe: two live transactions never hold undo entries for the same word.
 
+pub mod api;
 pub mod checkpoint;
 mod data;
 pub mod error;

@@ -7,6 +7,10 @@
 //! errno mapping lives in one place ([`FsError::errno`]). The FUSE layer, the CLI and both
 //! simulations use them.
 //!
+//! [`Engine`] is the one interface both engines implement (the trait speaks only this
+//! vocabulary, and both engines already depend on this crate: a crate of its own would add
+//! a second tiny crate with the same dependents).
+//!
 //! What a caller may rely on: these are in-memory API types. An engine's on-media encoding
 //! is its own (the block engine serialises [`Time`] and [`FileType`] with postcard, so
 //! their field and variant order is part of its format; the pmem engine packs them into
@@ -14,8 +18,10 @@
 
 #![forbid(unsafe_code)]
 
+mod engine;
 mod error;
 
+pub use engine::{Capabilities, Capability, Engine};
 pub use error::{FsError, Result};
 use serde::{Deserialize, Serialize};
 
