@@ -1,7 +1,7 @@
 //! `fuser::Filesystem` over the engine: each request resolves its stream from the calling
 //! process, locks the engine, and maps the engine's answer (or errno) back.
 
-use crate::commit::Committer;
+use crate::commit::{CommitState, Committer};
 use crate::control::{
     self, DurableArg, StreamArg, DURABLE_WAIT, FLAGS_ALL, FLAG_FSYNC_AS_OSYNC, FLAG_IGNORE_FSYNC,
 };
@@ -99,7 +99,7 @@ struct RegionOwner {
 
 pub struct IntactFuse {
     pub state: Arc<RwLock<State>>,
-    pub commits: Committer,
+    pub commits: Committer<State>,
     fsync: FsyncMode,
     /// Serve extended attributes. Off, the daemon answers ENOSYS once and the kernel stops
     /// asking: without FUSE_HANDLE_KILLPRIV_V2 (not in fuser 0.18) the kernel otherwise
@@ -521,6 +521,25 @@ impl State {
                 }
             }
         }
+    }
+}
+
+impl CommitState for State {
+    fn engine(&self) -> Option<&Fs<ImageDevice>> {
+        self.fs.as_ref()
+    }
+    fn engine_mut(&mut self) -> Option<&mut Fs<ImageDevice>> {
+        self.fs.as_mut()
+    }
+    fn has_failed(&self) -> bool {
+        self.failure.is_some()
+    }
+    fn fail(&mut self, why: String) {
+        self.failure.get_or_insert(why);
+        self.fail_waiters();
+    }
+    fn notify(&mut self) {
+        State::notify(self)
     }
 }
 
