@@ -109,7 +109,7 @@ pub struct IntactFuse {
     caps: Caps,
 }
 
-fn errno(e: &FsError) -> Errno {
+pub(crate) fn errno(e: &FsError) -> Errno {
     // A failed device write or a broken invariant (which poisons the mount): the log
     // says why, since the caller sees only EIO. Later calls' EIO (Corrupt) name it again.
     if matches!(e, FsError::Internal(_) | FsError::Device(_)) {
@@ -698,10 +698,16 @@ impl IntactFuse {
 type Listed = (Ino, u64, FType, Vec<u8>);
 
 /// A directory's entries from `offset` on (at most 512 of the engine's): (inode, the offset
-/// after it, type, name). Offsets: 1 after ".", 2 after "..", and an entry's name-hash
-/// cookie + 2 after it.
-fn dir_entries(fs: &Fs<ImageDevice>, ino: Ino, offset: u64) -> Result<Vec<Listed>, Errno> {
-    let me = fs.getattr(ino).map_err(|e| errno(&e))?;
+/// after it, type, name). Offsets: 1 after ".", 2 after "..", and an entry's cookie + 2
+/// after it (the block engine's name hash, the pmem engine's slot + 1: stable while the
+/// entry exists, so a listing that spans calls skips and repeats nothing).
+pub(crate) fn dir_entries<E: Engine>(
+    fs: &E,
+    ino: Ino,
+    parent: Ino,
+    offset: u64,
+) -> Result<Vec<Listed>, Errno> {
+    let me = Engine::getattr(fs, ino).map_err(|e| errno(&e))?;
     if me.kind != FileType::Dir {
         return Err(Errno::ENOTDIR);
     }
@@ -710,17 +716,26 @@ fn dir_entries(fs: &Fs<ImageDevice>, ino: Ino, offset: u64) -> Result<Vec<Listed
         out.push((ino, 1, FType::Directory, b".".to_vec()));
     }
     if offset <= 1 {
-        let parent = match fs.live_meta().get(ino).map(|n| &n.body) {
-            Some(Body::Dir { parent, .. }) => *parent,
-            _ => ino,
-        };
         out.push((parent, 2, FType::Directory, b"..".to_vec()));
     }
     let cookie = offset.saturating_sub(2);
-    for e in fs.readdir(ino, cookie, 512).map_err(|e| errno(&e))? {
+    for e in Engine::readdir(fs, ino, cookie, 512).map_err(|e| errno(&e))? {
+        assert!(
+            e.cookie > cookie,
+            "readdir: cookie {} after {cookie}",
+            e.cookie
+        );
         out.push((e.ino, e.cookie + 2, kind(e.kind), e.name));
     }
     Ok(out)
+}
+
+/// The block engine's parent of directory `ino` (itself for the root).
+fn block_parent(fs: &Fs<ImageDevice>, ino: Ino) -> Ino {
+    match fs.live_meta().get(ino).map(|n| &n.body) {
+        Some(Body::Dir { parent, .. }) => *parent,
+        _ => ino,
+    }
 }
 
 /// Clears set-user-id, and set-group-id if the file is group-executable or the caller is
@@ -1258,7 +1273,11 @@ impl fuser::Filesystem for IntactFuse {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let r = (|| dir_entries(self.read()?.fs_ref()?, ino.0, offset))();
+        let r = (|| {
+            let st = self.read()?;
+            let fs = st.fs_ref()?;
+            dir_entries(fs, ino.0, block_parent(fs, ino.0), offset)
+        })();
         match r {
             Ok(entries) => {
                 for (i, off, k, name) in entries {
@@ -1283,7 +1302,8 @@ impl fuser::Filesystem for IntactFuse {
         let r = (|| {
             // The write lock: every entry sent is one more kernel reference (`remember`).
             let mut st = self.lock()?;
-            let entries = dir_entries(st.fs_ref()?, ino.0, offset)?;
+            let fs = st.fs_ref()?;
+            let entries = dir_entries(fs, ino.0, block_parent(fs, ino.0), offset)?;
             for (i, off, _, name) in entries {
                 let a = match st.fs_ref()?.getattr(i) {
                     Ok(a) => a,

@@ -30,10 +30,10 @@ use crate::mount::{
     check_mountpoint, detach_on_signals, lock_image, session_config, MountConfig, MountError,
 };
 use fuser::{
-    Errno, FileHandle, FileType as FType, FopenFlags, Generation, INodeNo, IoctlFlags,
-    KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags as FRename, ReplyAttr,
-    ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen,
-    ReplyStatfs, ReplyWrite, Request, Session, TimeOrNow, WriteFlags,
+    Errno, FileHandle, FopenFlags, Generation, INodeNo, IoctlFlags, KernelConfig, LockOwner,
+    OpenAccMode, OpenFlags, RenameFlags as FRename, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite,
+    Request, Session, TimeOrNow, WriteFlags,
 };
 use intactfs_device::PmemFile;
 use intactfs_pmem::{
@@ -147,7 +147,7 @@ fn fail(what: &str, e: PmemFsError) -> Errno {
     errno(&e)
 }
 
-use crate::fs::{file_attr, kind, time_arg};
+use crate::fs::{file_attr, time_arg};
 
 /// Bits of a transaction id below the mount tag: random.
 const ID_RANDOM_BITS: u32 = 48;
@@ -1087,23 +1087,17 @@ impl fuser::Filesystem for PmemFuse {
     ) {
         let r = (|| {
             let st = self.lock()?;
-            let list = st.fs_ref()?.readdir(ino.0).map_err(|e| errno(&e))?;
             let parent = if ino.0 == ROOT {
                 ROOT
             } else {
                 st.parents.get(&ino.0).copied().unwrap_or(ROOT)
             };
-            let mut all = vec![
-                (ino.0, FType::Directory, b".".to_vec()),
-                (parent, FType::Directory, b"..".to_vec()),
-            ];
-            all.extend(list.into_iter().map(|e| (e.ino, kind(e.kind), e.name)));
-            Ok(all)
+            crate::fs::dir_entries(st.fs_ref()?, ino.0, parent, offset)
         })();
         match r {
             Ok(all) => {
-                for (i, (n, k, name)) in all.into_iter().enumerate().skip(offset as usize) {
-                    if reply.add(INodeNo(n), i as u64 + 1, k, OsStr::from_bytes(&name)) {
+                for (n, off, k, name) in all {
+                    if reply.add(INodeNo(n), off, k, OsStr::from_bytes(&name)) {
                         break;
                     }
                 }
