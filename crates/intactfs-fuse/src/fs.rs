@@ -18,7 +18,7 @@ use intactfs::{
     Time, BLOCK, ROOT,
 };
 use intactfs_device::ImageDevice;
-use intactfs_types::Engine;
+use intactfs_types::{Engine, StatFs};
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -112,7 +112,10 @@ pub struct IntactFuse {
 pub(crate) fn errno(e: &FsError) -> Errno {
     // A failed device write or a broken invariant (which poisons the mount): the log
     // says why, since the caller sees only EIO. Later calls' EIO (Corrupt) name it again.
-    if matches!(e, FsError::Internal(_) | FsError::Device(_)) {
+    if matches!(
+        e,
+        FsError::Internal(_) | FsError::Device(_) | FsError::Pmem(_)
+    ) {
         eprintln!("intactfs: {e}");
     }
     Errno::from_i32(e.errno())
@@ -177,6 +180,23 @@ pub(crate) fn file_attr(a: &Attr) -> FileAttr {
         rdev: a.rdev,
         blksize: BLOCK as u32,
         flags: 0,
+    }
+}
+
+/// Answers statfs with an engine's figures (both servers).
+pub(crate) fn reply_statfs(reply: ReplyStatfs, r: Result<StatFs, Errno>) {
+    match r {
+        Ok(s) => reply.statfs(
+            s.blocks,
+            s.free_blocks,
+            s.free_blocks,
+            s.files,
+            s.free_files,
+            s.block_size as u32,
+            s.name_max as u32,
+            s.block_size as u32,
+        ),
+        Err(e) => reply.error(e),
     }
 }
 
@@ -1334,19 +1354,7 @@ impl fuser::Filesystem for IntactFuse {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        match (|| Ok::<_, Errno>(self.read()?.fs_ref()?.statfs()))() {
-            Ok(s) => reply.statfs(
-                s.blocks,
-                s.free_blocks,
-                s.free_blocks,
-                s.files,
-                s.free_files,
-                s.block_size as u32,
-                s.name_max as u32,
-                s.block_size as u32,
-            ),
-            Err(e) => reply.error(e),
-        }
+        reply_statfs(reply, (|| Ok(self.read()?.fs_ref()?.statfs()))())
     }
 
     // Extended attributes in the user, trusted and security namespaces (the kernel checks

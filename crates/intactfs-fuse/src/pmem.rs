@@ -126,9 +126,7 @@ pub struct PmemState {
     next_fh: u64,
 }
 
-fn errno(e: &PmemFsError) -> Errno {
-    Errno::from_i32(e.errno())
-}
+use crate::fs::errno;
 
 /// The errno of an engine error; refusals a program may not expect (ENOSPC, EBUSY, EIO,
 /// EINVAL, EFBIG) are also written to the daemon's log with the engine's message.
@@ -147,7 +145,7 @@ fn fail(what: &str, e: PmemFsError) -> Errno {
     errno(&e)
 }
 
-use crate::fs::{file_attr, time_arg};
+use crate::fs::{file_attr, reply_statfs, time_arg};
 
 /// Bits of a transaction id below the mount tag: random.
 const ID_RANDOM_BITS: u32 = 48;
@@ -1108,19 +1106,7 @@ impl fuser::Filesystem for PmemFuse {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        match (|| Ok::<_, Errno>(self.lock()?.fs_ref()?.statfs()))() {
-            Ok(s) => reply.statfs(
-                s.blocks,
-                s.free_blocks,
-                s.free_blocks,
-                s.files,
-                s.free_files,
-                s.block_size as u32,
-                s.name_max as u32,
-                s.block_size as u32,
-            ),
-            Err(e) => reply.error(e),
-        }
+        reply_statfs(reply, (|| Ok(self.lock()?.fs_ref()?.statfs()))())
     }
 
     fn ioctl(
