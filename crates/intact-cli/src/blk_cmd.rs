@@ -1,6 +1,6 @@
 //! `intact blk record | check | validate-apm`: the block-level validator.
 
-use crate::fs_cmd::parse_size;
+use crate::size::parse_size;
 use crate::{install_interrupt_handler, interrupted, Failure};
 use intact_blk::check::{check, CheckConfig, CheckError, CheckReport, CheckerVerdict, ImageResult};
 use intact_blk::fskind::{FsKind, Tools};

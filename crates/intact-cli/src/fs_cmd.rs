@@ -1,5 +1,6 @@
 //! `intact fs mkfs | fsck | dump`: the intactfs tools that work on an image or device.
 
+use crate::size::parse_size;
 use crate::Failure;
 use intactfs::fsck::fsck;
 use intactfs::{mkfs, MkfsOptions, BLOCK};
@@ -59,22 +60,6 @@ pub enum FsCmd {
     /// Run a program in a stream: `intact fs exec --mount MNT --stream NAME -- CMD ARGS`.
     /// The program and its children write in that stream; fsync in it commits only it.
     Exec(crate::fs_mount::ExecArgs),
-}
-
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (num, mult) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
-        Some('K') => (&t[..t.len() - 1], 1u64 << 10),
-        Some('M') => (&t[..t.len() - 1], 1 << 20),
-        Some('G') => (&t[..t.len() - 1], 1 << 30),
-        Some('T') => (&t[..t.len() - 1], 1 << 40),
-        _ => (t, 1),
-    };
-    let n: u64 = num.trim().parse().map_err(|_| {
-        format!("size {s:?}: expected a number with an optional K, M, G or T suffix")
-    })?;
-    n.checked_mul(mult)
-        .ok_or(format!("size {s:?} is too large"))
 }
 
 fn open(image: &Path) -> Result<(ImageDevice, ImageLock), Failure> {

@@ -3,6 +3,7 @@
 use crate::Failure;
 use intactfs_fuse::control;
 use intactfs_fuse::mount::{self, MountConfig, MountError};
+use intactfs_fuse::serve;
 use intactfs_fuse::{Caps, FsyncMode};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
@@ -210,14 +211,14 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
             "noreaddirplus" => caps.readdirplus = false,
             "flushall" => caps.noflush_readonly = false,
             _ if o.starts_with("dirty_limit=") => {
-                let v = crate::fs_cmd::parse_size(&o["dirty_limit=".len()..]).map_err(|e| Failure::input(format!("mount option {o}: {e}")))?;
+                let v = crate::size::parse_size(&o["dirty_limit=".len()..]).map_err(|e| Failure::input(format!("mount option {o}: {e}")))?;
                 if v < 1 << 20 {
                     return Err(Failure::input(format!("mount option {o}: at least 1M")));
                 }
                 dirty_limit = Some(v);
             }
             _ if o.starts_with("region_limit=") => {
-                let v = crate::fs_cmd::parse_size(&o["region_limit=".len()..]).map_err(|e| Failure::input(format!("mount option {o}: {e}")))?;
+                let v = crate::size::parse_size(&o["region_limit=".len()..]).map_err(|e| Failure::input(format!("mount option {o}: {e}")))?;
                 if v < 1 << 20 {
                     return Err(Failure::input(format!("mount option {o}: at least 1M")));
                 }
@@ -317,7 +318,7 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
     }
     let result = result_file(&state);
     let served = std::cell::Cell::new(false);
-    let r = mount::serve(&cfg, |rec| {
+    let r = serve::serve(&cfg, |rec| {
         served.set(true);
         let pid = std::process::id();
         let _ = std::fs::create_dir_all(runtime_dir());
@@ -328,7 +329,7 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
             let _ = std::fs::write(p, format!("{pid}\n"));
         }
         let recovered = match rec {
-            mount::Recovered::Block(rec) => format!(
+            serve::Recovered::Block(rec) => format!(
                 "recovered from checkpoint {} + {} journal records{}",
                 rec.checkpoint_generation,
                 rec.records_replayed,
@@ -338,7 +339,7 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
                     (None, false) => String::new(),
                 }
             ),
-            mount::Recovered::Pmem(rec) => format!(
+            serve::Recovered::Pmem(rec) => format!(
                 "pmem image with AD-transactions; recovered {} committed and {} uncommitted transaction(s): {} redo entries indexed, {} undo entries applied",
                 rec.committed_txs, rec.uncommitted_txs, rec.redo_indexed, rec.undo_applied
             ),
@@ -392,18 +393,18 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
         );
     }
     match u {
-        mount::Served::Block(u) if cfg.read_only || u.recovery.read_only.is_some() => eprintln!(
+        serve::Served::Block(u) if cfg.read_only || u.recovery.read_only.is_some() => eprintln!(
             "intactfs: {} unmounted (mounted read-only: nothing was written)",
             a.mountpoint.display()
         ),
-        mount::Served::Block(u) => eprintln!(
+        serve::Served::Block(u) => eprintln!(
             "intactfs: {} unmounted and written back ({} commits, {} flushes, {} bytes written)",
             a.mountpoint.display(),
             u.stats.commits,
             u.stats.flushes,
             u.stats.bytes_written()
         ),
-        mount::Served::Pmem(u) => eprintln!(
+        serve::Served::Pmem(u) => eprintln!(
             "intactfs: {} unmounted and checkpointed ({} transactions committed, {} of them legacy calls, {} aborted, {} checkpoints; {} still open at unmount were aborted)",
             a.mountpoint.display(),
             u.stats.committed,
@@ -424,9 +425,9 @@ fn result_file(state: &Path) -> PathBuf {
 }
 
 /// The result file's text: "written back", "read-only" or "failed", then the message.
-fn outcome(r: &Result<mount::Served, MountError>, cfg: &MountConfig) -> String {
+fn outcome(r: &Result<serve::Served, MountError>, cfg: &MountConfig) -> String {
     match r {
-        Ok(mount::Served::Block(u)) if cfg.read_only || u.recovery.read_only.is_some() => {
+        Ok(serve::Served::Block(u)) if cfg.read_only || u.recovery.read_only.is_some() => {
             "read-only\nmounted read-only: nothing was written\n".to_string()
         }
         Ok(_) => "written back\n\n".to_string(),

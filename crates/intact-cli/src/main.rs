@@ -14,6 +14,7 @@ mod ops_view;
 mod progress;
 mod record;
 mod report_cmd;
+mod size;
 mod units;
 
 use clap::{Parser, Subcommand};

@@ -1108,3 +1108,64 @@ fn sqlite_batch_crash_rounds(m: &Mount, sq: &Path) {
         last = g;
     }
 }
+
+/// The names of one getdents64(2) call on `dir` (None at the end of the directory).
+fn getdents_names(dir: &fs::File) -> Option<Vec<String>> {
+    let mut buf = vec![0u8; 1024];
+    // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`.
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_getdents64,
+            dir.as_raw_fd(),
+            buf.as_mut_ptr(),
+            buf.len(),
+        )
+    };
+    assert!(n >= 0, "getdents64: {}", std::io::Error::last_os_error());
+    let mut names = Vec::new();
+    let mut at = 0;
+    // struct linux_dirent64: u64 ino, i64 off, u16 reclen, u8 type, name (NUL-terminated).
+    while at < n as usize {
+        let reclen = u16::from_ne_bytes([buf[at + 16], buf[at + 17]]) as usize;
+        assert!(
+            reclen > 19 && at + reclen <= n as usize,
+            "dirent of {reclen} bytes"
+        );
+        let name = &buf[at + 19..at + reclen];
+        let end = name.iter().position(|&b| b == 0).expect("NUL-terminated");
+        names.push(String::from_utf8_lossy(&name[..end]).into_owned());
+        at += reclen;
+    }
+    (n > 0).then_some(names)
+}
+
+/// A listing that spans several getdents calls lists every entry once even when the
+/// entries already listed are unlinked between the calls (as `rm -r` does): the offsets
+/// the server gives are the entries' cookies, not their positions. On block and pmem.
+#[test]
+fn readdir_offsets_survive_unlinks_between_calls() {
+    for device in ["block", "pmem"] {
+        let m = Mount::new_on("16M", device);
+        m.mount(&[]);
+        let d = m.p("d");
+        fs::create_dir(&d).unwrap();
+        let files = 120;
+        for i in 0..files {
+            fs::write(d.join(format!("file-{i:03}")), b"").unwrap();
+        }
+        let dir = fs::File::open(&d).unwrap();
+        let (mut seen, mut calls) = (std::collections::BTreeSet::new(), 0);
+        while let Some(names) = getdents_names(&dir) {
+            calls += 1;
+            for n in names.into_iter().filter(|n| n.starts_with("file-")) {
+                fs::remove_file(d.join(&n)).unwrap();
+                assert!(seen.insert(n.clone()), "{device}: {n} listed twice");
+            }
+        }
+        assert!(
+            calls > 2,
+            "{device}: the listing took {calls} calls (more wanted)"
+        );
+        assert_eq!(seen.len(), files, "{device}: entries listed (of {files})");
+    }
+}

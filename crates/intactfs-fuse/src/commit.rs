@@ -3,10 +3,9 @@
 //! reads, lookups, other fsyncs) go on meanwhile; fsyncs waiting at the same time share one
 //! flush (group commit). See `intactfs::engine::io` for why this is crash-consistent.
 
-use crate::fs::State;
 use fuser::Errno;
-use intactfs::CommitIo;
-use intactfs_device::SharedIo;
+use intactfs::{CommitIo, Fs};
+use intactfs_device::{ImageDevice, SharedIo};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
@@ -62,10 +61,23 @@ impl Drop for Waiting<'_> {
     }
 }
 
+/// What the committer needs of the server's state (`fs::State` implements it; a trait so
+/// that this module does not import the server, which uses the committer).
+pub trait CommitState {
+    /// The engine; None once it is gone.
+    fn engine(&self) -> Option<&Fs<ImageDevice>>;
+    fn engine_mut(&mut self) -> Option<&mut Fs<ImageDevice>>;
+    /// Whether a failure has made further changes unsafe.
+    fn has_failed(&self) -> bool;
+    /// Records the first failure (`why`) and answers the waiting DURABLE calls with EIO.
+    fn fail(&mut self, why: String);
+    /// After commits were written or flushed: answers the waiters whose ticket is durable.
+    fn notify(&mut self);
+}
+
 /// What the request threads and the periodic committer share to write commits.
-#[derive(Clone)]
-pub struct Committer {
-    pub state: Arc<RwLock<State>>,
+pub struct Committer<S> {
+    pub state: Arc<RwLock<S>>,
     /// The group commit: its state; signalled when a flush ends; signalled when a caller
     /// arrives (for a flush gathering callers).
     flushing: Arc<(Mutex<Flushing>, Condvar, Condvar)>,
@@ -74,8 +86,18 @@ pub struct Committer {
     io: Option<Arc<dyn SharedIo>>,
 }
 
-impl Committer {
-    pub fn new(state: Arc<RwLock<State>>, io: Option<Arc<dyn SharedIo>>) -> Committer {
+impl<S> Clone for Committer<S> {
+    fn clone(&self) -> Self {
+        Committer {
+            state: self.state.clone(),
+            flushing: self.flushing.clone(),
+            io: self.io.clone(),
+        }
+    }
+}
+
+impl<S: CommitState> Committer<S> {
+    pub fn new(state: Arc<RwLock<S>>, io: Option<Arc<dyn SharedIo>>) -> Committer<S> {
         Committer {
             state,
             flushing: Arc::new((
@@ -89,19 +111,19 @@ impl Committer {
 
     /// The engine to change. A panic while holding the lock left the engine in an unknown
     /// state: refuse.
-    pub fn lock(&self) -> Result<RwLockWriteGuard<'_, State>, Errno> {
+    pub fn lock(&self) -> Result<RwLockWriteGuard<'_, S>, Errno> {
         self.state.write().map_err(|_| Errno::EIO)
     }
 
     /// The engine to look at, alongside other readers.
-    pub fn read(&self) -> Result<RwLockReadGuard<'_, State>, Errno> {
+    pub fn read(&self) -> Result<RwLockReadGuard<'_, S>, Errno> {
         self.state.read().map_err(|_| Errno::EIO)
     }
 
     /// After a call: writes the commits it prepared (without the lock) and, if one of
     /// them must be durable before the call returns, waits for it.
-    pub fn finish(&self, mut st: RwLockWriteGuard<'_, State>) -> Result<(), Errno> {
-        let Some(fs) = st.fs.as_mut() else {
+    pub fn finish(&self, mut st: RwLockWriteGuard<'_, S>) -> Result<(), Errno> {
+        let Some(fs) = st.engine_mut() else {
             return Ok(());
         };
         let (ios, owed) = (fs.take_io(), fs.take_owed());
@@ -124,7 +146,7 @@ impl Committer {
         let failed = ios.iter().find_map(|c| c.perform_shared(io).err());
         let mut st = self.lock()?;
         let st = &mut *st;
-        let Some(fs) = st.fs.as_mut() else {
+        let Some(fs) = st.engine_mut() else {
             return Err(Errno::EIO);
         };
         let r = match failed {
@@ -132,8 +154,7 @@ impl Committer {
             None => fs.io_done(),
         };
         r.map_err(|e| {
-            st.failure.get_or_insert(format!("writing a commit: {e}"));
-            st.fail_waiters();
+            st.fail(format!("writing a commit: {e}"));
             Errno::EIO
         })
     }
@@ -146,11 +167,10 @@ impl Committer {
         let Some(io) = self.io.clone() else {
             // Locked commits: flush under the lock.
             let mut st = self.lock()?;
-            let fs = st.fs.as_mut().ok_or(Errno::EIO)?;
+            let fs = st.engine_mut().ok_or(Errno::EIO)?;
             if fs.durable_ticket() < ticket {
                 if let Err(e) = fs.flush() {
-                    st.failure.get_or_insert(format!("flushing: {e}"));
-                    st.fail_waiters();
+                    st.fail(format!("flushing: {e}"));
                     return Err(Errno::EIO);
                 }
             }
@@ -162,8 +182,8 @@ impl Committer {
         loop {
             let (durable, written, failed) = {
                 let st = self.read()?;
-                let fs = st.fs.as_ref().ok_or(Errno::EIO)?;
-                (fs.durable_ticket(), fs.written_upto(), st.failure.is_some())
+                let fs = st.engine().ok_or(Errno::EIO)?;
+                (fs.durable_ticket(), fs.written_upto(), st.has_failed())
             };
             if durable >= ticket {
                 return Ok(());
@@ -180,12 +200,7 @@ impl Committer {
             }
             if written < ticket {
                 drop(f);
-                let pending = self
-                    .read()?
-                    .fs
-                    .as_ref()
-                    .ok_or(Errno::EIO)?
-                    .pending_io(ticket);
+                let pending = self.read()?.engine().ok_or(Errno::EIO)?.pending_io(ticket);
                 self.write_out(&pending)?;
                 continue;
             }
@@ -209,7 +224,7 @@ impl Committer {
                     f.last_batch = f.waiting;
                     drop(f);
                     match self.read() {
-                        Ok(st) => st.fs.as_ref().map_or(written, |fs| fs.written_upto()),
+                        Ok(st) => st.engine().map_or(written, |fs| fs.written_upto()),
                         Err(e) => {
                             self.end_flush(None);
                             return Err(e);
@@ -222,19 +237,26 @@ impl Committer {
             let done = {
                 let mut st = self.lock()?;
                 let st = &mut *st;
-                match (st.fs.as_mut(), r) {
+                // Some(why): the flush failed and the engine says why.
+                let outcome = match (st.engine_mut(), r) {
                     (Some(fs), Ok(())) => {
                         fs.flushed_upto(written);
+                        Ok(())
+                    }
+                    (Some(fs), Err(e)) => Err(Some(fs.io_failed(format!("flushing: {e}")))),
+                    (None, _) => Err(None),
+                };
+                match outcome {
+                    Ok(()) => {
                         st.notify();
                         Ok(())
                     }
-                    (Some(fs), Err(e)) => {
-                        let e = fs.io_failed(format!("flushing: {e}"));
-                        st.failure.get_or_insert(e.to_string());
-                        st.fail_waiters();
+                    Err(why) => {
+                        if let Some(e) = why {
+                            st.fail(e.to_string());
+                        }
                         Err(Errno::EIO)
                     }
-                    (None, _) => Err(Errno::EIO),
                 }
             };
             self.end_flush(Some(started.elapsed()));

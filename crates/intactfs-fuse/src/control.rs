@@ -6,6 +6,7 @@
 //! agree.
 
 use intactfs::StreamId;
+use intactfs_types::{Capabilities, Capability};
 
 /// ioctl "type" byte of every intactfs ioctl.
 pub const IOC_MAGIC: u32 = 0xCC;
@@ -268,9 +269,95 @@ pub fn durable(fd: i32, ticket: u64, wait: bool) -> std::io::Result<bool> {
     Ok(DurableArg::decode(&a).expect("16 bytes").ticket >= ticket)
 }
 
+/// The engine capability a control ioctl needs; None for the calls every engine answers
+/// (the F2FS atomic writes: a region on the block engine, a transaction on pmem) and for
+/// numbers that are not ours.
+pub fn needs(cmd: u32) -> Option<Capability> {
+    match cmd {
+        IOC_SETSTREAM | IOC_GETSTREAM | IOC_STREAMSYNC => Some(Capability::Streams),
+        IOC_OSYNC | IOC_DSYNC | IOC_DURABLE => Some(Capability::OsyncDsync),
+        IOC_BEGIN | IOC_COMMIT | IOC_ABORT | IOC_ADD => Some(Capability::AtomicRegions),
+        IOC_TX_BEGIN | IOC_TX_ADD | IOC_TX_COMMIT | IOC_TX_ABORT => {
+            Some(Capability::AdTransactions)
+        }
+        _ => None,
+    }
+}
+
+/// The one place that answers a control ioctl the mounted engine lacks: Some(errno) to
+/// refuse it with, None to serve it. The answer is EOPNOTSUPP, except for the calls that
+/// carry a transaction id: on a mount without AD-transactions the id is another mount's,
+/// so TX_ADD answers EXDEV and TX_COMMIT/TX_ABORT EINVAL, as on a pmem mount that does not
+/// know the id (docs/fs-api.md; libintact/tests/t_tx.c relies on it).
+pub fn refusal(cmd: u32, caps: Capabilities) -> Option<i32> {
+    let need = needs(cmd)?;
+    if caps.has(need) {
+        return None;
+    }
+    Some(match cmd {
+        IOC_TX_ADD => libc::EXDEV,
+        IOC_TX_COMMIT | IOC_TX_ABORT => libc::EINVAL,
+        _ => libc::EOPNOTSUPP,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use intactfs_types::Engine;
+
+    /// Every intactfs ioctl needs exactly the capability its seed gives, and a mount
+    /// without it refuses it here (EOPNOTSUPP; a transaction id: EXDEV/EINVAL).
+    #[test]
+    fn control_calls_an_engine_lacks_are_refused_in_one_place() {
+        let block = Capabilities {
+            streams: true,
+            osync_dsync: true,
+            atomic_regions: true,
+            ad_transactions: false,
+        };
+        let pmem = Capabilities {
+            ad_transactions: true,
+            ..Capabilities::default()
+        };
+        let eop = Some(libc::EOPNOTSUPP);
+        for cmd in [
+            IOC_SETSTREAM,
+            IOC_GETSTREAM,
+            IOC_STREAMSYNC,
+            IOC_OSYNC,
+            IOC_DSYNC,
+        ] {
+            assert_eq!(refusal(cmd, block), None, "{cmd:#x} on block");
+            assert_eq!(refusal(cmd, pmem), eop, "{cmd:#x} on pmem");
+        }
+        for cmd in [IOC_DURABLE, IOC_BEGIN, IOC_COMMIT, IOC_ABORT, IOC_ADD] {
+            assert_eq!(refusal(cmd, block), None, "{cmd:#x} on block");
+            assert_eq!(refusal(cmd, pmem), eop, "{cmd:#x} on pmem");
+        }
+        assert_eq!(refusal(IOC_TX_BEGIN, block), eop);
+        assert_eq!(refusal(IOC_TX_ADD, block), Some(libc::EXDEV));
+        assert_eq!(refusal(IOC_TX_COMMIT, block), Some(libc::EINVAL));
+        assert_eq!(refusal(IOC_TX_ABORT, block), Some(libc::EINVAL));
+        for cmd in [IOC_TX_BEGIN, IOC_TX_ADD, IOC_TX_COMMIT, IOC_TX_ABORT] {
+            assert_eq!(refusal(cmd, pmem), None, "{cmd:#x} on pmem");
+        }
+        for cmd in [F2FS_IOC_START_ATOMIC_WRITE, F2FS_IOC_GET_FEATURES, 0x5401] {
+            assert_eq!(refusal(cmd, block), None);
+            assert_eq!(refusal(cmd, pmem), None);
+        }
+    }
+
+    /// The capabilities the gate is fed are the engines' own.
+    #[test]
+    fn engines_report_their_capabilities() {
+        let mut dev = intactfs_device::PmemSim::new(4 << 20).unwrap();
+        let opts = intactfs_pmem::MkfsOptions::for_len(4 << 20);
+        intactfs_pmem::PmemFs::mkfs(&mut dev, &opts).unwrap();
+        let (fs, _) = intactfs_pmem::PmemFs::mount(dev).unwrap();
+        let c = fs.capabilities();
+        assert!(c.ad_transactions && !c.streams && !c.osync_dsync && !c.atomic_regions);
+    }
 
     #[test]
     fn numbers_follow_the_linux_encoding() {

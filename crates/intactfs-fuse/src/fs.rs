@@ -1,7 +1,7 @@
 //! `fuser::Filesystem` over the engine: each request resolves its stream from the calling
 //! process, locks the engine, and maps the engine's answer (or errno) back.
 
-use crate::commit::Committer;
+use crate::commit::{CommitState, Committer};
 use crate::control::{
     self, DurableArg, StreamArg, DURABLE_WAIT, FLAGS_ALL, FLAG_FSYNC_AS_OSYNC, FLAG_IGNORE_FSYNC,
 };
@@ -18,6 +18,7 @@ use intactfs::{
     Time, BLOCK, ROOT,
 };
 use intactfs_device::ImageDevice;
+use intactfs_types::{Engine, StatFs};
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -98,7 +99,7 @@ struct RegionOwner {
 
 pub struct IntactFuse {
     pub state: Arc<RwLock<State>>,
-    pub commits: Committer,
+    pub commits: Committer<State>,
     fsync: FsyncMode,
     /// Serve extended attributes. Off, the daemon answers ENOSYS once and the kernel stops
     /// asking: without FUSE_HANDLE_KILLPRIV_V2 (not in fuser 0.18) the kernel otherwise
@@ -108,10 +109,13 @@ pub struct IntactFuse {
     caps: Caps,
 }
 
-fn errno(e: &FsError) -> Errno {
+pub(crate) fn errno(e: &FsError) -> Errno {
     // A failed device write or a broken invariant (which poisons the mount): the log
     // says why, since the caller sees only EIO. Later calls' EIO (Corrupt) name it again.
-    if matches!(e, FsError::Internal(_) | FsError::Device(_)) {
+    if matches!(
+        e,
+        FsError::Internal(_) | FsError::Device(_) | FsError::Pmem(_)
+    ) {
         eprintln!("intactfs: {e}");
     }
     Errno::from_i32(e.errno())
@@ -121,8 +125,8 @@ fn to_system(t: Time) -> SystemTime {
     system_time(t.sec, t.nsec)
 }
 
-/// Seconds and nanoseconds since the epoch (seconds may be negative) as a `SystemTime`:
-/// both engines' times (`intactfs::Time`, `intactfs_pmem::Time`) have this shape.
+/// Seconds and nanoseconds since the epoch (seconds may be negative) as a `SystemTime`
+/// (the shape of `intactfs_types::Time`).
 pub(crate) fn system_time(sec: i64, nsec: u32) -> SystemTime {
     if sec >= 0 {
         UNIX_EPOCH + Duration::new(sec as u64, nsec)
@@ -147,7 +151,7 @@ pub(crate) fn split_system(t: SystemTime) -> (i64, u32) {
     }
 }
 
-fn kind(k: FileType) -> FType {
+pub(crate) fn kind(k: FileType) -> FType {
     match k {
         FileType::File => FType::RegularFile,
         FileType::Dir => FType::Directory,
@@ -159,7 +163,7 @@ fn kind(k: FileType) -> FType {
     }
 }
 
-fn file_attr(a: &Attr) -> FileAttr {
+pub(crate) fn file_attr(a: &Attr) -> FileAttr {
     FileAttr {
         ino: INodeNo(a.ino),
         size: a.size,
@@ -176,6 +180,23 @@ fn file_attr(a: &Attr) -> FileAttr {
         rdev: a.rdev,
         blksize: BLOCK as u32,
         flags: 0,
+    }
+}
+
+/// Answers statfs with an engine's figures (both servers).
+pub(crate) fn reply_statfs(reply: ReplyStatfs, r: Result<StatFs, Errno>) {
+    match r {
+        Ok(s) => reply.statfs(
+            s.blocks,
+            s.free_blocks,
+            s.free_blocks,
+            s.files,
+            s.free_files,
+            s.block_size as u32,
+            s.name_max as u32,
+            s.block_size as u32,
+        ),
+        Err(e) => reply.error(e),
     }
 }
 
@@ -523,6 +544,25 @@ impl State {
     }
 }
 
+impl CommitState for State {
+    fn engine(&self) -> Option<&Fs<ImageDevice>> {
+        self.fs.as_ref()
+    }
+    fn engine_mut(&mut self) -> Option<&mut Fs<ImageDevice>> {
+        self.fs.as_mut()
+    }
+    fn has_failed(&self) -> bool {
+        self.failure.is_some()
+    }
+    fn fail(&mut self, why: String) {
+        self.failure.get_or_insert(why);
+        self.fail_waiters();
+    }
+    fn notify(&mut self) {
+        State::notify(self)
+    }
+}
+
 impl IntactFuse {
     /// `locked_commit`: commits write and flush under the engine lock (the behaviour before
     /// commits moved out of it; kept for comparison).
@@ -678,10 +718,16 @@ impl IntactFuse {
 type Listed = (Ino, u64, FType, Vec<u8>);
 
 /// A directory's entries from `offset` on (at most 512 of the engine's): (inode, the offset
-/// after it, type, name). Offsets: 1 after ".", 2 after "..", and an entry's name-hash
-/// cookie + 2 after it.
-fn dir_entries(fs: &Fs<ImageDevice>, ino: Ino, offset: u64) -> Result<Vec<Listed>, Errno> {
-    let me = fs.getattr(ino).map_err(|e| errno(&e))?;
+/// after it, type, name). Offsets: 1 after ".", 2 after "..", and an entry's cookie + 2
+/// after it (the block engine's name hash, the pmem engine's slot + 1: stable while the
+/// entry exists, so a listing that spans calls skips and repeats nothing).
+pub(crate) fn dir_entries<E: Engine>(
+    fs: &E,
+    ino: Ino,
+    parent: Ino,
+    offset: u64,
+) -> Result<Vec<Listed>, Errno> {
+    let me = Engine::getattr(fs, ino).map_err(|e| errno(&e))?;
     if me.kind != FileType::Dir {
         return Err(Errno::ENOTDIR);
     }
@@ -690,17 +736,26 @@ fn dir_entries(fs: &Fs<ImageDevice>, ino: Ino, offset: u64) -> Result<Vec<Listed
         out.push((ino, 1, FType::Directory, b".".to_vec()));
     }
     if offset <= 1 {
-        let parent = match fs.live_meta().get(ino).map(|n| &n.body) {
-            Some(Body::Dir { parent, .. }) => *parent,
-            _ => ino,
-        };
         out.push((parent, 2, FType::Directory, b"..".to_vec()));
     }
     let cookie = offset.saturating_sub(2);
-    for e in fs.readdir(ino, cookie, 512).map_err(|e| errno(&e))? {
+    for e in Engine::readdir(fs, ino, cookie, 512).map_err(|e| errno(&e))? {
+        assert!(
+            e.cookie > cookie,
+            "readdir: cookie {} after {cookie}",
+            e.cookie
+        );
         out.push((e.ino, e.cookie + 2, kind(e.kind), e.name));
     }
     Ok(out)
+}
+
+/// The block engine's parent of directory `ino` (itself for the root).
+fn block_parent(fs: &Fs<ImageDevice>, ino: Ino) -> Ino {
+    match fs.live_meta().get(ino).map(|n| &n.body) {
+        Some(Body::Dir { parent, .. }) => *parent,
+        _ => ino,
+    }
 }
 
 /// Clears set-user-id, and set-group-id if the file is group-executable or the caller is
@@ -742,7 +797,7 @@ fn sized(r: Result<Vec<u8>, Errno>, size: u32, reply: ReplyXattr) {
     }
 }
 
-fn time_arg(t: Option<TimeOrNow>) -> Option<Time> {
+pub(crate) fn time_arg(t: Option<TimeOrNow>) -> Option<Time> {
     t.map(|t| match t {
         TimeOrNow::SpecificTime(t) => from_fuser(t),
         TimeOrNow::Now => intactfs::engine::now_wall(),
@@ -1238,7 +1293,11 @@ impl fuser::Filesystem for IntactFuse {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let r = (|| dir_entries(self.read()?.fs_ref()?, ino.0, offset))();
+        let r = (|| {
+            let st = self.read()?;
+            let fs = st.fs_ref()?;
+            dir_entries(fs, ino.0, block_parent(fs, ino.0), offset)
+        })();
         match r {
             Ok(entries) => {
                 for (i, off, k, name) in entries {
@@ -1263,7 +1322,8 @@ impl fuser::Filesystem for IntactFuse {
         let r = (|| {
             // The write lock: every entry sent is one more kernel reference (`remember`).
             let mut st = self.lock()?;
-            let entries = dir_entries(st.fs_ref()?, ino.0, offset)?;
+            let fs = st.fs_ref()?;
+            let entries = dir_entries(fs, ino.0, block_parent(fs, ino.0), offset)?;
             for (i, off, _, name) in entries {
                 let a = match st.fs_ref()?.getattr(i) {
                     Ok(a) => a,
@@ -1294,23 +1354,7 @@ impl fuser::Filesystem for IntactFuse {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        match (|| Ok::<_, Errno>(self.read()?.fs_ref()?.statfs()))() {
-            Ok(s) => {
-                // Inodes are allocated on demand: at most one per free block is a fair
-                // bound for `df -i`.
-                reply.statfs(
-                    s.blocks,
-                    s.free_blocks,
-                    s.free_blocks,
-                    s.files + s.free_blocks,
-                    s.free_blocks,
-                    s.block_size as u32,
-                    s.name_max as u32,
-                    s.block_size as u32,
-                )
-            }
-            Err(e) => reply.error(e),
-        }
+        reply_statfs(reply, (|| Ok(self.read()?.fs_ref()?.statfs()))())
     }
 
     // Extended attributes in the user, trusted and security namespaces (the kernel checks
@@ -1469,6 +1513,9 @@ impl fuser::Filesystem for IntactFuse {
         let mut reply = Some(reply);
         let r: Result<Vec<u8>, Errno> = (|| {
             let (mut st, s) = self.begin(req)?;
+            if let Some(e) = control::refusal(cmd, Engine::capabilities(st.fs_ref()?)) {
+                return Err(Errno::from_i32(e));
+            }
             let r = match cmd {
                 control::IOC_SETSTREAM => {
                     let a = StreamArg::decode(in_data).ok_or(Errno::EINVAL)?;
@@ -1580,11 +1627,7 @@ impl fuser::Filesystem for IntactFuse {
                         .map(|_| Vec::new())
                         .map_err(|e| errno(&e))
                 }
-                // AD-transactions exist on pmem mounts only: a transaction id reaching a
-                // block mount is another mount's (TX_ADD: EXDEV) or unknown here (EINVAL).
-                control::IOC_TX_ADD => Err(Errno::EXDEV),
-                control::IOC_TX_COMMIT | control::IOC_TX_ABORT => Err(Errno::EINVAL),
-                control::IOC_TX_BEGIN => Err(Errno::from_i32(libc::EOPNOTSUPP)),
+                // AD-transactions (pmem only) were refused by `control::refusal` above.
                 control::F2FS_IOC_GET_FEATURES
                 | control::F2FS_IOC_START_ATOMIC_WRITE
                 | control::F2FS_IOC_COMMIT_ATOMIC_WRITE

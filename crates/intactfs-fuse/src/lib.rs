@@ -5,8 +5,8 @@
 //! * [`procs`]: which stream a request's process is in (inheritance from ancestors).
 //! * [`fs`]: the `fuser::Filesystem` implementation.
 //! * [`commit`]: commits written and flushed outside the engine lock (group commit).
-//! * [`mount`]: locking the image, serving, signals, write-back at unmount; [`mount::serve`]
-//!   picks the server by image kind.
+//! * [`mount`]: locking the image, serving, signals, write-back at unmount.
+//! * [`serve`]: picks the server by image kind ([`serve::serve`]).
 //! * [`pmem`]: the `fuser::Filesystem` over the persistent-memory engine
 //!   ([`intactfs_pmem::PmemFs`]) with its AD-transactions (TX_* ioctls).
 
@@ -16,6 +16,7 @@ pub mod fs;
 pub mod mount;
 pub mod pmem;
 pub mod procs;
+pub mod serve;
 
 pub use fs::{Caps, FsyncMode};
 /// How many requests a `-o uring` mount served through FUSE over io_uring (the vendored

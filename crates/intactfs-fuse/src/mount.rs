@@ -191,28 +191,6 @@ pub fn detach_on_signals(
     Ok((sig_handle, sig_thread))
 }
 
-/// What an image's mount recovered: the block engine's report or the pmem engine's.
-pub enum Recovered<'a> {
-    Block(&'a MountReport),
-    Pmem(&'a intactfs_pmem::MountReport),
-}
-
-/// What a mount ended with, by image kind.
-pub enum Served {
-    Block(Unmounted),
-    Pmem(crate::pmem::PmemUnmounted),
-}
-
-/// Mounts `cfg.image` with the server its kind needs: a pmem image (superblock magic
-/// `INTPMEM1`) with [`crate::pmem`], any other with the block engine ([`run`]).
-pub fn serve(cfg: &MountConfig, ready: impl FnOnce(Recovered)) -> Result<Served, MountError> {
-    if crate::pmem::is_pmem_image(&cfg.image) {
-        crate::pmem::run(cfg, |r| ready(Recovered::Pmem(r))).map(Served::Pmem)
-    } else {
-        run(cfg, |r| ready(Recovered::Block(r))).map(Served::Block)
-    }
-}
-
 /// Mounts and serves until unmounted. `ready` runs once the mount is visible.
 pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmounted, MountError> {
     check_mountpoint(&cfg.mountpoint)?;

@@ -30,15 +30,16 @@ use crate::mount::{
     check_mountpoint, detach_on_signals, lock_image, session_config, MountConfig, MountError,
 };
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType as FType, FopenFlags, Generation, INodeNo, IoctlFlags,
-    KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags as FRename, ReplyAttr,
-    ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen,
-    ReplyStatfs, ReplyWrite, Request, Session, TimeOrNow, WriteFlags,
+    Errno, FileHandle, FopenFlags, Generation, INodeNo, IoctlFlags, KernelConfig, LockOwner,
+    OpenAccMode, OpenFlags, RenameFlags as FRename, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite,
+    Request, Session, TimeOrNow, WriteFlags,
 };
 use intactfs_device::PmemFile;
 use intactfs_pmem::{
-    Attr, FileType, Ino, MountReport, PmemFs, PmemFsError, SetAttr, Stats, Time, TxId, BLOCK, ROOT,
+    Attr, FileType, Ino, MountReport, PmemFs, PmemFsError, SetAttr, Stats, TxId, ROOT,
 };
+use intactfs_types::Engine;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ffi::OsStr;
 use std::io::Read;
@@ -125,9 +126,7 @@ pub struct PmemState {
     next_fh: u64,
 }
 
-fn errno(e: &PmemFsError) -> Errno {
-    Errno::from_i32(e.errno())
-}
+use crate::fs::errno;
 
 /// The errno of an engine error; refusals a program may not expect (ENOSPC, EBUSY, EIO,
 /// EINVAL, EFBIG) are also written to the daemon's log with the engine's message.
@@ -146,47 +145,7 @@ fn fail(what: &str, e: PmemFsError) -> Errno {
     errno(&e)
 }
 
-fn to_system(t: Time) -> SystemTime {
-    crate::fs::system_time(t.sec, t.nsec)
-}
-
-fn time_arg(t: Option<TimeOrNow>) -> Option<Time> {
-    t.map(|t| match t {
-        // The kernel's time as fuser decoded it (with its pre-1970 correction).
-        TimeOrNow::SpecificTime(t) => {
-            let (sec, nsec) = crate::fs::split_fuser(t);
-            Time { sec, nsec }
-        }
-        TimeOrNow::Now => Time::now(),
-    })
-}
-
-fn kind(k: FileType) -> FType {
-    match k {
-        FileType::File => FType::RegularFile,
-        FileType::Dir => FType::Directory,
-    }
-}
-
-fn file_attr(a: &Attr) -> FileAttr {
-    FileAttr {
-        ino: INodeNo(a.ino),
-        size: a.size,
-        blocks: a.blocks,
-        atime: to_system(a.atime),
-        mtime: to_system(a.mtime),
-        ctime: to_system(a.ctime),
-        crtime: to_system(a.ctime),
-        kind: kind(a.kind),
-        perm: (a.mode & 0o7777) as u16,
-        nlink: a.nlink,
-        uid: a.uid,
-        gid: a.gid,
-        rdev: 0,
-        blksize: BLOCK as u32,
-        flags: 0,
-    }
-}
+use crate::fs::{file_attr, reply_statfs, time_arg};
 
 /// Bits of a transaction id below the mount tag: random.
 const ID_RANDOM_BITS: u32 = 48;
@@ -378,8 +337,8 @@ impl PmemState {
             let a = fs.getattr(i).map_err(|e| errno(&e))?;
             let (uid, gid, pid) = (o.uid, o.gid, o.tgid);
             let ok = match a.kind {
-                FileType::File => crate::procs::may_write(uid, gid, pid, a.mode, a.uid, a.gid),
                 FileType::Dir => crate::procs::may_claim_dir(uid, gid, pid, a.mode, a.uid, a.gid),
+                _ => crate::procs::may_write(uid, gid, pid, a.mode, a.uid, a.gid),
             };
             if !ok {
                 eprintln!("intactfs-pmem: a change in transaction {} would make inode {i} part of it, which its process {pid} (uid {uid}) may not change (EACCES)", o.id);
@@ -396,8 +355,6 @@ impl PmemState {
     fn check_may_change(&self, req: &Request, ino: Ino, fh: u64) -> Result<(), Errno> {
         let a = self.fs_ref()?.getattr(ino).map_err(|e| errno(&e))?;
         match a.kind {
-            FileType::File if self.writable.contains(&fh) => Ok(()),
-            FileType::File => Err(Errno::EBADF),
             FileType::Dir => {
                 let w = crate::procs::may_claim_dir(
                     req.uid(),
@@ -409,6 +366,8 @@ impl PmemState {
                 );
                 w.then_some(()).ok_or(Errno::EACCES)
             }
+            _ if self.writable.contains(&fh) => Ok(()),
+            _ => Err(Errno::EBADF),
         }
     }
 
@@ -704,6 +663,9 @@ impl PmemFuse {
         in_data: &[u8],
     ) -> Result<Vec<u8>, Errno> {
         let mut st = self.lock()?;
+        if let Some(e) = control::refusal(cmd, Engine::capabilities(st.fs_ref()?)) {
+            return Err(Errno::from_i32(e));
+        }
         let arg = || {
             in_data
                 .get(..8)
@@ -753,8 +715,8 @@ impl PmemFuse {
             | control::F2FS_IOC_START_ATOMIC_WRITE
             | control::F2FS_IOC_COMMIT_ATOMIC_WRITE
             | control::F2FS_IOC_ABORT_VOLATILE_WRITE => st.f2fs_ioctl(req, ino, fh, cmd),
-            // The block engine's stream, osync and region ioctls: not on persistent memory.
-            c if c >> 8 & 0xff == control::IOC_MAGIC => Err(Errno::from_i32(libc::EOPNOTSUPP)),
+            // The block engine's stream, osync and region ioctls were refused by
+            // `control::refusal` above.
             _ => Err(Errno::ENOTTY),
         }
     }
@@ -927,9 +889,12 @@ impl fuser::Filesystem for PmemFuse {
         reply: ReplyEmpty,
     ) {
         let r = (|| {
-            if flags.contains(FRename::RENAME_EXCHANGE) || flags.contains(FRename::RENAME_WHITEOUT)
-            {
+            if flags.contains(FRename::RENAME_WHITEOUT) {
                 return Err(Errno::EINVAL);
+            }
+            // Not in the engine yet: "not here", not "wrong argument".
+            if flags.contains(FRename::RENAME_EXCHANGE) {
+                return Err(Errno::from_i32(libc::EOPNOTSUPP));
             }
             let mut st = self.lock()?;
             let (sn, dn) = (name.as_bytes(), newname.as_bytes());
@@ -1120,23 +1085,17 @@ impl fuser::Filesystem for PmemFuse {
     ) {
         let r = (|| {
             let st = self.lock()?;
-            let list = st.fs_ref()?.readdir(ino.0).map_err(|e| errno(&e))?;
             let parent = if ino.0 == ROOT {
                 ROOT
             } else {
                 st.parents.get(&ino.0).copied().unwrap_or(ROOT)
             };
-            let mut all = vec![
-                (ino.0, FType::Directory, b".".to_vec()),
-                (parent, FType::Directory, b"..".to_vec()),
-            ];
-            all.extend(list.into_iter().map(|e| (e.ino, kind(e.kind), e.name)));
-            Ok(all)
+            crate::fs::dir_entries(st.fs_ref()?, ino.0, parent, offset)
         })();
         match r {
             Ok(all) => {
-                for (i, (n, k, name)) in all.into_iter().enumerate().skip(offset as usize) {
-                    if reply.add(INodeNo(n), i as u64 + 1, k, OsStr::from_bytes(&name)) {
+                for (n, off, k, name) in all {
+                    if reply.add(INodeNo(n), off, k, OsStr::from_bytes(&name)) {
                         break;
                     }
                 }
@@ -1147,19 +1106,7 @@ impl fuser::Filesystem for PmemFuse {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        match (|| Ok::<_, Errno>(self.lock()?.fs_ref()?.statfs()))() {
-            Ok(s) => reply.statfs(
-                s.blocks,
-                s.free_blocks,
-                s.free_blocks,
-                s.files,
-                s.free_files,
-                s.block_size as u32,
-                s.name_max as u32,
-                s.block_size as u32,
-            ),
-            Err(e) => reply.error(e),
-        }
+        reply_statfs(reply, (|| Ok(self.lock()?.fs_ref()?.statfs()))())
     }
 
     fn ioctl(

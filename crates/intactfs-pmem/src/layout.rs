@@ -4,6 +4,7 @@
 //! atomically (block pointers, a directory entry's header, an inode's type word).
 
 use crate::error::{PmemFsError, Result};
+pub use intactfs_types::{FileType, Time};
 
 pub const BLOCK: u64 = 4096;
 pub const LINE: u64 = 64;
@@ -185,30 +186,21 @@ impl Geometry {
 
 pub const SB_BYTES: usize = SB_LEN + 8;
 
-/// Time stamps: seconds and nanoseconds since the epoch, stored as one i64 of nanoseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Time {
-    pub sec: i64,
-    pub nsec: u32,
+/// Time stamps on the media: seconds and nanoseconds since the epoch, stored as one i64
+/// of nanoseconds.
+pub trait TimeWord {
+    fn to_word(self) -> u64;
+    fn from_word(w: u64) -> Self;
 }
 
-impl Time {
-    pub fn now() -> Time {
-        let d = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        Time {
-            sec: d.as_secs() as i64,
-            nsec: d.subsec_nanos(),
-        }
-    }
-    pub fn to_word(self) -> u64 {
+impl TimeWord for Time {
+    fn to_word(self) -> u64 {
         (self
             .sec
             .saturating_mul(1_000_000_000)
             .saturating_add(self.nsec as i64)) as u64
     }
-    pub fn from_word(w: u64) -> Time {
+    fn from_word(w: u64) -> Time {
         let ns = w as i64;
         Time {
             sec: ns.div_euclid(1_000_000_000),
@@ -217,20 +209,22 @@ impl Time {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum FileType {
-    File,
-    Dir,
+/// File types on the media: one byte in the inode's type word and the entry header.
+pub trait KindCode: Sized {
+    fn code(self) -> u8;
+    fn from_code(c: u8) -> Option<Self>;
 }
 
-impl FileType {
-    pub fn code(self) -> u8 {
+impl KindCode for FileType {
+    fn code(self) -> u8 {
         match self {
             FileType::File => KIND_FILE,
             FileType::Dir => KIND_DIR,
+            // The engine's only constructors (create, mkdir) make files and directories.
+            other => panic!("the pmem layout has no code for {other:?}"),
         }
     }
-    pub fn from_code(c: u8) -> Option<FileType> {
+    fn from_code(c: u8) -> Option<FileType> {
         match c {
             KIND_FILE => Some(FileType::File),
             KIND_DIR => Some(FileType::Dir),

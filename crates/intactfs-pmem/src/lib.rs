@@ -25,6 +25,7 @@
 //! refused with EBUSY (see [`PmemFs::owner_of`]). That rule is also what makes in-place undo
 //! safe: two live transactions never hold undo entries for the same word.
 
+pub mod api;
 pub mod checkpoint;
 mod data;
 pub mod error;
@@ -39,7 +40,9 @@ pub mod sim;
 mod tx;
 
 pub use error::{PmemFsError, Result};
-pub use layout::{FileType, Geometry, Time, BLOCK, MAX_FILE_SIZE, NAME_MAX, ROOT};
+// The API types live in intactfs-types (one vocabulary for every engine).
+pub use intactfs_types::{Attr, DirEntry, FileType, Ino, SetAttr, StatFs, Time};
+pub use layout::{Geometry, BLOCK, MAX_FILE_SIZE, NAME_MAX, ROOT};
 pub use recovery::MountReport;
 
 use index::Index;
@@ -47,9 +50,6 @@ use intactfs_device::{PmemCounters, PmemDevice};
 use layout::*;
 use log::LogSpace;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-
-/// An inode number (0 is never one; [`ROOT`] is the root directory).
-pub type Ino = u64;
 
 /// A transaction's id, from [`PmemFs::tx_begin`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -59,52 +59,6 @@ impl std::fmt::Display for TxId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "tx {}", self.0)
     }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Attr {
-    pub ino: Ino,
-    pub kind: FileType,
-    pub mode: u32,
-    pub nlink: u32,
-    pub uid: u32,
-    pub gid: u32,
-    pub size: u64,
-    /// 512-byte units of home blocks (pending versions not counted).
-    pub blocks: u64,
-    pub atime: Time,
-    pub mtime: Time,
-    pub ctime: Time,
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SetAttr {
-    pub mode: Option<u32>,
-    pub uid: Option<u32>,
-    pub gid: Option<u32>,
-    /// Truncate or extend (extension reads as zeros).
-    pub size: Option<u64>,
-    pub atime: Option<Time>,
-    pub mtime: Option<Time>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DirEntry {
-    pub name: Vec<u8>,
-    pub ino: Ino,
-    pub kind: FileType,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StatFs {
-    pub block_size: u64,
-    pub blocks: u64,
-    pub free_blocks: u64,
-    pub files: u64,
-    pub free_files: u64,
-    pub name_max: u64,
-    pub log_entries: u64,
-    pub free_log_entries: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -404,8 +358,6 @@ impl<P: PmemDevice> PmemFs<P> {
             files: self.g.inodes - 1,
             free_files: self.free_inodes.len() as u64,
             name_max: NAME_MAX as u64,
-            log_entries: self.g.log_entries,
-            free_log_entries: self.log.free.len() as u64,
         }
     }
 
@@ -470,6 +422,7 @@ impl<P: PmemDevice> PmemFs<P> {
             atime: r.atime,
             mtime: r.mtime,
             ctime: r.ctime,
+            rdev: 0,
         })
     }
 

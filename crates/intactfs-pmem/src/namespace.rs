@@ -151,6 +151,8 @@ impl<P: PmemDevice> PmemFs<P> {
                     name: name.clone(),
                     ino,
                     kind,
+                    // A slot is stable while its entry exists (not across a rename).
+                    cookie: slot + 1,
                 },
             ));
         }

@@ -93,13 +93,7 @@ impl Default for MountOptions {
 }
 
 pub fn now_wall() -> Time {
-    let d = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    Time {
-        sec: d.as_secs() as i64,
-        nsec: d.subsec_nanos(),
-    }
+    Time::now()
 }
 
 /// What the device saw, for benchmarks and tests.
@@ -138,63 +132,8 @@ pub struct CommitInfo {
     pub streams: Vec<(StreamId, u64)>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Attr {
-    pub ino: Ino,
-    pub kind: FileType,
-    pub mode: u32,
-    pub uid: u32,
-    pub gid: u32,
-    pub nlink: u32,
-    pub size: u64,
-    /// 512-byte units allocated (including dirty data not yet allocated).
-    pub blocks: u64,
-    pub atime: Time,
-    pub mtime: Time,
-    pub ctime: Time,
-    pub rdev: u32,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DirEntry {
-    pub name: Vec<u8>,
-    pub ino: Ino,
-    pub kind: FileType,
-    /// Pass this back to continue after this entry.
-    pub cookie: u64,
-}
-
-/// Who creates a file: the new inode's owner.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Owner {
-    pub uid: u32,
-    pub gid: u32,
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SetAttr {
-    pub mode: Option<u32>,
-    pub uid: Option<u32>,
-    pub gid: Option<u32>,
-    pub size: Option<u64>,
-    pub atime: Option<Time>,
-    pub mtime: Option<Time>,
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RenameFlags {
-    pub noreplace: bool,
-    pub exchange: bool,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StatFs {
-    pub block_size: u64,
-    pub blocks: u64,
-    pub free_blocks: u64,
-    pub files: u64,
-    pub name_max: u64,
-}
+// The API types live in intactfs-types (one vocabulary for every engine).
+pub use intactfs_types::{Attr, DirEntry, Owner, RenameFlags, SetAttr, StatFs};
 
 /// What mount found.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -717,7 +656,7 @@ impl<D: BlockDevice> Fs<D> {
     // ----- reading -----
 
     fn node(&self, ino: Ino) -> Result<&Inode> {
-        self.live.get(ino).ok_or(FsError::NotFound)
+        self.live.get(ino).ok_or(FsError::NotFound(String::new()))
     }
 
     fn attr_of(&self, ino: Ino, n: &Inode) -> Attr {
@@ -761,14 +700,14 @@ impl<D: BlockDevice> Fs<D> {
     fn dir(&self, ino: Ino) -> Result<&Inode> {
         let n = self.node(ino)?;
         if n.kind != FileType::Dir {
-            return Err(FsError::NotDir);
+            return Err(FsError::NotDir(String::new()));
         }
         Ok(n)
     }
 
     fn check_name(name: &[u8]) -> Result<()> {
         if name.len() > NAME_MAX {
-            return Err(FsError::NameTooLong);
+            return Err(FsError::NameTooLong(name.len()));
         }
         if !valid_name(name) {
             return Err(FsError::Invalid(format!(
@@ -783,9 +722,12 @@ impl<D: BlockDevice> Fs<D> {
         self.usable()?;
         self.dir(parent)?;
         if name.len() > NAME_MAX {
-            return Err(FsError::NameTooLong);
+            return Err(FsError::NameTooLong(name.len()));
         }
-        let ino = self.live.lookup(parent, name).ok_or(FsError::NotFound)?;
+        let ino = self
+            .live
+            .lookup(parent, name)
+            .ok_or(FsError::NotFound(String::new()))?;
         self.getattr(ino)
     }
 
@@ -822,7 +764,10 @@ impl<D: BlockDevice> Fs<D> {
             block_size: BLOCK as u64,
             blocks: self.sb.blocks - self.sb.data_start(),
             free_blocks: free,
-            files: self.live.inodes.len() as u64,
+            // Inodes are allocated on demand: at most one per free block is a fair bound
+            // (what `df -i` shows).
+            files: self.live.inodes.len() as u64 + free,
+            free_files: free,
             name_max: NAME_MAX as u64,
         }
     }
@@ -833,7 +778,10 @@ impl<D: BlockDevice> Fs<D> {
         if let Some(b) = self.dirty.get(&ino).and_then(|d| d.get(&lblk)) {
             return Ok(Ok(b.to_vec()));
         }
-        let ext = self.node(ino)?.extents().ok_or(FsError::IsDir)?;
+        let ext = self
+            .node(ino)?
+            .extents()
+            .ok_or(FsError::IsDir(String::new()))?;
         Ok(match map_block(ext, lblk) {
             Some((p, Some(crc))) => match self.inflight_block(p) {
                 Some(b) => Ok(b.to_vec()),
@@ -912,7 +860,7 @@ impl<D: BlockDevice> Fs<D> {
         let n = self.node(ino)?;
         match n.kind {
             FileType::File => {}
-            FileType::Dir => return Err(FsError::IsDir),
+            FileType::Dir => return Err(FsError::IsDir(String::new())),
             _ => return Err(FsError::Invalid("not a regular file".into())),
         }
         if off >= n.size || len == 0 {
@@ -1043,7 +991,7 @@ impl<D: BlockDevice> Fs<D> {
         self.dir(parent)?;
         Self::check_name(name)?;
         if self.live.lookup(parent, name).is_some() {
-            return Err(FsError::Exists);
+            return Err(FsError::Exists(String::new()));
         }
         if let NewKind::Symlink(t) = &kind {
             if t.is_empty() || t.len() > SYMLINK_MAX {
@@ -1123,12 +1071,12 @@ impl<D: BlockDevice> Fs<D> {
             return Err(FsError::TooManyLinks);
         }
         if n.nlink == 0 && !self.tmpfiles.contains(&ino) {
-            return Err(FsError::NotFound);
+            return Err(FsError::NotFound(String::new()));
         }
         self.dir(parent)?;
         Self::check_name(name)?;
         if self.live.lookup(parent, name).is_some() {
-            return Err(FsError::Exists);
+            return Err(FsError::Exists(String::new()));
         }
         self.meta_room(reserve::create_growth_bytes(name, 0))?;
         let time = self.now();
@@ -1219,18 +1167,21 @@ impl<D: BlockDevice> Fs<D> {
         self.writable()?;
         self.dir(parent)?;
         if name.len() > NAME_MAX {
-            return Err(FsError::NameTooLong);
+            return Err(FsError::NameTooLong(name.len()));
         }
         if name == b"." || name == b".." {
             return Err(FsError::Invalid("cannot remove . or ..".into()));
         }
-        let target = self.live.lookup(parent, name).ok_or(FsError::NotFound)?;
+        let target = self
+            .live
+            .lookup(parent, name)
+            .ok_or(FsError::NotFound(String::new()))?;
         let t = self.node(target)?;
         match (want_dir, t.kind == FileType::Dir) {
-            (true, false) => return Err(FsError::NotDir),
-            (false, true) => return Err(FsError::IsDir),
+            (true, false) => return Err(FsError::NotDir(String::new())),
+            (false, true) => return Err(FsError::IsDir(String::new())),
             (true, true) if !t.entries().is_some_and(|e| e.is_empty()) => {
-                return Err(FsError::NotEmpty)
+                return Err(FsError::NotEmpty(String::new()))
             }
             _ => {}
         }
@@ -1283,17 +1234,20 @@ impl<D: BlockDevice> Fs<D> {
         self.dir(sp)?;
         self.dir(dp)?;
         if sn.len() > NAME_MAX || dn.len() > NAME_MAX {
-            return Err(FsError::NameTooLong);
+            return Err(FsError::NameTooLong(sn.len().max(dn.len())));
         }
-        let src = self.live.lookup(sp, sn).ok_or(FsError::NotFound)?;
+        let src = self
+            .live
+            .lookup(sp, sn)
+            .ok_or(FsError::NotFound(String::new()))?;
         Self::check_name(dn)?;
         let dst = self.live.lookup(dp, dn);
         let src_dir = self.node(src)?.kind == FileType::Dir;
         if flags.noreplace && dst.is_some() {
-            return Err(FsError::Exists);
+            return Err(FsError::Exists(String::new()));
         }
         if flags.exchange && dst.is_none() {
-            return Err(FsError::NotFound);
+            return Err(FsError::NotFound(String::new()));
         }
         if dst == Some(src) {
             // POSIX: two links to one file, nothing happens (and nothing enters the stream).
@@ -1320,10 +1274,10 @@ impl<D: BlockDevice> Fs<D> {
                 }
             } else {
                 match (src_dir, dst_dir) {
-                    (true, false) => return Err(FsError::NotDir),
-                    (false, true) => return Err(FsError::IsDir),
+                    (true, false) => return Err(FsError::NotDir(String::new())),
+                    (false, true) => return Err(FsError::IsDir(String::new())),
                     (true, true) if !dn_.entries().is_some_and(|e| e.is_empty()) => {
-                        return Err(FsError::NotEmpty)
+                        return Err(FsError::NotEmpty(String::new()))
                     }
                     (true, true) => checks.push(Key::Inside(d)),
                     _ => {}
@@ -1393,7 +1347,7 @@ impl<D: BlockDevice> Fs<D> {
         let n = self.node(ino)?;
         match n.kind {
             FileType::File => Ok(n),
-            FileType::Dir => Err(FsError::IsDir),
+            FileType::Dir => Err(FsError::IsDir(String::new())),
             _ => Err(FsError::Invalid("not a regular file".into())),
         }
     }
@@ -1478,16 +1432,16 @@ impl<D: BlockDevice> Fs<D> {
         let n = self.node(ino)?;
         if !valid_xattr_name(name) {
             return Err(if name.len() > XATTR_NAME_MAX {
-                FsError::NameTooLong
+                FsError::NameTooLong(name.len())
             } else {
                 FsError::Invalid("extended attribute name".into())
             });
         }
         if value.len() > XATTR_VALUE_MAX {
-            return Err(FsError::TooBig);
+            return Err(FsError::TooBig(String::new()));
         }
         match (n.xattrs.contains_key(name), create, replace) {
-            (true, true, _) => return Err(FsError::Exists),
+            (true, true, _) => return Err(FsError::Exists(String::new())),
             (false, _, true) => return Err(FsError::NoData),
             _ => {}
         }
@@ -1565,7 +1519,7 @@ impl<D: BlockDevice> Fs<D> {
         // Before the dirty cache changes: a legacy group that owns them commits first.
         let s = self.route(s, &[Key::Ino(ino)], &[])?;
         if size > MAX_FILE_SIZE {
-            return Err(FsError::TooBig);
+            return Err(FsError::TooBig(String::new()));
         }
         let keep = size.div_ceil(BLOCK as u64);
         if size < old {
@@ -1634,7 +1588,7 @@ impl<D: BlockDevice> Fs<D> {
         let end = off
             .checked_add(data.len() as u64)
             .filter(|&e| e <= MAX_FILE_SIZE)
-            .ok_or(FsError::TooBig)?;
+            .ok_or(FsError::TooBig(String::new()))?;
         let (b0, b1) = (off / BLOCK as u64, (end - 1) / BLOCK as u64);
         let s = self.route(s, &[Key::Ino(ino)], &[])?;
         let in_region = self.is_region(s);
@@ -1718,7 +1672,7 @@ impl<D: BlockDevice> Fs<D> {
         let end = off
             .checked_add(len)
             .filter(|&e| e <= MAX_FILE_SIZE)
-            .ok_or(FsError::TooBig)?;
+            .ok_or(FsError::TooBig(String::new()))?;
         let (b0, b1) = (off / BLOCK as u64, end.div_ceil(BLOCK as u64));
         let size = self.file(ino)?.size;
         // Holes not yet reserved for, run by run (a 1 TiB request must not loop per block).
@@ -1784,7 +1738,7 @@ impl<D: BlockDevice> Fs<D> {
         }
         let end = off
             .checked_add(len)
-            .ok_or(FsError::TooBig)?
+            .ok_or(FsError::TooBig(String::new()))?
             .min(MAX_FILE_SIZE);
         let size = self.file(ino)?.size;
         if off >= end {

@@ -9,11 +9,13 @@
 //! * [`alloc`]: free space, derived; reuse only after the freeing commit is durable.
 //! * [`streams`]: streams, running transactions, related operations (ccfs §3.5).
 //! * [`engine`]: [`Fs`], the POSIX operations, commit and checkpoint.
+//! * [`api`]: [`Fs`] behind the one engine interface of every intactfs engine.
 //! * [`recovery`]: mount-time replay and the structural invariants.
 //! * [`fsck`] and [`dump`]: the tools; [`foreign`]: which other file system an image holds.
 //! * [`mutation`]: deliberate bugs the crash simulation must catch (feature `mutations`).
 
 pub mod alloc;
+pub mod api;
 pub mod dump;
 pub mod engine;
 pub mod error;

@@ -10,29 +10,12 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-pub type Ino = u64;
+pub use intactfs_types::{FileType, Ino, Time};
 pub const ROOT: Ino = 1;
 /// File-system block size; the device's block size must equal it.
 pub const BLOCK: usize = 4096;
 pub const NAME_MAX: usize = 255;
 pub const SYMLINK_MAX: usize = 4095;
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Time {
-    pub sec: i64,
-    pub nsec: u32,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum FileType {
-    File,
-    Dir,
-    Symlink,
-    Fifo,
-    Socket,
-    CharDev,
-    BlockDev,
-}
 
 /// `len` consecutive blocks from `pblk`. `crcs` holds one CRC-32C per block of written
 /// data; empty means preallocated (unwritten) space that reads as zeros.

@@ -49,21 +49,24 @@ fn namespace_operations_and_their_errors() {
     let f = file(&mut fs, d.ino, "f");
     assert!(matches!(
         fs.create(0, d.ino, b"f", NewKind::File, 0o644, O),
-        Err(FsError::Exists)
+        Err(FsError::Exists(_))
     ));
-    assert!(matches!(fs.lookup(d.ino, b"nope"), Err(FsError::NotFound)));
-    assert!(matches!(fs.lookup(f, b"x"), Err(FsError::NotDir)));
+    assert!(matches!(
+        fs.lookup(d.ino, b"nope"),
+        Err(FsError::NotFound(_))
+    ));
+    assert!(matches!(fs.lookup(f, b"x"), Err(FsError::NotDir(_))));
     assert!(matches!(
         fs.create(0, ROOT, &[b'a'; 256], NewKind::File, 0o644, O),
-        Err(FsError::NameTooLong)
+        Err(FsError::NameTooLong(_))
     ));
     assert!(matches!(
         fs.create(0, ROOT, b"a/b", NewKind::File, 0o644, O),
         Err(FsError::Invalid(_))
     ));
-    assert!(matches!(fs.rmdir(0, ROOT, b"d"), Err(FsError::NotEmpty)));
-    assert!(matches!(fs.unlink(0, ROOT, b"d"), Err(FsError::IsDir)));
-    assert!(matches!(fs.rmdir(0, d.ino, b"f"), Err(FsError::NotDir)));
+    assert!(matches!(fs.rmdir(0, ROOT, b"d"), Err(FsError::NotEmpty(_))));
+    assert!(matches!(fs.unlink(0, ROOT, b"d"), Err(FsError::IsDir(_))));
+    assert!(matches!(fs.rmdir(0, d.ino, b"f"), Err(FsError::NotDir(_))));
     // Hard links and symlinks.
     fs.link(0, f, ROOT, b"g").unwrap();
     assert_eq!(fs.getattr(f).unwrap().nlink, 2);
@@ -88,7 +91,7 @@ fn namespace_operations_and_their_errors() {
                 ..Default::default()
             }
         ),
-        Err(FsError::Exists)
+        Err(FsError::Exists(_))
     ));
     fs.rename(
         0,
@@ -126,7 +129,7 @@ fn namespace_operations_and_their_errors() {
                 ..Default::default()
             }
         ),
-        Err(FsError::NotFound)
+        Err(FsError::NotFound(_))
     ));
     // Attributes.
     let t = Time {
@@ -507,7 +510,7 @@ fn extended_attributes_are_journaled_with_their_stream() {
     assert!(
         matches!(
             fs.setxattr(0, f, b"user.a", b"2", true, false),
-            Err(FsError::Exists)
+            Err(FsError::Exists(_))
         ),
         "XATTR_CREATE of an existing name"
     );
@@ -537,11 +540,11 @@ fn extended_attributes_are_journaled_with_their_stream() {
             false,
             false
         ),
-        Err(FsError::TooBig)
+        Err(FsError::TooBig(_))
     ));
     assert!(matches!(
         fs.setxattr(0, f, &[b'x'; 256], b"", false, false),
-        Err(FsError::NameTooLong)
+        Err(FsError::NameTooLong(_))
     ));
     assert_eq!(
         fs.listxattr(f).unwrap(),
@@ -818,7 +821,7 @@ fn tmpfiles_are_nameless_until_linked_and_gone_after_a_crash() {
     fs.unlink(0, ROOT, b"named").unwrap();
     assert!(matches!(
         fs.link(0, t.ino, ROOT, b"again"),
-        Err(FsError::NotFound)
+        Err(FsError::NotFound(_))
     ));
     fs.release(0, t.ino).unwrap();
     // Linked and durable: survives a remount.

@@ -716,7 +716,7 @@ fn new_work(mut fs: Fs<SimDevice>) -> Result<(), String> {
             fs.unlink(s, ROOT, &e.name)
         };
         match r {
-            Ok(()) | Err(FsError::NotEmpty) => {}
+            Ok(()) | Err(FsError::NotEmpty(_)) => {}
             Err(er) => {
                 return Err(format!(
                     "removing {:?} on the accepted image: {er}",
@@ -745,7 +745,7 @@ fn new_work(mut fs: Fs<SimDevice>) -> Result<(), String> {
     })();
     let f = match r {
         Ok(f) => f,
-        Err(FsError::NoSpace(_) | FsError::Exists) => return Ok(()),
+        Err(FsError::NoSpace(_) | FsError::Exists(_)) => return Ok(()),
         Err(e) => return Err(format!("new work on the accepted image failed: {e}")),
     };
     let dev = match fs.unmount() {

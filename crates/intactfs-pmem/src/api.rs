@@ -1,0 +1,130 @@
+//! The pmem engine behind the one engine interface ([`intactfs_types::Engine`]): one small
+//! method per call. The caller's context is its open AD-transaction (None: a legacy call,
+//! committed before it returns). Calls the engine does not have yet answer EOPNOTSUPP
+//! ([`unsupported`]), one method each, so that each is replaced by the engine's call when
+//! it lands.
+
+use crate::{PmemFs, TxId};
+use intactfs_device::PmemDevice;
+use intactfs_types::{
+    Attr, Capabilities, DirEntry, Engine, FileType, FsError, Ino, Owner, RenameFlags, Result,
+    SetAttr, StatFs,
+};
+
+type Tx = Option<TxId>;
+
+/// The refusal of a call this engine does not implement (EOPNOTSUPP, not EINVAL: the
+/// arguments may be right).
+fn unsupported<T>(what: &str) -> Result<T> {
+    Err(FsError::Unsupported(format!(
+        "{what} on a persistent-memory file system"
+    )))
+}
+
+impl<P: PmemDevice> Engine for PmemFs<P> {
+    type Ctx = Tx;
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            ad_transactions: true,
+            ..Capabilities::default()
+        }
+    }
+    fn getattr(&self, ino: Ino) -> Result<Attr> {
+        PmemFs::getattr(self, ino)
+    }
+    fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Attr> {
+        PmemFs::lookup(self, parent, name)
+    }
+    /// Cookies are slot numbers + 1, in slot order: the entries after `cookie`.
+    fn readdir(&self, dir: Ino, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
+        let all = PmemFs::readdir(self, dir)?;
+        debug_assert!(all.windows(2).all(|w| w[0].cookie < w[1].cookie));
+        Ok(all
+            .into_iter()
+            .filter(|e| e.cookie > cookie)
+            .take(max)
+            .collect())
+    }
+    fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
+        match PmemFs::getattr(self, ino)?.kind {
+            FileType::Symlink => unsupported("readlink"),
+            _ => Err(FsError::Invalid(format!(
+                "inode {ino} is not a symbolic link"
+            ))),
+        }
+    }
+    fn statfs(&self) -> StatFs {
+        PmemFs::statfs(self)
+    }
+    fn read(&mut self, ino: Ino, off: u64, len: usize) -> Result<Vec<u8>> {
+        PmemFs::read(self, ino, off, len as u64)
+    }
+    fn create(&mut self, t: Tx, p: Ino, name: &[u8], mode: u32, o: Owner) -> Result<Attr> {
+        PmemFs::create(self, t, p, name, mode, o.uid, o.gid)
+    }
+    fn mkdir(&mut self, t: Tx, p: Ino, name: &[u8], mode: u32, o: Owner) -> Result<Attr> {
+        PmemFs::mkdir(self, t, p, name, mode, o.uid, o.gid)
+    }
+    fn symlink(&mut self, _: Tx, _: Ino, _: &[u8], _: &[u8], _: Owner) -> Result<Attr> {
+        unsupported("symlink")
+    }
+    fn mknod(
+        &mut self,
+        _: Tx,
+        _: Ino,
+        _: &[u8],
+        _: FileType,
+        _: u32,
+        _: u32,
+        _: Owner,
+    ) -> Result<Attr> {
+        unsupported("mknod")
+    }
+    fn link(&mut self, _: Tx, _: Ino, _: Ino, _: &[u8]) -> Result<Attr> {
+        unsupported("link")
+    }
+    fn unlink(&mut self, t: Tx, p: Ino, name: &[u8]) -> Result<()> {
+        PmemFs::unlink(self, t, p, name)
+    }
+    fn rmdir(&mut self, t: Tx, p: Ino, name: &[u8]) -> Result<()> {
+        PmemFs::rmdir(self, t, p, name)
+    }
+    fn rename(
+        &mut self,
+        t: Tx,
+        sp: Ino,
+        sn: &[u8],
+        dp: Ino,
+        dn: &[u8],
+        f: RenameFlags,
+    ) -> Result<()> {
+        if f.exchange || f.noreplace {
+            return unsupported("RENAME_EXCHANGE and RENAME_NOREPLACE");
+        }
+        PmemFs::rename(self, t, sp, sn, dp, dn)
+    }
+    fn setattr(&mut self, t: Tx, ino: Ino, a: SetAttr) -> Result<Attr> {
+        PmemFs::setattr(self, t, ino, &a)
+    }
+    fn write(&mut self, t: Tx, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
+        PmemFs::write(self, t, ino, off, data)
+    }
+    /// Every call is durable when it returns (a legacy call commits; a transaction's
+    /// changes are durable at its commit).
+    fn fsync(&mut self, _: Tx, ino: Ino, _datasync: bool) -> Result<()> {
+        PmemFs::fsync(self, ino)
+    }
+    fn setxattr(&mut self, _: Tx, _: Ino, _: &[u8], _: &[u8], _: bool, _: bool) -> Result<()> {
+        unsupported("setxattr")
+    }
+    fn getxattr(&self, _: Ino, _: &[u8]) -> Result<Vec<u8>> {
+        unsupported("getxattr")
+    }
+    fn listxattr(&self, _: Ino) -> Result<Vec<Vec<u8>>> {
+        unsupported("listxattr")
+    }
+    fn removexattr(&mut self, _: Tx, _: Ino, _: &[u8]) -> Result<()> {
+        unsupported("removexattr")
+    }
+}

@@ -1,0 +1,133 @@
+//! intactfs-types: the vocabulary every intactfs engine speaks.
+//!
+//! The block engine (`intactfs`, with transactional flash under it) and the
+//! persistent-memory engine (`intactfs-pmem`) answer the same POSIX calls with the same
+//! types, defined once here: inode numbers, times, file types, attributes, set-attribute
+//! requests, owners, rename flags, directory entries, statfs, and one error type whose
+//! errno mapping lives in one place ([`FsError::errno`]). The FUSE layer, the CLI and both
+//! simulations use them.
+//!
+//! [`Engine`] is the one interface both engines implement (the trait speaks only this
+//! vocabulary, and both engines already depend on this crate: a crate of its own would add
+//! a second tiny crate with the same dependents).
+//!
+//! What a caller may rely on: these are in-memory API types. An engine's on-media encoding
+//! is its own (the block engine serialises [`Time`] and [`FileType`] with postcard, so
+//! their field and variant order is part of its format; the pmem engine packs them into
+//! words in its `layout`).
+
+#![forbid(unsafe_code)]
+
+mod engine;
+mod error;
+
+pub use engine::{Capabilities, Capability, Engine};
+pub use error::{FsError, Result};
+use serde::{Deserialize, Serialize};
+
+/// An inode number (0 is never one).
+pub type Ino = u64;
+
+/// A time stamp: seconds and nanoseconds since the epoch.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct Time {
+    pub sec: i64,
+    pub nsec: u32,
+}
+
+impl Time {
+    /// The wall clock now (the epoch if the clock is before it).
+    pub fn now() -> Time {
+        let d = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        Time {
+            sec: d.as_secs() as i64,
+            nsec: d.subsec_nanos(),
+        }
+    }
+}
+
+/// The kind of an inode. The variant order is part of the block engine's on-disk format
+/// (postcard encodes the index): append, never reorder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum FileType {
+    File,
+    Dir,
+    Symlink,
+    Fifo,
+    Socket,
+    CharDev,
+    BlockDev,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Attr {
+    pub ino: Ino,
+    pub kind: FileType,
+    /// Permission bits (0o7777).
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub nlink: u32,
+    pub size: u64,
+    /// 512-byte units allocated (the block engine counts dirty data not yet allocated; the
+    /// pmem engine counts home blocks, not pending versions).
+    pub blocks: u64,
+    pub atime: Time,
+    pub mtime: Time,
+    pub ctime: Time,
+    /// Device number of a character or block special file (0 otherwise).
+    pub rdev: u32,
+}
+
+/// A setattr request: each `Some` field is changed, the others are left alone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetAttr {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    /// Truncate or extend (an extension reads as zeros).
+    pub size: Option<u64>,
+    pub atime: Option<Time>,
+    pub mtime: Option<Time>,
+}
+
+/// Who creates a file: the new inode's owner.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Owner {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// renameat2(2) flags (RENAME_NOREPLACE, RENAME_EXCHANGE); both set is invalid.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RenameFlags {
+    pub noreplace: bool,
+    pub exchange: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirEntry {
+    pub name: Vec<u8>,
+    pub ino: Ino,
+    pub kind: FileType,
+    /// Pass this back to continue after this entry (never 0: 0 means "from the start").
+    pub cookie: u64,
+}
+
+/// What statfs(2) reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatFs {
+    pub block_size: u64,
+    /// Data blocks in all and free.
+    pub blocks: u64,
+    pub free_blocks: u64,
+    /// Inodes in all (used and free) and free; an engine that allocates inodes on demand
+    /// reports a bound.
+    pub files: u64,
+    pub free_files: u64,
+    pub name_max: u64,
+}
