@@ -258,14 +258,8 @@ pub struct Fs<D: BlockDevice> {
     full_next: bool,
     /// Caller → stream, for `setstream`/`getstream`.
     callers: HashMap<u64, StreamId>,
-    /// Open atomic regions, by their stream.
-    regions: BTreeMap<StreamId, regions::Region>,
-    /// Files added to a region: every write to them goes there.
-    added: HashMap<Ino, StreamId>,
-    next_region: u64,
-    /// The last routing decision ([`Self::route`]): (caller's stream, stream the call went
-    /// to), so that a call that joined a region is counted in the region's history.
-    routed: Option<(StreamId, StreamId)>,
+    /// Atomic regions (CFS): open regions, added files, routing ([`regions`]).
+    regions: regions::Regions,
     /// What writes set on the live metadata directly (size, mtime, ctime; their data
     /// operations are made at commit), with their real-time position, while uncommitted:
     /// replayed with the logical operations when a region's abort rebuilds `live`.
@@ -441,10 +435,7 @@ impl<D: BlockDevice> Fs<D> {
             touched: orphans.iter().copied().collect(),
             full_next: !replayed.is_empty(),
             callers: HashMap::new(),
-            regions: BTreeMap::new(),
-            added: HashMap::new(),
-            next_region: 0,
-            routed: None,
+            regions: regions::Regions::default(),
             wattrs: HashMap::new(),
             inflight: io::Inflight::default(),
             deferred: false,
@@ -1016,15 +1007,6 @@ impl<D: BlockDevice> Fs<D> {
         self.streams.relate(s, claims, checks);
         self.streams.log(s, op);
         Ok(())
-    }
-
-    /// One more mutating call of `s` done: counted in the stream it was routed to.
-    fn count_call(&mut self, s: StreamId) {
-        let to = match self.routed.take() {
-            Some((from, to)) if from == s => to,
-            _ => s,
-        };
-        self.streams.count_call(to);
     }
 
     fn alloc_ino(&mut self) -> Ino {

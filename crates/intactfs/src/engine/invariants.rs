@@ -301,7 +301,7 @@ impl<D: BlockDevice> Fs<D> {
                 )));
             }
         }
-        if let Some(r) = self.regions.keys().find(|&&r| r < REGION_BASE) {
+        if let Some(r) = self.regions.ids().find(|&r| r < REGION_BASE) {
             return Err(violation(format!(
                 "region stream {r} is below the region range"
             )));
