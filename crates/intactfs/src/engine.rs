@@ -27,6 +27,7 @@ use intactfs_device::BlockDevice;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 mod commit;
+mod durability;
 mod invariants;
 mod io;
 mod regions;
@@ -237,14 +238,9 @@ pub struct Fs<D: BlockDevice> {
     open: HashMap<Ino, u32>,
     jhead: u64,
     next_seq: u64,
-    /// The last record known to be on the media (a flush completed after it was written).
-    durable_upto: u64,
-    /// The highest `durable_upto` that a record on the media carries: recovery checks the
-    /// data checksums of every record after it, so blocks those records' writers wrote
-    /// must not be reused yet (see [`Self::released`]).
-    carried: u64,
-    /// Records or data written since the last flush (osync commits).
-    unflushed: bool,
+    /// OptFS durability: the durable and carried tickets, the unflushed flag and the owed
+    /// ticket ([`durability`]).
+    tickets: durability::Tickets,
     opts: MountOptions,
     clock: Clock,
     stats: Stats,
@@ -268,9 +264,6 @@ pub struct Fs<D: BlockDevice> {
     inflight: io::Inflight,
     /// Commit I/O is left to the caller ([`Self::take_io`]).
     deferred: bool,
-    /// With deferred I/O: the ticket a call's durable commit needs on the media before the
-    /// call may return ([`Self::take_owed`]).
-    owed: Option<u64>,
     /// The device's shared handle, if it has one: reads through `&self` ([`Self::read_shared`]).
     reader: Option<std::sync::Arc<dyn intactfs_device::SharedIo>>,
     /// Files made by [`Self::create_tmpfile`] and not yet linked: the only inodes without
@@ -424,9 +417,7 @@ impl<D: BlockDevice> Fs<D> {
             open: HashMap::new(),
             jhead: journal_head,
             next_seq,
-            durable_upto,
-            carried: durable_upto,
-            unflushed: false,
+            tickets: durability::Tickets::new(durable_upto),
             opts,
             clock,
             stats: Stats::default(),
@@ -439,7 +430,6 @@ impl<D: BlockDevice> Fs<D> {
             wattrs: HashMap::new(),
             inflight: io::Inflight::default(),
             deferred: false,
-            owed: None,
             reader,
             tmpfiles: BTreeSet::new(),
         };
@@ -593,83 +583,6 @@ impl<D: BlockDevice> Fs<D> {
             return Ok(());
         }
         self.sync_file(s, ino, !flags.fsync_as_osync)
-    }
-
-    /// OptFS `osync()` (§4.4): commits what `fsync` would, without waiting for the device.
-    /// After it returns, no later update of the stream survives a crash without every
-    /// update before it (the records are recovered in order, each only if its data
-    /// arrived); they become durable at the next flush ([`Self::flush`], a `dsync`, a
-    /// `sync` or any flushing commit). Returns the ticket to compare with
-    /// [`Self::durable_ticket`]: the osync'd point is durable once that reaches it.
-    pub fn osync(&mut self, s: StreamId, ino: Ino) -> Result<u64> {
-        self.usable()?;
-        self.node(ino)?;
-        if self.opts.read_only {
-            return Ok(self.durable_upto);
-        }
-        self.sync_file(s, ino, false)?;
-        Ok(self.written_ticket())
-    }
-
-    /// OptFS `dsync()`: `fsync` whatever the stream's flags: everything before it in the
-    /// stream (and earlier osyncs of any stream) is on the media when it returns.
-    pub fn dsync(&mut self, s: StreamId, ino: Ino) -> Result<()> {
-        self.usable()?;
-        self.node(ino)?;
-        if self.opts.read_only {
-            return Ok(());
-        }
-        self.sync_file(s, ino, true)
-    }
-
-    fn sync_file(&mut self, s: StreamId, ino: Ino, flush: bool) -> Result<()> {
-        self.writable()?;
-        // Inside an atomic region nothing commits before the region does.
-        if self.is_region(s) {
-            return Ok(());
-        }
-        // The file's other group first, so that one flush covers both (not a region's:
-        // its changes are durable at its commit, not at someone's fsync).
-        if let Some(o) = self.streams.owner_of(&Key::Ino(ino)) {
-            let root = self.streams.find(o);
-            if root != self.streams.find(s) && !self.is_region(root) {
-                let g = self.streams.group(o);
-                self.commit_with(&g, Wait::Written)?;
-            }
-        }
-        let g = self.streams.group(s);
-        self.commit_with(&g, if flush { Wait::Caller } else { Wait::Written })
-    }
-
-    /// Makes every record written so far durable (one flush if any is not yet): the
-    /// durability timeout of the mount and the notification path call it.
-    pub fn flush(&mut self) -> Result<()> {
-        if self.opts.read_only || !self.has_unflushed() {
-            return Ok(());
-        }
-        self.writable()?;
-        self.drain()?;
-        if let Err(e) = self.dev.flush() {
-            return Err(self.poison(format!("flushing: {e}")));
-        }
-        self.stats.flushes += 1;
-        self.flushed();
-        Ok(())
-    }
-
-    /// The last commit known to be on the media: an osync ticket at or below it is durable.
-    pub fn durable_ticket(&self) -> u64 {
-        self.durable_upto
-    }
-
-    /// The last commit written (durable or not).
-    pub fn written_ticket(&self) -> u64 {
-        self.next_seq - 1
-    }
-
-    /// Some commit was written without a flush and is not yet known durable.
-    pub fn has_unflushed(&self) -> bool {
-        self.unflushed || self.inflight_bytes() > 0
     }
 
     /// Something is not yet committed (what a crash now would lose).
@@ -1865,35 +1778,6 @@ impl<D: BlockDevice> Fs<D> {
         Ok(durable_bytes.div_ceil(BLOCK as u64) + est_blocks + 1)
     }
 
-    /// A flush completed after a drain: every record written so far is on the media.
-    fn flushed(&mut self) {
-        self.durable_advanced(self.written_ticket());
-    }
-
-    /// Releases what durable commits freed. A block freed by commit F was written by an
-    /// earlier commit W, whose record recovery checks against the block's checksum unless
-    /// a record on the media says W was durable. So F's frees are reusable once F is on
-    /// the media *and* some record on the media carries `durable_upto` ≥ F − 1 ≥ W. With
-    /// flushing commits only, F itself carries F − 1, and this is "after F's flush"; after
-    /// osync commits it may take one more flushed record (or a checkpoint).
-    fn released(&mut self) {
-        let upto = self.durable_upto.min(self.carried + 1);
-        self.alloc.durable_upto(upto);
-        let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending_inos)
-            .into_iter()
-            .partition(|p| p.0 <= upto);
-        self.pending_inos = later;
-        self.free_inos.extend(now.into_iter().map(|p| p.1));
-    }
-
-    /// After a checkpoint nothing older is replayed or checked: everything freed so far
-    /// may be reused.
-    fn released_all(&mut self) {
-        self.alloc.durable();
-        self.free_inos
-            .extend(self.pending_inos.drain(..).map(|p| p.1));
-    }
-
     fn log_commit(&mut self, seq: u64, streams: Vec<(StreamId, u64)>) {
         if self.opts.keep_commit_log {
             self.commit_log.push(CommitInfo { seq, streams });
@@ -2075,9 +1959,7 @@ impl<D: BlockDevice> Fs<D> {
         self.full_next = false;
         self.jhead = self.sb.journal_start;
         // The header flip's flush made every record written before it durable too.
-        self.durable_upto = self.written_ticket();
-        self.carried = self.durable_upto;
-        self.unflushed = false;
+        self.tickets.checkpointed(self.written_ticket());
         self.inflight_reset();
         self.released_all();
         self.measure_meta();

@@ -461,7 +461,7 @@ impl<D: BlockDevice> Fs<D> {
             uuid: self.sb.uuid,
             epoch: self.cp.generation,
             seq: self.next_seq,
-            durable_upto: self.durable_upto,
+            durable_upto: self.tickets.durable(),
             streams: d.progress.clone(),
             ops: std::mem::take(&mut d.ops),
         };
@@ -522,13 +522,12 @@ impl<D: BlockDevice> Fs<D> {
         self.apply_durable(&rec.ops, d.logical, rec.seq)?;
         self.next_seq = rec.seq + 1;
         self.note_record(rec.seq, rec.durable_upto);
-        self.unflushed = true;
         if d.tx.is_none() {
             self.enqueue(d.cio)?;
         }
         self.wait_for(d.tx, rec.seq, wait)?;
         assert!(
-            self.durable_upto <= self.written_ticket(),
+            self.tickets.durable() <= self.written_ticket(),
             "record {} made durable past the written ticket",
             rec.seq
         );
