@@ -252,8 +252,6 @@ pub struct Fs<D: BlockDevice> {
     /// The next checkpoint writes a new base (the durable state changed in ways `touched`
     /// does not record: journal replay at mount).
     full_next: bool,
-    /// Caller → stream, for `setstream`/`getstream`.
-    callers: HashMap<u64, StreamId>,
     /// Atomic regions (CFS): open regions, added files, routing ([`regions`]).
     regions: regions::Regions,
     /// What writes set on the live metadata directly (size, mtime, ctime; their data
@@ -425,7 +423,6 @@ impl<D: BlockDevice> Fs<D> {
             poisoned: None,
             touched: orphans.iter().copied().collect(),
             full_next: !replayed.is_empty(),
-            callers: HashMap::new(),
             regions: regions::Regions::default(),
             wattrs: HashMap::new(),
             inflight: io::Inflight::default(),
@@ -541,17 +538,14 @@ impl<D: BlockDevice> Fs<D> {
     /// ccfs `setstream(id, flags)` for a caller (a process id in the FUSE layer): its
     /// later calls go to `stream`, with `flags`.
     pub fn setstream(&mut self, caller: u64, stream: StreamId, flags: StreamFlags) {
-        self.callers.insert(caller, stream);
+        self.streams.set_caller(caller, stream);
         self.set_stream_flags(stream, flags);
     }
 
     /// ccfs `getstream()`: the caller's stream; callers that never set one are in the init
     /// stream.
     pub fn getstream(&self, caller: u64) -> StreamId {
-        self.callers
-            .get(&caller)
-            .copied()
-            .unwrap_or(crate::streams::INIT_STREAM)
+        self.streams.caller_stream(caller)
     }
 
     pub fn set_stream_flags(&mut self, s: StreamId, flags: StreamFlags) {
