@@ -35,8 +35,8 @@ mod reserve;
 pub use io::CommitIo;
 pub use regions::{Aborted, REGION_BASE};
 
-/// Largest file size: 2^50 bytes (1 PiB).
-pub const MAX_FILE_SIZE: u64 = 1 << 50;
+/// Largest file size (defined with the metadata limits, where recovery checks it too).
+pub use crate::meta::MAX_FILE_SIZE;
 const MAX_LINKS: u32 = 65_000;
 
 pub type Clock = Box<dyn FnMut() -> Time + Send + Sync>;
