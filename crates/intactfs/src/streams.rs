@@ -299,3 +299,43 @@ impl Streams {
         (ops.into_iter().map(|(_, o)| o).collect(), keys, progress)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two streams related through one inode form one group.
+    fn merged() -> Streams {
+        let mut s = Streams::default();
+        s.relate(1, &[Key::Ino(5)], &[]);
+        s.log(1, LogOp::Free { ino: 5 });
+        s.relate(2, &[Key::Ino(5)], &[]);
+        assert_eq!(s.group(1), vec![1, 2]);
+        s
+    }
+
+    #[test]
+    fn a_commit_takes_whole_groups() {
+        let mut s = merged();
+        let (ops, _, progress) = s.take_group(&[1, 2]);
+        assert_eq!((ops.len(), progress.len()), (1, 2));
+        assert_eq!(
+            s.group(2),
+            vec![2],
+            "the members are separate streams again"
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "a commit took part of a group")]
+    fn taking_part_of_a_group_is_refused() {
+        merged().take_group(&[1]);
+    }
+
+    #[test]
+    fn callers_without_a_stream_are_in_the_init_stream() {
+        let mut s = Streams::default();
+        s.set_caller(42, 7);
+        assert_eq!((s.caller_stream(42), s.caller_stream(43)), (7, INIT_STREAM));
+    }
+}

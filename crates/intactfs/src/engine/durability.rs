@@ -238,3 +238,23 @@ impl<D: BlockDevice> Fs<D> {
             .extend(self.pending_inos.drain(..).map(|p| p.1));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_checkpoint_makes_everything_written_durable() {
+        let mut t = Tickets::new(3);
+        t.unflushed = true;
+        t.checkpointed(9);
+        assert_eq!((t.durable(), t.carried(), t.unflushed()), (9, 9, false));
+        assert_eq!(t.releasable(), 9);
+    }
+
+    #[test]
+    #[should_panic(expected = "below the durable")]
+    fn a_checkpoint_never_moves_durable_back() {
+        Tickets::new(5).checkpointed(4);
+    }
+}

@@ -316,3 +316,29 @@ impl<D: BlockDevice> Fs<D> {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regions_begin_add_and_close() {
+        let mut rs = Regions::default();
+        let (a, b) = (rs.begin().unwrap(), rs.begin().unwrap());
+        assert_eq!((a, b), (REGION_BASE, REGION_BASE + 1));
+        rs.add_file(a, 7);
+        assert_eq!(rs.close(a).unwrap().files.len(), 1);
+        assert!(rs.added.is_empty(), "a closed region's files stay added");
+        assert!(rs.close(a).is_err(), "a region closed twice");
+        assert_eq!(rs.ids().collect::<Vec<_>>(), vec![b]);
+    }
+
+    #[test]
+    #[should_panic(expected = "while in region")]
+    fn a_file_is_added_to_one_region_only() {
+        let mut rs = Regions::default();
+        let (a, b) = (rs.begin().unwrap(), rs.begin().unwrap());
+        rs.add_file(a, 7);
+        rs.add_file(b, 7);
+    }
+}
