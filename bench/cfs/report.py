@@ -312,7 +312,7 @@ def cause(t, m, fl, tot, sc, fe, fh, rt):
         if other != "ext4" and n_fs is not None and f_o is not None and n_fs > f_o:
             parts.append(f"intactfs turns the protocol's {fmt(n_fs, 1)} fsyncs into {fmt(f_o, 2)} flushes: an fsync commits the "
                          f"whole stream (journals, directory entries and databases alike), and one that finds nothing new to "
-                         f"commit sends no flush (`commit_with` in crates/intactfs/src/engine.rs); so against {other} · master "
+                         f"commit sends no flush (`commit_with` in crates/intactfs/src/engine/commit.rs); so against {other} · master "
                          f"the target is out of reach by construction: intactfs makes the master protocol cheaper, it does not "
                          f"make the region dearer")
     elif kind == "speed":

@@ -26,6 +26,8 @@ use crate::streams::{Key, StreamFlags, StreamId, Streams};
 use intactfs_device::BlockDevice;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+mod commit;
+mod durability;
 mod invariants;
 mod io;
 mod regions;
@@ -33,8 +35,8 @@ mod reserve;
 pub use io::CommitIo;
 pub use regions::{Aborted, REGION_BASE};
 
-/// Largest file size: 2^50 bytes (1 PiB).
-pub const MAX_FILE_SIZE: u64 = 1 << 50;
+/// Largest file size (defined with the metadata limits, where recovery checks it too).
+pub use crate::meta::MAX_FILE_SIZE;
 const MAX_LINKS: u32 = 65_000;
 
 pub type Clock = Box<dyn FnMut() -> Time + Send + Sync>;
@@ -175,14 +177,9 @@ pub struct Fs<D: BlockDevice> {
     open: HashMap<Ino, u32>,
     jhead: u64,
     next_seq: u64,
-    /// The last record known to be on the media (a flush completed after it was written).
-    durable_upto: u64,
-    /// The highest `durable_upto` that a record on the media carries: recovery checks the
-    /// data checksums of every record after it, so blocks those records' writers wrote
-    /// must not be reused yet (see [`Self::released`]).
-    carried: u64,
-    /// Records or data written since the last flush (osync commits).
-    unflushed: bool,
+    /// OptFS durability: the durable and carried tickets, the unflushed flag and the owed
+    /// ticket ([`durability`]).
+    tickets: durability::Tickets,
     opts: MountOptions,
     clock: Clock,
     stats: Stats,
@@ -194,16 +191,8 @@ pub struct Fs<D: BlockDevice> {
     /// The next checkpoint writes a new base (the durable state changed in ways `touched`
     /// does not record: journal replay at mount).
     full_next: bool,
-    /// Caller → stream, for `setstream`/`getstream`.
-    callers: HashMap<u64, StreamId>,
-    /// Open atomic regions, by their stream.
-    regions: BTreeMap<StreamId, regions::Region>,
-    /// Files added to a region: every write to them goes there.
-    added: HashMap<Ino, StreamId>,
-    next_region: u64,
-    /// The last routing decision ([`Self::route`]): (caller's stream, stream the call went
-    /// to), so that a call that joined a region is counted in the region's history.
-    routed: Option<(StreamId, StreamId)>,
+    /// Atomic regions (CFS): open regions, added files, routing ([`regions`]).
+    regions: regions::Regions,
     /// What writes set on the live metadata directly (size, mtime, ctime; their data
     /// operations are made at commit), with their real-time position, while uncommitted:
     /// replayed with the logical operations when a region's abort rebuilds `live`.
@@ -212,9 +201,6 @@ pub struct Fs<D: BlockDevice> {
     inflight: io::Inflight,
     /// Commit I/O is left to the caller ([`Self::take_io`]).
     deferred: bool,
-    /// With deferred I/O: the ticket a call's durable commit needs on the media before the
-    /// call may return ([`Self::take_owed`]).
-    owed: Option<u64>,
     /// The device's shared handle, if it has one: reads through `&self` ([`Self::read_shared`]).
     reader: Option<std::sync::Arc<dyn intactfs_device::SharedIo>>,
     /// Files made by [`Self::create_tmpfile`] and not yet linked: the only inodes without
@@ -368,9 +354,7 @@ impl<D: BlockDevice> Fs<D> {
             open: HashMap::new(),
             jhead: journal_head,
             next_seq,
-            durable_upto,
-            carried: durable_upto,
-            unflushed: false,
+            tickets: durability::Tickets::new(durable_upto),
             opts,
             clock,
             stats: Stats::default(),
@@ -378,15 +362,10 @@ impl<D: BlockDevice> Fs<D> {
             poisoned: None,
             touched: orphans.iter().copied().collect(),
             full_next: !replayed.is_empty(),
-            callers: HashMap::new(),
-            regions: BTreeMap::new(),
-            added: HashMap::new(),
-            next_region: 0,
-            routed: None,
+            regions: regions::Regions::default(),
             wattrs: HashMap::new(),
             inflight: io::Inflight::default(),
             deferred: false,
-            owed: None,
             reader,
             tmpfiles: BTreeSet::new(),
         };
@@ -498,17 +477,14 @@ impl<D: BlockDevice> Fs<D> {
     /// ccfs `setstream(id, flags)` for a caller (a process id in the FUSE layer): its
     /// later calls go to `stream`, with `flags`.
     pub fn setstream(&mut self, caller: u64, stream: StreamId, flags: StreamFlags) {
-        self.callers.insert(caller, stream);
+        self.streams.set_caller(caller, stream);
         self.set_stream_flags(stream, flags);
     }
 
     /// ccfs `getstream()`: the caller's stream; callers that never set one are in the init
     /// stream.
     pub fn getstream(&self, caller: u64) -> StreamId {
-        self.callers
-            .get(&caller)
-            .copied()
-            .unwrap_or(crate::streams::INIT_STREAM)
+        self.streams.caller_stream(caller)
     }
 
     pub fn set_stream_flags(&mut self, s: StreamId, flags: StreamFlags) {
@@ -540,83 +516,6 @@ impl<D: BlockDevice> Fs<D> {
             return Ok(());
         }
         self.sync_file(s, ino, !flags.fsync_as_osync)
-    }
-
-    /// OptFS `osync()` (§4.4): commits what `fsync` would, without waiting for the device.
-    /// After it returns, no later update of the stream survives a crash without every
-    /// update before it (the records are recovered in order, each only if its data
-    /// arrived); they become durable at the next flush ([`Self::flush`], a `dsync`, a
-    /// `sync` or any flushing commit). Returns the ticket to compare with
-    /// [`Self::durable_ticket`]: the osync'd point is durable once that reaches it.
-    pub fn osync(&mut self, s: StreamId, ino: Ino) -> Result<u64> {
-        self.usable()?;
-        self.node(ino)?;
-        if self.opts.read_only {
-            return Ok(self.durable_upto);
-        }
-        self.sync_file(s, ino, false)?;
-        Ok(self.written_ticket())
-    }
-
-    /// OptFS `dsync()`: `fsync` whatever the stream's flags: everything before it in the
-    /// stream (and earlier osyncs of any stream) is on the media when it returns.
-    pub fn dsync(&mut self, s: StreamId, ino: Ino) -> Result<()> {
-        self.usable()?;
-        self.node(ino)?;
-        if self.opts.read_only {
-            return Ok(());
-        }
-        self.sync_file(s, ino, true)
-    }
-
-    fn sync_file(&mut self, s: StreamId, ino: Ino, flush: bool) -> Result<()> {
-        self.writable()?;
-        // Inside an atomic region nothing commits before the region does.
-        if self.is_region(s) {
-            return Ok(());
-        }
-        // The file's other group first, so that one flush covers both (not a region's:
-        // its changes are durable at its commit, not at someone's fsync).
-        if let Some(o) = self.streams.owner_of(&Key::Ino(ino)) {
-            let root = self.streams.find(o);
-            if root != self.streams.find(s) && !self.is_region(root) {
-                let g = self.streams.group(o);
-                self.commit_with(&g, Wait::Written)?;
-            }
-        }
-        let g = self.streams.group(s);
-        self.commit_with(&g, if flush { Wait::Caller } else { Wait::Written })
-    }
-
-    /// Makes every record written so far durable (one flush if any is not yet): the
-    /// durability timeout of the mount and the notification path call it.
-    pub fn flush(&mut self) -> Result<()> {
-        if self.opts.read_only || !self.has_unflushed() {
-            return Ok(());
-        }
-        self.writable()?;
-        self.drain()?;
-        if let Err(e) = self.dev.flush() {
-            return Err(self.poison(format!("flushing: {e}")));
-        }
-        self.stats.flushes += 1;
-        self.flushed();
-        Ok(())
-    }
-
-    /// The last commit known to be on the media: an osync ticket at or below it is durable.
-    pub fn durable_ticket(&self) -> u64 {
-        self.durable_upto
-    }
-
-    /// The last commit written (durable or not).
-    pub fn written_ticket(&self) -> u64 {
-        self.next_seq - 1
-    }
-
-    /// Some commit was written without a flush and is not yet known durable.
-    pub fn has_unflushed(&self) -> bool {
-        self.unflushed || self.inflight_bytes() > 0
     }
 
     /// Something is not yet committed (what a crash now would lose).
@@ -963,15 +862,6 @@ impl<D: BlockDevice> Fs<D> {
         self.streams.relate(s, claims, checks);
         self.streams.log(s, op);
         Ok(())
-    }
-
-    /// One more mutating call of `s` done: counted in the stream it was routed to.
-    fn count_call(&mut self, s: StreamId) {
-        let to = match self.routed.take() {
-            Some((from, to)) if from == s => to,
-            _ => s,
-        };
-        self.streams.count_call(to);
     }
 
     fn alloc_ino(&mut self) -> Ino {
@@ -1826,124 +1716,6 @@ impl<D: BlockDevice> Fs<D> {
         Ok(())
     }
 
-    // ----- committing -----
-
-    /// Commits the running transactions of `members` (one group, or all) as one record,
-    /// durably.
-    fn commit(&mut self, members: &[StreamId]) -> Result<()> {
-        self.commit_with(members, Wait::Now)
-    }
-
-    /// Commits as one record, and waits for what `wait` says.
-    ///
-    /// The commit failure rule (issue 25; docs/fs-design.md, "When a commit fails"): every
-    /// check that can refuse a commit — room in the journal for its record, room for a
-    /// snapshot when it commits by checkpoint — runs before the commit takes its operations
-    /// from their streams. A refusal changes nothing durable and leaves them pending, so a
-    /// later sync retries them. Once taken, they count as committed: an error after that
-    /// cannot be undone and poisons the mount ([`Self::past_no_return`]).
-    fn commit_with(&mut self, members: &[StreamId], wait: Wait) -> Result<()> {
-        self.writable()?;
-        let wait = if wait == Wait::Caller && !self.deferred {
-            Wait::Now
-        } else {
-            wait
-        };
-        let est_blocks = self.record_estimate(members)?;
-        // Today's bug of issue 25, on purpose: taken (and counted committed) before the checks.
-        let early = crate::mutation::active(crate::mutation::Mutation::TakeBeforeRoom)
-            .then(|| self.streams.take_group(members));
-        let pending = self.streams.pending(members).0.len();
-        if let Err(e) = self.commit_room(est_blocks) {
-            assert_eq!(
-                self.streams.pending(members).0.len(),
-                pending,
-                "a refused commit dropped pending operations"
-            );
-            return Err(e);
-        }
-        let taken = early.unwrap_or_else(|| self.streams.take_group(members));
-        let r = self.commit_taken(taken, wait, est_blocks);
-        self.past_no_return(r)
-    }
-
-    /// The commit failure rule's second half: an error of a commit that has taken its
-    /// operations (memory holds them as committed, the device may hold part of them)
-    /// poisons the mount, so that no later call reports anything durable.
-    fn past_no_return(&mut self, r: Result<()>) -> Result<()> {
-        match r {
-            Ok(()) => {
-                assert!(
-                    self.poisoned.is_none(),
-                    "a commit succeeded on a poisoned mount"
-                );
-                Ok(())
-            }
-            Err(e) if self.poisoned.is_some() => Err(e),
-            Err(e) => Err(self.poison(format!("a commit failed past its point of no return: {e}"))),
-        }
-    }
-
-    /// An upper bound, in journal blocks, on the record a commit of `members` would write,
-    /// computed before the commit takes anything: its logical operations as they are; per
-    /// dirty block at most one `Map` with its checksum; per preallocated run one `Map`; per
-    /// file a `SetSize` and a `SetAttr`; the record's own fields.
-    fn record_estimate(&self, members: &[StreamId]) -> Result<u64> {
-        let (ops, inos) = self.streams.pending(members);
-        let data = |i: &Ino| {
-            self.dirty.contains_key(i) || self.falloc.contains_key(i) || self.wattrs.contains_key(i)
-        };
-        if ops.is_empty() && !inos.iter().any(data) {
-            // Nothing to write: no room needed (an fsync of a clean file never refuses).
-            return Ok(0);
-        }
-        let mut logical_bytes = 16u64;
-        for op in ops {
-            logical_bytes += postcard::experimental::serialized_size(op)
-                .map_err(|e| FsError::Internal(format!("sizing operation {op:?}: {e}")))?
-                as u64;
-        }
-        let dirty: u64 = inos
-            .iter()
-            .map(|i| self.dirty.get(i).map_or(0, |d| d.len() as u64))
-            .sum();
-        let (ranges, prealloc): (u64, u64) = inos
-            .iter()
-            .filter_map(|i| self.falloc.get(i))
-            .fold((0, 0), |(r, b), f| (r + f.0.len() as u64, b + f.1));
-        // A preallocated range takes one Map per free run it lands in.
-        let prealloc_maps = ranges + prealloc.min(self.alloc.free_run_count());
-        let bytes = logical_bytes
-            + 72 * dirty
-            + 128 * (inos.len() as u64 + prealloc_maps)
-            + 24 * members.len() as u64
-            + 4096;
-        Ok(bytes.div_ceil(BLOCK as u64) + 1)
-    }
-
-    /// Makes room for a commit whose record takes at most `est_blocks` journal blocks,
-    /// before the commit takes anything: a checkpoint when the journal is too full for the
-    /// record; for a commit larger than the journal (it commits by checkpoint), a check
-    /// that the snapshot holding it fits. A refusal (NoSpace) changes nothing durable.
-    fn commit_room(&mut self, est_blocks: u64) -> Result<()> {
-        if self.jhead + est_blocks <= self.sb.journal_end() {
-            return Ok(());
-        }
-        if est_blocks <= self.sb.journal_blocks {
-            self.checkpoint()?;
-            assert!(self.jhead + est_blocks <= self.sb.journal_end());
-            return Ok(());
-        }
-        let need = self.commit_snapshot_blocks(est_blocks)?;
-        let room = self.alloc.free_blocks().saturating_sub(self.reserved);
-        if need > room {
-            return Err(FsError::NoSpace(format!(
-                "a commit larger than the journal needs a {need}-block metadata snapshot; {room} blocks are free (delete files, or mount with a larger journal)"
-            )));
-        }
-        Ok(())
-    }
-
     /// The reserve a commit by checkpoint needs (kept in one small function so that the
     /// metadata-reserve sizing can share it): a new base snapshot of the durable state plus
     /// the commit's record-sized growth, in blocks.
@@ -1952,466 +1724,6 @@ impl<D: BlockDevice> Fs<D> {
             .map_err(|e| FsError::Internal(format!("sizing the durable metadata: {e}")))?
             as u64;
         Ok(durable_bytes.div_ceil(BLOCK as u64) + est_blocks + 1)
-    }
-
-    /// A commit of operations taken from their streams (past its point of no return).
-    fn commit_taken(
-        &mut self,
-        taken: (Vec<LogOp>, Vec<Key>, Vec<(StreamId, u64)>),
-        wait: Wait,
-        est_blocks: u64,
-    ) -> Result<()> {
-        let flush = wait != Wait::Written;
-        let (mut ops, keys, progress) = taken;
-        let logical = ops.len();
-        // Every write is in its file's group: committed now (as SetSize/SetAttr from live).
-        // A file written since its last commit gets its size and mtime recorded even when
-        // no dirty block is left (a hole punched over all of them).
-        let mut written = BTreeSet::new();
-        for k in &keys {
-            if let Key::Ino(i) = k {
-                if self.wattrs.remove(i).is_some() {
-                    written.insert(*i);
-                }
-            }
-        }
-        let inos: BTreeSet<Ino> = keys
-            .iter()
-            .filter_map(|k| match k {
-                Key::Ino(i)
-                    if self.dirty.contains_key(i)
-                        || self.falloc.contains_key(i)
-                        || written.contains(i) =>
-                {
-                    Some(*i)
-                }
-                _ => None,
-            })
-            .collect();
-        let tx = if flush {
-            self.tx_for_commit(&inos, est_blocks)?
-        } else {
-            None
-        };
-        let mut data_bytes = 0u64;
-        let mut cio = io::CommitIo::new(self.next_seq);
-        for ino in inos {
-            let Some(node) = self.live.get(ino) else {
-                self.drop_dirty(ino, 0);
-                self.falloc.remove(&ino);
-                continue;
-            };
-            let (size, mtime, ctime) = (node.size, node.mtime, node.ctime);
-            let mut dirty = self.dirty.remove(&ino).unwrap_or_default();
-            let had_dirty = !dirty.is_empty() || written.contains(&ino);
-            if let Some((ranges, res)) = self.falloc.remove(&ino) {
-                intactfs_device::counter::release(
-                    &mut self.reserved,
-                    res,
-                    "reserved (preallocation at commit)",
-                );
-                let ext = self
-                    .live
-                    .get(ino)
-                    .and_then(|n| n.extents())
-                    .expect("a file with preallocation");
-                let holes: Vec<(u64, u64)> = merge_ranges(ranges)
-                    .into_iter()
-                    .flat_map(|(a, b)| holes(ext, Some(&dirty), a, b))
-                    .collect();
-                for (mut lblk, len) in holes {
-                    let runs = self.alloc.alloc(len);
-                    let got: u64 = runs.iter().map(|r| r.1).sum();
-                    if got < len {
-                        return Err(
-                            self.poison(format!("preallocation found {got} of {len} blocks"))
-                        );
-                    }
-                    for (pblk, l) in runs {
-                        ops.push(LogOp::Map {
-                            ino,
-                            lblk,
-                            pblk,
-                            len: l,
-                            crcs: Vec::new(),
-                        });
-                        lblk += l;
-                    }
-                }
-            }
-            if had_dirty {
-                ops.push(LogOp::SetSize {
-                    ino,
-                    size,
-                    time: mtime,
-                    free_past_end: false,
-                });
-            }
-            if !dirty.is_empty() {
-                // On a transactional device a block the file already has is rewritten where
-                // it is, inside the commit's device transaction (X-FTL): no new block, nothing
-                // to free later. Elsewhere (and for new blocks) copy on write.
-                if tx.is_some() {
-                    let ext = self
-                        .live
-                        .get(ino)
-                        .and_then(|n| n.extents())
-                        .expect("a file with dirty blocks");
-                    let (inplace, fresh): (Blocks, Blocks) = dirty
-                        .into_iter()
-                        .partition(|(l, _)| map_block(ext, *l).is_some());
-                    dirty = fresh;
-                    let placed: Vec<(u64, u64, Box<[u8]>)> = inplace
-                        .into_iter()
-                        .map(|(l, b)| (l, map_block(ext, l).expect("partitioned").0, b))
-                        .collect();
-                    let n = placed.len() as u64;
-                    intactfs_device::counter::release(
-                        &mut self.reserved,
-                        n,
-                        "reserved (in-place blocks at commit)",
-                    );
-                    intactfs_device::counter::release(
-                        &mut self.dirty_blocks,
-                        n,
-                        "dirty_blocks (in-place blocks at commit)",
-                    );
-                    self.stats.inplace_blocks += n;
-                    let mut i = 0;
-                    while i < placed.len() {
-                        // One write and one Map per run contiguous in the file and on the device.
-                        let mut j = i + 1;
-                        while j < placed.len()
-                            && placed[j].0 == placed[j - 1].0 + 1
-                            && placed[j].1 == placed[j - 1].1 + 1
-                        {
-                            j += 1;
-                        }
-                        let mut buf = Vec::with_capacity((j - i) * BLOCK);
-                        for (_, _, b) in &placed[i..j] {
-                            buf.extend_from_slice(b);
-                        }
-                        let plain =
-                            crate::mutation::active(crate::mutation::Mutation::InplacePlain);
-                        self.dev_write(if plain { None } else { tx }, placed[i].1, &buf)?;
-                        data_bytes += buf.len() as u64;
-                        let crcs = placed[i..j]
-                            .iter()
-                            .map(|(_, _, b)| layout::block_crc(b))
-                            .collect();
-                        ops.push(LogOp::Map {
-                            ino,
-                            lblk: placed[i].0,
-                            pblk: placed[i].1,
-                            len: (j - i) as u64,
-                            crcs,
-                        });
-                        i = j;
-                    }
-                }
-            }
-            if !dirty.is_empty() {
-                let n = dirty.len() as u64;
-                let runs = self.alloc.alloc(n);
-                if runs.iter().map(|r| r.1).sum::<u64>() < n {
-                    return Err(self.poison(format!(
-                        "allocation at commit found fewer than the {n} reserved blocks"
-                    )));
-                }
-                intactfs_device::counter::release(
-                    &mut self.reserved,
-                    n,
-                    "reserved (new blocks at commit)",
-                );
-                intactfs_device::counter::release(
-                    &mut self.dirty_blocks,
-                    n,
-                    "dirty_blocks (new blocks at commit)",
-                );
-                let mut blocks = dirty.into_iter();
-                for (p, l) in runs {
-                    let chunk: Vec<(u64, Box<[u8]>)> = blocks.by_ref().take(l as usize).collect();
-                    data_bytes += l * BLOCK as u64;
-                    // One Map per stretch contiguous in the file too.
-                    let mut i = 0;
-                    while i < chunk.len() {
-                        let mut j = i + 1;
-                        while j < chunk.len() && chunk[j].0 == chunk[j - 1].0 + 1 {
-                            j += 1;
-                        }
-                        let crcs = chunk[i..j]
-                            .iter()
-                            .map(|(_, b)| layout::block_crc(b))
-                            .collect();
-                        ops.push(LogOp::Map {
-                            ino,
-                            lblk: chunk[i].0,
-                            pblk: p + i as u64,
-                            len: (j - i) as u64,
-                            crcs,
-                        });
-                        i = j;
-                    }
-                    let bufs: Vec<Box<[u8]>> = chunk.into_iter().map(|(_, b)| b).collect();
-                    if tx.is_some() {
-                        let buf = bufs.concat();
-                        self.dev_write(tx, p, &buf)?;
-                    } else {
-                        // Written where the blocks lie (vectored), by whoever performs the commit.
-                        cio.add_run(p, bufs);
-                    }
-                }
-            }
-            if had_dirty {
-                ops.push(LogOp::SetAttr {
-                    ino,
-                    mode: None,
-                    uid: None,
-                    gid: None,
-                    atime: None,
-                    mtime: Some(mtime),
-                    ctime,
-                });
-            }
-        }
-        if ops.is_empty() {
-            // Calls that changed nothing on disk (e.g. preallocating blocks already
-            // allocated) are as durable as everything before them.
-            if wait == Wait::Now {
-                self.flush()?;
-            }
-            if wait == Wait::Caller {
-                self.owe(self.written_ticket());
-            }
-            if !progress.is_empty() {
-                self.log_commit(self.written_ticket(), progress);
-            }
-            return Ok(());
-        }
-        for op in &ops[logical..] {
-            self.live
-                .apply(op)
-                .map_err(|e| FsError::Internal(format!("data operation {op:?}: {e}")))?;
-            // Budgeted while its blocks were reserved (reserve::MAP_BYTES_PER_BLOCK).
-            self.meta_growth_bytes += reserve::growth_bytes(op);
-        }
-        let rec = Record {
-            uuid: self.sb.uuid,
-            epoch: self.cp.generation,
-            seq: self.next_seq,
-            durable_upto: self.durable_upto,
-            streams: progress.clone(),
-            ops,
-        };
-        let bytes = layout::encode(REC_MAGIC, &rec);
-        let fits = |fs: &Self, b: &[u8]| fs.jhead + (b.len() / BLOCK) as u64 <= fs.sb.journal_end();
-        if tx.is_some() && !fits(self, &bytes) {
-            // tx_for_commit checkpointed for a record of this size or more.
-            return Err(self.poison(format!(
-                "journal record {} ({} bytes) is larger than estimated",
-                rec.seq,
-                bytes.len()
-            )));
-        }
-        assert!(
-            (bytes.len() / BLOCK) as u64 <= est_blocks,
-            "record {} of {} bytes is larger than its estimate of {est_blocks} blocks",
-            rec.seq,
-            bytes.len()
-        );
-        if !fits(self, &bytes) {
-            // commit_room checkpointed when a record this size might not fit, so this is a
-            // commit larger than the journal (commit_room checked its snapshot's room). It
-            // commits as a checkpoint: the new snapshot already contains it, and the header
-            // flip makes it atomic. Its data first (the checkpoint drains).
-            self.enqueue(cio)?;
-            return self.commit_by_checkpoint(rec, logical, data_bytes);
-        }
-        let rec_blocks = (bytes.len() / BLOCK) as u64;
-        match tx {
-            Some(t) => {
-                if let Err(e) = self.dev.tx_write_run(t, self.jhead, &bytes) {
-                    return Err(self.poison(format!("writing journal record {}: {e}", rec.seq)));
-                }
-            }
-            None => cio.set_record(self.jhead, bytes),
-        }
-        self.jhead += rec_blocks;
-        assert!(
-            self.jhead <= self.sb.journal_end(),
-            "journal head {} past the journal's end {} after record {}",
-            self.jhead,
-            self.sb.journal_end(),
-            rec.seq
-        );
-        self.stats.data_bytes += data_bytes;
-        self.stats.journal_bytes += rec_blocks * BLOCK as u64;
-        self.stats.commits += 1;
-        self.apply_durable(&rec.ops, logical, rec.seq)?;
-        self.next_seq = rec.seq + 1;
-        self.note_record(rec.seq, rec.durable_upto);
-        self.unflushed = true;
-        if tx.is_none() {
-            self.enqueue(cio)?;
-        }
-        if let Some(t) = tx {
-            // The device commits data and record at once, durably (its commit is a flush).
-            if let Err(e) = self.dev.tx_commit(t) {
-                return Err(self.poison(format!(
-                    "committing device transaction of record {}: {e}",
-                    rec.seq
-                )));
-            }
-            self.stats.flushes += 1;
-            self.stats.tx_commits += 1;
-            self.flushed();
-        } else if wait == Wait::Caller {
-            // The caller writes it and flushes (group commit), outside its lock.
-            self.owe(rec.seq);
-        } else if flush {
-            // Data and record need no order between them: recovery checks the data CRCs.
-            self.drain()?;
-            if let Err(e) = self.dev.flush() {
-                return Err(self.poison(format!("flushing journal record {}: {e}", rec.seq)));
-            }
-            self.stats.flushes += 1;
-            self.flushed();
-        } else {
-            self.stats.optimistic_commits += 1;
-            if crate::mutation::active(crate::mutation::Mutation::EarlyReuse) {
-                self.alloc.durable();
-            }
-        }
-        self.log_commit(rec.seq, progress);
-        let used = self
-            .jhead
-            .checked_sub(self.sb.journal_start)
-            .expect("journal head before the journal");
-        if used as f64 >= self.opts.checkpoint_fill * self.sb.journal_blocks as f64 {
-            match self.checkpoint() {
-                // Refused (nothing changed): the commit is complete without it; the next
-                // commit that needs the room checkpoints first, or is refused before it
-                // takes anything.
-                Err(_) if self.poisoned.is_none() => {}
-                r => r?,
-            }
-        }
-        Ok(())
-    }
-
-    /// Writes data blocks, in device transaction `tx` if any.
-    fn dev_write(&mut self, tx: Option<u64>, block: u64, buf: &[u8]) -> Result<()> {
-        let r = match tx {
-            Some(t) => self.dev.tx_write_run(t, block, buf),
-            None => self.dev.write_run(block, buf),
-        };
-        r.map_err(|e| self.poison(format!("writing data: {e}")))
-    }
-
-    /// Whether this durable commit goes through a device transaction (`Some(its id)`): on a
-    /// transactional device, when its data and its record surely fit both the device's
-    /// room for open transactions and the journal. The record is estimated from above
-    /// before any data is written, and the journal checkpointed first if it is too full:
-    /// once data is rewritten in place, the commit cannot fall back to a checkpoint.
-    /// Earlier optimistic records are flushed first, so that the new record says they are
-    /// durable and recovery no longer checks their data (which an in-place rewrite may
-    /// replace).
-    fn tx_for_commit(&mut self, inos: &BTreeSet<Ino>, est: u64) -> Result<Option<u64>> {
-        if !self.dev.transactional() {
-            return Ok(None);
-        }
-        let dirty: u64 = inos
-            .iter()
-            .map(|i| self.dirty.get(i).map_or(0, |d| d.len() as u64))
-            .sum();
-        // `est` (Self::record_estimate) bounds the record from above.
-        if est > self.sb.journal_blocks || dirty + est > self.dev.tx_room() {
-            return Ok(None);
-        }
-        // Self::commit_room checkpointed, before the commit took anything, if it did not fit.
-        assert!(
-            self.jhead + est <= self.sb.journal_end(),
-            "journal head {} + {est} blocks past the journal's end {}",
-            self.jhead,
-            self.sb.journal_end()
-        );
-        self.flush()?;
-        Ok(Some(self.next_seq))
-    }
-
-    fn commit_by_checkpoint(&mut self, rec: Record, logical: usize, data_bytes: u64) -> Result<()> {
-        self.apply_durable(&rec.ops, logical, rec.seq)?;
-        // The checkpoint records `next_seq` as its first sequence number: this transaction
-        // takes the sequence number it would have had as a record.
-        self.next_seq = rec.seq + 1;
-        self.checkpoint()?;
-        self.stats.data_bytes += data_bytes;
-        self.stats.commits += 1;
-        self.log_commit(rec.seq, rec.streams);
-        Ok(())
-    }
-
-    /// Applies committed operations to the durable state; what they free waits in the
-    /// pending lists until [`Self::released`]. The first `logical` operations are calls
-    /// logged earlier: what they free was counted in `freeing` then.
-    fn apply_durable(&mut self, ops: &[LogOp], logical: usize, seq: u64) -> Result<()> {
-        for (k, op) in ops.iter().enumerate() {
-            let mut touched = self.durable.touches(op);
-            if crate::mutation::active(crate::mutation::Mutation::DeltaMissesData)
-                && matches!(op, LogOp::Map { .. } | LogOp::SetSize { .. })
-            {
-                touched.clear();
-            }
-            self.touched.extend(touched);
-            let freed = self.durable.apply(op).map_err(|e| {
-                FsError::Internal(format!(
-                    "committed operation {op:?} does not apply to the durable state: {e}"
-                ))
-            })?;
-            for (s, l) in freed.extents {
-                self.alloc.defer(seq, s, l);
-                if k < logical {
-                    intactfs_device::counter::release(
-                        &mut self.freeing,
-                        l,
-                        "freeing (a committed call's frees)",
-                    );
-                }
-            }
-            if let Some(i) = freed.ino {
-                self.pending_inos.push((seq, i));
-            }
-        }
-        Ok(())
-    }
-
-    /// A flush completed after a drain: every record written so far is on the media.
-    fn flushed(&mut self) {
-        self.durable_advanced(self.written_ticket());
-    }
-
-    /// Releases what durable commits freed. A block freed by commit F was written by an
-    /// earlier commit W, whose record recovery checks against the block's checksum unless
-    /// a record on the media says W was durable. So F's frees are reusable once F is on
-    /// the media *and* some record on the media carries `durable_upto` ≥ F − 1 ≥ W. With
-    /// flushing commits only, F itself carries F − 1, and this is "after F's flush"; after
-    /// osync commits it may take one more flushed record (or a checkpoint).
-    fn released(&mut self) {
-        let upto = self.durable_upto.min(self.carried + 1);
-        self.alloc.durable_upto(upto);
-        let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending_inos)
-            .into_iter()
-            .partition(|p| p.0 <= upto);
-        self.pending_inos = later;
-        self.free_inos.extend(now.into_iter().map(|p| p.1));
-    }
-
-    /// After a checkpoint nothing older is replayed or checked: everything freed so far
-    /// may be reused.
-    fn released_all(&mut self) {
-        self.alloc.durable();
-        self.free_inos
-            .extend(self.pending_inos.drain(..).map(|p| p.1));
     }
 
     fn log_commit(&mut self, seq: u64, streams: Vec<(StreamId, u64)>) {
@@ -2595,9 +1907,7 @@ impl<D: BlockDevice> Fs<D> {
         self.full_next = false;
         self.jhead = self.sb.journal_start;
         // The header flip's flush made every record written before it durable too.
-        self.durable_upto = self.written_ticket();
-        self.carried = self.durable_upto;
-        self.unflushed = false;
+        self.tickets.checkpointed(self.written_ticket());
         self.inflight_reset();
         self.released_all();
         self.measure_meta();

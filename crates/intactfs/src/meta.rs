@@ -16,6 +16,8 @@ pub const ROOT: Ino = 1;
 pub const BLOCK: usize = 4096;
 pub const NAME_MAX: usize = 255;
 pub const SYMLINK_MAX: usize = 4095;
+/// Largest file size: 2^50 bytes (1 PiB).
+pub const MAX_FILE_SIZE: u64 = 1 << 50;
 
 /// `len` consecutive blocks from `pblk`. `crcs` holds one CRC-32C per block of written
 /// data; empty means preallocated (unwritten) space that reads as zeros.

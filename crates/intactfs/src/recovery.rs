@@ -7,14 +7,13 @@
 //! that *is* intact but does not apply, or a snapshot that breaks an invariant, is damage:
 //! mount refuses with the reason rather than guessing.
 
-use crate::engine::MAX_FILE_SIZE;
 use crate::error::{FsError, Result};
 use crate::layout::{
     self, Checkpoint, Delta, FrameError, Record, Superblock, CHECKPOINT_SLOTS, MAX_CHAIN_EXTENTS,
     MAX_DELTAS, MAX_SNAPSHOT_EXTENTS, MAX_TABLE_EXTENTS, REC_MAGIC, SB_MAGIC, SUPERBLOCK,
 };
 use crate::meta::{
-    dir_key, valid_name, Body, FileType, Ino, Inode, Meta, BLOCK, ROOT, SYMLINK_MAX,
+    dir_key, valid_name, Body, FileType, Ino, Inode, Meta, BLOCK, MAX_FILE_SIZE, ROOT, SYMLINK_MAX,
 };
 use intactfs_device::BlockDevice;
 use std::collections::{HashMap, VecDeque};

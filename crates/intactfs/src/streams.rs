@@ -1,4 +1,6 @@
-//! Streams (ccfs §3.2) and the related-operation rule (ccfs §3.5).
+//! Streams (ccfs: thesis `004` ch. 5.4–5.5, journal article `000` §3.2 the stream API, §3.5
+//! the related-operation rule and temporary merging). Owns all of the streams' state:
+//! running transactions, claimed keys, the merge forest and the callers' streams.
 //!
 //! Every stream has a running transaction. Uncommitted operations *claim* keys: the inode
 //! whose content or attributes they change, the directory entry name they change. An
@@ -59,9 +61,22 @@ pub struct Streams {
     next_gseq: u64,
     /// How many times two groups were merged (for tests and statistics).
     pub merges: u64,
+    /// Caller → stream, for `setstream`/`getstream` (ccfs §3.2).
+    callers: HashMap<u64, StreamId>,
 }
 
 impl Streams {
+    /// ccfs `setstream`: `caller`'s later calls go to `stream`.
+    pub fn set_caller(&mut self, caller: u64, stream: StreamId) {
+        self.callers.insert(caller, stream);
+    }
+
+    /// ccfs `getstream`: the caller's stream; callers that never set one are in the init
+    /// stream.
+    pub fn caller_stream(&self, caller: u64) -> StreamId {
+        self.callers.get(&caller).copied().unwrap_or(INIT_STREAM)
+    }
+
     pub fn stream(&mut self, id: StreamId) -> &mut Stream {
         self.streams.entry(id).or_default()
     }
@@ -98,8 +113,13 @@ impl Streams {
     /// merging groups as needed, and claims `claims` for `s`.
     pub fn relate(&mut self, s: StreamId, claims: &[Key], checks: &[Key]) {
         self.stream(s);
-        for o in self.related_roots(claims, checks) {
+        let roots = self.related_roots(claims, checks);
+        for &o in &roots {
             self.union(s, o);
+        }
+        let r = self.find(s);
+        for o in roots {
+            assert_eq!(self.find(o), r, "stream {o} related to {s} but not merged");
         }
         for k in claims {
             if self.owner.get(k) != Some(&s) {
@@ -264,10 +284,58 @@ impl Streams {
                 }
             }
         }
+        // Members are whole groups: no stream left behind still hangs under a member.
+        assert!(
+            !self
+                .parent
+                .iter()
+                .any(|(c, p)| members.contains(p) && !members.contains(c)),
+            "a commit took part of a group ({members:?})"
+        );
         for &m in members {
             self.parent.remove(&m);
         }
         ops.sort_by_key(|(g, _)| *g);
         (ops.into_iter().map(|(_, o)| o).collect(), keys, progress)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two streams related through one inode form one group.
+    fn merged() -> Streams {
+        let mut s = Streams::default();
+        s.relate(1, &[Key::Ino(5)], &[]);
+        s.log(1, LogOp::Free { ino: 5 });
+        s.relate(2, &[Key::Ino(5)], &[]);
+        assert_eq!(s.group(1), vec![1, 2]);
+        s
+    }
+
+    #[test]
+    fn a_commit_takes_whole_groups() {
+        let mut s = merged();
+        let (ops, _, progress) = s.take_group(&[1, 2]);
+        assert_eq!((ops.len(), progress.len()), (1, 2));
+        assert_eq!(
+            s.group(2),
+            vec![2],
+            "the members are separate streams again"
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "a commit took part of a group")]
+    fn taking_part_of_a_group_is_refused() {
+        merged().take_group(&[1]);
+    }
+
+    #[test]
+    fn callers_without_a_stream_are_in_the_init_stream() {
+        let mut s = Streams::default();
+        s.set_caller(42, 7);
+        assert_eq!((s.caller_stream(42), s.caller_stream(43)), (7, INIT_STREAM));
     }
 }

@@ -243,11 +243,11 @@ impl<D: BlockDevice> Fs<D> {
 
     /// Durable ≤ written; positions inside their areas; commits in flight ordered.
     fn check_tickets(&self) -> Result<()> {
-        let (durable, written) = (self.durable_upto, self.written_ticket());
-        if durable > written || self.carried > durable {
+        let (durable, written) = (self.tickets.durable(), self.written_ticket());
+        if durable > written || self.tickets.carried() > durable {
             return Err(violation(format!(
                 "tickets out of order: carried {} ≤ durable {durable} ≤ written {written} expected",
-                self.carried
+                self.tickets.carried()
             )));
         }
         if self.cp.next_seq > self.next_seq || self.cp.durable_upto > durable {
@@ -301,7 +301,7 @@ impl<D: BlockDevice> Fs<D> {
                 )));
             }
         }
-        if let Some(r) = self.regions.keys().find(|&&r| r < REGION_BASE) {
+        if let Some(r) = self.regions.ids().find(|&r| r < REGION_BASE) {
             return Err(violation(format!(
                 "region stream {r} is below the region range"
             )));
@@ -396,7 +396,8 @@ mod tests {
     #[test]
     fn tickets_out_of_order_are_reported() {
         let (mut fs, _) = busy();
-        fs.durable_upto = fs.written_ticket() + 1;
+        let t = fs.written_ticket() + 1;
+        fs.tickets.force_durable(t);
         violated(&fs, "tickets out of order");
     }
 

@@ -144,6 +144,29 @@ pub(crate) struct Inflight {
     bytes: u64,
 }
 
+impl Inflight {
+    /// A record written (or being written), with the durable ticket it carries.
+    pub(super) fn push_record(&mut self, seq: u64, carries: u64) {
+        let last = self.records.back().map_or(0, |r| r.0);
+        assert!(last < seq, "record {seq} noted after record {last}");
+        self.records.push_back((seq, carries));
+    }
+
+    /// Forgets the records up to `upto` (they are on the media); returns the highest
+    /// durable ticket they carry.
+    pub(super) fn pop_records_upto(&mut self, upto: u64) -> Option<u64> {
+        let mut carried = None;
+        while let Some(&(s, c)) = self.records.front() {
+            if s > upto {
+                break;
+            }
+            carried = carried.max(Some(c));
+            self.records.pop_front();
+        }
+        carried
+    }
+}
+
 impl<D: BlockDevice> Fs<D> {
     /// Commit I/O is left to the caller ([`Self::take_io`]) instead of done at once.
     pub fn set_deferred_io(&mut self, on: bool) -> Result<()> {
@@ -230,16 +253,6 @@ impl<D: BlockDevice> Fs<D> {
         self.durable_advanced(upto);
     }
 
-    /// The ticket that must be durable before the last calls may return (deferred I/O:
-    /// a durable commit the caller writes and flushes), once.
-    pub fn take_owed(&mut self) -> Option<u64> {
-        self.owed.take()
-    }
-
-    pub(crate) fn owe(&mut self, seq: u64) {
-        self.owed = Some(self.owed.map_or(seq, |o| o.max(seq)));
-    }
-
     /// The mount's dirty limit (bytes).
     pub fn dirty_limit(&self) -> u64 {
         self.opts.dirty_limit
@@ -277,7 +290,7 @@ impl<D: BlockDevice> Fs<D> {
             .inflight
             .list
             .back()
-            .map_or(self.durable_upto, |l| l.seq);
+            .map_or(self.tickets.durable(), |l| l.seq);
         assert!(c.seq > last, "commit {} enqueued after {last}", c.seq);
         for (ri, (b, blocks)) in c.runs.iter().enumerate() {
             for k in 0..blocks.len() {
@@ -294,18 +307,6 @@ impl<D: BlockDevice> Fs<D> {
         } else {
             self.perform_io(&c)
         }
-    }
-
-    pub(crate) fn note_record(&mut self, seq: u64, carries: u64) {
-        // Pair of the checks in durable_advanced: records in ticket order, each carrying a
-        // durable ticket below its own.
-        assert!(
-            carries < seq,
-            "record {seq} carries durable ticket {carries}"
-        );
-        let last = self.inflight.records.back().map_or(0, |r| r.0);
-        assert!(last < seq, "record {seq} noted after record {last}");
-        self.inflight.records.push_back((seq, carries));
     }
 
     /// Performs every commit not yet written, in this thread.
@@ -326,26 +327,6 @@ impl<D: BlockDevice> Fs<D> {
             .blocks
             .get(&p)
             .map(|(c, r, k)| c.block(*r, *k))
-    }
-
-    /// Every record up to `upto` is on the media.
-    pub(crate) fn durable_advanced(&mut self, upto: u64) {
-        // The durable ticket never passes a record not yet prepared (issue 25).
-        assert!(
-            upto <= self.written_ticket(),
-            "durable up to {upto}, past the last record prepared ({})",
-            self.written_ticket()
-        );
-        self.durable_upto = self.durable_upto.max(upto);
-        while let Some(&(s, c)) = self.inflight.records.front() {
-            if s > self.durable_upto {
-                break;
-            }
-            self.carried = self.carried.max(c);
-            self.inflight.records.pop_front();
-        }
-        self.unflushed = self.durable_upto < self.written_ticket();
-        self.released();
     }
 
     /// After a checkpoint: nothing is in flight and every record is durable.

@@ -1,6 +1,7 @@
-//! Atomic regions (CFS, `003` §3–4): everything a process group changes between
-//! [`Fs::region_begin`] and [`Fs::region_commit`] reaches the media all or nothing, and
-//! [`Fs::region_abort`] undoes it in memory.
+//! Atomic regions (CFS, `003` §3–4; §4.1 atomic propagation groups, §4.3 commit and
+//! abort): everything a process group changes between [`Fs::region_begin`] and
+//! [`Fs::region_commit`] reaches the media all or nothing, and [`Fs::region_abort`] undoes
+//! it in memory. Their state is one struct, [`Regions`], owned by this module.
 //!
 //! A region is a stream of its own that nothing commits early:
 //! * **No steal.** `sync`, periodic commits, the dirty limit and fsync of another
@@ -43,6 +44,78 @@ pub(super) struct Region {
     files: BTreeSet<Ino>,
 }
 
+/// The state of this mount's atomic regions, owned here: the engine reaches it only
+/// through the functions of this module.
+#[derive(Debug, Default)]
+pub(super) struct Regions {
+    /// Open atomic regions, by their stream.
+    open: BTreeMap<StreamId, Region>,
+    /// Files added to a region: every write to them goes there.
+    added: HashMap<Ino, StreamId>,
+    /// Regions begun on this mount: the next one's stream is `REGION_BASE + next`.
+    next: u64,
+    /// The last routing decision ([`Fs::route`]): (caller's stream, stream the call went
+    /// to), so that a call that joined a region is counted in the region's history.
+    routed: Option<(StreamId, StreamId)>,
+}
+
+impl Regions {
+    /// No region is open.
+    pub(super) fn is_empty(&self) -> bool {
+        self.open.is_empty()
+    }
+
+    /// The open regions' streams.
+    pub(super) fn ids(&self) -> impl Iterator<Item = StreamId> + '_ {
+        self.open.keys().copied()
+    }
+
+    /// Opens a region: a new stream at or above [`REGION_BASE`].
+    fn begin(&mut self) -> Result<StreamId> {
+        if self.next > u32::MAX as u64 {
+            return Err(FsError::Busy(
+                "this mount has begun 2^32 atomic regions; mount it again".into(),
+            ));
+        }
+        let r = REGION_BASE + self.next;
+        self.next += 1;
+        let was = self.open.insert(r, Region::default());
+        assert!(was.is_none(), "region {r} begun twice");
+        Ok(r)
+    }
+
+    /// Adds file `ino` to open region `r` (the caller checked it belongs to no other).
+    fn add_file(&mut self, r: StreamId, ino: Ino) {
+        let was = self.added.insert(ino, r);
+        assert!(
+            was.is_none(),
+            "inode {ino} added to region {r} while in region {was:?}"
+        );
+        self.open
+            .get_mut(&r)
+            .expect("adding a file to a region that is not open")
+            .files
+            .insert(ino);
+    }
+
+    /// Closes region `r` (at its commit or abort): its files are no longer added.
+    fn close(&mut self, r: StreamId) -> Result<Region> {
+        let reg = self
+            .open
+            .remove(&r)
+            .ok_or_else(|| FsError::Invalid("no atomic region is open".into()))?;
+        for f in &reg.files {
+            let was = self.added.remove(f);
+            assert_eq!(was, Some(r), "inode {f} of region {r} was not added to it");
+        }
+        assert!(
+            !self.added.values().any(|&o| o == r),
+            "a closed region {r} still has added files"
+        );
+        Ok(reg)
+    }
+}
+
 /// What a write sets on its file directly (as `Fs::write` does).
 fn write_attrs(m: &mut Meta, ino: Ino, end: u64, t: Time) {
     if let Some(n) = m.inodes.get_mut(&ino) {
@@ -56,30 +129,24 @@ impl<D: BlockDevice> Fs<D> {
     /// Opens an atomic region; returns its stream, for the calls that make up the region.
     pub fn region_begin(&mut self) -> Result<StreamId> {
         self.writable()?;
-        if self.next_region > u32::MAX as u64 {
-            return Err(FsError::Busy(
-                "this mount has begun 2^32 atomic regions; mount it again".into(),
-            ));
-        }
-        let r = REGION_BASE + self.next_region;
-        self.next_region += 1;
-        self.regions.insert(r, Region::default());
+        let r = self.regions.begin()?;
         self.streams.stream(r);
         Ok(r)
     }
 
     /// Whether `s` is an open region.
     pub fn is_region(&self, s: StreamId) -> bool {
-        self.regions.contains_key(&s)
+        self.regions.open.contains_key(&s)
     }
 
     /// Open regions.
     pub fn regions_open(&self) -> usize {
-        self.regions.len()
+        self.regions.open.len()
     }
 
     fn region(&self, r: StreamId) -> Result<&Region> {
         self.regions
+            .open
             .get(&r)
             .ok_or_else(|| FsError::Invalid("no atomic region is open".into()))
     }
@@ -90,7 +157,7 @@ impl<D: BlockDevice> Fs<D> {
     pub fn region_add(&mut self, r: StreamId, ino: Ino) -> Result<()> {
         self.region(r)?;
         self.file(ino)?;
-        match self.added.get(&ino) {
+        match self.regions.added.get(&ino) {
             Some(&o) if o == r => return Ok(()),
             Some(_) => {
                 return Err(FsError::Busy(format!(
@@ -100,35 +167,19 @@ impl<D: BlockDevice> Fs<D> {
             None => {}
         }
         self.route(r, &[Key::Ino(ino)], &[])?;
-        self.added.insert(ino, r);
-        self.regions
-            .get_mut(&r)
-            .expect("checked above")
-            .files
-            .insert(ino);
+        self.regions.add_file(r, ino);
         Ok(())
     }
 
     /// The region a file was added to.
     pub fn region_of_file(&self, ino: Ino) -> Option<StreamId> {
-        self.added.get(&ino).copied()
-    }
-
-    fn close_region(&mut self, r: StreamId) -> Result<Region> {
-        let reg = self
-            .regions
-            .remove(&r)
-            .ok_or_else(|| FsError::Invalid("no atomic region is open".into()))?;
-        for f in &reg.files {
-            self.added.remove(f);
-        }
-        Ok(reg)
+        self.regions.added.get(&ino).copied()
     }
 
     /// Commits region `r`: one record, flushed; returns when it is durable.
     pub fn region_commit(&mut self, r: StreamId) -> Result<()> {
         self.writable()?;
-        self.close_region(r)?;
+        self.regions.close(r)?;
         let res = self.commit(&[r]);
         self.streams.streams.remove(&r);
         self.stats.regions_committed += 1;
@@ -137,7 +188,7 @@ impl<D: BlockDevice> Fs<D> {
 
     /// Aborts region `r`: none of its changes stays, in memory or on the media.
     pub fn region_abort(&mut self, r: StreamId) -> Result<Aborted> {
-        let reg = self.close_region(r)?;
+        let reg = self.regions.close(r)?;
         let keys = self.streams.discard(r);
         let mut undone = Aborted {
             inodes: reg.files.into_iter().collect(),
@@ -207,20 +258,20 @@ impl<D: BlockDevice> Fs<D> {
         claims: &[Key],
         checks: &[Key],
     ) -> Result<StreamId> {
-        self.routed = Some((s, s));
+        self.regions.routed = Some((s, s));
         if self.regions.is_empty() {
             return Ok(s);
         }
         let roots = self.streams.related_roots(claims, checks);
         let added = claims.iter().chain(checks).filter_map(|k| match k {
-            Key::Ino(i) => self.added.get(i).copied(),
+            Key::Ino(i) => self.regions.added.get(i).copied(),
             _ => None,
         });
-        let mut target = self.regions.contains_key(&s).then_some(s);
+        let mut target = self.is_region(s).then_some(s);
         for r in roots
             .iter()
             .copied()
-            .filter(|r| self.regions.contains_key(r))
+            .filter(|r| self.is_region(*r))
             .chain(added.collect::<Vec<_>>())
         {
             match target {
@@ -238,17 +289,56 @@ impl<D: BlockDevice> Fs<D> {
             let members = self.streams.group(g);
             self.commit_with(&members, super::Wait::Written)?;
         }
-        self.routed = Some((s, r));
+        assert!(
+            self.is_region(r),
+            "routed to {r}, which is not an open region"
+        );
+        self.regions.routed = Some((s, r));
         Ok(r)
+    }
+
+    /// One more mutating call of `s` done: counted in the stream it was routed to.
+    pub(super) fn count_call(&mut self, s: StreamId) {
+        let to = match self.regions.routed.take() {
+            Some((from, to)) if from == s => to,
+            _ => s,
+        };
+        self.streams.count_call(to);
     }
 
     /// Groups a legacy commit (`sync`, periodic, dirty limit) may take: not regions.
     pub(super) fn legacy_groups(&mut self) -> Vec<Vec<StreamId>> {
-        let regions = &self.regions;
+        let open = &self.regions.open;
         self.streams
             .busy_groups()
             .into_iter()
-            .filter(|g| !g.iter().any(|s| regions.contains_key(s)))
+            .filter(|g| !g.iter().any(|s| open.contains_key(s)))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regions_begin_add_and_close() {
+        let mut rs = Regions::default();
+        let (a, b) = (rs.begin().unwrap(), rs.begin().unwrap());
+        assert_eq!((a, b), (REGION_BASE, REGION_BASE + 1));
+        rs.add_file(a, 7);
+        assert_eq!(rs.close(a).unwrap().files.len(), 1);
+        assert!(rs.added.is_empty(), "a closed region's files stay added");
+        assert!(rs.close(a).is_err(), "a region closed twice");
+        assert_eq!(rs.ids().collect::<Vec<_>>(), vec![b]);
+    }
+
+    #[test]
+    #[should_panic(expected = "while in region")]
+    fn a_file_is_added_to_one_region_only() {
+        let mut rs = Regions::default();
+        let (a, b) = (rs.begin().unwrap(), rs.begin().unwrap());
+        rs.add_file(a, 7);
+        rs.add_file(b, 7);
     }
 }
