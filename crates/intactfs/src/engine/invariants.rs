@@ -376,6 +376,16 @@ mod tests {
         violated(&fs, "reserved is");
     }
 
+    /// Metadata growth admitted past the free blocks (as a call that skipped the reserve
+    /// check would leave): the promise of room for the next mount's base is broken.
+    #[test]
+    fn a_broken_room_promise_is_reported() {
+        let (mut fs, _) = busy();
+        assert!(fs.room_promised, "a fresh mount's reserve holds");
+        fs.meta_growth_bytes += fs.alloc.free_blocks() * BLOCK as u64;
+        violated(&fs, "the metadata reserve does not hold");
+    }
+
     #[test]
     fn a_miscounted_dirty_block_is_reported() {
         let (mut fs, _) = busy();
