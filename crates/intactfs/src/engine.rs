@@ -1417,7 +1417,7 @@ impl<D: BlockDevice> Fs<D> {
             self.commit_groups_for_room()?;
             n = need(self);
         }
-        if !self.fits(n, meta) && self.checkpoint_for_room()? {
+        if !self.fits(n, meta) && self.checkpoint_for_room(n, meta)? {
             n = need(self);
         }
         if !self.fits(n, meta) {
@@ -1430,9 +1430,9 @@ impl<D: BlockDevice> Fs<D> {
     /// checksums recovery may still check (the journal restarts), and the metadata bound's
     /// growth since the last checkpoint, which the reserve holds twice until a checkpoint
     /// measures it ([`reserve`]). Whether it checkpointed; a refusal is not an error here
-    /// (the caller's own check says ENOSPC).
-    fn checkpoint_for_room(&mut self) -> Result<bool> {
-        if self.alloc.pending_blocks() == 0 && self.meta_growth_bytes == 0 {
+    /// (the caller's own check says ENOSPC). `more_data`, `more_meta` as for `fits`.
+    fn checkpoint_for_room(&mut self, more_data: u64, more_meta: u64) -> Result<bool> {
+        if !self.checkpoint_may_make_room(more_data, more_meta) {
             return Ok(false);
         }
         match self.checkpoint() {

@@ -143,6 +143,23 @@ impl<D: BlockDevice> Fs<D> {
         self.alloc.free_blocks() >= self.reserved + more_data + need
     }
 
+    /// Whether a checkpoint may make room for `more_data` data blocks and `more_meta`
+    /// metadata bytes: it releases blocks that osync commits freed, and measures the bound
+    /// again, which gives back at most the growth's blocks about three times over (in the
+    /// base, its quarter and the room for the base after next). A shortfall beyond that
+    /// is data, not metadata: no checkpoint (a full file system would write one per call).
+    pub(super) fn checkpoint_may_make_room(&self, more_data: u64, more_meta: u64) -> bool {
+        if self.alloc.pending_blocks() > 0 {
+            return true;
+        }
+        let need = self.reserved
+            + more_data
+            + self.reserve_for_bound(self.snapshot_bound_bytes(more_data, more_meta));
+        let short_blocks = need.saturating_sub(self.alloc.free_blocks());
+        let growth_blocks = self.meta_growth_bytes.div_ceil(BLOCK as u64);
+        growth_blocks > 0 && short_blocks <= 3 * growth_blocks + 1
+    }
+
     /// Whether to write a new base rather than a delta of `delta_bytes`: when the delta
     /// would eat into the reserve for a base and a base fits now. A delta's blocks stay
     /// held until the next base replaces the whole chain, and that base is written while
