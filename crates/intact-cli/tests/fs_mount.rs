@@ -1169,3 +1169,51 @@ fn readdir_offsets_survive_unlinks_between_calls() {
         assert_eq!(seen.len(), files, "{device}: entries listed (of {files})");
     }
 }
+
+/// An F2FS atomic write ends at the close of the starting descriptor, not at the close of
+/// a copy a forked child inherited: a child that exits (or execs, closing its inherited
+/// descriptors) sends a FLUSH for the same handle. Before, that FLUSH aborted the parent's
+/// atomic write, and the parent's later writes went to the file as plain writes (the
+/// flaky `pmem_sqlite_batch_atomic_write...`: a parallel test thread's `Command` forked
+/// while the handle was open).
+#[test]
+fn a_forked_childs_close_does_not_end_the_parents_atomic_write() {
+    for device in ["block", "pmem"] {
+        let m = Mount::new("16M");
+        if device == "pmem" {
+            let o = run(intact()
+                .args(["fs", "mkfs", "--force", "--device", "pmem", "--size", "16M"])
+                .arg(&m.img));
+            assert!(o.status.success(), "{}", text(&o));
+        }
+        m.mount(&[]);
+        write_file(&m.p("f"), b"old", true);
+        let f = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(m.p("f"))
+            .unwrap();
+        // SAFETY: the F2FS ioctls here take no argument.
+        let start =
+            unsafe { libc::ioctl(f.as_raw_fd(), control::F2FS_IOC_START_ATOMIC_WRITE as _, 0) };
+        assert_eq!(start, 0, "{device}: START_ATOMIC_WRITE");
+        // SAFETY: the child only exits, closing its copy of the descriptor.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: leave the forked child without running the harness's destructors.
+            unsafe { libc::_exit(0) };
+        }
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        std::os::unix::fs::FileExt::write_all_at(&f, b"NEW", 0).unwrap();
+        drop(f);
+        assert_eq!(
+            fs::read(m.p("f")).unwrap(),
+            b"old",
+            "{device}: the parent's close aborts its atomic write, whose write stays undone"
+        );
+        let o = m.umount();
+        assert!(o.status.success(), "{}", text(&o));
+    }
+}

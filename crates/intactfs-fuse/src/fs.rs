@@ -69,8 +69,9 @@ pub struct State {
     pub unflushed_since: Option<std::time::Instant>,
     /// Open atomic regions of process groups: region → who opened it.
     regions: HashMap<StreamId, RegionOwner>,
-    /// F2FS atomic writes: file → (its region, the handle that started it).
-    f2fs: HashMap<Ino, (StreamId, u64)>,
+    /// F2FS atomic writes: file → (its region, the handle that started it, the process
+    /// that started it: only its FLUSH of the handle ends it, see [`crate::procs::closer_ends`]).
+    f2fs: HashMap<Ino, (StreamId, u64, u32)>,
     /// Tells the kernel to drop cached pages and entries an aborted region changed.
     pub notifier: Option<fuser::Notifier>,
     /// Aborted regions whose changes the kernel has not yet been told to forget.
@@ -262,8 +263,11 @@ impl State {
 
     /// Whether closing handle `fh` of `ino` ends an F2FS atomic write, or aborted regions
     /// wait for invalidation: only then does a flush or release need the write lock.
-    fn close_has_work(&self, ino: Ino, fh: u64) -> bool {
-        self.f2fs.get(&ino).is_some_and(|f| f.1 == fh) || !self.invalidate.is_empty()
+    fn close_has_work(&self, ino: Ino, fh: u64, closer: Option<u32>) -> bool {
+        self.f2fs
+            .get(&ino)
+            .is_some_and(|f| f.1 == fh && crate::procs::closer_ends(closer, f.2))
+            || !self.invalidate.is_empty()
     }
 
     fn fs(&mut self) -> Result<&mut Fs<ImageDevice>, Errno> {
@@ -364,9 +368,13 @@ impl State {
     }
 
     /// Aborts the F2FS atomic write that handle `fh` started on `ino`, if any.
-    fn end_f2fs_on_close(&mut self, ino: Ino, fh: u64) {
-        if self.f2fs.get(&ino).is_some_and(|f| f.1 == fh) {
-            let (r, _) = self.f2fs.remove(&ino).expect("checked");
+    fn end_f2fs_on_close(&mut self, ino: Ino, fh: u64, closer: Option<u32>) {
+        if self
+            .f2fs
+            .get(&ino)
+            .is_some_and(|f| f.1 == fh && crate::procs::closer_ends(closer, f.2))
+        {
+            let (r, ..) = self.f2fs.remove(&ino).expect("checked");
             if let Err(e) = self.abort_region(r) {
                 eprintln!("intactfs: aborting the atomic write of inode {ino}: {e:?}");
             }
@@ -416,7 +424,7 @@ impl State {
             return Err(Errno::EBADF);
         }
         match self.f2fs.get(&ino) {
-            Some(&(_, h)) if h != fh => {
+            Some(&(_, h, _)) if h != fh => {
                 eprintln!("intactfs: F2FS ioctl {cmd:#x} on inode {ino} through handle {fh}: its atomic write was started through handle {h} (START: EBUSY, else EINVAL)");
                 Err(if cmd == control::F2FS_IOC_START_ATOMIC_WRITE {
                     Errno::EBUSY
@@ -433,7 +441,13 @@ impl State {
     /// only on the atomic write started through the same handle (EINVAL for another
     /// handle's): the handle is the atomic write's owner (docs/fs-api.md, "Who may call
     /// what").
-    fn f2fs_ioctl(&mut self, s: StreamId, ino: Ino, fh: u64, cmd: u32) -> Result<Vec<u8>, Errno> {
+    fn f2fs_ioctl(
+        &mut self,
+        (s, tgid): (StreamId, u32),
+        ino: Ino,
+        fh: u64,
+        cmd: u32,
+    ) -> Result<Vec<u8>, Errno> {
         let fs = self.fs()?;
         if fs.getattr(ino).map_err(|e| errno(&e))?.kind != FileType::File {
             return Err(Errno::EINVAL);
@@ -457,11 +471,11 @@ impl State {
                     let _ = self.abort_region(r);
                     return Err(errno(&e));
                 }
-                self.f2fs.insert(ino, (r, fh));
+                self.f2fs.insert(ino, (r, fh, tgid));
                 Ok(Vec::new())
             }
             control::F2FS_IOC_COMMIT_ATOMIC_WRITE => match self.f2fs.remove(&ino) {
-                Some((r, h)) => {
+                Some((r, h, _)) => {
                     assert_eq!(h, fh, "f2fs_owner_check: only the starting handle ends it");
                     self.fs()?
                         .region_commit(r)
@@ -476,7 +490,7 @@ impl State {
                     .map_err(|e| errno(&e)),
             },
             control::F2FS_IOC_ABORT_VOLATILE_WRITE => match self.f2fs.remove(&ino) {
-                Some((r, h)) => {
+                Some((r, h, _)) => {
                     assert_eq!(h, fh, "f2fs_owner_check: only the starting handle ends it");
                     self.abort_region(r).map(|_| Vec::new())
                 }
@@ -632,7 +646,8 @@ impl IntactFuse {
         }
     }
 
-    fn closed(&self, ino: Ino, fh: u64, forget_handle: bool) {
+    /// `closer`: the process whose FLUSH this is, None at the release (the last close).
+    fn closed(&self, ino: Ino, fh: u64, forget_handle: bool, closer: Option<u32>) {
         let work = self.read().map(|st| {
             if forget_handle {
                 st.handles
@@ -640,11 +655,11 @@ impl IntactFuse {
                     .unwrap_or_else(|p| p.into_inner())
                     .remove(&fh);
             }
-            st.close_has_work(ino, fh)
+            st.close_has_work(ino, fh, closer)
         });
         if work.unwrap_or(true) {
             invalidate(self.lock().ok().and_then(|mut st| {
-                st.end_f2fs_on_close(ino, fh);
+                st.end_f2fs_on_close(ino, fh, closer);
                 st.take_invalidations()
             }));
         }
@@ -1151,7 +1166,7 @@ impl fuser::Filesystem for IntactFuse {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.closed(ino.0, fh.0, true);
+        self.closed(ino.0, fh.0, true, None);
         reply.ok()
     }
 
@@ -1234,7 +1249,7 @@ impl fuser::Filesystem for IntactFuse {
 
     fn flush(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         _lock: LockOwner,
@@ -1243,7 +1258,8 @@ impl fuser::Filesystem for IntactFuse {
         // close(2) of the descriptor that started an F2FS atomic write: F2FS drops it at
         // the file's release, which the kernel sends after close returns; abort here, while
         // the closing caller waits, so that it sees the old content once close returns.
-        self.closed(ino.0, fh.0, false);
+        // Only the starting process's close: a forked child's copy closes at its exit.
+        self.closed(ino.0, fh.0, false, Some(crate::procs::tgid_of(req.pid())));
         reply.ok()
     }
 
@@ -1631,7 +1647,9 @@ impl fuser::Filesystem for IntactFuse {
                 control::F2FS_IOC_GET_FEATURES
                 | control::F2FS_IOC_START_ATOMIC_WRITE
                 | control::F2FS_IOC_COMMIT_ATOMIC_WRITE
-                | control::F2FS_IOC_ABORT_VOLATILE_WRITE => st.f2fs_ioctl(s, ino.0, fh.0, cmd),
+                | control::F2FS_IOC_ABORT_VOLATILE_WRITE => {
+                    st.f2fs_ioctl((s, crate::procs::tgid_of(req.pid())), ino.0, fh.0, cmd)
+                }
                 _ => Err(Errno::ENOTTY),
             };
             st.notify();

@@ -120,8 +120,10 @@ pub struct PmemState {
     invalidate: Vec<Forget>,
     /// This mount's tag in transaction ids (bits 48..62).
     tag: u64,
-    /// F2FS atomic writes: file → (its transaction, the handle that started it).
-    f2fs: HashMap<Ino, (TxId, u64)>,
+    /// F2FS atomic writes: file → (its transaction, the handle that started it, the
+    /// process that started it: only its FLUSH of the handle ends it, see
+    /// [`crate::procs::closer_ends`]).
+    f2fs: HashMap<Ino, (TxId, u64, u32)>,
     /// The next file handle (each open gets its own, for the F2FS atomic writes).
     next_fh: u64,
 }
@@ -415,11 +417,11 @@ impl PmemState {
 
     /// Aborts the F2FS atomic write that handle `fh` started on `ino`, if still open (the
     /// close of the starting descriptor, as on F2FS).
-    fn end_f2fs_on_close(&mut self, ino: Ino, fh: u64) {
-        let Some(&(t, h)) = self.f2fs.get(&ino) else {
+    fn end_f2fs_on_close(&mut self, ino: Ino, fh: u64, closer: Option<u32>) {
+        let Some(&(t, h, starter)) = self.f2fs.get(&ino) else {
             return;
         };
-        if h != fh {
+        if h != fh || !crate::procs::closer_ends(closer, starter) {
             return;
         }
         let id = self.user_id(t);
@@ -444,7 +446,7 @@ impl PmemState {
             return Err(Errno::EBADF);
         }
         let started = self.f2fs.get(&ino).copied();
-        if let Some((t, h)) = started {
+        if let Some((t, h, _)) = started {
             if h != fh && cmd != control::F2FS_IOC_START_ATOMIC_WRITE {
                 eprintln!("intactfs-pmem: F2FS ioctl {cmd:#x} on inode {ino} through handle {fh}: its atomic write (transaction {}) was started through handle {h} (EINVAL)", self.user_id(t));
                 return Err(Errno::EINVAL);
@@ -452,7 +454,7 @@ impl PmemState {
         }
         match cmd {
             control::F2FS_IOC_START_ATOMIC_WRITE => {
-                if let Some((t, _)) = started {
+                if let Some((t, ..)) = started {
                     eprintln!("intactfs-pmem: START_ATOMIC_WRITE on inode {ino}: its atomic write (transaction {}) is still open (EBUSY)", self.user_id(t));
                     return Err(Errno::EBUSY);
                 }
@@ -461,12 +463,13 @@ impl PmemState {
                     .tx_begin(&[ino])
                     .map_err(|e| fail(&format!("START_ATOMIC_WRITE on inode {ino}"), e))?;
                 self.register(t, Caller::of(req), ino)?;
-                self.f2fs.insert(ino, (t, fh));
+                let starter = crate::procs::tgid_of(req.pid());
+                self.f2fs.insert(ino, (t, fh, starter));
                 Ok(Vec::new())
             }
             control::F2FS_IOC_COMMIT_ATOMIC_WRITE => match started {
                 // Kept on failure: the caller's ABORT_VOLATILE_WRITE then undoes it.
-                Some((t, _)) => self.commit_tx(t).map(|_| Vec::new()).map_err(|e| {
+                Some((t, ..)) => self.commit_tx(t).map(|_| Vec::new()).map_err(|e| {
                     fail(
                         &format!(
                             "COMMIT_ATOMIC_WRITE of inode {ino} (transaction {})",
@@ -483,7 +486,7 @@ impl PmemState {
                     .map_err(|e| errno(&e)),
             },
             control::F2FS_IOC_ABORT_VOLATILE_WRITE => match started {
-                Some((t, _)) => self.abort_tx(t).map(|_| Vec::new()).map_err(|e| {
+                Some((t, ..)) => self.abort_tx(t).map(|_| Vec::new()).map_err(|e| {
                     fail(
                         &format!(
                             "ABORT_VOLATILE_WRITE of inode {ino} (transaction {})",
@@ -570,9 +573,10 @@ impl PmemFuse {
 
     /// A close (FLUSH) or the handle's end (RELEASE): aborts an F2FS atomic write the handle
     /// started and still has open, and tells the kernel to forget what it wrote.
-    fn closed(&self, ino: Ino, fh: u64) {
+    /// `closer`: the process whose FLUSH this is, None at the release (the last close).
+    fn closed(&self, ino: Ino, fh: u64, closer: Option<u32>) {
         invalidate(self.lock().ok().and_then(|mut st| {
-            st.end_f2fs_on_close(ino, fh);
+            st.end_f2fs_on_close(ino, fh, closer);
             st.take_invalidations()
         }));
     }
@@ -958,7 +962,7 @@ impl fuser::Filesystem for PmemFuse {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.closed(ino.0, fh.0);
+        self.closed(ino.0, fh.0, None);
         if let Ok(mut st) = self.lock() {
             st.writable.remove(&fh.0);
         }
@@ -967,7 +971,7 @@ impl fuser::Filesystem for PmemFuse {
 
     fn flush(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         _lock: LockOwner,
@@ -975,7 +979,8 @@ impl fuser::Filesystem for PmemFuse {
     ) {
         // close(2) of the descriptor that started an F2FS atomic write: aborted here, while
         // the closing caller waits, so that it sees the old content once close returns.
-        self.closed(ino.0, fh.0);
+        // Only the starting process's close: a forked child's copy closes at its exit.
+        self.closed(ino.0, fh.0, Some(crate::procs::tgid_of(req.pid())));
         reply.ok()
     }
 

@@ -73,6 +73,20 @@ pub fn process_of(tid: u32) -> Option<(u32, u64)> {
     Some((tgid, start_time(tgid)?))
 }
 
+/// The process (thread-group id) of thread `tid`; `tid` itself if /proc does not say.
+pub fn tgid_of(tid: u32) -> u32 {
+    status(tid).map_or(tid, |(tgid, _)| tgid)
+}
+
+/// Whether a close ends an F2FS atomic write that process `starter` began: its release
+/// (the last close, `closer` None) always does; a FLUSH only when it is the starter's.
+/// A forked child closes its inherited copy of the descriptor when it exits or execs,
+/// and that must not abort the parent's atomic write, whose later writes would then land
+/// as plain writes (on F2FS the atomic write lasts until the release).
+pub fn closer_ends(closer: Option<u32>, starter: u32) -> bool {
+    closer.is_none_or(|p| p == starter)
+}
+
 /// Whether thread `tid` belongs to process `owner` (started at `owner_start`) or to one of
 /// its descendants: who may commit or abort a region or transaction that `owner` began
 /// (docs/fs-api.md, "Who may call what"). The walk follows PPid links in /proc, so a

@@ -1209,15 +1209,7 @@ fn check_image(
         ));
     };
     // The recovered file system takes new work and stays consistent.
-    fs.create(
-        0,
-        ROOT,
-        b"after-crash",
-        NewKind::File,
-        0o644,
-        Owner::default(),
-    )
-    .map_err(|e| format!("create after recovery: {e}"))?;
+    create_after_recovery(&mut fs)?;
     fs.sync().map_err(|e| format!("sync after recovery: {e}"))?;
     let mut dev = fs
         .unmount()
@@ -1230,4 +1222,30 @@ fn check_image(
         ));
     }
     Ok(k)
+}
+
+/// A create on the recovered file system: it succeeds, or the file system is full (ENOSPC
+/// while `statfs` reports fewer free blocks than a create can add to the metadata reserve:
+/// a name that crosses a block boundary of the bound, with its share of the quarter, the
+/// run table and the room for the base after next). The small devices of the mixed
+/// configurations are filled to the reserve by some workloads.
+fn create_after_recovery(fs: &mut Fs<SimDevice>) -> Result<(), String> {
+    const CREATE_RESERVE_BLOCKS: u64 = 4;
+    match fs.create(
+        0,
+        ROOT,
+        b"after-crash",
+        NewKind::File,
+        0o644,
+        Owner::default(),
+    ) {
+        Ok(_) => Ok(()),
+        Err(intactfs::FsError::NoSpace(_)) if fs.statfs().free_blocks < CREATE_RESERVE_BLOCKS => {
+            Ok(())
+        }
+        Err(e) => Err(format!(
+            "create after recovery: {e} ({} blocks free by statfs)",
+            fs.statfs().free_blocks
+        )),
+    }
 }

@@ -170,6 +170,9 @@ pub struct Fs<D: BlockDevice> {
     /// checkpoint, and added since by logged operations.
     meta_base_bytes: u64,
     meta_growth_bytes: u64,
+    /// Whether the reserve held at the mount's checkpoint or at a later one: from then on
+    /// every state leaves room for the base the next mount may write ([`reserve`]).
+    room_promised: bool,
     /// Durable blocks that uncommitted calls (unlink, truncate, replacing rename) have
     /// released: free as soon as those calls commit. `statfs` counts them as free, and a
     /// call short of space commits everything to get them.
@@ -350,6 +353,7 @@ impl<D: BlockDevice> Fs<D> {
             reserved: 0,
             meta_base_bytes: 0,
             meta_growth_bytes: 0,
+            room_promised: false,
             freeing: 0,
             open: HashMap::new(),
             jhead: journal_head,
@@ -386,6 +390,9 @@ impl<D: BlockDevice> Fs<D> {
                 for (s, l) in orphan_blocks {
                     self.alloc.release(s, l);
                 }
+                // An image short of room (made before the reserve kept room for the next
+                // base) is served, refusing growth, until a checkpoint finds room again.
+                self.room_promised = self.room_held();
                 Ok(None)
             }
             // A snapshot that does not fit is refused before any write: the image is
@@ -1253,17 +1260,30 @@ impl<D: BlockDevice> Fs<D> {
         if !self.fits(n, meta) && (self.freeing > 0 || self.alloc.pending_blocks() > 0) {
             self.commit_groups_for_room()?;
             n = need(self);
-            if !self.fits(n, meta) && self.alloc.pending_blocks() > 0 {
-                // Freed by osync commits whose writers' checksums recovery may still
-                // check: a checkpoint ends that (the journal restarts).
-                self.checkpoint()?;
-                n = need(self);
-            }
+        }
+        if !self.fits(n, meta) && self.checkpoint_for_room(n, meta)? {
+            n = need(self);
         }
         if !self.fits(n, meta) {
             return Err(self.no_room(n, meta));
         }
         Ok(n)
+    }
+
+    /// A checkpoint, when one can make room: blocks freed by osync commits whose writers'
+    /// checksums recovery may still check (the journal restarts), and the metadata bound's
+    /// growth since the last checkpoint, which the reserve holds twice until a checkpoint
+    /// measures it ([`reserve`]). Whether it checkpointed; a refusal is not an error here
+    /// (the caller's own check says ENOSPC). `more_data`, `more_meta` as for `fits`.
+    fn checkpoint_for_room(&mut self, more_data: u64, more_meta: u64) -> Result<bool> {
+        if !self.checkpoint_may_make_room(more_data, more_meta) {
+            return Ok(false);
+        }
+        match self.checkpoint() {
+            Ok(()) => Ok(true),
+            Err(FsError::NoSpace(_)) if self.poisoned.is_none() => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Commits every group on its own, durably, so that what their calls free becomes
@@ -1911,6 +1931,7 @@ impl<D: BlockDevice> Fs<D> {
         self.inflight_reset();
         self.released_all();
         self.measure_meta();
+        self.keep_room_promise();
         Ok(())
     }
 

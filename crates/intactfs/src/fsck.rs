@@ -123,7 +123,9 @@ pub fn fsck<D: BlockDevice>(dev: &mut D, verify_data: bool) -> FsckReport {
 
 /// Whether a read-write mount can write its checkpoint (a new base snapshot of the
 /// recovered metadata, and a run table if free space is split into many pieces), as mount
-/// allocates it: `Err(why)` names the shortfall and what to do.
+/// allocates it: `Err(why)` names the shortfall and what to do. A base, not a delta: the
+/// mount writes one whenever it replayed records or the chain is full, and the engine's
+/// reserve keeps room for it in every state it acknowledges (engine/reserve.rs).
 fn mount_checkpoint_fits(l: &recovery::Loaded) -> Result<(), String> {
     let mut alloc = Allocator::new(l.sb.data_start(), l.sb.blocks);
     let extents = l.meta.inodes.values().filter_map(|n| n.extents());

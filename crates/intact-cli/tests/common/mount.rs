@@ -28,13 +28,28 @@ pub fn mounted_on(mnt: &Path) -> bool {
         .any(|l| l.split(' ').nth(4) == Some(mnt.to_str().unwrap()))
 }
 
-/// Waits (at most a minute) until `pid` has exited (gone, or a zombie nobody reaped).
+/// Waits (at most a minute) until process `pid` has exited: gone, or a zombie nobody
+/// reaped *with every thread gone*. A killed multithreaded daemon's main thread can be a
+/// zombie while another thread still finishes a write or flush of the image and holds its
+/// descriptor, so its lock (the flaky `periodic_commits_bound_what_a_crash_loses`, whose
+/// commit thread may be flushing at the kill, found the image locked on the remount).
 pub fn wait_exit(pid: i32, why: &str) {
     let start = Instant::now();
-    while fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z")) {
+    while threads_alive(pid) > 0 {
         assert!(start.elapsed().as_secs() < 60, "{why}");
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Threads of process `pid` that are not zombies (0 once the process is gone).
+fn threads_alive(pid: i32) -> usize {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .filter_map(|t| fs::read_to_string(t.ok()?.path().join("stat")).ok())
+        .filter(|s| !s.contains(") Z") && !s.contains(") X"))
+        .count()
 }
 
 pub struct Mount {

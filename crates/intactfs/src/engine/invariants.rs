@@ -210,7 +210,21 @@ impl<D: BlockDevice> Fs<D> {
                 "inode {i} has dirty blocks or preallocation but is not a live file"
             )));
         }
-        Ok(())
+        self.check_room_promise()
+    }
+
+    /// Once promised, the free blocks cover the data reserved and the metadata reserve:
+    /// the state on the media leaves room for the base snapshot the next mount may write.
+    fn check_room_promise(&self) -> Result<()> {
+        if !self.room_promised || self.opts.read_only || self.room_held() {
+            return Ok(());
+        }
+        Err(violation(format!(
+            "the metadata reserve does not hold: {} blocks free, {} reserved for written data, {} kept for the next metadata snapshot",
+            self.alloc.free_blocks(),
+            self.reserved,
+            self.meta_reserve()
+        )))
     }
 
     /// Free and pending inode numbers: handed out before, naming nothing now.
@@ -360,6 +374,16 @@ mod tests {
         let (mut fs, _) = busy();
         fs.reserved += 1;
         violated(&fs, "reserved is");
+    }
+
+    /// Metadata growth admitted past the free blocks (as a call that skipped the reserve
+    /// check would leave): the promise of room for the next mount's base is broken.
+    #[test]
+    fn a_broken_room_promise_is_reported() {
+        let (mut fs, _) = busy();
+        assert!(fs.room_promised, "a fresh mount's reserve holds");
+        fs.meta_growth_bytes += fs.alloc.free_blocks() * BLOCK as u64;
+        violated(&fs, "the metadata reserve does not hold");
     }
 
     #[test]

@@ -59,12 +59,19 @@ pub(super) fn create_growth_bytes(name: &[u8], target: usize) -> u64 {
 /// blocks than a header lists extents can need one), and slack.
 pub(super) fn reserve_blocks_for(bytes: u64) -> u64 {
     let n = bytes.div_ceil(BLOCK as u64).max(1);
+    snapshot_blocks_for(bytes) + n / 4 + RESERVE_SLACK_BLOCKS
+}
+
+/// Blocks a base snapshot of at most `bytes` bytes takes: its own and, for the worst case
+/// of one block per extent, a run table.
+fn snapshot_blocks_for(bytes: u64) -> u64 {
+    let n = bytes.div_ceil(BLOCK as u64).max(1);
     let table = if n > MAX_SNAPSHOT_EXTENTS as u64 {
         (n * TABLE_BYTES_PER_RUN).div_ceil(BLOCK as u64) + 1
     } else {
         0
     };
-    n + n / 4 + table + RESERVE_SLACK_BLOCKS
+    n + table
 }
 
 impl<D: BlockDevice> Fs<D> {
@@ -79,7 +86,37 @@ impl<D: BlockDevice> Fs<D> {
 
     /// Blocks kept free now for the next metadata snapshot.
     pub(super) fn meta_reserve(&self) -> u64 {
-        reserve_blocks_for(self.snapshot_bound_bytes(0, 0)) + self.delta_room_blocks()
+        self.reserve_for_bound(self.snapshot_bound_bytes(0, 0))
+    }
+
+    /// Blocks to keep free while the next base snapshot is at most `bound_bytes`: room to
+    /// write it, and room for what the checkpoint after it needs.
+    ///
+    /// The next base is written while the current chain is held, and becomes the chain
+    /// the checkpoint after it is written beside. So the growth since the last checkpoint
+    /// needs room twice: once in the base written next, and again in the reserve that
+    /// base leaves behind. Before issue 25's last gap the reserve held it once: a commit
+    /// by checkpoint of 58 blocks of new extended attributes, written from a 2-block chain
+    /// with 107 blocks free (reserve 104), left 51 free beside a 58-block chain, and the
+    /// next mount, which writes a base after a crash, fell back to read-only
+    /// (fault-injection simulation, seed 302512). With `n` the base's blocks, `c` the
+    /// chain's and `x` the reserve a fresh chain needs beyond its base, keeping
+    /// `reserve(n) + max(delta room now, n - c + x)` before the checkpoint leaves at least
+    /// `reserve(n) + x` after it, when the old chain's `c` blocks come back.
+    fn reserve_for_bound(&self, bound_bytes: u64) -> u64 {
+        let chain_blocks: u64 = self.cp.meta_runs().iter().map(|r| r.1).sum();
+        let rebase_blocks = snapshot_blocks_for(bound_bytes).saturating_sub(chain_blocks)
+            + self.fresh_delta_room_blocks(bound_bytes);
+        reserve_blocks_for(bound_bytes) + self.delta_room_blocks().max(rebase_blocks)
+    }
+
+    /// The delta room ([`Self::delta_room_blocks`]) of a chain that a base of at most
+    /// `bound_bytes` bytes has just started.
+    fn fresh_delta_room_blocks(&self, bound_bytes: u64) -> u64 {
+        let deltas = crate::layout::MAX_DELTAS as u64;
+        let share_bytes = (self.opts.delta_share * bound_bytes as f64) as u64;
+        let cap_bytes = share_bytes.min(deltas.saturating_mul(bound_bytes));
+        cap_bytes.div_ceil(BLOCK as u64) + deltas
     }
 
     /// Blocks the deltas still allowed before the next base may take. They stay held
@@ -102,9 +139,25 @@ impl<D: BlockDevice> Fs<D> {
     /// Whether `more_data` more data blocks and `more_meta` more metadata bytes leave room
     /// for the next snapshot.
     pub(super) fn fits(&self, more_data: u64, more_meta: u64) -> bool {
-        let need = reserve_blocks_for(self.snapshot_bound_bytes(more_data, more_meta))
-            + self.delta_room_blocks();
+        let need = self.reserve_for_bound(self.snapshot_bound_bytes(more_data, more_meta));
         self.alloc.free_blocks() >= self.reserved + more_data + need
+    }
+
+    /// Whether a checkpoint may make room for `more_data` data blocks and `more_meta`
+    /// metadata bytes: it releases blocks that osync commits freed, and measures the bound
+    /// again, which gives back at most the growth's blocks about three times over (in the
+    /// base, its quarter and the room for the base after next). A shortfall beyond that
+    /// is data, not metadata: no checkpoint (a full file system would write one per call).
+    pub(super) fn checkpoint_may_make_room(&self, more_data: u64, more_meta: u64) -> bool {
+        if self.alloc.pending_blocks() > 0 {
+            return true;
+        }
+        let need = self.reserved
+            + more_data
+            + self.reserve_for_bound(self.snapshot_bound_bytes(more_data, more_meta));
+        let short_blocks = need.saturating_sub(self.alloc.free_blocks());
+        let growth_blocks = self.meta_growth_bytes.div_ceil(BLOCK as u64);
+        growth_blocks > 0 && short_blocks <= 3 * growth_blocks + 1
     }
 
     /// Whether to write a new base rather than a delta of `delta_bytes`: when the delta
@@ -122,6 +175,25 @@ impl<D: BlockDevice> Fs<D> {
         let base_bytes =
             postcard::experimental::serialized_size(&self.durable).map_or(u64::MAX, |n| n as u64);
         free >= self.reserved + base_bytes.div_ceil(BLOCK as u64).max(1)
+    }
+
+    /// Whether the free blocks cover the data reserved and the metadata reserve.
+    pub(super) fn room_held(&self) -> bool {
+        self.alloc.free_blocks() >= self.reserved + self.meta_reserve()
+    }
+
+    /// After a checkpoint: once the reserve held, every checkpoint leaves it holding
+    /// ([`Self::reserve_for_bound`] says why); the first time it holds, the promise starts.
+    pub(super) fn keep_room_promise(&mut self) {
+        let held = self.room_held();
+        assert!(
+            held || !self.room_promised,
+            "a checkpoint broke the metadata reserve: {} blocks free, {} reserved for written data, {} kept for the next metadata snapshot",
+            self.alloc.free_blocks(),
+            self.reserved,
+            self.meta_reserve()
+        );
+        self.room_promised = held;
     }
 
     /// Counts what a logged operation adds to the next snapshot.
