@@ -37,6 +37,13 @@ cargo test --workspace --quiet -- --test-threads=2
 # The persistent-memory engine's mutation checks need its `mutations` feature (a deliberate
 # bug per switch, compiled in only there).
 cargo test -p intactfs-pmem --features mutations --test mutations --quiet
+# FUSE over io_uring is compiled only with the `uring` feature (vendor/fuser/PATCHES.md,
+# patch 0003): its mount tests run with it on.
+cargo test -p intact-cli --features uring --test fs_uring --quiet -- --test-threads=1
+# ... and target/debug/intact, which the scripts below use, is the default build again.
+cargo build -p intact-cli --quiet
+# vendor/fuser is exactly the pristine fuser 0.18.0 crate plus vendor/fuser/patches.
+bash vendor/fuser/check-patches.sh
 bash shim/test_shim.sh
 # Checking on Dask (docs/distributed.md): a LocalCluster reproduces a local run's report,
 # also with a worker killed mid-run. Skipped, saying why, if dask cannot be installed.
