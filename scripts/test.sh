@@ -65,10 +65,13 @@ else cat "$log"; rm -f "$log"; exit 1; fi
 log=$(mktemp)
 if bash libintact/test.sh >"$log" 2>&1; then tail -1 "$log"; rm -f "$log"
 else cat "$log"; rm -f "$log"; exit 1; fi
-# The POSIX conformance suite (tests/posix) on an intactfs mount against tmpfs: passes if
-# exactly the documented known failures fail, and fsck is clean afterwards.
+# The same proof on every kind of storage (tests/peer/run.sh; docs/fs-testing.md): on block,
+# txflash and pmem mounts side by side, the POSIX conformance suite (tests/posix) against
+# tmpfs, pjdfstest and a short fsx (both from ../shared/peer-suites; INTACT_SLOW_TESTS=1:
+# fsx 1,000,000 operations). Passes if exactly each kind's listed known failures fail and
+# fsck is clean afterwards. (tests/posix/run-intactfs.sh runs the conformance suite alone.)
 log=$(mktemp)
-if bash tests/posix/run-intactfs.sh >"$log" 2>&1; then tail -3 "$log"; rm -f "$log"
+if bash tests/peer/run.sh >"$log" 2>&1; then cat "$log"; rm -f "$log"
 else cat "$log"; rm -f "$log"; exit 1; fi
 # Real applications on an intactfs mount against tmpfs (tests/fs-apps): SQLite rollback and
 # WAL, git, LevelDB, PostgreSQL, tar, rsync; fsck clean after unmount; results re-read after
