@@ -37,6 +37,13 @@ cargo test --workspace --quiet -- --test-threads=2
 # The persistent-memory engine's mutation checks need its `mutations` feature (a deliberate
 # bug per switch, compiled in only there).
 cargo test -p intactfs-pmem --features mutations --test mutations --quiet
+# FUSE over io_uring is compiled only with the `uring` feature (vendor/fuser/PATCHES.md,
+# patch 0003): its mount tests run with it on.
+cargo test -p intact-cli --features uring --test fs_uring --quiet -- --test-threads=1
+# ... and target/debug/intact, which the scripts below use, is the default build again.
+cargo build -p intact-cli --quiet
+# vendor/fuser is exactly the pristine fuser 0.18.0 crate plus vendor/fuser/patches.
+bash vendor/fuser/check-patches.sh
 bash shim/test_shim.sh
 # Checking on Dask (docs/distributed.md): a LocalCluster reproduces a local run's report,
 # also with a worker killed mid-run. Skipped, saying why, if dask cannot be installed.
@@ -58,10 +65,13 @@ else cat "$log"; rm -f "$log"; exit 1; fi
 log=$(mktemp)
 if bash libintact/test.sh >"$log" 2>&1; then tail -1 "$log"; rm -f "$log"
 else cat "$log"; rm -f "$log"; exit 1; fi
-# The POSIX conformance suite (tests/posix) on an intactfs mount against tmpfs: passes if
-# exactly the documented known failures fail, and fsck is clean afterwards.
+# The same proof on every kind of storage (tests/peer/run.sh; docs/fs-testing.md): on block,
+# txflash and pmem mounts side by side, the POSIX conformance suite (tests/posix) against
+# tmpfs, pjdfstest and a short fsx (both from ../shared/peer-suites; INTACT_SLOW_TESTS=1:
+# fsx 1,000,000 operations). Passes if exactly each kind's listed known failures fail and
+# fsck is clean afterwards. (tests/posix/run-intactfs.sh runs the conformance suite alone.)
 log=$(mktemp)
-if bash tests/posix/run-intactfs.sh >"$log" 2>&1; then tail -3 "$log"; rm -f "$log"
+if bash tests/peer/run.sh >"$log" 2>&1; then cat "$log"; rm -f "$log"
 else cat "$log"; rm -f "$log"; exit 1; fi
 # Real applications on an intactfs mount against tmpfs (tests/fs-apps): SQLite rollback and
 # WAL, git, LevelDB, PostgreSQL, tar, rsync; fsck clean after unmount; results re-read after

@@ -15,14 +15,15 @@
 #                /sys/module/fuse/parameters/enable_uring is set to Y for the run and put
 #                back on exit; without it (a kernel before 6.14) these rows are left out.
 # Usage (as root, from the repository root): [REPS=5] bash bench/fs/features.sh
-# It builds target/release/intact if needed; prints a Markdown table. Leaves nothing behind.
+# It builds target/release/intact if needed (with the `uring` feature, which -o uring
+# needs); prints a Markdown table. Leaves nothing behind.
 set -euo pipefail
 me=bench/fs/features.sh
 reps=${REPS:-5}
 [ "$(id -u)" = 0 ] || { echo "$me: run as root (it mounts and drops the kernel's caches)" >&2; exit 2; }
 [ -f Cargo.toml ] && [ -d crates/intactfs ] || { echo "$me: run from the repository root" >&2; exit 2; }
 command -v bc >/dev/null || apt-get install -y -qq bc >/dev/null
-cargo build --release -q -p intact-cli
+cargo build --release -q -p intact-cli --features uring
 B=$PWD/target/release/intact
 W=$(mktemp -d /var/tmp/intact-features.XXXXXX)
 uring_param=/sys/module/fuse/parameters/enable_uring uring_was=""

@@ -261,6 +261,8 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
 
 pub fn mount(a: MountArgs) -> Result<u8, Failure> {
     let o = parse_options(&a.options)?;
+    // Before the daemon forks: the message reaches the terminal.
+    mount::check_uring_built(o.uring).map_err(failure)?;
     if !a.image.exists() {
         return Err(Failure::input(format!(
             "{}: no such file (create one with `intact fs mkfs {} --size 1G`)",
@@ -385,6 +387,7 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
         log.push(".log");
         let _ = std::fs::remove_file(log);
     }
+    #[cfg(feature = "uring")]
     if o.uring {
         // Shows that the rings carried the requests (the tests check this line).
         eprintln!(

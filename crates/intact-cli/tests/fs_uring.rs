@@ -3,6 +3,11 @@
 //! `/sys/module/fuse/parameters/enable_uring` for their duration and put back what it was,
 //! even when they fail. Needs root, /dev/fuse and a kernel with CONFIG_FUSE_IO_URING; a
 //! kernel without that parameter skips them with a note.
+//!
+//! Only with the `uring` feature (the default build has no io_uring code):
+//! `cargo test -p intact-cli --features uring --test fs_uring`, a line of
+//! scripts/test.sh. fs_uring_off.rs checks the default build.
+#![cfg(feature = "uring")]
 
 mod common;
 use common::intact;

@@ -20,6 +20,7 @@ pub mod serve;
 
 pub use fs::{Caps, FsyncMode};
 /// How many requests a `-o uring` mount served through FUSE over io_uring (the vendored
-/// fuser's counter), for the daemon's closing message.
+/// fuser's counter), for the daemon's closing message. Only with the `uring` feature.
+#[cfg(feature = "uring")]
 pub use fuser::uring_requests_served;
 pub use mount::{run, MountConfig, MountError};

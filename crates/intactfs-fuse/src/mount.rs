@@ -58,7 +58,7 @@ pub struct MountConfig {
     pub pmem_sync: bool,
     /// Serve requests through FUSE over io_uring (mount option `uring`; needs the kernel's
     /// `/sys/module/fuse/parameters/enable_uring`): mounting fails if the kernel does not
-    /// offer it.
+    /// offer it, and on a build without the `uring` feature ([`URING_BUILT`]).
     pub uring: bool,
     /// Mount read-only (mount option `ro`): recovery in memory only, no checkpoint, nothing
     /// written; every call that would change something fails with EROFS.
@@ -166,8 +166,28 @@ pub fn session_config(cfg: &MountConfig, subtype: &str) -> Config {
     };
     config.n_threads = Some(cfg.threads.max(1));
     config.clone_fd = true;
-    config.uring = cfg.uring;
+    #[cfg(feature = "uring")]
+    {
+        config.uring = cfg.uring;
+    }
     config
+}
+
+/// Whether this build can serve FUSE over io_uring (the `uring` cargo feature, off by
+/// default: the default build carries no io_uring code).
+pub const URING_BUILT: bool = cfg!(feature = "uring");
+
+/// Refuses `uring` (asked for FUSE over io_uring) on a build without the `uring` feature,
+/// naming how to get it.
+pub fn check_uring_built(uring: bool) -> Result<(), MountError> {
+    if uring && !URING_BUILT {
+        return Err(MountError::Input(
+            "mount option uring: this build has no FUSE over io_uring; build with the \
+             `uring` cargo feature (`cargo build -p intact-cli --features uring`)"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Signals detach the mount (lazily, so open files keep working until closed); the

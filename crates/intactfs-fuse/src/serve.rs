@@ -19,6 +19,7 @@ pub enum Served {
 /// Mounts `cfg.image` with the server its kind needs: a pmem image (superblock magic
 /// `INTPMEM1`) with [`crate::pmem`], any other with the block engine ([`crate::mount::run`]).
 pub fn serve(cfg: &MountConfig, ready: impl FnOnce(Recovered)) -> Result<Served, MountError> {
+    crate::mount::check_uring_built(cfg.uring)?;
     if crate::pmem::is_pmem_image(&cfg.image) {
         crate::pmem::run(cfg, |r| ready(Recovered::Pmem(r))).map(Served::Pmem)
     } else {

@@ -104,10 +104,12 @@ mod request;
 mod request_param;
 mod session;
 mod time;
-// intact patch: FUSE over io_uring (see uring.rs).
-#[cfg(target_os = "linux")]
+// intact patch: FUSE over io_uring (see uring.rs), only with the `uring` feature.
+#[cfg(all(feature = "uring", not(target_os = "linux")))]
+compile_error!("the `uring` feature (FUSE over io_uring) needs Linux");
+#[cfg(feature = "uring")]
 mod uring;
-#[cfg(target_os = "linux")]
+#[cfg(feature = "uring")]
 pub use crate::uring::uring_requests_served;
 
 /// We generally support async reads

@@ -36,7 +36,7 @@ pub(crate) struct RequestWithSender<'a> {
     ch: ChannelSender,
     /// intact patch: set when the request came through a FUSE-over-io_uring ring, whose
     /// entry then takes the reply.
-    #[cfg(target_os = "linux")]
+    #[cfg(feature = "uring")]
     uring: Option<crate::uring::UringTarget>,
     /// Parsed request
     pub(crate) request: ll::AnyRequest<'a>,
@@ -55,14 +55,14 @@ impl<'a> RequestWithSender<'a> {
 
         Some(Self {
             ch,
-            #[cfg(target_os = "linux")]
+            #[cfg(feature = "uring")]
             uring: None,
             request,
         })
     }
 
     /// intact patch: a request read from a FUSE-over-io_uring entry, answered through it.
-    #[cfg(target_os = "linux")]
+    #[cfg(feature = "uring")]
     pub(crate) fn new_uring(
         ch: ChannelSender,
         data: &'a [u8],
@@ -75,7 +75,7 @@ impl<'a> RequestWithSender<'a> {
 
     /// intact patch: where this request's reply goes (the ring entry it came in, if any).
     fn sender(&self) -> ReplySender {
-        #[cfg(target_os = "linux")]
+        #[cfg(feature = "uring")]
         if let Some(t) = &self.uring {
             return ReplySender::Uring(crate::uring::UringReply::new(t.clone(), self.ch.clone()));
         }

@@ -126,7 +126,7 @@ impl Drop for UmountOnDrop {
 pub struct Session<FS: Filesystem> {
     /// intact patch: the FUSE-over-io_uring queues when `Config::uring` (first, so that
     /// they stop before the channel closes).
-    #[cfg(target_os = "linux")]
+    #[cfg(feature = "uring")]
     uring: Option<crate::uring::Rings<FS>>,
     /// Filesystem operation implementations. None after `destroy` called.
     pub(crate) filesystem: FilesystemHolder<FS>,
@@ -162,14 +162,9 @@ impl<FS: Filesystem> Session<FS> {
     ) -> io::Result<Session<FS>> {
         check_option_conflicts(options)?;
         // intact patch: refuse before mounting when the kernel has io_uring off.
+        #[cfg(feature = "uring")]
         if options.uring {
-            #[cfg(target_os = "linux")]
             crate::uring::check_enabled()?;
-            #[cfg(not(target_os = "linux"))]
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "FUSE over io_uring is only available on Linux",
-            ));
         }
 
         let mountpoint = mountpoint.as_ref();
@@ -189,7 +184,7 @@ impl<FS: Filesystem> Session<FS> {
         let ch = Channel::new(file);
 
         let mut session = Session {
-            #[cfg(target_os = "linux")]
+            #[cfg(feature = "uring")]
             uring: None,
             filesystem: FilesystemHolder {
                 fs: Some(filesystem),
@@ -220,7 +215,7 @@ impl<FS: Filesystem> Session<FS> {
     ) -> io::Result<Self> {
         let ch = Channel::new(Arc::new(DevFuse(File::from(fd))));
         let mut session = Session {
-            #[cfg(target_os = "linux")]
+            #[cfg(feature = "uring")]
             uring: None,
             filesystem: FilesystemHolder {
                 fs: Some(filesystem),
@@ -265,7 +260,7 @@ impl<FS: Filesystem> Session<FS> {
     /// Returns any final error when the session comes to an end.
     pub fn run(self) -> io::Result<()> {
         let Session {
-            #[cfg(target_os = "linux")]
+            #[cfg(feature = "uring")]
             uring,
             filesystem,
             ch,
@@ -310,7 +305,7 @@ impl<FS: Filesystem> Session<FS> {
         }
         // intact patch: the ring threads dispatch with a channel of their own (for poll
         // notifications and backing ids; their replies go through the ring).
-        #[cfg(target_os = "linux")]
+        #[cfg(feature = "uring")]
         let uring_ch = ch.clone();
         channels.push(ch);
 
@@ -334,9 +329,9 @@ impl<FS: Filesystem> Session<FS> {
 
         // intact patch: the rings dispatch from now on; they stop once the classic loops
         // have seen the connection end (or at the latest when `uring` is dropped).
-        #[cfg(target_os = "linux")]
+        #[cfg(feature = "uring")]
         let mut uring = uring;
-        #[cfg(target_os = "linux")]
+        #[cfg(feature = "uring")]
         if let Some(rings) = uring.as_mut() {
             rings.run(|qid| SessionEventLoop {
                 thread_name: format!("fuser-uring-{qid}"),
@@ -362,7 +357,7 @@ impl<FS: Filesystem> Session<FS> {
             }
         }
 
-        #[cfg(target_os = "linux")]
+        #[cfg(feature = "uring")]
         if let Some(mut rings) = uring.take() {
             rings.stop();
         }
@@ -380,12 +375,10 @@ impl<FS: Filesystem> Session<FS> {
 
     /// intact patch: registers the FUSE-over-io_uring queues (`Config::uring`), each entry
     /// with a `payload`-byte buffer, once INIT has been answered.
+    /// Without the `uring` feature there is nothing to start.
     fn start_uring(&mut self, payload: usize) -> io::Result<()> {
-        if !self.config.uring {
-            return Ok(());
-        }
-        #[cfg(target_os = "linux")]
-        {
+        #[cfg(feature = "uring")]
+        if self.config.uring {
             use std::os::fd::AsRawFd;
             let rings = crate::uring::Rings::start(self.ch.as_fd().as_raw_fd(), payload)
                 .map_err(|e| {
@@ -393,12 +386,13 @@ impl<FS: Filesystem> Session<FS> {
                 })?;
             self.uring = Some(rings);
         }
-        #[cfg(not(target_os = "linux"))]
+        #[cfg(not(feature = "uring"))]
         let _ = payload;
         Ok(())
     }
 
-    /// Answers INIT; returns the payload size a FUSE-over-io_uring entry needs.
+    /// Answers INIT; returns the payload size a FUSE-over-io_uring entry needs (0 without
+    /// the `uring` feature).
     fn handshake(&mut self) -> io::Result<usize> {
         let mut buf = FuseReadBuf::new();
         let buf = buf.as_mut();
@@ -498,6 +492,7 @@ impl<FS: Filesystem> Session<FS> {
 
             // intact patch: ask for FUSE over io_uring when configured; refuse the mount
             // when the kernel does not offer it (it would otherwise wait for rings).
+            #[cfg(feature = "uring")]
             if self.config.uring {
                 if !init.capabilities().contains(InitFlags::FUSE_OVER_IO_URING) {
                     <ReplyRaw as Reply>::new(
@@ -505,10 +500,7 @@ impl<FS: Filesystem> Session<FS> {
                         ReplySender::Channel(self.ch.sender()),
                     )
                     .send_ll(&ResponseErrno(ll::Errno::EPROTO));
-                    #[cfg(target_os = "linux")]
                     let how = crate::uring::how_to_enable();
-                    #[cfg(not(target_os = "linux"))]
-                    let how = String::from("it needs Linux 6.14 or later");
                     return Err(io::Error::new(
                         io::ErrorKind::Unsupported,
                         format!(
@@ -518,9 +510,9 @@ impl<FS: Filesystem> Session<FS> {
                 }
                 config.requested |= InitFlags::FUSE_OVER_IO_URING;
             }
-            #[cfg(target_os = "linux")]
+            #[cfg(feature = "uring")]
             let payload = crate::uring::payload_size(config.max_write, config.max_pages());
-            #[cfg(not(target_os = "linux"))]
+            #[cfg(not(feature = "uring"))]
             let payload = 0;
 
             // Remember the ABI version supported by kernel and mark the session initialized.

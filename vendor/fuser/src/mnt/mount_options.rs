@@ -21,7 +21,8 @@ pub struct Config {
     /// intact patch: serve requests through FUSE over io_uring (Linux 6.14+, with
     /// `/sys/module/fuse/parameters/enable_uring` on): one ring per possible CPU beside
     /// the `/dev/fuse` loop, which keeps the interrupts and forgets. Mounting fails if the
-    /// kernel does not offer it.
+    /// kernel does not offer it. Only with the `uring` feature.
+    #[cfg(feature = "uring")]
     pub uring: bool,
 }
 
