@@ -68,6 +68,7 @@ CLASSES = {
 CLASS_ORDER = ["exposed", "posix-only", "known", "documented"]
 
 
+
 def thesis_row(name, table=THESIS):
     for k, v in table.items():
         if name == k or name.startswith(k + "-"):
@@ -193,7 +194,8 @@ def main():
             w(f"APMs: {', '.join(s['apms'])}; dynamic vulnerabilities: {len(s['dynamic'])}  ")
             calls = "; ".join(f"call {c['index']}: `{trunc(c['summary'])}`" for c in s["calls"])
             w(f"Calls: {calls}  ")
-            w(f"Consequence: **{cls}** — {md(trunc(detail, 200))}  ")
+            lay = layer(s["example"]["checker_message"])
+            w(f"Consequence: **{cls}** — {md(trunc(detail, 200))}" + (f" (checker layer: {lay})" if lay else "") + "  ")
             crash = f"study/out/{r['name']}/failing/v{s['id']}/crash"
             cls_name, evidence = classify(v, s)
             w(f"Class: **{CLASSES[cls_name] if cls_name else 'not analysed'}**" + (f" — {evidence}" if evidence else "") + "  ")
@@ -237,6 +239,22 @@ def classify(v, s):
     return (cls, "; ".join(parts))
 
 
+def layer(msg):
+    """The checker layer ('documented' or 'lay') of the rule behind a failing state, from the
+    `layer: ...` line two-layer checkers print (study/README.md); None for older checkers."""
+    m = re.search(r"^layer: (documented|lay)$", msg, re.M)
+    return m.group(1) if m else None
+
+
+def layer_cells(r):
+    """Per run: how many static vulnerabilities' example states fail a documented rule, and
+    how many fail only lay rules; '—' when the run's checker does not report layers."""
+    got = [layer(s["example"]["checker_message"]) for s in r["report"]["static"] if s.get("example")]
+    if not any(got):
+        return ["—", "—"]
+    return [str(got.count("documented")), str(got.count("lay"))]
+
+
 def classification_section(w, done, verdict_of):
     """The four-way classification (issue 32) of every static vulnerability, per run, beside
     the thesis' Table 4.4 counts."""
@@ -252,8 +270,11 @@ def classification_section(w, done, verdict_of):
       "allows, so (1) means *allowed by a validated model*; a block-level image that shows it is "
       "named where one exists. Thesis Table 4.4 (ext3-j/ext3-o/ext3-w/ext4-o/btrfs/default) for "
       "comparison; it counted every vulnerability as one kind.\n")
-    w("| run | thesis Table 4.4 | static vulns | " + " | ".join(CLASSES[c] for c in CLASS_ORDER) + " | not analysed |")
-    w("|---|---|---|" + "---|" * (len(CLASS_ORDER) + 1))
+    w("The last two columns count the example states by the checker layer of the rule they "
+      "fail first: a documented guarantee (with its citation in the checker) or only a lay "
+      "expectation (`layer:` line; — for a checker without layers).\n")
+    w("| run | thesis Table 4.4 | static vulns | " + " | ".join(CLASSES[c] for c in CLASS_ORDER) + " | not analysed | documented layer | lay layer only |")
+    w("|---|---|---|" + "---|" * (len(CLASS_ORDER) + 3))
     tot = {c: 0 for c in CLASS_ORDER + [None]}
     for r in done:
         got = [classify(verdict_of[(r["name"], s["id"])], s)[0] for s in r["report"]["static"]]
@@ -261,8 +282,9 @@ def classification_section(w, done, verdict_of):
             tot[c] += got.count(c)
         th = thesis_row(r["name"])
         thesis = "/".join(map(str, th[1])) if th else ""
-        w(f"| {r['name']} | {thesis} | {len(got)} | " + " | ".join(str(got.count(c)) for c in CLASS_ORDER + [None]) + " |")
-    w(f"| **total** | | {sum(tot.values())} | " + " | ".join(str(tot[c]) for c in CLASS_ORDER + [None]) + " |")
+        w(f"| {r['name']} | {thesis} | {len(got)} | " + " | ".join(str(got.count(c)) for c in CLASS_ORDER + [None])
+          + " | " + " | ".join(layer_cells(r)) + " |")
+    w(f"| **total** | | {sum(tot.values())} | " + " | ".join(str(tot[c]) for c in CLASS_ORDER + [None]) + " | | |")
     w("")
 
 
