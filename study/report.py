@@ -68,7 +68,6 @@ CLASSES = {
 CLASS_ORDER = ["exposed", "posix-only", "known", "documented"]
 
 
-
 def thesis_row(name, table=THESIS):
     for k, v in table.items():
         if name == k or name.startswith(k + "-"):
@@ -225,10 +224,11 @@ def classify(v, s):
         return (None, "")
     validated = [a for a in VALIDATED_APMS if a in s["apms"]]
     cls = v.get("class") or ("documented" if v["verdict"] == "documented" else "exposed" if validated else "posix-only")
-    assert cls in CLASSES, f"verdicts.toml: unknown class {cls!r} (one of {', '.join(CLASSES)})"
+    if cls not in CLASSES:
+        sys.exit(f"report.py: verdicts.toml entry {v['match']}: unknown class {cls!r} (one of {', '.join(CLASSES)})")
+    if cls == "known" and not v.get("upstream"):
+        sys.exit(f"report.py: verdicts.toml entry {v['match']}: class = 'known' needs upstream = '...'")
     parts = []
-    if cls == "known":
-        assert v.get("upstream"), "verdicts.toml: class = 'known' needs upstream = '...'"
     for key, label in (("upstream", "upstream"), ("source", "documented in"), ("image", "seen on")):
         if v.get(key):
             parts.append(f"{label}: {' '.join(v[key].split())}")
@@ -270,9 +270,10 @@ def classification_section(w, done, verdict_of):
       "allows, so (1) means *allowed by a validated model*; a block-level image that shows it is "
       "named where one exists. Thesis Table 4.4 (ext3-j/ext3-o/ext3-w/ext4-o/btrfs/default) for "
       "comparison; it counted every vulnerability as one kind.\n")
-    w("The last two columns count the example states by the checker layer of the rule they "
-      "fail first: a documented guarantee (with its citation in the checker) or only a lay "
-      "expectation (`layer:` line; — for a checker without layers).\n")
+    w("The last two columns count the vulnerabilities' example states by the checker layer "
+      "behind their consequence: a documented guarantee (cited next to the rule in the "
+      "checker) fails, or only lay expectations do (the checker's `layer:` line; — for a run "
+      "made before the checkers had layers).\n")
     w("| run | thesis Table 4.4 | static vulns | " + " | ".join(CLASSES[c] for c in CLASS_ORDER) + " | not analysed | documented layer | lay layer only |")
     w("|---|---|---|" + "---|" * (len(CLASS_ORDER) + 3))
     tot = {c: 0 for c in CLASS_ORDER + [None]}
