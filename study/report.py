@@ -8,7 +8,10 @@ path replaced by `.`) or its calls' summaries; `configs` limits it to some confi
 Fields: verdict (real-bug | documented | model-artefact), why (the argument), repro (a
 one-line command; {crash} is the saved crash state, {stdout} what the workload printed),
 intactfs (why the vulnerability remains under the intactfs APM, for those it exposes;
-shown in the Table 5.2(a) analog).
+shown in the Table 5.2(a) analog), and the four-way classification (issue 32):
+class (exposed | posix-only | known | documented; derived when absent, see classify),
+upstream (the issue, commit or list thread, for known), source (the document and section,
+for documented), image (a block-level crash image showing it on a real file system).
 Vulnerabilities no entry matches are listed as "not analysed" so the gap is visible."""
 import argparse
 import json
@@ -47,7 +50,22 @@ THESIS_52 = {
     "leveldb": ("LevelDB", 1, 0),
     "git": ("Git", 2, 0),
 }
-VERDICTS = {"real-bug": "real bug", "documented": "documented behaviour", "model-artefact": "artefact of the model"}
+VERDICTS = {"real-bug": "against the application", "documented": "documented behaviour", "model-artefact": "artefact of the model"}
+# APMs checked at block level against a Linux file system (docs/validation.md). ext3-j/-o/-w
+# (no ext3 driver any more) and default (POSIX's weakest reading) were never validated;
+# strict is a lower bound by construction.
+VALIDATED_APMS = ["ext4-o", "btrfs", "intactfs"]
+# The four classes (issue 32), in precedence order: a vulnerability the application
+# documents (or that only a checker stricter than its documentation reports) is not its
+# bug; one already reported upstream is not new; one no validated model exposes rests on
+# POSIX's weakest reading only. What is left is new.
+CLASSES = {
+    "documented": "(4) documented behaviour or checker stricter",
+    "known": "(3) known upstream",
+    "posix-only": "(2) POSIX-only or unvalidated model",
+    "exposed": "(1) exposed on a validated file system, new",
+}
+CLASS_ORDER = ["exposed", "posix-only", "known", "documented"]
 
 
 def thesis_row(name, table=THESIS):
@@ -155,15 +173,7 @@ def main():
     w("From the checker's `consequence:` line on each vulnerability's example state; all APMs.\n")
     per_run_table(CONSEQUENCES, per_consequence)
 
-    w("## Verdicts\n")
-    tally = {}
-    for v in verdict_of.values():
-        k = v["verdict"] if v else "not analysed"
-        tally[k] = tally.get(k, 0) + 1
-    w("| verdict | static vulnerabilities |\n|---|---|")
-    for k, n in sorted(tally.items()):
-        w(f"| {VERDICTS.get(k, k)} | {n} |")
-    w("")
+    classification_section(w, done, verdict_of)
 
     w("## Every static vulnerability\n")
     w("For each: the source locations, the calls, the APMs that expose it, the consequence the checker "
@@ -183,8 +193,11 @@ def main():
             w(f"APMs: {', '.join(s['apms'])}; dynamic vulnerabilities: {len(s['dynamic'])}  ")
             calls = "; ".join(f"call {c['index']}: `{trunc(c['summary'])}`" for c in s["calls"])
             w(f"Calls: {calls}  ")
-            w(f"Consequence: **{cls}** — {md(trunc(detail, 200))}  ")
+            lay = layer(s["example"]["checker_message"])
+            w(f"Consequence: **{cls}** — {md(trunc(detail, 200))}" + (f" (checker layer: {lay})" if lay else "") + "  ")
             crash = f"study/out/{r['name']}/failing/v{s['id']}/crash"
+            cls_name, evidence = classify(v, s)
+            w(f"Class: **{CLASSES[cls_name] if cls_name else 'not analysed'}**" + (f" — {evidence}" if evidence else "") + "  ")
             if v:
                 w(f"Verdict: **{VERDICTS.get(v['verdict'], v['verdict'])}** — {v['why'].strip()}  ")
                 if v.get("repro"):
@@ -200,6 +213,80 @@ def main():
         w(comp.read_text())
     Path(a.doc).write_text("\n".join(L) + "\n")
     print(f"report.py: wrote {a.doc}", file=sys.stderr)
+
+
+def classify(v, s):
+    """(class, evidence) of static vulnerability `s` whose verdict entry is `v`: the entry's
+    `class` when it states one, else 'documented' for a documented verdict, else by the APMs
+    that expose it: 'exposed' when a validated APM does, 'posix-only' otherwise. (None, "")
+    when no entry matches."""
+    if not v:
+        return (None, "")
+    validated = [a for a in VALIDATED_APMS if a in s["apms"]]
+    cls = v.get("class") or ("documented" if v["verdict"] == "documented" else "exposed" if validated else "posix-only")
+    if cls not in CLASSES:
+        sys.exit(f"report.py: verdicts.toml entry {v['match']}: unknown class {cls!r} (one of {', '.join(CLASSES)})")
+    if cls == "known" and not v.get("upstream"):
+        sys.exit(f"report.py: verdicts.toml entry {v['match']}: class = 'known' needs upstream = '...'")
+    parts = []
+    for key, label in (("upstream", "upstream"), ("source", "documented in"), ("image", "seen on")):
+        if v.get(key):
+            parts.append(f"{label}: {' '.join(v[key].split())}")
+    if validated:
+        parts.append(f"validated APMs exposing it: {', '.join(validated)}")
+    else:
+        parts.append("no validated APM exposes it (only " + ", ".join(s["apms"]) + ")")
+    return (cls, "; ".join(parts))
+
+
+def layer(msg):
+    """The checker layer ('documented' or 'lay') of the rule behind a failing state, from the
+    `layer: ...` line two-layer checkers print (study/README.md); None for older checkers."""
+    m = re.search(r"^layer: (documented|lay)$", msg, re.M)
+    return m.group(1) if m else None
+
+
+def layer_cells(r):
+    """Per run: how many static vulnerabilities' example states fail a documented rule, and
+    how many fail only lay rules; '—' when the run's checker does not report layers."""
+    got = [layer(s["example"]["checker_message"]) for s in r["report"]["static"] if s.get("example")]
+    if not any(got):
+        return ["—", "—"]
+    return [str(got.count("documented")), str(got.count("lay"))]
+
+
+def classification_section(w, done, verdict_of):
+    """The four-way classification (issue 32) of every static vulnerability, per run, beside
+    the thesis' Table 4.4 counts."""
+    w("## Every vulnerability classified four ways (replaces the thesis' single count)\n")
+    w("Each static vulnerability gets one class, the first that applies: (4) the application "
+      "documents the behaviour, or only a checker rule stricter than the application's "
+      "documentation reports it; (3) already reported upstream (issue, commit or list thread "
+      "named in `study/<app>/verdicts.toml` and below); (2) exposed only by APMs no Linux file "
+      "system was validated against (`default`, `ext3-j`, `ext3-o`, `ext3-w`: "
+      "[validation.md](validation.md)); (1) exposed by a validated APM (" + ", ".join(VALIDATED_APMS) +
+      ") and not known upstream: only these are called new. The validator checks that a file "
+      "system's crash images fall within its APM, not that it produces every state the APM "
+      "allows, so (1) means *allowed by a validated model*; a block-level image that shows it is "
+      "named where one exists. Thesis Table 4.4 (ext3-j/ext3-o/ext3-w/ext4-o/btrfs/default) for "
+      "comparison; it counted every vulnerability as one kind.\n")
+    w("The last two columns count the vulnerabilities' example states by the checker layer "
+      "behind their consequence: a documented guarantee (cited next to the rule in the "
+      "checker) fails, or only lay expectations do (the checker's `layer:` line; — for a run "
+      "made before the checkers had layers).\n")
+    w("| run | thesis Table 4.4 | static vulns | " + " | ".join(CLASSES[c] for c in CLASS_ORDER) + " | not analysed | documented layer | lay layer only |")
+    w("|---|---|---|" + "---|" * (len(CLASS_ORDER) + 3))
+    tot = {c: 0 for c in CLASS_ORDER + [None]}
+    for r in done:
+        got = [classify(verdict_of[(r["name"], s["id"])], s)[0] for s in r["report"]["static"]]
+        for c in tot:
+            tot[c] += got.count(c)
+        th = thesis_row(r["name"])
+        thesis = "/".join(map(str, th[1])) if th else ""
+        w(f"| {r['name']} | {thesis} | {len(got)} | " + " | ".join(str(got.count(c)) for c in CLASS_ORDER + [None])
+          + " | " + " | ".join(layer_cells(r)) + " |")
+    w(f"| **total** | | {sum(tot.values())} | " + " | ".join(str(tot[c]) for c in CLASS_ORDER + [None]) + " | | |")
+    w("")
 
 
 def apm_kind(r, s, apm):

@@ -9,7 +9,12 @@
 #     and nothing else but durability does (intactfs keeps every update in order), while
 #     ext4-o has ordering vulnerabilities;
 #   - every static vulnerability has a saved example state on which the checker fails again;
-#   - report.py writes a study document from the results.
+#   - the checkers are two-layered: every failing example names the layer of its
+#     consequence (`layer: documented|lay`), and sqlite's rollback-full durability rule is
+#     lay (SQLite documents that FULL in rollback mode can lose the last commit);
+#   - report.py writes a study document from the results, with the four-way
+#     classification, in which dbm.dumb's _commit (not atomic even against a process
+#     crash) is the one vulnerability classified new.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(mktemp -d /tmp/intact-study-selftest.XXXXXX)
@@ -17,7 +22,7 @@ trap 'rm -rf "$out"' EXIT
 bash "$here/run.sh" --quick --jobs "$(nproc)" --out "$out" --no-doc
 python3 "$here/report.py" --out "$out" --doc "$out/study.md" --quick
 python3 - "$out" <<'PY'
-import json, os, subprocess, sys, tempfile, shutil
+import json, os, re, subprocess, sys, tempfile, shutil
 out = sys.argv[1]
 bad = []
 def report(name):
@@ -57,7 +62,22 @@ for name in sorted(os.listdir(out)):
         shutil.rmtree(tmp, ignore_errors=True)
         if rc == 0:
             bad.append(f"{name} #{s['id']}: the checker passes on the saved example")
+for name in sorted(os.listdir(out)):
+    if not os.path.exists(os.path.join(out, name, "report.json")):
+        continue
+    for s in report(name)["static"]:
+        if not re.search(r"^layer: (documented|lay)$", s["example"]["checker_message"], re.M):
+            bad.append(f"{name} #{s['id']}: the checker's message names no layer (two-layer checkers, study/README.md)")
+for s in dur:
+    if "layer: lay" not in s["example"]["checker_message"]:
+        bad.append("sqlite-rollback-full: the durability vulnerability should fail only the lay layer (synchronous=FULL)")
 doc = open(os.path.join(out, "study.md")).read()
+if "## Every vulnerability classified four ways" not in doc:
+    bad.append("study.md lacks the four-way classification")
+dbm = doc[doc.find("### python-dbm"):]
+new_ones = re.findall(r"\*\*#\d+\*\* \[([^]]*)\][^\n]*\n(?:[^\n]*\n){3}Class: \*\*\(1\)", dbm[:dbm.find("\n### ", 5)])
+if new_ones != ["Across calls"]:
+    bad.append(f"python-dbm: expected only the _commit atomicity across calls classified (1), got {new_ones}")
 if "## Static vulnerabilities per APM" not in doc:
     bad.append("study.md lacks the per-APM table")
 if "## intactfs's promise, checked" not in doc or "not explained" in doc:

@@ -2,37 +2,43 @@
 """intact checker for the git study (study/git): is a crash state of the workload
 "add two files and commit them" a usable repository that kept what git reported done?
 
-    check.py CRASH_DIR STDOUT_FILE
+    check.py [--durability=documented|lay] CRASH_DIR STDOUT_FILE
 
-Exit 0 = consistent; 1 = inconsistent: one line `consequence: CLASS: detail` on stderr
-(CLASS from thesis 004 Table 4.3: silent-error, data-loss, cannot-open,
-failed-reads-writes, other), then the failing command and its output; 2 = usage error.
-The checker modifies the crash directory (recovery, a new commit). Python 3 standard
-library and /usr/bin/git only. The expected contents below must match study.sh.
+Exit 0 = consistent; 1 = inconsistent; 2 = usage error. Two layers (issue 32): every rule
+runs (when the repository opens at all), each failing rule prints `rule: LAYER: NAME:
+CLASS: detail` on stderr, and the one `consequence: CLASS: detail` line (thesis 004 Table
+4.3) comes from the first failing documented rule, else the first failing lay rule
+(`layer: ...` says which), followed by the failing command and its output. The checker
+modifies the crash directory (recovery, a new commit). Python 3 standard library and
+/usr/bin/git only. The expected contents below must match study.sh.
 
-Steps, as a user would take them after the crash (the first failure is reported):
-  1. recovery: delete leftover lock files (*.lock under .git), as git's own message
-     ("Unable to create '.../index.lock': File exists ... remove the file manually")
-     tells the user to; if `git status` fails or prints an error, delete .git/index and
-     run `git reset` (rebuilds the index from HEAD: loses only what was staged, never a
-     commit).
-  2. `git status`, `git log`: the repository opens and its history reads (cannot-open;
-     a branch that vanished, "does not have any commits yet", is data-loss).
-  3. `git fsck --full` (integrity); its errors are reported last, as `other: fsck-only`,
-     when nothing a user does fails.
-  4. history: the initial commit is still there; HEAD is the initial commit or the
+documented (git 2.39, `git help config`, core.fsync): with core.fsync=all, "added" hardens
+  "the results of commands like git add" and "committed" the work "committed to the
+  repository with git commit"; with git's defaults, "items that are not hardened may be
+  lost in the event of an unclean system shutdown". So the durability rule's layer is the
+  configuration's (--durability, set in study.sh): documented for `fsync`, lay for
+  `default`. git documents nothing else about crashes: the other rules are lay.
+Rules, as a user would go after the crash:
+  opens (lay): recovery: delete leftover lock files (*.lock under .git), as git's own
+     message ("Unable to create '.../index.lock': File exists ... remove the file
+     manually") tells the user to; if `git status` fails or prints an error, delete
+     .git/index and run `git reset` (loses only what was staged, never a commit); then
+     `git status`, `git log` work (cannot-open; a branch that vanished, "does not have any
+     commits yet", is data-loss). If this fails, no other rule can run.
+  history (lay): the initial commit is still there; HEAD is the initial commit or the
      workload's commit; HEAD holds exactly the files it should, and they read back
      (silent-error / failed-reads-writes).
-  5. durability against what was printed: after "committed", HEAD is the workload's
-     commit; after "added" (and no commit yet), the index stages one.txt and two.txt
-     with the right blobs (data-loss). The index stages nothing the workload did not,
-     and everything HEAD has: anything else shows in `git status` as a change nobody
-     made (silent-error).
-  6. the write path, as the user goes on: finish the workload if its commit is missing
-     (without "added": write the two files again, `git add`, `git commit`; after
-     "added": `git commit`), then add and commit a new file; each commit must read back
-     (failed-reads-writes when a command fails, silent-error when it succeeds but wrote
-     a commit that does not read back).
+  durable (configuration's layer): after "committed", HEAD is the workload's commit;
+     after "added" (and no commit yet), the index stages one.txt and two.txt with the
+     right blobs (data-loss).
+  index (lay): the index stages nothing the workload did not, and everything HEAD has:
+     anything else shows in `git status` as a change nobody made (silent-error).
+  write path (lay): finish the workload if its commit is missing (without "added": write
+     the two files again, `git add`, `git commit`; after "added": `git commit`), then add
+     and commit a new file; each commit must read back (failed-reads-writes when a command
+     fails, silent-error when it succeeds but wrote a commit that does not read back).
+  fsck (lay): `git fsck --full` (run before the write path), reported as `other:
+     fsck-only`.
 """
 import hashlib
 import os
@@ -134,30 +140,37 @@ def read_blobs(git, specs):
     return result
 
 
-def check(crash_dir, stdout_file):
-    try:
-        with open(stdout_file, "rb") as f:
-            printed = f.read().split(b"\n")
-    except OSError:
-        printed = []
-    added, committed = b"added" in printed, b"committed" in printed
-    gitdir = os.path.join(crash_dir, ".git")
-    if not os.path.isdir(gitdir):
-        raise Inconsistent("cannot-open", ".git is missing")
-    git = Git(os.path.abspath(crash_dir))
-    notes = []
+class Repo:
+    """What the rules share: the crash directory, git, what was printed, and what the
+    open rule read (history, the index)."""
 
-    # 1, 2. recovery; the repository opens
-    removed = remove_locks(gitdir)
+    def __init__(self, crash_dir, stdout_file):
+        try:
+            with open(stdout_file, "rb") as f:
+                printed = f.read().split(b"\n")
+        except OSError:
+            printed = []
+        self.added, self.committed = b"added" in printed, b"committed" in printed
+        self.crash_dir, self.gitdir = crash_dir, os.path.join(crash_dir, ".git")
+        self.git = Git(os.path.abspath(crash_dir))
+        self.notes = []
+
+
+def rule_opens(r):
+    """Steps 1, 2: recovery as a user would do it; the repository opens and its log reads.
+    Sets r.commits, r.subjects, r.has_commit, r.want_head, r.index."""
+    if not os.path.isdir(r.gitdir):
+        raise Inconsistent("cannot-open", ".git is missing")
+    git = r.git
+    removed = remove_locks(r.gitdir)
     if removed:
-        notes.append("removed " + ", ".join(removed))
+        r.notes.append("removed " + ", ".join(removed))
     status = git.run("status", "--porcelain")
     if status[0] != 0 or "error:" in status[2] or "fatal:" in status[2]:
         # git reports a problem: rebuild the index from HEAD (loses only what was staged)
-        notes.append(f"`git status` said {first_line(status[2])!r}: index rebuilt "
-                     "with `git reset`")
-        if os.path.lexists(os.path.join(gitdir, "index")):
-            os.unlink(os.path.join(gitdir, "index"))
+        r.notes.append(f"`git status` said {first_line(status[2])!r}: index rebuilt with `git reset`")
+        if os.path.lexists(os.path.join(r.gitdir, "index")):
+            os.unlink(os.path.join(r.gitdir, "index"))
         rc, out, err, cmd = git.run("reset", "-q")
         if rc != 0:
             raise Inconsistent("cannot-open", f"`git status` fails ({first_line(status[2])}) "
@@ -166,96 +179,95 @@ def check(crash_dir, stdout_file):
         status = git.run("status", "--porcelain")
         if status[0] != 0:
             raise Inconsistent("cannot-open", f"`git status` fails even with a rebuilt "
-                               f"index: {first_line(status[2])}",
-                               (status[3], status[0], status[1], status[2]))
+                               f"index: {first_line(status[2])}", (status[3], status[0], status[1], status[2]))
     rc, out, err, cmd = git.run("log", "--format=%H %P%x09%s")
     if rc != 0 and "does not have any commits yet" in err:
         raise Inconsistent("data-loss", "branch main is gone: git says it has no commits yet "
                            "(the history's objects are still on disk)", (cmd, rc, out, err))
     if rc != 0:
         raise Inconsistent("cannot-open", f"`git log` fails: {first_line(err)}", (cmd, rc, out, err))
-    log = out.decode(errors="replace")
-
-    # 3. integrity (reported at the end when nothing else fails)
-    fsck = git.run("fsck", "--full", "--no-dangling", "--no-progress")
-
-    # 4. history and what it holds
-    commits = [line.split("\t", 1) for line in log.splitlines()]
-    subjects = [s for _ids, s in commits]
-    if not commits or subjects[-1] != INITIAL_MSG:
-        raise Inconsistent("data-loss", f"the initial commit is gone: history is {subjects}",
-                           ("git log", 0, log.encode(), ""))
-    if subjects not in ([INITIAL_MSG], [WORKLOAD_MSG, INITIAL_MSG]):
-        raise Inconsistent("silent-error", f"unexpected history {subjects}",
-                           ("git log", 0, log.encode(), ""))
-    has_commit = len(commits) == 2
-    want_head = dict(BASE, **(ADDED if has_commit else {}))
-    tree = git.must("failed-reads-writes", "listing HEAD's tree fails",
-                    "ls-tree", "-r", "--name-only", "HEAD").decode().splitlines()
-    if sorted(tree) != sorted(want_head):
-        raise Inconsistent("silent-error", f"HEAD ({subjects[0]!r}) holds {tree}, "
-                           f"expected {sorted(want_head)}", ("git ls-tree -r HEAD", 0, "", ""))
-    rc, out, err, cmd = git.run("ls-files", "--stage")
-    index = {}
-    for line in out.decode(errors="replace").splitlines():
+    r.log = out.decode(errors="replace")
+    r.commits = [line.split("\t", 1) for line in r.log.splitlines()]
+    r.subjects = [s for _ids, s in r.commits]
+    r.has_commit = len(r.commits) == 2
+    r.want_head = dict(BASE, **(ADDED if r.has_commit else {}))
+    r.index_cmd = git.run("ls-files", "--stage")
+    r.index = {}
+    for line in r.index_cmd[1].decode(errors="replace").splitlines():
         meta, _, path = line.partition("\t")
-        index[path] = meta.split()[1] if len(meta.split()) > 1 else meta
-    blobs = read_blobs(git, [f"HEAD:{p}" for p in want_head])
-    for path, data in want_head.items():
+        r.index[path] = meta.split()[1] if len(meta.split()) > 1 else meta
+
+
+def rule_history(r):
+    """Step 4: the initial commit is there, HEAD is one of the two commits, holds exactly its
+    files, and they read back."""
+    if not r.commits or r.subjects[-1] != INITIAL_MSG:
+        raise Inconsistent("data-loss", f"the initial commit is gone: history is {r.subjects}",
+                           ("git log", 0, r.log.encode(), ""))
+    if r.subjects not in ([INITIAL_MSG], [WORKLOAD_MSG, INITIAL_MSG]):
+        raise Inconsistent("silent-error", f"unexpected history {r.subjects}", ("git log", 0, r.log.encode(), ""))
+    tree = r.git.must("failed-reads-writes", "listing HEAD's tree fails",
+                      "ls-tree", "-r", "--name-only", "HEAD").decode().splitlines()
+    if sorted(tree) != sorted(r.want_head):
+        raise Inconsistent("silent-error", f"HEAD ({r.subjects[0]!r}) holds {tree}, "
+                           f"expected {sorted(r.want_head)}", ("git ls-tree -r HEAD", 0, "", ""))
+    blobs = read_blobs(r.git, [f"HEAD:{p}" for p in r.want_head])
+    for path, data in r.want_head.items():
         got = blobs[f"HEAD:{path}"]
         if got is None:
             raise Inconsistent("failed-reads-writes", f"HEAD:{path} is unreadable (object "
                                f"{blob_id(data)} missing or empty)")
         if got[2] != data:
-            raise Inconsistent("silent-error", f"HEAD:{path} reads {got[2][:40]!r}, "
-                               f"expected {data!r}")
+            raise Inconsistent("silent-error", f"HEAD:{path} reads {got[2][:40]!r}, expected {data!r}")
 
-    # 5. durability
-    if committed and not has_commit:
-        raise Inconsistent("data-loss", "'committed' was printed but HEAD is still the "
-                           "initial commit" + (" (the index still stages both files)"
-                                               if all(p in index for p in ADDED) else ""))
-    if added and not has_commit:   # once committed, the index is checked below
+
+def rule_durable(r):
+    """Step 5: after "committed", HEAD is the workload's commit; after "added" (and no
+    commit), the index stages both files with the right blobs."""
+    if r.committed and not r.has_commit:
+        raise Inconsistent("data-loss", "'committed' was printed but HEAD is still the initial commit"
+                           + (" (the index still stages both files)" if all(p in r.index for p in ADDED) else ""))
+    if r.added and not r.has_commit:   # once committed, the index rule checks it
         for path, data in ADDED.items():
-            if index.get(path) != blob_id(data):
-                what = "no longer staged" if path not in index else \
-                    f"staged as {index[path]}, not {blob_id(data)}"
-                raise Inconsistent("data-loss", f"'added' was printed but {path} is {what}",
-                                   (cmd, rc, out, err))
+            if r.index.get(path) != blob_id(data):
+                what = "no longer staged" if path not in r.index else \
+                    f"staged as {r.index[path]}, not {blob_id(data)}"
+                raise Inconsistent("data-loss", f"'added' was printed but {path} is {what}", r.index_cmd[3:4] + r.index_cmd[:3])
 
-    # the index: only what the workload staged, and all of it once HEAD has it (a staged
-    # object that is missing or broken surfaces at the commits below)
+
+def rule_index(r):
+    """The index stages only what the workload staged, and everything HEAD has (a staged
+    object that is missing or broken surfaces in the write path)."""
     allowed = {p: blob_id(d) for p, d in dict(BASE, **ADDED).items()}
-    for path, oid in index.items():
+    cmd = r.index_cmd[3:4] + r.index_cmd[:3]
+    for path, oid in r.index.items():
         if allowed.get(path) != oid:
-            raise Inconsistent("silent-error", f"the index holds {path!r} as {oid}, which "
-                               "was never staged", (cmd, rc, out, err))
-    for path in want_head:
-        if path not in index:
-            raise Inconsistent("silent-error", f"HEAD ({subjects[0]!r}) has {path} but the "
-                               "index does not: `git status` shows it as a staged deletion",
-                               (cmd, rc, out, err))
+            raise Inconsistent("silent-error", f"the index holds {path!r} as {oid}, which was never staged", cmd)
+    for path in r.want_head:
+        if path not in r.index:
+            raise Inconsistent("silent-error", f"HEAD ({r.subjects[0]!r}) has {path} but the "
+                               "index does not: `git status` shows it as a staged deletion", cmd)
 
-    # 6. the write path, as the user goes on: if the workload's commit is missing, finish
-    # the workload -- without "added", redo it all (write one.txt and two.txt, `git add`,
-    # `git commit`); after "added", only `git commit` -- then commit a new file. What git
-    # says it committed must read back (git skips writing an object whose file exists,
-    # even an empty one a crash left: that is caught here).
+
+def rule_write_path(r):
+    """Step 6: if the workload's commit is missing, finish the workload (without "added":
+    write one.txt and two.txt, `git add`, `git commit`; after "added": `git commit`), then
+    commit a new file. What git says it committed must read back (git skips writing an
+    object whose file exists, even an empty one a crash left: that is caught here)."""
     steps = []
-    if not has_commit:
-        steps.append((ADDED if not added else {}, WORKLOAD_MSG, dict(BASE, **ADDED)))
+    if not r.has_commit:
+        steps.append((ADDED if not r.added else {}, WORKLOAD_MSG, dict(BASE, **ADDED)))
     steps.append((PROBE, "probe", dict(BASE, **ADDED, **PROBE)))
     for files, msg, want in steps:
         for path, data in files.items():
-            with open(os.path.join(crash_dir, path), "wb") as f:
+            with open(os.path.join(r.crash_dir, path), "wb") as f:
                 f.write(data)
         if files:
-            git.must("failed-reads-writes", "a new `git add` fails", "add", "--", *files)
-        git.must("failed-reads-writes", f"a new `git commit -m {msg!r}` fails",
-                 "commit", "-q", "-m", msg)
+            r.git.must("failed-reads-writes", "a new `git add` fails", "add", "--", *files)
+        r.git.must("failed-reads-writes", f"a new `git commit -m {msg!r}` fails", "commit", "-q", "-m", msg)
         done = f"`git commit -m {msg!r}` succeeded but"
         try:
-            blobs = read_blobs(git, [f"HEAD:{p}" for p in want])
+            blobs = read_blobs(r.git, [f"HEAD:{p}" for p in want])
         except Inconsistent as e:
             e.cls, e.detail = "silent-error", f"{done} {e.detail}"
             raise
@@ -266,22 +278,51 @@ def check(crash_dir, stdout_file):
                     "is unreadable (missing or empty object: git reused a tree or an object "
                     "file the crash left)" if got is None else f"reads {got[2][:40]!r}"))
 
-    if fsck[0] != 0:
-        raise Inconsistent("other", f"fsck-only: `git fsck --full` exit {fsck[0]}: "
-                           f"{first_line(fsck[2] + fsck[1].decode(errors='replace'))} "
+
+def rule_fsck(r):
+    """Step 3: `git fsck --full` (reported as `other: fsck-only`)."""
+    if r.fsck[0] != 0:
+        raise Inconsistent("other", f"fsck-only: `git fsck --full` exit {r.fsck[0]}: "
+                           f"{first_line(r.fsck[2] + r.fsck[1].decode(errors='replace'))} "
                            "(status, log, reads and new commits work)",
-                           (fsck[3], fsck[0], fsck[1], fsck[2]))
-    return notes
+                           (r.fsck[3], r.fsck[0], r.fsck[1], r.fsck[2]))
+
+
+def check(crash_dir, stdout_file, durability):
+    """Runs every rule (the write path last: it changes the repository); returns (notes,
+    failures), each failure (layer, name, Inconsistent). When the repository does not open,
+    no other rule can run."""
+    r = Repo(crash_dir, stdout_file)
+    try:
+        rule_opens(r)
+    except Inconsistent as e:
+        return r.notes, [("lay", "opens", e)]
+    r.fsck = r.git.run("fsck", "--full", "--no-dangling", "--no-progress")  # before the write path
+    failures = []
+    for layer, name, rule in [("lay", "history", rule_history), (durability, "durable", rule_durable),
+                              ("lay", "index", rule_index), ("lay", "write path", rule_write_path),
+                              ("lay", "fsck", rule_fsck)]:
+        try:
+            rule(r)
+        except Inconsistent as e:
+            failures.append((layer, name, e))
+    return r.notes, failures
 
 
 def main():
-    if len(sys.argv) != 3:
-        sys.stderr.write("usage: check.py CRASH_DIR STDOUT_FILE\n")
+    args = sys.argv[1:]
+    durability = "documented"
+    if args and args[0].startswith("--durability="):
+        durability = args.pop(0).split("=", 1)[1]
+    if len(args) != 2 or durability not in ("documented", "lay"):
+        sys.stderr.write("usage: check.py [--durability=documented|lay] CRASH_DIR STDOUT_FILE\n")
         sys.exit(2)
-    try:
-        notes = check(sys.argv[1], sys.argv[2])
-    except Inconsistent as e:
-        sys.stderr.write(f"consequence: {e.cls}: {e.detail}\n")
+    notes, failures = check(args[0], args[1], durability)
+    for layer, name, e in failures:
+        sys.stderr.write(f"rule: {layer}: {name}: {e.cls}: {e.detail}\n")
+    if failures:
+        layer, _name, e = next((f for f in failures if f[0] == "documented"), failures[0])
+        sys.stderr.write(f"layer: {layer}\nconsequence: {e.cls}: {e.detail}\n")
         if e.cmd:
             cmd, rc, out, err = e.cmd
             out = out.decode(errors="replace") if isinstance(out, bytes) else out

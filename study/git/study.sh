@@ -71,7 +71,12 @@ WORKLOAD=(env "${GIT_STUDY_ENV[@]}" GIT_AUTHOR_DATE='1700000100 +0000'
 RECORD_OPTS=()
 # Debian's python3, isolated (-I) and without site (-S): ~35 ms to start; a pyenv shim
 # first on PATH costs ~150 ms per crash state.
-CHECKER="/usr/bin/python3 -I -S $APP_DIR/check.py"
+# The durability rule is documented with core.fsync=all ("added": the results of git add
+# are hardened; "committed": git commit's), a lay expectation with git's defaults ("risks
+# losing recent work"): git help config, core.fsync (check.py).
+durability=lay
+[ "${STUDY_CONFIG:-}" = fsync ] && durability=documented
+CHECKER="/usr/bin/python3 -I -S $APP_DIR/check.py --durability=$durability"
 # git's I/O wrappers (wrapper.c: xwrite, write_in_full, xopen...; write-or-die.c:
 # fsync_or_die; lockfile.c / tempfile.c: commit and rename of lock files) serve every
 # caller: skipping them names the code that asked (index, refs, object files).

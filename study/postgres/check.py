@@ -10,20 +10,28 @@ row (N, 10*N) returned, "checkpoint", "stopped".
 
 Does what a user does after a power failure -- give the files back to the postgres user,
 chmod 700 pgdata, remove a stale postmaster.pid, start the server (it runs crash recovery
-by itself) -- then checks:
-  open        the server accepts connections within START_WAIT seconds
-  table       t exists if "created" was printed
+by itself) -- then runs every rule, in two layers (issue 32): each failing rule prints
+`rule: LAYER: NAME: CLASS: detail`, and the one consequence line comes from the first
+failing documented rule, else the first failing lay rule (`layer: ...` says which).
+documented (PostgreSQL 15 documentation, chapter 30 "Reliability and the Write-Ahead Log":
+WAL lets the server recover the database after a crash, and with fsync and
+synchronous_commit on, their defaults, a transaction is durable once its commit returns):
+  open        the server accepts connections within START_WAIT seconds (if not, no other
+              rule can run)
   atomic      every row of t is one the workload inserted: id in 1..6, v = 10*id, no
-              duplicates
+              duplicates (a rolled-back or torn insert never shows)
+  durable     t exists if "created" was printed; every row whose "committed N" was printed
+              is present
+lay:
   ordered     the ids form a prefix 1..k of the inserts (the transactions were run one
-              after the other: a later one cannot survive without an earlier one)
-  durable     every row whose "committed N" was printed is present
+              after the other: a later one cannot survive without an earlier one; expected
+              from WAL's sequential replay, not stated as a guarantee)
   writable    a new table can be created and written, a new row of t can be inserted and
               read back; both are then removed again (so that rerunning the checker on
               the same directory gives the same verdict) and a CHECKPOINT succeeds
 All of it within BUDGET seconds (below intact check's default --timeout of 60 s).
-Exit 0 = consistent; 1 = inconsistent, with one line "consequence: CLASS: detail" on stderr
-followed by the tail of the server log; 2 = usage error.
+Exit 0 = consistent; 1 = inconsistent, the rule lines and one "consequence: CLASS: detail"
+line on stderr, followed by the tail of the server log; 2 = usage error.
 
 The server is always stopped (immediate shutdown, SIGKILL after 5 s), also on failure or
 SIGTERM; its socket and log live in CRASH_DIR/.intact-pg (or a temp dir if that path is
@@ -209,38 +217,44 @@ def printed(stdout_file):
     return created, committed
 
 
-def check(srv, created, committed):
-    srv.prepare()
-    srv.start()
-    exists = srv.sql("SELECT to_regclass('public.t') IS NOT NULL", "looking up table t")
-    exists = exists == [["t"]]
+def rule_atomic(srv, exists):
+    """Every row of t is one the workload inserted, once. Returns the ids present."""
     if not exists:
-        if created or committed:
-            raise Inconsistent("data-loss", "table t is missing, but its CREATE TABLE had returned"
-                               + (f" and rows {committed} were committed" if committed else ""))
-        ids = []
-    else:
-        rows = srv.sql("SELECT id, v FROM t ORDER BY id", "reading table t")
-        ids = []
-        for row in rows:
-            if len(row) != 2 or not all(re.fullmatch(r"-?\d+", x) for x in row):
-                raise Inconsistent("silent-error", f"table t holds a row the workload never wrote: {row}")
-            i, v = int(row[0]), int(row[1])
-            if not 1 <= i <= ROWS or v != 10 * i:
-                raise Inconsistent("silent-error", f"table t holds a row the workload never wrote: "
-                                   f"(id {i}, v {v})")
-            if ids and ids[-1] == i:
-                raise Inconsistent("silent-error", f"table t holds row {i} twice")
-            ids.append(i)
-        missing = [i for i in committed if i not in ids]
-        if missing:
-            raise Inconsistent("data-loss", f"row {missing[0]} is missing, but its commit had returned "
-                               f"(rows present: {ids or 'none'})")
-        if ids != list(range(1, len(ids) + 1)):
-            gap = next(i for i in range(1, ROWS + 1) if i not in ids)
-            raise Inconsistent("data-loss", f"row {gap} is missing, but the later row {ids[-1]} "
-                               f"survived (rows present: {ids})")
-    # a new write works
+        return []
+    ids = []
+    for row in srv.sql("SELECT id, v FROM t ORDER BY id", "reading table t"):
+        if len(row) != 2 or not all(re.fullmatch(r"-?\d+", x) for x in row):
+            raise Inconsistent("silent-error", f"table t holds a row the workload never wrote: {row}")
+        i, v = int(row[0]), int(row[1])
+        if not 1 <= i <= ROWS or v != 10 * i:
+            raise Inconsistent("silent-error", f"table t holds a row the workload never wrote: (id {i}, v {v})")
+        if ids and ids[-1] == i:
+            raise Inconsistent("silent-error", f"table t holds row {i} twice")
+        ids.append(i)
+    return ids
+
+
+def rule_durable(exists, ids, created, committed):
+    """What was reported created or committed is there."""
+    if not exists and (created or committed):
+        raise Inconsistent("data-loss", "table t is missing, but its CREATE TABLE had returned"
+                           + (f" and rows {committed} were committed" if committed else ""))
+    missing = [i for i in committed if i not in ids]
+    if exists and missing:
+        raise Inconsistent("data-loss", f"row {missing[0]} is missing, but its commit had returned "
+                           f"(rows present: {ids or 'none'})")
+
+
+def rule_ordered(ids):
+    if ids != list(range(1, len(ids) + 1)):
+        gap = next(i for i in range(1, ROWS + 1) if i not in ids)
+        raise Inconsistent("data-loss", f"row {gap} is missing, but the later row {ids[-1]} "
+                           f"survived (rows present: {ids})")
+
+
+def rule_writable(srv, exists):
+    """A new table and a new row of t can be written and read back; both are removed again
+    (so that a rerun gives the same verdict) and a CHECKPOINT succeeds."""
     got = srv.sql("CREATE TABLE intact_probe (x integer); INSERT INTO intact_probe VALUES (42); "
                   "SELECT x FROM intact_probe", "writing a new table")
     if got != [["42"]]:
@@ -250,11 +264,37 @@ def check(srv, created, committed):
         got = srv.sql("SELECT count(*) FROM t WHERE id = 1000", "reading the new row of t")
         if got != [["1"]]:
             raise Inconsistent("failed-reads-writes", f"the new row of t reads back {got} times, not once")
-    # leave the database as we found it (logically), so that a rerun gives the same verdict
     srv.sql("DROP TABLE intact_probe", "dropping table intact_probe")
     if exists:
         srv.sql("DELETE FROM t WHERE id = 1000", "deleting the new row of t")
     srv.sql("CHECKPOINT", "checkpoint after the new writes")
+
+
+def check(srv, created, committed):
+    """Runs every rule; returns the failures, each (layer, name, Inconsistent). When the
+    server does not start (or cannot say whether t exists), no other rule can run."""
+    try:
+        srv.prepare()
+        srv.start()
+        exists = srv.sql("SELECT to_regclass('public.t') IS NOT NULL", "looking up table t") == [["t"]]
+    except Inconsistent as e:
+        return [("documented", "open", e)]
+    failures = []
+    ids = []
+    try:
+        ids = rule_atomic(srv, exists)
+    except Inconsistent as e:
+        failures.append(("documented", "atomic", e))
+    for layer, name, rule in [("documented", "durable", lambda: rule_durable(exists, ids, created, committed)),
+                              ("lay", "ordered", lambda: rule_ordered(ids)),
+                              ("lay", "writable", lambda: rule_writable(srv, exists))]:
+        if name != "writable" and failures and failures[0][1] == "atomic":
+            continue  # the rows could not be read: nothing to compare
+        try:
+            rule()
+        except Inconsistent as e:
+            failures.append((layer, name, e))
+    return failures
 
 
 def _terminate(signum, frame):
@@ -280,10 +320,14 @@ def main():
     status = 1
     try:
         try:
-            check(srv, created, committed)
-            status = 0
-        except Inconsistent as e:
-            say(f"consequence: {e.cls}: {e.detail}\n")
+            failures = check(srv, created, committed)
+            for layer, name, e in failures:
+                say(f"rule: {layer}: {name}: {e.cls}: {e.detail}\n")
+            if failures:
+                layer, _name, e = next((f for f in failures if f[0] == "documented"), failures[0])
+                say(f"layer: {layer}\nconsequence: {e.cls}: {e.detail}\n")
+            else:
+                status = 0
         except Exception as e:  # a checker problem: say so, still stop the server
             say(f"consequence: other: checker error: {type(e).__name__}: {e}\n")
         finally:
