@@ -34,6 +34,7 @@ pub mod layout;
 pub mod log;
 pub mod mutation;
 mod namespace;
+mod orphan;
 pub mod recovery;
 pub mod sim;
 mod tx;
@@ -287,6 +288,12 @@ pub struct PmemFs<P: PmemDevice> {
     pub(crate) tun: Tunables,
     pub(crate) clock: fn() -> Time,
     pub(crate) last_call: PmemCounters,
+    /// Open counts ([`PmemFs::open`]); an inode is absent when not open. Volatile: a crash
+    /// closes everything, and mount reclaims the unlinked inodes ([`orphan`]).
+    pub(crate) opens: HashMap<Ino, u32>,
+    /// Unlinked inodes whose last release came while an open transaction owned them: freed
+    /// when no transaction owns them any more (that transaction may still abort the unlink).
+    pub(crate) zombies: BTreeSet<Ino>,
 }
 
 impl<P: PmemDevice> std::fmt::Debug for PmemFs<P> {

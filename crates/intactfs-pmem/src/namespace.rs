@@ -364,7 +364,7 @@ impl<P: PmemDevice> PmemFs<P> {
     /// Stages the end of `victim` (its last link goes): its type word to 0. Its committed
     /// versions are checkpointed first (no redo entry may outlive its inode); its blocks
     /// are freed when the transaction commits.
-    fn stage_drop_inode(&mut self, victim: Ino, b: &mut Batch) -> Result<()> {
+    pub(crate) fn stage_drop_inode(&mut self, victim: Ino, b: &mut Batch) -> Result<()> {
         if self.index.has_committed_from(victim, 0) {
             self.checkpoint_where(|i, _| i == victim)?;
         }
@@ -374,7 +374,7 @@ impl<P: PmemDevice> PmemFs<P> {
 
     /// After the batch: the victim's blocks and inode are freed at commit, its open versions
     /// (this transaction's) at once.
-    fn finish_drop_inode(&mut self, id: u64, victim: Ino) -> Result<()> {
+    pub(crate) fn finish_drop_inode(&mut self, id: u64, victim: Ino) -> Result<()> {
         let blocks: Vec<u64> = self
             .mapped_blocks(victim)?
             .into_iter()
@@ -391,6 +391,9 @@ impl<P: PmemDevice> PmemFs<P> {
             }
             self.index.tidy(victim, lbn);
         }
+        // An open directory is freed at once (only files become orphans): later releases
+        // of it do nothing, and a new inode reusing the number starts closed.
+        self.opens.remove(&victim);
         if self.dirs.remove(&victim).is_some() {
             self.txs.get_mut(&id).expect("open").dirs.insert(victim);
         }
@@ -444,9 +447,9 @@ impl<P: PmemDevice> PmemFs<P> {
             )));
         }
         let mut b = Batch::default();
-        self.stage_drop_inode(ino, &mut b)?;
-        b.put(self.dir_slot_off(parent, slot)?, 0);
         let now = self.now();
+        let orphan = self.stage_unlink_target(ino, now, &mut b)?;
+        b.put(self.dir_slot_off(parent, slot)?, 0);
         prec.mtime = now;
         prec.ctime = now;
         if dir {
@@ -455,9 +458,28 @@ impl<P: PmemDevice> PmemFs<P> {
         self.stage_inode(&mut b, parent, &prec)?;
         self.apply_meta(id, b)?;
         self.unindex_entry(id, parent, name, slot);
-        self.finish_drop_inode(id, ino)?;
+        if !orphan {
+            self.finish_drop_inode(id, ino)?;
+        }
         self.claim(id, &[parent, ino]);
         Ok(())
+    }
+
+    /// Stages the loss of the last name of `victim`: an open file becomes an orphan (link
+    /// count 0, freed at its last release: [`crate::orphan`]); anything else is dropped
+    /// (finish with `finish_drop_inode` after the batch). True for an orphan.
+    fn stage_unlink_target(&mut self, victim: Ino, now: Time, b: &mut Batch) -> Result<bool> {
+        let mut rec = self.inode_in(b, victim)?;
+        let mutated = crate::mutation::active(crate::mutation::Mutation::FreeOpenFileAtUnlink);
+        if rec.kind != FileType::File || !self.is_open(victim) || mutated {
+            self.stage_drop_inode(victim, b)?;
+            return Ok(false);
+        }
+        assert_eq!(rec.nlink, 1, "file {victim} loses its only name");
+        rec.nlink = 0;
+        rec.ctime = now;
+        self.stage_inode(b, victim, &rec)?;
+        Ok(true)
     }
 
     /// POSIX rename: an existing target is replaced (a file by a file, a directory by an
@@ -537,8 +559,9 @@ impl<P: PmemDevice> PmemFs<P> {
         }
         let now = self.now();
         let mut b = Batch::default();
+        let mut orphan = false;
         if let Some((_, dino)) = dest {
-            self.stage_drop_inode(dino, &mut b)?;
+            orphan = self.stage_unlink_target(dino, now, &mut b)?;
         }
         // Source entry goes.
         b.put(self.dir_slot_off(sp, sslot)?, 0);
@@ -594,7 +617,9 @@ impl<P: PmemDevice> PmemFs<P> {
                     .names
                     .insert(dname.to_vec(), (dslot, src));
                 self.txs.get_mut(&id).expect("open").dirs.insert(dp);
-                self.finish_drop_inode(id, dino)?;
+                if !orphan {
+                    self.finish_drop_inode(id, dino)?;
+                }
                 self.claim(id, &[dino]);
             }
             (None, Some(p)) => self.index_entry(id, dp, p, dname, src),

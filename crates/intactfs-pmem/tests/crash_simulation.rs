@@ -40,6 +40,10 @@ fn crash_simulation() {
         "crashes during recovery: {total}"
     );
     assert!(
+        total.orphans_made >= 10 && total.orphans_freed >= 3,
+        "files unlinked while open, freed by their last release: {total}"
+    );
+    assert!(
         total.checkpoints > 10
             && total.pointer_swaps > 50
             && total.redo_entries > 100

@@ -364,3 +364,126 @@ fn recovery_is_idempotent_after_a_crash_during_recovery() {
         again.check().unwrap();
     }
 }
+
+/// A fresh file system whose root already has its first directory block (which stays once
+/// taken), and its statfs: frees can be counted against it.
+fn fresh_counted() -> (PmemFs<PmemSim>, intactfs_pmem::StatFs) {
+    let mut fs = fresh();
+    fs.create(None, ROOT, b"x", 0o644, 0, 0).unwrap();
+    fs.unlink(None, ROOT, b"x").unwrap();
+    let before = fs.statfs();
+    (fs, before)
+}
+
+#[test]
+fn an_unlinked_open_file_lives_until_its_last_release() {
+    let (mut fs, before) = fresh_counted();
+    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    fs.write(None, f, 0, &pattern(9000, 3)).unwrap();
+    fs.open(f).unwrap();
+    fs.open(f).unwrap();
+    assert_eq!(fs.open_count(f), 2);
+    fs.unlink(None, ROOT, b"f").unwrap();
+    assert_eq!(fs.lookup(ROOT, b"f").unwrap_err().errno(), 2);
+    assert!(fs.readdir(ROOT).unwrap().is_empty());
+    assert_eq!(fs.getattr(f).unwrap().nlink, 0);
+    // Reads and writes through the open descriptors keep working (ENOENT before issue 26).
+    assert_eq!(fs.read(f, 0, u64::MAX).unwrap(), pattern(9000, 3));
+    fs.write(None, f, 9000, b"tail").unwrap();
+    assert_eq!(fs.getattr(f).unwrap().size, 9004);
+    fs.check_invariants().unwrap();
+    fs.release(f).unwrap();
+    assert_eq!(fs.read(f, 0, 4).unwrap(), pattern(4, 3));
+    assert!(fs.statfs().free_files < before.free_files);
+    fs.release(f).unwrap();
+    assert_eq!(fs.getattr(f).unwrap_err().errno(), 2);
+    fs.check_invariants().unwrap();
+    assert_eq!(fs.statfs().free_files, before.free_files);
+    fs.checkpoint().unwrap();
+    assert_eq!(fs.statfs().free_blocks, before.free_blocks);
+    // A release of an inode that is not open does nothing.
+    fs.release(f).unwrap();
+    // A file not open is freed by its unlink at once.
+    let g = fs.create(None, ROOT, b"g", 0o644, 0, 0).unwrap().ino;
+    fs.unlink(None, ROOT, b"g").unwrap();
+    assert_eq!(fs.getattr(g).unwrap_err().errno(), 2);
+}
+
+#[test]
+fn a_rename_over_an_open_file_leaves_it_an_orphan() {
+    let mut fs = fresh();
+    let a = fs.create(None, ROOT, b"a", 0o644, 0, 0).unwrap().ino;
+    let b = fs.create(None, ROOT, b"b", 0o644, 0, 0).unwrap().ino;
+    fs.write(None, b, 0, b"old b").unwrap();
+    fs.open(b).unwrap();
+    fs.rename(None, ROOT, b"a", ROOT, b"b").unwrap();
+    assert_eq!(fs.lookup(ROOT, b"b").unwrap().ino, a);
+    assert_eq!(fs.read(b, 0, 100).unwrap(), b"old b");
+    assert_eq!(fs.getattr(b).unwrap().nlink, 0);
+    fs.check_invariants().unwrap();
+    fs.release(b).unwrap();
+    assert_eq!(fs.getattr(b).unwrap_err().errno(), 2);
+    fs.check_invariants().unwrap();
+}
+
+#[test]
+fn orphans_are_freed_at_mount_after_a_crash() {
+    let (mut fs, before) = fresh_counted();
+    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    fs.write(None, f, 0, &pattern(20_000, 4)).unwrap();
+    fs.open(f).unwrap();
+    fs.unlink(None, ROOT, b"f").unwrap();
+    let img = fs.into_device().persistent().to_vec();
+    let (mut fs, rep) = PmemFs::mount(PmemSim::from_image(img).unwrap()).unwrap();
+    assert_eq!(rep.orphans_freed, 1, "{rep:?}");
+    assert_eq!(fs.getattr(f).unwrap_err().errno(), 2);
+    fs.check_invariants().unwrap();
+    fs.checkpoint().unwrap();
+    let after = fs.statfs();
+    assert_eq!(
+        (after.free_files, after.free_blocks),
+        (before.free_files, before.free_blocks)
+    );
+    // Freed durably: the next mount finds none.
+    let fs = crash(fs);
+    fs.check_invariants().unwrap();
+    assert_eq!(fs.getattr(f).unwrap_err().errno(), 2);
+}
+
+#[test]
+fn an_orphans_last_release_inside_a_transaction_waits_for_its_end() {
+    let mut fs = fresh();
+    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    fs.write(None, f, 0, b"keep me").unwrap();
+    fs.open(f).unwrap();
+    // Aborted: the unlink is undone, and the file is a plain closed file again.
+    let t = fs.tx_begin(&[]).unwrap();
+    fs.unlink(Some(t), ROOT, b"f").unwrap();
+    fs.release(f).unwrap();
+    assert_eq!(fs.read(f, 0, 100).unwrap(), b"keep me");
+    fs.check_invariants().unwrap();
+    fs.tx_abort(t).unwrap();
+    assert_eq!(fs.lookup(ROOT, b"f").unwrap().nlink, 1);
+    assert_eq!(fs.read(f, 0, 100).unwrap(), b"keep me");
+    fs.check_invariants().unwrap();
+    // Committed: freed right after the commit.
+    fs.open(f).unwrap();
+    let t = fs.tx_begin(&[]).unwrap();
+    fs.unlink(Some(t), ROOT, b"f").unwrap();
+    fs.release(f).unwrap();
+    assert_eq!(fs.getattr(f).unwrap().nlink, 0);
+    fs.tx_commit(t).unwrap();
+    assert_eq!(fs.getattr(f).unwrap_err().errno(), 2);
+    fs.check_invariants().unwrap();
+}
+
+#[test]
+fn a_format_1_image_is_refused_with_a_message() {
+    let fs = fresh();
+    let mut img = fs.into_device().persistent().to_vec();
+    img[8..12].copy_from_slice(&1u32.to_le_bytes());
+    let crc = crc32c::crc32c(&img[..64]);
+    img[64..68].copy_from_slice(&crc.to_le_bytes());
+    let e = PmemFs::mount(PmemSim::from_image(img).unwrap()).unwrap_err();
+    assert!(e.to_string().contains("older engine"), "{e}");
+}

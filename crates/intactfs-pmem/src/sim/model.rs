@@ -28,15 +28,19 @@ pub enum MOp {
         dir: bool,
         mode: u32,
     },
+    /// `keep`: the target was an open file, which stays (an orphan) until its last release.
     Remove {
         parent: MIno,
         name: Vec<u8>,
+        keep: bool,
     },
+    /// `keep`: a replaced target was an open file (it stays, an orphan).
     Rename {
         sp: MIno,
         sn: Vec<u8>,
         dp: MIno,
         dn: Vec<u8>,
+        keep: bool,
     },
     Write {
         ino: MIno,
@@ -304,7 +308,7 @@ impl MState {
                     .entries
                     .insert(name.clone(), *ino);
             }
-            MOp::Remove { parent, name } => {
+            MOp::Remove { parent, name, keep } => {
                 let t = self
                     .nodes
                     .get_mut(parent)
@@ -312,9 +316,17 @@ impl MState {
                     .entries
                     .remove(name)
                     .expect("checked");
-                self.nodes.remove(&t);
+                if !keep {
+                    self.nodes.remove(&t);
+                }
             }
-            MOp::Rename { sp, sn, dp, dn } => {
+            MOp::Rename {
+                sp,
+                sn,
+                dp,
+                dn,
+                keep,
+            } => {
                 let src = self
                     .nodes
                     .get_mut(sp)
@@ -329,7 +341,9 @@ impl MState {
                     .entries
                     .insert(dn.clone(), src)
                 {
-                    self.nodes.remove(&old);
+                    if !keep {
+                        self.nodes.remove(&old);
+                    }
                 }
                 self.nodes.get_mut(&src).expect("exists").parent = *dp;
             }
@@ -387,6 +401,26 @@ impl MState {
             }
         }
         out
+    }
+
+    /// Files no directory names (unlinked while open).
+    pub fn orphans(&self) -> Vec<MIno> {
+        let named: std::collections::BTreeSet<MIno> = self
+            .nodes
+            .values()
+            .flat_map(|n| n.entries.values().copied())
+            .collect();
+        self.nodes
+            .iter()
+            .filter(|(i, n)| !n.dir && **i != MROOT && !named.contains(i))
+            .map(|(&i, _)| i)
+            .collect()
+    }
+
+    /// Forgets an orphan (its last release freed it).
+    pub fn free_orphan(&mut self, ino: MIno) {
+        assert!(self.orphans().contains(&ino), "{ino} is not an orphan");
+        self.nodes.remove(&ino);
     }
 
     pub fn files(&self) -> Vec<MIno> {
