@@ -20,6 +20,10 @@ pub enum PmemFsError {
     Invalid(String),
     #[error("file name of {0} bytes is longer than 255 bytes")]
     NameTooLong(usize),
+    #[error("operation not permitted: {0}")]
+    NotPermitted(String),
+    #[error("too many links: {0}")]
+    TooManyLinks(String),
     #[error("no space left on device: {0}")]
     NoSpace(String),
     #[error("file too large: {0}")]
@@ -55,6 +59,8 @@ impl PmemFsError {
             PmemFsError::NotEmpty(_) => 39,
             PmemFsError::Invalid(_) => 22,
             PmemFsError::NameTooLong(_) => 36,
+            PmemFsError::NotPermitted(_) => 1,
+            PmemFsError::TooManyLinks(_) => 31,
             PmemFsError::NoSpace(_) => 28,
             PmemFsError::TooBig(_) => 27,
             PmemFsError::Busy(_) => 16,

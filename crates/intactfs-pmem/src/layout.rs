@@ -9,14 +9,17 @@ pub const BLOCK: u64 = 4096;
 pub const LINE: u64 = 64;
 pub const LINES_PER_BLOCK: u64 = BLOCK / LINE;
 pub const MAGIC: u64 = u64::from_le_bytes(*b"INTPMEM1");
-/// Format 2: a file in use may have link count 0 and no name (an orphan: unlinked while
-/// open, freed at mount). A format-1 engine would refuse such an image as corrupt, so
-/// format-1 images are refused too (with a message) rather than silently upgraded.
+/// Format 2 (issue 26): a file in use may have link count 0 and no name (an orphan:
+/// unlinked while open, freed at mount), or several names (hard links, link count = names).
+/// A format-1 engine would refuse such an image as corrupt, so format-1 images are refused
+/// too (with a message) rather than silently upgraded.
 pub const VERSION: u32 = 2;
 pub const INODE_SIZE: u64 = 256;
 pub const LOG_ENTRY: u64 = 64;
 pub const NAME_MAX: usize = 255;
 pub const ROOT: u64 = 1;
+/// Most names a file may have (as the block engine: EMLINK beyond).
+pub const MAX_LINKS: u32 = 65_000;
 
 /// Direct pointers in an inode; then one single-indirect and one double-indirect pointer.
 pub const NDIRECT: u64 = 12;

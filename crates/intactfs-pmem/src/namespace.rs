@@ -465,21 +465,80 @@ impl<P: PmemDevice> PmemFs<P> {
         Ok(())
     }
 
-    /// Stages the loss of the last name of `victim`: an open file becomes an orphan (link
-    /// count 0, freed at its last release: [`crate::orphan`]); anything else is dropped
-    /// (finish with `finish_drop_inode` after the batch). True for an orphan.
+    /// Stages the loss of one name of `victim`: a file with other names (hard links) or
+    /// that is open (it becomes an orphan: link count 0, freed at its last release,
+    /// [`crate::orphan`]) loses a link; anything else is dropped (finish with
+    /// `finish_drop_inode` after the batch). True when the inode stays.
     fn stage_unlink_target(&mut self, victim: Ino, now: Time, b: &mut Batch) -> Result<bool> {
         let mut rec = self.inode_in(b, victim)?;
         let mutated = crate::mutation::active(crate::mutation::Mutation::FreeOpenFileAtUnlink);
-        if rec.kind != FileType::File || !self.is_open(victim) || mutated {
+        let open = self.is_open(victim) && !mutated;
+        if rec.kind != FileType::File || (rec.nlink <= 1 && !open) {
             self.stage_drop_inode(victim, b)?;
             return Ok(false);
         }
-        assert_eq!(rec.nlink, 1, "file {victim} loses its only name");
-        rec.nlink = 0;
+        // A named file has link count = its names (mount checks it), so at least 1 here.
+        assert!(rec.nlink >= 1, "file {victim} has a name but link count 0");
+        rec.nlink -= 1;
         rec.ctime = now;
         self.stage_inode(b, victim, &rec)?;
         Ok(true)
+    }
+
+    /// A new name `name` in `parent` for the file `ino` (link(2)): EPERM for a directory,
+    /// ENOENT for an orphan (unlinked while open), EMLINK beyond [`MAX_LINKS`].
+    pub fn link(&mut self, tx: Option<TxId>, ino: Ino, parent: Ino, name: &[u8]) -> Result<Attr> {
+        self.mutate(tx, |fs, id| fs.do_link(id, ino, parent, name))
+    }
+
+    fn do_link(&mut self, id: u64, ino: Ino, parent: Ino, name: &[u8]) -> Result<Attr> {
+        check_name(name)?;
+        let mut prec = self.dir_rec(parent)?;
+        let mut rec = self.inode(ino)?;
+        match rec.kind {
+            FileType::Dir => {
+                return Err(PmemFsError::NotPermitted(format!(
+                    "inode {ino} is a directory: no hard links to directories"
+                )))
+            }
+            FileType::File if rec.nlink == 0 => {
+                return Err(PmemFsError::NotFound(format!(
+                    "inode {ino} was unlinked (open, no name left)"
+                )))
+            }
+            FileType::File if rec.nlink >= MAX_LINKS => {
+                return Err(PmemFsError::TooManyLinks(format!(
+                    "inode {ino} has {} names already",
+                    rec.nlink
+                )))
+            }
+            FileType::File => {}
+        }
+        self.check_owner(id, parent)?;
+        self.check_owner(id, ino)?;
+        if self.find(parent, name)?.is_some() {
+            return Err(PmemFsError::Exists(format!(
+                "{:?} in directory {parent}",
+                String::from_utf8_lossy(name)
+            )));
+        }
+        let now = self.now();
+        let mut b = Batch::default();
+        let plan = self.plan_slot(parent, &mut prec, &mut b)?;
+        self.stage_entry(parent, &plan, name, ino, rec.kind, &mut b)?;
+        prec.mtime = now;
+        prec.ctime = now;
+        self.stage_inode(&mut b, parent, &prec)?;
+        rec.nlink += 1;
+        rec.ctime = now;
+        self.stage_inode(&mut b, ino, &rec)?;
+        if let Err(e) = self.apply_meta(id, b) {
+            self.give_back_blocks(&plan.new_blocks);
+            return Err(e);
+        }
+        self.index_entry(id, parent, plan, name, ino);
+        self.claim(id, &[parent, ino]);
+        self.getattr(ino)
     }
 
     /// POSIX rename: an existing target is replaced (a file by a file, a directory by an

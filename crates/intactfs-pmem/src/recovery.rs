@@ -411,13 +411,13 @@ impl<P: PmemDevice> PmemFs<P> {
                 orphans.push(ino);
                 continue;
             }
-            if ino != ROOT && n != 1 {
+            if ino != ROOT && (n == 0 || r.kind == FileType::Dir && n != 1) {
                 return Err(corrupt(format!(
-                    "inode {ino} is named by {n} directory entries (exactly 1 expected)"
+                    "inode {ino} is named by {n} directory entries (a directory exactly 1, a file at least 1 or, with link count 0, none)"
                 )));
             }
             let want = match r.kind {
-                FileType::File => 1,
+                FileType::File => n,
                 FileType::Dir => 2 + subdirs.get(&ino).copied().unwrap_or(0),
             };
             if r.nlink != want {

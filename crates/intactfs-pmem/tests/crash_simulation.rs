@@ -40,8 +40,8 @@ fn crash_simulation() {
         "crashes during recovery: {total}"
     );
     assert!(
-        total.orphans_made >= 10 && total.orphans_freed >= 3,
-        "files unlinked while open, freed by their last release: {total}"
+        total.orphans_made >= 10 && total.orphans_freed >= 3 && total.links >= 10,
+        "hard links, files unlinked while open, freed by their last release: {total}"
     );
     assert!(
         total.checkpoints > 10

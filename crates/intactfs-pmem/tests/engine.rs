@@ -375,6 +375,17 @@ fn fresh_counted() -> (PmemFs<PmemSim>, intactfs_pmem::StatFs) {
     (fs, before)
 }
 
+/// Every inode and block taken since `before` is free again (checkpointed first: pending
+/// blocks are free only then).
+fn assert_all_freed(fs: &mut PmemFs<PmemSim>, before: &intactfs_pmem::StatFs) {
+    fs.checkpoint().unwrap();
+    let after = fs.statfs();
+    assert_eq!(
+        (after.free_files, after.free_blocks),
+        (before.free_files, before.free_blocks)
+    );
+}
+
 #[test]
 fn an_unlinked_open_file_lives_until_its_last_release() {
     let (mut fs, before) = fresh_counted();
@@ -438,12 +449,7 @@ fn orphans_are_freed_at_mount_after_a_crash() {
     assert_eq!(rep.orphans_freed, 1, "{rep:?}");
     assert_eq!(fs.getattr(f).unwrap_err().errno(), 2);
     fs.check_invariants().unwrap();
-    fs.checkpoint().unwrap();
-    let after = fs.statfs();
-    assert_eq!(
-        (after.free_files, after.free_blocks),
-        (before.free_files, before.free_blocks)
-    );
+    assert_all_freed(&mut fs, &before);
     // Freed durably: the next mount finds none.
     let fs = crash(fs);
     fs.check_invariants().unwrap();
@@ -486,4 +492,50 @@ fn a_format_1_image_is_refused_with_a_message() {
     img[64..68].copy_from_slice(&crc.to_le_bytes());
     let e = PmemFs::mount(PmemSim::from_image(img).unwrap()).unwrap_err();
     assert!(e.to_string().contains("older engine"), "{e}");
+}
+
+#[test]
+fn hard_links_count_names_and_survive_a_crash() {
+    let (mut fs, before) = fresh_counted();
+    let d = fs.mkdir(None, ROOT, b"d", 0o755, 0, 0).unwrap().ino;
+    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    fs.write(None, f, 0, b"shared").unwrap();
+    let a = fs.link(None, f, d, b"g").unwrap();
+    assert_eq!((a.ino, a.nlink), (f, 2));
+    assert_eq!(fs.lookup(d, b"g").unwrap().ino, f);
+    // Errors, in the order the model of the simulation predicts them.
+    assert_eq!(fs.link(None, f, d, b"g").unwrap_err().errno(), 17);
+    assert_eq!(fs.link(None, d, ROOT, b"h").unwrap_err().errno(), 1);
+    assert_eq!(fs.link(None, f, f, b"h").unwrap_err().errno(), 20);
+    assert_eq!(fs.link(None, f, d, b"a/b").unwrap_err().errno(), 22);
+    assert_eq!(fs.link(None, 40, d, b"h").unwrap_err().errno(), 2);
+    // Aborted: the name and the count go back.
+    let t = fs.tx_begin(&[]).unwrap();
+    fs.link(Some(t), f, ROOT, b"h").unwrap();
+    assert_eq!(fs.getattr(f).unwrap().nlink, 3);
+    fs.tx_abort(t).unwrap();
+    assert_eq!(fs.getattr(f).unwrap().nlink, 2);
+    assert_eq!(fs.lookup(ROOT, b"h").unwrap_err().errno(), 2);
+    fs.check_invariants().unwrap();
+    // Durable, and one name's unlink keeps the file.
+    let mut fs = crash(fs);
+    fs.check_invariants().unwrap();
+    assert_eq!(fs.getattr(f).unwrap().nlink, 2);
+    fs.unlink(None, ROOT, b"f").unwrap();
+    assert_eq!(fs.read(f, 0, 100).unwrap(), b"shared");
+    assert_eq!(fs.getattr(f).unwrap().nlink, 1);
+    // A rename over another name of the same file does nothing (rename(2)).
+    fs.link(None, f, ROOT, b"f2").unwrap();
+    fs.rename(None, ROOT, b"f2", d, b"g").unwrap();
+    assert_eq!(fs.getattr(f).unwrap().nlink, 2);
+    // Open, both names gone: an orphan, which link refuses (ENOENT), freed at release.
+    fs.open(f).unwrap();
+    fs.unlink(None, ROOT, b"f2").unwrap();
+    fs.unlink(None, d, b"g").unwrap();
+    assert_eq!(fs.getattr(f).unwrap().nlink, 0);
+    assert_eq!(fs.link(None, f, ROOT, b"back").unwrap_err().errno(), 2);
+    fs.release(f).unwrap();
+    fs.rmdir(None, ROOT, b"d").unwrap();
+    fs.check_invariants().unwrap();
+    assert_all_freed(&mut fs, &before);
 }

@@ -132,6 +132,8 @@ pub struct SimReport {
     /// Opens and releases; files unlinked (or replaced) while open; orphans freed by their
     /// last release (or by the end of the transaction that owned them).
     pub opens: u64,
+    /// Hard links made.
+    pub links: u64,
     pub orphans_made: u64,
     pub orphans_freed: u64,
 }
@@ -161,6 +163,7 @@ impl std::ops::AddAssign for SimReport {
         self.redo_entries += o.redo_entries;
         self.undo_entries += o.undo_entries;
         self.opens += o.opens;
+        self.links += o.links;
         self.orphans_made += o.orphans_made;
         self.orphans_freed += o.orphans_freed;
     }
@@ -172,7 +175,7 @@ impl std::fmt::Display for SimReport {
             f,
             "{} workloads, {} calls ({} legacy, {} interleaved with 2+ open transactions, {} expected errors of which {} EBUSY, {} ENOSPC), \
              {} transactions committed, {} aborted; {} crash points ({} exhaustive), {} crash images ({} distinct recovered: {} to the newest state, {} to the one before), \
-             {} images crashed inside recovery, {} checkpoints after recovery; {} opens, {} files unlinked while open, {} freed by their last release; engine: {} checkpoints, {} blocks checkpointed, {} pointer swaps, {} redo entries, {} undo entries",
+             {} images crashed inside recovery, {} checkpoints after recovery; {} hard links, {} opens, {} files unlinked while open, {} freed by their last release; engine: {} checkpoints, {} blocks checkpointed, {} pointer swaps, {} redo entries, {} undo entries",
             self.workloads,
             self.calls,
             self.legacy_calls,
@@ -190,6 +193,7 @@ impl std::fmt::Display for SimReport {
             self.older,
             self.recovery_crash_images,
             self.checkpoint_after_recovery,
+            self.links,
             self.opens,
             self.orphans_made,
             self.orphans_freed,
@@ -275,6 +279,7 @@ pub fn engine_snapshot<P: PmemDevice>(fs: &PmemFs<P>) -> Result<Snap, String> {
                 mode: a.mode,
                 uid: a.uid,
                 gid: a.gid,
+                nlink: a.nlink,
                 size: if dir { 0 } else { a.size },
                 content,
             },
@@ -583,6 +588,9 @@ impl Run {
             self.rep.legacy_calls += 1;
         }
         let kind = self.rng.random_range(0..100u32);
+        if (80..88).contains(&kind) {
+            return self.link_file(ctx);
+        }
         if kind < 40 {
             let files = self.live.files();
             let Some(f) = self.target(files, ctx) else {
@@ -703,7 +711,7 @@ impl Run {
                 .is_some()
             {
                 let keep = self.opens.contains_key(&t);
-                self.rep.orphans_made += keep as u64;
+                self.rep.orphans_made += (keep && self.live.nlink(t) == 1) as u64;
                 let op = MOp::Remove {
                     parent: p,
                     name,
@@ -738,7 +746,8 @@ impl Run {
                     let mut touched = vec![sp, dp, src];
                     touched.extend(victim);
                     let keep = victim.is_some_and(|v| self.opens.contains_key(&v));
-                    self.rep.orphans_made += keep as u64;
+                    let last = victim.is_some_and(|v| self.live.nlink(v) == 1);
+                    self.rep.orphans_made += (keep && last) as u64;
                     let op = MOp::Rename {
                         sp,
                         sn,
@@ -749,6 +758,39 @@ impl Run {
                     self.done(ctx, op, &touched);
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// link(2): a new name for a file (mostly a named one, sometimes an orphan: ENOENT).
+    fn link_file(&mut self, ctx: Option<u64>) -> Result<(), String> {
+        let files = self.live.files();
+        let Some(f) = self.target(files, ctx) else {
+            return Ok(());
+        };
+        let f = if self.rng.random_bool(0.05) {
+            self.pick(&self.live.dirs()).expect("root")
+        } else {
+            f
+        };
+        let dirs = self.live.dirs();
+        let Some(p) = self.target(dirs, ctx) else {
+            return Ok(());
+        };
+        let name = self.name();
+        let want = self.live.check_link(f, p, &name, &self.busy(ctx));
+        let got = self.fs.link(ctx.map(TxId), f, p, &name);
+        if self.agree("link", got, want)?.is_some() {
+            self.rep.links += 1;
+            self.done(
+                ctx,
+                MOp::Link {
+                    ino: f,
+                    parent: p,
+                    name,
+                },
+                &[p, f],
+            );
         }
         Ok(())
     }

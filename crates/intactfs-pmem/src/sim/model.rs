@@ -42,6 +42,12 @@ pub enum MOp {
         dn: Vec<u8>,
         keep: bool,
     },
+    /// A new name for a file (hard link).
+    Link {
+        ino: MIno,
+        parent: MIno,
+        name: Vec<u8>,
+    },
     Write {
         ino: MIno,
         off: u64,
@@ -87,6 +93,8 @@ pub struct SNode {
     pub mode: u32,
     pub uid: u32,
     pub gid: u32,
+    /// A file's names; a directory's 2 + its subdirectories.
+    pub nlink: u32,
     pub size: u64,
     /// Content hash (files).
     pub content: u64,
@@ -316,9 +324,7 @@ impl MState {
                     .entries
                     .remove(name)
                     .expect("checked");
-                if !keep {
-                    self.nodes.remove(&t);
-                }
+                self.drop_if_unnamed(t, *keep);
             }
             MOp::Rename {
                 sp,
@@ -341,11 +347,16 @@ impl MState {
                     .entries
                     .insert(dn.clone(), src)
                 {
-                    if !keep {
-                        self.nodes.remove(&old);
-                    }
+                    self.drop_if_unnamed(old, *keep);
                 }
                 self.nodes.get_mut(&src).expect("exists").parent = *dp;
+            }
+            MOp::Link { ino, parent, name } => {
+                self.nodes
+                    .get_mut(parent)
+                    .expect("checked")
+                    .entries
+                    .insert(name.clone(), *ino);
             }
             MOp::Write { data, .. } if data.is_empty() => {}
             MOp::Write { ino, off, data } => {
@@ -389,6 +400,7 @@ impl MState {
                     mode: n.mode,
                     uid: n.uid,
                     gid: n.gid,
+                    nlink: self.nlink(ino),
                     size: if n.dir { 0 } else { n.data.len() as u64 },
                     content: if n.dir { 0 } else { hash_bytes(&n.data) },
                 },
@@ -401,6 +413,56 @@ impl MState {
             }
         }
         out
+    }
+
+    /// How many entries name `ino`.
+    fn names(&self, ino: MIno) -> u32 {
+        self.nodes
+            .values()
+            .map(|n| n.entries.values().filter(|&&c| c == ino).count() as u32)
+            .sum()
+    }
+
+    /// The link count POSIX shows: a file's names, a directory's 2 + subdirectories.
+    pub fn nlink(&self, ino: MIno) -> u32 {
+        let n = &self.nodes[&ino];
+        if n.dir {
+            2 + n.entries.values().filter(|c| self.nodes[c].dir).count() as u32
+        } else {
+            self.names(ino)
+        }
+    }
+
+    /// After a name of `ino` went: it goes too when no name is left and it was not open.
+    fn drop_if_unnamed(&mut self, ino: MIno, open: bool) {
+        if !open && self.names(ino) == 0 {
+            self.nodes.remove(&ino);
+        }
+    }
+
+    /// The errno `link` must fail with (None: success).
+    pub fn check_link(
+        &self,
+        ino: MIno,
+        parent: MIno,
+        name: &[u8],
+        busy: &dyn Fn(MIno) -> bool,
+    ) -> Result<(), i32> {
+        valid_name(name)?;
+        let p = self.dir(parent)?;
+        match self.nodes.get(&ino) {
+            None => return Err(2),
+            Some(n) if n.dir => return Err(1),
+            Some(_) if self.names(ino) == 0 => return Err(2),
+            _ => {}
+        }
+        if busy(parent) || busy(ino) {
+            return Err(16);
+        }
+        if p.entries.contains_key(name) {
+            return Err(17);
+        }
+        Ok(())
     }
 
     /// Files no directory names (unlinked while open).
