@@ -40,7 +40,10 @@ pub mod sim;
 mod tx;
 
 pub use error::{PmemFsError, Result};
-pub use layout::{FileType, Geometry, Time, BLOCK, MAX_FILE_SIZE, NAME_MAX, ROOT};
+pub use layout::{
+    FileType, Geometry, Time, BLOCK, MAX_FILE_SIZE, NAME_MAX, RENAME_EXCHANGE, RENAME_NOREPLACE,
+    ROOT,
+};
 pub use recovery::MountReport;
 
 use index::Index;

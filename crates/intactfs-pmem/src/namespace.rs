@@ -551,10 +551,53 @@ impl<P: PmemDevice> PmemFs<P> {
         dp: Ino,
         dname: &[u8],
     ) -> Result<()> {
-        self.mutate(tx, |fs, id| fs.do_rename(id, sp, sname, dp, dname))
+        self.rename2(tx, sp, sname, dp, dname, 0)
     }
 
-    fn do_rename(&mut self, id: u64, sp: Ino, sname: &[u8], dp: Ino, dname: &[u8]) -> Result<()> {
+    /// renameat2(2): `rename` with `flags` [`RENAME_NOREPLACE`] (EEXIST when `dname`
+    /// exists) or [`RENAME_EXCHANGE`] (swaps the two entries atomically; ENOENT when
+    /// `dname` does not exist). Both together, or any other bit (RENAME_WHITEOUT
+    /// included): EINVAL.
+    pub fn rename2(
+        &mut self,
+        tx: Option<TxId>,
+        sp: Ino,
+        sname: &[u8],
+        dp: Ino,
+        dname: &[u8],
+        flags: u32,
+    ) -> Result<()> {
+        if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0
+            || flags == RENAME_NOREPLACE | RENAME_EXCHANGE
+        {
+            return Err(PmemFsError::Invalid(format!(
+                "rename flags {flags:#x}: only RENAME_NOREPLACE (1) or RENAME_EXCHANGE (2), not both"
+            )));
+        }
+        self.mutate(tx, |fs, id| {
+            let (sslot, src) = fs.rename_source(id, sp, sname, dp, dname)?;
+            if flags & RENAME_NOREPLACE != 0 && fs.find(dp, dname)?.is_some() {
+                return Err(PmemFsError::Exists(format!(
+                    "{:?} in directory {dp} (RENAME_NOREPLACE)",
+                    String::from_utf8_lossy(dname)
+                )));
+            }
+            if flags & RENAME_EXCHANGE != 0 {
+                return fs.do_exchange(id, (sp, sname, sslot, src), dp, dname);
+            }
+            fs.do_rename(id, (sp, sname, sslot, src), dp, dname)
+        })
+    }
+
+    /// The checks every rename starts with; the source's slot and inode.
+    fn rename_source(
+        &self,
+        id: u64,
+        sp: Ino,
+        sname: &[u8],
+        dp: Ino,
+        dname: &[u8],
+    ) -> Result<(u64, Ino)> {
         check_name(sname)?;
         check_name(dname)?;
         self.dir_rec(sp)?;
@@ -568,22 +611,99 @@ impl<P: PmemDevice> PmemFs<P> {
             ))
         })?;
         self.check_owner(id, src)?;
+        Ok((sslot, src))
+    }
+
+    /// EINVAL when directory `moved` would go into `target`, itself or one of its
+    /// subdirectories.
+    fn check_not_inside(&self, target: Ino, moved: Ino) -> Result<()> {
+        let mut d = target;
+        loop {
+            if d == moved {
+                return Err(PmemFsError::Invalid(format!(
+                    "cannot move directory {moved} into itself or a subdirectory of itself"
+                )));
+            }
+            if d == ROOT {
+                return Ok(());
+            }
+            d = self.inode(d)?.parent as u64;
+        }
+    }
+
+    /// RENAME_EXCHANGE: the two entries' header words swap inodes in one batch; a directory
+    /// that changes parent gets its parent field, and the parents' link counts follow.
+    fn do_exchange(
+        &mut self,
+        id: u64,
+        (sp, sname, sslot, src): (Ino, &[u8], u64, Ino),
+        dp: Ino,
+        dname: &[u8],
+    ) -> Result<()> {
+        let (dslot, dst) = self.find(dp, dname)?.ok_or_else(|| {
+            PmemFsError::NotFound(format!(
+                "{:?} in directory {dp} (RENAME_EXCHANGE needs both)",
+                String::from_utf8_lossy(dname)
+            ))
+        })?;
+        if dst == src {
+            return Ok(());
+        }
+        self.check_owner(id, dst)?;
+        let (srec, drec) = (self.inode(src)?, self.inode(dst)?);
+        if srec.kind == FileType::Dir {
+            self.check_not_inside(dp, src)?;
+        }
+        if drec.kind == FileType::Dir {
+            self.check_not_inside(sp, dst)?;
+        }
+        let now = self.now();
+        let mut b = Batch::default();
+        let h_s = dirent_header(dst, sname.len(), drec.kind);
+        b.put(self.dir_slot_off(sp, sslot)?, h_s);
+        let h_d = dirent_header(src, dname.len(), srec.kind);
+        b.put(self.dir_slot_off(dp, dslot)?, h_d);
+        // Subdirectories moving from sp to dp (-1, 0 or 1).
+        let moved = (srec.kind == FileType::Dir) as i64 - (drec.kind == FileType::Dir) as i64;
+        for (dir, delta) in [(sp, -moved), (dp, moved)] {
+            let mut r = self.inode_in(&b, dir)?;
+            r.mtime = now;
+            r.ctime = now;
+            if sp != dp {
+                r.nlink = add_links(r.nlink, delta, dir)?;
+            }
+            self.stage_inode(&mut b, dir, &r)?;
+        }
+        for (ino, parent) in [(src, dp), (dst, sp)] {
+            let mut r = self.inode_in(&b, ino)?;
+            r.ctime = now;
+            if r.kind == FileType::Dir {
+                r.parent = parent as u32;
+            }
+            self.stage_inode(&mut b, ino, &r)?;
+        }
+        self.apply_meta(id, b)?;
+        for (dir, name, slot, ino) in [(sp, sname, sslot, dst), (dp, dname, dslot, src)] {
+            let di = self.dirs.get_mut(&dir).expect("checked");
+            di.names.insert(name.to_vec(), (slot, ino));
+            self.txs.get_mut(&id).expect("open").dirs.insert(dir);
+        }
+        self.claim(id, &[sp, dp, src, dst]);
+        Ok(())
+    }
+
+    fn do_rename(
+        &mut self,
+        id: u64,
+        (sp, sname, sslot, src): (Ino, &[u8], u64, Ino),
+        dp: Ino,
+        dname: &[u8],
+    ) -> Result<()> {
         let srec = self.inode(src)?;
         let src_dir = srec.kind == FileType::Dir;
         if src_dir {
             // The target directory must not be the source or inside it.
-            let mut d = dp;
-            loop {
-                if d == src {
-                    return Err(PmemFsError::Invalid(format!(
-                        "cannot move directory {src} into itself or a subdirectory of itself"
-                    )));
-                }
-                if d == ROOT {
-                    break;
-                }
-                d = self.inode(d)?.parent as u64;
-            }
+            self.check_not_inside(dp, src)?;
         }
         let dest = self.find(dp, dname)?;
         if let Some((_, dino)) = dest {
@@ -760,6 +880,16 @@ impl<P: PmemDevice> PmemFs<P> {
         self.claim(id, &[ino]);
         self.getattr(ino)
     }
+}
+
+/// A directory's link count changed by `delta` subdirectories; underflow or overflow is
+/// damage or an engine bug (mount checked every link count), reported, not wrapped.
+fn add_links(nlink: u32, delta: i64, dir: Ino) -> Result<u32> {
+    u32::try_from(nlink as i64 + delta).map_err(|_| {
+        PmemFsError::Internal(format!(
+            "directory {dir} has link count {nlink}, cannot change it by {delta}"
+        ))
+    })
 }
 
 /// A directory's link count less one: mount checked every link count against the entries

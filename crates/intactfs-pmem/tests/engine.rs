@@ -539,3 +539,60 @@ fn hard_links_count_names_and_survive_a_crash() {
     fs.check_invariants().unwrap();
     assert_all_freed(&mut fs, &before);
 }
+
+#[test]
+fn rename_flags_noreplace_and_exchange() {
+    use intactfs_pmem::{RENAME_EXCHANGE as EXCHANGE, RENAME_NOREPLACE as NOREPLACE};
+    let mut fs = fresh();
+    let d = fs.mkdir(None, ROOT, b"d", 0o755, 0, 0).unwrap().ino;
+    let e = fs.mkdir(None, d, b"e", 0o755, 0, 0).unwrap().ino;
+    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    let g = fs.create(None, d, b"g", 0o644, 0, 0).unwrap().ino;
+    // Unknown bits (RENAME_WHITEOUT included) and both flags together: EINVAL.
+    for bad in [3, 4, 8, 1 << 31] {
+        let err = fs.rename2(None, ROOT, b"f", d, b"x", bad).unwrap_err();
+        assert_eq!(err.errno(), 22, "flags {bad:#x}");
+    }
+    let err = fs
+        .rename2(None, ROOT, b"f", d, b"g", NOREPLACE)
+        .unwrap_err();
+    assert_eq!(err.errno(), 17);
+    fs.rename2(None, ROOT, b"f", d, b"f2", NOREPLACE).unwrap();
+    assert_eq!(fs.lookup(d, b"f2").unwrap().ino, f);
+    // Exchange needs both; a file and a directory in different parents swap, and the
+    // parents' link counts follow the directory.
+    let err = fs
+        .rename2(None, ROOT, b"nope", d, b"g", EXCHANGE)
+        .unwrap_err();
+    assert_eq!(err.errno(), 2);
+    let err = fs
+        .rename2(None, d, b"g", ROOT, b"nope", EXCHANGE)
+        .unwrap_err();
+    assert_eq!(err.errno(), 2);
+    let h = fs.create(None, ROOT, b"h", 0o644, 0, 0).unwrap().ino;
+    let (root_links, d_links) = (
+        fs.getattr(ROOT).unwrap().nlink,
+        fs.getattr(d).unwrap().nlink,
+    );
+    fs.rename2(None, ROOT, b"h", d, b"e", EXCHANGE).unwrap();
+    assert_eq!(fs.lookup(ROOT, b"h").unwrap().ino, e);
+    assert_eq!(fs.lookup(d, b"e").unwrap().ino, h);
+    assert_eq!(fs.getattr(ROOT).unwrap().nlink, root_links + 1);
+    assert_eq!(fs.getattr(d).unwrap().nlink, d_links - 1);
+    // A directory cannot be swapped into itself.
+    let err = fs.rename2(None, ROOT, b"d", d, b"g", EXCHANGE).unwrap_err();
+    assert_eq!(err.errno(), 22);
+    fs.check_invariants().unwrap();
+    // Inside an aborted transaction nothing stays; committed, it survives a crash.
+    let t = fs.tx_begin(&[]).unwrap();
+    fs.rename2(Some(t), d, b"g", d, b"f2", EXCHANGE).unwrap();
+    fs.tx_abort(t).unwrap();
+    assert_eq!(fs.lookup(d, b"g").unwrap().ino, g);
+    fs.rename2(None, d, b"g", d, b"f2", EXCHANGE).unwrap();
+    let fs = crash(fs);
+    fs.check_invariants().unwrap();
+    assert_eq!(fs.lookup(d, b"g").unwrap().ino, f);
+    assert_eq!(fs.lookup(d, b"f2").unwrap().ino, g);
+    assert_eq!(fs.lookup(ROOT, b"h").unwrap().ino, e);
+    assert_eq!(fs.getattr(ROOT).unwrap().nlink, root_links + 1);
+}

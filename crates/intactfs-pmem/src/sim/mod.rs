@@ -132,8 +132,9 @@ pub struct SimReport {
     /// Opens and releases; files unlinked (or replaced) while open; orphans freed by their
     /// last release (or by the end of the transaction that owned them).
     pub opens: u64,
-    /// Hard links made.
+    /// Hard links made; RENAME_EXCHANGE renames done.
     pub links: u64,
+    pub exchanges: u64,
     pub orphans_made: u64,
     pub orphans_freed: u64,
 }
@@ -164,6 +165,7 @@ impl std::ops::AddAssign for SimReport {
         self.undo_entries += o.undo_entries;
         self.opens += o.opens;
         self.links += o.links;
+        self.exchanges += o.exchanges;
         self.orphans_made += o.orphans_made;
         self.orphans_freed += o.orphans_freed;
     }
@@ -175,7 +177,7 @@ impl std::fmt::Display for SimReport {
             f,
             "{} workloads, {} calls ({} legacy, {} interleaved with 2+ open transactions, {} expected errors of which {} EBUSY, {} ENOSPC), \
              {} transactions committed, {} aborted; {} crash points ({} exhaustive), {} crash images ({} distinct recovered: {} to the newest state, {} to the one before), \
-             {} images crashed inside recovery, {} checkpoints after recovery; {} hard links, {} opens, {} files unlinked while open, {} freed by their last release; engine: {} checkpoints, {} blocks checkpointed, {} pointer swaps, {} redo entries, {} undo entries",
+             {} images crashed inside recovery, {} checkpoints after recovery; {} hard links, {} exchanges, {} opens, {} files unlinked while open, {} freed by their last release; engine: {} checkpoints, {} blocks checkpointed, {} pointer swaps, {} redo entries, {} undo entries",
             self.workloads,
             self.calls,
             self.legacy_calls,
@@ -194,6 +196,7 @@ impl std::fmt::Display for SimReport {
             self.recovery_crash_images,
             self.checkpoint_after_recovery,
             self.links,
+            self.exchanges,
             self.opens,
             self.orphans_made,
             self.orphans_freed,
@@ -727,14 +730,22 @@ impl Run {
             let Some(dp) = self.target(dirs, ctx) else {
                 return Ok(());
             };
+            let flags = match self.rng.random_range(0..20) {
+                0..=12 => 0,
+                13..=14 => crate::RENAME_NOREPLACE,
+                15..=18 => crate::RENAME_EXCHANGE,
+                _ => [3, 4, 8][self.rng.random_range(0..3)],
+            };
             let sn = self.existing_name(sp);
-            let dn = if self.rng.random_bool(0.4) {
+            // An exchange needs both names: mostly an existing one.
+            let dn = if flags == crate::RENAME_EXCHANGE || self.rng.random_bool(0.4) {
                 self.existing_name(dp)
             } else {
                 self.name()
             };
-            let want = self.live.check_rename(sp, &sn, dp, &dn, &self.busy(ctx));
-            let got = self.fs.rename(tx, sp, &sn, dp, &dn);
+            let names = (sp, &sn[..], dp, &dn[..]);
+            let want = self.live.check_rename_flags(names, flags, &self.busy(ctx));
+            let got = self.fs.rename2(tx, sp, &sn, dp, &dn, flags);
             if self.agree("rename", got, want.map(|_| ()))?.is_some() {
                 let (src, victim) = want.expect("agreed on success");
                 if victim == Some(src) {
@@ -742,6 +753,10 @@ impl Run {
                     if ctx.is_none() {
                         self.push_commit();
                     }
+                } else if flags == crate::RENAME_EXCHANGE {
+                    self.rep.exchanges += 1;
+                    let touched = [sp, dp, src, victim.expect("exchange")];
+                    self.done(ctx, MOp::Exchange { sp, sn, dp, dn }, &touched);
                 } else {
                     let mut touched = vec![sp, dp, src];
                     touched.extend(victim);

@@ -42,6 +42,13 @@ pub enum MOp {
         dn: Vec<u8>,
         keep: bool,
     },
+    /// RENAME_EXCHANGE: the two entries swap their inodes.
+    Exchange {
+        sp: MIno,
+        sn: Vec<u8>,
+        dp: MIno,
+        dn: Vec<u8>,
+    },
     /// A new name for a file (hard link).
     Link {
         ino: MIno,
@@ -224,17 +231,7 @@ impl MState {
         dn: &[u8],
         busy: &dyn Fn(MIno) -> bool,
     ) -> Result<(MIno, Option<MIno>), i32> {
-        valid_name(sn)?;
-        valid_name(dn)?;
-        let s = self.dir(sp)?;
-        let d = self.dir(dp)?;
-        if busy(sp) || busy(dp) {
-            return Err(16);
-        }
-        let &src = s.entries.get(sn).ok_or(2)?;
-        if busy(src) {
-            return Err(16);
-        }
+        let (src, d) = self.rename_source(sp, sn, dp, dn, busy)?;
         let src_dir = self.nodes[&src].dir;
         if src_dir {
             let mut x = dp;
@@ -351,6 +348,22 @@ impl MState {
                 }
                 self.nodes.get_mut(&src).expect("exists").parent = *dp;
             }
+            MOp::Exchange { sp, sn, dp, dn } => {
+                let a = self.nodes[sp].entries[sn];
+                let b = self.nodes[dp].entries[dn];
+                self.nodes
+                    .get_mut(sp)
+                    .expect("checked")
+                    .entries
+                    .insert(sn.clone(), b);
+                self.nodes
+                    .get_mut(dp)
+                    .expect("checked")
+                    .entries
+                    .insert(dn.clone(), a);
+                self.nodes.get_mut(&a).expect("exists").parent = *dp;
+                self.nodes.get_mut(&b).expect("exists").parent = *sp;
+            }
             MOp::Link { ino, parent, name } => {
                 self.nodes
                     .get_mut(parent)
@@ -438,6 +451,79 @@ impl MState {
         if !open && self.names(ino) == 0 {
             self.nodes.remove(&ino);
         }
+    }
+
+    /// The checks every rename starts with: the source, and the target directory.
+    fn rename_source(
+        &self,
+        sp: MIno,
+        sn: &[u8],
+        dp: MIno,
+        dn: &[u8],
+        busy: &dyn Fn(MIno) -> bool,
+    ) -> Result<(MIno, &MNode), i32> {
+        valid_name(sn)?;
+        valid_name(dn)?;
+        let s = self.dir(sp)?;
+        let d = self.dir(dp)?;
+        if busy(sp) || busy(dp) {
+            return Err(16);
+        }
+        let &src = s.entries.get(sn).ok_or(2)?;
+        if busy(src) {
+            return Err(16);
+        }
+        Ok((src, d))
+    }
+
+    /// `x` is `dir` or below it.
+    fn inside(&self, mut x: MIno, dir: MIno) -> bool {
+        loop {
+            if x == dir {
+                return true;
+            }
+            if x == MROOT {
+                return false;
+            }
+            x = self.nodes[&x].parent;
+        }
+    }
+
+    /// renameat2 with `flags` (1 NOREPLACE, 2 EXCHANGE): (source, other) on success as
+    /// [`Self::check_rename`]; for an exchange, other is the entry swapped with.
+    pub fn check_rename_flags(
+        &self,
+        (sp, sn, dp, dn): (MIno, &[u8], MIno, &[u8]),
+        flags: u32,
+        busy: &dyn Fn(MIno) -> bool,
+    ) -> Result<(MIno, Option<MIno>), i32> {
+        if flags & !3 != 0 || flags == 3 {
+            return Err(22);
+        }
+        if flags == 0 {
+            return self.check_rename(sp, sn, dp, dn, busy);
+        }
+        let (src, d) = self.rename_source(sp, sn, dp, dn, busy)?;
+        let dst = d.entries.get(dn).copied();
+        if flags == 1 {
+            return match dst {
+                Some(_) => Err(17),
+                None => self.check_rename(sp, sn, dp, dn, busy),
+            };
+        }
+        let dst = dst.ok_or(2)?;
+        if dst == src {
+            return Ok((src, Some(src)));
+        }
+        if busy(dst) {
+            return Err(16);
+        }
+        if self.nodes[&src].dir && self.inside(dp, src)
+            || self.nodes[&dst].dir && self.inside(sp, dst)
+        {
+            return Err(22);
+        }
+        Ok((src, Some(dst)))
     }
 
     /// The errno `link` must fail with (None: success).
