@@ -97,6 +97,10 @@ pub struct DirEntry {
     pub name: Vec<u8>,
     pub ino: Ino,
     pub kind: FileType,
+    /// Pass this back to [`PmemFs::readdir_from`] to continue after this entry: its slot
+    /// plus one (an entry never moves while it exists, so the cookie stays valid across
+    /// creates and unlinks).
+    pub cookie: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

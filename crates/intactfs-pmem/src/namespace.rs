@@ -138,24 +138,41 @@ impl<P: PmemDevice> PmemFs<P> {
 
     /// The entries of a directory, in slot order ("." and ".." are not stored).
     pub fn readdir(&self, dir: Ino) -> Result<Vec<DirEntry>> {
+        self.readdir_from(dir, 0, usize::MAX)
+    }
+
+    /// Up to `max` entries after `cookie` (0: from the start), in slot order: the block
+    /// engine's paged readdir. Entries never move between slots (directories do not
+    /// compact), so an entry that exists during the whole listing is returned exactly
+    /// once, whatever is created or removed between pages; a new entry may or may not be
+    /// (as POSIX allows). Cost: a sort of the directory's entries per page.
+    pub fn readdir_from(&self, dir: Ino, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
         self.dir_rec(dir)?;
         let di = self.dirs.get(&dir).ok_or_else(|| {
             PmemFsError::Internal(format!("directory {dir} has no volatile index"))
         })?;
-        let mut v: Vec<(u64, DirEntry)> = Vec::with_capacity(di.names.len());
-        for (name, &(slot, ino)) in &di.names {
-            let kind = self.inode(ino)?.kind;
-            v.push((
-                slot,
-                DirEntry {
-                    name: name.clone(),
-                    ino,
-                    kind,
-                },
-            ));
+        let mut v: Vec<(u64, &Vec<u8>, Ino)> = di
+            .names
+            .iter()
+            .filter(|(_, &(slot, _))| slot >= cookie)
+            .map(|(name, &(slot, ino))| (slot, name, ino))
+            .collect();
+        v.sort_unstable_by_key(|e| e.0);
+        v.truncate(max);
+        let mut out = Vec::with_capacity(v.len());
+        for (slot, name, ino) in v {
+            assert!(
+                slot < di.nslots,
+                "directory {dir}: slot {slot} beyond its size"
+            );
+            out.push(DirEntry {
+                name: name.clone(),
+                ino,
+                kind: self.inode(ino)?.kind,
+                cookie: slot + 1,
+            });
         }
-        v.sort_by_key(|e| e.0);
-        Ok(v.into_iter().map(|e| e.1).collect())
+        Ok(out)
     }
 
     /// Picks a slot for a new entry in `dir` (growing it by a zeroed block if full: the

@@ -596,3 +596,53 @@ fn rename_flags_noreplace_and_exchange() {
     assert_eq!(fs.lookup(ROOT, b"h").unwrap().ino, e);
     assert_eq!(fs.getattr(ROOT).unwrap().nlink, root_links + 1);
 }
+
+#[test]
+fn readdir_cookies_stay_valid_across_creates_and_unlinks() {
+    let mut fs = fresh();
+    let name = |i: usize| format!("n{i:03}").into_bytes();
+    for i in 0..40 {
+        fs.create(None, ROOT, &name(i), 0o644, 0, 0).unwrap();
+    }
+    let mut seen: Vec<Vec<u8>> = Vec::new();
+    let mut cookie = 0;
+    let mut round = 0;
+    loop {
+        let page = fs.readdir_from(ROOT, cookie, 7).unwrap();
+        let Some(last) = page.last() else { break };
+        assert!(last.cookie > cookie, "cookies advance");
+        cookie = last.cookie;
+        seen.extend(page.into_iter().map(|e| e.name));
+        // Between pages: unlink one listed and one not yet listed (the highest), create
+        // new ones (which take freed slots or grow the directory).
+        let listed = seen[seen.len() - 1].clone();
+        if listed != name(39) {
+            fs.unlink(None, ROOT, &listed).unwrap();
+        }
+        let _ = fs.unlink(None, ROOT, &name(39 - round));
+        fs.create(None, ROOT, format!("new{round}").as_bytes(), 0o644, 0, 0)
+            .unwrap();
+        round += 1;
+    }
+    let mut sorted = seen.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(
+        sorted.len(),
+        seen.len(),
+        "an entry was listed twice: {seen:?}"
+    );
+    // Every entry that lived through the whole listing was listed.
+    for i in 0..40 - round {
+        let n = name(i);
+        if fs.lookup(ROOT, &n).is_ok() {
+            assert!(
+                seen.contains(&n),
+                "{:?} was skipped",
+                String::from_utf8_lossy(&n)
+            );
+        }
+    }
+    assert_eq!(fs.readdir_from(ROOT, 0, 3).unwrap().len(), 3);
+    assert!(fs.readdir_from(ROOT, u64::MAX, 3).unwrap().is_empty());
+}

@@ -893,6 +893,38 @@ impl Run {
         }
     }
 
+    /// Paging a directory 3 entries at a time (cookies) must list what one readdir does.
+    fn check_paging(&self) -> Result<(), String> {
+        for d in self.live.dirs() {
+            let all = self
+                .fs
+                .readdir(d)
+                .map_err(|e| format!("readdir {d}: {e}"))?;
+            let mut paged = Vec::new();
+            let mut cookie = 0;
+            loop {
+                let page = self
+                    .fs
+                    .readdir_from(d, cookie, 3)
+                    .map_err(|e| format!("readdir {d} from {cookie}: {e}"))?;
+                let Some(last) = page.last() else { break };
+                if last.cookie <= cookie {
+                    return Err(format!("readdir {d}: cookie {cookie} did not advance"));
+                }
+                cookie = last.cookie;
+                paged.extend(page);
+            }
+            if paged != all {
+                return Err(format!(
+                    "directory {d}: paged readdir lists {} entries, readdir {}",
+                    paged.len(),
+                    all.len()
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// What reads of the open orphans show must equal the model.
     fn check_orphans(&self) -> Result<(), String> {
         for o in self.live.orphans() {
@@ -1095,6 +1127,7 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
             .check_invariants()
             .map_err(|e| fail0(Some(call), format!("invariants after the call: {e}")))?;
         run.check_orphans().map_err(|m| fail0(Some(call), m))?;
+        run.check_paging().map_err(|m| fail0(Some(call), m))?;
         let s = engine_snapshot(&run.fs).map_err(|m| fail0(Some(call), m))?;
         if digest(&s) != digest(&run.live.snapshot()) {
             return Err(fail0(
