@@ -613,11 +613,13 @@ fn readdir_cookies_stay_valid_across_creates_and_unlinks() {
         assert!(last.cookie > cookie, "cookies advance");
         cookie = last.cookie;
         seen.extend(page.into_iter().map(|e| e.name));
-        // Between pages: unlink one listed and one not yet listed (the highest), create
-        // new ones (which take freed slots or grow the directory).
-        let listed = seen[seen.len() - 1].clone();
-        if listed != name(39) {
-            fs.unlink(None, ROOT, &listed).unwrap();
+        // Between pages: unlink two listed entries and one not yet listed (the highest),
+        // create a new one (it takes a freed slot). A cookie that counted positions
+        // would now skip an entry.
+        for listed in [seen[seen.len() - 1].clone(), seen[seen.len() - 2].clone()] {
+            if listed != name(39 - round) {
+                let _ = fs.unlink(None, ROOT, &listed);
+            }
         }
         let _ = fs.unlink(None, ROOT, &name(39 - round));
         fs.create(None, ROOT, format!("new{round}").as_bytes(), 0o644, 0, 0)
