@@ -315,6 +315,25 @@ fn hostile_images_are_refused() {
         img[(root_blk * 4096 + 4) as usize] = 0;
     });
     assert!(e.to_string().contains("malformed"), "{e}");
+    // A named file whose link count says 0 (not an orphan: orphans have no name), or more
+    // names than it has (issue 26: link count = names).
+    for nlink in [0u32, 2] {
+        let e = damaged(|img, _| {
+            let off = (g.inode_off(2) + 8) as usize;
+            img[off..off + 4].copy_from_slice(&nlink.to_le_bytes());
+        });
+        assert!(e.to_string().contains("link count"), "{e}");
+    }
+    // A file no entry names but whose link count says 1: not an orphan, damage.
+    let e = damaged(|img, _| {
+        let root_blk = u64::from_le_bytes(
+            img[(g.inode_off(1) + 64) as usize..][..8]
+                .try_into()
+                .unwrap(),
+        );
+        img[(root_blk * 4096) as usize..][..8].fill(0);
+    });
+    assert!(e.to_string().contains("named by 0"), "{e}");
     // An inode of an unknown type.
     let e = damaged(|img, _| img[g.inode_off(2) as usize] = 9);
     assert!(e.to_string().contains("type"), "{e}");
