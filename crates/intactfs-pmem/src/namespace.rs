@@ -709,6 +709,30 @@ impl<P: PmemDevice> PmemFs<P> {
         Ok(())
     }
 
+    /// The checks on a rename's existing target `dino` (another inode than the source):
+    /// EBUSY, ENOTDIR or EISDIR by kind, ENOTEMPTY for a directory with entries.
+    fn check_rename_target(&self, id: u64, src_dir: bool, dino: Ino, dname: &[u8]) -> Result<()> {
+        self.check_owner(id, dino)?;
+        let drec = self.inode(dino)?;
+        match (src_dir, drec.kind) {
+            (true, FileType::File) => Err(PmemFsError::NotDir(format!(
+                "{:?} is not a directory",
+                String::from_utf8_lossy(dname)
+            ))),
+            (false, FileType::Dir) => Err(PmemFsError::IsDir(format!(
+                "{:?} is a directory",
+                String::from_utf8_lossy(dname)
+            ))),
+            (true, FileType::Dir) if self.dirs.get(&dino).is_some_and(|d| !d.names.is_empty()) => {
+                Err(PmemFsError::NotEmpty(format!(
+                    "{:?}",
+                    String::from_utf8_lossy(dname)
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+
     fn do_rename(
         &mut self,
         id: u64,
@@ -727,37 +751,13 @@ impl<P: PmemDevice> PmemFs<P> {
             if dino == src {
                 return Ok(());
             }
-            self.check_owner(id, dino)?;
-            let drec = self.inode(dino)?;
-            match (src_dir, drec.kind) {
-                (true, FileType::File) => {
-                    return Err(PmemFsError::NotDir(format!(
-                        "{:?} is not a directory",
-                        String::from_utf8_lossy(dname)
-                    )))
-                }
-                (false, FileType::Dir) => {
-                    return Err(PmemFsError::IsDir(format!(
-                        "{:?} is a directory",
-                        String::from_utf8_lossy(dname)
-                    )))
-                }
-                (true, FileType::Dir)
-                    if self.dirs.get(&dino).is_some_and(|d| !d.names.is_empty()) =>
-                {
-                    return Err(PmemFsError::NotEmpty(format!(
-                        "{:?}",
-                        String::from_utf8_lossy(dname)
-                    )))
-                }
-                _ => {}
-            }
+            self.check_rename_target(id, src_dir, dino, dname)?;
         }
         let now = self.now();
         let mut b = Batch::default();
-        let mut orphan = false;
+        let mut kept = false;
         if let Some((_, dino)) = dest {
-            orphan = self.stage_unlink_target(dino, now, &mut b)?;
+            kept = self.stage_unlink_target(dino, now, &mut b)?;
         }
         // Source entry goes.
         b.put(self.dir_slot_off(sp, sslot)?, 0);
@@ -805,6 +805,21 @@ impl<P: PmemDevice> PmemFs<P> {
             return Err(e);
         }
         self.unindex_entry(id, sp, sname, sslot);
+        self.index_rename_target(id, (dp, dname, src), dest, plan, kept)?;
+        self.claim(id, &[sp, dp, src]);
+        Ok(())
+    }
+
+    /// After a rename's batch: the target name in the volatile index, and a replaced
+    /// inode dropped unless it stays (other names, or open: `kept`).
+    fn index_rename_target(
+        &mut self,
+        id: u64,
+        (dp, dname, src): (Ino, &[u8], Ino),
+        dest: Option<(u64, Ino)>,
+        plan: Option<SlotPlan>,
+        kept: bool,
+    ) -> Result<()> {
         match (dest, plan) {
             (Some((dslot, dino)), _) => {
                 self.dirs
@@ -813,7 +828,7 @@ impl<P: PmemDevice> PmemFs<P> {
                     .names
                     .insert(dname.to_vec(), (dslot, src));
                 self.txs.get_mut(&id).expect("open").dirs.insert(dp);
-                if !orphan {
+                if !kept {
                     self.finish_drop_inode(id, dino)?;
                 }
                 self.claim(id, &[dino]);
@@ -821,7 +836,6 @@ impl<P: PmemDevice> PmemFs<P> {
             (None, Some(p)) => self.index_entry(id, dp, p, dname, src),
             (None, None) => return Err(PmemFsError::Internal("rename without a slot plan".into())),
         }
-        self.claim(id, &[sp, dp, src]);
         Ok(())
     }
 
