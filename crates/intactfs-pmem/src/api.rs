@@ -38,13 +38,10 @@ impl<P: PmemDevice> Engine for PmemFs<P> {
     }
     /// Cookies are slot numbers + 1, in slot order: the entries after `cookie`.
     fn readdir(&self, dir: Ino, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
-        let all = PmemFs::readdir(self, dir)?;
-        debug_assert!(all.windows(2).all(|w| w[0].cookie < w[1].cookie));
-        Ok(all
-            .into_iter()
-            .filter(|e| e.cookie > cookie)
-            .take(max)
-            .collect())
+        let page = PmemFs::readdir_from(self, dir, cookie, max)?;
+        assert!(page.windows(2).all(|w| w[0].cookie < w[1].cookie));
+        assert!(page.first().is_none_or(|e| e.cookie > cookie));
+        Ok(page)
     }
     fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
         match PmemFs::getattr(self, ino)?.kind {

@@ -10,11 +10,20 @@ pub const BLOCK: u64 = 4096;
 pub const LINE: u64 = 64;
 pub const LINES_PER_BLOCK: u64 = BLOCK / LINE;
 pub const MAGIC: u64 = u64::from_le_bytes(*b"INTPMEM1");
-pub const VERSION: u32 = 1;
+/// Format 2 (issue 26): a file in use may have link count 0 and no name (an orphan:
+/// unlinked while open, freed at mount), or several names (hard links, link count = names).
+/// A format-1 engine would refuse such an image as corrupt, so format-1 images are refused
+/// too (with a message) rather than silently upgraded.
+pub const VERSION: u32 = 2;
 pub const INODE_SIZE: u64 = 256;
 pub const LOG_ENTRY: u64 = 64;
 pub const NAME_MAX: usize = 255;
 pub const ROOT: u64 = 1;
+/// renameat2(2) flags (linux/fs.h).
+pub const RENAME_NOREPLACE: u32 = 1;
+pub const RENAME_EXCHANGE: u32 = 2;
+/// Most names a file may have (as the block engine: EMLINK beyond).
+pub const MAX_LINKS: u32 = 65_000;
 
 /// Direct pointers in an inode; then one single-indirect and one double-indirect pointer.
 pub const NDIRECT: u64 = 12;
@@ -143,8 +152,13 @@ impl Geometry {
         }
         if u32at(8) != VERSION {
             return Err(PmemFsError::Corrupt(format!(
-                "superblock version {} (this engine reads version {VERSION})",
-                u32at(8)
+                "superblock version {} (this engine reads version {VERSION}{})",
+                u32at(8),
+                if u32at(8) < VERSION {
+                    "; the image was made by an older engine: copy its files out with that engine and mkfs again"
+                } else {
+                    ""
+                }
             )));
         }
         if u32at(12) as u64 != BLOCK {

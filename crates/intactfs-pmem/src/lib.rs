@@ -35,6 +35,7 @@ pub mod layout;
 pub mod log;
 pub mod mutation;
 mod namespace;
+mod orphan;
 pub mod recovery;
 pub mod sim;
 mod tx;
@@ -42,7 +43,9 @@ mod tx;
 pub use error::{PmemFsError, Result};
 // The API types live in intactfs-types (one vocabulary for every engine).
 pub use intactfs_types::{Attr, DirEntry, FileType, Ino, SetAttr, StatFs, Time};
-pub use layout::{Geometry, BLOCK, MAX_FILE_SIZE, NAME_MAX, ROOT};
+pub use layout::{
+    Geometry, BLOCK, MAX_FILE_SIZE, NAME_MAX, RENAME_EXCHANGE, RENAME_NOREPLACE, ROOT,
+};
 pub use recovery::MountReport;
 
 use index::Index;
@@ -241,6 +244,12 @@ pub struct PmemFs<P: PmemDevice> {
     pub(crate) tun: Tunables,
     pub(crate) clock: fn() -> Time,
     pub(crate) last_call: PmemCounters,
+    /// Open counts ([`PmemFs::open`]); an inode is absent when not open. Volatile: a crash
+    /// closes everything, and mount reclaims the unlinked inodes ([`orphan`]).
+    pub(crate) opens: HashMap<Ino, u32>,
+    /// Unlinked inodes whose last release came while an open transaction owned them: freed
+    /// when no transaction owns them any more (that transaction may still abort the unlink).
+    pub(crate) zombies: BTreeSet<Ino>,
 }
 
 impl<P: PmemDevice> std::fmt::Debug for PmemFs<P> {

@@ -13,6 +13,12 @@ pub enum Mutation {
     /// The commit path omits the fence between the redo entries' valid flags and the commit
     /// record's valid flag: the commit record may persist while a redo entry does not.
     SkipFence = 2,
+    /// Mount leaves the orphans a crash left (files unlinked while open) in use: their
+    /// inodes and blocks leak (recovery step 6 skipped).
+    KeepOrphansAtMount = 3,
+    /// Unlink frees an open file at once (the behaviour before issue 26): reads through
+    /// an open descriptor fail.
+    FreeOpenFileAtUnlink = 4,
 }
 
 #[cfg(feature = "mutations")]

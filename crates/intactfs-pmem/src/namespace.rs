@@ -138,26 +138,41 @@ impl<P: PmemDevice> PmemFs<P> {
 
     /// The entries of a directory, in slot order ("." and ".." are not stored).
     pub fn readdir(&self, dir: Ino) -> Result<Vec<DirEntry>> {
+        self.readdir_from(dir, 0, usize::MAX)
+    }
+
+    /// Up to `max` entries after `cookie` (0: from the start), in slot order: the block
+    /// engine's paged readdir. Entries never move between slots (directories do not
+    /// compact), so an entry that exists during the whole listing is returned exactly
+    /// once, whatever is created or removed between pages; a new entry may or may not be
+    /// (as POSIX allows). Cost: a sort of the directory's entries per page.
+    pub fn readdir_from(&self, dir: Ino, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
         self.dir_rec(dir)?;
         let di = self.dirs.get(&dir).ok_or_else(|| {
             PmemFsError::Internal(format!("directory {dir} has no volatile index"))
         })?;
-        let mut v: Vec<(u64, DirEntry)> = Vec::with_capacity(di.names.len());
-        for (name, &(slot, ino)) in &di.names {
-            let kind = self.inode(ino)?.kind;
-            v.push((
-                slot,
-                DirEntry {
-                    name: name.clone(),
-                    ino,
-                    kind,
-                    // A slot is stable while its entry exists (not across a rename).
-                    cookie: slot + 1,
-                },
-            ));
+        let mut v: Vec<(u64, &Vec<u8>, Ino)> = di
+            .names
+            .iter()
+            .filter(|(_, &(slot, _))| slot >= cookie)
+            .map(|(name, &(slot, ino))| (slot, name, ino))
+            .collect();
+        v.sort_unstable_by_key(|e| e.0);
+        v.truncate(max);
+        let mut out = Vec::with_capacity(v.len());
+        for (slot, name, ino) in v {
+            assert!(
+                slot < di.nslots,
+                "directory {dir}: slot {slot} beyond its size"
+            );
+            out.push(DirEntry {
+                name: name.clone(),
+                ino,
+                kind: self.inode(ino)?.kind,
+                cookie: slot + 1,
+            });
         }
-        v.sort_by_key(|e| e.0);
-        Ok(v.into_iter().map(|e| e.1).collect())
+        Ok(out)
     }
 
     /// Picks a slot for a new entry in `dir` (growing it by a zeroed block if full: the
@@ -366,7 +381,7 @@ impl<P: PmemDevice> PmemFs<P> {
     /// Stages the end of `victim` (its last link goes): its type word to 0. Its committed
     /// versions are checkpointed first (no redo entry may outlive its inode); its blocks
     /// are freed when the transaction commits.
-    fn stage_drop_inode(&mut self, victim: Ino, b: &mut Batch) -> Result<()> {
+    pub(crate) fn stage_drop_inode(&mut self, victim: Ino, b: &mut Batch) -> Result<()> {
         if self.index.has_committed_from(victim, 0) {
             self.checkpoint_where(|i, _| i == victim)?;
         }
@@ -376,7 +391,7 @@ impl<P: PmemDevice> PmemFs<P> {
 
     /// After the batch: the victim's blocks and inode are freed at commit, its open versions
     /// (this transaction's) at once.
-    fn finish_drop_inode(&mut self, id: u64, victim: Ino) -> Result<()> {
+    pub(crate) fn finish_drop_inode(&mut self, id: u64, victim: Ino) -> Result<()> {
         let blocks: Vec<u64> = self
             .mapped_blocks(victim)?
             .into_iter()
@@ -393,6 +408,9 @@ impl<P: PmemDevice> PmemFs<P> {
             }
             self.index.tidy(victim, lbn);
         }
+        // An open directory is freed at once (only files become orphans): later releases
+        // of it do nothing, and a new inode reusing the number starts closed.
+        self.opens.remove(&victim);
         if self.dirs.remove(&victim).is_some() {
             self.txs.get_mut(&id).expect("open").dirs.insert(victim);
         }
@@ -446,9 +464,9 @@ impl<P: PmemDevice> PmemFs<P> {
             )));
         }
         let mut b = Batch::default();
-        self.stage_drop_inode(ino, &mut b)?;
-        b.put(self.dir_slot_off(parent, slot)?, 0);
         let now = self.now();
+        let orphan = self.stage_unlink_target(ino, now, &mut b)?;
+        b.put(self.dir_slot_off(parent, slot)?, 0);
         prec.mtime = now;
         prec.ctime = now;
         if dir {
@@ -457,9 +475,88 @@ impl<P: PmemDevice> PmemFs<P> {
         self.stage_inode(&mut b, parent, &prec)?;
         self.apply_meta(id, b)?;
         self.unindex_entry(id, parent, name, slot);
-        self.finish_drop_inode(id, ino)?;
+        if !orphan {
+            self.finish_drop_inode(id, ino)?;
+        }
         self.claim(id, &[parent, ino]);
         Ok(())
+    }
+
+    /// Stages the loss of one name of `victim`: a file with other names (hard links) or
+    /// that is open (it becomes an orphan: link count 0, freed at its last release,
+    /// [`crate::orphan`]) loses a link; anything else is dropped (finish with
+    /// `finish_drop_inode` after the batch). True when the inode stays.
+    fn stage_unlink_target(&mut self, victim: Ino, now: Time, b: &mut Batch) -> Result<bool> {
+        let mut rec = self.inode_in(b, victim)?;
+        let mutated = crate::mutation::active(crate::mutation::Mutation::FreeOpenFileAtUnlink);
+        let open = self.is_open(victim) && !mutated;
+        if rec.kind != FileType::File || (rec.nlink <= 1 && !open) {
+            self.stage_drop_inode(victim, b)?;
+            return Ok(false);
+        }
+        // A named file has link count = its names (mount checks it), so at least 1 here.
+        assert!(rec.nlink >= 1, "file {victim} has a name but link count 0");
+        rec.nlink -= 1;
+        rec.ctime = now;
+        self.stage_inode(b, victim, &rec)?;
+        Ok(true)
+    }
+
+    /// A new name `name` in `parent` for the file `ino` (link(2)): EPERM for a directory,
+    /// ENOENT for an orphan (unlinked while open), EMLINK beyond [`MAX_LINKS`].
+    pub fn link(&mut self, tx: Option<TxId>, ino: Ino, parent: Ino, name: &[u8]) -> Result<Attr> {
+        self.mutate(tx, |fs, id| fs.do_link(id, ino, parent, name))
+    }
+
+    fn do_link(&mut self, id: u64, ino: Ino, parent: Ino, name: &[u8]) -> Result<Attr> {
+        check_name(name)?;
+        let mut prec = self.dir_rec(parent)?;
+        let mut rec = self.inode(ino)?;
+        match rec.kind {
+            FileType::Dir => {
+                return Err(PmemFsError::NotPermitted(format!(
+                    "inode {ino} is a directory: no hard links to directories"
+                )))
+            }
+            FileType::File if rec.nlink == 0 => {
+                return Err(PmemFsError::NotFound(format!(
+                    "inode {ino} was unlinked (open, no name left)"
+                )))
+            }
+            FileType::File if rec.nlink >= MAX_LINKS => return Err(PmemFsError::TooManyLinks),
+            FileType::File => {}
+            // Decoding admits only files and directories (layout::KindCode).
+            other => {
+                return Err(PmemFsError::Internal(format!(
+                    "inode {ino} is a {other:?}, a kind this engine does not store"
+                )))
+            }
+        }
+        self.check_owner(id, parent)?;
+        self.check_owner(id, ino)?;
+        if self.find(parent, name)?.is_some() {
+            return Err(PmemFsError::Exists(format!(
+                "{:?} in directory {parent}",
+                String::from_utf8_lossy(name)
+            )));
+        }
+        let now = self.now();
+        let mut b = Batch::default();
+        let plan = self.plan_slot(parent, &mut prec, &mut b)?;
+        self.stage_entry(parent, &plan, name, ino, rec.kind, &mut b)?;
+        prec.mtime = now;
+        prec.ctime = now;
+        self.stage_inode(&mut b, parent, &prec)?;
+        rec.nlink += 1;
+        rec.ctime = now;
+        self.stage_inode(&mut b, ino, &rec)?;
+        if let Err(e) = self.apply_meta(id, b) {
+            self.give_back_blocks(&plan.new_blocks);
+            return Err(e);
+        }
+        self.index_entry(id, parent, plan, name, ino);
+        self.claim(id, &[parent, ino]);
+        self.getattr(ino)
     }
 
     /// POSIX rename: an existing target is replaced (a file by a file, a directory by an
@@ -472,10 +569,53 @@ impl<P: PmemDevice> PmemFs<P> {
         dp: Ino,
         dname: &[u8],
     ) -> Result<()> {
-        self.mutate(tx, |fs, id| fs.do_rename(id, sp, sname, dp, dname))
+        self.rename2(tx, sp, sname, dp, dname, 0)
     }
 
-    fn do_rename(&mut self, id: u64, sp: Ino, sname: &[u8], dp: Ino, dname: &[u8]) -> Result<()> {
+    /// renameat2(2): `rename` with `flags` [`RENAME_NOREPLACE`] (EEXIST when `dname`
+    /// exists) or [`RENAME_EXCHANGE`] (swaps the two entries atomically; ENOENT when
+    /// `dname` does not exist). Both together, or any other bit (RENAME_WHITEOUT
+    /// included): EINVAL.
+    pub fn rename2(
+        &mut self,
+        tx: Option<TxId>,
+        sp: Ino,
+        sname: &[u8],
+        dp: Ino,
+        dname: &[u8],
+        flags: u32,
+    ) -> Result<()> {
+        if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0
+            || flags == RENAME_NOREPLACE | RENAME_EXCHANGE
+        {
+            return Err(PmemFsError::Invalid(format!(
+                "rename flags {flags:#x}: only RENAME_NOREPLACE (1) or RENAME_EXCHANGE (2), not both"
+            )));
+        }
+        self.mutate(tx, |fs, id| {
+            let (sslot, src) = fs.rename_source(id, sp, sname, dp, dname)?;
+            if flags & RENAME_NOREPLACE != 0 && fs.find(dp, dname)?.is_some() {
+                return Err(PmemFsError::Exists(format!(
+                    "{:?} in directory {dp} (RENAME_NOREPLACE)",
+                    String::from_utf8_lossy(dname)
+                )));
+            }
+            if flags & RENAME_EXCHANGE != 0 {
+                return fs.do_exchange(id, (sp, sname, sslot, src), dp, dname);
+            }
+            fs.do_rename(id, (sp, sname, sslot, src), dp, dname)
+        })
+    }
+
+    /// The checks every rename starts with; the source's slot and inode.
+    fn rename_source(
+        &self,
+        id: u64,
+        sp: Ino,
+        sname: &[u8],
+        dp: Ino,
+        dname: &[u8],
+    ) -> Result<(u64, Ino)> {
         check_name(sname)?;
         check_name(dname)?;
         self.dir_rec(sp)?;
@@ -489,58 +629,136 @@ impl<P: PmemDevice> PmemFs<P> {
             ))
         })?;
         self.check_owner(id, src)?;
+        Ok((sslot, src))
+    }
+
+    /// EINVAL when directory `moved` would go into `target`, itself or one of its
+    /// subdirectories.
+    fn check_not_inside(&self, target: Ino, moved: Ino) -> Result<()> {
+        let mut d = target;
+        loop {
+            if d == moved {
+                return Err(PmemFsError::Invalid(format!(
+                    "cannot move directory {moved} into itself or a subdirectory of itself"
+                )));
+            }
+            if d == ROOT {
+                return Ok(());
+            }
+            d = self.inode(d)?.parent as u64;
+        }
+    }
+
+    /// RENAME_EXCHANGE: the two entries' header words swap inodes in one batch; a directory
+    /// that changes parent gets its parent field, and the parents' link counts follow.
+    fn do_exchange(
+        &mut self,
+        id: u64,
+        (sp, sname, sslot, src): (Ino, &[u8], u64, Ino),
+        dp: Ino,
+        dname: &[u8],
+    ) -> Result<()> {
+        let (dslot, dst) = self.find(dp, dname)?.ok_or_else(|| {
+            PmemFsError::NotFound(format!(
+                "{:?} in directory {dp} (RENAME_EXCHANGE needs both)",
+                String::from_utf8_lossy(dname)
+            ))
+        })?;
+        if dst == src {
+            return Ok(());
+        }
+        self.check_owner(id, dst)?;
+        let (srec, drec) = (self.inode(src)?, self.inode(dst)?);
+        if srec.kind == FileType::Dir {
+            self.check_not_inside(dp, src)?;
+        }
+        if drec.kind == FileType::Dir {
+            self.check_not_inside(sp, dst)?;
+        }
+        let now = self.now();
+        let mut b = Batch::default();
+        let h_s = dirent_header(dst, sname.len(), drec.kind);
+        b.put(self.dir_slot_off(sp, sslot)?, h_s);
+        let h_d = dirent_header(src, dname.len(), srec.kind);
+        b.put(self.dir_slot_off(dp, dslot)?, h_d);
+        // Subdirectories moving from sp to dp (-1, 0 or 1).
+        let moved = (srec.kind == FileType::Dir) as i64 - (drec.kind == FileType::Dir) as i64;
+        for (dir, delta) in [(sp, -moved), (dp, moved)] {
+            let mut r = self.inode_in(&b, dir)?;
+            r.mtime = now;
+            r.ctime = now;
+            if sp != dp {
+                r.nlink = add_links(r.nlink, delta, dir)?;
+            }
+            self.stage_inode(&mut b, dir, &r)?;
+        }
+        for (ino, parent) in [(src, dp), (dst, sp)] {
+            let mut r = self.inode_in(&b, ino)?;
+            r.ctime = now;
+            if r.kind == FileType::Dir {
+                r.parent = parent as u32;
+            }
+            self.stage_inode(&mut b, ino, &r)?;
+        }
+        self.apply_meta(id, b)?;
+        for (dir, name, slot, ino) in [(sp, sname, sslot, dst), (dp, dname, dslot, src)] {
+            let di = self.dirs.get_mut(&dir).expect("checked");
+            di.names.insert(name.to_vec(), (slot, ino));
+            self.txs.get_mut(&id).expect("open").dirs.insert(dir);
+        }
+        self.claim(id, &[sp, dp, src, dst]);
+        Ok(())
+    }
+
+    /// The checks on a rename's existing target `dino` (another inode than the source):
+    /// EBUSY, ENOTDIR or EISDIR by kind, ENOTEMPTY for a directory with entries.
+    fn check_rename_target(&self, id: u64, src_dir: bool, dino: Ino, dname: &[u8]) -> Result<()> {
+        self.check_owner(id, dino)?;
+        let drec = self.inode(dino)?;
+        match (src_dir, drec.kind) {
+            (true, FileType::File) => Err(PmemFsError::NotDir(format!(
+                "{:?} is not a directory",
+                String::from_utf8_lossy(dname)
+            ))),
+            (false, FileType::Dir) => Err(PmemFsError::IsDir(format!(
+                "{:?} is a directory",
+                String::from_utf8_lossy(dname)
+            ))),
+            (true, FileType::Dir) if self.dirs.get(&dino).is_some_and(|d| !d.names.is_empty()) => {
+                Err(PmemFsError::NotEmpty(format!(
+                    "{:?}",
+                    String::from_utf8_lossy(dname)
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn do_rename(
+        &mut self,
+        id: u64,
+        (sp, sname, sslot, src): (Ino, &[u8], u64, Ino),
+        dp: Ino,
+        dname: &[u8],
+    ) -> Result<()> {
         let srec = self.inode(src)?;
         let src_dir = srec.kind == FileType::Dir;
         if src_dir {
             // The target directory must not be the source or inside it.
-            let mut d = dp;
-            loop {
-                if d == src {
-                    return Err(PmemFsError::Invalid(format!(
-                        "cannot move directory {src} into itself or a subdirectory of itself"
-                    )));
-                }
-                if d == ROOT {
-                    break;
-                }
-                d = self.inode(d)?.parent as u64;
-            }
+            self.check_not_inside(dp, src)?;
         }
         let dest = self.find(dp, dname)?;
         if let Some((_, dino)) = dest {
             if dino == src {
                 return Ok(());
             }
-            self.check_owner(id, dino)?;
-            let drec = self.inode(dino)?;
-            match (src_dir, drec.kind) {
-                (true, FileType::File) => {
-                    return Err(PmemFsError::NotDir(format!(
-                        "{:?} is not a directory",
-                        String::from_utf8_lossy(dname)
-                    )))
-                }
-                (false, FileType::Dir) => {
-                    return Err(PmemFsError::IsDir(format!(
-                        "{:?} is a directory",
-                        String::from_utf8_lossy(dname)
-                    )))
-                }
-                (true, FileType::Dir)
-                    if self.dirs.get(&dino).is_some_and(|d| !d.names.is_empty()) =>
-                {
-                    return Err(PmemFsError::NotEmpty(format!(
-                        "{:?}",
-                        String::from_utf8_lossy(dname)
-                    )))
-                }
-                _ => {}
-            }
+            self.check_rename_target(id, src_dir, dino, dname)?;
         }
         let now = self.now();
         let mut b = Batch::default();
+        let mut kept = false;
         if let Some((_, dino)) = dest {
-            self.stage_drop_inode(dino, &mut b)?;
+            kept = self.stage_unlink_target(dino, now, &mut b)?;
         }
         // Source entry goes.
         b.put(self.dir_slot_off(sp, sslot)?, 0);
@@ -588,6 +806,21 @@ impl<P: PmemDevice> PmemFs<P> {
             return Err(e);
         }
         self.unindex_entry(id, sp, sname, sslot);
+        self.index_rename_target(id, (dp, dname, src), dest, plan, kept)?;
+        self.claim(id, &[sp, dp, src]);
+        Ok(())
+    }
+
+    /// After a rename's batch: the target name in the volatile index, and a replaced
+    /// inode dropped unless it stays (other names, or open: `kept`).
+    fn index_rename_target(
+        &mut self,
+        id: u64,
+        (dp, dname, src): (Ino, &[u8], Ino),
+        dest: Option<(u64, Ino)>,
+        plan: Option<SlotPlan>,
+        kept: bool,
+    ) -> Result<()> {
         match (dest, plan) {
             (Some((dslot, dino)), _) => {
                 self.dirs
@@ -596,13 +829,14 @@ impl<P: PmemDevice> PmemFs<P> {
                     .names
                     .insert(dname.to_vec(), (dslot, src));
                 self.txs.get_mut(&id).expect("open").dirs.insert(dp);
-                self.finish_drop_inode(id, dino)?;
+                if !kept {
+                    self.finish_drop_inode(id, dino)?;
+                }
                 self.claim(id, &[dino]);
             }
             (None, Some(p)) => self.index_entry(id, dp, p, dname, src),
             (None, None) => return Err(PmemFsError::Internal("rename without a slot plan".into())),
         }
-        self.claim(id, &[sp, dp, src]);
         Ok(())
     }
 
@@ -678,6 +912,16 @@ impl<P: PmemDevice> PmemFs<P> {
         self.claim(id, &[ino]);
         self.getattr(ino)
     }
+}
+
+/// A directory's link count changed by `delta` subdirectories; underflow or overflow is
+/// damage or an engine bug (mount checked every link count), reported, not wrapped.
+fn add_links(nlink: u32, delta: i64, dir: Ino) -> Result<u32> {
+    u32::try_from(nlink as i64 + delta).map_err(|_| {
+        PmemFsError::Internal(format!(
+            "directory {dir} has link count {nlink}, cannot change it by {delta}"
+        ))
+    })
 }
 
 /// A directory's link count less one: mount checked every link count against the entries

@@ -13,6 +13,8 @@
 //!    the block's home block was installed by a checkpoint that crashed before freeing it:
 //!    it and the older entries of that block are freed in commit order — **fence per
 //!    round** — then commit records with no entry left — **fence**.
+//! 6. Orphans (files unlinked while open, [`crate::orphan`]) are freed, each in a
+//!    transaction of its own (the commit protocol's fences).
 //!
 //! Recovery writes only old values (step 3) and zeros to valid words, each step persisted
 //! before the next: a crash during recovery leaves an image whose recovery gives the same
@@ -42,6 +44,8 @@ pub struct MountReport {
     /// Committed redo entries found already installed by a checkpoint, freed.
     pub redo_installed: u64,
     pub commit_records_freed: u64,
+    /// Files unlinked while open before the crash, freed (step 6).
+    pub orphans_freed: u64,
     pub free_blocks: u64,
     pub free_inodes: u64,
     pub fences: u64,
@@ -57,6 +61,8 @@ pub(crate) struct MetaScan {
     pub homes: HashMap<(Ino, u64), u64>,
     pub inodes: BTreeMap<Ino, InodeRec>,
     pub dirs: HashMap<Ino, DirIndex>,
+    /// Files in use with link count 0 and no name (unlinked while open), by number.
+    pub orphans: Vec<Ino>,
 }
 
 impl<P: PmemDevice> PmemFs<P> {
@@ -179,6 +185,8 @@ impl<P: PmemDevice> PmemFs<P> {
             tun: Tunables::default(),
             clock: Time::now,
             last_call: Default::default(),
+            opens: HashMap::new(),
+            zombies: BTreeSet::new(),
         };
         // Step 4: metadata.
         let scan = fs.scan_metadata()?;
@@ -279,6 +287,11 @@ impl<P: PmemDevice> PmemFs<P> {
             .filter(|i| !scan.inodes.contains_key(i))
             .collect();
         fs.dirs = scan.dirs;
+        // Step 6: orphans (crate::orphan), each freed in a transaction of its own.
+        if !crate::mutation::active(crate::mutation::Mutation::KeepOrphansAtMount) {
+            fs.reclaim_orphans(&scan.orphans)?;
+        }
+        rep.orphans_freed = scan.orphans.len() as u64;
         rep.free_blocks = fs.free_blocks.len() as u64;
         rep.free_inodes = fs.free_inodes.len() as u64;
         rep.fences = fs.dev.counters().fences - fences0;
@@ -390,14 +403,21 @@ impl<P: PmemDevice> PmemFs<P> {
             }
             dirs.insert(ino, di);
         }
+        let mut orphans = Vec::new();
         for (&ino, r) in &inodes {
             let n = refs.get(&ino).copied().unwrap_or(0);
-            if ino != ROOT && n != 1 {
+            if r.kind == FileType::File && n == 0 && r.nlink == 0 {
+                // Unlinked while open (crate::orphan): mount frees it.
+                orphans.push(ino);
+                continue;
+            }
+            if ino != ROOT && (n == 0 || r.kind == FileType::Dir && n != 1) {
                 return Err(corrupt(format!(
-                    "inode {ino} is named by {n} directory entries (exactly 1 expected)"
+                    "inode {ino} is named by {n} directory entries (a directory exactly 1, a file at least 1 or, with link count 0, none)"
                 )));
             }
             let want = match r.kind {
+                FileType::File => n,
                 FileType::Dir => 2 + subdirs.get(&ino).copied().unwrap_or(0),
                 // Decoding admits only files and directories (layout::KindCode).
                 _ => 1,
@@ -423,10 +443,14 @@ impl<P: PmemDevice> PmemFs<P> {
                 }
             }
         }
-        if seen.len() != inodes.len() {
+        assert!(
+            orphans.iter().all(|o| !seen.contains(o)),
+            "an orphan is named"
+        );
+        if seen.len() + orphans.len() != inodes.len() {
             return Err(corrupt(format!(
-                "{} inodes in use are not reachable from the root",
-                inodes.len() - seen.len()
+                "{} inodes in use are neither reachable from the root nor orphans",
+                inodes.len() - seen.len() - orphans.len()
             )));
         }
         Ok(MetaScan {
@@ -434,6 +458,7 @@ impl<P: PmemDevice> PmemFs<P> {
             homes,
             inodes,
             dirs,
+            orphans,
         })
     }
 
@@ -503,6 +528,21 @@ impl<P: PmemDevice> PmemFs<P> {
                 free.symmetric_difference(&mine).take(8).collect::<Vec<_>>(),
                 ()
             )));
+        }
+        for o in &scan.orphans {
+            if !self.is_open(*o) && !self.zombies.contains(o) {
+                return Err(PmemFsError::Internal(format!(
+                    "inode {o} is an orphan (link count 0, no name) but is not open and not waiting to be freed"
+                )));
+            }
+        }
+        for z in &self.zombies {
+            // Unowned, it is one a transaction end could not free for want of log room.
+            if self.is_open(*z) || !self.owner.contains_key(z) && !scan.orphans.contains(z) {
+                return Err(PmemFsError::Internal(format!(
+                    "inode {z} waits to be freed as an orphan but is open, or neither owned by a transaction nor an orphan"
+                )));
+            }
         }
         for (d, di) in &scan.dirs {
             let mine = self.dirs.get(d).ok_or_else(|| {

@@ -51,6 +51,7 @@ impl<P: PmemDevice> PmemFs<P> {
         let before = self.dev.counters();
         let mut st = self.commit_tx(tx.0)?;
         add_counters(&mut st.device, &sub_counters(&self.dev.counters(), &before));
+        self.reap_zombies()?;
         Ok(st)
     }
 
@@ -58,7 +59,8 @@ impl<P: PmemDevice> PmemFs<P> {
     /// and log entries freed. Unknown, committed or aborted ids: EINVAL.
     pub fn tx_abort(&mut self, tx: TxId) -> Result<()> {
         self.open_tx(tx)?;
-        self.abort_tx(tx.0)
+        self.abort_tx(tx.0)?;
+        self.reap_zombies()
     }
 
     pub(crate) fn open_tx(&self, tx: TxId) -> Result<()> {
@@ -334,6 +336,10 @@ impl<P: PmemDevice> PmemFs<P> {
         crate::invariants::release(&mut self.log.reserved, t.reserved, "log.reserved (abort)");
         self.free_blocks.extend(t.new_blocks.iter().copied());
         self.free_inodes.extend(t.new_inodes.iter().copied());
+        for i in &t.new_inodes {
+            // Its create is undone: an open of it is stale (its release does nothing).
+            self.opens.remove(i);
+        }
         for &d in &t.dirs {
             // Directories the transaction created are gone; the others are as they were.
             if t.new_inodes.contains(&d) {

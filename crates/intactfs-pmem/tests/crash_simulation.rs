@@ -40,6 +40,14 @@ fn crash_simulation() {
         "crashes during recovery: {total}"
     );
     assert!(
+        // Seeded, so these are exact for the CI budget; the long run has the real mix.
+        total.orphans_made >= 5
+            && total.orphans_freed >= 2
+            && total.links >= 10
+            && total.exchanges >= 1,
+        "hard links, exchanges, files unlinked while open, freed by their last release: {total}"
+    );
+    assert!(
         total.checkpoints > 10
             && total.pointer_swaps > 50
             && total.redo_entries > 100

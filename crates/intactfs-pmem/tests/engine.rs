@@ -315,6 +315,25 @@ fn hostile_images_are_refused() {
         img[(root_blk * 4096 + 4) as usize] = 0;
     });
     assert!(e.to_string().contains("malformed"), "{e}");
+    // A named file whose link count says 0 (not an orphan: orphans have no name), or more
+    // names than it has (issue 26: link count = names).
+    for nlink in [0u32, 2] {
+        let e = damaged(|img, _| {
+            let off = (g.inode_off(2) + 8) as usize;
+            img[off..off + 4].copy_from_slice(&nlink.to_le_bytes());
+        });
+        assert!(e.to_string().contains("link count"), "{e}");
+    }
+    // A file no entry names but whose link count says 1: not an orphan, damage.
+    let e = damaged(|img, _| {
+        let root_blk = u64::from_le_bytes(
+            img[(g.inode_off(1) + 64) as usize..][..8]
+                .try_into()
+                .unwrap(),
+        );
+        img[(root_blk * 4096) as usize..][..8].fill(0);
+    });
+    assert!(e.to_string().contains("named by 0"), "{e}");
     // An inode of an unknown type.
     let e = damaged(|img, _| img[g.inode_off(2) as usize] = 9);
     assert!(e.to_string().contains("type"), "{e}");
@@ -363,4 +382,288 @@ fn recovery_is_idempotent_after_a_crash_during_recovery() {
         assert_eq!(again.lookup(ROOT, b"g").unwrap_err().errno(), 2);
         again.check().unwrap();
     }
+}
+
+/// A fresh file system whose root already has its first directory block (which stays once
+/// taken), and its statfs: frees can be counted against it.
+fn fresh_counted() -> (PmemFs<PmemSim>, intactfs_pmem::StatFs) {
+    let mut fs = fresh();
+    fs.create(None, ROOT, b"x", 0o644, 0, 0).unwrap();
+    fs.unlink(None, ROOT, b"x").unwrap();
+    let before = fs.statfs();
+    (fs, before)
+}
+
+/// Every inode and block taken since `before` is free again (checkpointed first: pending
+/// blocks are free only then).
+fn assert_all_freed(fs: &mut PmemFs<PmemSim>, before: &intactfs_pmem::StatFs) {
+    fs.checkpoint().unwrap();
+    let after = fs.statfs();
+    assert_eq!(
+        (after.free_files, after.free_blocks),
+        (before.free_files, before.free_blocks)
+    );
+}
+
+#[test]
+fn an_unlinked_open_file_lives_until_its_last_release() {
+    let (mut fs, before) = fresh_counted();
+    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    fs.write(None, f, 0, &pattern(9000, 3)).unwrap();
+    fs.open(f).unwrap();
+    fs.open(f).unwrap();
+    assert_eq!(fs.open_count(f), 2);
+    fs.unlink(None, ROOT, b"f").unwrap();
+    assert_eq!(fs.lookup(ROOT, b"f").unwrap_err().errno(), 2);
+    assert!(fs.readdir(ROOT).unwrap().is_empty());
+    assert_eq!(fs.getattr(f).unwrap().nlink, 0);
+    // Reads and writes through the open descriptors keep working (ENOENT before issue 26).
+    assert_eq!(fs.read(f, 0, u64::MAX).unwrap(), pattern(9000, 3));
+    fs.write(None, f, 9000, b"tail").unwrap();
+    assert_eq!(fs.getattr(f).unwrap().size, 9004);
+    fs.check_invariants().unwrap();
+    fs.release(f).unwrap();
+    assert_eq!(fs.read(f, 0, 4).unwrap(), pattern(4, 3));
+    assert!(fs.statfs().free_files < before.free_files);
+    fs.release(f).unwrap();
+    assert_eq!(fs.getattr(f).unwrap_err().errno(), 2);
+    fs.check_invariants().unwrap();
+    assert_eq!(fs.statfs().free_files, before.free_files);
+    fs.checkpoint().unwrap();
+    assert_eq!(fs.statfs().free_blocks, before.free_blocks);
+    // A release of an inode that is not open does nothing.
+    fs.release(f).unwrap();
+    // A file not open is freed by its unlink at once.
+    let g = fs.create(None, ROOT, b"g", 0o644, 0, 0).unwrap().ino;
+    fs.unlink(None, ROOT, b"g").unwrap();
+    assert_eq!(fs.getattr(g).unwrap_err().errno(), 2);
+}
+
+#[test]
+fn a_rename_over_an_open_file_leaves_it_an_orphan() {
+    let mut fs = fresh();
+    let a = fs.create(None, ROOT, b"a", 0o644, 0, 0).unwrap().ino;
+    let b = fs.create(None, ROOT, b"b", 0o644, 0, 0).unwrap().ino;
+    fs.write(None, b, 0, b"old b").unwrap();
+    fs.open(b).unwrap();
+    fs.rename(None, ROOT, b"a", ROOT, b"b").unwrap();
+    assert_eq!(fs.lookup(ROOT, b"b").unwrap().ino, a);
+    assert_eq!(fs.read(b, 0, 100).unwrap(), b"old b");
+    assert_eq!(fs.getattr(b).unwrap().nlink, 0);
+    fs.check_invariants().unwrap();
+    fs.release(b).unwrap();
+    assert_eq!(fs.getattr(b).unwrap_err().errno(), 2);
+    fs.check_invariants().unwrap();
+}
+
+#[test]
+fn orphans_are_freed_at_mount_after_a_crash() {
+    let (mut fs, before) = fresh_counted();
+    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    fs.write(None, f, 0, &pattern(20_000, 4)).unwrap();
+    fs.open(f).unwrap();
+    fs.unlink(None, ROOT, b"f").unwrap();
+    let img = fs.into_device().persistent().to_vec();
+    let (mut fs, rep) = PmemFs::mount(PmemSim::from_image(img).unwrap()).unwrap();
+    assert_eq!(rep.orphans_freed, 1, "{rep:?}");
+    assert_eq!(fs.getattr(f).unwrap_err().errno(), 2);
+    fs.check_invariants().unwrap();
+    assert_all_freed(&mut fs, &before);
+    // Freed durably: the next mount finds none.
+    let fs = crash(fs);
+    fs.check_invariants().unwrap();
+    assert_eq!(fs.getattr(f).unwrap_err().errno(), 2);
+}
+
+#[test]
+fn an_orphans_last_release_inside_a_transaction_waits_for_its_end() {
+    let mut fs = fresh();
+    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    fs.write(None, f, 0, b"keep me").unwrap();
+    fs.open(f).unwrap();
+    // Aborted: the unlink is undone, and the file is a plain closed file again.
+    let t = fs.tx_begin(&[]).unwrap();
+    fs.unlink(Some(t), ROOT, b"f").unwrap();
+    fs.release(f).unwrap();
+    assert_eq!(fs.read(f, 0, 100).unwrap(), b"keep me");
+    fs.check_invariants().unwrap();
+    fs.tx_abort(t).unwrap();
+    assert_eq!(fs.lookup(ROOT, b"f").unwrap().nlink, 1);
+    assert_eq!(fs.read(f, 0, 100).unwrap(), b"keep me");
+    fs.check_invariants().unwrap();
+    // Committed: freed right after the commit.
+    fs.open(f).unwrap();
+    let t = fs.tx_begin(&[]).unwrap();
+    fs.unlink(Some(t), ROOT, b"f").unwrap();
+    fs.release(f).unwrap();
+    assert_eq!(fs.getattr(f).unwrap().nlink, 0);
+    fs.tx_commit(t).unwrap();
+    assert_eq!(fs.getattr(f).unwrap_err().errno(), 2);
+    fs.check_invariants().unwrap();
+}
+
+#[test]
+fn a_format_1_image_is_refused_with_a_message() {
+    let fs = fresh();
+    let mut img = fs.into_device().persistent().to_vec();
+    img[8..12].copy_from_slice(&1u32.to_le_bytes());
+    let crc = crc32c::crc32c(&img[..64]);
+    img[64..68].copy_from_slice(&crc.to_le_bytes());
+    let e = PmemFs::mount(PmemSim::from_image(img).unwrap()).unwrap_err();
+    assert!(e.to_string().contains("older engine"), "{e}");
+}
+
+#[test]
+fn hard_links_count_names_and_survive_a_crash() {
+    let (mut fs, before) = fresh_counted();
+    let d = fs.mkdir(None, ROOT, b"d", 0o755, 0, 0).unwrap().ino;
+    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    fs.write(None, f, 0, b"shared").unwrap();
+    let a = fs.link(None, f, d, b"g").unwrap();
+    assert_eq!((a.ino, a.nlink), (f, 2));
+    assert_eq!(fs.lookup(d, b"g").unwrap().ino, f);
+    // Errors, in the order the model of the simulation predicts them.
+    assert_eq!(fs.link(None, f, d, b"g").unwrap_err().errno(), 17);
+    assert_eq!(fs.link(None, d, ROOT, b"h").unwrap_err().errno(), 1);
+    assert_eq!(fs.link(None, f, f, b"h").unwrap_err().errno(), 20);
+    assert_eq!(fs.link(None, f, d, b"a/b").unwrap_err().errno(), 22);
+    assert_eq!(fs.link(None, 40, d, b"h").unwrap_err().errno(), 2);
+    // Aborted: the name and the count go back.
+    let t = fs.tx_begin(&[]).unwrap();
+    fs.link(Some(t), f, ROOT, b"h").unwrap();
+    assert_eq!(fs.getattr(f).unwrap().nlink, 3);
+    fs.tx_abort(t).unwrap();
+    assert_eq!(fs.getattr(f).unwrap().nlink, 2);
+    assert_eq!(fs.lookup(ROOT, b"h").unwrap_err().errno(), 2);
+    fs.check_invariants().unwrap();
+    // Durable, and one name's unlink keeps the file.
+    let mut fs = crash(fs);
+    fs.check_invariants().unwrap();
+    assert_eq!(fs.getattr(f).unwrap().nlink, 2);
+    fs.unlink(None, ROOT, b"f").unwrap();
+    assert_eq!(fs.read(f, 0, 100).unwrap(), b"shared");
+    assert_eq!(fs.getattr(f).unwrap().nlink, 1);
+    // A rename over another name of the same file does nothing (rename(2)).
+    fs.link(None, f, ROOT, b"f2").unwrap();
+    fs.rename(None, ROOT, b"f2", d, b"g").unwrap();
+    assert_eq!(fs.getattr(f).unwrap().nlink, 2);
+    // Open, both names gone: an orphan, which link refuses (ENOENT), freed at release.
+    fs.open(f).unwrap();
+    fs.unlink(None, ROOT, b"f2").unwrap();
+    fs.unlink(None, d, b"g").unwrap();
+    assert_eq!(fs.getattr(f).unwrap().nlink, 0);
+    assert_eq!(fs.link(None, f, ROOT, b"back").unwrap_err().errno(), 2);
+    fs.release(f).unwrap();
+    fs.rmdir(None, ROOT, b"d").unwrap();
+    fs.check_invariants().unwrap();
+    assert_all_freed(&mut fs, &before);
+}
+
+#[test]
+fn rename_flags_noreplace_and_exchange() {
+    use intactfs_pmem::{RENAME_EXCHANGE as EXCHANGE, RENAME_NOREPLACE as NOREPLACE};
+    let mut fs = fresh();
+    let d = fs.mkdir(None, ROOT, b"d", 0o755, 0, 0).unwrap().ino;
+    let e = fs.mkdir(None, d, b"e", 0o755, 0, 0).unwrap().ino;
+    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    let g = fs.create(None, d, b"g", 0o644, 0, 0).unwrap().ino;
+    // Unknown bits (RENAME_WHITEOUT included) and both flags together: EINVAL.
+    for bad in [3, 4, 8, 1 << 31] {
+        let err = fs.rename2(None, ROOT, b"f", d, b"x", bad).unwrap_err();
+        assert_eq!(err.errno(), 22, "flags {bad:#x}");
+    }
+    let err = fs
+        .rename2(None, ROOT, b"f", d, b"g", NOREPLACE)
+        .unwrap_err();
+    assert_eq!(err.errno(), 17);
+    fs.rename2(None, ROOT, b"f", d, b"f2", NOREPLACE).unwrap();
+    assert_eq!(fs.lookup(d, b"f2").unwrap().ino, f);
+    // Exchange needs both; a file and a directory in different parents swap, and the
+    // parents' link counts follow the directory.
+    let err = fs
+        .rename2(None, ROOT, b"nope", d, b"g", EXCHANGE)
+        .unwrap_err();
+    assert_eq!(err.errno(), 2);
+    let err = fs
+        .rename2(None, d, b"g", ROOT, b"nope", EXCHANGE)
+        .unwrap_err();
+    assert_eq!(err.errno(), 2);
+    let h = fs.create(None, ROOT, b"h", 0o644, 0, 0).unwrap().ino;
+    let (root_links, d_links) = (
+        fs.getattr(ROOT).unwrap().nlink,
+        fs.getattr(d).unwrap().nlink,
+    );
+    fs.rename2(None, ROOT, b"h", d, b"e", EXCHANGE).unwrap();
+    assert_eq!(fs.lookup(ROOT, b"h").unwrap().ino, e);
+    assert_eq!(fs.lookup(d, b"e").unwrap().ino, h);
+    assert_eq!(fs.getattr(ROOT).unwrap().nlink, root_links + 1);
+    assert_eq!(fs.getattr(d).unwrap().nlink, d_links - 1);
+    // A directory cannot be swapped into itself.
+    let err = fs.rename2(None, ROOT, b"d", d, b"g", EXCHANGE).unwrap_err();
+    assert_eq!(err.errno(), 22);
+    fs.check_invariants().unwrap();
+    // Inside an aborted transaction nothing stays; committed, it survives a crash.
+    let t = fs.tx_begin(&[]).unwrap();
+    fs.rename2(Some(t), d, b"g", d, b"f2", EXCHANGE).unwrap();
+    fs.tx_abort(t).unwrap();
+    assert_eq!(fs.lookup(d, b"g").unwrap().ino, g);
+    fs.rename2(None, d, b"g", d, b"f2", EXCHANGE).unwrap();
+    let fs = crash(fs);
+    fs.check_invariants().unwrap();
+    assert_eq!(fs.lookup(d, b"g").unwrap().ino, f);
+    assert_eq!(fs.lookup(d, b"f2").unwrap().ino, g);
+    assert_eq!(fs.lookup(ROOT, b"h").unwrap().ino, e);
+    assert_eq!(fs.getattr(ROOT).unwrap().nlink, root_links + 1);
+}
+
+#[test]
+fn readdir_cookies_stay_valid_across_creates_and_unlinks() {
+    let mut fs = fresh();
+    let name = |i: usize| format!("n{i:03}").into_bytes();
+    for i in 0..40 {
+        fs.create(None, ROOT, &name(i), 0o644, 0, 0).unwrap();
+    }
+    let mut seen: Vec<Vec<u8>> = Vec::new();
+    let mut cookie = 0;
+    let mut round = 0;
+    loop {
+        let page = fs.readdir_from(ROOT, cookie, 7).unwrap();
+        let Some(last) = page.last() else { break };
+        assert!(last.cookie > cookie, "cookies advance");
+        cookie = last.cookie;
+        seen.extend(page.into_iter().map(|e| e.name));
+        // Between pages: unlink two listed entries and one not yet listed (the highest),
+        // create a new one (it takes a freed slot). A cookie that counted positions
+        // would now skip an entry.
+        for listed in [seen[seen.len() - 1].clone(), seen[seen.len() - 2].clone()] {
+            if listed != name(39 - round) {
+                let _ = fs.unlink(None, ROOT, &listed);
+            }
+        }
+        let _ = fs.unlink(None, ROOT, &name(39 - round));
+        fs.create(None, ROOT, format!("new{round}").as_bytes(), 0o644, 0, 0)
+            .unwrap();
+        round += 1;
+    }
+    let mut sorted = seen.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(
+        sorted.len(),
+        seen.len(),
+        "an entry was listed twice: {seen:?}"
+    );
+    // Every entry that lived through the whole listing was listed.
+    for i in 0..40 - round {
+        let n = name(i);
+        if fs.lookup(ROOT, &n).is_ok() {
+            assert!(
+                seen.contains(&n),
+                "{:?} was skipped",
+                String::from_utf8_lossy(&n)
+            );
+        }
+    }
+    assert_eq!(fs.readdir_from(ROOT, 0, 3).unwrap().len(), 3);
+    assert!(fs.readdir_from(ROOT, u64::MAX, 3).unwrap().is_empty());
 }

@@ -28,7 +28,15 @@ fn the_simulation_catches_each_mutation() {
             panic!("the simulation fails without a mutation: {f}");
         }
     }
-    for m in [Mutation::ValidFlagFirst, Mutation::SkipFence] {
+    for m in [
+        Mutation::ValidFlagFirst,
+        Mutation::SkipFence,
+        Mutation::KeepOrphansAtMount,
+        Mutation::FreeOpenFileAtUnlink,
+    ] {
+        // Breaking the open-unlinked rule shows in the lockstep reads of the run, not only
+        // in crash images.
+        let in_image = m != Mutation::FreeOpenFileAtUnlink;
         let _off = Off;
         mutation::set(Some(m));
         let mut caught = None;
@@ -38,7 +46,7 @@ fn the_simulation_catches_each_mutation() {
                 Ok(Ok(_)) => continue,
                 Ok(Err(f)) => {
                     assert!(
-                        f.crash_point.is_some(),
+                        f.crash_point.is_some() || !in_image,
                         "{m:?} was caught outside a crash image: {f}"
                     );
                     caught = Some((seed, f.to_string()));
@@ -54,4 +62,5 @@ fn the_simulation_catches_each_mutation() {
         }
     }
     assert!(!mutation::active(Mutation::ValidFlagFirst) && !mutation::active(Mutation::SkipFence));
+    assert!(!mutation::active(Mutation::KeepOrphansAtMount));
 }

@@ -7,7 +7,9 @@
 //!    [`model::MState`]: multi-file transactions (several open at once, calls interleaved),
 //!    writes at random unaligned offsets of 0–16 KiB, creates, mkdirs, unlinks, rmdirs,
 //!    renames (replacing targets), truncates and chmods inside and outside transactions,
-//!    commits, aborts, explicit checkpoints, legacy calls. Every call must succeed or fail
+//!    commits, aborts, explicit checkpoints, legacy calls, opens and releases (so files are
+//!    unlinked or replaced while open: orphans, whose content reads must keep showing until
+//!    their last release frees them; mount frees those a crash left). Every call must succeed or fail
 //!    with the errno the model predicts (EBUSY from the ownership rule included; ENOSPC is
 //!    accepted as "no effect"), the engine's volatile structures must agree with pmem
 //!    ([`PmemFs::check`]), and what reads see must equal the model's live state.
@@ -31,7 +33,7 @@ use model::{diff, digest, hash_bytes, MIno, MOp, MState, SNode, Snap};
 use probe::Probe;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 #[derive(Clone, Debug)]
 pub struct SimConfig {
@@ -127,6 +129,14 @@ pub struct SimReport {
     pub pointer_swaps: u64,
     pub redo_entries: u64,
     pub undo_entries: u64,
+    /// Opens and releases; files unlinked (or replaced) while open; orphans freed by their
+    /// last release (or by the end of the transaction that owned them).
+    pub opens: u64,
+    /// Hard links made; RENAME_EXCHANGE renames done.
+    pub links: u64,
+    pub exchanges: u64,
+    pub orphans_made: u64,
+    pub orphans_freed: u64,
 }
 
 impl std::ops::AddAssign for SimReport {
@@ -153,6 +163,11 @@ impl std::ops::AddAssign for SimReport {
         self.pointer_swaps += o.pointer_swaps;
         self.redo_entries += o.redo_entries;
         self.undo_entries += o.undo_entries;
+        self.opens += o.opens;
+        self.links += o.links;
+        self.exchanges += o.exchanges;
+        self.orphans_made += o.orphans_made;
+        self.orphans_freed += o.orphans_freed;
     }
 }
 
@@ -162,7 +177,7 @@ impl std::fmt::Display for SimReport {
             f,
             "{} workloads, {} calls ({} legacy, {} interleaved with 2+ open transactions, {} expected errors of which {} EBUSY, {} ENOSPC), \
              {} transactions committed, {} aborted; {} crash points ({} exhaustive), {} crash images ({} distinct recovered: {} to the newest state, {} to the one before), \
-             {} images crashed inside recovery, {} checkpoints after recovery; engine: {} checkpoints, {} blocks checkpointed, {} pointer swaps, {} redo entries, {} undo entries",
+             {} images crashed inside recovery, {} checkpoints after recovery; {} hard links, {} exchanges, {} opens, {} files unlinked while open, {} freed by their last release; engine: {} checkpoints, {} blocks checkpointed, {} pointer swaps, {} redo entries, {} undo entries",
             self.workloads,
             self.calls,
             self.legacy_calls,
@@ -180,6 +195,11 @@ impl std::fmt::Display for SimReport {
             self.older,
             self.recovery_crash_images,
             self.checkpoint_after_recovery,
+            self.links,
+            self.exchanges,
+            self.opens,
+            self.orphans_made,
+            self.orphans_freed,
             self.checkpoints,
             self.blocks_checkpointed,
             self.pointer_swaps,
@@ -262,6 +282,7 @@ pub fn engine_snapshot<P: PmemDevice>(fs: &PmemFs<P>) -> Result<Snap, String> {
                 mode: a.mode,
                 uid: a.uid,
                 gid: a.gid,
+                nlink: a.nlink,
                 size: if dir { 0 } else { a.size },
                 content,
             },
@@ -315,6 +336,10 @@ struct Run {
     rep: SimReport,
     /// The last call, for the trace.
     last: String,
+    /// Open counts of files (the engine's open/release).
+    opens: BTreeMap<MIno, u32>,
+    /// Orphans whose last release came while a transaction owned them.
+    zombies: BTreeSet<MIno>,
 }
 
 const NAMES: [&[u8]; 8] = [b"a", b"b", b"c", b"d", b"e", b"f", b"g", b"h"];
@@ -505,6 +530,7 @@ impl Run {
             }
             self.owner.retain(|_, o| *o != t);
             self.push_commit();
+            self.reap();
             self.rep.tx_committed += 1;
             return Ok(());
         }
@@ -514,9 +540,15 @@ impl Run {
                 .tx_abort(TxId(t))
                 .map_err(|e| format!("tx_abort {t}: {e}"))?;
             self.last = format!("abort {t}");
-            self.open.remove(&t);
+            for op in self.open.remove(&t).expect("open") {
+                if let MOp::Create { ino, .. } = op {
+                    // Its create is undone: the engine forgets its opens.
+                    self.opens.remove(&ino);
+                }
+            }
             self.owner.retain(|_, o| *o != t);
             self.rebuild_live();
+            self.reap();
             self.rep.tx_aborted += 1;
             return Ok(());
         }
@@ -541,6 +573,12 @@ impl Run {
                 .map_err(|e| format!("checkpoint: {e}"))?;
             return Ok(());
         }
+        if roll < 37 {
+            return self.open_file();
+        }
+        if roll < 45 {
+            return self.release_file();
+        }
         // A mutating call, in an open transaction (mostly) or on its own.
         let ctx = if !open.is_empty() && self.rng.random_bool(0.65) {
             self.pick(&open)
@@ -553,6 +591,9 @@ impl Run {
             self.rep.legacy_calls += 1;
         }
         let kind = self.rng.random_range(0..100u32);
+        if (80..88).contains(&kind) {
+            return self.link_file(ctx);
+        }
         if kind < 40 {
             let files = self.live.files();
             let Some(f) = self.target(files, ctx) else {
@@ -641,11 +682,18 @@ impl Run {
                 );
             }
         } else if kind < 82 {
-            let dirs = self.live.dirs();
-            let Some(p) = self.target(dirs, ctx) else {
-                return Ok(());
+            let (p, name) = match self.open_file_name() {
+                // Mostly an open file, so that orphans are common.
+                Some(pn) if self.rng.random_bool(0.7) => pn,
+                _ => {
+                    let dirs = self.live.dirs();
+                    let Some(p) = self.target(dirs, ctx) else {
+                        return Ok(());
+                    };
+                    let name = self.existing_name(p);
+                    (p, name)
+                }
             };
-            let name = self.existing_name(p);
             let dir = self
                 .live
                 .get(p)
@@ -665,7 +713,14 @@ impl Run {
                 .agree(if dir { "rmdir" } else { "unlink" }, got, want.map(|_| ()))?
                 .is_some()
             {
-                self.done(ctx, MOp::Remove { parent: p, name }, &[p, t]);
+                let keep = self.opens.contains_key(&t);
+                self.rep.orphans_made += (keep && self.live.nlink(t) == 1) as u64;
+                let op = MOp::Remove {
+                    parent: p,
+                    name,
+                    keep,
+                };
+                self.done(ctx, op, &[p, t]);
             }
         } else {
             let dirs = self.live.dirs();
@@ -675,14 +730,22 @@ impl Run {
             let Some(dp) = self.target(dirs, ctx) else {
                 return Ok(());
             };
+            let flags = match self.rng.random_range(0..20) {
+                0..=12 => 0,
+                13..=14 => crate::RENAME_NOREPLACE,
+                15..=18 => crate::RENAME_EXCHANGE,
+                _ => [3, 4, 8][self.rng.random_range(0..3)],
+            };
             let sn = self.existing_name(sp);
-            let dn = if self.rng.random_bool(0.4) {
+            // An exchange needs both names: mostly an existing one.
+            let dn = if flags == crate::RENAME_EXCHANGE || self.rng.random_bool(0.4) {
                 self.existing_name(dp)
             } else {
                 self.name()
             };
-            let want = self.live.check_rename(sp, &sn, dp, &dn, &self.busy(ctx));
-            let got = self.fs.rename(tx, sp, &sn, dp, &dn);
+            let names = (sp, &sn[..], dp, &dn[..]);
+            let want = self.live.check_rename_flags(names, flags, &self.busy(ctx));
+            let got = self.fs.rename2(tx, sp, &sn, dp, &dn, flags);
             if self.agree("rename", got, want.map(|_| ()))?.is_some() {
                 let (src, victim) = want.expect("agreed on success");
                 if victim == Some(src) {
@@ -690,11 +753,192 @@ impl Run {
                     if ctx.is_none() {
                         self.push_commit();
                     }
+                } else if flags == crate::RENAME_EXCHANGE {
+                    self.rep.exchanges += 1;
+                    let touched = [sp, dp, src, victim.expect("exchange")];
+                    self.done(ctx, MOp::Exchange { sp, sn, dp, dn }, &touched);
                 } else {
                     let mut touched = vec![sp, dp, src];
                     touched.extend(victim);
-                    self.done(ctx, MOp::Rename { sp, sn, dp, dn }, &touched);
+                    let keep = victim.is_some_and(|v| self.opens.contains_key(&v));
+                    let last = victim.is_some_and(|v| self.live.nlink(v) == 1);
+                    self.rep.orphans_made += (keep && last) as u64;
+                    let op = MOp::Rename {
+                        sp,
+                        sn,
+                        dp,
+                        dn,
+                        keep,
+                    };
+                    self.done(ctx, op, &touched);
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// link(2): a new name for a file (mostly a named one, sometimes an orphan: ENOENT).
+    fn link_file(&mut self, ctx: Option<u64>) -> Result<(), String> {
+        let files = self.live.files();
+        let Some(f) = self.target(files, ctx) else {
+            return Ok(());
+        };
+        let f = if self.rng.random_bool(0.05) {
+            self.pick(&self.live.dirs()).expect("root")
+        } else {
+            f
+        };
+        let dirs = self.live.dirs();
+        let Some(p) = self.target(dirs, ctx) else {
+            return Ok(());
+        };
+        let name = self.name();
+        let want = self.live.check_link(f, p, &name, &self.busy(ctx));
+        let got = self.fs.link(ctx.map(TxId), f, p, &name);
+        if self.agree("link", got, want)?.is_some() {
+            self.rep.links += 1;
+            self.done(
+                ctx,
+                MOp::Link {
+                    ino: f,
+                    parent: p,
+                    name,
+                },
+                &[p, f],
+            );
+        }
+        Ok(())
+    }
+
+    /// The directory and name of an open file that has one, if any.
+    fn open_file_name(&mut self) -> Option<(MIno, Vec<u8>)> {
+        let named: Vec<(MIno, Vec<u8>)> = self
+            .live
+            .nodes
+            .iter()
+            .flat_map(|(&d, n)| {
+                n.entries
+                    .iter()
+                    .filter(|(_, c)| self.opens.contains_key(c))
+                    .map(move |(name, _)| (d, name.clone()))
+            })
+            .collect();
+        if named.is_empty() {
+            return None;
+        }
+        let k = self.rng.random_range(0..named.len());
+        Some(named[k].clone())
+    }
+
+    /// Opens a file (mostly a named one), counted in the model.
+    fn open_file(&mut self) -> Result<(), String> {
+        let files = self.live.files();
+        let Some(f) = self.pick(&files) else {
+            return Ok(());
+        };
+        self.fs.open(f).map_err(|e| format!("open {f}: {e}"))?;
+        self.last = format!("open {f}");
+        self.zombies.remove(&f);
+        *self.opens.entry(f).or_default() += 1;
+        self.rep.opens += 1;
+        Ok(())
+    }
+
+    /// Releases an open file; the last release of an orphan frees it (in a commit of its
+    /// own that changes no visible state) unless a transaction owns it (then at its end).
+    fn release_file(&mut self) -> Result<(), String> {
+        let mut open: Vec<MIno> = self.opens.keys().copied().collect();
+        let orphans: Vec<MIno> = self.live.orphans();
+        if self.rng.random_bool(0.8) && open.iter().any(|o| orphans.contains(o)) {
+            // Mostly an orphan, so that last releases free some.
+            open.retain(|o| orphans.contains(o));
+        }
+        let Some(f) = self.pick(&open) else {
+            return Ok(());
+        };
+        self.fs
+            .release(f)
+            .map_err(|e| format!("release {f}: {e}"))?;
+        self.last = format!("release {f}");
+        let c = self.opens.get_mut(&f).expect("picked");
+        *c -= 1;
+        if *c == 0 {
+            self.opens.remove(&f);
+            if self.live.orphans().contains(&f) {
+                self.zombies.insert(f);
+                self.reap();
+            }
+        }
+        Ok(())
+    }
+
+    /// Frees the model's waiting orphans that no transaction owns (after a release, commit
+    /// or abort), as the engine does.
+    fn reap(&mut self) {
+        let ready: Vec<MIno> = self
+            .zombies
+            .iter()
+            .copied()
+            .filter(|z| !self.owner.contains_key(z))
+            .collect();
+        for z in ready {
+            self.zombies.remove(&z);
+            if self.opens.contains_key(&z) || !self.live.orphans().contains(&z) {
+                continue;
+            }
+            self.live.free_orphan(z);
+            // No open transaction owns it, so its unlink is committed.
+            self.committed.free_orphan(z);
+            self.rep.orphans_freed += 1;
+        }
+    }
+
+    /// Paging a directory 3 entries at a time (cookies) must list what one readdir does.
+    fn check_paging(&self) -> Result<(), String> {
+        for d in self.live.dirs() {
+            let all = self
+                .fs
+                .readdir(d)
+                .map_err(|e| format!("readdir {d}: {e}"))?;
+            let mut paged = Vec::new();
+            let mut cookie = 0;
+            loop {
+                let page = self
+                    .fs
+                    .readdir_from(d, cookie, 3)
+                    .map_err(|e| format!("readdir {d} from {cookie}: {e}"))?;
+                let Some(last) = page.last() else { break };
+                if last.cookie <= cookie {
+                    return Err(format!("readdir {d}: cookie {cookie} did not advance"));
+                }
+                cookie = last.cookie;
+                paged.extend(page);
+            }
+            if paged != all {
+                return Err(format!(
+                    "directory {d}: paged readdir lists {} entries, readdir {}",
+                    paged.len(),
+                    all.len()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// What reads of the open orphans show must equal the model.
+    fn check_orphans(&self) -> Result<(), String> {
+        for o in self.live.orphans() {
+            let want = &self.live.get(o).expect("listed").data;
+            let got = self
+                .fs
+                .read(o, 0, u64::MAX)
+                .map_err(|e| format!("read of orphan {o} (unlinked while open): {e}"))?;
+            if &got != want {
+                return Err(format!(
+                    "orphan {o} reads {} bytes, the model has {} (or the content differs)",
+                    got.len(),
+                    want.len()
+                ));
             }
         }
         Ok(())
@@ -852,6 +1096,8 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
             ..Default::default()
         },
         last: String::new(),
+        opens: BTreeMap::new(),
+        zombies: BTreeSet::new(),
     };
     run.push_commit();
     // INTACTFS_PMEM_SIM_TRACE=1: one line per call on stderr.
@@ -880,6 +1126,8 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
         run.fs
             .check_invariants()
             .map_err(|e| fail0(Some(call), format!("invariants after the call: {e}")))?;
+        run.check_orphans().map_err(|m| fail0(Some(call), m))?;
+        run.check_paging().map_err(|m| fail0(Some(call), m))?;
         let s = engine_snapshot(&run.fs).map_err(|m| fail0(Some(call), m))?;
         if digest(&s) != digest(&run.live.snapshot()) {
             return Err(fail0(

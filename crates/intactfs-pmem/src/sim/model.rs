@@ -28,15 +28,32 @@ pub enum MOp {
         dir: bool,
         mode: u32,
     },
+    /// `keep`: the target was an open file, which stays (an orphan) until its last release.
     Remove {
         parent: MIno,
         name: Vec<u8>,
+        keep: bool,
     },
+    /// `keep`: a replaced target was an open file (it stays, an orphan).
     Rename {
         sp: MIno,
         sn: Vec<u8>,
         dp: MIno,
         dn: Vec<u8>,
+        keep: bool,
+    },
+    /// RENAME_EXCHANGE: the two entries swap their inodes.
+    Exchange {
+        sp: MIno,
+        sn: Vec<u8>,
+        dp: MIno,
+        dn: Vec<u8>,
+    },
+    /// A new name for a file (hard link).
+    Link {
+        ino: MIno,
+        parent: MIno,
+        name: Vec<u8>,
     },
     Write {
         ino: MIno,
@@ -83,6 +100,8 @@ pub struct SNode {
     pub mode: u32,
     pub uid: u32,
     pub gid: u32,
+    /// A file's names; a directory's 2 + its subdirectories.
+    pub nlink: u32,
     pub size: u64,
     /// Content hash (files).
     pub content: u64,
@@ -212,17 +231,7 @@ impl MState {
         dn: &[u8],
         busy: &dyn Fn(MIno) -> bool,
     ) -> Result<(MIno, Option<MIno>), i32> {
-        valid_name(sn)?;
-        valid_name(dn)?;
-        let s = self.dir(sp)?;
-        let d = self.dir(dp)?;
-        if busy(sp) || busy(dp) {
-            return Err(16);
-        }
-        let &src = s.entries.get(sn).ok_or(2)?;
-        if busy(src) {
-            return Err(16);
-        }
+        let (src, d) = self.rename_source(sp, sn, dp, dn, busy)?;
         let src_dir = self.nodes[&src].dir;
         if src_dir {
             let mut x = dp;
@@ -304,7 +313,7 @@ impl MState {
                     .entries
                     .insert(name.clone(), *ino);
             }
-            MOp::Remove { parent, name } => {
+            MOp::Remove { parent, name, keep } => {
                 let t = self
                     .nodes
                     .get_mut(parent)
@@ -312,9 +321,15 @@ impl MState {
                     .entries
                     .remove(name)
                     .expect("checked");
-                self.nodes.remove(&t);
+                self.drop_if_unnamed(t, *keep);
             }
-            MOp::Rename { sp, sn, dp, dn } => {
+            MOp::Rename {
+                sp,
+                sn,
+                dp,
+                dn,
+                keep,
+            } => {
                 let src = self
                     .nodes
                     .get_mut(sp)
@@ -329,9 +344,32 @@ impl MState {
                     .entries
                     .insert(dn.clone(), src)
                 {
-                    self.nodes.remove(&old);
+                    self.drop_if_unnamed(old, *keep);
                 }
                 self.nodes.get_mut(&src).expect("exists").parent = *dp;
+            }
+            MOp::Exchange { sp, sn, dp, dn } => {
+                let a = self.nodes[sp].entries[sn];
+                let b = self.nodes[dp].entries[dn];
+                self.nodes
+                    .get_mut(sp)
+                    .expect("checked")
+                    .entries
+                    .insert(sn.clone(), b);
+                self.nodes
+                    .get_mut(dp)
+                    .expect("checked")
+                    .entries
+                    .insert(dn.clone(), a);
+                self.nodes.get_mut(&a).expect("exists").parent = *dp;
+                self.nodes.get_mut(&b).expect("exists").parent = *sp;
+            }
+            MOp::Link { ino, parent, name } => {
+                self.nodes
+                    .get_mut(parent)
+                    .expect("checked")
+                    .entries
+                    .insert(name.clone(), *ino);
             }
             MOp::Write { data, .. } if data.is_empty() => {}
             MOp::Write { ino, off, data } => {
@@ -375,6 +413,7 @@ impl MState {
                     mode: n.mode,
                     uid: n.uid,
                     gid: n.gid,
+                    nlink: self.nlink(ino),
                     size: if n.dir { 0 } else { n.data.len() as u64 },
                     content: if n.dir { 0 } else { hash_bytes(&n.data) },
                 },
@@ -387,6 +426,149 @@ impl MState {
             }
         }
         out
+    }
+
+    /// How many entries name `ino`.
+    fn names(&self, ino: MIno) -> u32 {
+        self.nodes
+            .values()
+            .map(|n| n.entries.values().filter(|&&c| c == ino).count() as u32)
+            .sum()
+    }
+
+    /// The link count POSIX shows: a file's names, a directory's 2 + subdirectories.
+    pub fn nlink(&self, ino: MIno) -> u32 {
+        let n = &self.nodes[&ino];
+        if n.dir {
+            2 + n.entries.values().filter(|c| self.nodes[c].dir).count() as u32
+        } else {
+            self.names(ino)
+        }
+    }
+
+    /// After a name of `ino` went: it goes too when no name is left and it was not open.
+    fn drop_if_unnamed(&mut self, ino: MIno, open: bool) {
+        if !open && self.names(ino) == 0 {
+            self.nodes.remove(&ino);
+        }
+    }
+
+    /// The checks every rename starts with: the source, and the target directory.
+    fn rename_source(
+        &self,
+        sp: MIno,
+        sn: &[u8],
+        dp: MIno,
+        dn: &[u8],
+        busy: &dyn Fn(MIno) -> bool,
+    ) -> Result<(MIno, &MNode), i32> {
+        valid_name(sn)?;
+        valid_name(dn)?;
+        let s = self.dir(sp)?;
+        let d = self.dir(dp)?;
+        if busy(sp) || busy(dp) {
+            return Err(16);
+        }
+        let &src = s.entries.get(sn).ok_or(2)?;
+        if busy(src) {
+            return Err(16);
+        }
+        Ok((src, d))
+    }
+
+    /// `x` is `dir` or below it.
+    fn inside(&self, mut x: MIno, dir: MIno) -> bool {
+        loop {
+            if x == dir {
+                return true;
+            }
+            if x == MROOT {
+                return false;
+            }
+            x = self.nodes[&x].parent;
+        }
+    }
+
+    /// renameat2 with `flags` (1 NOREPLACE, 2 EXCHANGE): (source, other) on success as
+    /// [`Self::check_rename`]; for an exchange, other is the entry swapped with.
+    pub fn check_rename_flags(
+        &self,
+        (sp, sn, dp, dn): (MIno, &[u8], MIno, &[u8]),
+        flags: u32,
+        busy: &dyn Fn(MIno) -> bool,
+    ) -> Result<(MIno, Option<MIno>), i32> {
+        if flags & !3 != 0 || flags == 3 {
+            return Err(22);
+        }
+        if flags == 0 {
+            return self.check_rename(sp, sn, dp, dn, busy);
+        }
+        let (src, d) = self.rename_source(sp, sn, dp, dn, busy)?;
+        let dst = d.entries.get(dn).copied();
+        if flags == 1 {
+            return match dst {
+                Some(_) => Err(17),
+                None => self.check_rename(sp, sn, dp, dn, busy),
+            };
+        }
+        let dst = dst.ok_or(2)?;
+        if dst == src {
+            return Ok((src, Some(src)));
+        }
+        if busy(dst) {
+            return Err(16);
+        }
+        if self.nodes[&src].dir && self.inside(dp, src)
+            || self.nodes[&dst].dir && self.inside(sp, dst)
+        {
+            return Err(22);
+        }
+        Ok((src, Some(dst)))
+    }
+
+    /// The errno `link` must fail with (None: success).
+    pub fn check_link(
+        &self,
+        ino: MIno,
+        parent: MIno,
+        name: &[u8],
+        busy: &dyn Fn(MIno) -> bool,
+    ) -> Result<(), i32> {
+        valid_name(name)?;
+        let p = self.dir(parent)?;
+        match self.nodes.get(&ino) {
+            None => return Err(2),
+            Some(n) if n.dir => return Err(1),
+            Some(_) if self.names(ino) == 0 => return Err(2),
+            _ => {}
+        }
+        if busy(parent) || busy(ino) {
+            return Err(16);
+        }
+        if p.entries.contains_key(name) {
+            return Err(17);
+        }
+        Ok(())
+    }
+
+    /// Files no directory names (unlinked while open).
+    pub fn orphans(&self) -> Vec<MIno> {
+        let named: std::collections::BTreeSet<MIno> = self
+            .nodes
+            .values()
+            .flat_map(|n| n.entries.values().copied())
+            .collect();
+        self.nodes
+            .iter()
+            .filter(|(i, n)| !n.dir && **i != MROOT && !named.contains(i))
+            .map(|(&i, _)| i)
+            .collect()
+    }
+
+    /// Forgets an orphan (its last release freed it).
+    pub fn free_orphan(&mut self, ino: MIno) {
+        assert!(self.orphans().contains(&ino), "{ino} is not an orphan");
+        self.nodes.remove(&ino);
     }
 
     pub fn files(&self) -> Vec<MIno> {
