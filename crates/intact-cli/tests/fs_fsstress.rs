@@ -103,6 +103,19 @@ fn mount_again(m: &Mount) {
     m.fsck_clean();
 }
 
+/// The engine's room promise (issue 25) broke once in this test (229 blocks free, 1 + 229
+/// kept): the daemon now logs it and goes on. Not yet understood, so said loudly here
+/// rather than failed on (it is not reproducible at will); the simulations fail on it.
+fn report_room_breaks(m: &Mount, when: &str) {
+    let log = std::fs::read_to_string(&m.log).unwrap_or_default();
+    for l in log
+        .lines()
+        .filter(|l| l.contains("left the metadata reserve short"))
+    {
+        eprintln!("KNOWN GAP (issue 25, room promise) {when}: {l}");
+    }
+}
+
 fn fill_and_remount(test: &str, size: &str, device: &str, ops: u32) {
     let tmp = tempfile::tempdir().unwrap();
     let Some(bin) = fsstress(test, tmp.path()) else {
@@ -113,6 +126,7 @@ fn fill_and_remount(test: &str, size: &str, device: &str, ops: u32) {
     m.mount(&[]);
     stress(&m, &bin, ops);
     m.umount_clean();
+    report_room_breaks(&m, "first fill");
     m.fsck_clean();
     mount_again(&m);
     // Filled again, and the daemon killed while fsstress still runs: the next mount
@@ -133,6 +147,7 @@ fn fill_and_remount(test: &str, size: &str, device: &str, ops: u32) {
     }
     m.crash();
     child.wait().unwrap();
+    report_room_breaks(&m, "second fill");
     mount_again(&m);
 }
 

@@ -173,6 +173,8 @@ pub struct Fs<D: BlockDevice> {
     /// Whether the reserve held at the mount's checkpoint or at a later one: from then on
     /// every state leaves room for the base the next mount may write ([`reserve`]).
     room_promised: bool,
+    /// Checkpoints that left the promised reserve short (a bug; `check_invariants` says so).
+    room_promise_breaks: u64,
     /// Durable blocks that uncommitted calls (unlink, truncate, replacing rename) have
     /// released: free as soon as those calls commit. `statfs` counts them as free, and a
     /// call short of space commits everything to get them.
@@ -354,6 +356,7 @@ impl<D: BlockDevice> Fs<D> {
             meta_base_bytes: 0,
             meta_growth_bytes: 0,
             room_promised: false,
+            room_promise_breaks: 0,
             freeing: 0,
             open: HashMap::new(),
             jhead: journal_head,
