@@ -181,7 +181,8 @@ fn assert_shows(kv: &Kv, h: &str, what: &str) {
     );
     // The APM table: default exposes all three, ext4-o none.
     assert!(
-        h.contains("<td><b>default</b></td>") && h.contains("<td><b>ext4-o</b></td>"),
+        h.contains("<td><b>default</b><br><small>ALICE")
+            && h.contains("<td><b>ext4-o</b><br><small>ext4, data=ordered"),
         "{what}"
     );
 }
