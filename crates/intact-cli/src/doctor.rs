@@ -7,7 +7,6 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 /// One finding: a thing a job needs, whether it is here, and how to get it.
-#[derive(Clone)]
 struct Finding {
     job: &'static str,
     what: &'static str,
@@ -23,13 +22,15 @@ struct Finding {
 pub struct DoctorArgs {}
 
 pub fn doctor(_a: DoctorArgs) -> Result<u8, Failure> {
-    let findings = [
+    let findings: Vec<Finding> = [
         explorer_checks(),
         fs_checks(),
         blk_checks(),
         python_checks(),
     ]
-    .concat();
+    .into_iter()
+    .flatten()
+    .collect();
     let mut missing_required = 0usize;
     for f in &findings {
         let (mark, text) = match &f.found {

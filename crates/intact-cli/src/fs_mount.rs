@@ -611,35 +611,37 @@ fn report_outcome(mnt: &Path, st: &MountState) -> Result<u8, Failure> {
 /// anything is.
 fn mounted_on(mnt: &Path) -> Option<String> {
     let abs = std::fs::canonicalize(mnt).ok()?;
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let line = info
-        .lines()
-        .rev()
-        .find(|l| l.split(' ').nth(4).is_some_and(|m| Path::new(m) == abs))?;
-    let f: Vec<&str> = line.split(' ').collect();
-    let sep = f.iter().position(|x| *x == "-")?;
-    let (fstype, source) = (f.get(sep + 1)?, f.get(sep + 2).unwrap_or(&"?"));
+    let (fstype, source) = mounts_at(&abs).pop()?;
     let image = read_state(mnt)
         .map(|st| format!(", image {} served by pid {}", st.image, st.pid))
         .unwrap_or_default();
     Some(format!("{fstype} from {source}{image}"))
 }
 
+/// (file-system type, source) of every mount at `abs` in /proc/self/mountinfo, the
+/// top-most last.
+fn mounts_at(abs: &Path) -> Vec<(String, String)> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    info.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            if f.get(4).map(Path::new) != Some(abs) {
+                return None;
+            }
+            let sep = f.iter().position(|x| *x == "-")?;
+            let source = f.get(sep + 2).unwrap_or(&"?");
+            Some((f.get(sep + 1)?.to_string(), source.to_string()))
+        })
+        .collect()
+}
+
 fn is_intactfs_mount(mnt: &Path) -> bool {
     let Ok(abs) = std::path::absolute(mnt) else {
         return false;
     };
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return false;
-    };
-    info.lines().any(|l| {
-        let f: Vec<&str> = l.split(' ').collect();
-        let sep = f.iter().position(|x| *x == "-");
-        f.get(4).is_some_and(|m| Path::new(m) == abs)
-            && sep.and_then(|i| f.get(i + 1)).is_some_and(|t| {
-                *t == "fuse" || *t == "fuse.intactfs" || *t == "fuse.intactfs-pmem"
-            })
-    })
+    mounts_at(&abs)
+        .iter()
+        .any(|(t, _)| t == "fuse" || t == "fuse.intactfs" || t == "fuse.intactfs-pmem")
 }
 
 /// Streams, osync/dsync and atomic regions are the block engine's; a persistent-memory

@@ -182,10 +182,9 @@ const WORKLOAD_COMMANDS: [&[&str]; 3] = [&["record"], &["run"], &["blk", "record
 fn exit_usage(e: clap::Error) -> ! {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
     let argv: Vec<String> = std::env::args().collect();
-    let workload = WORKLOAD_COMMANDS.iter().any(|c| {
-        argv.len() > c.len()
-            && argv[1..=c.len()] == c.iter().map(|s| s.to_string()).collect::<Vec<_>>()[..]
-    });
+    let workload = WORKLOAD_COMMANDS
+        .iter()
+        .any(|c| argv.len() > c.len() && c.iter().zip(&argv[1..]).all(|(w, a)| w == a));
     let bad = match e.get(ContextKind::InvalidArg) {
         // An unknown `--option` is more likely a typo of intact's own than a workload.
         Some(ContextValue::String(s))

@@ -7,13 +7,6 @@ use common::mount::*;
 use common::*;
 use std::path::Path;
 
-fn mounts_on(mnt: &Path) -> usize {
-    let m = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    m.lines()
-        .filter(|l| l.split(' ').nth(4) == Some(mnt.to_str().unwrap()))
-        .count()
-}
-
 #[test]
 fn an_ext4_image_is_named_not_called_damaged() {
     let m = Mount::new("16M");

@@ -23,9 +23,15 @@ pub fn text(o: &Output) -> String {
 }
 
 pub fn mounted_on(mnt: &Path) -> bool {
+    mounts_on(mnt) > 0
+}
+
+/// How many mounts are stacked on `mnt`.
+pub fn mounts_on(mnt: &Path) -> usize {
     let m = fs::read_to_string("/proc/self/mountinfo").unwrap();
     m.lines()
-        .any(|l| l.split(' ').nth(4) == Some(mnt.to_str().unwrap()))
+        .filter(|l| l.split(' ').nth(4) == Some(mnt.to_str().unwrap()))
+        .count()
 }
 
 /// Waits (at most a minute) until process `pid` has exited: gone, or a zombie nobody

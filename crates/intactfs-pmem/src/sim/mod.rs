@@ -861,6 +861,8 @@ impl Run {
             .map_err(|e| format!("release {f}: {e}"))?;
         self.last = format!("release {f}");
         let c = self.opens.get_mut(&f).expect("picked");
+        // Only open files are picked, and a count of 0 is removed at once.
+        assert!(*c > 0, "model open count of {f} is 0 while in the map");
         *c -= 1;
         if *c == 0 {
             self.opens.remove(&f);
