@@ -354,3 +354,77 @@ fn a_shell_wrapper_is_pointed_out() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(!stderr(&o).contains("script"), "{}", stderr(&o));
 }
+
+/// Issue 31: a program without debug information (here kv built with `-s`) gets offsets
+/// as locations, and the report says once how to get names for them.
+#[test]
+fn stripped_code_gets_a_hint_once() {
+    let t = tempfile::tempdir().unwrap();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let kv = t.path().join("kv");
+    let cc = std::process::Command::new("gcc")
+        .args(["-O0", "-s", "-o"])
+        .arg(&kv)
+        .arg(repo.join("examples/kvstore/kv.c"))
+        .status()
+        .expect("gcc must be installed");
+    assert!(cc.success());
+    std::fs::create_dir(t.path().join("db")).unwrap();
+    let o = intact()
+        .current_dir(t.path().join("db"))
+        .args(["record", "--out", "../b", "--"])
+        .arg(&kv)
+        .args(["x", "foo1", "y", "foo2"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let checker = format!(
+        "python3 {}",
+        repo.join("examples/kvstore/check.py").display()
+    );
+    let o = intact()
+        .current_dir(t.path())
+        .args(["check", "b", "--apm", "default", "--checker", &checker])
+        .env("KV_EXPECT", "x=foo1 y=foo2")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(out.matches("without debug information").count(), 1, "{out}");
+    assert!(
+        out.contains("-dbgsym") && out.contains("--frame-skip"),
+        "{out}"
+    );
+}
+
+/// Issue 31: progress is per APM with an estimate of the time left, also when stderr is
+/// not a terminal (a line every 10 s). A checker that sleeps 0.3 s on each of the states
+/// of two APMs, one at a time, keeps the check running well past 10 s on any machine.
+#[test]
+fn progress_is_per_apm_with_time_left() {
+    let t = tempfile::tempdir().unwrap();
+    record_kv(t.path());
+    let o = intact()
+        .current_dir(t.path())
+        .args(["check", "b", "--apm", "default,ext4-o", "-j", "1"])
+        .args(["--checker", "sh -c 'sleep 0.3'"])
+        .output()
+        .unwrap();
+    assert!(o.status.code().is_some_and(|c| c <= 1), "{}", stderr(&o));
+    let e = stderr(&o);
+    let lines: Vec<&str> = e.lines().filter(|l| l.contains("states checked")).collect();
+    assert!(!lines.is_empty(), "no progress line: {e}");
+    assert!(
+        lines.iter().all(|l| l.contains("left for those found")),
+        "{e}"
+    );
+    // Each line's counts are the APM's own: checked never exceeds that APM's found states.
+    for l in &lines {
+        let counts = l.split(": ").nth(2).unwrap();
+        let (done, found) = counts.split_once(' ').unwrap().0.split_once('/').unwrap();
+        assert!(
+            done.parse::<u64>().unwrap() <= found.parse::<u64>().unwrap(),
+            "{l}"
+        );
+    }
+}
