@@ -41,7 +41,7 @@ use intactfs::engine::MAX_FILE_SIZE;
 use intactfs::fsck::fsck;
 use intactfs::layout::{
     self, Checkpoint, Delta, Record, Segment, Superblock, CHECKPOINT_SLOTS, CP2_MAGIC, CP_MAGIC,
-    REC_MAGIC, SB_MAGIC,
+    FORMAT_VERSION, FORMAT_VERSION_MIN, REC_MAGIC, SB_MAGIC,
 };
 use intactfs::meta::{
     dir_key, name_hash, valid_name, Body, Extent, Inode, LogOp, Meta, SYMLINK_MAX,
@@ -1433,7 +1433,8 @@ fn forged_superblock((bi, v): (usize, Vec<u64>)) -> Result<Verdict, String> {
     put(&mut img, 0, &layout::encode(SB_MAGIC, &sb));
     let expect = if sb == base.sb {
         Expect::Identical
-    } else if sb.version != base.sb.version
+    } else if !(FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&sb.version)
+        // Another readable version (version 2 images still mount) may be read as such.
         || sb.block_size != base.sb.block_size
         || sb.blocks > base.sb.blocks
         || sb.journal_start != base.sb.journal_start
