@@ -12,8 +12,10 @@ need=()
 for t in strace:strace gcc:gcc sqlite3:sqlite3 git:git python3:python3 javac:default-jdk-headless mkfs.xfs:xfsprogs mkfs.btrfs:btrfs-progs chromium:chromium; do
   command -v "${t%%:*}" >/dev/null || need+=("${t##*:}")
 done
-# The SARIF and JUnit tests validate against the official schemas with these.
-python3 -c 'import jsonschema, xmlschema' 2>/dev/null || need+=(python3-jsonschema python3-xmlschema)
+# The SARIF and JUnit tests validate against the official schemas with these, from
+# python3 on PATH or Debian's interpreter (report_sarif_junit.rs tries both).
+has_schemas() { "$1" -c 'import jsonschema, xmlschema' 2>/dev/null; }
+has_schemas python3 || has_schemas /usr/bin/python3 || need+=(python3-jsonschema python3-xmlschema)
 # Debian's own interpreter (statically linked libpython) is tested next to python3 on PATH.
 [ -x /usr/bin/python3 ] || need+=(python3)
 # fsstress (tests/fs_fsstress.rs, built from ../shared/peer-suites) needs the xfs headers.
