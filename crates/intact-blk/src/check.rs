@@ -145,6 +145,7 @@ pub fn check(
         timeout: cfg.timeout,
         scratch_parent: cfg.scratch.clone(),
         keep_output_bytes: 4096,
+        protocol: intact_check::Protocol::PerProcess,
     })
     .map_err(|e| Input(e.to_string()))?;
     let root = runner

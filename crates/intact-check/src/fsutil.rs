@@ -91,6 +91,15 @@ pub fn read_tail(path: &Path, max: usize) -> String {
     String::from_utf8_lossy(&buf).into_owned()
 }
 
+/// The last `max` bytes of `text` (cut at a character boundary).
+pub fn tail_of(text: &str, max: usize) -> String {
+    let mut start = text.len().saturating_sub(max);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    text[start..].to_string()
+}
+
 /// The first line of a file (without its `\n`, keeping any `\r`), read from at most its
 /// first 4 KiB; `None` when it cannot be read.
 pub fn first_line(path: &Path) -> Option<Vec<u8>> {

@@ -48,6 +48,10 @@
 
 mod fsutil;
 mod resolve;
+mod server;
+
+use server::{Answer, Request, Server, ServerSpec};
+pub use server::{Protocol, PROTOCOL_VERSION};
 
 use std::collections::VecDeque;
 use std::fs::{self, File};
@@ -65,7 +69,7 @@ use wait_timeout::ChildExt;
 /// How long a worker waits for its checker before looking at the cancel flag
 /// again; bounds the latency of [`CancelHandle::cancel`]. A checker that exits
 /// is still noticed immediately (SIGCHLD wakes the wait).
-const CANCEL_POLL: Duration = Duration::from_millis(50);
+pub(crate) const CANCEL_POLL: Duration = Duration::from_millis(50);
 
 /// Configuration for [`Runner::start`].
 #[derive(Debug, Clone)]
@@ -80,10 +84,14 @@ pub struct RunnerConfig {
     pub scratch_parent: Option<PathBuf>,
     /// Max bytes of checker stderr (and stdout) kept per failing run (keep the tail if longer); e.g. 8192.
     pub keep_output_bytes: usize,
+    /// One process per state (ALICE's contract, the default) or one warm server per worker.
+    pub protocol: Protocol,
 }
 
-/// Writes a crash state into the given (existing, empty) directory.
-pub type Materialise = Box<dyn FnOnce(&Path) -> Result<(), String> + Send>;
+/// Writes a crash state into the given (existing, empty) directory. A warm checker server
+/// that dies on a state gets it again, rebuilt by a second call, when the job has no
+/// [`Release`].
+pub type Materialise = Box<dyn FnMut(&Path) -> Result<(), String> + Send>;
 
 /// Runs after the checker (or after a failed materialisation, or a cancellation), before
 /// the crash dir is removed: e.g. unmounts a file system that `materialise` mounted there.
@@ -313,6 +321,7 @@ impl Runner {
                 stdout_file: dir.join("stdout"),
                 out_capture: dir.join("checker.out"),
                 err_capture: dir.join("checker.err"),
+                server_err: dir.join("server.err"),
                 dir,
                 program: resolved.clone(),
                 arg0: program.clone(),
@@ -320,6 +329,9 @@ impl Runner {
                 timeout: cfg.timeout,
                 keep: cfg.keep_output_bytes,
                 shared: shared.clone(),
+                protocol: cfg.protocol,
+                server: None,
+                server_ever_answered: false,
             };
             let handle = std::thread::Builder::new()
                 .name(format!("intact-check-w{index}"))
@@ -458,7 +470,7 @@ fn is_writable(p: &Path) -> bool {
 
 /// SIGKILL to every process in group `pgid`. Errors (ESRCH: group already
 /// empty) are expected and ignored.
-fn kill_group(pgid: i32) {
+pub(crate) fn kill_group(pgid: i32) {
     // pgid 0 or 1 would address our own group or (with -1) every process we
     // may signal: never let a bogus id get that far.
     if pgid > 1 {
@@ -481,9 +493,9 @@ impl Drop for ReleaseGuard {
 
 /// Owns a running checker: on drop (normal, timeout, cancel, or unwinding)
 /// kills its process group and reaps it, so no path leaks a process.
-struct ChildGuard {
-    child: Child,
-    pgid: i32,
+pub(crate) struct ChildGuard {
+    pub(crate) child: Child,
+    pub(crate) pgid: i32,
 }
 
 impl Drop for ChildGuard {
@@ -514,10 +526,18 @@ struct Worker {
     timeout: Option<Duration>,
     keep: usize,
     shared: Arc<Shared>,
+    protocol: Protocol,
+    /// Where the warm server's stderr goes (kept across its requests).
+    server_err: PathBuf,
+    /// The warm server, started at the first state and after one ended.
+    server: Option<Server>,
+    /// Whether any server of this worker has judged a state: a server that dies before
+    /// ever answering cannot be run, which is not a verdict on a state.
+    server_ever_answered: bool,
 }
 
 impl Worker {
-    fn main(self) {
+    fn main(mut self) {
         while let Some(job) = self.shared.next_job() {
             let id = job.id;
             // Belt and braces: run_job does not panic on its own, but a panic
@@ -548,37 +568,47 @@ impl Worker {
     }
 
     /// `None` when the job was cancelled before it produced a verdict.
-    fn run_job(&self, job: Job) -> Option<Outcome> {
+    fn run_job(&mut self, job: Job) -> Option<Outcome> {
         let Job {
             id,
             state_id,
             stdout,
-            materialise,
+            mut materialise,
             release,
         } = job;
+        let rebuildable = release.is_none();
         // Dropped last, on every path out of here (and on unwinding).
         let _release = ReleaseGuard(release);
-        if let Err(e) = self.prepare(&stdout) {
+        if let Err(e) = self.build_state(&stdout, &mut materialise) {
             return Some(self.error(id, e));
-        }
-        match panic::catch_unwind(AssertUnwindSafe(|| materialise(&self.crash))) {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                return Some(self.error(id, format!("materialising the crash state failed: {e}")))
-            }
-            Err(p) => {
-                return Some(self.error(
-                    id,
-                    format!(
-                        "materialising the crash state panicked: {}",
-                        panic_text(&*p)
-                    ),
-                ))
-            }
         }
         if self.shared.is_cancelled() {
             return None;
         }
+        match self.protocol {
+            Protocol::PerProcess => self.run_process(id, &state_id),
+            Protocol::Server => {
+                let rebuild = rebuildable.then_some((&stdout[..], &mut materialise));
+                self.run_server(id, &state_id, rebuild)
+            }
+        }
+    }
+
+    /// A fresh crash dir holding the state, and the stdout file.
+    fn build_state(&self, stdout: &[u8], materialise: &mut Materialise) -> Result<(), String> {
+        self.prepare(stdout)?;
+        match panic::catch_unwind(AssertUnwindSafe(|| materialise(&self.crash))) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(format!("materialising the crash state failed: {e}")),
+            Err(p) => Err(format!(
+                "materialising the crash state panicked: {}",
+                panic_text(&*p)
+            )),
+        }
+    }
+
+    /// ALICE's contract: one checker process for this state.
+    fn run_process(&self, id: u64, state_id: &str) -> Option<Outcome> {
         let (out, err) = match (
             File::create(&self.out_capture),
             File::create(&self.err_capture),
@@ -603,7 +633,7 @@ impl Worker {
             .stdout(out)
             .stderr(err)
             .env("INTACT_WORKER", self.index.to_string())
-            .env("INTACT_STATE", &state_id)
+            .env("INTACT_STATE", state_id)
             // Own group, so the whole tree can be killed with one kill(-pgid).
             .process_group(0);
 
@@ -639,6 +669,108 @@ impl Worker {
             elapsed,
             worker: self.index,
         })
+    }
+
+    /// The warm server judges this state; a server that dies on it is replaced and judges it
+    /// again once, from a rebuilt crash dir (`rebuild`: the workload's stdout and the job's
+    /// materialiser; `None` for a job that cannot be rebuilt, which is not retried).
+    fn run_server(
+        &mut self,
+        id: u64,
+        state_id: &str,
+        mut rebuild: Option<(&[u8], &mut Materialise)>,
+    ) -> Option<Outcome> {
+        let start = Instant::now();
+        let mut deaths = 0u32;
+        let verdict = loop {
+            let why = match self.ask_server(state_id) {
+                Ok(Answer::Died(why)) => why,
+                Ok(Answer::Cancelled) => {
+                    self.server = None;
+                    return None;
+                }
+                Ok(Answer::Pass) => break Verdict::Pass,
+                Ok(Answer::Fail(message)) => {
+                    break Verdict::Fail {
+                        code: Some(1),
+                        signal: None,
+                        stderr: message,
+                        stdout: String::new(),
+                    }
+                }
+                // A server that overran or garbled its reply is replaced before the next state.
+                Ok(Answer::TimedOut(after)) => {
+                    self.server = None;
+                    break Verdict::Timeout { after };
+                }
+                Ok(Answer::Garbled(why)) => {
+                    self.server = None;
+                    break Verdict::Error(why);
+                }
+                Err(e) => break Verdict::Error(e),
+            };
+            self.server = None;
+            deaths += 1;
+            assert!(deaths <= 2, "a state is judged by at most two servers");
+            if !self.server_ever_answered && deaths == 2 {
+                break Verdict::Error(format!(
+                    "the checker server could not be run: it ended twice before answering any request ({why})"
+                ));
+            }
+            let Some((stdout, materialise)) = rebuild.as_mut().filter(|_| deaths == 1) else {
+                break self.death_verdict(&why, deaths);
+            };
+            if let Err(e) = self.build_state(stdout, materialise) {
+                break Verdict::Error(format!("rebuilding the state after the server died: {e}"));
+            }
+        };
+        Some(Outcome {
+            id,
+            verdict,
+            elapsed: start.elapsed(),
+            worker: self.index,
+        })
+    }
+
+    /// Starts the server if there is none, then asks it about the state in the crash dir.
+    fn ask_server(&mut self, state_id: &str) -> Result<Answer, String> {
+        if self.server.is_none() {
+            self.server = Some(Server::start(&ServerSpec {
+                program: &self.program,
+                arg0: &self.arg0,
+                args: &self.args,
+                worker: self.index,
+                err_capture: &self.server_err,
+                keep_bytes: self.keep,
+            })?);
+        }
+        let server = self.server.as_mut().expect("started above");
+        let request = Request {
+            crash_dir: &self.crash,
+            stdout_file: &self.stdout_file,
+            state: state_id,
+            worker: self.index,
+        };
+        let answer = server.ask(&request, self.timeout, &self.shared.cancelled);
+        self.server_ever_answered |= server.has_answered();
+        Ok(answer)
+    }
+
+    /// A server died judging this state and it is not judged again: inconsistent, as a
+    /// per-process checker killed by a signal is, or an error if no server ever answered.
+    fn death_verdict(&self, why: &str, deaths: u32) -> Verdict {
+        if !self.server_ever_answered {
+            return Verdict::Error(format!(
+                "the checker server could not be run: it ended before answering any request ({why})"
+            ));
+        }
+        let times = if deaths == 2 { "twice, " } else { "" };
+        Verdict::Fail {
+            code: None,
+            signal: None,
+            stderr: format!("the checker server died {times}while judging this state: {why}"),
+            stdout: String::new(),
+        }
     }
 
     /// Fresh, empty crash dir and the stdout file.
@@ -709,7 +841,7 @@ pub fn crlf_shebang(program: &Path) -> Option<String> {
 /// Why the checker did not start, in the user's terms. A script whose `#!` line names a
 /// missing interpreter fails with ENOENT like a missing script does; the commonest cause
 /// is a file saved with CRLF line endings (the kernel then looks for `python3\r`).
-fn spawn_failure(program: &Path, e: &std::io::Error) -> String {
+pub(crate) fn spawn_failure(program: &Path, e: &std::io::Error) -> String {
     let shown = program.display();
     if e.kind() != std::io::ErrorKind::NotFound || !program.is_file() {
         return format!("cannot start checker {shown}: {e}");
@@ -730,7 +862,7 @@ fn spawn_failure(program: &Path, e: &std::io::Error) -> String {
     )
 }
 
-fn spawn_retrying(cmd: &mut Command) -> std::io::Result<Child> {
+pub(crate) fn spawn_retrying(cmd: &mut Command) -> std::io::Result<Child> {
     let mut attempt = 0;
     loop {
         match cmd.spawn() {

@@ -46,6 +46,7 @@ impl Env {
             timeout,
             scratch_parent: Some(self.scratch.path().to_path_buf()),
             keep_output_bytes: 8192,
+            protocol: intact_check::Protocol::PerProcess,
         }
     }
 
@@ -68,7 +69,7 @@ fn job(id: u64, state: &str, stdout: &str, files: &[(&str, &str)]) -> Job {
         state_id: state.to_string(),
         stdout: stdout.as_bytes().to_vec(),
         materialise: Box::new(move |dir: &Path| {
-            for (name, content) in files {
+            for (name, content) in &files {
                 fs::write(dir.join(name), content).map_err(|e| e.to_string())?;
             }
             Ok(())
@@ -682,5 +683,213 @@ fn release_runs_once_after_the_checker_on_every_path() {
         released,
         vec![(1, true), (2, true), (3, true), (4, true), (5, true)]
     );
+    env.assert_scratch_clean();
+}
+
+// ----- the warm-checker protocol (one server per worker) -----
+
+/// A warm server in sh: appends its pid to `starts` when it starts, then for each request
+/// line passes when the crash dir holds `ok`. Request fields are picked out with sed (the
+/// request is one JSON object whose paths have no quotes here). `extra` runs first for
+/// each request with `$line`, `$dir`, `$state` set.
+fn server(env: &Env, extra: &str) -> String {
+    let starts = env.path("starts");
+    env.script(
+        "server",
+        &format!(
+            r#"echo $$ >> {starts}
+while IFS= read -r line; do
+  dir=$(printf '%s' "$line" | sed 's/.*"crash_dir":"\([^"]*\)".*/\1/')
+  state=$(printf '%s' "$line" | sed 's/.*"state":"\([^"]*\)".*/\1/')
+  {extra}
+  if [ -f "$dir/ok" ]; then echo '{{"verdict":"pass"}}'
+  else echo '{{"verdict":"fail","message":"no ok in '"$state"'"}}'; fi
+done"#,
+            starts = starts.display()
+        ),
+    )
+}
+
+fn server_config(
+    env: &Env,
+    checker: String,
+    jobs: usize,
+    timeout: Option<Duration>,
+) -> RunnerConfig {
+    RunnerConfig {
+        protocol: intact_check::Protocol::Server,
+        ..env.config(vec![checker], jobs, timeout)
+    }
+}
+
+fn server_pids(env: &Env) -> Vec<u32> {
+    fs::read_to_string(env.path("starts"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect()
+}
+
+fn run_all(cfg: RunnerConfig, jobs: Vec<Job>) -> Vec<Outcome> {
+    guarded("server run", move || {
+        let r = Runner::start(cfg).unwrap();
+        for j in jobs {
+            r.submit(j).unwrap();
+        }
+        sorted(r.finish())
+    })
+}
+
+#[test]
+fn a_server_judges_many_states_and_is_started_once_per_worker() {
+    let env = Env::new();
+    let cfg = server_config(&env, server(&env, ""), 2, Some(GUARD));
+    let jobs = (0..20)
+        .map(|i| {
+            let files: &[(&str, &str)] = if i % 3 == 0 { &[] } else { &[("ok", "")] };
+            job(i, &format!("s{i}"), "", files)
+        })
+        .collect();
+    let out = run_all(cfg, jobs);
+    assert_eq!(out.len(), 20);
+    for o in &out {
+        match (&o.verdict, o.id % 3) {
+            (Verdict::Pass, 1 | 2) => {}
+            (Verdict::Fail { stderr, .. }, 0) => assert_eq!(stderr, &format!("no ok in s{}", o.id)),
+            (v, _) => panic!("state {}: {v:?}", o.id),
+        }
+    }
+    let pids = server_pids(&env);
+    assert!(
+        !pids.is_empty() && pids.len() <= 2,
+        "one server per worker at most: {pids:?}"
+    );
+    pids.iter().for_each(|&p| wait_dead(p));
+    env.assert_scratch_clean();
+}
+
+#[test]
+fn a_server_that_overruns_is_killed_and_replaced() {
+    let env = Env::new();
+    let extra = r#"[ "$state" = slow ] && sleep 30"#;
+    let cfg = server_config(
+        &env,
+        server(&env, extra),
+        1,
+        Some(Duration::from_millis(300)),
+    );
+    let jobs = vec![
+        job(0, "fast", "", &[("ok", "")]),
+        job(1, "slow", "", &[("ok", "")]),
+        job(2, "after", "", &[("ok", "")]),
+    ];
+    let out = run_all(cfg, jobs);
+    assert_eq!(out[0].verdict, Verdict::Pass);
+    assert!(
+        matches!(out[1].verdict, Verdict::Timeout { .. }),
+        "{:?}",
+        out[1]
+    );
+    assert_eq!(out[2].verdict, Verdict::Pass);
+    let pids = server_pids(&env);
+    assert_eq!(pids.len(), 2, "a new server after the timeout: {pids:?}");
+    pids.iter().for_each(|&p| wait_dead(p));
+    env.assert_scratch_clean();
+}
+
+#[test]
+fn a_server_that_dies_is_restarted_and_the_state_retried_once() {
+    let env = Env::new();
+    // Dies on "flaky" the first time only (a marker outside the crash dir), and on "bad"
+    // every time; the state is rebuilt for the retry (`ok` is there again).
+    let marker = env.path("died-once");
+    let extra = format!(
+        r#"[ "$state" = bad ] && {{ echo dying on bad >&2; exit 7; }}
+  if [ "$state" = flaky ] && [ ! -f {m} ]; then touch {m}; rm -f "$dir/ok"; kill -9 $$; fi"#,
+        m = marker.display()
+    );
+    let cfg = server_config(&env, server(&env, &extra), 1, Some(GUARD));
+    let jobs = vec![
+        job(0, "first", "", &[("ok", "")]),
+        job(1, "flaky", "", &[("ok", "")]),
+        job(2, "bad", "", &[("ok", "")]),
+        job(3, "last", "", &[("ok", "")]),
+    ];
+    let out = run_all(cfg, jobs);
+    assert_eq!(out[0].verdict, Verdict::Pass);
+    assert_eq!(out[1].verdict, Verdict::Pass, "retried on a rebuilt state");
+    match &out[2].verdict {
+        Verdict::Fail { stderr, .. } => {
+            assert!(stderr.contains("died twice"), "{stderr}");
+            assert!(
+                stderr.contains("exit status 7") && stderr.contains("dying on bad"),
+                "{stderr}"
+            );
+        }
+        v => panic!("bad: {v:?}"),
+    }
+    assert_eq!(out[3].verdict, Verdict::Pass);
+    // first server, after flaky's death, after bad's first and second deaths.
+    assert_eq!(server_pids(&env).len(), 4, "{:?}", server_pids(&env));
+    env.assert_scratch_clean();
+}
+
+#[test]
+fn a_server_that_never_answers_cannot_be_run() {
+    let env = Env::new();
+    let broken = env.script(
+        "broken",
+        "echo 'ImportError: no module named x' >&2; exit 1",
+    );
+    let cfg = server_config(&env, broken, 1, Some(GUARD));
+    let out = run_all(cfg, vec![job(0, "s0", "", &[])]);
+    match &out[0].verdict {
+        Verdict::Error(m) => {
+            assert!(
+                m.contains("could not be run") && m.contains("ImportError"),
+                "{m}"
+            )
+        }
+        v => panic!("{v:?}"),
+    }
+    env.assert_scratch_clean();
+}
+
+#[test]
+fn a_garbled_reply_is_an_error_and_the_next_state_gets_a_new_server() {
+    let env = Env::new();
+    let extra = r#"[ "$state" = chatty ] && echo "checking $dir""#;
+    let cfg = server_config(&env, server(&env, extra), 1, Some(GUARD));
+    let jobs = vec![
+        job(0, "chatty", "", &[("ok", "")]),
+        job(1, "quiet", "", &[("ok", "")]),
+    ];
+    let out = run_all(cfg, jobs);
+    match &out[0].verdict {
+        Verdict::Error(m) => assert!(
+            m.contains("not a JSON object") && m.contains("stdout"),
+            "{m}"
+        ),
+        v => panic!("{v:?}"),
+    }
+    assert_eq!(out[1].verdict, Verdict::Pass);
+    assert_eq!(server_pids(&env).len(), 2);
+}
+
+#[test]
+fn cancel_kills_a_busy_server() {
+    let env = Env::new();
+    let extra = r#"[ "$state" = slow ] && sleep 30"#;
+    let cfg = server_config(&env, server(&env, extra), 1, None);
+    let r = Runner::start(cfg).unwrap();
+    r.submit(job(0, "slow", "", &[])).unwrap();
+    let pid = read_pid(&env.path("starts"));
+    let cancel = r.cancel_handle();
+    let out = guarded("cancel", move || {
+        cancel.cancel();
+        r.finish()
+    });
+    assert!(out.is_empty(), "a cancelled state has no verdict: {out:?}");
+    wait_dead(pid);
     env.assert_scratch_clean();
 }

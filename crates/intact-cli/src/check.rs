@@ -568,6 +568,7 @@ pub fn check_bundle(
                 timeout: Some(Duration::from_secs_f64(o.timeout)),
                 scratch_parent: o.scratch.clone(),
                 keep_output_bytes: 4096,
+                protocol: intact_check::Protocol::PerProcess,
             })
             .map_err(|e| Failure::input(format!("--checker: {e}")))?,
         )

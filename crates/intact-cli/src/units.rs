@@ -920,6 +920,7 @@ pub fn check_unit(a: CheckUnitArgs) -> Result<u8, Failure> {
             timeout: Some(Duration::from_secs_f64(u.timeout)),
             scratch_parent: a.scratch.clone(),
             keep_output_bytes: KEEP_OUTPUT,
+            protocol: intact_check::Protocol::PerProcess,
         },
         a.worker,
     )
