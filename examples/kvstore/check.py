@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """intact checker for the key-value store example (kv.c), after thesis 004 Listing 3.1.
 
-    check.py CRASH_DIR STDOUT_FILE
+    check.py CRASH_DIR STDOUT_FILE     (one state: intact check --checker)
+    check.py                           (warm server: intact check --checker-server)
 
 Exit 0 if the crash state is consistent, 1 if not (one-line reason on stderr), 2 on a
-usage error. Python 3 standard library only.
+usage error. Python 3 standard library only; with no arguments it serves the warm-checker
+protocol (docs/checkers.md) through the intact package's `intact.checker` (found on
+PYTHONPATH, else in this repository's python/ directory), forking a child per state.
 
 What the workload put, in order, comes from the environment variable KV_EXPECT:
 space-separated KEY=VALUE pairs in command-line order, e.g. KV_EXPECT="x=foo1 y=foo2" for
@@ -146,11 +149,33 @@ def check(crash_dir, stdout_file, puts):
                            f"not its final value {final[key]!r}")
 
 
+def serve(puts):
+    """The warm-checker protocol, through intact.checker (one forked child per state)."""
+    try:
+        import intact.checker
+    except ImportError:
+        repo_python = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python")
+        sys.path.append(repo_python)
+        import intact.checker
+
+    def judge(crash_dir, stdout_file):
+        try:
+            check(crash_dir, stdout_file, puts)
+        except Inconsistent as e:  # the same reason text as the per-process run gives
+            raise intact.checker.Inconsistent(str(e)) from None
+
+    intact.checker.serve(judge)
+
+
 def main():
-    if len(sys.argv) != 3:
-        sys.stderr.write("usage: check.py CRASH_DIR STDOUT_FILE\n")
+    if len(sys.argv) not in (1, 3):
+        sys.stderr.write("usage: check.py CRASH_DIR STDOUT_FILE, or no arguments to serve "
+                         "the warm-checker protocol\n")
         sys.exit(2)
     puts = parse_expect(os.environ.get("KV_EXPECT", DEFAULT_EXPECT))
+    if len(sys.argv) == 1:
+        serve(puts)
+        return
     try:
         check(sys.argv[1], sys.argv[2], puts)
     except Inconsistent as e:
