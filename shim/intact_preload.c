@@ -502,6 +502,228 @@ static void py_note(void)
 }
 
 /* ------------------------------------------------------------------------ */
+/* JV markers: the Java stack, through JVMTI                                 */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Loaded into a JVM as an agent too (-agentpath, set by the recorder through
+ * JAVA_TOOL_OPTIONS), the shim asks JVMTI for the calling thread's Java stack
+ * before a wrapped call and emits "INTACT1 JV <n>\n" + n lines
+ * "<package/File.java>:<line>:<package.Class.method>\n" (innermost first) when
+ * it differs from the last one that thread emitted, as for PY.
+ *
+ * Only calls made directly by the JDK's JNI libraries (libjava, libnio) ask:
+ * their code runs in a JNI native method, so the thread is in the native state
+ * that JVMTI's entry points require. The JVM's own file calls (class loading,
+ * logs, perf data) happen in other states, where a JVMTI call would corrupt the
+ * thread's state; they are never asked about.
+ *
+ * The JNI and JVMTI function tables are declared by index rather than through
+ * the JDK's headers, so the shim builds without a JDK; the indices are the
+ * function numbers of the JVMTI specification (table slot = number - 1) and
+ * JNI's invocation interface, and shim/test_shim.sh checks them against
+ * jvmti.h and jni.h when a JDK is installed.
+ */
+#define JV_GETENV 6            /* JNIInvokeInterface_: GetEnv */
+#define JV_DELETE_LOCAL_REF 23 /* JNINativeInterface_: DeleteLocalRef */
+#define JV_DEALLOCATE 46       /* 47: Deallocate */
+#define JV_CLASS_SIGNATURE 47  /* 48: GetClassSignature */
+#define JV_SOURCE_FILE 49      /* 50: GetSourceFileName */
+#define JV_METHOD_NAME 63      /* 64: GetMethodName */
+#define JV_DECLARING_CLASS 64  /* 65: GetMethodDeclaringClass */
+#define JV_LINE_TABLE 69       /* 70: GetLineNumberTable */
+#define JV_STACK_TRACE 103     /* 104: GetStackTrace */
+#define JV_ADD_CAPS 141        /* 142: AddCapabilities */
+#define JV_VERSION_JVMTI_1_2 0x30010200
+#define JV_VERSION_JNI_1_2 0x00010002
+#define JV_CAP_SOURCE_FILE_NAME (1u << 11) /* can_get_source_file_name */
+#define JV_CAP_LINE_NUMBERS (1u << 12)     /* can_get_line_numbers */
+#define JV_MAX_FRAMES 32
+
+typedef void *const *jv_table; /* a JNI/JVMTI interface: a pointer to its table */
+struct jv_frame {
+    void *method;
+    long long location;
+};
+struct jv_line {
+    long long start;
+    int line;
+};
+
+static jv_table *g_jvm;   /* JavaVM* */
+static jv_table *g_jvmti; /* jvmtiEnv* */
+static pthread_key_t g_jvkey;
+static int g_jvkey_ok;
+static TLS_IE struct pystate *t_jv; /* same shape as the PY state */
+
+#define JV_FN(env, idx, type) ((type)(*(env))[idx])
+
+static void jv_dealloc(void *p)
+{
+    if (p)
+        JV_FN(g_jvmti, JV_DEALLOCATE, int (*)(void *, void *))(g_jvmti, p);
+}
+
+static void jv_tls_free(void *p)
+{
+    struct pystate *s = p;
+    if (!s)
+        return;
+    if (t_jv == s)
+        t_jv = NULL;
+    free(s->cur.p);
+    free(s->last.p);
+    free(s);
+}
+
+static struct pystate *get_jvstate(void)
+{
+    if (t_jv)
+        return t_jv;
+    struct pystate *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->last_valid = 1;
+    t_jv = s;
+    if (g_jvkey_ok)
+        pthread_setspecific(g_jvkey, s);
+    return s;
+}
+
+/* Called by the JVM for -agentpath: keep the JVMTI environment, ask for the
+ * capabilities that give source files and line numbers. */
+int Agent_OnLoad(void *vm, char *options, void *reserved)
+{
+    (void)options;
+    (void)reserved;
+    jv_table *env = NULL;
+    jv_table *jvm = vm;
+    if (JV_FN(jvm, JV_GETENV, int (*)(void *, void **, int))(jvm, (void **)&env,
+                                                             JV_VERSION_JVMTI_1_2) != 0 ||
+        !env)
+        return 0; /* no JVMTI: run on without Java stacks */
+    unsigned int caps[4] = {JV_CAP_SOURCE_FILE_NAME | JV_CAP_LINE_NUMBERS, 0, 0, 0};
+    if (JV_FN(env, JV_ADD_CAPS, int (*)(void *, const void *))(env, caps) != 0)
+        return 0;
+    if (pthread_key_create(&g_jvkey, jv_tls_free) == 0)
+        g_jvkey_ok = 1;
+    g_jvm = jvm;
+    __atomic_store_n(&g_jvmti, env, __ATOMIC_RELEASE);
+    return 0;
+}
+
+/* Whether `ret` (the wrapped call's return address) is in libjava or libnio. */
+static int jv_from_jdk_jni(void *ret)
+{
+    Dl_info info;
+    if (!ret || !dladdr(ret, &info) || !info.dli_fname)
+        return 0;
+    const char *base = strrchr(info.dli_fname, '/');
+    base = base ? base + 1 : info.dli_fname;
+    return strcmp(base, "libjava.so") == 0 || strcmp(base, "libnio.so") == 0;
+}
+
+/* The line of `location` in `method` (0: unknown, e.g. a native method). */
+static int jv_line(void *method, long long location)
+{
+    int n = 0, line = 0;
+    struct jv_line *table = NULL;
+    if (JV_FN(g_jvmti, JV_LINE_TABLE, int (*)(void *, void *, int *, struct jv_line **))(
+            g_jvmti, method, &n, &table) != 0)
+        return 0;
+    long long best = -1;
+    for (int i = 0; i < n; i++)
+        if (table[i].start <= location && table[i].start > best) {
+            best = table[i].start;
+            line = table[i].line;
+        }
+    jv_dealloc(table);
+    return line < 0 ? 0 : line;
+}
+
+/* Append "<dir/File.java>:<line>:<pkg.Class.method>\n"; the class signature
+ * "Lpkg/Class$Inner;" gives the package directory and the class name. */
+static int jv_append_frame(struct sbuf *b, jv_table *jni, const struct jv_frame *f)
+{
+    void *klass = NULL;
+    char *sig = NULL, *src = NULL, *name = NULL;
+    JV_FN(g_jvmti, JV_DECLARING_CLASS, int (*)(void *, void *, void **))(g_jvmti, f->method, &klass);
+    if (klass) {
+        JV_FN(g_jvmti, JV_CLASS_SIGNATURE, int (*)(void *, void *, char **, char **))(
+            g_jvmti, klass, &sig, NULL);
+        JV_FN(g_jvmti, JV_SOURCE_FILE, int (*)(void *, void *, char **))(g_jvmti, klass, &src);
+        JV_FN(jni, JV_DELETE_LOCAL_REF, void (*)(void *, void *))(jni, klass);
+    }
+    JV_FN(g_jvmti, JV_METHOD_NAME, int (*)(void *, void *, char **, char **, char **))(
+        g_jvmti, f->method, &name, NULL, NULL);
+    /* "Lpkg/Class;" -> dir "pkg/", class "pkg.Class" */
+    const char *cls = (sig && sig[0] == 'L') ? sig + 1 : (sig ? sig : "?");
+    size_t clen = strcspn(cls, ";");
+    const char *slash = NULL;
+    for (const char *q = cls; q < cls + clen; q++)
+        if (*q == '/')
+            slash = q;
+    char num[24];
+    size_t nl = fmt_dec(num, jv_line(f->method, f->location));
+    int rc = 0;
+    if (slash && src)
+        rc |= sb_put(b, cls, (size_t)(slash - cls) + 1);
+    rc |= sb_put_clean(b, src ? src : "?");
+    rc |= sb_put(b, ":", 1) | sb_put(b, num, nl) | sb_put(b, ":", 1);
+    size_t at = b->len;
+    rc |= sb_put(b, cls, clen);
+    for (size_t i = at; rc == 0 && i < b->len; i++)
+        if (b->p[i] == '/')
+            b->p[i] = '.';
+    rc |= sb_put(b, ".", 1) | sb_put_clean(b, name ? name : "?") | sb_put(b, "\n", 1);
+    jv_dealloc(sig);
+    jv_dealloc(src);
+    jv_dealloc(name);
+    return rc ? -1 : 0;
+}
+
+/* Emit a JV marker if this thread's Java stack differs from its last one. */
+static void jv_note(void *ret)
+{
+    jv_table *jvmti = __atomic_load_n(&g_jvmti, __ATOMIC_ACQUIRE);
+    jv_table *jni = NULL;
+    if (!jvmti || !jv_from_jdk_jni(ret))
+        return;
+    if (JV_FN(g_jvm, JV_GETENV, int (*)(void *, void **, int))(g_jvm, (void **)&jni,
+                                                               JV_VERSION_JNI_1_2) != 0)
+        return; /* not a Java thread */
+    struct jv_frame frames[JV_MAX_FRAMES];
+    int n = 0;
+    if (JV_FN(jvmti, JV_STACK_TRACE, int (*)(void *, void *, int, int, struct jv_frame *, int *))(
+            jvmti, NULL, 0, JV_MAX_FRAMES, frames, &n) != 0)
+        return;
+    struct pystate *ts = get_jvstate();
+    if (!ts || sb_reserve(&ts->cur, PY_HDR_RES + 512))
+        return;
+    struct sbuf *c = &ts->cur;
+    c->len = PY_HDR_RES;
+    for (int i = 0; i < n; i++)
+        if (jv_append_frame(c, jni, &frames[i]))
+            return;
+    size_t blen = c->len - PY_HDR_RES;
+    struct sbuf *l = &ts->last;
+    if (ts->last_valid && blen == l->len && (blen == 0 || memcmp(c->p + PY_HDR_RES, l->p, blen) == 0))
+        return;
+    char hdr[PY_HDR_RES];
+    memcpy(hdr, MARKER_MAGIC "JV ", 11);
+    size_t hl = 11 + fmt_dec(hdr + 11, n);
+    hdr[hl++] = '\n';
+    memcpy(c->p + PY_HDR_RES - hl, hdr, hl);
+    marker_write(c->p + PY_HDR_RES - hl, hl + blen);
+    l->len = 0;
+    ts->last_valid = sb_put(l, c->p + PY_HDR_RES, blen) == 0;
+}
+
+/* The language stacks before a wrapped call: Python's, then Java's. `ret` is
+ * the wrapper's return address (who called it). */
+#define NOTE_STACKS() (py_note(), jv_note(__builtin_return_address(0)))
+
+/* ------------------------------------------------------------------------ */
 /* MW: shared writable file mappings                                         */
 /* ------------------------------------------------------------------------ */
 
@@ -1135,7 +1357,7 @@ void exit(int status)
             va_end(ap);                                                        \
         }                                                                      \
         __typeof__(name) *fn = REAL(name);                                     \
-        SHIM(py_note());                                                       \
+        SHIM(NOTE_STACKS());                                                       \
         if (!fn)                                                               \
             ENOSYS_RET(-1);                                                    \
         return fn args;                                                        \
@@ -1150,7 +1372,7 @@ OPEN_LIKE_WRAPPER(openat64, (int dirfd, const char *path, int flags, ...), (dirf
     ret name params                                                            \
     {                                                                          \
         __typeof__(name) *fn = REAL(name);                                     \
-        SHIM(py_note());                                                       \
+        SHIM(NOTE_STACKS());                                                       \
         if (!fn)                                                               \
             ENOSYS_RET(errv);                                                  \
         return fn args;                                                        \
@@ -1204,7 +1426,7 @@ PY_WRAPPER(off64_t, lseek64, (int fd, off64_t o, int w), (fd, o, w), -1)
 int fsync(int fd)
 {
     __typeof__(fsync) *fn = REAL(fsync);
-    SHIM(py_note(); mw_sync_fd(fd, 0));
+    SHIM(NOTE_STACKS(); mw_sync_fd(fd, 0));
     if (!fn)
         ENOSYS_RET(-1);
     return fn(fd);
@@ -1213,7 +1435,7 @@ int fsync(int fd)
 int fdatasync(int fd)
 {
     __typeof__(fdatasync) *fn = REAL(fdatasync);
-    SHIM(py_note(); mw_sync_fd(fd, 0));
+    SHIM(NOTE_STACKS(); mw_sync_fd(fd, 0));
     if (!fn)
         ENOSYS_RET(-1);
     return fn(fd);
@@ -1222,7 +1444,7 @@ int fdatasync(int fd)
 int sync_file_range(int fd, off64_t off, off64_t n, unsigned int flags)
 {
     __typeof__(sync_file_range) *fn = REAL(sync_file_range);
-    SHIM(py_note(); mw_sync_fd(fd, 0));
+    SHIM(NOTE_STACKS(); mw_sync_fd(fd, 0));
     if (!fn)
         ENOSYS_RET(-1);
     return fn(fd, off, n, flags);
@@ -1231,7 +1453,7 @@ int sync_file_range(int fd, off64_t off, off64_t n, unsigned int flags)
 int syncfs(int fd)
 {
     __typeof__(syncfs) *fn = REAL(syncfs);
-    SHIM(py_note(); mw_sync_fd(fd, 1));
+    SHIM(NOTE_STACKS(); mw_sync_fd(fd, 1));
     if (!fn)
         ENOSYS_RET(-1);
     return fn(fd);
@@ -1240,7 +1462,7 @@ int syncfs(int fd)
 void sync(void)
 {
     __typeof__(sync) *fn = REAL(sync);
-    SHIM(py_note(); mw_diff_all());
+    SHIM(NOTE_STACKS(); mw_diff_all());
     if (fn)
         fn();
 }
@@ -1250,7 +1472,7 @@ int msync(void *addr, size_t len, int flags)
     __typeof__(msync) *fn = REAL(msync);
     SHIM({
         uintptr_t a, e;
-        py_note();
+        NOTE_STACKS();
         if (mt_nonempty() && page_range(addr, len, &a, &e)) {
             mt_lock();
             mt_diff_range(a, e);
@@ -1272,7 +1494,7 @@ int munmap(void *addr, size_t len)
             int ov = mt_overlaps(a, e, NULL);
             mt_unlock();
             if (ov) {
-                py_note();
+                NOTE_STACKS();
                 mt_lock();
                 mt_cut(a, e, 1);
                 mt_unlock();
@@ -1329,7 +1551,7 @@ void *mremap(void *old, size_t old_size, size_t new_size, int flags, ...)
         have = mt_overlaps(oa, oe, &proto);
         mt_unlock();
         if (have)
-            py_note();
+            NOTE_STACKS();
         mt_lock();
         if (have && old_size)
             mt_diff_range(oa, oe);
@@ -1420,7 +1642,7 @@ ssize_t copy_file_range(int in_fd, off64_t *in_off, int out_fd, off64_t *out_off
                         unsigned int flags)
 {
     __typeof__(copy_file_range) *fn = REAL(copy_file_range);
-    SHIM(py_note(); cp_note(in_fd, in_off, out_fd, len));
+    SHIM(NOTE_STACKS(); cp_note(in_fd, in_off, out_fd, len));
     if (!fn)
         ENOSYS_RET(-1);
     return fn(in_fd, in_off, out_fd, out_off, len, flags);
@@ -1431,7 +1653,7 @@ ssize_t copy_file_range(int in_fd, off64_t *in_off, int out_fd, off64_t *out_off
     ssize_t name(int out_fd, int in_fd, off_type *offset, size_t count)        \
     {                                                                          \
         __typeof__(name) *fn = REAL(name);                                     \
-        SHIM(py_note(); cp_note(in_fd, offset, out_fd, count));                \
+        SHIM(NOTE_STACKS(); cp_note(in_fd, offset, out_fd, count));                \
         if (!fn)                                                               \
             ENOSYS_RET(-1);                                                    \
         return fn(out_fd, in_fd, offset, count);                               \

@@ -709,6 +709,48 @@ for PY in "${PYTHONS[@]}"; do
         "native thread I/O under held GIL" "$T/libcthr.so"
 done
 
+# JV markers: the JNI/JVMTI table indices and capability bits the shim declares by hand
+# must match the JDK's headers (needs a JDK: default-jdk-headless).
+JDK_INC=$(dirname "$(readlink -f "$(command -v javac 2>/dev/null || echo /nonexistent)")")/../include
+if [ -f "$JDK_INC/jvmti.h" ]; then
+    { grep -E '^#define JV_(GETENV|DELETE_LOCAL_REF|DEALLOCATE|CLASS_SIGNATURE|SOURCE_FILE|METHOD_NAME|DECLARING_CLASS|LINE_TABLE|STACK_TRACE|ADD_CAPS|VERSION_JVMTI_1_2|VERSION_JNI_1_2|CAP_SOURCE_FILE_NAME|CAP_LINE_NUMBERS) ' "$HERE/intact_preload.c"
+      cat <<'C'
+#include <jvmti.h>
+#include <stddef.h>
+#include <string.h>
+#define SLOT(type, field) (offsetof(type, field) / sizeof(void *))
+_Static_assert(SLOT(struct JNIInvokeInterface_, GetEnv) == JV_GETENV, "GetEnv");
+_Static_assert(SLOT(struct JNINativeInterface_, DeleteLocalRef) == JV_DELETE_LOCAL_REF, "DeleteLocalRef");
+_Static_assert(SLOT(jvmtiInterface_1, Deallocate) == JV_DEALLOCATE, "Deallocate");
+_Static_assert(SLOT(jvmtiInterface_1, GetClassSignature) == JV_CLASS_SIGNATURE, "GetClassSignature");
+_Static_assert(SLOT(jvmtiInterface_1, GetSourceFileName) == JV_SOURCE_FILE, "GetSourceFileName");
+_Static_assert(SLOT(jvmtiInterface_1, GetMethodName) == JV_METHOD_NAME, "GetMethodName");
+_Static_assert(SLOT(jvmtiInterface_1, GetMethodDeclaringClass) == JV_DECLARING_CLASS, "GetMethodDeclaringClass");
+_Static_assert(SLOT(jvmtiInterface_1, GetLineNumberTable) == JV_LINE_TABLE, "GetLineNumberTable");
+_Static_assert(SLOT(jvmtiInterface_1, GetStackTrace) == JV_STACK_TRACE, "GetStackTrace");
+_Static_assert(SLOT(jvmtiInterface_1, AddCapabilities) == JV_ADD_CAPS, "AddCapabilities");
+_Static_assert(JV_VERSION_JVMTI_1_2 == JVMTI_VERSION_1_2, "JVMTI version");
+_Static_assert(JV_VERSION_JNI_1_2 == JNI_VERSION_1_2, "JNI version");
+_Static_assert(sizeof(jvmtiFrameInfo) == 16 && sizeof(jvmtiLineNumberEntry) == 16, "frame/line entry sizes");
+int main(void) {
+    jvmtiCapabilities a, b;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    a.can_get_source_file_name = 1; a.can_get_line_numbers = 1;
+    unsigned int bits[4] = {JV_CAP_SOURCE_FILE_NAME | JV_CAP_LINE_NUMBERS, 0, 0, 0};
+    memcpy(&b, bits, sizeof bits);
+    return sizeof a == sizeof bits && memcmp(&a, &b, sizeof a) == 0 ? 0 : 1;
+}
+C
+    } >"$T/jv_abi.c"
+    if gcc -I"$JDK_INC" -I"$JDK_INC/linux" -o "$T/jv_abi" "$T/jv_abi.c" && "$T/jv_abi"; then
+        pass "JV: JNI/JVMTI indices and capability bits match the JDK's headers"
+    else
+        fail "JV: the shim's JNI/JVMTI declarations differ from $JDK_INC/jvmti.h"
+    fi
+else
+    fail "JV: no JDK headers (jvmti.h) found next to javac: install default-jdk-headless"
+fi
+
 echo
 echo "shim: $PASSES passed, $FAILS failed"
 [ "$FAILS" -eq 0 ]

@@ -122,10 +122,10 @@ fn mmap_writes() {
     );
 }
 
-#[test]
-fn java_names_the_jni_entry() {
+/// Compiles a Java fixture with javac into a temporary class directory.
+fn javac(name: &str) -> tempfile::TempDir {
     let classes = tempfile::tempdir().unwrap();
-    let src = fixtures_dir().join("JavaWriter.java");
+    let src = fixtures_dir().join(name);
     let st = std::process::Command::new("javac")
         .arg("-d")
         .arg(classes.path())
@@ -133,15 +133,79 @@ fn java_names_the_jni_entry() {
         .status()
         .expect("javac must be installed (apt-get install -y default-jdk-headless)");
     assert!(st.success());
+    classes
+}
+
+/// Java programs: the shim, loaded into the JVM as a JVMTI agent, names the application's
+/// own .java line of each file-system call (the JDK's frames are skipped by default).
+#[test]
+fn java_names_the_application_s_lines() {
+    let classes = javac("JavaOps.java");
+    let src = std::fs::read_to_string(fixtures_dir().join("JavaOps.java")).unwrap();
+    let cp = classes.path().to_str().unwrap();
+    let r = record_in(&["java", "-cp", cp, "JavaOps"], |_| {}, &[]);
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
+    r.verify();
+    let ops = r.ops_json();
+    let at = |sig: &str, tag: &str, method: &str| {
+        let op = ops.iter().find(|o| signature(o) == sig).unwrap_or_else(|| {
+            panic!(
+                "no op {sig} in {:?}",
+                ops.iter().map(signature).collect::<Vec<_>>()
+            )
+        });
+        assert_eq!(op["loc"]["lang"], "java", "{op}");
+        assert_eq!(op["loc"]["file"], "JavaOps.java", "{op}");
+        assert_eq!(op["loc"]["function"], format!("JavaOps.{method}"), "{op}");
+        assert_eq!(
+            op["loc"]["line"].as_u64(),
+            Some(tagged_line(&src, tag)),
+            "{sig}: {op}"
+        );
+    };
+    at("create chan.bin", "chan_open", "channel");
+    at(
+        "append chan.bin 0->8 \"channel\\n\"",
+        "chan_write",
+        "channel",
+    );
+    at("fsync chan.bin", "chan_force", "channel");
+    at("create out.txt", "fos_open", "streams");
+    at("append out.txt 0->7 \"stream\\n\"", "fos_write", "streams");
+    at("fsync out.txt", "fd_sync", "streams");
+    at("create raf.bin", "raf_open", "streams");
+    at("append raf.bin 0->7 \"random\\n\"", "raf_write", "streams");
+    at("create empty", "create_file", "files");
+    at("rename out.txt=>moved.txt", "move", "files");
+    at("unlink empty n=0", "delete", "files");
+    at("output \"Done\\n\"", "println", "main");
+    // The mapped buffer's force: the stores and the msync, both at the force() line.
+    let forced: Vec<_> = ops
+        .iter()
+        .filter(|o| o["loc"]["line"].as_u64() == Some(tagged_line(&src, "map_force")))
+        .map(signature)
+        .collect();
+    assert!(
+        forced.iter().any(|s| s.starts_with("msync raf.bin")),
+        "{forced:?}"
+    );
+    // The JVM's notice of the agent is not an output of the workload.
+    assert!(
+        !ops.iter().any(|o| signature(o).contains("Picked up")),
+        "{:?}",
+        ops.iter().map(signature).collect::<Vec<_>>()
+    );
+}
+
+/// --frame-skip works on Java frames: skipping every Java frame leaves the JNI entry.
+#[test]
+fn java_frames_obey_frame_skip() {
+    let classes = javac("JavaWriter.java");
+    let cp = classes.path().to_str().unwrap();
     let r = record_in(
-        &[
-            "java",
-            "-cp",
-            classes.path().to_str().unwrap(),
-            "JavaWriter",
-        ],
+        &["java", "-cp", cp, "JavaWriter"],
         |_| {},
-        &[],
+        &["--frame-skip", "^java\\|"],
     );
     assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
     r.verify();

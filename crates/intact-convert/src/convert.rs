@@ -4,7 +4,7 @@ use crate::args::{self, range_end, size_arg};
 use crate::resolve::{Loc, Res, Resolver};
 use intact_model::{Data, IgnoreSet, InodeId, LogicalOp, Node, Op, State, SyncKind};
 use intact_symbol::{parse_strace_frame, Frame, FrameFilter, Lang, Symbolizer};
-use intact_trace::marker::{self, Marker};
+use intact_trace::marker::{self, Marker, SourceFrame};
 use intact_trace::{Arg, Call, Event, Ret, Trace};
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
@@ -132,8 +132,8 @@ struct Task {
     fds: Rc<RefCell<FdTable>>,
     cwd: Rc<RefCell<Loc>>,
     maps: Rc<RefCell<Vec<Mapping>>>,
-    /// Python stack from the last PY marker of this task.
-    py: Vec<Frame>,
+    /// Python or Java stack from the last PY or JV marker of this task.
+    source_stack: Vec<Frame>,
     /// Bytes announced by a CP marker for the next copy.
     copy: Option<Option<Vec<u8>>>,
     /// The process's intactfs stream and its flags (shared by threads, copied by fork:
@@ -397,7 +397,7 @@ impl Conv<'_> {
                     } else {
                         Rc::new(RefCell::new(parent.maps.borrow().clone()))
                     },
-                    py: Vec::new(),
+                    source_stack: Vec::new(),
                     copy: None,
                     stream: if share("CLONE_THREAD") {
                         parent.stream.clone()
@@ -420,7 +420,7 @@ impl Conv<'_> {
                     fds: Rc::new(RefCell::new(HashMap::new())),
                     cwd: Rc::new(RefCell::new(cwd)),
                     maps: Rc::new(RefCell::new(Vec::new())),
-                    py: Vec::new(),
+                    source_stack: Vec::new(),
                     copy: None,
                     stream: Rc::new(std::cell::Cell::new((0, 0))),
                 }
@@ -454,11 +454,11 @@ impl Conv<'_> {
                 })
                 .collect()
         };
-        // Python frames apply to calls that went through the shim (or when no native stack exists).
+        // Python and Java frames apply to calls that went through the shim (or when no native stack exists).
         let via_shim =
             raws.is_empty() || raws.iter().any(|r| r.binary.contains("libintact_preload"));
-        if via_shim && !task.py.is_empty() {
-            let mut all = task.py.clone();
+        if via_shim && !task.source_stack.is_empty() {
+            let mut all = task.source_stack.clone();
             all.append(&mut frames);
             frames = all;
         }
@@ -861,6 +861,28 @@ impl Conv<'_> {
         })
     }
 
+    /// A PY or JV marker: the task's language-level stack for the calls that follow.
+    fn set_source_stack(&mut self, call: &Call, frames: Vec<SourceFrame>, lang: Lang) {
+        let binary = match lang {
+            Lang::Java => "java",
+            _ => "python",
+        };
+        let stack: Vec<Frame> = frames
+            .into_iter()
+            .map(|f| Frame {
+                binary: binary.into(),
+                function: Some(f.function),
+                file: Some(intact_symbol::clean_path(&f.file)),
+                line: Some(f.line),
+                lang,
+                offset: None,
+            })
+            .collect();
+        if let Some(t) = self.tasks.get_mut(&call.tid) {
+            t.source_stack = stack;
+        }
+    }
+
     fn marker(
         &mut self,
         call: &Call,
@@ -869,22 +891,8 @@ impl Conv<'_> {
         m: Marker,
     ) -> Result<(), ConvertError> {
         match m {
-            Marker::Python(frames) => {
-                let py: Vec<Frame> = frames
-                    .into_iter()
-                    .map(|f| Frame {
-                        binary: "python".into(),
-                        function: Some(f.function),
-                        file: Some(intact_symbol::clean_path(&f.file)),
-                        line: Some(f.line),
-                        lang: Lang::Python,
-                        offset: None,
-                    })
-                    .collect();
-                if let Some(t) = self.tasks.get_mut(&call.tid) {
-                    t.py = py;
-                }
-            }
+            Marker::Python(frames) => self.set_source_stack(call, frames, Lang::Python),
+            Marker::Java(frames) => self.set_source_stack(call, frames, Lang::Java),
             Marker::Copy(bytes) => {
                 if let Some(t) = self.tasks.get_mut(&call.tid) {
                     t.copy = Some(bytes);
@@ -1449,7 +1457,7 @@ impl Conv<'_> {
                 if let Some(t) = self.tasks.get_mut(&call.tid) {
                     t.fds = Rc::new(RefCell::new(kept));
                     t.maps = Rc::new(RefCell::new(Vec::new()));
-                    t.py.clear();
+                    t.source_stack.clear();
                 }
             }
             "clone" | "clone3" | "fork" | "vfork" => {
@@ -1750,6 +1758,9 @@ impl Conv<'_> {
                 };
                 if is_stdout && ret > 0 {
                     let bytes = self.written(call, buf, ret)?;
+                    if is_jvm_notice_of_the_shim(&bytes) {
+                        return Ok(());
+                    }
                     self.stdout.extend_from_slice(&bytes);
                     let d = self.store(&bytes);
                     self.emit(call, idx, task, LogicalOp::Output { data: d }, None, None)?;
@@ -2118,6 +2129,22 @@ fn is_streamsync(req: &str) -> bool {
     r.eq_ignore_ascii_case("_IOC(_IOC_NONE,0xcc,0x3,0)")
 }
 
+/// The line every JVM prints when it picks up the JAVA_TOOL_OPTIONS the recorder sets to
+/// load the shim (intact_trace::tracer): intact's doing, not the workload's output.
+fn is_jvm_notice_of_the_shim(bytes: &[u8]) -> bool {
+    const NOTICE: &[u8] = b"Picked up JAVA_TOOL_OPTIONS: -agentpath:";
+    let Some(rest) = bytes.strip_prefix(NOTICE) else {
+        return false;
+    };
+    let line = rest.split(|&b| b == b'\n').next().unwrap_or(rest);
+    bytes.ends_with(b"\n")
+        && bytes.len() == NOTICE.len() + line.len() + 1
+        && line
+            .split(|&b| b == b' ')
+            .next()
+            .is_some_and(|path| path.ends_with(b"/libintact_preload.so"))
+}
+
 #[cfg(test)]
 mod stream_tests {
     #[test]
@@ -2125,5 +2152,29 @@ mod stream_tests {
         assert!(super::is_streamsync("_IOC(_IOC_NONE, 0xcc, 0x3, 0)"));
         assert!(!super::is_streamsync("_IOC(_IOC_WRITE, 0xcc, 0x1, 0x10)"));
         assert!(!super::is_streamsync("FIOCLEX"));
+    }
+}
+
+#[cfg(test)]
+mod jvm_notice_tests {
+    use super::is_jvm_notice_of_the_shim as notice;
+
+    #[test]
+    fn only_the_recorder_s_own_notice_is_dropped() {
+        assert!(notice(
+            b"Picked up JAVA_TOOL_OPTIONS: -agentpath:/tmp/intact-shim-x/libintact_preload.so\n"
+        ));
+        assert!(notice(
+            b"Picked up JAVA_TOOL_OPTIONS: -agentpath:/t/libintact_preload.so -Xmx1g\n"
+        ));
+        // The workload's own options alone, another agent, or more output in the same write.
+        assert!(!notice(b"Picked up JAVA_TOOL_OPTIONS: -Xmx1g\n"));
+        assert!(!notice(
+            b"Picked up JAVA_TOOL_OPTIONS: -agentpath:/x/libother.so\n"
+        ));
+        assert!(!notice(
+            b"Picked up JAVA_TOOL_OPTIONS: -agentpath:/t/libintact_preload.so\nsaved\n"
+        ));
+        assert!(!notice(b"saved\n"));
     }
 }

@@ -4,7 +4,7 @@ use regex::{Regex, RegexSet};
 
 use crate::frame::Frame;
 
-const N_DEFAULT: usize = 14;
+const N_DEFAULT: usize = 15;
 
 /// Default skip patterns; see [`FrameFilter`] for the string they are
 /// matched against (`<binary>|<function>|<file>`).
@@ -39,6 +39,9 @@ static DEFAULT_PATTERNS: [&str; N_DEFAULT] = [
     r"^[^|]*\|(?:__libc_start_main|__libc_start_call_main|_start|__GI_[^|]*|__libc_[^|]*)\|",
     // 13: C++ standard library functions without debug info (e.g. in a static binary).
     r"^[^|]*\|(?:std::|__gnu_cxx::|__cxxabiv1::)",
+    // 14: Java frames of the JDK (from the shim's JV markers: binary `java`, function
+    //     `package.Class.method`).
+    r"^java\|(?:java|javax|jdk|sun|com\.sun)\.",
 ];
 
 /// Exemptions for the default patterns (same index): a frame matching the
@@ -55,6 +58,7 @@ static DEFAULT_UNLESS: [Option<&str>; N_DEFAULT] = [
     Some(r"^[^|]*\|Java_[^|]*\|"),
     // Third-party packages installed under lib/python3.NN/.
     Some(r"\|[^|]*/lib/python[0-9]\.[0-9]+/(?:site|dist)-packages/[^|]*$"),
+    None,
     None,
     None,
     None,
@@ -213,6 +217,38 @@ mod tests {
             lang: Lang::Native,
             offset: None,
         }
+    }
+
+    #[test]
+    fn jdk_java_frames_are_skipped_and_the_application_s_kept() {
+        let java = |function: &str, file: &str, line: u32| Frame {
+            lang: Lang::Java,
+            ..fr("java", Some(function), Some(file), Some(line))
+        };
+        let stack = [
+            java(
+                "java.io.FileDescriptor.sync",
+                "java/io/FileDescriptor.java",
+                0,
+            ),
+            java(
+                "sun.nio.fs.UnixCopyFile.move",
+                "sun/nio/fs/UnixCopyFile.java",
+                408,
+            ),
+            java(
+                "jdk.internal.misc.Unsafe.x",
+                "jdk/internal/misc/Unsafe.java",
+                1,
+            ),
+            java("com.example.Store.save", "com/example/Store.java", 9),
+            java("Main.main", "Main.java", 14),
+        ];
+        let plain = FrameFilter::new(&[]).unwrap();
+        assert_eq!(plain.select(&stack), Some(&stack[3]));
+        // A user's --frame-skip works on Java frames too.
+        let skip_store = FrameFilter::new(&[r"\|com\.example\.Store\.".into()]).unwrap();
+        assert_eq!(skip_store.select(&stack), Some(&stack[4]));
     }
 
     #[test]

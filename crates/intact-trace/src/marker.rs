@@ -8,7 +8,10 @@ pub const MAGIC: &[u8] = b"INTACT1 ";
 pub enum Marker {
     /// The task's Python stack (innermost first) for the calls that follow it;
     /// empty when the task runs no Python code.
-    Python(Vec<PyFrame>),
+    Python(Vec<SourceFrame>),
+    /// The task's Java stack (innermost first, from JVMTI) for the calls that follow it;
+    /// sent only before calls the JDK's JNI libraries make.
+    Java(Vec<SourceFrame>),
     /// Current bytes of a shared writable file mapping at virtual address `addr`.
     MapWrite { addr: u64, data: Vec<u8> },
     /// The bytes the next copy_file_range/sendfile of this task copies (None: too large).
@@ -18,8 +21,9 @@ pub enum Marker {
     Stream { id: u64, flags: u32 },
 }
 
+/// A source-level frame of an interpreted or managed language (`file:line:function`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PyFrame {
+pub struct SourceFrame {
     pub file: String,
     pub line: u32,
     pub function: String,
@@ -37,34 +41,8 @@ pub fn decode(buf: &[u8]) -> Option<Result<Marker, String>> {
     let mut parts = header.split(' ');
     let kind = parts.next().unwrap_or("");
     Some(match kind {
-        "PY" => {
-            let n: usize = match parts.next().and_then(|n| n.parse().ok()) {
-                Some(n) => n,
-                None => return Some(Err(format!("bad PY marker header {header:?}"))),
-            };
-            let text = String::from_utf8_lossy(body);
-            let mut frames = Vec::with_capacity(n);
-            for l in text.lines().take(n) {
-                // file:line:function — the file may itself contain ':'
-                let mut it = l.rsplitn(3, ':');
-                let (func, line, file) = (it.next(), it.next(), it.next());
-                match (file, line.and_then(|l| l.parse().ok()), func) {
-                    (Some(file), Some(line), Some(func)) => frames.push(PyFrame {
-                        file: file.into(),
-                        line,
-                        function: func.into(),
-                    }),
-                    _ => return Some(Err(format!("bad PY frame {l:?}"))),
-                }
-            }
-            if frames.len() != n {
-                return Some(Err(format!(
-                    "PY marker announced {n} frames, carried {}",
-                    frames.len()
-                )));
-            }
-            Ok(Marker::Python(frames))
-        }
+        "PY" => frames(&header, parts.next(), body).map(Marker::Python),
+        "JV" => frames(&header, parts.next(), body).map(Marker::Java),
         "MW" => {
             let addr = parts.next().and_then(|a| u64::from_str_radix(a, 16).ok());
             let len: Option<usize> = parts.next().and_then(|l| l.parse().ok());
@@ -104,6 +82,35 @@ pub fn decode(buf: &[u8]) -> Option<Result<Marker, String>> {
     })
 }
 
+/// The `n` frames (`file:line:function` lines; the file may itself contain ':') of a PY
+/// or JV marker.
+fn frames(header: &str, n: Option<&str>, body: &[u8]) -> Result<Vec<SourceFrame>, String> {
+    let Some(n) = n.and_then(|n| n.parse::<usize>().ok()) else {
+        return Err(format!("bad marker header {header:?}"));
+    };
+    let text = String::from_utf8_lossy(body);
+    let mut frames = Vec::with_capacity(n.min(64));
+    for l in text.lines().take(n) {
+        let mut it = l.rsplitn(3, ':');
+        let (func, line, file) = (it.next(), it.next(), it.next());
+        match (file, line.and_then(|l| l.parse().ok()), func) {
+            (Some(file), Some(line), Some(func)) => frames.push(SourceFrame {
+                file: file.into(),
+                line,
+                function: func.into(),
+            }),
+            _ => return Err(format!("bad frame {l:?} in marker {header:?}")),
+        }
+    }
+    if frames.len() != n {
+        return Err(format!(
+            "marker {header:?} announced {n} frames, carried {}",
+            frames.len()
+        ));
+    }
+    Ok(frames)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,12 +123,12 @@ mod tests {
         assert_eq!(
             m,
             Marker::Python(vec![
-                PyFrame {
+                SourceFrame {
                     file: "/a/b.py".into(),
                     line: 12,
                     function: "f".into()
                 },
-                PyFrame {
+                SourceFrame {
                     file: "C:/x.py".into(),
                     line: 3,
                     function: "<module>".into()
@@ -156,5 +163,22 @@ mod tests {
             }
         );
         assert!(decode(b"INTACT1 ST zz 1\n").unwrap().is_err());
+    }
+
+    #[test]
+    fn decodes_java_frames() {
+        let m = decode(b"INTACT1 JV 2\njava/io/FileDescriptor.java:0:java.io.FileDescriptor.sync\nMain.java:9:Main.save\n")
+            .unwrap()
+            .unwrap();
+        let Marker::Java(frames) = m else {
+            panic!("a JV marker is Java: {m:?}")
+        };
+        assert_eq!(frames[1].file, "Main.java");
+        assert_eq!(frames[1].line, 9);
+        assert_eq!(frames[1].function, "Main.save");
+        assert!(decode(b"INTACT1 JV 2\nMain.java:9:Main.save\n")
+            .unwrap()
+            .is_err());
+        assert!(decode(b"INTACT1 JV x\n").unwrap().is_err());
     }
 }

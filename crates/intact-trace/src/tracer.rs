@@ -216,6 +216,7 @@ pub fn run(
             }
         }
         c.arg("-E").arg(format!("LD_PRELOAD={pre}"));
+        c.arg("-E").arg(java_tool_options(shim));
     }
     c.arg("--").args(cmd);
     c.stdin(Stdio::inherit())
@@ -226,6 +227,18 @@ pub fn run(
         source: e,
     })?;
     Ok(status)
+}
+
+/// `JAVA_TOOL_OPTIONS=...` that loads the shim into every JVM of the workload as a JVMTI
+/// agent too, so it can name the Java source line of each file-system call (JV markers,
+/// shim/README.md). Every JVM reads this variable (and says so on its stderr: "Picked up
+/// JAVA_TOOL_OPTIONS"); the workload's own options are kept after ours.
+fn java_tool_options(shim: &Path) -> String {
+    let ours = format!("-agentpath:{}", shim.display());
+    match std::env::var("JAVA_TOOL_OPTIONS") {
+        Ok(old) if !old.trim().is_empty() => format!("JAVA_TOOL_OPTIONS={ours} {old}"),
+        _ => format!("JAVA_TOOL_OPTIONS={ours}"),
+    }
 }
 
 /// Writes the embedded shim into `dir` and returns its path.
