@@ -22,6 +22,8 @@ pub struct CheckConfig {
     pub gen: GenConfig,
     /// Empty: no application checker (only mount and fsck).
     pub checker: Vec<String>,
+    /// One checker process per image, or one warm checker server per worker.
+    pub protocol: intact_check::Protocol,
     pub jobs: usize,
     pub timeout: Option<Duration>,
     pub fsck: bool,
@@ -145,7 +147,7 @@ pub fn check(
         timeout: cfg.timeout,
         scratch_parent: cfg.scratch.clone(),
         keep_output_bytes: 4096,
-        protocol: intact_check::Protocol::PerProcess,
+        protocol: cfg.protocol,
     })
     .map_err(|e| Input(e.to_string()))?;
     let root = runner

@@ -8,6 +8,7 @@ use intact_blk::images::GenConfig;
 use intact_blk::images::{ImageKind, ImageSpec};
 use intact_blk::logdir::LogDir;
 use intact_blk::record::{describe, record, RecordConfig, RecordError};
+use intact_check::Protocol;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -133,8 +134,12 @@ pub struct CheckArgs {
     pub log: PathBuf,
     /// The application's checker, run as CHECKER <mounted_image> <stdout_file> (the ALICE
     /// contract of `intact check`); default: none (mount and fsck only).
-    #[arg(long, value_name = "CMD")]
+    #[arg(long, value_name = "CMD", conflicts_with = "checker_server")]
     pub checker: Option<String>,
+    /// The application's checker as a warm server: started once per worker, judges every
+    /// image it is sent as one JSON line on stdin (docs/checkers.md).
+    #[arg(long, value_name = "CMD")]
+    pub checker_server: Option<String>,
     /// Images checked in parallel (default: all cores).
     #[arg(long, short = 'j', value_name = "N")]
     pub jobs: Option<usize>,
@@ -287,12 +292,16 @@ fn record_cmd(a: RecordArgs) -> Result<u8, Failure> {
 }
 
 fn check_cmd(a: CheckArgs) -> Result<u8, Failure> {
-    let checker = match &a.checker {
+    let (flag, command, protocol) = match (&a.checker, &a.checker_server) {
+        (_, Some(s)) => ("--checker-server", Some(s), Protocol::Server),
+        (c, None) => ("--checker", c.as_ref(), Protocol::PerProcess),
+    };
+    let checker = match command {
         Some(s) => {
             let v = shlex::split(s)
-                .ok_or_else(|| Failure::input(format!("--checker {s:?}: unbalanced quotes")))?;
+                .ok_or_else(|| Failure::input(format!("{flag} {s:?}: unbalanced quotes")))?;
             if v.is_empty() {
-                return Err(Failure::input("--checker: empty command"));
+                return Err(Failure::input(format!("{flag}: empty command")));
             }
             v
         }
@@ -335,6 +344,7 @@ fn check_cmd(a: CheckArgs) -> Result<u8, Failure> {
             tear: a.tear,
         },
         checker,
+        protocol,
         jobs,
         timeout: Some(Duration::from_secs_f64(a.timeout)),
         fsck: !a.no_fsck,

@@ -387,6 +387,69 @@ fn each_image_sees_only_the_output_printed_before_its_crash() {
     env.assert_clean("checks");
 }
 
+/// A warm checker server (`--checker-server`, docs/checkers.md) judges every image as the
+/// per-process checker does: the same verdict per image.
+#[test]
+fn a_warm_checker_server_gives_the_per_process_verdicts() {
+    let Some(env) = Env::new("a_warm_checker_server_gives_the_per_process_verdicts") else {
+        return;
+    };
+    let w = env.script(
+        "w.sh",
+        "echo one > a\nsync a\necho 'a synced'\necho two > b\necho 'b written'\n",
+    );
+    let o = env.record(
+        "log",
+        &["--fs", "ext4", "--size", "64M"],
+        &[w.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let rule = "if grep -q 'b written' \"$out\"; then [ \"$(cat \"$dir/b\" 2>/dev/null)\" = two ] || fail='b lost after b written'; fi";
+    let per_process = env.script(
+        "pp.sh",
+        &format!(
+            "dir=$1 out=$2 fail=\n{rule}\n[ -z \"$fail\" ] || {{ echo \"$fail\" >&2; exit 1; }}\n"
+        ),
+    );
+    let server = env.script("server.sh", &format!(
+        "while IFS= read -r line; do\n  dir=$(printf '%s' \"$line\" | sed 's/.*\"crash_dir\":\"\\([^\"]*\\)\".*/\\1/')\n  out=$(printf '%s' \"$line\" | sed 's/.*\"stdout_file\":\"\\([^\"]*\\)\".*/\\1/')\n  fail=\n  {rule}\n  if [ -z \"$fail\" ]; then echo '{{\"verdict\":\"pass\"}}'; else echo '{{\"verdict\":\"fail\",\"message\":\"'\"$fail\"'\"}}'; fi\ndone\n"
+    ));
+    let verdicts = |flag: &str, cmd: &Path, name: &str| {
+        let report = env.p(name);
+        let o = env.check(
+            "log",
+            &[
+                flag,
+                cmd.to_str().unwrap(),
+                "--json",
+                report.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(o.status.code(), Some(1), "b was never synced: {}", text(&o));
+        let r = json(&report);
+        let images = r["images"].as_array().unwrap().clone();
+        images
+            .iter()
+            .map(|i| {
+                (
+                    i["id"].as_u64().unwrap(),
+                    i["checker"]["verdict"].as_str().unwrap().to_string(),
+                    i["checker"]["stderr"]
+                        .as_str()
+                        .unwrap_or("")
+                        .trim()
+                        .to_string(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let a = verdicts("--checker", &per_process, "pp.json");
+    let b = verdicts("--checker-server", &server, "server.json");
+    assert!(a.iter().any(|v| v.1 == "fail"), "{a:?}");
+    assert_eq!(a, b, "per-process and warm-server verdicts differ");
+    env.assert_clean("checks");
+}
+
 /// Images built as reflinks of per-epoch base images (a scratch directory on a file system
 /// that shares blocks) are the same images, with the same verdicts, as the default sparse
 /// copies plus changed sectors.
