@@ -11,7 +11,7 @@ use crate::fskind::{Attached, FsKind, FsckResult, Tools};
 use crate::images::{write_pieces, GenConfig, Generator, ImageKind, ImageSpec};
 use crate::logdir::LogDir;
 use crate::sys::clone_file;
-use intact_check::{Job, Runner, RunnerConfig, Verdict};
+use intact_runner::{Job, Runner, RunnerConfig, Verdict};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

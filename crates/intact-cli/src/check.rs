@@ -4,10 +4,10 @@
 use crate::{interrupted, ops_view, Failure};
 use intact_apm::{Apm, Program};
 use intact_bundle::Bundle;
-use intact_check::{Job, Runner, RunnerConfig, Verdict as RVerdict};
 use intact_explore::{CrashFs, CrashFsError, Explorer, Provenance, StateHash};
 use intact_model::op::Op;
 use intact_report::{ApmRun, ApmStats, Example, Probe, Report, Verdict};
+use intact_runner::{Job, Runner, RunnerConfig, Verdict as RVerdict};
 use intact_symbol::FrameFilter;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -212,7 +212,7 @@ fn parse_checker(s: &str) -> Result<Vec<String>, Failure> {
         return Err(Failure::input("--checker: empty command"));
     }
     // Refused before any work: a CRLF script fails on every state alike.
-    if let Some(why) = intact_check::crlf_shebang(Path::new(&v[0])) {
+    if let Some(why) = intact_runner::crlf_shebang(Path::new(&v[0])) {
         return Err(Failure::input(format!(
             "--checker {}: the checker could not be run: {why}",
             v[0]
@@ -350,7 +350,7 @@ impl Driver<'_> {
             .update(built, distinct, distinct - pending.min(distinct), failed);
     }
 
-    fn record(&mut self, o: intact_check::Outcome) {
+    fn record(&mut self, o: intact_runner::Outcome) {
         let Some(p) = self.pending.remove(&o.id) else {
             return;
         };

@@ -256,7 +256,7 @@ pub fn record(a: RecordArgs) -> Result<u8, Failure> {
         stdout: stdout_id,
         workload: conv.root_exit.clone(),
         duration_secs: started.elapsed().as_secs_f64(),
-        counts: bundle::Counts::of(&conv),
+        counts: counts(&conv),
         oracle_mismatch: None,
     };
     bundle::write_json(&staging.path.join(bundle::META), &meta).map_err(b)?;
@@ -349,6 +349,16 @@ pub fn record(a: RecordArgs) -> Result<u8, Failure> {
     }
 }
 
+/// The bundle's counts of a conversion.
+fn counts(conv: &intact_convert::Conversion) -> bundle::Counts {
+    bundle::Counts {
+        calls: conv.calls,
+        tasks: conv.tasks,
+        ops: conv.ops.len(),
+        unsupported: conv.unsupported.len(),
+    }
+}
+
 /// Our standard output as strace's `-y` prints it: the workload inherits it.
 /// The shell a program is a script of (`#!/bin/bash`, `#!/usr/bin/env sh`), if it is one:
 /// such wrappers (version-manager shims) run many traced steps before the real program.
@@ -436,7 +446,7 @@ pub fn reconvert(path: &Path) -> Result<u8, Failure> {
         .map_err(|e| Failure::internal(e.to_string()))?;
     bundle::write_json(&path.join(bundle::UNSUPPORTED), &conv.unsupported).map_err(w)?;
     let mut meta = m.clone();
-    meta.counts = bundle::Counts::of(&conv);
+    meta.counts = counts(&conv);
     let reopened = bundle::Bundle::open(path).map_err(|e| Failure::internal(e.to_string()))?;
     let mismatch = reopened
         .verify()

@@ -10,7 +10,7 @@
 //!   APMs). State ids are assigned in exploration order, so they are the local run's.
 //! - `intact check-unit --bundle B --unit U --out V` (on a worker) rebuilds the state of one
 //!   unit — a prefix state of the program (APM + bundle) plus a [`Delta`] — checks its
-//!   content hash, runs the checker on it exactly as `intact check` does (intact-check's
+//!   content hash, runs the checker on it exactly as `intact check` does (intact-runner's
 //!   runner, one job), and writes the verdict.
 //! - `intact check BUNDLE ... --from-verdicts DIR` explores again, takes every verdict from
 //!   `DIR/verdicts/` and prints the report a local run would have printed.
@@ -21,10 +21,10 @@ use crate::check::CheckOpts;
 use crate::Failure;
 use intact_apm::{Apm, Program};
 use intact_bundle::Bundle;
-use intact_check::{Job, Outcome, Runner, RunnerConfig, Verdict as RVerdict};
 use intact_explore::{
     CrashFs, CrashFsError, Delta, DirDelta, Explorer, FileDelta, Provenance, StateHash,
 };
+use intact_runner::{Job, Outcome, Runner, RunnerConfig, Verdict as RVerdict};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use intact_check::{Cancelled, Job, Outcome, Runner, RunnerConfig, RunnerError, Verdict};
+use intact_runner::{Cancelled, Job, Outcome, Runner, RunnerConfig, RunnerError, Verdict};
 
 /// Generous guard for anything that should happen "soon".
 const GUARD: Duration = Duration::from_secs(10);
