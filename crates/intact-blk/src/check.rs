@@ -11,7 +11,7 @@ use crate::fskind::{Attached, FsKind, FsckResult, Tools};
 use crate::images::{write_pieces, GenConfig, Generator, ImageKind, ImageSpec};
 use crate::logdir::LogDir;
 use crate::sys::clone_file;
-use intact_check::{Job, Runner, RunnerConfig, Verdict};
+use intact_runner::{Job, Runner, RunnerConfig, Verdict};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -23,7 +23,7 @@ pub struct CheckConfig {
     /// Empty: no application checker (only mount and fsck).
     pub checker: Vec<String>,
     /// One checker process per image, or one warm checker server per worker.
-    pub protocol: intact_check::Protocol,
+    pub protocol: intact_runner::Protocol,
     pub jobs: usize,
     pub timeout: Option<Duration>,
     pub fsck: bool,

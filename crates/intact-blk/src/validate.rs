@@ -412,7 +412,7 @@ pub fn validate_workload(
     let cc = CheckConfig {
         gen: cfg.gen.clone(),
         checker,
-        protocol: intact_check::Protocol::PerProcess,
+        protocol: intact_runner::Protocol::PerProcess,
         jobs: cfg.jobs,
         timeout: Some(std::time::Duration::from_secs(120)),
         fsck: true,

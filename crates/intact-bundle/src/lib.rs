@@ -2,8 +2,7 @@
 //! Format documented in docs/bundle.md; `FORMAT_VERSION` changes when a reader of the
 //! previous version could misread a new bundle.
 
-use intact_convert::{TaskExit, Unsupported};
-use intact_model::{Inode, InodeId, Node, Op, Run, Sparse, State};
+use intact_model::{Inode, InodeId, Node, Op, Run, Sparse, State, TaskExit, Unsupported};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufWriter, Write};
@@ -85,17 +84,6 @@ pub struct Counts {
     pub tasks: usize,
     pub ops: usize,
     pub unsupported: usize,
-}
-
-impl Counts {
-    pub fn of(conv: &intact_convert::Conversion) -> Counts {
-        Counts {
-            calls: conv.calls,
-            tasks: conv.tasks,
-            ops: conv.ops.len(),
-            unsupported: conv.unsupported.len(),
-        }
-    }
 }
 
 #[derive(Serialize, Deserialize)]

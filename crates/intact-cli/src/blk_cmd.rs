@@ -8,7 +8,7 @@ use intact_blk::images::GenConfig;
 use intact_blk::images::{ImageKind, ImageSpec};
 use intact_blk::logdir::LogDir;
 use intact_blk::record::{describe, record, RecordConfig, RecordError};
-use intact_check::Protocol;
+use intact_runner::Protocol;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -6,36 +6,34 @@
 
 mod apm_cmd;
 mod blk_cmd;
-mod check;
+mod check_cmd;
 mod doctor;
 mod fs_cmd;
 mod fs_mount;
 mod ops_view;
 mod progress;
-mod record;
+mod record_cmd;
 mod report_cmd;
 mod size;
-mod units;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Once;
 
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 static HANDLER: Once = Once::new();
 
 /// Ctrl-C goes to the whole foreground group: workloads and checkers stop by themselves or
-/// are killed by their runner; intact must survive to clean up, so it only sets a flag.
+/// are killed by their runner; intact must survive to clean up, so it only sets the
+/// pipeline's stop flag.
 pub fn install_interrupt_handler() {
     HANDLER.call_once(|| {
-        let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::SeqCst));
+        let _ = ctrlc::set_handler(intact_pipeline::interrupt);
     });
 }
 
 pub fn interrupted() -> bool {
-    INTERRUPTED.load(Ordering::SeqCst)
+    intact_pipeline::interrupted()
 }
 
 #[derive(Parser)]
@@ -48,7 +46,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run a workload under the tracer and write a bundle: snapshot, trace, logical operations.
-    Record(record::RecordArgs),
+    Record(record_cmd::RecordArgs),
     /// Print the update protocol (the logical operations) of a bundle.
     Ops(OpsArgs),
     /// Re-run the replay oracle on a bundle: all operations applied to the initial
@@ -65,12 +63,12 @@ enum Cmd {
     },
     /// Explore the crash states of a bundle under one or more APMs, run the checker on each
     /// distinct state, and report the vulnerabilities by source line.
-    Check(check::CheckArgs),
+    Check(check_cmd::CheckArgs),
     /// Record a workload and check it in one step.
-    Run(check::RunArgs),
+    Run(check_cmd::RunArgs),
     /// Check one work unit written by `intact check --emit-states` (on a worker; see
     /// docs/distributed.md): rebuild its crash state, run the checker, write the verdict.
-    CheckUnit(units::CheckUnitArgs),
+    CheckUnit(check_cmd::CheckUnitArgs),
     /// Render a saved JSON report (`intact check --json`) as HTML, SARIF or JUnit XML.
     Report(report_cmd::ReportArgs),
     /// Abstract persistence models: list the built-ins, show one.
@@ -140,24 +138,39 @@ impl Failure {
     }
 }
 
+/// The exit code table (module comment) applied to the pipeline's errors.
+impl From<intact_pipeline::Error> for Failure {
+    fn from(e: intact_pipeline::Error) -> Failure {
+        let code = match e.kind {
+            intact_pipeline::Kind::Input => 2,
+            intact_pipeline::Kind::Internal => 3,
+            intact_pipeline::Kind::Interrupted => 130,
+        };
+        Failure {
+            code,
+            message: e.message,
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => exit_usage(e),
     };
     let r = match cli.command {
-        Cmd::Record(a) => record::record(a),
+        Cmd::Record(a) => record_cmd::record(a),
         Cmd::Ops(a) => ops_view::ops(a),
         Cmd::Verify { bundle } => verify(bundle),
-        Cmd::Reconvert { bundle } => record::reconvert(&bundle),
+        Cmd::Reconvert { bundle } => record_cmd::reconvert(&bundle),
         Cmd::Check(a) => {
             install_interrupt_handler();
-            check::check(a)
+            check_cmd::check(a)
         }
-        Cmd::Run(a) => check::run(a),
+        Cmd::Run(a) => check_cmd::run(a),
         Cmd::CheckUnit(a) => {
             install_interrupt_handler();
-            units::check_unit(a)
+            check_cmd::check_unit(a)
         }
         Cmd::Report(a) => report_cmd::report(a),
         Cmd::Apm { cmd } => apm_cmd::apm(cmd),

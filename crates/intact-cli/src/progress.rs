@@ -108,6 +108,19 @@ impl Progress {
     }
 }
 
+/// The pipeline reports its progress here.
+impl intact_pipeline::Progress for Progress {
+    fn apm_started(&mut self, apm: &str) {
+        self.set_prefix(apm.to_string());
+    }
+    fn update(&mut self, built: usize, distinct: usize, done: usize, failing: usize) {
+        Self::update(self, built, distinct, done, failing);
+    }
+    fn finish(&mut self) {
+        Self::finish(self);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,11 +2,12 @@
 
 use crate::args::{self, range_end, size_arg};
 use crate::resolve::{Loc, Res, Resolver};
-use intact_model::{Data, IgnoreSet, InodeId, LogicalOp, Node, Op, State, SyncKind};
+use intact_model::{
+    Data, IgnoreSet, InodeId, LogicalOp, Node, Op, State, SyncKind, TaskExit, Unsupported,
+};
 use intact_symbol::{parse_strace_frame, Frame, FrameFilter, Lang, Symbolizer};
 use intact_trace::marker::{self, Marker, SourceFrame};
 use intact_trace::{Arg, Call, Event, Ret, Trace};
-use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -57,24 +58,6 @@ impl ConvertError {
     pub fn is_malformed_input(&self) -> bool {
         matches!(self, ConvertError::Malformed { .. })
     }
-}
-
-/// A system call the model cannot express, touching the recorded directory.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Unsupported {
-    pub syscall: String,
-    pub reason: String,
-    pub count: u64,
-    pub first_line: usize,
-    pub first_path: Option<String>,
-    pub first_stack: Vec<Frame>,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(tag = "how", rename_all = "snake_case")]
-pub enum TaskExit {
-    Exited { code: i32 },
-    Killed { signal: String },
 }
 
 #[derive(Debug)]

@@ -5,12 +5,16 @@
 //! a root directory. A [`LogicalOp`] changes a state; [`State::apply`] applies one.
 //! [`snapshot`] reads a real directory into a state, [`State::diff`] compares two.
 
+pub mod frame;
 pub mod op;
+pub mod recording;
 pub mod snapshot;
 pub mod sparse;
 pub mod state;
 
-pub use op::{Data, LogicalOp, Op, SyncKind};
+pub use frame::{clean_path, Frame, Lang};
+pub use op::{Data, InodeId, LogicalOp, Op, SyncKind};
+pub use recording::{TaskExit, Unsupported};
 pub use snapshot::{capture, IgnoreSet, SnapshotError};
 pub use sparse::{Run, Seg, Sparse};
-pub use state::{ApplyError, Inode, InodeId, Node, State};
+pub use state::{ApplyError, Inode, Node, State};

@@ -1,8 +1,10 @@
 //! Logical operations (thesis Table 3.1) plus mkdir/rmdir/symlink, as recorded in a bundle.
 
-use crate::state::InodeId;
-use intact_symbol::Frame;
+use crate::frame::Frame;
 use serde::{Deserialize, Serialize};
+
+/// An inode of a logical state ([`crate::State`]); operations name inodes by it.
+pub type InodeId = u64;
 
 /// Bytes carried by an operation. Bytes live in the bundle's data blob (`data.bin`),
 /// referenced by offset, so that operations stay small and the blob is written once.

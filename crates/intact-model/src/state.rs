@@ -1,11 +1,12 @@
 //! Logical file-system state: inodes reachable from a root directory.
 
+// InodeId is defined with the operations that name inodes; state applies them (op does not
+// depend on state).
+pub use crate::op::InodeId;
 use crate::op::{Data, LogicalOp};
 use crate::sparse::Sparse;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
-
-pub type InodeId = u64;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]

@@ -2,7 +2,7 @@
 
 use regex::{Regex, RegexSet};
 
-use crate::frame::Frame;
+use intact_model::frame::Frame;
 
 const N_DEFAULT: usize = 15;
 
@@ -206,7 +206,7 @@ impl FrameFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frame::Lang;
+    use intact_model::frame::Lang;
 
     fn fr(binary: &str, function: Option<&str>, file: Option<&str>, line: Option<u32>) -> Frame {
         Frame {

@@ -37,11 +37,10 @@
 //! ```
 
 mod filter;
-mod frame;
 mod parse;
 mod symbolizer;
 
 pub use filter::FrameFilter;
-pub use frame::{clean_path, Frame, Lang};
+pub use intact_model::frame::{clean_path, Frame, Lang};
 pub use parse::{parse_strace_frame, RawFrame};
 pub use symbolizer::{AddressKind, Symbolizer, SymbolizerOptions};

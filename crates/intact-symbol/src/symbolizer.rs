@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
 
-use crate::frame::{clean_path, Frame, Lang};
 use crate::parse::RawFrame;
+use intact_model::frame::{clean_path, Frame, Lang};
 
 /// How to interpret [`RawFrame::addr`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use intact_check::{Cancelled, Job, Outcome, Runner, RunnerConfig, RunnerError, Verdict};
+use intact_runner::{Cancelled, Job, Outcome, Runner, RunnerConfig, RunnerError, Verdict};
 
 /// Generous guard for anything that should happen "soon".
 const GUARD: Duration = Duration::from_secs(10);
@@ -46,7 +46,7 @@ impl Env {
             timeout,
             scratch_parent: Some(self.scratch.path().to_path_buf()),
             keep_output_bytes: 8192,
-            protocol: intact_check::Protocol::PerProcess,
+            protocol: intact_runner::Protocol::PerProcess,
         }
     }
 
@@ -717,7 +717,7 @@ fn server_config(
     timeout: Option<Duration>,
 ) -> RunnerConfig {
     RunnerConfig {
-        protocol: intact_check::Protocol::Server,
+        protocol: intact_runner::Protocol::Server,
         ..env.config(vec![checker], jobs, timeout)
     }
 }

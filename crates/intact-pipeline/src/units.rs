@@ -10,21 +10,22 @@
 //!   APMs). State ids are assigned in exploration order, so they are the local run's.
 //! - `intact check-unit --bundle B --unit U --out V` (on a worker) rebuilds the state of one
 //!   unit — a prefix state of the program (APM + bundle) plus a [`Delta`] — checks its
-//!   content hash, runs the checker on it exactly as `intact check` does (intact-check's
+//!   content hash, runs the checker on it exactly as `intact check` does (intact-runner's
 //!   runner, one job), and writes the verdict.
 //! - `intact check BUNDLE ... --from-verdicts DIR` explores again, takes every verdict from
 //!   `DIR/verdicts/` and prints the report a local run would have printed.
 //! - `intact check ... --dask SCHEDULER` runs `python3 -m intact.dask_run`, which drives the
 //!   three steps on a Dask cluster.
 
-use crate::check::CheckOpts;
-use crate::Failure;
+use crate::options::CheckOptions;
+use crate::view::hex;
+use crate::Error;
 use intact_apm::{Apm, Program};
 use intact_bundle::Bundle;
-use intact_check::{Job, Outcome, Runner, RunnerConfig, Verdict as RVerdict};
 use intact_explore::{
     CrashFs, CrashFsError, Delta, DirDelta, Explorer, FileDelta, Provenance, StateHash,
 };
+use intact_runner::{Job, Outcome, Runner, RunnerConfig, Verdict as RVerdict};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -36,49 +37,6 @@ const VERDICT_FORMAT: &str = "intact-verdict";
 const VERSION: u32 = 1;
 /// As `intact check`: the tail of the checker's output kept per failing run.
 const KEEP_OUTPUT: usize = 4096;
-
-/// `intact check` options for distributed runs (flattened into its options).
-#[derive(clap::Args, Clone, Default)]
-pub struct Distributed {
-    /// Do not run the checker: write each distinct state without a verdict in DIR/verdicts/ as
-    /// a work unit DIR/units/<state>.json, listed in DIR/manifest.json ("pending"). Repeat after
-    /// adding verdicts (`intact check-unit`) until the manifest says "complete", then
-    /// --from-verdicts DIR. See docs/distributed.md.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["from_verdicts", "dask"])]
-    pub emit_states: Option<PathBuf>,
-    /// Do not run the checker: take every verdict from DIR/verdicts/ (after --emit-states DIR)
-    /// and report as a local run would. A state without a verdict is an error (exit 2, no report).
-    #[arg(long, value_name = "DIR", conflicts_with = "dask")]
-    pub from_verdicts: Option<PathBuf>,
-    /// Run the checkers on a Dask cluster: a scheduler address (tcp://HOST:8786), local:N (a
-    /// cluster of N worker processes here), slurm:N or pbs:N (dask-jobqueue). Runs
-    /// `python3 -m intact.dask_run` (the intact Python package and dask.distributed; its own
-    /// options, e.g. --env NAME, from $INTACT_DASK_OPTS; the interpreter from $INTACT_PYTHON).
-    #[arg(long, value_name = "SCHEDULER")]
-    pub dask: Option<String>,
-}
-
-impl Distributed {
-    /// `intact run` keeps its bundle in a temporary directory: these flags need a kept one.
-    pub fn refuse_in_run(&self) -> Result<(), Failure> {
-        if self.emit_states.is_some() || self.from_verdicts.is_some() || self.dask.is_some() {
-            return Err(Failure::input("--emit-states, --from-verdicts and --dask work on a recorded bundle: `intact record`, then `intact check`"));
-        }
-        Ok(())
-    }
-}
-
-/// With --emit-states: the options without the outputs, which only the report step writes
-/// (`--json`, `--html`, ..., `--keep-failing`, `--keep-examples`).
-pub fn emit_view(o: &CheckOpts) -> Option<CheckOpts> {
-    o.dist.emit_states.as_ref()?;
-    let mut v = o.clone();
-    v.json = None;
-    v.keep_failing = None;
-    v.keep_examples = None;
-    v.outputs = Default::default();
-    Some(v)
-}
 
 // ---------------------------------------------------------------------------------------
 // Files.
@@ -330,10 +288,6 @@ fn write_whole(path: &Path, text: &[u8]) -> std::io::Result<()> {
         })
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 fn apm_text(a: &Apm) -> ApmText {
     ApmText {
         name: a.name.clone(),
@@ -341,18 +295,13 @@ fn apm_text(a: &Apm) -> ApmText {
     }
 }
 
-fn run_id(bundle_hash: String, o: &CheckOpts, apms: &[Apm], checker: &[String]) -> RunId {
-    use clap::ValueEnum;
+fn run_id(bundle_hash: String, o: &CheckOptions, apms: &[Apm], checker: &[String]) -> RunId {
     RunId {
         bundle_hash,
         checker: checker.to_vec(),
-        timeout: o.timeout,
+        timeout: o.timeout_secs,
         apms: apms.iter().map(apm_text).collect(),
-        explore: o
-            .explore
-            .to_possible_value()
-            .map(|v| v.get_name().to_string())
-            .unwrap_or_default(),
+        explore: o.explore.name().to_string(),
         max_states: o.max_states,
         samples: o.samples,
         seed: o.seed,
@@ -497,37 +446,37 @@ pub struct Store {
 impl Store {
     /// `None` for a local run (the checker runs here).
     pub fn open(
-        o: &CheckOpts,
+        o: &CheckOptions,
         bundle: &Path,
         apms: &[Apm],
         checker: &[String],
-    ) -> Result<Option<Store>, Failure> {
-        let (mode, dir, flag) = match (&o.dist.emit_states, &o.dist.from_verdicts) {
+    ) -> Result<Option<Store>, Error> {
+        let (mode, dir, flag) = match (&o.emit_states, &o.from_verdicts) {
             (Some(d), _) => (Mode::Emit, d.clone(), "--emit-states"),
             (None, Some(d)) => (Mode::Assemble, d.clone(), "--from-verdicts"),
             (None, None) => return Ok(None),
         };
         let hash = bundle_hash(bundle)
-            .map_err(|e| Failure::input(format!("bundle {}: {e}", bundle.display())))?;
+            .map_err(|e| Error::input(format!("bundle {}: {e}", bundle.display())))?;
         let run = run_id(hash, o, apms, checker);
         let mpath = dir.join("manifest.json");
         let previous: Option<Manifest> = if mpath.exists() {
             let text = std::fs::read(&mpath)
-                .map_err(|e| Failure::input(format!("{flag} {}: {e}", mpath.display())))?;
+                .map_err(|e| Error::input(format!("{flag} {}: {e}", mpath.display())))?;
             let m: Manifest = serde_json::from_slice(&text).map_err(|e| {
-                Failure::input(format!(
+                Error::input(format!(
                     "{flag} {}: not a work-unit manifest: {e}",
                     mpath.display()
                 ))
             })?;
             if m.format != UNITS_FORMAT || m.version != VERSION {
-                return Err(Failure::input(format!(
+                return Err(Error::input(format!(
                     "{flag} {}: not a version {VERSION} {UNITS_FORMAT} manifest",
                     mpath.display()
                 )));
             }
             if m.run != run {
-                return Err(Failure::input(format!(
+                return Err(Error::input(format!(
                     "{flag} {}: its units belong to another run ({} differ); use a new directory",
                     dir.display(),
                     run_id_diff(&m.run, &run)
@@ -538,16 +487,16 @@ impl Store {
             None
         };
         match (&mode, &previous) {
-            (Mode::Assemble, None) => return Err(Failure::input(format!("--from-verdicts {}: no manifest.json here (write the units with --emit-states first)", dir.display()))),
+            (Mode::Assemble, None) => return Err(Error::input(format!("--from-verdicts {}: no manifest.json here (write the units with --emit-states first)", dir.display()))),
             (Mode::Emit, None) if dir.exists() && std::fs::read_dir(&dir).map(|mut d| d.next().is_some()).unwrap_or(true) => {
-                return Err(Failure::input(format!("--emit-states {}: exists, is not empty and holds no manifest.json (choose a new directory)", dir.display())));
+                return Err(Error::input(format!("--emit-states {}: exists, is not empty and holds no manifest.json (choose a new directory)", dir.display())));
             }
             _ => {}
         }
         if let Mode::Emit = mode {
             for sub in ["units", "verdicts"] {
                 std::fs::create_dir_all(dir.join(sub)).map_err(|e| {
-                    Failure::input(format!("--emit-states {}: {e}", dir.join(sub).display()))
+                    Error::input(format!("--emit-states {}: {e}", dir.join(sub).display()))
                 })?;
             }
         }
@@ -677,13 +626,14 @@ impl Store {
         !self.missing.is_empty()
     }
 
-    /// End of the exploration. --emit-states: writes the manifest, `Some(0)`. --from-verdicts:
-    /// `None` (go on and report) when every state had a verdict.
-    pub fn finish(self) -> Result<Option<u8>, Failure> {
+    /// End of the exploration. --emit-states: writes the manifest and says what is left
+    /// (`Some(message)`). --from-verdicts: `None` (go on and report) when every state had a
+    /// verdict.
+    pub fn finish(self) -> Result<Option<String>, Error> {
         match self.mode {
             Mode::Assemble => {
                 if let Some((first, _)) = self.missing.first() {
-                    return Err(Failure::input(format!(
+                    return Err(Error::input(format!(
                         "--from-verdicts {}: {} state(s) have no verdict (first: {first}); no report written. Emit and check their units (`intact check ... --emit-states {}`, `intact check-unit`) first",
                         self.dir.display(),
                         self.missing.len(),
@@ -709,42 +659,44 @@ impl Store {
                 };
                 let path = self.dir.join("manifest.json");
                 let text =
-                    serde_json::to_vec_pretty(&m).map_err(|e| Failure::internal(e.to_string()))?;
-                write_whole(&path, &text).map_err(|e| {
-                    Failure::input(format!("--emit-states {}: {e}", path.display()))
-                })?;
-                if complete {
-                    eprintln!("intact: every state has a verdict ({} states); report with --from-verdicts {}", self.used, self.dir.display());
+                    serde_json::to_vec_pretty(&m).map_err(|e| Error::internal(e.to_string()))?;
+                write_whole(&path, &text)
+                    .map_err(|e| Error::input(format!("--emit-states {}: {e}", path.display())))?;
+                Ok(Some(if complete {
+                    format!(
+                        "every state has a verdict ({} states); report with --from-verdicts {}",
+                        self.used,
+                        self.dir.display()
+                    )
                 } else {
-                    eprintln!(
-                        "intact: round {}: {} unit(s) to check (\"pending\" in {}), {} state(s) with verdicts",
+                    format!(
+                        "round {}: {} unit(s) to check (\"pending\" in {}), {} state(s) with verdicts",
                         self.round,
                         self.missing.len(),
                         path.display(),
                         self.used
-                    );
-                }
-                Ok(Some(0))
+                    )
+                }))
             }
         }
     }
 }
 
-fn load_verdicts(dir: &Path, flag: &str) -> Result<HashMap<StateHash, VerdictJson>, Failure> {
+fn load_verdicts(dir: &Path, flag: &str) -> Result<HashMap<StateHash, VerdictJson>, Error> {
     let mut out = HashMap::new();
     let rd = match std::fs::read_dir(dir) {
         Ok(r) => r,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-        Err(e) => return Err(Failure::input(format!("{flag} {}: {e}", dir.display()))),
+        Err(e) => return Err(Error::input(format!("{flag} {}: {e}", dir.display()))),
     };
     for e in rd {
-        let e = e.map_err(|e| Failure::input(format!("{flag} {}: {e}", dir.display())))?;
+        let e = e.map_err(|e| Error::input(format!("{flag} {}: {e}", dir.display())))?;
         let p = e.path();
         let name = e.file_name().to_string_lossy().into_owned();
         if name.starts_with('.') || !name.ends_with(".json") {
             continue;
         }
-        let bad = |m: String| Failure::input(format!("{flag}: verdict {}: {m}", p.display()));
+        let bad = |m: String| Error::input(format!("{flag}: verdict {}: {m}", p.display()));
         let text = std::fs::read(&p).map_err(|e| bad(e.to_string()))?;
         let v: VerdictFile =
             serde_json::from_slice(&text).map_err(|e| bad(format!("not a verdict: {e}")))?;
@@ -773,33 +725,19 @@ fn parse_hash(s: &str) -> Option<StateHash> {
 // ---------------------------------------------------------------------------------------
 // `intact check-unit`: one unit on a worker.
 
-#[derive(clap::Args)]
-#[command(
-    after_help = "Exit status: 0 verdict written (whatever the checker said); 2 bad unit, bundle or checker \
-(nothing written); 3 internal error; 130 interrupted (nothing written)."
-)]
-pub struct CheckUnitArgs {
-    /// The bundle the unit was emitted from (a copy: bundle.json, ops.jsonl, data.bin,
-    /// initial/, final/ suffice); its content hash must match the unit's.
-    #[arg(long, value_name = "DIR")]
+/// One work unit to check on this machine (`intact check-unit`).
+pub struct UnitJob {
+    /// The bundle the unit was emitted from; its content hash must match the unit's.
     pub bundle: PathBuf,
-    /// The work unit: DIR/units/<state>.json from `intact check --emit-states DIR`.
-    #[arg(long, value_name = "FILE")]
+    /// The work unit: DIR/units/<state>.json.
     pub unit: PathBuf,
-    /// Where to write the verdict (JSON, written whole or not at all; put it in
-    /// DIR/verdicts/ for --from-verdicts).
-    #[arg(long, value_name = "FILE")]
+    /// Where to write the verdict (whole or not at all).
     pub out: PathBuf,
-    /// INTACT_WORKER for the checker: make it distinct among checkers running at the same
-    /// time on this host.
-    #[arg(long, default_value_t = 0, value_name = "N")]
+    /// INTACT_WORKER for the checker.
     pub worker: usize,
-    /// Where to build the crash state (default: /dev/shm when writable, else the temp dir).
-    #[arg(long, value_name = "DIR")]
+    /// Where to build the crash state.
     pub scratch: Option<PathBuf>,
-    /// Stop (as on Ctrl-C: the checker killed, nothing written, exit 130) when the process
-    /// that started this one dies, e.g. a Dask worker killed while it waits for us.
-    #[arg(long)]
+    /// Stop (as on an interrupt) when the parent process dies.
     pub exit_with_parent: bool,
 }
 
@@ -816,12 +754,12 @@ fn exit_with_parent() {
     }
 }
 
-pub fn check_unit(a: CheckUnitArgs) -> Result<u8, Failure> {
+pub fn check_unit(a: UnitJob) -> Result<(), Error> {
     if a.exit_with_parent {
         exit_with_parent();
     }
     let host = hostname();
-    let bad_unit = |m: String| Failure::input(format!("unit {}: {m}", a.unit.display()));
+    let bad_unit = |m: String| Error::input(format!("unit {}: {m}", a.unit.display()));
     let text = std::fs::read(&a.unit).map_err(|e| bad_unit(e.to_string()))?;
     let u: Unit = serde_json::from_slice(&text).map_err(|e| {
         bad_unit(format!(
@@ -842,19 +780,19 @@ pub fn check_unit(a: CheckUnitArgs) -> Result<u8, Failure> {
         ));
     }
     let bh = bundle_hash(&a.bundle)
-        .map_err(|e| Failure::input(format!("bundle {}: {e}", a.bundle.display())))?;
+        .map_err(|e| Error::input(format!("bundle {}: {e}", a.bundle.display())))?;
     if bh != u.bundle_hash {
-        return Err(Failure::input(format!(
+        return Err(Error::input(format!(
             "bundle {} on {host} is not the bundle unit {} was emitted from (content hash {bh}, expected {})",
             a.bundle.display(),
             a.unit.display(),
             u.bundle_hash
         )));
     }
-    let b = Bundle::open(&a.bundle).map_err(|e| Failure::input(e.to_string()))?;
-    let ops = b.ops().map_err(|e| Failure::input(e.to_string()))?;
-    let blob = b.data().map_err(|e| Failure::input(e.to_string()))?;
-    let initial = b.initial().map_err(|e| Failure::input(e.to_string()))?;
+    let b = Bundle::open(&a.bundle).map_err(|e| Error::input(e.to_string()))?;
+    let ops = b.ops().map_err(|e| Error::input(e.to_string()))?;
+    let blob = b.data().map_err(|e| Error::input(e.to_string()))?;
+    let initial = b.initial().map_err(|e| Error::input(e.to_string()))?;
     let apm = match &u.apm.source {
         Some(text) => Apm::parse(
             text,
@@ -873,16 +811,16 @@ pub fn check_unit(a: CheckUnitArgs) -> Result<u8, Failure> {
         )));
     }
     let prog = Program::build(&apm, &ops, &initial, blob.len() as u64).map_err(|e| {
-        Failure::input(format!(
+        Error::input(format!(
             "bundle {} under APM {}: {e}",
             a.bundle.display(),
             apm.name
         ))
     })?;
     let universe = CrashFs::universe(&initial, &ops)
-        .map_err(|e| Failure::input(format!("bundle {}: {e}", a.bundle.display())))?;
+        .map_err(|e| Error::input(format!("bundle {}: {e}", a.bundle.display())))?;
     let exp = Explorer::new(&prog, &ops, &blob, universe)
-        .map_err(|e| Failure::internal(format!("building crash states: {e}")))?;
+        .map_err(|e| Error::internal(format!("building crash states: {e}")))?;
     if u.base > prog.calls.len() {
         return Err(bad_unit(format!(
             "base state {} does not exist (the program has {} calls)",
@@ -906,7 +844,7 @@ pub fn check_unit(a: CheckUnitArgs) -> Result<u8, Failure> {
     // Nothing written unless the verdict is: check the output path first.
     if let Some(d) = a.out.parent().filter(|d| !d.as_os_str().is_empty()) {
         if !d.is_dir() {
-            return Err(Failure::input(format!(
+            return Err(Error::input(format!(
                 "--out {}: the directory {} does not exist",
                 a.out.display(),
                 d.display()
@@ -920,11 +858,11 @@ pub fn check_unit(a: CheckUnitArgs) -> Result<u8, Failure> {
             timeout: Some(Duration::from_secs_f64(u.timeout)),
             scratch_parent: a.scratch.clone(),
             keep_output_bytes: KEEP_OUTPUT,
-            protocol: intact_check::Protocol::PerProcess,
+            protocol: intact_runner::Protocol::PerProcess,
         },
         a.worker,
     )
-    .map_err(|e| Failure::input(format!("--checker on {host}: {e}")))?;
+    .map_err(|e| Error::input(format!("--checker on {host}: {e}")))?;
     let stdout = state.stdout.to_vec();
     let job = Job {
         id: 0,
@@ -934,17 +872,14 @@ pub fn check_unit(a: CheckUnitArgs) -> Result<u8, Failure> {
         release: None,
     };
     if runner.submit(job).is_err() {
-        return Err(Failure::internal("the checker runner stopped"));
+        return Err(Error::internal("the checker runner stopped"));
     }
     let mut outcome = None;
     while outcome.is_none() {
         if crate::interrupted() {
             runner.cancel_handle().cancel();
             drop(runner);
-            return Err(Failure {
-                code: 130,
-                message: "interrupted: no verdict written".into(),
-            });
+            return Err(Error::interrupted("interrupted: no verdict written"));
         }
         std::thread::sleep(Duration::from_millis(5));
         outcome = runner.drain().pop();
@@ -961,10 +896,10 @@ pub fn check_unit(a: CheckUnitArgs) -> Result<u8, Failure> {
         host,
         worker: o.worker,
     };
-    let text = serde_json::to_vec_pretty(&v).map_err(|e| Failure::internal(e.to_string()))?;
+    let text = serde_json::to_vec_pretty(&v).map_err(|e| Error::internal(e.to_string()))?;
     write_whole(&a.out, &text)
-        .map_err(|e| Failure::input(format!("--out {}: {e}", a.out.display())))?;
-    Ok(0)
+        .map_err(|e| Error::input(format!("--out {}: {e}", a.out.display())))?;
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------
@@ -972,11 +907,11 @@ pub fn check_unit(a: CheckUnitArgs) -> Result<u8, Failure> {
 
 /// Replaces this process by `python3 -m intact.dask_run --scheduler S --intact THIS -- ARGS`,
 /// ARGS being this `intact check`'s arguments without --dask.
-pub fn exec_dask(scheduler: &str) -> Result<u8, Failure> {
+pub fn exec_dask(scheduler: &str) -> Result<(), Error> {
     use std::os::unix::process::CommandExt;
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let Some(at) = argv.iter().position(|a| a == "check") else {
-        return Err(Failure::input("--dask: only `intact check` runs on Dask"));
+        return Err(Error::input("--dask: only `intact check` runs on Dask"));
     };
     let mut rest = Vec::new();
     let mut it = argv[at + 1..].iter();
@@ -989,7 +924,7 @@ pub fn exec_dask(scheduler: &str) -> Result<u8, Failure> {
     }
     let python = std::env::var_os("INTACT_PYTHON").unwrap_or_else(|| "python3".into());
     let me = std::env::current_exe()
-        .map_err(|e| Failure::internal(format!("--dask: where is intact? {e}")))?;
+        .map_err(|e| Error::internal(format!("--dask: where is intact? {e}")))?;
     // A development build finds the package in its source tree; an installed one needs
     // `pip install ./python`.
     let mut pypath = std::env::var_os("PYTHONPATH").unwrap_or_default();
@@ -1009,13 +944,13 @@ pub fn exec_dask(scheduler: &str) -> Result<u8, Failure> {
         .status();
     match probe {
         Ok(s) if s.success() => {}
-        Ok(_) => return Err(Failure::input(format!("--dask: {} cannot import intact.dask_run: `pip install ./python` (and \"dask[distributed]\") or set PYTHONPATH", python.to_string_lossy()))),
-        Err(e) => return Err(Failure::input(format!("--dask: cannot run {} (set INTACT_PYTHON): {e}", python.to_string_lossy()))),
+        Ok(_) => return Err(Error::input(format!("--dask: {} cannot import intact.dask_run: `pip install ./python` (and \"dask[distributed]\") or set PYTHONPATH", python.to_string_lossy()))),
+        Err(e) => return Err(Error::input(format!("--dask: cannot run {} (set INTACT_PYTHON): {e}", python.to_string_lossy()))),
     }
     // Options of the driver itself (--env, --retries, --cluster-opt, ...).
     let extra = match std::env::var("INTACT_DASK_OPTS") {
         Ok(s) => {
-            shlex::split(&s).ok_or_else(|| Failure::input("INTACT_DASK_OPTS: unbalanced quotes"))?
+            shlex::split(&s).ok_or_else(|| Error::input("INTACT_DASK_OPTS: unbalanced quotes"))?
         }
         Err(_) => Vec::new(),
     };
@@ -1033,7 +968,7 @@ pub fn exec_dask(scheduler: &str) -> Result<u8, Failure> {
         .args(&rest)
         .env("PYTHONPATH", &pypath)
         .exec();
-    Err(Failure::input(format!(
+    Err(Error::input(format!(
         "--dask: cannot run {}: {err}",
         python.to_string_lossy()
     )))

@@ -1,0 +1,522 @@
+//! `intact record`'s pipeline, in stages: validate the request ([`Plan::new`]), snapshot
+//! the directory, trace the workload, convert the trace, write the bundle and check it
+//! against the replay oracle.
+
+use crate::Error;
+use intact_bundle as bundle;
+use intact_convert::{Conversion, ConvertOptions};
+use intact_model::{capture, IgnoreSet, State, TaskExit};
+use intact_trace::tracer::{self, TraceConfig, TraceError};
+use intact_trace::Trace;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// What to record (the `intact record` flags of the same names).
+#[derive(Clone, Debug)]
+pub struct RecordOptions {
+    /// Directory whose crash consistency matters (relative to the working directory).
+    pub dir: PathBuf,
+    /// Where to write the bundle.
+    pub out: PathBuf,
+    /// Paths left out (globs relative to `dir`).
+    pub ignore: Vec<String>,
+    pub frame_skip: Vec<String>,
+    pub frame_keep: Vec<String>,
+    /// Capture native stacks.
+    pub stacks: bool,
+    /// Largest single write captured exactly.
+    pub max_write_bytes: usize,
+    /// Replace an existing bundle at `out`.
+    pub force: bool,
+    /// The strace binary.
+    pub strace: PathBuf,
+    /// The workload: a command and its arguments.
+    pub cmd: Vec<String>,
+}
+
+/// What the caller shows while recording.
+pub trait Observer {
+    /// A line for the user (a note, a warning, the summary).
+    fn note(&mut self, _line: &str) {}
+    /// The workload starts under the tracer, writing its raw trace to `raw`. From here
+    /// until the trace ends an interrupt must not kill intact (it cleans up).
+    fn trace_started(&mut self, _raw: &Path) {}
+    /// The workload and the tracer have ended.
+    fn trace_ended(&mut self) {}
+}
+
+/// A bundle written.
+pub struct Recorded {
+    /// Where it is.
+    pub out: PathBuf,
+    /// How the workload ended, if the trace says.
+    pub workload: Option<TaskExit>,
+    /// The replay oracle's first difference when it failed (the bundle is kept, marked).
+    pub oracle_mismatch: Option<String>,
+}
+
+/// The staging directory: removed on every failure path unless kept on purpose.
+struct Staging {
+    path: PathBuf,
+    keep: bool,
+}
+impl Drop for Staging {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+fn rel_inside(root: &Path, p: &Path) -> Option<String> {
+    p.strip_prefix(root)
+        .ok()
+        .map(|r| r.to_string_lossy().into_owned())
+        .filter(|r| !r.is_empty())
+}
+
+/// A validated request: absolute paths, the tracer's version, where the bundle goes.
+struct Plan {
+    cwd: PathBuf,
+    root_abs: PathBuf,
+    strace_version: String,
+    out: PathBuf,
+    out_parent: PathBuf,
+    out_name: std::ffi::OsString,
+}
+
+impl Plan {
+    /// Validates everything before running anything.
+    fn new(a: &RecordOptions, observer: &mut dyn Observer) -> Result<Plan, Error> {
+        let cwd = std::env::current_dir()
+            .map_err(|e| Error::input(format!("cannot read the current directory: {e}")))?;
+        let dir = cwd.join(&a.dir);
+        let root_abs = std::fs::canonicalize(&dir).map_err(|e| {
+            Error::input(format!(
+                "--dir {}: {e} (give an existing directory)",
+                a.dir.display()
+            ))
+        })?;
+        if !root_abs.is_dir() {
+            return Err(Error::input(format!(
+                "--dir {}: not a directory",
+                a.dir.display()
+            )));
+        }
+        let strace_version =
+            tracer::strace_version(&a.strace).map_err(|e| Error::input(e.to_string()))?;
+        let program =
+            tracer::find_command(&a.cmd[0], &cwd).map_err(|e| Error::input(e.to_string()))?;
+        if let Some(shell) = shell_wrapper(&program) {
+            observer.note(&format!(
+                "note: {} is a {shell} script: every step it runs is traced{}, which is slow. If it only execs the real program (a pyenv, asdf or rbenv shim), record that directly, e.g. `intact record -- /usr/bin/python3 app.py`{}",
+                program.display(),
+                if a.stacks { " with stacks" } else { "" },
+                if a.stacks { ", or add --no-stacks." } else { "." }
+            ));
+        }
+        let (out, out_parent, out_name) = out_path(a, &cwd)?;
+        if out == root_abs {
+            return Err(Error::input(
+                "--out must not be the recorded directory itself",
+            ));
+        }
+        Ok(Plan {
+            cwd,
+            root_abs,
+            strace_version,
+            out,
+            out_parent,
+            out_name,
+        })
+    }
+
+    /// The staging directory next to the bundle's place.
+    fn staging(&self, a: &RecordOptions) -> Result<Staging, Error> {
+        let path = self.out_parent.join(format!(
+            ".{}.partial-{}",
+            self.out_name.to_string_lossy(),
+            std::process::id()
+        ));
+        std::fs::create_dir(&path).map_err(|e| {
+            Error::input(format!(
+                "--out {}: cannot write in {}: {e}",
+                a.out.display(),
+                self.out_parent.display()
+            ))
+        })?;
+        Ok(Staging { path, keep: false })
+    }
+}
+
+/// `--out` made absolute (its parent canonical); refused when it exists without `force`.
+fn out_path(
+    a: &RecordOptions,
+    cwd: &Path,
+) -> Result<(PathBuf, PathBuf, std::ffi::OsString), Error> {
+    let out = cwd.join(&a.out);
+    let out_name = out
+        .file_name()
+        .ok_or_else(|| Error::input(format!("--out {}: not a file name", a.out.display())))?
+        .to_owned();
+    let out_parent = out.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let out_parent = std::fs::canonicalize(&out_parent).map_err(|e| {
+        Error::input(format!(
+            "--out {}: the parent directory {}: {e}",
+            a.out.display(),
+            out_parent.display()
+        ))
+    })?;
+    let out = out_parent.join(&out_name);
+    if out.exists() && !a.force {
+        return Err(Error::input(format!(
+            "--out {}: already exists (use --force to replace it, or choose another path)",
+            out.display()
+        )));
+    }
+    Ok((out, out_parent, out_name))
+}
+
+/// Records `a.cmd` into a bundle at `a.out`.
+pub fn record(a: &RecordOptions, observer: &mut dyn Observer) -> Result<Recorded, Error> {
+    let started = Instant::now();
+    assert!(!a.cmd.is_empty(), "the workload is a command");
+    let plan = Plan::new(a, observer)?;
+    let mut staging = plan.staging(a)?;
+    // The shim's directory (in $TMPDIR, which may lie inside the recorded directory).
+    let shim_dir = tempfile::Builder::new()
+        .prefix("intact-shim-")
+        .tempdir()
+        .map_err(|e| Error::internal(format!("creating a temporary directory: {e}")))?;
+    let shim_path = std::fs::canonicalize(shim_dir.path())
+        .map_err(|e| Error::internal(format!("{}: {e}", shim_dir.path().display())))?;
+    // The bundle must not record itself, nor intact's own shim.
+    let mut ignore = a.ignore.clone();
+    for p in [&plan.out, &staging.path, &shim_path] {
+        if let Some(r) = rel_inside(&plan.root_abs, p) {
+            ignore.push(r);
+        }
+    }
+    let ignore_set = IgnoreSet::new(&ignore).map_err(|e| Error::input(e.to_string()))?;
+    let filter = crate::view::frame_filter(&a.frame_skip, &a.frame_keep)?;
+    let initial = capture(&plan.root_abs, &ignore_set)
+        .map_err(|e| Error::input(format!("snapshot of {}: {e}", plan.root_abs.display())))?;
+    let (trace, raw_bytes, raw) = trace(a, &plan, &staging, shim_dir, observer)?;
+    let opts = ConvertOptions {
+        root_abs: plan.root_abs.clone(),
+        cwd: plan.cwd.clone(),
+        ignore: ignore_set.clone(),
+        filter,
+        symbolize: a.stacks,
+        stdout: stdout_identity(),
+    };
+    let conv = intact_convert::convert(&trace, initial.clone(), &opts)
+        .map_err(|e| convert_failure(e, &raw_bytes, &raw))?;
+    let final_state = capture(&plan.root_abs, &ignore_set).map_err(|e| {
+        Error::internal(format!(
+            "final snapshot of {}: {e}",
+            plan.root_abs.display()
+        ))
+    })?;
+    let meta = meta(a, &plan, ignore, &opts, &conv, started);
+    let mismatch = write_bundle(&staging.path, &initial, &final_state, &conv, meta)?;
+    move_into_place(&mut staging, &plan.out)?;
+    summary(&conv, &opts, observer);
+    Ok(Recorded {
+        out: plan.out,
+        workload: conv.root_exit,
+        oracle_mismatch: mismatch,
+    })
+}
+
+/// Runs the workload under the tracer; returns the parsed trace, its bytes and its path.
+fn trace(
+    a: &RecordOptions,
+    plan: &Plan,
+    staging: &Staging,
+    shim_dir: tempfile::TempDir,
+    observer: &mut dyn Observer,
+) -> Result<(Trace, Vec<u8>, PathBuf), Error> {
+    let shim = tracer::install_shim(shim_dir.path()).map_err(|e| Error::internal(e.to_string()))?;
+    let raw = staging.path.join(bundle::RAW_TRACE);
+    let cfg = TraceConfig {
+        strace: a.strace.clone(),
+        stacks: a.stacks,
+        max_string: a.max_write_bytes,
+    };
+    observer.note(&format!(
+        "recording `{}` in {}",
+        a.cmd.join(" "),
+        plan.root_abs.display()
+    ));
+    // Ctrl-C goes to the whole foreground group: the workload and strace stop by
+    // themselves; intact must survive to clean up (the observer arranges that).
+    observer.trace_started(&raw);
+    let status = tracer::run(&cfg, &a.cmd, &plan.cwd, &raw, Some(&shim)).map_err(|e| match e {
+        TraceError::Io { .. } => Error::internal(e.to_string()),
+        other => Error::input(other.to_string()),
+    });
+    observer.trace_ended();
+    let status = status?;
+    drop(shim_dir);
+    if crate::interrupted() {
+        return Err(Error::interrupted("interrupted: nothing written"));
+    }
+    let raw_bytes = std::fs::read(&raw)
+        .map_err(|e| Error::internal(format!("reading the raw trace {}: {e}", raw.display())))?;
+    let trace = intact_trace::parse_trace(&raw_bytes)
+        .map_err(|e| Error::internal(format!("parsing the raw trace: {e}")))?;
+    if !trace.complete_last_line || (raw_bytes.is_empty() && status.code() != Some(0)) {
+        return Err(Error::input(format!(
+            "the trace is cut short (strace ended with {status}); nothing written. Was strace killed, or the disk full?"
+        )));
+    }
+    Ok((trace, raw_bytes, raw))
+}
+
+/// The bundle's metadata (docs/bundle.md).
+fn meta(
+    a: &RecordOptions,
+    plan: &Plan,
+    ignore: Vec<String>,
+    opts: &ConvertOptions,
+    conv: &Conversion,
+    started: Instant,
+) -> bundle::Meta {
+    bundle::Meta {
+        format: bundle::FORMAT.into(),
+        version: bundle::FORMAT_VERSION,
+        intact_version: env!("CARGO_PKG_VERSION").into(),
+        recorded_at: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        command: a.cmd.clone(),
+        dir: plan.root_abs.display().to_string(),
+        cwd: plan.cwd.display().to_string(),
+        ignore,
+        strace: plan.strace_version.clone(),
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+        stacks: a.stacks,
+        frame_skip: a.frame_skip.clone(),
+        frame_keep: a.frame_keep.clone(),
+        stdout: opts.stdout.clone(),
+        workload: conv.root_exit.clone(),
+        duration_secs: started.elapsed().as_secs_f64(),
+        counts: counts(conv),
+        oracle_mismatch: None,
+    }
+}
+
+/// Writes the bundle's files into `dir`, reads them back and runs the replay oracle;
+/// returns its first difference (also marked in the metadata) when it fails.
+fn write_bundle(
+    dir: &Path,
+    initial: &State,
+    final_state: &State,
+    conv: &Conversion,
+    mut meta: bundle::Meta,
+) -> Result<Option<String>, Error> {
+    let b = |e: bundle::BundleError| Error::internal(format!("writing the bundle: {e}"));
+    let io = |e: std::io::Error| Error::internal(format!("writing the bundle: {e}"));
+    bundle::write_state(&dir.join(bundle::INITIAL), initial).map_err(b)?;
+    bundle::write_state(&dir.join(bundle::FINAL), final_state).map_err(b)?;
+    bundle::write_ops(&dir.join(bundle::OPS), &conv.ops).map_err(b)?;
+    std::fs::write(dir.join(bundle::DATA), &conv.blob).map_err(io)?;
+    std::fs::write(dir.join(bundle::STDOUT), &conv.stdout).map_err(io)?;
+    bundle::write_json(&dir.join(bundle::UNSUPPORTED), &conv.unsupported).map_err(b)?;
+    bundle::write_json(&dir.join(bundle::META), &meta).map_err(b)?;
+    // The oracle reads the bundle back, so it checks the files as written.
+    let opened = bundle::Bundle::open(dir)
+        .map_err(|e| Error::internal(format!("reading back the bundle: {e}")))?;
+    let mismatch = opened
+        .verify()
+        .map_err(|e| Error::internal(format!("reading back the bundle: {e}")))?;
+    if mismatch.is_some() {
+        meta.oracle_mismatch = mismatch.clone();
+        bundle::write_json(&dir.join(bundle::META), &meta).map_err(b)?;
+    }
+    Ok(mismatch)
+}
+
+/// Replaces whatever is at `out` (only there with --force) by the staged bundle.
+fn move_into_place(staging: &mut Staging, out: &Path) -> Result<(), Error> {
+    if out.exists() {
+        std::fs::remove_dir_all(out)
+            .map_err(|e| Error::internal(format!("--force: removing {}: {e}", out.display())))?;
+    }
+    std::fs::rename(&staging.path, out).map_err(|e| {
+        Error::internal(format!(
+            "moving the bundle into place at {}: {e}",
+            out.display()
+        ))
+    })?;
+    staging.keep = true;
+    Ok(())
+}
+
+/// What was recorded, for the user: calls, operations by kind, calls not modelled.
+fn summary(conv: &Conversion, opts: &ConvertOptions, observer: &mut dyn Observer) {
+    let hist = bundle::op_histogram(&conv.ops);
+    let hist: Vec<String> = hist.iter().map(|(k, v)| format!("{v} {k}")).collect();
+    observer.note(&format!(
+        "{} system calls in {} tasks -> {} logical operations ({}){}",
+        conv.calls,
+        conv.tasks,
+        conv.ops.len(),
+        if hist.is_empty() {
+            "none".to_string()
+        } else {
+            hist.join(", ")
+        },
+        if conv.ignored_calls > 0 {
+            format!("; {} calls on ignored paths left out", conv.ignored_calls)
+        } else {
+            String::new()
+        }
+    ));
+    for u in &conv.unsupported {
+        let at = opts
+            .filter
+            .select(&u.first_stack)
+            .map(|f| f.display())
+            .unwrap_or_default();
+        observer.note(&format!(
+            "warning: {} × {} not modelled: {}{}{}",
+            u.count,
+            u.syscall,
+            u.reason,
+            u.first_path
+                .as_ref()
+                .map(|p| format!(" (first on {p})"))
+                .unwrap_or_default(),
+            if at.is_empty() {
+                String::new()
+            } else {
+                format!(" at {at}")
+            }
+        ));
+    }
+}
+
+/// The bundle's counts of a conversion.
+fn counts(conv: &intact_convert::Conversion) -> bundle::Counts {
+    bundle::Counts {
+        calls: conv.calls,
+        tasks: conv.tasks,
+        ops: conv.ops.len(),
+        unsupported: conv.unsupported.len(),
+    }
+}
+
+/// The shell a program is a script of (`#!/bin/bash`, `#!/usr/bin/env sh`), if it is one:
+/// such wrappers (version-manager shims) run many traced steps before the real program.
+fn shell_wrapper(program: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(program).ok()?.read(&mut head).ok()?;
+    let line = head[..n].split(|&b| b == b'\n').next()?;
+    let words = String::from_utf8_lossy(line.strip_prefix(b"#!")?).into_owned();
+    let mut words = words.split_whitespace();
+    let mut interp = words.next()?.rsplit('/').next()?.to_string();
+    if interp == "env" {
+        interp = words.find(|w| !w.starts_with('-'))?.to_string();
+    }
+    ["sh", "bash", "dash", "zsh", "ksh"]
+        .contains(&interp.as_str())
+        .then_some(interp)
+}
+
+/// Our standard output as strace's `-y` prints it: the workload inherits it.
+fn stdout_identity() -> Option<String> {
+    let p = std::fs::read_link("/proc/self/fd/1").ok()?;
+    Some(
+        p.to_string_lossy()
+            .trim_end_matches(" (deleted)")
+            .to_string(),
+    )
+}
+
+/// A conversion error as the user sees it: a malformed line (exit 2) is named by file,
+/// line and text, with what to do; anything else is the converter's failure (exit 3).
+fn convert_failure(e: intact_convert::ConvertError, raw: &[u8], raw_path: &Path) -> Error {
+    if !e.is_malformed_input() {
+        return Error::internal(format!("converting the trace: {e}"));
+    }
+    let text = raw
+        .split(|&b| b == b'\n')
+        .nth(e.line().saturating_sub(1))
+        .map(|l| String::from_utf8_lossy(l).into_owned())
+        .unwrap_or_default();
+    Error::input(format!(
+        "{}:{}: {e}\n  the line: {text}\n  strace never writes such a line: the trace was edited or damaged; fix or delete the line and run again, or record again (nothing was changed)",
+        raw_path.display(),
+        e.line(),
+    ))
+}
+
+/// `intact reconvert`: derive the logical operations again from a bundle's raw trace (for
+/// example after upgrading intact), rerun the oracle, and report the conversion rate.
+///
+/// Returns the conversion rate (a line for the user) and the oracle's first difference, if
+/// it failed (the bundle then holds the new operations, marked).
+pub fn reconvert(path: &Path) -> Result<(String, Option<String>), Error> {
+    let b = bundle::Bundle::open(path).map_err(|e| Error::input(e.to_string()))?;
+    let m = &b.meta;
+    let raw_path = path.join(bundle::RAW_TRACE);
+    let raw = std::fs::read(&raw_path)
+        .map_err(|e| Error::input(format!("{}: {e}", raw_path.display())))?;
+    let initial = b.initial().map_err(|e| Error::input(e.to_string()))?;
+    let ignore = IgnoreSet::new(&m.ignore).map_err(|e| Error::input(e.to_string()))?;
+    let filter = crate::view::frame_filter(&m.frame_skip, &m.frame_keep)
+        .map_err(|e| Error::input(format!("the bundle's frame patterns: {}", e.message)))?;
+    let opts = ConvertOptions {
+        root_abs: m.dir.clone().into(),
+        cwd: m.cwd.clone().into(),
+        ignore,
+        filter,
+        symbolize: m.stacks,
+        stdout: m.stdout.clone(),
+    };
+    let t0 = Instant::now();
+    let trace = intact_trace::parse_trace(&raw)
+        .map_err(|e| Error::input(format!("parsing {}: {e}", raw_path.display())))?;
+    let t1 = Instant::now();
+    let conv = intact_convert::convert(&trace, initial, &opts)
+        .map_err(|e| convert_failure(e, &raw, &raw_path))?;
+    let t2 = Instant::now();
+    let events = trace.events.len();
+    let w = |e: bundle::BundleError| Error::internal(format!("writing the bundle: {e}"));
+    // Write next to the old files, then swap, so a failure leaves the bundle as it was.
+    let ops_new = path.join(".ops.jsonl.new");
+    let data_new = path.join(".data.bin.new");
+    bundle::write_ops(&ops_new, &conv.ops).map_err(w)?;
+    std::fs::write(&data_new, &conv.blob)
+        .map_err(|e| Error::internal(format!("writing {}: {e}", data_new.display())))?;
+    std::fs::rename(&ops_new, path.join(bundle::OPS))
+        .map_err(|e| Error::internal(e.to_string()))?;
+    std::fs::rename(&data_new, path.join(bundle::DATA))
+        .map_err(|e| Error::internal(e.to_string()))?;
+    bundle::write_json(&path.join(bundle::UNSUPPORTED), &conv.unsupported).map_err(w)?;
+    let mut meta = m.clone();
+    meta.counts = counts(&conv);
+    let reopened = bundle::Bundle::open(path).map_err(|e| Error::internal(e.to_string()))?;
+    let mismatch = reopened
+        .verify()
+        .map_err(|e| Error::internal(e.to_string()))?;
+    meta.oracle_mismatch = mismatch.clone();
+    bundle::write_json(&path.join(bundle::META), &meta).map_err(w)?;
+    let secs = (t2 - t0).as_secs_f64();
+    let rate = format!(
+        "{} trace lines, {events} events -> {} logical operations; parse {:.3} s, convert {:.3} s; {:.0} events/s",
+        raw.iter().filter(|&&b| b == b'\n').count(),
+        conv.ops.len(),
+        (t1 - t0).as_secs_f64(),
+        (t2 - t1).as_secs_f64(),
+        events as f64 / secs.max(1e-9)
+    );
+    Ok((rate, mismatch))
+}
