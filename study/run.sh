@@ -49,7 +49,7 @@ for app in "${app_list[@]}"; do
     (
       set -euo pipefail
       export STUDY_CONFIG=$cfg APP_DIR=$here/$app BUILD=$out/build/$app
-      CONFIGS=(default) QUICK_CONFIGS=() RECORD_OPTS=() CHECK_OPTS=()
+      CONFIGS=(default) QUICK_CONFIGS=() RECORD_OPTS=() CHECK_OPTS=() CHECKER_PROTOCOL=process
       source "$APP_DIR/study.sh"
       study_build
       work=$(mktemp -d /tmp/intact-study.XXXXXX)
@@ -61,20 +61,22 @@ for app in "${app_list[@]}"; do
         >"$o/record.out" 2>"$o/record.err") || { echo "record failed (exit $?):" >&2; tail -5 "$o/record.err" >&2; exit 1; }
       t1=$EPOCHREALTIME
       crc=0
-      "$intact" check "$work/bundle" --checker "$CHECKER" --apm "$APMS" --jobs "$jobs" -q \
+      flag=--checker; [ "$CHECKER_PROTOCOL" = server ] && flag=--checker-server
+      "$intact" check "$work/bundle" "$flag" "$CHECKER" --apm "$APMS" --jobs "$jobs" -q \
         --json "$o/report.json" --keep-examples "$o/failing" "${CHECK_OPTS[@]}" \
         >"$o/report.txt" 2>"$o/check.err" || crc=$?
       t2=$EPOCHREALTIME
       if [ "$crc" -gt 1 ]; then echo "check failed (exit $crc):" >&2; tail -5 "$o/check.err" >&2; exit 1; fi
       mv "$work/bundle" "$o/bundle"
       RO=$(printf '%s\x1f' "${RECORD_OPTS[@]}") CO=$(printf '%s\x1f' "${CHECK_OPTS[@]}") \
-      python3 - "$o/meta.json" "$app" "$cfg" "$name" "$APP_TITLE" "$(study_version)" "$t0" "$t1" "$t2" "$jobs" "$CHECKER" <<'PY'
+      python3 - "$o/meta.json" "$app" "$cfg" "$name" "$APP_TITLE" "$(study_version)" "$t0" "$t1" "$t2" "$jobs" "$CHECKER" "$CHECKER_PROTOCOL" <<'PY'
 import json, os, sys
-f, app, cfg, name, title, version, t0, t1, t2, jobs, checker = sys.argv[1:]
+f, app, cfg, name, title, version, t0, t1, t2, jobs, checker, protocol = sys.argv[1:]
 opts = lambda v: [x for x in os.environ.get(v, "").split("\x1f") if x]
 json.dump({"app": app, "config": cfg, "name": name, "title": title, "version": version,
            "record_seconds": float(t1) - float(t0), "check_seconds": float(t2) - float(t1),
-           "jobs": int(jobs), "checker": checker, "record_opts": opts("RO"), "check_opts": opts("CO")},
+           "jobs": int(jobs), "checker": checker, "checker_protocol": protocol,
+           "record_opts": opts("RO"), "check_opts": opts("CO")},
           open(f, "w"), indent=1)
 PY
       head -1 "$o/report.txt" >&2

@@ -9,6 +9,8 @@
 #     and nothing else but durability does (intactfs keeps every update in order), while
 #     ext4-o has ordering vulnerabilities;
 #   - every static vulnerability has a saved example state on which the checker fails again;
+#   - python-dbm's checker runs as a warm server (--checker-server) and gives the report a
+#     per-process run gives;
 #   - the checkers are two-layered: every failing example names the layer of its
 #     consequence (`layer: documented|lay`), and sqlite's rollback-full durability rule is
 #     lay (SQLite documents that FULL in rollback mode can lose the last commit);
@@ -21,7 +23,7 @@ out=$(mktemp -d /tmp/intact-study-selftest.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 bash "$here/run.sh" --quick --jobs "$(nproc)" --out "$out" --no-doc
 python3 "$here/report.py" --out "$out" --doc "$out/study.md" --quick
-python3 - "$out" <<'PY'
+INTACT_BIN=$(cd "$here/.." && pwd)/target/release/intact python3 - "$out" <<'PY'
 import json, os, re, subprocess, sys, tempfile, shutil
 out = sys.argv[1]
 bad = []
@@ -62,6 +64,24 @@ for name in sorted(os.listdir(out)):
         shutil.rmtree(tmp, ignore_errors=True)
         if rc == 0:
             bad.append(f"{name} #{s['id']}: the checker passes on the saved example")
+# The warm checker (CHECKER_PROTOCOL=server) gives the per-process verdicts: python-dbm's
+# bundle checked again with one process per state must give the same report.
+m = json.load(open(os.path.join(out, "python-dbm", "meta.json")))
+if m.get("checker_protocol") != "server":
+    bad.append("python-dbm: expected its checker to run as a warm server (CHECKER_PROTOCOL=server)")
+else:
+    intact = os.environ["INTACT_BIN"]
+    warm = report("python-dbm")
+    apms = ",".join(a["apm"] for a in warm["apms"])
+    pp = os.path.join(out, "python-dbm", "per-process.json")
+    subprocess.run([intact, "check", os.path.join(out, "python-dbm", "bundle"), "--checker", m["checker"],
+                    "--apm", apms, "-q", "--json", pp] + m["check_opts"], capture_output=True)
+    per = json.load(open(pp)) if os.path.exists(pp) else {}
+    for k in ("static", "dynamic"):
+        if per.get(k) != warm[k]:
+            bad.append(f"python-dbm: the per-process run's {k} differs from the warm checker's")
+    if [(a["distinct"], a["failed"]) for a in per.get("apms", [])] != [(a["distinct"], a["failed"]) for a in warm["apms"]]:
+        bad.append("python-dbm: per-process and warm-checker state counts differ")
 for name in sorted(os.listdir(out)):
     if not os.path.exists(os.path.join(out, name, "report.json")):
         continue

@@ -23,7 +23,7 @@ import signal
 import sys
 import traceback
 
-__all__ = ["Inconsistent", "main", "serve", "judge"]
+__all__ = ["Inconsistent", "main", "serve", "judge", "serve_argv", "is_server"]
 
 PROTOCOL_VERSION = 1
 
@@ -116,9 +116,76 @@ def serve(check, isolate=True, stdin=None):
         replies.flush()
 
 
+def is_server():
+    """Whether intact started this process as a warm checker server (--checker-server)."""
+    return os.environ.get("INTACT_CHECKER_SERVER") == "1"
+
+
+def _run_argv_main(main_fn, argv):
+    """Runs an ALICE-contract ``main()`` (reads sys.argv, writes its reason to stderr, exits
+    or returns its status) here, with its stdout and stderr captured; returns a verdict with
+    what it printed, as the runner reports a per-process checker's output."""
+    import tempfile
+    sys.argv = argv
+    with tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as out:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(err.fileno(), 2)
+        os.dup2(out.fileno(), 1)
+        try:
+            status = main_fn()
+        except SystemExit as e:
+            status = e.code
+        except BaseException:  # noqa: B902 -- as an uncaught exception would end the process
+            traceback.print_exc()
+            status = 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if isinstance(status, str):  # sys.exit("message"): printed, status 1
+            sys.stderr.write(status + "\n")
+            sys.stderr.flush()
+            status = 1
+        if not status:  # None, 0, False: as the process would exit 0
+            return {"verdict": "pass"}
+        text = b""
+        for f in (err, out):
+            f.seek(0)
+            text = f.read().strip()
+            if text:
+                break
+        return {"verdict": "fail", "message": text.decode(errors="replace") or "(exit status %r, no output)" % (status,)}
+
+
+def serve_argv(main_fn):
+    """Serves the warm protocol with a script's existing ALICE-contract ``main()``: for each
+    state, a forked child runs it with ``sys.argv`` = the server's own arguments plus
+    CRASH_DIR STDOUT_FILE, and its exit status and output become the verdict, exactly as if
+    it had been run as a process."""
+    argv0 = list(sys.argv)
+    sys.stdout.flush()
+    replies = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    for line in sys.stdin:
+        req = json.loads(line)
+        os.environ["INTACT_STATE"] = str(req["state"])
+        argv = argv0 + [req["crash_dir"], req["stdout_file"]]
+        verdict = _judge_in_child(lambda _d, _o: _raise_unless_pass(_run_argv_main(main_fn, argv)), "", "")
+        replies.write(json.dumps(verdict) + "\n")
+        replies.flush()
+
+
+def _raise_unless_pass(verdict):
+    if verdict["verdict"] != "pass":
+        raise Inconsistent(verdict["message"])
+
+
 def main(check, isolate=True):
-    """The script's entry point: per process with two arguments, a warm server with none."""
+    """The script's entry point: a warm server when intact started it as one (or when run
+    without arguments), else one state per process with CRASH_DIR STDOUT_FILE."""
     args = sys.argv[1:]
+    if is_server():
+        serve(check, isolate=isolate)
+        return
     if len(args) == 2:
         verdict = judge(check, args[0], args[1])
         if verdict["verdict"] == "pass":

@@ -77,6 +77,9 @@ RECORD_OPTS=()
 durability=lay
 [ "${STUDY_CONFIG:-}" = fsync ] && durability=documented
 CHECKER="/usr/bin/python3 -I -S $APP_DIR/check.py --durability=$durability"
+# A warm checker: the interpreter starts once per worker, each state runs main() in a
+# forked child (check.py, study/README.md).
+CHECKER_PROTOCOL=server
 # git's I/O wrappers (wrapper.c: xwrite, write_in_full, xopen...; write-or-die.c:
 # fsync_or_die; lockfile.c / tempfile.c: commit and rename of lock files) serve every
 # caller: skipping them names the code that asked (index, refs, object files).

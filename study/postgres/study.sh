@@ -70,6 +70,9 @@ RECORD_OPTS=(
   --ignore 'pgdata/pg_stat/*'                 # cumulative statistics: discarded by crash recovery
 )
 CHECKER="python3 $APP_DIR/check.py"
+# A warm checker: the interpreter starts once per worker, each state runs main() in a
+# forked child (check.py, study/README.md).
+CHECKER_PROTOCOL=server
 # Representative frames: skip PostgreSQL's file-access layer (storage/file/fd.c: every
 # open, write, fsync and durable_rename goes through it, and src/port's pwrite wrappers) so
 # that the caller that decided the I/O is named (mdcreate, mdextend, XLogWrite, ...).

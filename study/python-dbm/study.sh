@@ -10,4 +10,7 @@ WORKLOAD=(python3 "$APP_DIR/workload.py")
 # library is skipped by default (intact would otherwise name workload.py's lines).
 RECORD_OPTS=(--frame-keep '/dbm/dumb\.py$')
 CHECKER="python3 -S $APP_DIR/check.py"  # -S: no site import, a faster start per state
+# A warm checker: the interpreter starts once per worker, each state runs main() in a
+# forked child (check.py, study/README.md).
+CHECKER_PROTOCOL=server
 CHECK_OPTS=()

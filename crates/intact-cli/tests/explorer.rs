@@ -4,7 +4,7 @@
 
 mod common;
 use common::*;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -448,6 +448,103 @@ fn kvstore_safe_rename() {
             assert!(safe_rename.is_empty(), "--safe fixes the rename:\n{text}");
         }
     }
+}
+
+/// The kvstore example's Python checker as a warm server (`--checker-server`, one forked
+/// child per state through intact.checker) gives, state by state, the verdicts and messages
+/// of one process per state; a server that cannot start is an input error, not a verdict.
+#[test]
+fn kvstore_warm_checker_matches_per_process_state_by_state() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kv = tmp.path().join("kv");
+    gcc(&repo().join("examples/kvstore/kv.c"), &kv);
+    let db = tmp.path().join("db");
+    std::fs::create_dir(&db).unwrap();
+    let bundle = tmp.path().join("b");
+    let out = intact()
+        .args(["record", "--out", bundle.to_str().unwrap(), "--"])
+        .arg(&kv)
+        .args(["x", "foo1", "y", "foo2"])
+        .current_dir(&db)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let checker = format!(
+        "python3 {}",
+        repo().join("examples/kvstore/check.py").display()
+    );
+    let run = |flag: &str, tag: &str| {
+        let keep = tmp.path().join(format!("failing-{tag}"));
+        let args = [
+            flag,
+            &checker,
+            "--apm",
+            "default,ext4-o",
+            "--keep-failing",
+            keep.to_str().unwrap(),
+        ];
+        let (code, text, err, rep) = check(&bundle, &args);
+        assert_eq!(code, 1, "{text}\n{err}");
+        (keep, rep.unwrap())
+    };
+    let (keep_a, rep_a) = run("--checker", "process");
+    let (keep_b, rep_b) = run("--checker-server", "server");
+    let said = |keep: &Path| -> BTreeMap<String, String> {
+        std::fs::read_dir(keep)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                let readme = std::fs::read_to_string(e.path().join("README")).unwrap();
+                let line = readme
+                    .lines()
+                    .find(|l| l.starts_with("checker said:"))
+                    .unwrap_or("")
+                    .to_string();
+                (e.file_name().to_string_lossy().into_owned(), line)
+            })
+            .collect()
+    };
+    let (a, b) = (said(&keep_a), said(&keep_b));
+    assert!(
+        a.len() >= 10,
+        "the kvstore example has failing states: {a:?}"
+    );
+    assert!(
+        a.values().all(|l| l.len() > "checker said: ".len()),
+        "every saved state names the checker's reason: {a:?}"
+    );
+    assert_eq!(a, b, "failing states and their messages differ");
+    for k in ["static", "dynamic"] {
+        assert_eq!(rep_a[k], rep_b[k], "{k} differs");
+    }
+    for (x, y) in rep_a["apms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(rep_b["apms"].as_array().unwrap())
+    {
+        for k in ["distinct", "checked", "failed", "timeouts"] {
+            assert_eq!(x[k], y[k], "{k} of {}", x["apm"]);
+        }
+    }
+    // A server that exits at once never judges anything: exit 2, and it says why.
+    let broken = tmp.path().join("broken.sh");
+    std::fs::write(
+        &broken,
+        "#!/bin/sh\necho 'cannot import the checker' >&2\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&broken, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let (code, text, err, _) = check(&bundle, &["--checker-server", broken.to_str().unwrap()]);
+    assert_eq!(code, 2, "{text}\n{err}");
+    assert!(
+        err.contains("could not be run") && err.contains("cannot import the checker"),
+        "{err}"
+    );
 }
 
 /// Bad input: clear message, exit 2, nothing left behind.

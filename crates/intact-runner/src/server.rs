@@ -3,7 +3,8 @@
 //! JVM) pays it once per worker instead of once per state.
 //!
 //! The runner starts the server as `CHECKER...` (no further arguments) in its own process
-//! group, stdin and stdout pipes, stderr to a file, `INTACT_WORKER` set. For each state it
+//! group, stdin and stdout pipes, stderr to a file, `INTACT_WORKER` and
+//! `INTACT_CHECKER_SERVER=1` set. For each state it
 //! writes one request line and reads one reply line, both JSON objects:
 //!
 //! ```text
@@ -105,6 +106,8 @@ impl Server {
             .stdout(Stdio::piped())
             .stderr(err)
             .env("INTACT_WORKER", spec.worker.to_string())
+            // So one script can serve both contracts (python/intact/checker.py).
+            .env("INTACT_CHECKER_SERVER", "1")
             .process_group(0);
         let mut child = spawn_retrying(&mut cmd).map_err(|e| spawn_failure(spec.program, &e))?;
         let pgid = i32::try_from(child.id()).unwrap_or(0);
