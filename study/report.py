@@ -42,6 +42,7 @@ THESIS = {
     "git": ("Git", [2, 2, 2, 2, 5, 9]),
     "postgres": ("PostgreSQL", [0, 0, 0, 0, 0, 1]),
     "gdbm": ("GDBM", [2, 3, 3, 3, 4, 5]),
+    "lmdb": ("LMDB", [0, 0, 0, 0, 0, 1]),
 }
 # Thesis 004 Table 5.2(a) (ALICE; ext4 vs c2fs, i.e. intactfs's promise; newer application
 # versions than Table 4.4; durability not checked for Git, which never calls fsync in its
