@@ -38,7 +38,7 @@ import tarfile
 import tempfile
 import time
 
-# The bundle files intact needs to build states (units.rs BUNDLE_FILES): the raw trace stays home.
+# The bundle files intact needs to build states (crates/intact-pipeline/src/units.rs BUNDLE_FILES): the raw trace stays home.
 BUNDLE_FILES = ["bundle.json", "ops.jsonl", "data.bin", "initial/manifest.json", "initial/contents.bin",
                 "final/manifest.json", "final/contents.bin"]
 

@@ -9,7 +9,10 @@ use std::io::{BufRead, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 pub const FORMAT: &str = "intact-bundle";
-pub const FORMAT_VERSION: u32 = 1;
+/// Version 2 adds `stdout_mode` (issue 27 item 7).
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest version this build still reads (a version 1 bundle has no `stdout_mode`).
+pub const FORMAT_VERSION_MIN: u32 = 1;
 
 pub const META: &str = "bundle.json";
 pub const INITIAL: &str = "initial";
@@ -29,7 +32,7 @@ pub enum BundleError {
     },
     #[error("{path}: not a valid bundle file: {message}")]
     Format { path: PathBuf, message: String },
-    #[error("{path}: bundle format version {found} is not supported by this intact (reads version {FORMAT_VERSION}); re-record it with this version")]
+    #[error("{path}: bundle format version {found} is not supported by this intact (reads versions {FORMAT_VERSION_MIN} to {FORMAT_VERSION}); re-record it with this version")]
     Version { path: PathBuf, found: u32 },
     #[error("{path}: {what}, not an explorer bundle (no {META}); {todo}")]
     NotBundle {
@@ -70,12 +73,28 @@ pub struct Meta {
     /// The workload's standard output as strace names it (see ConvertOptions::stdout).
     #[serde(default)]
     pub stdout: Option<String>,
+    /// How the workload's stdout was buffered; `None` in version 1 bundles (it inherited
+    /// intact's stdout, usually not a terminal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdout_mode: Option<StdoutMode>,
     /// How the workload's main process ended.
     pub workload: Option<TaskExit>,
     pub duration_secs: f64,
     pub counts: Counts,
     /// Result of the replay oracle: `None` when it passed, else the first difference.
     pub oracle_mismatch: Option<String>,
+}
+
+/// How `intact record` gave the workload its standard output.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum StdoutMode {
+    /// A pseudo-terminal (the default): the program buffers output as on a terminal, so
+    /// an output operation stands where the program printed it.
+    Terminal,
+    /// intact's own stdout (`--keep-buffering`): the program's own buffering for it, e.g.
+    /// full buffering for a pipe, which moves printed lines to a later flush or exit.
+    Inherited,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -352,7 +371,7 @@ impl Bundle {
             });
         }
         let version = v.get("version").and_then(|f| f.as_u64()).unwrap_or(0) as u32;
-        if version != FORMAT_VERSION {
+        if !(FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&version) {
             return Err(BundleError::Version {
                 path: mpath,
                 found: version,
@@ -471,5 +490,43 @@ mod tests {
         let r = read_state(t.path()).unwrap();
         assert_eq!(s.diff(&r), None);
         assert_eq!(r, s);
+    }
+
+    /// A version 1 bundle (no `stdout_mode`) still opens; a version 2 one keeps its mode;
+    /// versions outside FORMAT_VERSION_MIN..=FORMAT_VERSION are refused.
+    #[test]
+    fn reads_versions_1_and_2_only() {
+        let meta = |version: u32, mode: Option<&str>| {
+            let mut v = serde_json::json!({
+                "format": FORMAT, "version": version, "intact_version": "0.1.0",
+                "recorded_at": 0, "command": ["a"], "dir": "/d", "cwd": "/d", "ignore": [],
+                "strace": "", "kernel": "", "stacks": true, "frame_skip": [],
+                "stdout": "pipe:[1]", "workload": null, "duration_secs": 0.0,
+                "counts": {"calls": 0, "tasks": 0, "ops": 0, "unsupported": 0},
+                "oracle_mismatch": null
+            });
+            if let Some(m) = mode {
+                v["stdout_mode"] = m.into();
+            }
+            let t = tempfile::tempdir().unwrap();
+            std::fs::write(t.path().join(META), v.to_string()).unwrap();
+            let opened = Bundle::open(t.path()).map(|b| b.meta.stdout_mode);
+            (t, opened)
+        };
+        assert_eq!(meta(1, None).1.unwrap(), None);
+        assert_eq!(
+            meta(2, Some("terminal")).1.unwrap(),
+            Some(StdoutMode::Terminal)
+        );
+        assert_eq!(
+            meta(2, Some("inherited")).1.unwrap(),
+            Some(StdoutMode::Inherited)
+        );
+        for v in [0, FORMAT_VERSION + 1] {
+            assert!(
+                matches!(meta(v, None).1, Err(BundleError::Version { found, .. }) if found == v),
+                "version {v}"
+            );
+        }
     }
 }

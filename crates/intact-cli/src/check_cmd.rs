@@ -136,6 +136,9 @@ pub struct RunArgs {
     /// Do not capture native stacks.
     #[arg(long)]
     pub no_stacks: bool,
+    /// Keep the program's own buffering of stdout (as for `intact record`).
+    #[arg(long)]
+    pub keep_buffering: bool,
     #[command(flatten)]
     pub opts: CheckOpts,
     /// The workload, after `--`.
@@ -243,6 +246,7 @@ pub fn run(a: RunArgs) -> Result<u8, Failure> {
         max_write: 64 << 20,
         force: false,
         strace: PathBuf::from("strace"),
+        keep_buffering: a.keep_buffering,
         temporary: a.out.is_none(),
         cmd: a.cmd.clone(),
     };

@@ -45,6 +45,12 @@ pub struct RecordArgs {
     /// The strace binary to use.
     #[arg(long, default_value = "strace")]
     pub strace: PathBuf,
+    /// Give the workload intact's own stdout, with the buffering the program chooses for it
+    /// (a pipe or file: usually full buffering, so printed lines are written at a later
+    /// flush or at exit). Default: a pseudo-terminal, on which programs buffer by line, so an
+    /// output operation stands where the program printed it; the bundle says which.
+    #[arg(long)]
+    pub keep_buffering: bool,
     /// Set by `intact run` when --out is a temporary directory it removes: then the
     /// bundle's path is not worth printing.
     #[arg(skip)]
@@ -66,6 +72,7 @@ impl RecordArgs {
             max_write_bytes: self.max_write,
             force: self.force,
             strace: self.strace.clone(),
+            stdout_terminal: !self.keep_buffering,
             cmd: self.cmd.clone(),
         }
     }

@@ -13,6 +13,15 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::rc::Rc;
 
+// dispatch's system calls, by family.
+mod control;
+mod data;
+mod fds;
+mod mapping;
+mod names;
+mod process;
+mod sync;
+
 #[derive(Clone, Debug)]
 pub struct ConvertOptions {
     /// Canonical absolute path of the recorded directory.
@@ -1021,482 +1030,41 @@ impl Conv<'_> {
             "close" => {
                 task.fds.borrow_mut().remove(&int_arg(call, 0)?);
             }
-            "close_range" => {
-                let lo = int_arg(call, 0)? as u64;
-                let hi = call
-                    .args
-                    .get(1)
-                    .and_then(|a| a.as_int())
-                    .map(|v| v as u64)
-                    .unwrap_or(u64::MAX);
-                let cloexec = call
-                    .args
-                    .get(2)
-                    .is_some_and(|a| has(a, "CLOSE_RANGE_CLOEXEC"));
-                let mut fds = task.fds.borrow_mut();
-                if cloexec {
-                    for (fd, f) in fds.iter_mut() {
-                        if (*fd as u64) >= lo && (*fd as u64) <= hi {
-                            f.cloexec = true;
-                        }
-                    }
-                } else {
-                    fds.retain(|fd, _| (*fd as u64) < lo || (*fd as u64) > hi);
-                }
-            }
-            "dup" | "dup2" | "dup3" => {
-                if let Some(of) = self.fd(call, task, &call.args[0]) {
-                    let cloexec =
-                        name == "dup3" && call.args.get(2).is_some_and(|a| has(a, "O_CLOEXEC"));
-                    task.fds.borrow_mut().insert(ret, Fd { of, cloexec });
-                }
-            }
-            "fcntl" => {
-                let cmd = call
-                    .args
-                    .get(1)
-                    .map(|a| a.flags().join("|"))
-                    .unwrap_or_default();
-                match cmd.as_str() {
-                    "F_DUPFD" | "F_DUPFD_CLOEXEC" => {
-                        if let Some(of) = self.fd(call, task, &call.args[0]) {
-                            task.fds.borrow_mut().insert(
-                                ret,
-                                Fd {
-                                    of,
-                                    cloexec: cmd == "F_DUPFD_CLOEXEC",
-                                },
-                            );
-                        }
-                    }
-                    "F_SETFL" => {
-                        if let Some(of) = self.fd(call, task, &call.args[0]) {
-                            let fl = call.args.get(2).cloned().unwrap_or(Arg::Int(0));
-                            of.borrow_mut().append = has(&fl, "O_APPEND");
-                        }
-                    }
-                    "F_SETFD" => {
-                        let fd = int_arg(call, 0)?;
-                        let cloexec = call.args.get(2).is_some_and(|a| has(a, "FD_CLOEXEC"));
-                        if let Some(f) = task.fds.borrow_mut().get_mut(&fd) {
-                            f.cloexec = cloexec;
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            "lseek" => {
-                let offset = u64::try_from(ret)
-                    .map_err(|_| Fail::Bad(format!("lseek returned a negative offset {ret}")))?;
-                if let Some(of) = self.fd(call, task, &call.args[0]) {
-                    of.borrow_mut().offset = offset;
-                }
-            }
-            "read" | "readv" => {
-                if let Some(of) = self.fd(call, task, &call.args[0]) {
-                    let mut of = of.borrow_mut();
-                    of.offset = of.offset.saturating_add(ret as u64);
-                }
-            }
+            "close_range" => self.sys_close_range(call, idx, task, ret)?,
+            "dup" | "dup2" | "dup3" => self.sys_dup(call, idx, task, ret)?,
+            "fcntl" => self.sys_fcntl(call, idx, task, ret)?,
+            "lseek" => self.sys_lseek(call, idx, task, ret)?,
+            "read" | "readv" => self.sys_read(call, idx, task, ret)?,
             "write" | "writev" | "pwrite64" | "pwritev" | "pwritev2" => {
                 self.write(call, idx, task, ret as u64)?
             }
-            "truncate" | "ftruncate" => {
-                let len = size_arg(call, 1, "the new size").map_err(Fail::Bad)?;
-                range_end(len, 0).map_err(Fail::Bad)?;
-                let inode = if name == "truncate" {
-                    match self.resolve_cwd(task, &str_arg(call, 0)?, true)? {
-                        Res::In {
-                            target: Some(t), ..
-                        } => Some(t),
-                        _ => None,
-                    }
-                } else {
-                    match self
-                        .fd(call, task, &call.args[0])
-                        .map(|o| o.borrow().target.clone())
-                    {
-                        Some(Target::File(t)) => Some(t),
-                        _ => None,
-                    }
-                };
-                if let Some(inode) = inode {
-                    let old = self.size(inode);
-                    if old != len {
-                        let path = Some(self.path_of_file(inode));
-                        self.emit(
-                            call,
-                            idx,
-                            task,
-                            LogicalOp::Truncate {
-                                inode,
-                                old_size: old,
-                                new_size: len,
-                            },
-                            path,
-                            None,
-                        )?;
-                    }
-                }
-            }
+            "truncate" | "ftruncate" => self.sys_truncate(call, idx, task, ret)?,
             "fallocate" => self.fallocate(call, idx, task)?,
             "copy_file_range" | "sendfile" => self.copy(call, idx, task, ret as u64)?,
-            "splice" => {
-                if let Some(Target::File(t)) = self
-                    .fd(call, task, &call.args[2])
-                    .map(|o| o.borrow().target.clone())
-                {
-                    let p = self.path_of_file(t);
-                    self.unsupported(
-                        call,
-                        task,
-                        "splice into a file: the spliced bytes are not visible to the tracer",
-                        Some(p),
-                    );
-                }
-            }
+            "splice" => self.sys_splice(call, idx, task, ret)?,
             "rename" | "renameat" | "renameat2" => self.rename(call, idx, task)?,
             "link" | "linkat" => self.link(call, idx, task)?,
-            "unlink" | "unlinkat" | "rmdir" => {
-                let res = self.path_arg(call, task, 0, 1, false)?;
-                let dir_op = name == "rmdir"
-                    || name == "unlinkat"
-                        && call.args.get(2).is_some_and(|a| has(a, "AT_REMOVEDIR"));
-                if let Res::In {
-                    parent,
-                    name: n,
-                    target,
-                } = res
-                {
-                    let inode = target
-                        .ok_or_else(|| format!("{n:?} does not exist in the recorded state"))?;
-                    let path = Some(self.join(parent, &n));
-                    let op = if dir_op {
-                        LogicalOp::Rmdir {
-                            dir: parent,
-                            name: n,
-                            inode,
-                        }
-                    } else {
-                        let lc = self
-                            .state
-                            .get(inode)
-                            .map(|i| i.nlink)
-                            .unwrap_or(1)
-                            .saturating_sub(1);
-                        LogicalOp::Unlink {
-                            dir: parent,
-                            name: n,
-                            inode,
-                            link_count: lc,
-                        }
-                    };
-                    self.emit(call, idx, task, op, path, None)?;
-                }
-            }
-            "mkdir" | "mkdirat" => {
-                if let Res::In {
-                    parent, name: n, ..
-                } = self.path_arg(call, task, 0, 1, false)?
-                {
-                    let inode = self.state.alloc_id();
-                    let path = Some(self.join(parent, &n));
-                    self.emit(
-                        call,
-                        idx,
-                        task,
-                        LogicalOp::Mkdir {
-                            dir: parent,
-                            name: n,
-                            inode,
-                        },
-                        path,
-                        None,
-                    )?;
-                }
-            }
-            "symlink" | "symlinkat" => {
-                let target = str_arg(call, 0)?;
-                if let Res::In {
-                    parent, name: n, ..
-                } = self.path_arg(call, task, 1, 2, false)?
-                {
-                    let inode = self.state.alloc_id();
-                    let path = Some(self.join(parent, &n));
-                    self.emit(
-                        call,
-                        idx,
-                        task,
-                        LogicalOp::Symlink {
-                            dir: parent,
-                            name: n,
-                            inode,
-                            target,
-                        },
-                        path,
-                        None,
-                    )?;
-                }
-            }
-            "mknod" | "mknodat" => {
-                if let Res::In {
-                    parent, name: n, ..
-                } = self.path_arg(call, task, 0, 1, false)?
-                {
-                    let p = self.join(parent, &n);
-                    self.unsupported(call, task, "special files are not modelled", Some(p));
-                }
-            }
+            "unlink" | "unlinkat" | "rmdir" => self.sys_unlink(call, idx, task, ret)?,
+            "mkdir" | "mkdirat" => self.sys_mkdir(call, idx, task, ret)?,
+            "symlink" | "symlinkat" => self.sys_symlink(call, idx, task, ret)?,
+            "mknod" | "mknodat" => self.sys_mknod(call, idx, task, ret)?,
             "fsync" | "fdatasync" if task.stream.get().1 & STREAM_IGNORE_FSYNC != 0 => {
                 // IGNORE_FSYNC: intactfs returns at once without committing anything.
             }
-            "fsync" | "fdatasync" | "sync_file_range" | "syncfs" => {
-                let target = self
-                    .fd(call, task, &call.args[0])
-                    .map(|o| o.borrow().target.clone());
-                if name == "syncfs" {
-                    let same_fs = match &target {
-                        Some(Target::File(_)) | Some(Target::Dir(_)) => true,
-                        Some(Target::Out(p)) => {
-                            use std::os::unix::fs::MetadataExt;
-                            std::fs::metadata(p).ok().map(|m| m.dev()) == self.root_dev
-                        }
-                        None => false,
-                    };
-                    if same_fs {
-                        self.emit(
-                            call,
-                            idx,
-                            task,
-                            LogicalOp::Sync {
-                                inode: None,
-                                how: SyncKind::Syncfs,
-                                range: None,
-                            },
-                            None,
-                            None,
-                        )?;
-                    }
-                    return Ok(());
-                }
-                let inode = match target {
-                    Some(Target::File(t)) | Some(Target::Dir(t)) => t,
-                    _ => return Ok(()),
-                };
-                let (how, range) = match name {
-                    "fsync" => (SyncKind::Fsync, None),
-                    "fdatasync" => (SyncKind::Fdatasync, None),
-                    _ => {
-                        let off = size_arg(call, 1, "the offset").map_err(Fail::Bad)?;
-                        let n = size_arg(call, 2, "the length").map_err(Fail::Bad)?;
-                        range_end(off, n).map_err(Fail::Bad)?;
-                        let n = if n == 0 {
-                            self.size(inode).saturating_sub(off)
-                        } else {
-                            n
-                        };
-                        (SyncKind::SyncFileRange, Some((off, n)))
-                    }
-                };
-                let path = Some(self.display_path(inode));
-                self.emit(
-                    call,
-                    idx,
-                    task,
-                    LogicalOp::Sync {
-                        inode: Some(inode),
-                        how,
-                        range,
-                    },
-                    path,
-                    None,
-                )?;
-            }
-            "sync" => self.emit(
-                call,
-                idx,
-                task,
-                LogicalOp::Sync {
-                    inode: None,
-                    how: SyncKind::Sync,
-                    range: None,
-                },
-                None,
-                None,
-            )?,
-            "msync" => {
-                let (addr, end) = address_range(call, 0, 1).map_err(Fail::Bad)?;
-                if call.args.get(2).is_some_and(|a| has(a, "MS_SYNC")) {
-                    let maps = task.maps.borrow().clone();
-                    for m in maps
-                        .iter()
-                        .filter(|m| m.addr < end && addr < m.addr + m.len)
-                    {
-                        let s = addr.max(m.addr);
-                        let e = end.min(m.addr + m.len);
-                        let path = Some(self.path_of_file(m.inode));
-                        let range = Some((m.file_off + (s - m.addr), e - s));
-                        self.emit(
-                            call,
-                            idx,
-                            task,
-                            LogicalOp::Sync {
-                                inode: Some(m.inode),
-                                how: SyncKind::Msync,
-                                range,
-                            },
-                            path,
-                            None,
-                        )?;
-                    }
-                }
-            }
-            "mmap" => {
-                let flags = call.args.get(3).cloned().unwrap_or(Arg::Int(0));
-                if has(&flags, "MAP_SHARED") || has(&flags, "MAP_SHARED_VALIDATE") {
-                    if let Some(Target::File(inode)) = call
-                        .args
-                        .get(4)
-                        .and_then(|a| {
-                            if a.as_int().unwrap_or(-1) < 0 {
-                                None
-                            } else {
-                                Some(a.clone())
-                            }
-                        })
-                        .and_then(|a| self.fd(call, task, &a))
-                        .map(|o| o.borrow().target.clone())
-                    {
-                        let len = size_arg(call, 1, "the length").map_err(Fail::Bad)?;
-                        let file_off = size_arg(call, 5, "the offset").map_err(Fail::Bad)?;
-                        range_end(file_off, len).map_err(Fail::Bad)?;
-                        let addr = ret as u64;
-                        addr.checked_add(len).ok_or_else(|| {
-                            Fail::Bad(format!("mapping {addr:#x}+{len} wraps around"))
-                        })?;
-                        task.maps.borrow_mut().push(Mapping {
-                            addr,
-                            len,
-                            inode,
-                            file_off,
-                        });
-                    }
-                }
-            }
-            "munmap" => {
-                let (addr, end) = address_range(call, 0, 1).map_err(Fail::Bad)?;
-                task.maps
-                    .borrow_mut()
-                    .retain(|m| !(m.addr < end && addr < m.addr + m.len));
-            }
-            "mremap" => {
-                let old = int_arg(call, 0)? as u64;
-                let new_len = size_arg(call, 2, "the new length").map_err(Fail::Bad)?;
-                (ret as u64)
-                    .checked_add(new_len)
-                    .ok_or_else(|| Fail::Bad(format!("mapping {ret:#x}+{new_len} wraps around")))?;
-                for m in task.maps.borrow_mut().iter_mut() {
-                    if m.addr == old {
-                        m.addr = ret as u64;
-                        m.len = new_len;
-                    }
-                }
-            }
-            "chdir" | "fchdir" => {
-                let loc = if name == "chdir" {
-                    match self.resolve_cwd(task, &str_arg(call, 0)?, true)? {
-                        Res::Dir(d)
-                        | Res::In {
-                            target: Some(d), ..
-                        } => Loc::In(d),
-                        Res::Out(p) => Loc::Out(p),
-                        Res::In { .. } => {
-                            return Err(
-                                "chdir into a directory missing from the recorded state".into()
-                            )
-                        }
-                    }
-                } else {
-                    match self
-                        .fd(call, task, &call.args[0])
-                        .map(|o| o.borrow().target.clone())
-                    {
-                        Some(Target::Dir(d)) => Loc::In(d),
-                        Some(Target::Out(p)) => Loc::Out(PathBuf::from(p)),
-                        _ => return Err("fchdir to an fd that is not a directory".into()),
-                    }
-                };
-                *task.cwd.borrow_mut() = loc;
-            }
-            "execve" | "execveat" => {
-                // The new program keeps the fd table minus close-on-exec fds; memory is new.
-                let kept: FdTable = task
-                    .fds
-                    .borrow()
-                    .iter()
-                    .filter(|(_, f)| !f.cloexec)
-                    .map(|(k, v)| (*k, v.clone()))
-                    .collect();
-                if let Some(t) = self.tasks.get_mut(&call.tid) {
-                    t.fds = Rc::new(RefCell::new(kept));
-                    t.maps = Rc::new(RefCell::new(Vec::new()));
-                    t.source_stack.clear();
-                }
-            }
+            "fsync" | "fdatasync" | "sync_file_range" => self.sys_fsync(call, idx, task, ret)?,
+            "syncfs" => self.sys_syncfs(call, idx, task, ret)?,
+            "sync" => self.sys_sync(call, idx, task, ret)?,
+            "msync" => self.sys_msync(call, idx, task, ret)?,
+            "mmap" => self.sys_mmap(call, idx, task, ret)?,
+            "munmap" => self.sys_munmap(call, idx, task, ret)?,
+            "mremap" => self.sys_mremap(call, idx, task, ret)?,
+            "chdir" | "fchdir" => self.sys_chdir(call, idx, task, ret)?,
+            "execve" | "execveat" => self.sys_execve(call, idx, task, ret)?,
             "clone" | "clone3" | "fork" | "vfork" => {
                 self.task(ret as u32);
             }
-            "ioctl" => {
-                let req = call
-                    .args
-                    .get(1)
-                    .map(|a| a.flags().join("|"))
-                    .unwrap_or_default();
-                match req.as_str() {
-                    "FIOCLEX" | "FIONCLEX" => {
-                        let fd = int_arg(call, 0)?;
-                        if let Some(f) = task.fds.borrow_mut().get_mut(&fd) {
-                            f.cloexec = req == "FIOCLEX";
-                        }
-                    }
-                    r if is_streamsync(r) => {
-                        // intactfs STREAMSYNC, `_IO(0xCC, 3)`: the caller's stream is durable.
-                        self.emit(
-                            call,
-                            idx,
-                            task,
-                            LogicalOp::Sync {
-                                inode: None,
-                                how: SyncKind::StreamSync,
-                                range: None,
-                            },
-                            None,
-                            None,
-                        )?;
-                    }
-                    r if r.starts_with("FICLONE") || r.starts_with("FIDEDUPERANGE") => {
-                        if let Some(Target::File(t)) = self
-                            .fd(call, task, &call.args[0])
-                            .map(|o| o.borrow().target.clone())
-                        {
-                            let p = self.path_of_file(t);
-                            self.unsupported(
-                                call,
-                                task,
-                                "reflink copies (FICLONE) are not modelled",
-                                Some(p),
-                            );
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            "io_uring_setup" => self.unsupported(
-                call,
-                task,
-                "io_uring submissions are not visible to the tracer",
-                None,
-            ),
+            "ioctl" => self.sys_ioctl(call, idx, task, ret)?,
+            "io_uring_setup" => self.sys_io_uring_setup(call, idx, task, ret)?,
             "chmod" | "fchmod" | "fchmodat" | "chown" | "fchown" | "lchown" | "fchownat"
             | "utimensat" | "utime" | "utimes" | "futimesat" | "setxattr" | "lsetxattr"
             | "fsetxattr" | "removexattr" | "lremovexattr" | "fremovexattr" => {

@@ -30,6 +30,8 @@ pub struct RecordOptions {
     pub force: bool,
     /// The strace binary.
     pub strace: PathBuf,
+    /// Give the workload a pseudo-terminal as stdout (`false`: `--keep-buffering`).
+    pub stdout_terminal: bool,
     /// The workload: a command and its arguments.
     pub cmd: Vec<String>,
 }
@@ -201,14 +203,14 @@ pub fn record(a: &RecordOptions, observer: &mut dyn Observer) -> Result<Recorded
     let filter = crate::view::frame_filter(&a.frame_skip, &a.frame_keep)?;
     let initial = capture(&plan.root_abs, &ignore_set)
         .map_err(|e| Error::input(format!("snapshot of {}: {e}", plan.root_abs.display())))?;
-    let (trace, raw_bytes, raw) = trace(a, &plan, &staging, shim_dir, observer)?;
+    let (trace, raw_bytes, raw, terminal) = trace(a, &plan, &staging, shim_dir, observer)?;
     let opts = ConvertOptions {
         root_abs: plan.root_abs.clone(),
         cwd: plan.cwd.clone(),
         ignore: ignore_set.clone(),
         filter,
         symbolize: a.stacks,
-        stdout: stdout_identity(),
+        stdout: terminal.or_else(stdout_identity),
     };
     let conv = intact_convert::convert(&trace, initial.clone(), &opts)
         .map_err(|e| convert_failure(e, &raw_bytes, &raw))?;
@@ -229,20 +231,22 @@ pub fn record(a: &RecordOptions, observer: &mut dyn Observer) -> Result<Recorded
     })
 }
 
-/// Runs the workload under the tracer; returns the parsed trace, its bytes and its path.
+/// Runs the workload under the tracer; returns the parsed trace, its bytes, its path and
+/// the terminal the workload had as stdout.
 fn trace(
     a: &RecordOptions,
     plan: &Plan,
     staging: &Staging,
     shim_dir: tempfile::TempDir,
     observer: &mut dyn Observer,
-) -> Result<(Trace, Vec<u8>, PathBuf), Error> {
+) -> Result<(Trace, Vec<u8>, PathBuf, Option<String>), Error> {
     let shim = tracer::install_shim(shim_dir.path()).map_err(|e| Error::internal(e.to_string()))?;
     let raw = staging.path.join(bundle::RAW_TRACE);
     let cfg = TraceConfig {
         strace: a.strace.clone(),
         stacks: a.stacks,
         max_string: a.max_write_bytes,
+        stdout_terminal: a.stdout_terminal,
     };
     observer.note(&format!(
         "recording `{}` in {}",
@@ -252,12 +256,13 @@ fn trace(
     // Ctrl-C goes to the whole foreground group: the workload and strace stop by
     // themselves; intact must survive to clean up (the observer arranges that).
     observer.trace_started(&raw);
-    let status = tracer::run(&cfg, &a.cmd, &plan.cwd, &raw, Some(&shim)).map_err(|e| match e {
+    let traced = tracer::run(&cfg, &a.cmd, &plan.cwd, &raw, Some(&shim)).map_err(|e| match e {
         TraceError::Io { .. } => Error::internal(e.to_string()),
         other => Error::input(other.to_string()),
     });
     observer.trace_ended();
-    let status = status?;
+    let traced = traced?;
+    let status = traced.status;
     drop(shim_dir);
     if crate::interrupted() {
         return Err(Error::interrupted("interrupted: nothing written"));
@@ -271,7 +276,7 @@ fn trace(
             "the trace is cut short (strace ended with {status}); nothing written. Was strace killed, or the disk full?"
         )));
     }
-    Ok((trace, raw_bytes, raw))
+    Ok((trace, raw_bytes, raw, traced.stdout_terminal))
 }
 
 /// The bundle's metadata (docs/bundle.md).
@@ -304,6 +309,11 @@ fn meta(
         frame_skip: a.frame_skip.clone(),
         frame_keep: a.frame_keep.clone(),
         stdout: opts.stdout.clone(),
+        stdout_mode: Some(if a.stdout_terminal {
+            bundle::StdoutMode::Terminal
+        } else {
+            bundle::StdoutMode::Inherited
+        }),
         workload: conv.root_exit.clone(),
         duration_secs: started.elapsed().as_secs_f64(),
         counts: counts(conv),

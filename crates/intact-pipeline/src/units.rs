@@ -459,33 +459,7 @@ impl Store {
         let hash = bundle_hash(bundle)
             .map_err(|e| Error::input(format!("bundle {}: {e}", bundle.display())))?;
         let run = run_id(hash, o, apms, checker);
-        let mpath = dir.join("manifest.json");
-        let previous: Option<Manifest> = if mpath.exists() {
-            let text = std::fs::read(&mpath)
-                .map_err(|e| Error::input(format!("{flag} {}: {e}", mpath.display())))?;
-            let m: Manifest = serde_json::from_slice(&text).map_err(|e| {
-                Error::input(format!(
-                    "{flag} {}: not a work-unit manifest: {e}",
-                    mpath.display()
-                ))
-            })?;
-            if m.format != UNITS_FORMAT || m.version != VERSION {
-                return Err(Error::input(format!(
-                    "{flag} {}: not a version {VERSION} {UNITS_FORMAT} manifest",
-                    mpath.display()
-                )));
-            }
-            if m.run != run {
-                return Err(Error::input(format!(
-                    "{flag} {}: its units belong to another run ({} differ); use a new directory",
-                    dir.display(),
-                    run_id_diff(&m.run, &run)
-                )));
-            }
-            Some(m)
-        } else {
-            None
-        };
+        let previous = previous_manifest(&dir, flag, &run)?;
         match (&mode, &previous) {
             (Mode::Assemble, None) => return Err(Error::input(format!("--from-verdicts {}: no manifest.json here (write the units with --emit-states first)", dir.display()))),
             (Mode::Emit, None) if dir.exists() && std::fs::read_dir(&dir).map(|mut d| d.next().is_some()).unwrap_or(true) => {
@@ -554,13 +528,7 @@ impl Store {
         if let Mode::Assemble = self.mode {
             return Ok(());
         }
-        let n = self.bases.len().saturating_sub(1);
-        let base = match prov {
-            Provenance::Prefix { calls } => *calls,
-            Provenance::Atomicity { group } => *group,
-            Provenance::Reorder { b, .. } => b + 1,
-        }
-        .min(n);
+        let base = self.base_of(prov);
         let delta = self
             .bases
             .get(base)
@@ -582,19 +550,7 @@ impl Store {
             bundle_hash: self.run.bundle_hash.clone(),
             checker: self.run.checker.clone(),
             timeout: self.run.timeout,
-            apm: UnitApm {
-                name: apm.name.clone(),
-                source: match Apm::resolve(&apm.name) {
-                    Ok(b)
-                        if !apm.name.contains('/')
-                            && !apm.name.ends_with(".toml")
-                            && b.source == apm.source =>
-                    {
-                        None
-                    }
-                    _ => Some(apm.source.clone()),
-                },
-            },
+            apm: unit_apm_text(&apm),
             base,
             delta: delta_json(&delta),
         };
@@ -614,6 +570,18 @@ impl Store {
             });
         }
         Ok(())
+    }
+
+    /// The prefix state a unit's delta is taken against: the one its exploration started
+    /// from, so deltas stay small.
+    fn base_of(&self, prov: &Provenance) -> usize {
+        let n = self.bases.len().saturating_sub(1);
+        match prov {
+            Provenance::Prefix { calls } => *calls,
+            Provenance::Atomicity { group } => *group,
+            Provenance::Reorder { b, .. } => b + 1,
+        }
+        .min(n)
     }
 
     /// Verdicts found since the last call.
@@ -680,6 +648,51 @@ impl Store {
             }
         }
     }
+}
+
+/// A unit's APM: the name, and the text unless it is an unchanged built-in (a worker has
+/// the built-ins).
+fn unit_apm_text(apm: &ApmText) -> UnitApm {
+    let builtin = !apm.name.contains('/') && !apm.name.ends_with(".toml");
+    let source = match Apm::resolve(&apm.name) {
+        Ok(b) if builtin && b.source == apm.source => None,
+        _ => Some(apm.source.clone()),
+    };
+    UnitApm {
+        name: apm.name.clone(),
+        source,
+    }
+}
+
+/// The manifest of an earlier round in `dir`, if any; refused when it is not a manifest of
+/// this version or belongs to another run.
+fn previous_manifest(dir: &Path, flag: &str, run: &RunId) -> Result<Option<Manifest>, Error> {
+    let mpath = dir.join("manifest.json");
+    if !mpath.exists() {
+        return Ok(None);
+    }
+    let text = std::fs::read(&mpath)
+        .map_err(|e| Error::input(format!("{flag} {}: {e}", mpath.display())))?;
+    let m: Manifest = serde_json::from_slice(&text).map_err(|e| {
+        Error::input(format!(
+            "{flag} {}: not a work-unit manifest: {e}",
+            mpath.display()
+        ))
+    })?;
+    if m.format != UNITS_FORMAT || m.version != VERSION {
+        return Err(Error::input(format!(
+            "{flag} {}: not a version {VERSION} {UNITS_FORMAT} manifest",
+            mpath.display()
+        )));
+    }
+    if m.run != *run {
+        return Err(Error::input(format!(
+            "{flag} {}: its units belong to another run ({} differ); use a new directory",
+            dir.display(),
+            run_id_diff(&m.run, run)
+        )));
+    }
+    Ok(Some(m))
 }
 
 fn load_verdicts(dir: &Path, flag: &str) -> Result<HashMap<StateHash, VerdictJson>, Error> {
@@ -759,7 +772,52 @@ pub fn check_unit(a: UnitJob) -> Result<(), Error> {
         exit_with_parent();
     }
     let host = hostname();
-    let bad_unit = |m: String| Error::input(format!("unit {}: {m}", a.unit.display()));
+    let (u, want, delta) = read_unit(&a)?;
+    let bh = bundle_hash(&a.bundle)
+        .map_err(|e| Error::input(format!("bundle {}: {e}", a.bundle.display())))?;
+    if bh != u.bundle_hash {
+        return Err(Error::input(format!(
+            "bundle {} on {host} is not the bundle unit {} was emitted from (content hash {bh}, expected {})",
+            a.bundle.display(),
+            a.unit.display(),
+            u.bundle_hash
+        )));
+    }
+    let state = rebuild_state(&a, &u, want, &delta)?;
+    // Nothing written unless the verdict is: check the output path first.
+    if let Some(d) = a.out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !d.is_dir() {
+            return Err(Error::input(format!(
+                "--out {}: the directory {} does not exist",
+                a.out.display(),
+                d.display()
+            )));
+        }
+    }
+    let o = run_checker(&a, &u, state, &host)?;
+    let v = VerdictFile {
+        format: VERDICT_FORMAT.into(),
+        version: VERSION,
+        state: u.state,
+        hash: u.hash,
+        verdict: VerdictJson::of(&o.verdict),
+        elapsed: o.elapsed.as_secs_f64(),
+        host,
+        worker: o.worker,
+    };
+    let text = serde_json::to_vec_pretty(&v).map_err(|e| Error::internal(e.to_string()))?;
+    write_whole(&a.out, &text)
+        .map_err(|e| Error::input(format!("--out {}: {e}", a.out.display())))?;
+    Ok(())
+}
+
+fn bad_unit(a: &UnitJob, m: String) -> Error {
+    Error::input(format!("unit {}: {m}", a.unit.display()))
+}
+
+/// The unit file, checked: its state's hash and its delta.
+fn read_unit(a: &UnitJob) -> Result<(Unit, StateHash, Delta), Error> {
+    let bad_unit = |m: String| bad_unit(a, m);
     let text = std::fs::read(&a.unit).map_err(|e| bad_unit(e.to_string()))?;
     let u: Unit = serde_json::from_slice(&text).map_err(|e| {
         bad_unit(format!(
@@ -779,37 +837,39 @@ pub fn check_unit(a: UnitJob) -> Result<(), Error> {
             "\"timeout\" must be a positive number of seconds".into(),
         ));
     }
-    let bh = bundle_hash(&a.bundle)
-        .map_err(|e| Error::input(format!("bundle {}: {e}", a.bundle.display())))?;
-    if bh != u.bundle_hash {
-        return Err(Error::input(format!(
-            "bundle {} on {host} is not the bundle unit {} was emitted from (content hash {bh}, expected {})",
-            a.bundle.display(),
-            a.unit.display(),
-            u.bundle_hash
-        )));
-    }
-    let b = Bundle::open(&a.bundle).map_err(|e| Error::input(e.to_string()))?;
-    let ops = b.ops().map_err(|e| Error::input(e.to_string()))?;
-    let blob = b.data().map_err(|e| Error::input(e.to_string()))?;
-    let initial = b.initial().map_err(|e| Error::input(e.to_string()))?;
+    Ok((u, want, delta))
+}
+
+/// The unit's APM: its text, or the built-in of its name.
+fn unit_apm(a: &UnitJob, u: &Unit) -> Result<Apm, Error> {
     let apm = match &u.apm.source {
         Some(text) => Apm::parse(
             text,
             &format!("APM {} of unit {}", u.apm.name, a.unit.display()),
         ),
         None if u.apm.name.contains('/') || u.apm.name.ends_with(".toml") => {
-            return Err(bad_unit(format!("APM {:?} has no text", u.apm.name)))
+            return Err(bad_unit(a, format!("APM {:?} has no text", u.apm.name)))
         }
         None => Apm::resolve(&u.apm.name),
     }
-    .map_err(|e| bad_unit(e.to_string()))?;
+    .map_err(|e| bad_unit(a, e.to_string()))?;
     if apm.name != u.apm.name {
-        return Err(bad_unit(format!(
-            "APM text names {}, not {}",
-            apm.name, u.apm.name
-        )));
+        return Err(bad_unit(
+            a,
+            format!("APM text names {}, not {}", apm.name, u.apm.name),
+        ));
     }
+    Ok(apm)
+}
+
+/// The unit's crash state: its base prefix state plus its delta, with the content hash
+/// the emitting run computed.
+fn rebuild_state(a: &UnitJob, u: &Unit, want: StateHash, delta: &Delta) -> Result<CrashFs, Error> {
+    let b = Bundle::open(&a.bundle).map_err(|e| Error::input(e.to_string()))?;
+    let ops = b.ops().map_err(|e| Error::input(e.to_string()))?;
+    let blob = b.data().map_err(|e| Error::input(e.to_string()))?;
+    let initial = b.initial().map_err(|e| Error::input(e.to_string()))?;
+    let apm = unit_apm(a, u)?;
     let prog = Program::build(&apm, &ops, &initial, blob.len() as u64).map_err(|e| {
         Error::input(format!(
             "bundle {} under APM {}: {e}",
@@ -822,35 +882,37 @@ pub fn check_unit(a: UnitJob) -> Result<(), Error> {
     let exp = Explorer::new(&prog, &ops, &blob, universe)
         .map_err(|e| Error::internal(format!("building crash states: {e}")))?;
     if u.base > prog.calls.len() {
-        return Err(bad_unit(format!(
-            "base state {} does not exist (the program has {} calls)",
-            u.base,
-            prog.calls.len()
-        )));
+        return Err(bad_unit(
+            a,
+            format!(
+                "base state {} does not exist (the program has {} calls)",
+                u.base,
+                prog.calls.len()
+            ),
+        ));
     }
     let mut state = exp.prefix_state(u.base);
     state
-        .patch(&delta)
-        .map_err(|e| bad_unit(format!("its delta does not apply (corrupt unit): {e}")))?;
+        .patch(delta)
+        .map_err(|e| bad_unit(a, format!("its delta does not apply (corrupt unit): {e}")))?;
     let got = state.hash(&mut HashMap::new());
     if got != want {
-        return Err(bad_unit(format!(
-            "the rebuilt state {} has content hash {}, not {} (corrupt unit)",
-            u.state,
-            hex(&got),
-            u.hash
-        )));
+        return Err(bad_unit(
+            a,
+            format!(
+                "the rebuilt state {} has content hash {}, not {} (corrupt unit)",
+                u.state,
+                hex(&got),
+                u.hash
+            ),
+        ));
     }
-    // Nothing written unless the verdict is: check the output path first.
-    if let Some(d) = a.out.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if !d.is_dir() {
-            return Err(Error::input(format!(
-                "--out {}: the directory {} does not exist",
-                a.out.display(),
-                d.display()
-            )));
-        }
-    }
+    Ok(state)
+}
+
+/// Runs the unit's checker on `state` (one job, as `intact check` runs it); stops on an
+/// interrupt.
+fn run_checker(a: &UnitJob, u: &Unit, state: CrashFs, host: &str) -> Result<Outcome, Error> {
     let runner = Runner::start_numbered(
         RunnerConfig {
             checker: u.checker.clone(),
@@ -885,21 +947,7 @@ pub fn check_unit(a: UnitJob) -> Result<(), Error> {
         outcome = runner.drain().pop();
     }
     drop(runner.finish());
-    let o = outcome.expect("loop ends with an outcome");
-    let v = VerdictFile {
-        format: VERDICT_FORMAT.into(),
-        version: VERSION,
-        state: u.state,
-        hash: u.hash,
-        verdict: VerdictJson::of(&o.verdict),
-        elapsed: o.elapsed.as_secs_f64(),
-        host,
-        worker: o.worker,
-    };
-    let text = serde_json::to_vec_pretty(&v).map_err(|e| Error::internal(e.to_string()))?;
-    write_whole(&a.out, &text)
-        .map_err(|e| Error::input(format!("--out {}: {e}", a.out.display())))?;
-    Ok(())
+    Ok(outcome.expect("loop ends with an outcome"))
 }
 
 // ---------------------------------------------------------------------------------------

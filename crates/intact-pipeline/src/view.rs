@@ -4,7 +4,8 @@
 use crate::Error;
 use intact_bundle::Bundle;
 use intact_model::{Data, LogicalOp, Op};
-use intact_symbol::FrameFilter;
+// Re-exported: callers pass the filter this module builds.
+pub use intact_symbol::FrameFilter;
 
 /// A short printable view of some bytes.
 pub fn preview(bytes: &[u8], max: usize) -> String {

@@ -3,6 +3,7 @@
 
 pub mod marker;
 pub mod parse;
+pub mod pty;
 pub mod tracer;
 
 pub use parse::{parse_trace, Arg, Call, Event, ParseError, Ret, Trace};

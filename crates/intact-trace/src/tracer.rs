@@ -106,6 +106,18 @@ pub struct TraceConfig {
     pub stacks: bool,
     /// Largest buffer captured exactly (`strace -s`).
     pub max_string: usize,
+    /// Give the workload a pseudo-terminal as its standard output (copied to ours), so it
+    /// buffers its output as on a terminal; `false`: it inherits ours and its own buffering.
+    pub stdout_terminal: bool,
+}
+
+/// What a traced run left besides the raw trace.
+#[derive(Debug)]
+pub struct Traced {
+    /// strace's exit status (the workload's own is read from the trace).
+    pub status: std::process::ExitStatus,
+    /// The pseudo-terminal the workload had as its stdout, as strace's `-y` names it.
+    pub stdout_terminal: Option<String>,
 }
 
 impl Default for TraceConfig {
@@ -114,6 +126,7 @@ impl Default for TraceConfig {
             strace: PathBuf::from("strace"),
             stacks: true,
             max_string: 64 << 20,
+            stdout_terminal: true,
         }
     }
 }
@@ -184,15 +197,15 @@ pub fn find_command(cmd: &str, cwd: &Path) -> Result<PathBuf, TraceError> {
 }
 
 /// Runs `cmd` in `cwd` under strace, writing the raw trace to `raw_out`. The workload's
-/// stdin, stdout and stderr are the caller's. `shim` is the path of the preload library.
-/// Returns strace's exit status; the workload's own status is read from the trace.
+/// stdin and stderr are the caller's; its stdout too, or a pseudo-terminal copied to the
+/// caller's (`cfg.stdout_terminal`). `shim` is the path of the preload library.
 pub fn run(
     cfg: &TraceConfig,
     cmd: &[String],
     cwd: &Path,
     raw_out: &Path,
     shim: Option<&Path>,
-) -> Result<std::process::ExitStatus, TraceError> {
+) -> Result<Traced, TraceError> {
     if cmd.is_empty() {
         return Err(TraceError::EmptyCommand);
     }
@@ -219,14 +232,37 @@ pub fn run(
         c.arg("-E").arg(java_tool_options(shim));
     }
     c.arg("--").args(cmd);
-    c.stdin(Stdio::inherit())
-        .stdout(Stdio::inherit())
-        .stderr(Stdio::inherit());
-    let status = c.status().map_err(|e| TraceError::Io {
-        what: format!("running {}", cfg.strace.display()),
-        source: e,
-    })?;
-    Ok(status)
+    c.stdin(Stdio::inherit()).stderr(Stdio::inherit());
+    let (copy, stdout_terminal) = if cfg.stdout_terminal {
+        let pty = crate::pty::Pty::open().map_err(|e| TraceError::Io {
+            what: "opening a pseudo-terminal for the workload's stdout".into(),
+            source: e,
+        })?;
+        let name = pty.name.clone();
+        let (slave, copy) = pty.copy_out();
+        c.stdout(Stdio::from(slave));
+        (Some(copy), Some(name))
+    } else {
+        c.stdout(Stdio::inherit());
+        (None, None)
+    };
+    let child = c.spawn();
+    // Our copy of the terminal's slave side goes with the command, so the copy sees the
+    // end once the workload and its children are gone.
+    drop(c);
+    let status = child
+        .and_then(|mut ch| ch.wait())
+        .map_err(|e| TraceError::Io {
+            what: format!("running {}", cfg.strace.display()),
+            source: e,
+        })?;
+    if let Some(copy) = copy {
+        copy.finish();
+    }
+    Ok(Traced {
+        status,
+        stdout_terminal,
+    })
 }
 
 /// `JAVA_TOOL_OPTIONS=...` that loads the shim into every JVM of the workload as a JVMTI
