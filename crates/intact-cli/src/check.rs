@@ -686,14 +686,18 @@ pub fn check_bundle(
                             *e = true;
                         }
                     }
+                    let mut complete = true;
                     if go {
                         let mut emit = |p: Provenance, s: CrashFs, desc: String| {
                             d.submit(ai, &mut probes, p, s, desc)
                         };
                         exp.atomicity(&excluded, &mut emit).map_err(internal)?;
                         exp.reorderings(&excluded, &mut emit).map_err(internal)?;
+                        complete = exp
+                            .micro_reorderings(&excluded, o.max_states, &mut emit)
+                            .map_err(internal)?;
                     }
-                    true
+                    complete
                 }
                 Explore::Exhaustive => {
                     let max = o.max_states;

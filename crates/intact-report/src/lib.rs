@@ -114,6 +114,10 @@ pub struct Dynamic {
     pub category: Category,
     pub calls: Vec<CallRef>,
     pub failing_states: usize,
+    /// Of `failing_states`, those that drop more than a smaller failing state of this
+    /// vulnerability (a superset of its dropped units, with other calls' units) and are
+    /// grouped here as their minimal cause rather than reported under their own first call.
+    pub grouped_states: usize,
     pub example: Example,
 }
 
@@ -260,16 +264,22 @@ impl ApmRun<'_> {
         Category::AcrossCallsAtomicity
     }
 
-    /// Whether the reordering state (a, b) — calls up to b without a and what must follow
-    /// it — holds no file-system change of calls a+1..b: then its files are a prefix of
-    /// the protocol and only output got ahead of the disk. (The same walk as
-    /// `Explorer::reorderings`.)
-    fn prefix_like(&self, a: usize, b: usize) -> bool {
-        let mut removed = FixedBitSet::with_capacity(self.prog.units.len());
-        removed.extend(self.prog.calls[a].units.clone());
+    /// Whether the reordering state (a, b) that drops `dropped` — all of a, and of calls
+    /// a+1..b every one with a file-system change — is a prefix of the protocol on disk:
+    /// then only output got ahead of the disk.
+    fn prefix_like(&self, a: usize, b: usize, dropped: &FixedBitSet) -> bool {
+        let whole = |g: usize| {
+            self.prog.calls[g]
+                .units
+                .clone()
+                .all(|u| dropped.contains(u))
+        };
+        if !whole(a) {
+            return false; // part of a persisted: the files are no prefix
+        }
         for g in a + 1..b {
-            if self.prog.call_follows(g, &removed) {
-                removed.extend(self.prog.calls[g].units.clone());
+            if whole(g) {
+                continue;
             } else if self
                 .call_ops(g)
                 .iter()
@@ -379,6 +389,7 @@ impl ApmRun<'_> {
                 category: Category::AcrossCallsAtomicity,
                 calls,
                 failing_states: 1,
+                grouped_states: 0,
                 example: example(p, &v),
             });
         }
@@ -397,8 +408,15 @@ impl ApmRun<'_> {
                 Verdict,
             ),
         > = BTreeMap::new();
-        for p in self.probes {
-            let Some(v) = failing(p) else { continue };
+        let failing_probes: Vec<(&Probe, Verdict)> = self
+            .probes
+            .iter()
+            .filter_map(|p| failing(p).map(|v| (p, v)))
+            .collect();
+        let causes = minimal_causes(&failing_probes);
+        let mut grouped: BTreeMap<usize, std::collections::BTreeSet<StateHash>> = BTreeMap::new();
+        for (i, (p, v)) in failing_probes.iter().enumerate() {
+            let v = v.clone();
             match p.prov {
                 Provenance::Atomicity { group } => {
                     per_call
@@ -407,7 +425,7 @@ impl ApmRun<'_> {
                         .0
                         .insert(p.hash);
                 }
-                Provenance::Reorder { a, b } => {
+                Provenance::Reorder { a, b, .. } if causes[i] == Some(a) => {
                     let e = per_pair
                         .entry(a)
                         .or_insert_with(|| (Default::default(), b, p, v.clone()));
@@ -416,8 +434,23 @@ impl ApmRun<'_> {
                         (e.1, e.2, e.3) = (b, p, v);
                     }
                 }
+                Provenance::Reorder { .. } => {
+                    let cause = causes[i].expect("a failing reorder state has a cause");
+                    grouped.entry(cause).or_default().insert(p.hash);
+                }
                 Provenance::Prefix { .. } => {}
             }
+        }
+        // Grouped states count under their cause, unless that call's own states already
+        // include the same content.
+        let mut grouped_count: BTreeMap<usize, usize> = BTreeMap::new();
+        for (a, hashes) in grouped {
+            let e = per_pair
+                .get_mut(&a)
+                .expect("a minimal cause is a failing state of its own call");
+            let before = e.0.len();
+            e.0.extend(hashes);
+            grouped_count.insert(a, e.0.len() - before);
         }
         let per_call: BTreeMap<usize, (usize, &Probe, Verdict)> = per_call
             .into_iter()
@@ -434,6 +467,7 @@ impl ApmRun<'_> {
                 category: self.atomicity_category(g),
                 calls: vec![self.call_ref(g, loc, summary)],
                 failing_states: n,
+                grouped_states: 0,
                 example: example(p, &v),
             });
         }
@@ -445,7 +479,8 @@ impl ApmRun<'_> {
             .into_iter()
             .map(|(a, (n, b, p, v))| {
                 let category = self.ordering_category(a, b);
-                let prefix_durability = category == Category::Durability && self.prefix_like(a, b);
+                let prefix_durability = category == Category::Durability
+                    && matches!(&p.prov, Provenance::Reorder { dropped, .. } if self.prefix_like(a, b, dropped));
                 (a, n, b, p, v, category, prefix_durability)
             })
             .collect();
@@ -469,11 +504,47 @@ impl ApmRun<'_> {
                     self.call_ref(b, loc, summary),
                 ],
                 failing_states: n,
+                grouped_states: grouped_count.get(&a).copied().unwrap_or(0),
                 example: example(p, &v),
             });
         }
         out
     }
+}
+
+/// The minimal cause of each failing state (docs/report.md, "Minimal causes"): for a
+/// reorder state, the first call `a` of the failing reorder state with the fewest dropped
+/// units among those whose dropped units are a subset of its own (itself when none is);
+/// None for other shapes. A state that drops everything a smaller failing state drops, and
+/// more, fails at least for that smaller state's reason, so it is not a cause of its own.
+pub fn minimal_causes(failing: &[(&Probe, Verdict)]) -> Vec<Option<usize>> {
+    let mut order: Vec<(usize, &FixedBitSet, usize)> = failing
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (p, _))| match &p.prov {
+            Provenance::Reorder { a, dropped, .. } => Some((i, dropped, *a)),
+            _ => None,
+        })
+        .collect();
+    order.sort_by_key(|(i, d, _)| (d.count_ones(..), *i));
+    // An antichain of minimal drop sets, smallest first.
+    let mut minimal: Vec<(&FixedBitSet, usize)> = Vec::new();
+    let mut out = vec![None; failing.len()];
+    for (i, dropped, a) in order {
+        assert!(
+            dropped.count_ones(..) > 0,
+            "a reorder state drops something"
+        );
+        let cause = match minimal.iter().find(|(m, _)| m.is_subset(dropped)) {
+            Some(&(_, cause)) => cause,
+            None => {
+                minimal.push((dropped, a));
+                a
+            }
+        };
+        out[i] = Some(cause);
+    }
+    out
 }
 
 /// Groups dynamic vulnerabilities (of every APM) by kind and source locations.
@@ -635,10 +706,16 @@ pub fn render_text(r: &Report, saved: Option<&str>) -> String {
             s.categories_label(),
             s.title()
         ));
+        let grouped: usize = s.dynamic.iter().map(|&i| r.dynamic[i].grouped_states).sum();
         o.push_str(&format!(
-            "    APMs: {}   dynamic vulnerabilities: {}\n",
+            "    APMs: {}   dynamic vulnerabilities: {}{}\n",
             s.apms.join(", "),
-            s.dynamic.len()
+            s.dynamic.len(),
+            if grouped > 0 {
+                format!("   (with {grouped} failing state(s) that also drop other calls: minimal cause)")
+            } else {
+                String::new()
+            }
         ));
         for c in &s.calls {
             o.push_str(&format!(
@@ -742,6 +819,7 @@ mod tests {
             category,
             calls: vec![a, b],
             failing_states: 1,
+            grouped_states: 0,
             example: Example {
                 state: "s1".into(),
                 description: String::new(),
