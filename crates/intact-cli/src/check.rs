@@ -55,9 +55,15 @@ pub struct CheckOpts {
     /// Exploration strategy.
     #[arg(long, value_enum, default_value = "alice")]
     pub explore: Explore,
-    /// Bound on distinct states per APM for --explore exhaustive.
+    /// Bound on distinct states per APM for --explore exhaustive, and on alice's
+    /// micro-operation reordering states.
     #[arg(long, default_value_t = 100_000, value_name = "N")]
     pub max_states: usize,
+    /// Durability vulnerabilities: one per missing sync (`sync`: every call lost before an
+    /// output since the last sync, named by the call after which the sync is needed), or
+    /// one per call site (`per-call`).
+    #[arg(long, default_value = "sync", value_name = "sync|per-call", value_parser = parse_group)]
+    pub group: intact_report::Grouping,
     /// Number of sampled states per APM for --explore random.
     #[arg(long, default_value_t = 1000, value_name = "N")]
     pub samples: u64,
@@ -776,7 +782,7 @@ pub fn check_bundle(
         };
         dynamic.extend(run.dynamics(&|h| d.verdict(h), &loc, &summary));
     }
-    let statics = intact_report::statics(&dynamic);
+    let statics = intact_report::statics_grouped(&dynamic, o.group);
     let report = Report {
         schema: intact_report::SCHEMA,
         bundle: bundle_path.display().to_string(),
@@ -839,4 +845,8 @@ pub fn check_bundle(
         )));
     }
     Ok(if report.statics.is_empty() { 0 } else { 1 })
+}
+
+fn parse_group(s: &str) -> Result<intact_report::Grouping, String> {
+    intact_report::Grouping::parse(s).ok_or_else(|| format!("`{s}`: expected sync or per-call"))
 }

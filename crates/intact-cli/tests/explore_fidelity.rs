@@ -164,3 +164,82 @@ fn failures_are_blamed_on_their_minimal_cause() {
         );
     }
 }
+
+/// Item 3: two appends to two logs, then "done", no fsync. Losing either append breaks the
+/// promise; neither loss contains the other, so both are minimal causes. Grouped by
+/// missing sync (the default) they are one static vulnerability naming the sync needed
+/// after the second append, of both logs; `--group per-call` keeps one per call site.
+#[test]
+fn durability_is_grouped_by_the_missing_sync() {
+    let bins = tempfile::tempdir().unwrap();
+    let bin = build_c("two_logs_print", bins.path());
+    let r = record_in(
+        &[bin.to_str().unwrap()],
+        |w| {
+            std::fs::write(w.join("a.log"), "").unwrap();
+            std::fs::write(w.join("b.log"), "").unwrap();
+        },
+        &[],
+    );
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
+    let script = r.tmp.path().join("check.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\ngrep -q done \"$2\" || exit 0\n[ \"$(cat \"$1/a.log\")\" = a=1 ] && [ \"$(cat \"$1/b.log\")\" = b=2 ] && exit 0\necho 'done printed, a record missing' >&2\nexit 1\n",
+    )
+    .unwrap();
+    let mut p = std::fs::metadata(&script).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut p, 0o755);
+    std::fs::set_permissions(&script, p).unwrap();
+    let checker = script.display().to_string();
+    let durability = |group: &str| {
+        let (code, text, rep) = check(
+            &r.bundle,
+            &["--checker", &checker, "--apm", "ext4-o", "--group", group],
+        );
+        assert_eq!(code, 1, "{text}");
+        let statics: Vec<serde_json::Value> = rep["static"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["categories"] == serde_json::json!(["durability"]))
+            .cloned()
+            .collect();
+        (statics, text)
+    };
+    let (per_call, text) = durability("per-call");
+    assert_eq!(per_call.len(), 2, "one per append:\n{text}");
+    let (grouped, text) = durability("sync");
+    assert_eq!(grouped.len(), 1, "one missing sync:\n{text}");
+    let g = &grouped[0];
+    assert!(
+        g["locations"][0]
+            .as_str()
+            .unwrap()
+            .contains("two_logs_print.c:15"),
+        "the sync is needed after the last append (line 15):\n{text}"
+    );
+    assert_eq!(
+        g["missing_sync"]["files"],
+        serde_json::json!(["a.log", "b.log"]),
+        "{text}"
+    );
+    let calls: Vec<&str> = g["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["syscall"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        calls,
+        ["write", "write", "write"],
+        "both appends, then the output:\n{text}"
+    );
+    assert!(
+        g["title"]
+            .as_str()
+            .unwrap()
+            .starts_with("a sync is missing after"),
+        "{text}"
+    );
+}

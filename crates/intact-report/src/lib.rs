@@ -107,6 +107,38 @@ pub struct Example {
     pub checker_message: String,
 }
 
+/// How durability vulnerabilities become static ones (`intact check --group`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Grouping {
+    /// One per missing sync: every call lost before the same output since the last sync,
+    /// named by the call after which the sync is needed.
+    #[default]
+    Sync,
+    /// One per call site (the view before issue 27).
+    PerCall,
+}
+
+impl Grouping {
+    pub fn parse(s: &str) -> Option<Grouping> {
+        match s {
+            "sync" => Some(Grouping::Sync),
+            "per-call" => Some(Grouping::PerCall),
+            _ => None,
+        }
+    }
+}
+
+/// The sync a durability vulnerability says is missing.
+#[derive(Clone, Debug, Serialize)]
+pub struct MissingSync {
+    /// The last call that changed the file system before the output (and after the last
+    /// sync before it): the sync is needed after this call.
+    pub after: CallRef,
+    /// What to sync: the files the lost calls changed, or for a directory operation its
+    /// directory (`.` for the recorded directory).
+    pub files: Vec<String>,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Dynamic {
     pub apm: String,
@@ -119,6 +151,9 @@ pub struct Dynamic {
     /// grouped here as their minimal cause rather than reported under their own first call.
     pub grouped_states: usize,
     pub example: Example,
+    /// Durability only: the sync that would have kept the promise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missing_sync: Option<MissingSync>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -136,6 +171,10 @@ pub struct Static {
     pub example: Example,
     /// `title()`, kept in the JSON so that readers of the report need not re-derive it.
     pub title: String,
+    /// Grouped by missing sync (`--group sync`): the sync, with every file its calls
+    /// changed; `calls` lists the lost calls it explains, then the output.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missing_sync: Option<MissingSync>,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -291,6 +330,45 @@ impl ApmRun<'_> {
         true
     }
 
+    /// The sync whose absence the durability vulnerability (a lost, output b printed)
+    /// shows: after the last call before b that changed the file system, of what a changed.
+    fn missing_sync(
+        &self,
+        a: usize,
+        b: usize,
+        loc: &dyn Fn(&Op) -> String,
+        summary: &dyn Fn(&Op) -> String,
+    ) -> MissingSync {
+        assert!(a < b, "call {a} is lost before output {b}");
+        let changes = |g: usize| {
+            self.call_ops(g)
+                .iter()
+                .any(|o| !matches!(o.op, LogicalOp::Output { .. } | LogicalOp::Sync { .. }))
+        };
+        let after = (a..b).rev().find(|&g| changes(g)).unwrap_or(a);
+        let files = self
+            .call_ops(a)
+            .iter()
+            .filter_map(|o| {
+                let path = o.path2.as_deref().or(o.path.as_deref())?;
+                Some(if o.op.is_namespace() {
+                    path.rsplit_once('/')
+                        .map(|(d, _)| d)
+                        .unwrap_or(".")
+                        .to_string()
+                } else {
+                    path.to_string()
+                })
+            })
+            .collect::<BTreeSet<String>>()
+            .into_iter()
+            .collect();
+        MissingSync {
+            after: self.call_ref(after, loc, summary),
+            files,
+        }
+    }
+
     /// Table 4.2 class of "b persisted without a".
     fn ordering_category(&self, a: usize, b: usize) -> Category {
         let data_inodes: BTreeSet<u64> = self
@@ -391,6 +469,7 @@ impl ApmRun<'_> {
                 failing_states: 1,
                 grouped_states: 0,
                 example: example(p, &v),
+                missing_sync: None,
             });
         }
         // Per call.
@@ -469,6 +548,7 @@ impl ApmRun<'_> {
                 failing_states: n,
                 grouped_states: 0,
                 example: example(p, &v),
+                missing_sync: None,
             });
         }
         // A durability failure in a prefix state (everything from a on lost, the output
@@ -505,6 +585,8 @@ impl ApmRun<'_> {
                 ],
                 failing_states: n,
                 grouped_states: grouped_count.get(&a).copied().unwrap_or(0),
+                missing_sync: (category == Category::Durability)
+                    .then(|| self.missing_sync(a, b, loc, summary)),
                 example: example(p, &v),
             });
         }
@@ -557,6 +639,18 @@ impl Static {
                 self.locations.join(" to ")
             ),
             Kind::Atomicity => format!("{} is not atomic", self.locations[0]),
+            Kind::Ordering if self.missing_sync.is_some() => {
+                let m = self.missing_sync.as_ref().expect("checked");
+                let what = if m.files.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (sync {})", m.files.join(", "))
+                };
+                format!(
+                    "{MISSING_SYNC} {}{what} before the output that follows it",
+                    self.locations[0]
+                )
+            }
             Kind::Ordering => format!(
                 "{} must reach disk before {}",
                 self.locations[0],
@@ -578,10 +672,30 @@ impl Static {
 /// The second location of a durability static vulnerability.
 pub const OUTPUT_LOCATION: &str = "the output that follows it";
 
+/// Static vulnerabilities with durability grouped by missing sync (the default).
 pub fn statics(dynamic: &[Dynamic]) -> Vec<Static> {
+    statics_grouped(dynamic, Grouping::Sync)
+}
+
+/// The text after "a sync is missing" in a grouped durability title.
+pub const MISSING_SYNC: &str = "a sync is missing after";
+
+/// Static vulnerabilities: dynamic ones with the same kind and source locations, and
+/// under `Grouping::Sync` durability ones with the same missing sync.
+pub fn statics_grouped(dynamic: &[Dynamic], grouping: Grouping) -> Vec<Static> {
     let mut groups: BTreeMap<(Kind, Vec<String>), Vec<usize>> = BTreeMap::new();
     for (i, d) in dynamic.iter().enumerate() {
+        let by_sync = d
+            .missing_sync
+            .as_ref()
+            .filter(|_| grouping == Grouping::Sync);
         let locs: Vec<String> = match d.kind {
+            // One missing sync explains every call lost before the output since the last
+            // sync: the fix is that sync, after the last of them.
+            Kind::Ordering if by_sync.is_some() => {
+                let m = by_sync.expect("checked");
+                vec![m.after.location.clone(), OUTPUT_LOCATION.to_string()]
+            }
             Kind::AcrossCalls => {
                 let mut v = vec![d.calls[0].location.clone()];
                 if let Some(l) = d.calls.last() {
@@ -612,6 +726,13 @@ pub fn statics(dynamic: &[Dynamic]) -> Vec<Static> {
                     apms.push(dynamic[i].apm.clone());
                 }
             }
+            let missing_sync = (grouping == Grouping::Sync)
+                .then(|| merge_missing_syncs(dynamic, &members))
+                .flatten();
+            let calls = match &missing_sync {
+                Some(_) => lost_calls_then_output(dynamic, &members),
+                None => first.calls.clone(),
+            };
             Static {
                 id: 0,
                 kind,
@@ -619,9 +740,10 @@ pub fn statics(dynamic: &[Dynamic]) -> Vec<Static> {
                 locations,
                 apms,
                 dynamic: members.clone(),
-                calls: first.calls.clone(),
+                calls,
                 example: first.example.clone(),
                 title: String::new(),
+                missing_sync,
             }
         })
         .collect();
@@ -632,6 +754,38 @@ pub fn statics(dynamic: &[Dynamic]) -> Vec<Static> {
         s.title = s.title();
     }
     out
+}
+
+/// The missing sync of a group whose members all have one: the first member's call, the
+/// union of the files.
+fn merge_missing_syncs(dynamic: &[Dynamic], members: &[usize]) -> Option<MissingSync> {
+    let syncs: Vec<&MissingSync> = members
+        .iter()
+        .filter_map(|&i| dynamic[i].missing_sync.as_ref())
+        .collect();
+    if syncs.len() != members.len() || syncs.is_empty() {
+        return None;
+    }
+    let files: BTreeSet<String> = syncs.iter().flat_map(|m| m.files.iter().cloned()).collect();
+    Some(MissingSync {
+        after: syncs[0].after.clone(),
+        files: files.into_iter().collect(),
+    })
+}
+
+/// The lost calls of a missing-sync group (each once, in protocol order), then the first
+/// member's output.
+fn lost_calls_then_output(dynamic: &[Dynamic], members: &[usize]) -> Vec<CallRef> {
+    let mut lost: BTreeMap<usize, CallRef> = BTreeMap::new();
+    for &i in members {
+        let c = &dynamic[i].calls[0];
+        lost.entry(c.index).or_insert_with(|| c.clone());
+    }
+    let mut calls: Vec<CallRef> = lost.into_values().collect();
+    if let Some(out) = dynamic[members[0]].calls.get(1) {
+        calls.push(out.clone());
+    }
+    calls
 }
 
 fn indent(s: &str, pre: &str) -> String {
@@ -825,7 +979,44 @@ mod tests {
                 description: String::new(),
                 checker_message: String::new(),
             },
+            missing_sync: None,
         }
+    }
+
+    /// Two lost calls before one output, one missing sync after the second: one static
+    /// vulnerability by sync (both calls, the output, both files), two per call.
+    #[test]
+    fn durability_groups_by_the_missing_sync() {
+        let with_sync = |a: CallRef, file: &str| {
+            let mut d = dynamic(Category::Durability, a, call(9, "app.c:40"));
+            d.missing_sync = Some(MissingSync {
+                after: call(8, "log.c:20"),
+                files: vec![file.to_string()],
+            });
+            d
+        };
+        let d = vec![
+            with_sync(call(3, "log.c:10"), "a.log"),
+            with_sync(call(8, "log.c:20"), "b.log"),
+        ];
+        let by_sync = statics_grouped(&d, Grouping::Sync);
+        assert_eq!(by_sync.len(), 1, "{by_sync:#?}");
+        let s = &by_sync[0];
+        assert_eq!(
+            s.locations,
+            vec!["log.c:20".to_string(), OUTPUT_LOCATION.to_string()]
+        );
+        assert_eq!(s.dynamic, vec![0, 1]);
+        let idx: Vec<usize> = s.calls.iter().map(|c| c.index).collect();
+        assert_eq!(idx, vec![3, 8, 9], "the lost calls, then the output");
+        let m = s.missing_sync.as_ref().expect("grouped by sync");
+        assert_eq!(m.files, vec!["a.log".to_string(), "b.log".to_string()]);
+        assert!(s.title.starts_with(MISSING_SYNC) && s.title.contains("(sync a.log, b.log)"));
+        let per_call = statics_grouped(&d, Grouping::PerCall);
+        assert_eq!(per_call.len(), 2, "{per_call:#?}");
+        assert!(per_call.iter().all(|s| s.missing_sync.is_none()));
+        assert_eq!(Grouping::parse("per-call"), Some(Grouping::PerCall));
+        assert_eq!(Grouping::parse("calls"), None);
     }
 
     #[test]
