@@ -99,6 +99,21 @@ fn alice_reorders_micro_operations_under_ext3_w() {
         found.push(titles);
     }
     assert_eq!(found[0], found[1], "alice and exhaustive agree");
+    // The micro-operation reorderings are bounded by --max-states, and a cut says so.
+    let (_, text, rep) = check(
+        &r.bundle,
+        &[
+            "--checker",
+            &checker,
+            "--apm",
+            "ext3-w",
+            "--max-states",
+            "0",
+        ],
+    );
+    assert_eq!(rep["apms"][0]["complete"], false, "{text}");
+    assert!(text.contains("cut by --max-states"), "{text}");
+    assert!(rep["static"].as_array().unwrap().is_empty(), "{text}");
     // The other thesis models order the data before the rename (ext3-o, ext4-o: content
     // atomicity and safe rename): nothing to find there.
     let (code, text, _) = check(
