@@ -440,15 +440,49 @@ impl ApmRun<'_> {
         loc: &dyn Fn(&Op) -> String,
         summary: &dyn Fn(&Op) -> String,
     ) -> Vec<Dynamic> {
-        let apm = self.prog.apm.clone();
-        let example = |p: &Probe, v: &Verdict| Example {
+        let names = Names { loc, summary };
+        let mut out = self.across_calls(verdict, &names);
+        let failing: Vec<(&Probe, Verdict)> = self
+            .probes
+            .iter()
+            .filter_map(|p| {
+                verdict(&p.hash)
+                    .filter(|v| !v.pass && !v.timeout)
+                    .map(|v| (p, v))
+            })
+            .collect();
+        let (per_call, per_pair) = buckets(&failing);
+        for (g, k) in per_call {
+            out.push(Dynamic {
+                apm: self.prog.apm.clone(),
+                kind: Kind::Atomicity,
+                category: self.atomicity_category(g),
+                calls: vec![self.call_ref(g, loc, summary)],
+                failing_states: k.hashes.len(),
+                grouped_states: 0,
+                example: self.example(k.probe, &k.verdict),
+                missing_sync: None,
+            });
+        }
+        out.extend(self.orderings(per_pair, &names));
+        out
+    }
+
+    fn example(&self, p: &Probe, v: &Verdict) -> Example {
+        Example {
             state: self.state_ids.get(&p.hash).cloned().unwrap_or_default(),
             description: p.desc.clone(),
             checker_message: v.message.clone(),
-        };
-        let failing = |p: &Probe| verdict(&p.hash).filter(|v| !v.pass && !v.timeout);
+        }
+    }
+
+    /// Stage 1: across-calls groups, from the prefix verdicts.
+    fn across_calls(
+        &self,
+        verdict: &dyn Fn(&StateHash) -> Option<Verdict>,
+        names: &Names,
+    ) -> Vec<Dynamic> {
         let mut out = Vec::new();
-        // Across calls, from prefix verdicts.
         for (first, last, k) in atomic_groups(&prefix_verdicts(self.probes, verdict)) {
             let Some(p) = self
                 .probes
@@ -457,141 +491,133 @@ impl ApmRun<'_> {
             else {
                 continue;
             };
-            let Some(v) = failing(p) else { continue };
+            let Some(v) = verdict(&p.hash).filter(|v| !v.pass && !v.timeout) else {
+                continue;
+            };
             let calls = (first..=last.max(first))
-                .map(|g| self.call_ref(g, loc, summary))
+                .map(|g| self.call_ref(g, names.loc, names.summary))
                 .collect();
             out.push(Dynamic {
-                apm: apm.clone(),
+                apm: self.prog.apm.clone(),
                 kind: Kind::AcrossCalls,
                 category: Category::AcrossCallsAtomicity,
                 calls,
                 failing_states: 1,
                 grouped_states: 0,
-                example: example(p, &v),
+                example: self.example(p, &v),
                 missing_sync: None,
-            });
-        }
-        // Per call.
-        // Failing states are counted once each: several probes can build the same state.
-        let mut per_call: BTreeMap<
-            usize,
-            (std::collections::BTreeSet<StateHash>, &Probe, Verdict),
-        > = BTreeMap::new();
-        let mut per_pair: BTreeMap<
-            usize,
-            (
-                std::collections::BTreeSet<StateHash>,
-                usize,
-                &Probe,
-                Verdict,
-            ),
-        > = BTreeMap::new();
-        let failing_probes: Vec<(&Probe, Verdict)> = self
-            .probes
-            .iter()
-            .filter_map(|p| failing(p).map(|v| (p, v)))
-            .collect();
-        let causes = minimal_causes(&failing_probes);
-        let mut grouped: BTreeMap<usize, std::collections::BTreeSet<StateHash>> = BTreeMap::new();
-        for (i, (p, v)) in failing_probes.iter().enumerate() {
-            let v = v.clone();
-            match p.prov {
-                Provenance::Atomicity { group } => {
-                    per_call
-                        .entry(group)
-                        .or_insert_with(|| (Default::default(), p, v))
-                        .0
-                        .insert(p.hash);
-                }
-                Provenance::Reorder { a, b, .. } if causes[i] == Some(a) => {
-                    let e = per_pair
-                        .entry(a)
-                        .or_insert_with(|| (Default::default(), b, p, v.clone()));
-                    e.0.insert(p.hash);
-                    if b < e.1 {
-                        (e.1, e.2, e.3) = (b, p, v);
-                    }
-                }
-                Provenance::Reorder { .. } => {
-                    let cause = causes[i].expect("a failing reorder state has a cause");
-                    grouped.entry(cause).or_default().insert(p.hash);
-                }
-                Provenance::Prefix { .. } => {}
-            }
-        }
-        // Grouped states count under their cause, unless that call's own states already
-        // include the same content.
-        let mut grouped_count: BTreeMap<usize, usize> = BTreeMap::new();
-        for (a, hashes) in grouped {
-            let e = per_pair
-                .get_mut(&a)
-                .expect("a minimal cause is a failing state of its own call");
-            let before = e.0.len();
-            e.0.extend(hashes);
-            grouped_count.insert(a, e.0.len() - before);
-        }
-        let per_call: BTreeMap<usize, (usize, &Probe, Verdict)> = per_call
-            .into_iter()
-            .map(|(g, (h, p, v))| (g, (h.len(), p, v)))
-            .collect();
-        let per_pair: BTreeMap<usize, (usize, usize, &Probe, Verdict)> = per_pair
-            .into_iter()
-            .map(|(a, (h, b, p, v))| (a, (h.len(), b, p, v)))
-            .collect();
-        for (g, (n, p, v)) in per_call {
-            out.push(Dynamic {
-                apm: apm.clone(),
-                kind: Kind::Atomicity,
-                category: self.atomicity_category(g),
-                calls: vec![self.call_ref(g, loc, summary)],
-                failing_states: n,
-                grouped_states: 0,
-                example: example(p, &v),
-                missing_sync: None,
-            });
-        }
-        // A durability failure in a prefix state (everything from a on lost, the output
-        // there) fails for every earlier a too, since a prefix that stops earlier only loses
-        // more; under ext3-j that blamed every call since the last sync. Only the latest
-        // such a before the same output is reported: the call whose loss breaks the promise.
-        let pairs: Vec<_> = per_pair
-            .into_iter()
-            .map(|(a, (n, b, p, v))| {
-                let category = self.ordering_category(a, b);
-                let prefix_durability = category == Category::Durability
-                    && matches!(&p.prov, Provenance::Reorder { dropped, .. } if self.prefix_like(a, b, dropped));
-                (a, n, b, p, v, category, prefix_durability)
-            })
-            .collect();
-        let mut latest_prefix_a: BTreeMap<usize, usize> = BTreeMap::new();
-        for &(a, _, b, _, _, _, prefix_durability) in &pairs {
-            if prefix_durability {
-                let e = latest_prefix_a.entry(b).or_insert(a);
-                *e = (*e).max(a);
-            }
-        }
-        for (a, n, b, p, v, category, prefix_durability) in pairs {
-            if prefix_durability && latest_prefix_a.get(&b) != Some(&a) {
-                continue;
-            }
-            out.push(Dynamic {
-                apm: apm.clone(),
-                kind: Kind::Ordering,
-                category,
-                calls: vec![
-                    self.call_ref(a, loc, summary),
-                    self.call_ref(b, loc, summary),
-                ],
-                failing_states: n,
-                grouped_states: grouped_count.get(&a).copied().unwrap_or(0),
-                missing_sync: (category == Category::Durability)
-                    .then(|| self.missing_sync(a, b, loc, summary)),
-                example: example(p, &v),
             });
         }
         out
     }
+
+    /// Stage 3: one ordering vulnerability per first call a that is a minimal cause.
+    /// A durability failure in a prefix state (everything from a on lost, the output
+    /// there) fails for every earlier a too, since a prefix that stops earlier only loses
+    /// more; under ext3-j that blamed every call since the last sync. Only the latest such
+    /// a before the same output is reported: the call whose loss breaks the promise.
+    fn orderings(&self, per_pair: BTreeMap<usize, Bucket>, names: &Names) -> Vec<Dynamic> {
+        let pairs: Vec<_> = per_pair
+            .into_iter()
+            .map(|(a, k)| {
+                let category = self.ordering_category(a, k.b);
+                let prefix_durability = category == Category::Durability
+                    && matches!(&k.probe.prov, Provenance::Reorder { dropped, .. } if self.prefix_like(a, k.b, dropped));
+                (a, k, category, prefix_durability)
+            })
+            .collect();
+        let mut latest_prefix_a: BTreeMap<usize, usize> = BTreeMap::new();
+        for (a, k, _, prefix_durability) in &pairs {
+            if *prefix_durability {
+                let e = latest_prefix_a.entry(k.b).or_insert(*a);
+                *e = (*e).max(*a);
+            }
+        }
+        let (loc, summary) = (names.loc, names.summary);
+        pairs
+            .into_iter()
+            .filter(|(a, k, _, pd)| !pd || latest_prefix_a.get(&k.b) == Some(a))
+            .map(|(a, k, category, _)| Dynamic {
+                apm: self.prog.apm.clone(),
+                kind: Kind::Ordering,
+                category,
+                calls: vec![
+                    self.call_ref(a, loc, summary),
+                    self.call_ref(k.b, loc, summary),
+                ],
+                failing_states: k.hashes.len(),
+                grouped_states: k.grouped,
+                missing_sync: (category == Category::Durability)
+                    .then(|| self.missing_sync(a, k.b, loc, summary)),
+                example: self.example(k.probe, &k.verdict),
+            })
+            .collect()
+    }
+}
+
+/// How the report names operations: representative location and one-line summary.
+struct Names<'a> {
+    loc: &'a dyn Fn(&Op) -> String,
+    summary: &'a dyn Fn(&Op) -> String,
+}
+
+/// The failing states of one call (atomicity) or one first call a (ordering).
+struct Bucket<'p> {
+    /// Distinct contents: several probes can build the same state.
+    hashes: BTreeSet<StateHash>,
+    /// Ordering: the earliest b among the call's own failing states (the example's).
+    b: usize,
+    probe: &'p Probe,
+    verdict: Verdict,
+    /// Ordering: states of other first calls grouped here as their minimal cause.
+    grouped: usize,
+}
+
+/// Stage 2: failing states by call (atomicity) and by minimal cause (reorder; the states
+/// a cause explains counted under it).
+type Buckets<'p> = (BTreeMap<usize, Bucket<'p>>, BTreeMap<usize, Bucket<'p>>);
+
+fn buckets<'p>(failing: &[(&'p Probe, Verdict)]) -> Buckets<'p> {
+    let causes = minimal_causes(failing);
+    let (mut per_call, mut per_pair) = (BTreeMap::new(), BTreeMap::new());
+    let mut grouped: BTreeMap<usize, BTreeSet<StateHash>> = BTreeMap::new();
+    let bucket = |b: usize, p: &'p Probe, v: &Verdict| Bucket {
+        hashes: BTreeSet::new(),
+        b,
+        probe: p,
+        verdict: v.clone(),
+        grouped: 0,
+    };
+    for (i, (p, v)) in failing.iter().enumerate() {
+        match p.prov {
+            Provenance::Atomicity { group } => {
+                let k: &mut Bucket = per_call.entry(group).or_insert_with(|| bucket(0, p, v));
+                k.hashes.insert(p.hash);
+            }
+            Provenance::Reorder { a, b, .. } if causes[i] == Some(a) => {
+                let k: &mut Bucket = per_pair.entry(a).or_insert_with(|| bucket(b, p, v));
+                k.hashes.insert(p.hash);
+                if b < k.b {
+                    (k.b, k.probe, k.verdict) = (b, p, v.clone());
+                }
+            }
+            Provenance::Reorder { .. } => {
+                let cause = causes[i].expect("a failing reorder state has a cause");
+                grouped.entry(cause).or_default().insert(p.hash);
+            }
+            Provenance::Prefix { .. } => {}
+        }
+    }
+    // Grouped states count under their cause, unless its own states have the same content.
+    for (a, hashes) in grouped {
+        let k = per_pair
+            .get_mut(&a)
+            .expect("a minimal cause is a failing state of its own call");
+        let before = k.hashes.len();
+        k.hashes.extend(hashes);
+        k.grouped = k.hashes.len() - before;
+    }
+    (per_call, per_pair)
 }
 
 /// The minimal cause of each failing state (docs/report.md, "Minimal causes"): for a
@@ -685,34 +711,7 @@ pub const MISSING_SYNC: &str = "a sync is missing after";
 pub fn statics_grouped(dynamic: &[Dynamic], grouping: Grouping) -> Vec<Static> {
     let mut groups: BTreeMap<(Kind, Vec<String>), Vec<usize>> = BTreeMap::new();
     for (i, d) in dynamic.iter().enumerate() {
-        let by_sync = d
-            .missing_sync
-            .as_ref()
-            .filter(|_| grouping == Grouping::Sync);
-        let locs: Vec<String> = match d.kind {
-            // One missing sync explains every call lost before the output since the last
-            // sync: the fix is that sync, after the last of them.
-            Kind::Ordering if by_sync.is_some() => {
-                let m = by_sync.expect("checked");
-                vec![m.after.location.clone(), OUTPUT_LOCATION.to_string()]
-            }
-            Kind::AcrossCalls => {
-                let mut v = vec![d.calls[0].location.clone()];
-                if let Some(l) = d.calls.last() {
-                    if l.location != v[0] {
-                        v.push(l.location.clone());
-                    }
-                }
-                v
-            }
-            // What must be made durable is the fix; where the workload printed is not:
-            // one durability static vulnerability per site, whichever output exposed it.
-            Kind::Ordering if d.category == Category::Durability => {
-                vec![d.calls[0].location.clone(), OUTPUT_LOCATION.to_string()]
-            }
-            _ => d.calls.iter().map(|c| c.location.clone()).collect(),
-        };
-        groups.entry((d.kind, locs)).or_default().push(i);
+        groups.entry(static_key(d, grouping)).or_default().push(i);
     }
     let mut out: Vec<Static> = groups
         .into_iter()
@@ -754,6 +753,38 @@ pub fn statics_grouped(dynamic: &[Dynamic], grouping: Grouping) -> Vec<Static> {
         s.title = s.title();
     }
     out
+}
+
+/// What a dynamic vulnerability's static one is keyed by: its kind and locations.
+fn static_key(d: &Dynamic, grouping: Grouping) -> (Kind, Vec<String>) {
+    let by_sync = d
+        .missing_sync
+        .as_ref()
+        .filter(|_| grouping == Grouping::Sync);
+    let locs: Vec<String> = match d.kind {
+        // One missing sync explains every call lost before the output since the last
+        // sync: the fix is that sync, after the last of them.
+        Kind::Ordering if by_sync.is_some() => {
+            let m = by_sync.expect("checked");
+            vec![m.after.location.clone(), OUTPUT_LOCATION.to_string()]
+        }
+        Kind::AcrossCalls => {
+            let mut v = vec![d.calls[0].location.clone()];
+            if let Some(l) = d.calls.last() {
+                if l.location != v[0] {
+                    v.push(l.location.clone());
+                }
+            }
+            v
+        }
+        // What must be made durable is the fix; where the workload printed is not:
+        // one durability static vulnerability per site, whichever output exposed it.
+        Kind::Ordering if d.category == Category::Durability => {
+            vec![d.calls[0].location.clone(), OUTPUT_LOCATION.to_string()]
+        }
+        _ => d.calls.iter().map(|c| c.location.clone()).collect(),
+    };
+    (d.kind, locs)
 }
 
 /// The missing sync of a group whose members all have one: the first member's call, the
