@@ -16,9 +16,20 @@ pub enum Provenance {
     Prefix { calls: usize },
     /// Calls before `group` persisted, `group` (index into Program::calls) partially.
     Atomicity { group: usize },
-    /// Every call up to `b` persisted except `a` (and what must follow `a`).
-    Reorder { a: usize, b: usize },
+    /// Every call up to `b` persisted except the units in `dropped`: all of `a` and what
+    /// must follow it (pair reordering), only the units of `a` that no call up to `b`
+    /// needs (micro-operation reordering), or any closed set (exhaustive, random), where
+    /// `a` is the first call not fully persisted.
+    Reorder {
+        a: usize,
+        b: usize,
+        dropped: Dropped,
+    },
 }
+
+/// The units a state leaves out among those of calls `..=b` (its horizon): what the report
+/// compares to find a failure's minimal cause.
+pub type Dropped = FixedBitSet;
 
 /// Emits a state; returns false to stop the exploration.
 pub type Emit<'e> = dyn FnMut(Provenance, CrashFs, String) -> Result<bool, CrashFsError> + 'e;
@@ -432,12 +443,71 @@ impl<'a> Explorer<'a> {
                     self.call_label(a),
                     removed.count_ones(..) - self.prog.calls[a].units.len()
                 );
-                if !emit(Provenance::Reorder { a, b }, running.clone(), desc)? {
+                let prov = Provenance::Reorder {
+                    a,
+                    b,
+                    dropped: removed.clone(),
+                };
+                if !emit(prov, running.clone(), desc)? {
                     return Ok(());
                 }
             }
         }
         Ok(())
+    }
+
+    /// Phase 3b, micro-operation reordering: for every pair of calls A < B (neither
+    /// excluded), every call up to B persisted, and of A only the units some call after A
+    /// (up to B) needs; the rest of A is dropped. The pair walk drops A whole and with it
+    /// every call that needs any part of A, so it never builds, e.g., under ext3-w an
+    /// append whose size change persisted (a later rename needs it) but not its data.
+    /// Emitted only when the dropped part is a proper, non-empty part of A with an effect
+    /// (all of A is the pair walk's state). At most one state per pair, and at most
+    /// `max_states`: returns false when that bound cut the phase short.
+    pub fn micro_reorderings(
+        &self,
+        excluded: &[bool],
+        max_states: usize,
+        emit: &mut Emit,
+    ) -> Result<bool, CrashFsError> {
+        let n = self.prog.calls.len();
+        let ex = |g: usize| excluded.get(g).copied().unwrap_or(false);
+        let mut emitted = 0usize;
+        for a in 0..n {
+            let a_units = self.prog.calls[a].units.clone();
+            if ex(a) || a_units.len() < 2 || !self.call_has_effect(a) {
+                continue; // a single unit is kept or dropped whole: the pair walk's case
+            }
+            let mut walk = MicroWalk::new(self, a);
+            for b in a + 1..n {
+                if !walk.advance(self, b)? {
+                    break; // every effect of A is needed from here on
+                }
+                if ex(b) || !self.call_has_effect(b) || !walk.partial {
+                    continue;
+                }
+                if emitted >= max_states {
+                    return Ok(false);
+                }
+                emitted += 1;
+                let desc = format!(
+                    "calls 1..={} with only the micro-ops of {} that later calls need ({} of its {} units dropped)",
+                    b + 1,
+                    self.call_label(a),
+                    walk.dropped.count_ones(..),
+                    a_units.len()
+                );
+                let prov = Provenance::Reorder {
+                    a,
+                    b,
+                    dropped: walk.dropped.clone(),
+                };
+                if !emit(prov, walk.state.clone(), desc)? {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(true)
     }
 
     /// Builds the state of an arbitrary closed set of units.
@@ -472,7 +542,12 @@ impl<'a> Explorer<'a> {
             return Provenance::Prefix { calls: 0 };
         };
         match (0..b).find(|g| !full(*g)) {
-            Some(a) => Provenance::Reorder { a, b },
+            Some(a) => {
+                let horizon = self.prog.calls[b].units.end;
+                let mut dropped = FixedBitSet::with_capacity(self.prog.units.len());
+                dropped.extend((0..horizon).filter(|u| !set.contains(*u)));
+                Provenance::Reorder { a, b, dropped }
+            }
             None if full(b) => Provenance::Prefix { calls: b + 1 },
             None => Provenance::Atomicity { group: b },
         }
@@ -525,6 +600,80 @@ impl<'a> Explorer<'a> {
             }
         }
         Ok(())
+    }
+}
+
+/// The micro-operation reordering walk of one call A over the calls after it: which of
+/// A's units the calls so far need, and the state of every call so far without the rest.
+struct MicroWalk {
+    a: usize,
+    /// Units of A no call after A (so far) needs: left out of `state`.
+    dropped: FixedBitSet,
+    /// Whether `dropped` is a proper part of A (not all of A) with an effect.
+    partial: bool,
+    state: CrashFs,
+}
+
+impl MicroWalk {
+    fn new(exp: &Explorer, a: usize) -> MicroWalk {
+        let mut dropped = FixedBitSet::with_capacity(exp.prog.units.len());
+        dropped.extend(exp.prog.calls[a].units.clone());
+        MicroWalk {
+            a,
+            dropped,
+            partial: false,
+            state: exp.prefix[a].clone(),
+        }
+    }
+
+    /// Adds call `b`: keeps the units of A that `b` needs (rebuilding the state when that
+    /// changes) and applies `b`. Returns false when no unit of A with an effect is left
+    /// to drop.
+    fn advance(&mut self, exp: &Explorer, b: usize) -> Result<bool, CrashFsError> {
+        assert!(b > self.a, "call {b} does not follow call {}", self.a);
+        let needed: Vec<usize> = self
+            .dropped
+            .ones()
+            .filter(|&x| {
+                exp.prog.calls[b]
+                    .units
+                    .clone()
+                    .any(|u| exp.prog.preds[u].contains(x))
+            })
+            .collect();
+        let effect = |u: usize| {
+            exp.prog.units[u]
+                .clone()
+                .any(|i| exp.prog.micros[i].has_effect())
+        };
+        if !needed.is_empty() {
+            for x in &needed {
+                self.dropped.set(*x, false);
+            }
+            if !self.dropped.ones().any(effect) {
+                return Ok(false);
+            }
+            // Rebuild: the prefix before A, A's kept units, then calls A+1..b.
+            self.state = exp.prefix[self.a].clone();
+            for u in exp.prog.calls[self.a].units.clone() {
+                if !self.dropped.contains(u) {
+                    exp.apply_unit(&mut self.state, u)?;
+                }
+            }
+            for g in self.a + 1..b {
+                for u in exp.prog.calls[g].units.clone() {
+                    exp.apply_unit(&mut self.state, u)?;
+                }
+            }
+        }
+        for u in exp.prog.calls[b].units.clone() {
+            exp.apply_unit(&mut self.state, u)?;
+        }
+        let a_units = exp.prog.calls[self.a].units.len();
+        let n_dropped = self.dropped.count_ones(..);
+        assert!(n_dropped > 0 && n_dropped <= a_units);
+        self.partial = n_dropped < a_units;
+        Ok(true)
     }
 }
 

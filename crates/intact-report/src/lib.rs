@@ -107,6 +107,38 @@ pub struct Example {
     pub checker_message: String,
 }
 
+/// How durability vulnerabilities become static ones (`intact check --group`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Grouping {
+    /// One per missing sync: every call lost before the same output since the last sync,
+    /// named by the call after which the sync is needed.
+    #[default]
+    Sync,
+    /// One per call site (the view before issue 27).
+    PerCall,
+}
+
+impl Grouping {
+    pub fn parse(s: &str) -> Option<Grouping> {
+        match s {
+            "sync" => Some(Grouping::Sync),
+            "per-call" => Some(Grouping::PerCall),
+            _ => None,
+        }
+    }
+}
+
+/// The sync a durability vulnerability says is missing.
+#[derive(Clone, Debug, Serialize)]
+pub struct MissingSync {
+    /// The last call that changed the file system before the output (and after the last
+    /// sync before it): the sync is needed after this call.
+    pub after: CallRef,
+    /// What to sync: the files the lost calls changed, or for a directory operation its
+    /// directory (`.` for the recorded directory).
+    pub files: Vec<String>,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Dynamic {
     pub apm: String,
@@ -114,7 +146,14 @@ pub struct Dynamic {
     pub category: Category,
     pub calls: Vec<CallRef>,
     pub failing_states: usize,
+    /// Of `failing_states`, those that drop more than a smaller failing state of this
+    /// vulnerability (a superset of its dropped units, with other calls' units) and are
+    /// grouped here as their minimal cause rather than reported under their own first call.
+    pub grouped_states: usize,
     pub example: Example,
+    /// Durability only: the sync that would have kept the promise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missing_sync: Option<MissingSync>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -132,6 +171,10 @@ pub struct Static {
     pub example: Example,
     /// `title()`, kept in the JSON so that readers of the report need not re-derive it.
     pub title: String,
+    /// Grouped by missing sync (`--group sync`): the sync, with every file its calls
+    /// changed; `calls` lists the lost calls it explains, then the output.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missing_sync: Option<MissingSync>,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -260,16 +303,22 @@ impl ApmRun<'_> {
         Category::AcrossCallsAtomicity
     }
 
-    /// Whether the reordering state (a, b) — calls up to b without a and what must follow
-    /// it — holds no file-system change of calls a+1..b: then its files are a prefix of
-    /// the protocol and only output got ahead of the disk. (The same walk as
-    /// `Explorer::reorderings`.)
-    fn prefix_like(&self, a: usize, b: usize) -> bool {
-        let mut removed = FixedBitSet::with_capacity(self.prog.units.len());
-        removed.extend(self.prog.calls[a].units.clone());
+    /// Whether the reordering state (a, b) that drops `dropped` — all of a, and of calls
+    /// a+1..b every one with a file-system change — is a prefix of the protocol on disk:
+    /// then only output got ahead of the disk.
+    fn prefix_like(&self, a: usize, b: usize, dropped: &FixedBitSet) -> bool {
+        let whole = |g: usize| {
+            self.prog.calls[g]
+                .units
+                .clone()
+                .all(|u| dropped.contains(u))
+        };
+        if !whole(a) {
+            return false; // part of a persisted: the files are no prefix
+        }
         for g in a + 1..b {
-            if self.prog.call_follows(g, &removed) {
-                removed.extend(self.prog.calls[g].units.clone());
+            if whole(g) {
+                continue;
             } else if self
                 .call_ops(g)
                 .iter()
@@ -279,6 +328,45 @@ impl ApmRun<'_> {
             }
         }
         true
+    }
+
+    /// The sync whose absence the durability vulnerability (a lost, output b printed)
+    /// shows: after the last call before b that changed the file system, of what a changed.
+    fn missing_sync(
+        &self,
+        a: usize,
+        b: usize,
+        loc: &dyn Fn(&Op) -> String,
+        summary: &dyn Fn(&Op) -> String,
+    ) -> MissingSync {
+        assert!(a < b, "call {a} is lost before output {b}");
+        let changes = |g: usize| {
+            self.call_ops(g)
+                .iter()
+                .any(|o| !matches!(o.op, LogicalOp::Output { .. } | LogicalOp::Sync { .. }))
+        };
+        let after = (a..b).rev().find(|&g| changes(g)).unwrap_or(a);
+        let files = self
+            .call_ops(a)
+            .iter()
+            .filter_map(|o| {
+                let path = o.path2.as_deref().or(o.path.as_deref())?;
+                Some(if o.op.is_namespace() {
+                    path.rsplit_once('/')
+                        .map(|(d, _)| d)
+                        .unwrap_or(".")
+                        .to_string()
+                } else {
+                    path.to_string()
+                })
+            })
+            .collect::<BTreeSet<String>>()
+            .into_iter()
+            .collect();
+        MissingSync {
+            after: self.call_ref(after, loc, summary),
+            files,
+        }
     }
 
     /// Table 4.2 class of "b persisted without a".
@@ -352,15 +440,49 @@ impl ApmRun<'_> {
         loc: &dyn Fn(&Op) -> String,
         summary: &dyn Fn(&Op) -> String,
     ) -> Vec<Dynamic> {
-        let apm = self.prog.apm.clone();
-        let example = |p: &Probe, v: &Verdict| Example {
+        let names = Names { loc, summary };
+        let mut out = self.across_calls(verdict, &names);
+        let failing: Vec<(&Probe, Verdict)> = self
+            .probes
+            .iter()
+            .filter_map(|p| {
+                verdict(&p.hash)
+                    .filter(|v| !v.pass && !v.timeout)
+                    .map(|v| (p, v))
+            })
+            .collect();
+        let (per_call, per_pair) = buckets(&failing);
+        for (g, k) in per_call {
+            out.push(Dynamic {
+                apm: self.prog.apm.clone(),
+                kind: Kind::Atomicity,
+                category: self.atomicity_category(g),
+                calls: vec![self.call_ref(g, loc, summary)],
+                failing_states: k.hashes.len(),
+                grouped_states: 0,
+                example: self.example(k.probe, &k.verdict),
+                missing_sync: None,
+            });
+        }
+        out.extend(self.orderings(per_pair, &names));
+        out
+    }
+
+    fn example(&self, p: &Probe, v: &Verdict) -> Example {
+        Example {
             state: self.state_ids.get(&p.hash).cloned().unwrap_or_default(),
             description: p.desc.clone(),
             checker_message: v.message.clone(),
-        };
-        let failing = |p: &Probe| verdict(&p.hash).filter(|v| !v.pass && !v.timeout);
+        }
+    }
+
+    /// Stage 1: across-calls groups, from the prefix verdicts.
+    fn across_calls(
+        &self,
+        verdict: &dyn Fn(&StateHash) -> Option<Verdict>,
+        names: &Names,
+    ) -> Vec<Dynamic> {
         let mut out = Vec::new();
-        // Across calls, from prefix verdicts.
         for (first, last, k) in atomic_groups(&prefix_verdicts(self.probes, verdict)) {
             let Some(p) = self
                 .probes
@@ -369,111 +491,168 @@ impl ApmRun<'_> {
             else {
                 continue;
             };
-            let Some(v) = failing(p) else { continue };
+            let Some(v) = verdict(&p.hash).filter(|v| !v.pass && !v.timeout) else {
+                continue;
+            };
             let calls = (first..=last.max(first))
-                .map(|g| self.call_ref(g, loc, summary))
+                .map(|g| self.call_ref(g, names.loc, names.summary))
                 .collect();
             out.push(Dynamic {
-                apm: apm.clone(),
+                apm: self.prog.apm.clone(),
                 kind: Kind::AcrossCalls,
                 category: Category::AcrossCallsAtomicity,
                 calls,
                 failing_states: 1,
-                example: example(p, &v),
-            });
-        }
-        // Per call.
-        // Failing states are counted once each: several probes can build the same state.
-        let mut per_call: BTreeMap<
-            usize,
-            (std::collections::BTreeSet<StateHash>, &Probe, Verdict),
-        > = BTreeMap::new();
-        let mut per_pair: BTreeMap<
-            usize,
-            (
-                std::collections::BTreeSet<StateHash>,
-                usize,
-                &Probe,
-                Verdict,
-            ),
-        > = BTreeMap::new();
-        for p in self.probes {
-            let Some(v) = failing(p) else { continue };
-            match p.prov {
-                Provenance::Atomicity { group } => {
-                    per_call
-                        .entry(group)
-                        .or_insert_with(|| (Default::default(), p, v))
-                        .0
-                        .insert(p.hash);
-                }
-                Provenance::Reorder { a, b } => {
-                    let e = per_pair
-                        .entry(a)
-                        .or_insert_with(|| (Default::default(), b, p, v.clone()));
-                    e.0.insert(p.hash);
-                    if b < e.1 {
-                        (e.1, e.2, e.3) = (b, p, v);
-                    }
-                }
-                Provenance::Prefix { .. } => {}
-            }
-        }
-        let per_call: BTreeMap<usize, (usize, &Probe, Verdict)> = per_call
-            .into_iter()
-            .map(|(g, (h, p, v))| (g, (h.len(), p, v)))
-            .collect();
-        let per_pair: BTreeMap<usize, (usize, usize, &Probe, Verdict)> = per_pair
-            .into_iter()
-            .map(|(a, (h, b, p, v))| (a, (h.len(), b, p, v)))
-            .collect();
-        for (g, (n, p, v)) in per_call {
-            out.push(Dynamic {
-                apm: apm.clone(),
-                kind: Kind::Atomicity,
-                category: self.atomicity_category(g),
-                calls: vec![self.call_ref(g, loc, summary)],
-                failing_states: n,
-                example: example(p, &v),
-            });
-        }
-        // A durability failure in a prefix state (everything from a on lost, the output
-        // there) fails for every earlier a too, since a prefix that stops earlier only loses
-        // more; under ext3-j that blamed every call since the last sync. Only the latest
-        // such a before the same output is reported: the call whose loss breaks the promise.
-        let pairs: Vec<_> = per_pair
-            .into_iter()
-            .map(|(a, (n, b, p, v))| {
-                let category = self.ordering_category(a, b);
-                let prefix_durability = category == Category::Durability && self.prefix_like(a, b);
-                (a, n, b, p, v, category, prefix_durability)
-            })
-            .collect();
-        let mut latest_prefix_a: BTreeMap<usize, usize> = BTreeMap::new();
-        for &(a, _, b, _, _, _, prefix_durability) in &pairs {
-            if prefix_durability {
-                let e = latest_prefix_a.entry(b).or_insert(a);
-                *e = (*e).max(a);
-            }
-        }
-        for (a, n, b, p, v, category, prefix_durability) in pairs {
-            if prefix_durability && latest_prefix_a.get(&b) != Some(&a) {
-                continue;
-            }
-            out.push(Dynamic {
-                apm: apm.clone(),
-                kind: Kind::Ordering,
-                category,
-                calls: vec![
-                    self.call_ref(a, loc, summary),
-                    self.call_ref(b, loc, summary),
-                ],
-                failing_states: n,
-                example: example(p, &v),
+                grouped_states: 0,
+                example: self.example(p, &v),
+                missing_sync: None,
             });
         }
         out
     }
+
+    /// Stage 3: one ordering vulnerability per first call a that is a minimal cause.
+    /// A durability failure in a prefix state (everything from a on lost, the output
+    /// there) fails for every earlier a too, since a prefix that stops earlier only loses
+    /// more; under ext3-j that blamed every call since the last sync. Only the latest such
+    /// a before the same output is reported: the call whose loss breaks the promise.
+    fn orderings(&self, per_pair: BTreeMap<usize, Bucket>, names: &Names) -> Vec<Dynamic> {
+        let pairs: Vec<_> = per_pair
+            .into_iter()
+            .map(|(a, k)| {
+                let category = self.ordering_category(a, k.b);
+                let prefix_durability = category == Category::Durability
+                    && matches!(&k.probe.prov, Provenance::Reorder { dropped, .. } if self.prefix_like(a, k.b, dropped));
+                (a, k, category, prefix_durability)
+            })
+            .collect();
+        let mut latest_prefix_a: BTreeMap<usize, usize> = BTreeMap::new();
+        for (a, k, _, prefix_durability) in &pairs {
+            if *prefix_durability {
+                let e = latest_prefix_a.entry(k.b).or_insert(*a);
+                *e = (*e).max(*a);
+            }
+        }
+        let (loc, summary) = (names.loc, names.summary);
+        pairs
+            .into_iter()
+            .filter(|(a, k, _, pd)| !pd || latest_prefix_a.get(&k.b) == Some(a))
+            .map(|(a, k, category, _)| Dynamic {
+                apm: self.prog.apm.clone(),
+                kind: Kind::Ordering,
+                category,
+                calls: vec![
+                    self.call_ref(a, loc, summary),
+                    self.call_ref(k.b, loc, summary),
+                ],
+                failing_states: k.hashes.len(),
+                grouped_states: k.grouped,
+                missing_sync: (category == Category::Durability)
+                    .then(|| self.missing_sync(a, k.b, loc, summary)),
+                example: self.example(k.probe, &k.verdict),
+            })
+            .collect()
+    }
+}
+
+/// How the report names operations: representative location and one-line summary.
+struct Names<'a> {
+    loc: &'a dyn Fn(&Op) -> String,
+    summary: &'a dyn Fn(&Op) -> String,
+}
+
+/// The failing states of one call (atomicity) or one first call a (ordering).
+struct Bucket<'p> {
+    /// Distinct contents: several probes can build the same state.
+    hashes: BTreeSet<StateHash>,
+    /// Ordering: the earliest b among the call's own failing states (the example's).
+    b: usize,
+    probe: &'p Probe,
+    verdict: Verdict,
+    /// Ordering: states of other first calls grouped here as their minimal cause.
+    grouped: usize,
+}
+
+/// Stage 2: failing states by call (atomicity) and by minimal cause (reorder; the states
+/// a cause explains counted under it).
+type Buckets<'p> = (BTreeMap<usize, Bucket<'p>>, BTreeMap<usize, Bucket<'p>>);
+
+fn buckets<'p>(failing: &[(&'p Probe, Verdict)]) -> Buckets<'p> {
+    let causes = minimal_causes(failing);
+    let (mut per_call, mut per_pair) = (BTreeMap::new(), BTreeMap::new());
+    let mut grouped: BTreeMap<usize, BTreeSet<StateHash>> = BTreeMap::new();
+    let bucket = |b: usize, p: &'p Probe, v: &Verdict| Bucket {
+        hashes: BTreeSet::new(),
+        b,
+        probe: p,
+        verdict: v.clone(),
+        grouped: 0,
+    };
+    for (i, (p, v)) in failing.iter().enumerate() {
+        match p.prov {
+            Provenance::Atomicity { group } => {
+                let k: &mut Bucket = per_call.entry(group).or_insert_with(|| bucket(0, p, v));
+                k.hashes.insert(p.hash);
+            }
+            Provenance::Reorder { a, b, .. } if causes[i] == Some(a) => {
+                let k: &mut Bucket = per_pair.entry(a).or_insert_with(|| bucket(b, p, v));
+                k.hashes.insert(p.hash);
+                if b < k.b {
+                    (k.b, k.probe, k.verdict) = (b, p, v.clone());
+                }
+            }
+            Provenance::Reorder { .. } => {
+                let cause = causes[i].expect("a failing reorder state has a cause");
+                grouped.entry(cause).or_default().insert(p.hash);
+            }
+            Provenance::Prefix { .. } => {}
+        }
+    }
+    // Grouped states count under their cause, unless its own states have the same content.
+    for (a, hashes) in grouped {
+        let k = per_pair
+            .get_mut(&a)
+            .expect("a minimal cause is a failing state of its own call");
+        let before = k.hashes.len();
+        k.hashes.extend(hashes);
+        k.grouped = k.hashes.len() - before;
+    }
+    (per_call, per_pair)
+}
+
+/// The minimal cause of each failing state (docs/report.md, "Minimal causes"): for a
+/// reorder state, the first call `a` of the failing reorder state with the fewest dropped
+/// units among those whose dropped units are a subset of its own (itself when none is);
+/// None for other shapes. A state that drops everything a smaller failing state drops, and
+/// more, fails at least for that smaller state's reason, so it is not a cause of its own.
+pub fn minimal_causes(failing: &[(&Probe, Verdict)]) -> Vec<Option<usize>> {
+    let mut order: Vec<(usize, &FixedBitSet, usize)> = failing
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (p, _))| match &p.prov {
+            Provenance::Reorder { a, dropped, .. } => Some((i, dropped, *a)),
+            _ => None,
+        })
+        .collect();
+    order.sort_by_key(|(i, d, _)| (d.count_ones(..), *i));
+    // An antichain of minimal drop sets, smallest first.
+    let mut minimal: Vec<(&FixedBitSet, usize)> = Vec::new();
+    let mut out = vec![None; failing.len()];
+    for (i, dropped, a) in order {
+        assert!(
+            dropped.count_ones(..) > 0,
+            "a reorder state drops something"
+        );
+        let cause = match minimal.iter().find(|(m, _)| m.is_subset(dropped)) {
+            Some(&(_, cause)) => cause,
+            None => {
+                minimal.push((dropped, a));
+                a
+            }
+        };
+        out[i] = Some(cause);
+    }
+    out
 }
 
 /// Groups dynamic vulnerabilities (of every APM) by kind and source locations.
@@ -486,6 +665,18 @@ impl Static {
                 self.locations.join(" to ")
             ),
             Kind::Atomicity => format!("{} is not atomic", self.locations[0]),
+            Kind::Ordering if self.missing_sync.is_some() => {
+                let m = self.missing_sync.as_ref().expect("checked");
+                let what = if m.files.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (sync {})", m.files.join(", "))
+                };
+                format!(
+                    "{MISSING_SYNC} {}{what} before the output that follows it",
+                    self.locations[0]
+                )
+            }
             Kind::Ordering => format!(
                 "{} must reach disk before {}",
                 self.locations[0],
@@ -507,27 +698,20 @@ impl Static {
 /// The second location of a durability static vulnerability.
 pub const OUTPUT_LOCATION: &str = "the output that follows it";
 
+/// Static vulnerabilities with durability grouped by missing sync (the default).
 pub fn statics(dynamic: &[Dynamic]) -> Vec<Static> {
+    statics_grouped(dynamic, Grouping::Sync)
+}
+
+/// The text after "a sync is missing" in a grouped durability title.
+pub const MISSING_SYNC: &str = "a sync is missing after";
+
+/// Static vulnerabilities: dynamic ones with the same kind and source locations, and
+/// under `Grouping::Sync` durability ones with the same missing sync.
+pub fn statics_grouped(dynamic: &[Dynamic], grouping: Grouping) -> Vec<Static> {
     let mut groups: BTreeMap<(Kind, Vec<String>), Vec<usize>> = BTreeMap::new();
     for (i, d) in dynamic.iter().enumerate() {
-        let locs: Vec<String> = match d.kind {
-            Kind::AcrossCalls => {
-                let mut v = vec![d.calls[0].location.clone()];
-                if let Some(l) = d.calls.last() {
-                    if l.location != v[0] {
-                        v.push(l.location.clone());
-                    }
-                }
-                v
-            }
-            // What must be made durable is the fix; where the workload printed is not:
-            // one durability static vulnerability per site, whichever output exposed it.
-            Kind::Ordering if d.category == Category::Durability => {
-                vec![d.calls[0].location.clone(), OUTPUT_LOCATION.to_string()]
-            }
-            _ => d.calls.iter().map(|c| c.location.clone()).collect(),
-        };
-        groups.entry((d.kind, locs)).or_default().push(i);
+        groups.entry(static_key(d, grouping)).or_default().push(i);
     }
     let mut out: Vec<Static> = groups
         .into_iter()
@@ -541,6 +725,13 @@ pub fn statics(dynamic: &[Dynamic]) -> Vec<Static> {
                     apms.push(dynamic[i].apm.clone());
                 }
             }
+            let missing_sync = (grouping == Grouping::Sync)
+                .then(|| merge_missing_syncs(dynamic, &members))
+                .flatten();
+            let calls = match &missing_sync {
+                Some(_) => lost_calls_then_output(dynamic, &members),
+                None => first.calls.clone(),
+            };
             Static {
                 id: 0,
                 kind,
@@ -548,9 +739,10 @@ pub fn statics(dynamic: &[Dynamic]) -> Vec<Static> {
                 locations,
                 apms,
                 dynamic: members.clone(),
-                calls: first.calls.clone(),
+                calls,
                 example: first.example.clone(),
                 title: String::new(),
+                missing_sync,
             }
         })
         .collect();
@@ -561,6 +753,70 @@ pub fn statics(dynamic: &[Dynamic]) -> Vec<Static> {
         s.title = s.title();
     }
     out
+}
+
+/// What a dynamic vulnerability's static one is keyed by: its kind and locations.
+fn static_key(d: &Dynamic, grouping: Grouping) -> (Kind, Vec<String>) {
+    let by_sync = d
+        .missing_sync
+        .as_ref()
+        .filter(|_| grouping == Grouping::Sync);
+    let locs: Vec<String> = match d.kind {
+        // One missing sync explains every call lost before the output since the last
+        // sync: the fix is that sync, after the last of them.
+        Kind::Ordering if by_sync.is_some() => {
+            let m = by_sync.expect("checked");
+            vec![m.after.location.clone(), OUTPUT_LOCATION.to_string()]
+        }
+        Kind::AcrossCalls => {
+            let mut v = vec![d.calls[0].location.clone()];
+            if let Some(l) = d.calls.last() {
+                if l.location != v[0] {
+                    v.push(l.location.clone());
+                }
+            }
+            v
+        }
+        // What must be made durable is the fix; where the workload printed is not:
+        // one durability static vulnerability per site, whichever output exposed it.
+        Kind::Ordering if d.category == Category::Durability => {
+            vec![d.calls[0].location.clone(), OUTPUT_LOCATION.to_string()]
+        }
+        _ => d.calls.iter().map(|c| c.location.clone()).collect(),
+    };
+    (d.kind, locs)
+}
+
+/// The missing sync of a group whose members all have one: the first member's call, the
+/// union of the files.
+fn merge_missing_syncs(dynamic: &[Dynamic], members: &[usize]) -> Option<MissingSync> {
+    let syncs: Vec<&MissingSync> = members
+        .iter()
+        .filter_map(|&i| dynamic[i].missing_sync.as_ref())
+        .collect();
+    if syncs.len() != members.len() || syncs.is_empty() {
+        return None;
+    }
+    let files: BTreeSet<String> = syncs.iter().flat_map(|m| m.files.iter().cloned()).collect();
+    Some(MissingSync {
+        after: syncs[0].after.clone(),
+        files: files.into_iter().collect(),
+    })
+}
+
+/// The lost calls of a missing-sync group (each once, in protocol order), then the first
+/// member's output.
+fn lost_calls_then_output(dynamic: &[Dynamic], members: &[usize]) -> Vec<CallRef> {
+    let mut lost: BTreeMap<usize, CallRef> = BTreeMap::new();
+    for &i in members {
+        let c = &dynamic[i].calls[0];
+        lost.entry(c.index).or_insert_with(|| c.clone());
+    }
+    let mut calls: Vec<CallRef> = lost.into_values().collect();
+    if let Some(out) = dynamic[members[0]].calls.get(1) {
+        calls.push(out.clone());
+    }
+    calls
 }
 
 fn indent(s: &str, pre: &str) -> String {
@@ -635,10 +891,16 @@ pub fn render_text(r: &Report, saved: Option<&str>) -> String {
             s.categories_label(),
             s.title()
         ));
+        let grouped: usize = s.dynamic.iter().map(|&i| r.dynamic[i].grouped_states).sum();
         o.push_str(&format!(
-            "    APMs: {}   dynamic vulnerabilities: {}\n",
+            "    APMs: {}   dynamic vulnerabilities: {}{}\n",
             s.apms.join(", "),
-            s.dynamic.len()
+            s.dynamic.len(),
+            if grouped > 0 {
+                format!("   (with {grouped} failing state(s) that also drop other calls: minimal cause)")
+            } else {
+                String::new()
+            }
         ));
         for c in &s.calls {
             o.push_str(&format!(
@@ -742,12 +1004,50 @@ mod tests {
             category,
             calls: vec![a, b],
             failing_states: 1,
+            grouped_states: 0,
             example: Example {
                 state: "s1".into(),
                 description: String::new(),
                 checker_message: String::new(),
             },
+            missing_sync: None,
         }
+    }
+
+    /// Two lost calls before one output, one missing sync after the second: one static
+    /// vulnerability by sync (both calls, the output, both files), two per call.
+    #[test]
+    fn durability_groups_by_the_missing_sync() {
+        let with_sync = |a: CallRef, file: &str| {
+            let mut d = dynamic(Category::Durability, a, call(9, "app.c:40"));
+            d.missing_sync = Some(MissingSync {
+                after: call(8, "log.c:20"),
+                files: vec![file.to_string()],
+            });
+            d
+        };
+        let d = vec![
+            with_sync(call(3, "log.c:10"), "a.log"),
+            with_sync(call(8, "log.c:20"), "b.log"),
+        ];
+        let by_sync = statics_grouped(&d, Grouping::Sync);
+        assert_eq!(by_sync.len(), 1, "{by_sync:#?}");
+        let s = &by_sync[0];
+        assert_eq!(
+            s.locations,
+            vec!["log.c:20".to_string(), OUTPUT_LOCATION.to_string()]
+        );
+        assert_eq!(s.dynamic, vec![0, 1]);
+        let idx: Vec<usize> = s.calls.iter().map(|c| c.index).collect();
+        assert_eq!(idx, vec![3, 8, 9], "the lost calls, then the output");
+        let m = s.missing_sync.as_ref().expect("grouped by sync");
+        assert_eq!(m.files, vec!["a.log".to_string(), "b.log".to_string()]);
+        assert!(s.title.starts_with(MISSING_SYNC) && s.title.contains("(sync a.log, b.log)"));
+        let per_call = statics_grouped(&d, Grouping::PerCall);
+        assert_eq!(per_call.len(), 2, "{per_call:#?}");
+        assert!(per_call.iter().all(|s| s.missing_sync.is_none()));
+        assert_eq!(Grouping::parse("per-call"), Some(Grouping::PerCall));
+        assert_eq!(Grouping::parse("calls"), None);
     }
 
     #[test]

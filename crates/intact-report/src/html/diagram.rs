@@ -365,10 +365,13 @@ pub fn roles(
             .last()
             .unwrap_or(at);
         let members: Vec<usize> = (lo..=hi).collect();
+        let printed = members.iter().all(|&i| dops[i].output);
         let role = match (kind, pos) {
             ("ordering", 0) if durability => Role::Lost,
+            // Grouped by missing sync, every call before the output is lost.
+            ("ordering", _) if durability && !printed => Role::Lost,
             ("ordering", 0) => Role::Reordered,
-            ("ordering", _) if members.iter().all(|&i| dops[i].output) => Role::Printed,
+            ("ordering", _) if printed => Role::Printed,
             ("ordering", _) => Role::PersistedFirst,
             _ => Role::Torn,
         };
@@ -912,6 +915,22 @@ mod tests {
         .unwrap();
         assert_eq!(dur[&8], Role::Lost);
         assert_eq!(dur[&9], Role::Printed);
+        // Grouped by missing sync: every lost call, then the output.
+        let grouped = roles(
+            "ordering",
+            &["durability".into()],
+            &[
+                call(5, 5, "write", "append table.tmp"),
+                call(8, 8, "truncate", ""),
+                call(9, 9, "write", "output \"Done\\n\""),
+            ],
+            &d,
+        )
+        .unwrap();
+        assert_eq!(
+            grouped.into_iter().collect::<Vec<_>>(),
+            vec![(5, Role::Lost), (8, Role::Lost), (9, Role::Printed)]
+        );
         let torn = roles(
             "atomicity",
             &["append_truncate_atomicity".into()],
