@@ -88,14 +88,16 @@ impl FsKind {
         }
     }
 
-    /// The built-in APM that states this file system's promise (`intact apm list`).
-    pub fn apm(self) -> &'static str {
+    /// The built-in APM that states this file system's promise under these mount options
+    /// (`intact apm list`): today's kernel models, validated with `validate-apm`
+    /// (docs/validation.md), not the thesis' (ext4-o, btrfs).
+    pub fn apm(self, mount_options: &str) -> &'static str {
+        let has = |o: &str| mount_options.split(',').any(|x| x.trim() == o);
         match self {
-            FsKind::Ext4 => "ext4-o",
-            // Written from validate-apm's findings (ext4-o's safe rename does not hold for
-            // renames to a new name on xfs).
+            FsKind::Ext4 if has("dioread_lock") => "ext4-dioread_lock",
+            FsKind::Ext4 => "ext4",
             FsKind::Xfs => "xfs",
-            FsKind::Btrfs => "btrfs",
+            FsKind::Btrfs => "btrfs-linux6",
             FsKind::Intactfs => "intactfs",
         }
     }
