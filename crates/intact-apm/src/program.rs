@@ -89,6 +89,11 @@ pub struct MicroOp {
     /// orders a size change only after writes of the same epoch (a persisted early
     /// shrink leaves the earlier range as zeros, whatever came before it).
     shrink_epoch: u32,
+    /// The zeroed tail of a truncate's last block (`truncate_zeroes_tail`): it follows
+    /// earlier writes of its bytes except zeros, with which it commutes (a growing
+    /// truncate's zero fill is in the same page, and persisting with it must not drag in
+    /// that truncate's size).
+    tail_zeros: bool,
 }
 
 impl MicroOp {
@@ -234,6 +239,7 @@ impl Builder<'_> {
             trails_size: false,
             early_shrink: false,
             shrink_epoch,
+            tail_zeros: false,
         });
         self.micros.last_mut().unwrap()
     }
@@ -322,7 +328,7 @@ impl Builder<'_> {
             return; // the new size is on a block boundary: nothing to zero
         }
         assert!(end - new < self.piece, "a tail inside one block");
-        self.push(
+        let m = self.push(
             o,
             Micro::Write {
                 inode,
@@ -332,6 +338,7 @@ impl Builder<'_> {
             bit(Class::Truncate) | bit(Class::Write) | bit(Class::Data),
             false,
         );
+        m.tail_zeros = true;
     }
 
     /// `truncate_before_data`: one unit of zero fill and size change, in a new epoch.
@@ -740,14 +747,24 @@ fn same_bytes(a: &MicroOp, b: &MicroOp) -> bool {
 }
 
 /// The rules every APM obeys (thesis Table 3.4(b), Table 3.5 caption): writes to the same
-/// bytes persist in order, and output precedes everything after it. Also: when an unlink or
+/// bytes persist in order (a truncate's zeroed tail not after earlier zeros: they commute),
+/// and output precedes everything after it. Also: when an unlink or
 /// a rename removes a file's last link, the file's truncation persists after the removal
 /// (Table 3.3 lists it after the entry deletion; no file system frees the data of a file
 /// that is still linked — found by the study: a linked but emptied SQLite journal or git
 /// ref was a state no real crash leaves).
 fn mandatory(a: &MicroOp, b: &MicroOp) -> bool {
+    let zeros = |m: &MicroOp| {
+        matches!(
+            m.micro,
+            Micro::Write {
+                data: Data::Zeros { .. },
+                ..
+            }
+        )
+    };
     matches!(a.micro, Micro::Output { .. })
-        || same_bytes(a, b)
+        || (same_bytes(a, b) && !(b.tail_zeros && zeros(a)))
         || matches!((&a.micro, &b.micro), (Micro::DeleteEntry { inode, .. }, Micro::SetSize { inode: freed, .. }) if inode == freed && a.op == b.op)
 }
 

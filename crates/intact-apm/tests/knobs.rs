@@ -250,6 +250,22 @@ fn truncate_zeroes_tail_shows_the_old_size_with_zeros_past_the_new_one() {
         .all(|s| !s.starts_with("x4096Z")));
 }
 
+/// The zeroed tail commutes with earlier zeros of the same bytes: 100 bytes, a growing
+/// truncate to 200 (zeros [100, 200), one unit with its size), a cut to 50 (tail zeros
+/// [50, 200)). The tail follows the data (x) but not the growth's zeros, so it can persist
+/// without the growth's size: the old size 100 with zeros past 50 (`x50Z50`, what
+/// validate-apm found on gen-1000066). By hand under ext4-dioread_lock, with A the append,
+/// G the growth, Z the tail, T the early shrink: {}, {A}, {A,G}, {A,Z}, {A,G,Z}, {T}, {A,T},
+/// {A,G,T}, {A,Z,T}, {A,G,Z,T}.
+#[test]
+fn the_zeroed_tail_does_not_wait_for_a_growths_size() {
+    let ops = [append(0, 100, 0), truncate(100, 200), truncate(200, 50)];
+    assert_eq!(
+        states("ext4-dioread_lock", &ops),
+        set(&["", "x100", "x100Z100", "x50Z50", "x50Z150", "Z50", "x50"])
+    );
+}
+
 /// The knobs refine content atomicity: without it they are refused, with a message that
 /// says what to use instead.
 #[test]

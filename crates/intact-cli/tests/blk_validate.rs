@@ -148,6 +148,44 @@ fn a_truncate_before_delayed_data_breaks_ext4_o_and_keeps_ext4_dioread_lock() {
     assert_eq!(sum(&v, "allowed"), sum(&v, "images"), "{text}");
 }
 
+/// Correction 4 (docs/validation.md, gen-1000047): 8 KiB written at 4096 and fdatasynced,
+/// then cut to 10000 bytes. xfs zeroes the rest of the cut block and writes it before it
+/// logs the new size, so an image keeps the old size with zeros past 10000. ext4-o's
+/// truncate (one size change) forbids that image; xfs (truncate_zeroes_tail) allows it.
+#[test]
+fn a_truncates_zeroed_tail_persists_before_its_size_on_xfs() {
+    if !root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let w = dir.path().join("tail.py");
+    std::fs::write(
+        &w,
+        "import os\nfd = os.open('c', os.O_WRONLY | os.O_CREAT, 0o644)\nos.pwrite(fd, b'E' * 8192, 4096)\nos.fdatasync(fd)\nos.close(fd)\nos.truncate('c', 10000)\nos.link('c', 'b')\n",
+    )
+    .unwrap();
+    let workload = format!("python3 {}", w.display());
+    let run = |apm: &str| {
+        let apm = format!("xfs={apm}");
+        validate(&[
+            "--fs",
+            "xfs",
+            "--apm",
+            &apm,
+            "--generated",
+            "0",
+            "--workload",
+            &workload,
+        ])
+    };
+    let (code, v, text) = run("ext4-o");
+    assert_eq!(code, 1, "{text}");
+    assert!(sum(&v, "forbidden") >= 1, "{text}");
+    let (code, v, text) = run("xfs");
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(sum(&v, "allowed"), sum(&v, "images"), "{text}");
+}
+
 /// A rename to a new name made durable by a directory fsync while the file's data is still
 /// delayed: ext4 leaves the new name with no data. ext4-o (the thesis' safe rename for every
 /// rename) forbids that image and validate-apm must say so; today's ext4 model (safe rename
