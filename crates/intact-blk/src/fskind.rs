@@ -265,3 +265,27 @@ impl FsKind {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each file system defaults to today's kernel model, chosen by mount options, and
+    /// every default is a built-in that validates as such.
+    #[test]
+    fn defaults_are_todays_models() {
+        assert_eq!(FsKind::Ext4.apm(""), "ext4");
+        assert_eq!(
+            FsKind::Ext4.apm("noatime,dioread_lock"),
+            "ext4-dioread_lock"
+        );
+        assert_eq!(FsKind::Ext4.apm("dioread_nolock"), "ext4");
+        assert_eq!(FsKind::Btrfs.apm(""), "btrfs-linux6");
+        for fs in FsKind::ALL {
+            let apm = intact_apm::Apm::resolve(fs.apm("")).expect("a built-in");
+            let about = apm.about.expect("built-ins say where they come from");
+            assert_ne!(about.model, intact_apm::ModelKind::Thesis, "{}", fs.name());
+            assert!(about.validation.is_some(), "{}", fs.name());
+        }
+    }
+}
