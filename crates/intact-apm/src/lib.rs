@@ -8,4 +8,4 @@ pub mod program;
 pub mod spec;
 
 pub use program::{CallGroup, Micro, MicroOp, Program, ProgramError};
-pub use spec::{Apm, ApmError, Class, When, BUILTINS};
+pub use spec::{About, Apm, ApmError, Class, ModelKind, When, BUILTINS};

@@ -33,6 +33,14 @@ pub enum Micro {
         name: String,
         inode: InodeId,
     },
+    /// Blocks of `inode` below `size` that no persisted write covers read as zeros (not
+    /// garbage): the size change after it in the same unit is a shrinking truncate that
+    /// may persist before earlier appended data (`truncate_before_data`), whose range then
+    /// has no blocks. Bytes already written (in this state or the initial one) stay.
+    ZeroFill {
+        inode: InodeId,
+        size: u64,
+    },
     /// A sync point: no effect on the state, only on ordering.
     Sync {
         inode: Option<InodeId>,
@@ -70,6 +78,22 @@ pub struct MicroOp {
     pub names: Option<InodeId>,
     /// For syncs of a file: the file and its ancestor directories at the time.
     pub path: Vec<InodeId>,
+    /// Content atomicity does not put this write before later size changes: an append's
+    /// data that may trail its size (`zeros_before_data`).
+    trails_size: bool,
+    /// Part of a shrinking truncate that may persist before earlier data
+    /// (`truncate_before_data`): it waits for no earlier data, later size changes of the
+    /// file wait for it (one inode's metadata updates commit in order).
+    early_shrink: bool,
+    /// How many early shrinks of the same file precede this micro-op: content atomicity
+    /// orders a size change only after writes of the same epoch (a persisted early
+    /// shrink leaves the earlier range as zeros, whatever came before it).
+    shrink_epoch: u32,
+    /// The zeroed tail of a truncate's last block (`truncate_zeroes_tail`): it follows
+    /// earlier writes of its bytes except zeros, with which it commutes (a growing
+    /// truncate's zero fill is in the same page, and persisting with it must not drag in
+    /// that truncate's size).
+    tail_zeros: bool,
 }
 
 impl MicroOp {
@@ -172,13 +196,17 @@ struct Builder<'a> {
     /// tie[i]: micro i belongs to the same unit as micro i-1.
     tie: Vec<bool>,
     sizes: HashMap<InodeId, u64>,
+    /// Early shrinks so far per file (`MicroOp::shrink_epoch`).
+    shrink_epochs: HashMap<InodeId, u32>,
     meta: State,
 }
 
 impl Builder<'_> {
     fn push(&mut self, o: &Op, micro: Micro, classes: u16, tie_prev: bool) -> &mut MicroOp {
         let entity = match &micro {
-            Micro::SetSize { inode, .. } | Micro::Write { inode, .. } => Some(*inode),
+            Micro::SetSize { inode, .. }
+            | Micro::Write { inode, .. }
+            | Micro::ZeroFill { inode, .. } => Some(*inode),
             Micro::CreateEntry { dir, .. } | Micro::DeleteEntry { dir, .. } => Some(*dir),
             Micro::Sync { inode } => *inode,
             Micro::Output { .. } | Micro::Nop => None,
@@ -191,6 +219,9 @@ impl Builder<'_> {
             Micro::CreateEntry { inode, .. } | Micro::DeleteEntry { inode, .. } => Some(*inode),
             _ => None,
         };
+        let shrink_epoch = entity
+            .and_then(|i| self.shrink_epochs.get(&i).copied())
+            .unwrap_or(0);
         self.tie.push(tie_prev);
         self.micros.push(MicroOp {
             micro,
@@ -205,13 +236,20 @@ impl Builder<'_> {
             stream_scoped: false,
             names,
             path: Vec::new(),
+            trails_size: false,
+            early_shrink: false,
+            shrink_epoch,
+            tail_zeros: false,
         });
         self.micros.last_mut().unwrap()
     }
 
     /// Data growth from `old` to `new` in pieces: size change, [zeros], [data].
+    /// With `zeros_before_data` the size and zeros of a piece are one unit and its data
+    /// another: the data may persist later, never earlier (same bytes, program order).
     fn grow(&mut self, o: &Op, inode: InodeId, old: u64, new: u64, data: Option<Data>, class: u16) {
         let ca = self.apm.atomicity.content;
+        let zeros_first = ca && self.apm.atomicity.zeros_before_data;
         for (a, b) in pieces(old, new, self.piece) {
             self.push(
                 o,
@@ -219,7 +257,7 @@ impl Builder<'_> {
                 class | bit(Class::Size) | bit(Class::Data),
                 false,
             );
-            if self.apm.atomicity.append_zeros || data.is_none() {
+            if self.apm.atomicity.append_zeros || data.is_none() || zeros_first {
                 self.push(
                     o,
                     Micro::Write {
@@ -232,7 +270,7 @@ impl Builder<'_> {
                 );
             }
             if let Some(d) = data {
-                self.push(
+                let m = self.push(
                     o,
                     Micro::Write {
                         inode,
@@ -240,8 +278,9 @@ impl Builder<'_> {
                         data: d.slice(a - old, b - a),
                     },
                     class | bit(Class::Write) | bit(Class::Data),
-                    ca,
+                    ca && !zeros_first,
                 );
+                m.trails_size = zeros_first;
             }
         }
     }
@@ -249,6 +288,15 @@ impl Builder<'_> {
     /// Shrinking from `old` to `new`: one size change per piece boundary, largest first.
     /// (Inside a directory operation, directory-op atomicity ties them to it: see `build`.)
     fn shrink(&mut self, o: &Op, inode: InodeId, old: u64, new: u64) {
+        assert!(new < old, "a shrink from {old} to {new} bytes");
+        // Only truncate(2): a last link's truncation comes after its removal regardless.
+        let truncate = matches!(o.op, LogicalOp::Truncate { .. });
+        if truncate && self.apm.atomicity.truncate_zeroes_tail {
+            self.zero_tail(o, inode, old, new);
+        }
+        if truncate && self.apm.atomicity.content && self.apm.atomicity.truncate_before_data {
+            return self.early_shrink(o, inode, new);
+        }
         // With content atomicity the size shrinks in one metadata update (thesis §3.2:
         // ext3-j makes truncates atomic); otherwise piece by piece.
         let mut bounds: Vec<u64> = if self.apm.atomicity.content {
@@ -270,6 +318,43 @@ impl Builder<'_> {
                 false,
             );
         }
+    }
+
+    /// `truncate_zeroes_tail`: the rest of the block the new size ends in, up to the old
+    /// size, becomes zeros in a unit of its own that may persist before the size change.
+    fn zero_tail(&mut self, o: &Op, inode: InodeId, old: u64, new: u64) {
+        let end = new.div_ceil(self.piece).saturating_mul(self.piece).min(old);
+        if end <= new {
+            return; // the new size is on a block boundary: nothing to zero
+        }
+        assert!(end - new < self.piece, "a tail inside one block");
+        let m = self.push(
+            o,
+            Micro::Write {
+                inode,
+                offset: new,
+                data: Data::Zeros { zeros: end - new },
+            },
+            bit(Class::Truncate) | bit(Class::Write) | bit(Class::Data),
+            false,
+        );
+        m.tail_zeros = true;
+    }
+
+    /// `truncate_before_data`: one unit of zero fill and size change, in a new epoch.
+    fn early_shrink(&mut self, o: &Op, inode: InodeId, new: u64) {
+        let epoch = self.shrink_epochs.entry(inode).or_insert(0);
+        *epoch += 1;
+        let cls = bit(Class::Truncate) | bit(Class::Data);
+        let m = self.push(o, Micro::ZeroFill { inode, size: new }, cls, false);
+        m.early_shrink = true;
+        let m = self.push(
+            o,
+            Micro::SetSize { inode, size: new },
+            cls | bit(Class::Size),
+            true,
+        );
+        m.early_shrink = true;
     }
 
     fn file_size(&self, inode: InodeId) -> u64 {
@@ -662,27 +747,48 @@ fn same_bytes(a: &MicroOp, b: &MicroOp) -> bool {
 }
 
 /// The rules every APM obeys (thesis Table 3.4(b), Table 3.5 caption): writes to the same
-/// bytes persist in order, and output precedes everything after it. Also: when an unlink or
+/// bytes persist in order (a truncate's zeroed tail not after earlier zeros: they commute),
+/// and output precedes everything after it. Also: when an unlink or
 /// a rename removes a file's last link, the file's truncation persists after the removal
 /// (Table 3.3 lists it after the entry deletion; no file system frees the data of a file
 /// that is still linked — found by the study: a linked but emptied SQLite journal or git
 /// ref was a state no real crash leaves).
 fn mandatory(a: &MicroOp, b: &MicroOp) -> bool {
+    let zeros = |m: &MicroOp| {
+        matches!(
+            m.micro,
+            Micro::Write {
+                data: Data::Zeros { .. },
+                ..
+            }
+        )
+    };
     matches!(a.micro, Micro::Output { .. })
-        || same_bytes(a, b)
+        || (same_bytes(a, b) && !(b.tail_zeros && zeros(a)))
         || matches!((&a.micro, &b.micro), (Micro::DeleteEntry { inode, .. }, Micro::SetSize { inode: freed, .. }) if inode == freed && a.op == b.op)
 }
 
 /// Content atomicity means no garbage is ever visible: a size change persists only after
-/// the earlier writes of the bytes it exposes (what ordered and journaled modes do).
+/// the earlier writes of the bytes it exposes (what ordered and journaled modes do). The
+/// two refinements: data that may trail its size (zeros_before_data) is not waited for,
+/// only its zeros; an early shrink waits for no earlier data (truncate_before_data) and
+/// every later size change of the file waits for it.
 fn content_order(a: &MicroOp, b: &MicroOp) -> bool {
-    match (&b.micro, a.range) {
-        (Micro::SetSize { inode, size }, Some((start, _))) => {
-            a.entity == Some(*inode)
-                && start < *size
-                && (a.is(Class::Append) || a.is(Class::Truncate))
-        }
-        _ => false,
+    let Micro::SetSize { inode, size } = &b.micro else {
+        return false;
+    };
+    if a.entity != Some(*inode) {
+        return false;
+    }
+    if a.early_shrink {
+        return true;
+    }
+    if a.trails_size || b.early_shrink || a.shrink_epoch != b.shrink_epoch {
+        return false;
+    }
+    match a.range {
+        Some((start, _)) => start < *size && (a.is(Class::Append) || a.is(Class::Truncate)),
+        None => false,
     }
 }
 
@@ -709,6 +815,7 @@ impl Program {
             micros: Vec::new(),
             tie: Vec::new(),
             sizes,
+            shrink_epochs: HashMap::new(),
             meta: initial.clone(),
         };
         let mut op_micros = Vec::with_capacity(ops.len());

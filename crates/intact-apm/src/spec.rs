@@ -12,6 +12,8 @@ pub struct Apm {
     pub description: String,
     pub atomicity: Atomicity,
     pub order: Vec<Rule>,
+    /// Where the model comes from (optional in user files).
+    pub about: Option<About>,
     /// The TOML text it was read from (for `intact apm show`).
     pub source: String,
 }
@@ -36,6 +38,61 @@ pub struct Atomicity {
     /// Every system call persists as a whole.
     #[serde(default)]
     pub calls: bool,
+    /// With `content`: an append's (or growing truncate's) new size may persist before its
+    /// data, the new range reading as zeros, never garbage or stale data (ext4's default
+    /// `dioread_nolock`: blocks allocated as unwritten extents before the data is written).
+    #[serde(default)]
+    pub zeros_before_data: bool,
+    /// With `content`: a shrinking truncate's size may persist before the same file's
+    /// earlier appended data; what no persisted write covers below the new size reads as
+    /// zeros (ext4's delayed allocation: the data has no blocks when the size commits).
+    #[serde(default)]
+    pub truncate_before_data: bool,
+    /// A shrinking truncate to a size inside a block zeroes the rest of that block (so a
+    /// later extension reads zeros), as a write that may persist before the size change:
+    /// the old size can then show zeros past the new one (ext4_block_truncate_page, an
+    /// ordered data write of the truncate's transaction).
+    #[serde(default)]
+    pub truncate_zeroes_tail: bool,
+}
+
+/// Where a built-in model comes from, for `intact apm list`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelKind {
+    /// A model from the thesis (004 Tables 3.4/3.5, Linux 3.13), kept for the study.
+    Thesis,
+    /// A model of a file system as today's kernel behaves, written from block-level
+    /// validation (`intact blk validate-apm`, docs/validation.md).
+    Kernel,
+    /// What intactfs promises.
+    Intactfs,
+    /// A reference point that is no real file system (strict, nobarrier).
+    Reference,
+}
+
+impl ModelKind {
+    /// How `intact apm list` names the kind.
+    pub fn label(self) -> &'static str {
+        match self {
+            ModelKind::Thesis => "thesis model (Linux 3.13; kept for the study)",
+            ModelKind::Kernel => "today's kernel model",
+            ModelKind::Intactfs => "intactfs's promise",
+            ModelKind::Reference => "reference model (no real file system)",
+        }
+    }
+}
+
+/// Provenance of a model: what it models and on what it was validated. Data next to the
+/// APM (the `[about]` table), so the CLI prints it without knowing any model.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct About {
+    pub model: ModelKind,
+    /// What block-level validation found, e.g. "Linux 6.18 ext4 (default mount),
+    /// 2026-11-28: 0 of N crash images forbidden"; absent when never validated.
+    #[serde(default)]
+    pub validation: Option<String>,
 }
 
 /// Micro-operation classes that rules select on.
@@ -137,6 +194,8 @@ struct RawApm {
     atomicity: Atomicity,
     #[serde(default)]
     order: Vec<RawRule>,
+    #[serde(default)]
+    about: Option<About>,
 }
 
 #[derive(Deserialize)]
@@ -207,6 +266,10 @@ impl Apm {
         if raw.atomicity.granularity > 1 << 30 {
             return Err(bad("atomicity.granularity is larger than 1 GiB".into()));
         }
+        let at = &raw.atomicity;
+        if (at.zeros_before_data || at.truncate_before_data) && !at.content {
+            return Err(bad("atomicity.zeros_before_data and truncate_before_data refine content atomicity and need content = true (without it sizes already persist apart from data, exposing garbage: use append_zeros for zero-filled states)".into()));
+        }
         let mut order = Vec::new();
         for (i, r) in raw.order.iter().enumerate() {
             let at = format!("order[{i}]");
@@ -256,6 +319,7 @@ impl Apm {
             description: raw.description,
             atomicity: raw.atomicity,
             order,
+            about: raw.about,
             source: text.to_string(),
         })
     }
@@ -296,15 +360,22 @@ impl Apm {
     }
 }
 
-/// The built-in APMs, in the order `intact apm list` shows them.
-pub const BUILTINS: [(&str, &str); 11] = [
+/// The built-in APMs, in the order `intact apm list` shows them: the thesis' models (the
+/// study's), today's kernels' (validated at block level), then intactfs and references.
+pub const BUILTINS: [(&str, &str); 14] = [
     ("default", include_str!("../apms/default.toml")),
     ("ext3-j", include_str!("../apms/ext3-j.toml")),
     ("ext3-o", include_str!("../apms/ext3-o.toml")),
     ("ext3-w", include_str!("../apms/ext3-w.toml")),
     ("ext4-o", include_str!("../apms/ext4-o.toml")),
-    ("xfs", include_str!("../apms/xfs.toml")),
     ("btrfs", include_str!("../apms/btrfs.toml")),
+    ("ext4", include_str!("../apms/ext4.toml")),
+    (
+        "ext4-dioread_lock",
+        include_str!("../apms/ext4-dioread_lock.toml"),
+    ),
+    ("xfs", include_str!("../apms/xfs.toml")),
+    ("btrfs-linux6", include_str!("../apms/btrfs-linux6.toml")),
     ("strict", include_str!("../apms/strict.toml")),
     ("intactfs", include_str!("../apms/intactfs.toml")),
     (

@@ -7,6 +7,8 @@
 //! intactfs; its durability vulnerability (nothing synced before "committed" is printed)
 //! stays, and only the application's own fsync removes it.
 
+mod common;
+use common::op;
 use intact_apm::{Apm, Micro, Program};
 use intact_model::op::{Data, LogicalOp, Op, SyncKind};
 use intact_model::state::State;
@@ -16,22 +18,6 @@ const DB: u64 = 2;
 const LOG: u64 = 3;
 /// Undo record: 33-byte header + 8000 old bytes (undolog.c, no checksum trailer).
 const LOG_LEN: u64 = 8033;
-
-fn op(id: usize, op: LogicalOp) -> Op {
-    Op {
-        id,
-        call: id,
-        pid: 1,
-        tid: 1,
-        syscall: "x".into(),
-        op,
-        path: None,
-        path2: None,
-        stack: vec![],
-        loc: None,
-        stream: 0,
-    }
-}
 
 /// `dbfile` (12288 bytes) exists before the workload.
 fn initial() -> State {

@@ -88,14 +88,16 @@ impl FsKind {
         }
     }
 
-    /// The built-in APM that states this file system's promise (`intact apm list`).
-    pub fn apm(self) -> &'static str {
+    /// The built-in APM that states this file system's promise under these mount options
+    /// (`intact apm list`): today's kernel models, validated with `validate-apm`
+    /// (docs/validation.md), not the thesis' (ext4-o, btrfs).
+    pub fn apm(self, mount_options: &str) -> &'static str {
+        let has = |o: &str| mount_options.split(',').any(|x| x.trim() == o);
         match self {
-            FsKind::Ext4 => "ext4-o",
-            // Written from validate-apm's findings (ext4-o's safe rename does not hold for
-            // renames to a new name on xfs).
+            FsKind::Ext4 if has("dioread_lock") => "ext4-dioread_lock",
+            FsKind::Ext4 => "ext4",
             FsKind::Xfs => "xfs",
-            FsKind::Btrfs => "btrfs",
+            FsKind::Btrfs => "btrfs-linux6",
             FsKind::Intactfs => "intactfs",
         }
     }
@@ -261,5 +263,29 @@ impl FsKind {
                 tail(text.trim(), 2000)
             },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each file system defaults to today's kernel model, chosen by mount options, and
+    /// every default is a built-in that validates as such.
+    #[test]
+    fn defaults_are_todays_models() {
+        assert_eq!(FsKind::Ext4.apm(""), "ext4");
+        assert_eq!(
+            FsKind::Ext4.apm("noatime,dioread_lock"),
+            "ext4-dioread_lock"
+        );
+        assert_eq!(FsKind::Ext4.apm("dioread_nolock"), "ext4");
+        assert_eq!(FsKind::Btrfs.apm(""), "btrfs-linux6");
+        for fs in FsKind::ALL {
+            let apm = intact_apm::Apm::resolve(fs.apm("")).expect("a built-in");
+            let about = apm.about.expect("built-ins say where they come from");
+            assert_ne!(about.model, intact_apm::ModelKind::Thesis, "{}", fs.name());
+            assert!(about.validation.is_some(), "{}", fs.name());
+        }
     }
 }

@@ -543,6 +543,13 @@ pub fn snapshot(sub: &str, outdir: &Path, crash: &Path) -> Result<(), String> {
 pub fn generated(seed: u64, count: usize, dir: &Path) -> Result<Vec<WorkloadSpec>, String> {
     let runner = dir.join("run_ops.py");
     std::fs::write(&runner, RUN_OPS).map_err(|e| format!("{}: {e}", runner.display()))?;
+    // The system's interpreter when there is one: a version manager's shim (pyenv) is a
+    // shell script, and tracing every step of it makes each workload several times slower.
+    let python = ["/usr/bin/python3", "/usr/local/bin/python3"]
+        .into_iter()
+        .find(|p| Path::new(p).is_file())
+        .unwrap_or("python3")
+        .to_string();
     let mut out = Vec::new();
     for k in 0..count {
         let s = seed.wrapping_mul(1_000_003).wrapping_add(k as u64);
@@ -553,7 +560,7 @@ pub fn generated(seed: u64, count: usize, dir: &Path) -> Result<Vec<WorkloadSpec
         out.push(WorkloadSpec {
             name: format!("gen-{s}"),
             argv: vec![
-                "python3".into(),
+                python.clone(),
                 runner.display().to_string(),
                 f.display().to_string(),
             ],

@@ -19,10 +19,22 @@ pub enum ApmCmd {
 pub fn apm(cmd: ApmCmd) -> Result<u8, Failure> {
     match cmd {
         ApmCmd::List => {
+            // The provenance is data in each APM's [about] table, not prose here.
             for a in Apm::builtins() {
-                println!("{:<14} {}", a.name, a.description);
+                println!("{:<17} {}", a.name, a.description);
+                if let Some(about) = &a.about {
+                    let validation = about
+                        .validation
+                        .as_deref()
+                        .unwrap_or("not validated at block level");
+                    println!("{:<17} {}; {validation}", "", about.model.label());
+                }
             }
-            println!("\nWrite your own in TOML (docs/apm.md) and pass its path to --apm.");
+            println!("\nCheck applications under today's kernel models (ext4, xfs, btrfs-linux6);");
+            println!(
+                "the thesis' models reproduce its study. Write your own in TOML (docs/apm.md)"
+            );
+            println!("and pass its path to --apm.");
         }
         ApmCmd::Show { name } => {
             let a = Apm::resolve(&name).map_err(|e| Failure::input(e.to_string()))?;

@@ -54,8 +54,9 @@ pub struct ValidateArgs {
     /// File systems, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "ext4,xfs,btrfs,intactfs")]
     pub fs: Vec<String>,
-    /// Use APM for file system FS instead of its default (ext4: ext4-o, xfs: xfs,
-    /// btrfs: btrfs, intactfs: intactfs), e.g. --apm xfs=ext4-o. Repeatable.
+    /// Use APM for file system FS instead of its default, today's kernel model (ext4: ext4,
+    /// or ext4-dioread_lock when mounted so; xfs: xfs; btrfs: btrfs-linux6; intactfs:
+    /// intactfs), e.g. --apm ext4=ext4-o for the thesis' model. Repeatable.
     #[arg(long, value_name = "FS=APM")]
     pub apm: Vec<String>,
     /// Mount options for file system FS, e.g. --mount-opts ext4=dioread_lock. Repeatable.
@@ -529,17 +530,6 @@ fn validate_cmd(a: ValidateArgs) -> Result<u8, Failure> {
     for f in &a.fs {
         fses.push(FsKind::parse(f.trim()).map_err(|e| Failure::input(format!("--fs: {e}")))?);
     }
-    let mut apms: std::collections::HashMap<FsKind, String> =
-        fses.iter().map(|f| (*f, f.apm().to_string())).collect();
-    for o in &a.apm {
-        let (f, m) = o.split_once('=').ok_or_else(|| {
-            Failure::input(format!("--apm {o:?}: expected FS=APM, e.g. xfs=ext4-o"))
-        })?;
-        let f = FsKind::parse(f.trim()).map_err(|e| Failure::input(format!("--apm: {e}")))?;
-        intact_apm::Apm::resolve(m.trim())
-            .map_err(|e| Failure::input(format!("--apm {o}: {e}")))?;
-        apms.insert(f, m.trim().to_string());
-    }
     let mut mopts: std::collections::HashMap<FsKind, String> = std::collections::HashMap::new();
     for o in &a.mount_opts {
         let (f, m) = o.split_once('=').ok_or_else(|| {
@@ -550,6 +540,22 @@ fn validate_cmd(a: ValidateArgs) -> Result<u8, Failure> {
         let f =
             FsKind::parse(f.trim()).map_err(|e| Failure::input(format!("--mount-opts: {e}")))?;
         mopts.insert(f, m.trim().to_string());
+    }
+    let mut apms: std::collections::HashMap<FsKind, String> = fses
+        .iter()
+        .map(|f| {
+            let mo = mopts.get(f).map(String::as_str).unwrap_or("");
+            (*f, f.apm(mo).to_string())
+        })
+        .collect();
+    for o in &a.apm {
+        let (f, m) = o.split_once('=').ok_or_else(|| {
+            Failure::input(format!("--apm {o:?}: expected FS=APM, e.g. xfs=ext4-o"))
+        })?;
+        let f = FsKind::parse(f.trim()).map_err(|e| Failure::input(format!("--apm: {e}")))?;
+        intact_apm::Apm::resolve(m.trim())
+            .map_err(|e| Failure::input(format!("--apm {o}: {e}")))?;
+        apms.insert(f, m.trim().to_string());
     }
     for f in &fses {
         intact_apm::Apm::resolve(&apms[f]).map_err(|e| {

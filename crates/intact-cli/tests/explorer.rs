@@ -12,8 +12,7 @@ use std::process::Command;
 /// whose expectations on the undo log are known (examples/undolog/README.md).
 const ALL_APMS: &str = "default,ext3-j,ext3-o,ext3-w,ext4-o,btrfs,strict,intactfs";
 /// Every built-in APM, as `intact apm list` shows them.
-const BUILTIN_APMS: &str =
-    "default,ext3-j,ext3-o,ext3-w,ext4-o,xfs,btrfs,strict,intactfs,intactfs-osync,nobarrier";
+const BUILTIN_APMS: &str = "default,ext3-j,ext3-o,ext3-w,ext4-o,btrfs,ext4,ext4-dioread_lock,xfs,btrfs-linux6,strict,intactfs,intactfs-osync,nobarrier";
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -700,9 +699,10 @@ fn run_and_apm_commands() {
     assert!(text.contains("ordering: safe rename"), "{text}");
     let list = intact().args(["apm", "list"]).output().unwrap();
     let list = String::from_utf8_lossy(&list.stdout);
-    let listed: Vec<&str> = list
-        .lines()
-        .take_while(|l| !l.is_empty())
+    let lines: Vec<&str> = list.lines().take_while(|l| !l.is_empty()).collect();
+    let listed: Vec<&str> = lines
+        .iter()
+        .filter(|l| !l.starts_with(' '))
         .filter_map(|l| l.split_whitespace().next())
         .collect();
     assert_eq!(
@@ -710,6 +710,22 @@ fn run_and_apm_commands() {
         BUILTIN_APMS.split(',').collect::<Vec<_>>(),
         "{list}"
     );
+    // Each model says what it is (its [about] table), and today's are validated.
+    let about = |name: &str| {
+        let i = lines
+            .iter()
+            .position(|l| l.starts_with(&format!("{name} ")))
+            .unwrap();
+        lines[i + 1].trim().to_string()
+    };
+    assert!(about("ext4-o").starts_with("thesis model"), "{list}");
+    for today in ["ext4", "ext4-dioread_lock", "xfs", "btrfs-linux6"] {
+        let a = about(today);
+        assert!(
+            a.starts_with("today's kernel model; validated on Linux"),
+            "{a}"
+        );
+    }
     let show = intact().args(["apm", "show", "ext4-o"]).output().unwrap();
     assert!(String::from_utf8_lossy(&show.stdout).contains("renamed-file"));
 }

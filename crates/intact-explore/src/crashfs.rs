@@ -208,6 +208,22 @@ impl CrashFs {
                 }
                 .map_err(CrashFsError::Data)?;
             }
+            Micro::ZeroFill { inode, size } => {
+                // Holes (never-written blocks, garbage when exposed) below `size` become
+                // zeros; written bytes stay. Past the buffer's end: zeros up to `size`.
+                let (buf, _) = self.file(*inode)?;
+                let b = Arc::make_mut(buf);
+                let holes: Vec<(u64, u64)> = b
+                    .segments(0, *size)
+                    .into_iter()
+                    .filter(|(_, _, seg)| *seg == Seg::Hole)
+                    .map(|(s, e, _)| (s, e))
+                    .collect();
+                let tail = (b.len() < *size).then(|| (b.len(), *size));
+                for (s, e) in holes.into_iter().chain(tail) {
+                    b.write_zeros(s, e - s).map_err(CrashFsError::Data)?;
+                }
+            }
             Micro::CreateEntry { dir, name, inode } => {
                 self.entries(*dir)?.insert(name.clone(), *inode);
             }
