@@ -1,7 +1,8 @@
 //! Mounting: lock the image, recover it, serve FUSE requests until unmounted (by
 //! `umount`, `intact fs umount`, or SIGINT/SIGTERM/SIGHUP), then write everything back.
 
-use crate::fs::{Caps, FsyncMode, IntactFuse};
+use crate::block::FsyncMode;
+use crate::server::Caps;
 use fuser::{Config, MountOption, Session, SessionACL};
 use intactfs::{Fs, MountOptions, MountReport, BLOCK};
 use intactfs_device::ImageDevice;
@@ -28,7 +29,7 @@ pub struct MountConfig {
     pub image: PathBuf,
     pub mountpoint: PathBuf,
     pub fsync: FsyncMode,
-    /// Serve extended attributes (see `IntactFuse`).
+    /// Serve extended attributes (see [`crate::server::Server`]).
     pub xattr: bool,
     /// Commit a stream group once this many bytes of dirty data wait
     /// ([`default_dirty_limit`] if None).
@@ -235,10 +236,10 @@ pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmoun
             cfg.image.display()
         ))
     })?;
-    let fuse = IntactFuse::new(fs, cfg.fsync, cfg.xattr, cfg.locked_commit, cfg.caps)
+    let fuse = crate::block::server(fs, cfg.fsync, cfg.xattr, cfg.locked_commit, cfg.caps)
         .map_err(|e| MountError::Failed(format!("{}: {e}", cfg.image.display())))?;
     let state = fuse.state.clone();
-    let commits = fuse.commits.clone();
+    let commits = fuse.driver.commits.clone();
 
     let mut config = session_config(cfg, "intactfs");
     if recovery.read_only.is_some() {
@@ -294,10 +295,10 @@ pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmoun
                 // Not waited for by anyone: told to the kernel from another thread (this
                 // one holds the lock).
                 if let Some(p) = st.take_invalidations() {
-                    std::thread::spawn(move || crate::fs::invalidate(Some(p)));
+                    std::thread::spawn(move || crate::server::invalidate(Some(p)));
                 }
                 st.notify();
-                let flush = st.unflushed_since.is_some_and(|t| t.elapsed() >= td);
+                let flush = st.ext.unflushed_since.is_some_and(|t| t.elapsed() >= td);
                 let ticket = st.fs.as_ref().map_or(0, |fs| fs.written_ticket());
                 if commits.finish(guard).is_err() {
                     eprintln!(
