@@ -24,10 +24,10 @@
 
 use crate::control;
 use crate::mount::{
-    check_mountpoint, detach_on_signals, lock_image, session_config, MountConfig, MountError,
+    check_mountpoint, lock_image, serve_until_unmounted, session_config, MountConfig, MountError,
 };
 use crate::server::{errno, invalidate, Caps, IoctlCall, Locked, Served, Server, State, Who};
-use fuser::{Errno, ReplyIoctl, Session};
+use fuser::{Errno, ReplyIoctl};
 use intactfs_device::PmemFile;
 use intactfs_pmem::{FileType, Ino, MountReport, PmemFs, PmemFsError, Stats, TxId};
 use intactfs_types::Result as FsResult;
@@ -616,47 +616,12 @@ pub fn run(
 ) -> Result<PmemUnmounted, MountError> {
     check_mountpoint(&cfg.mountpoint)?;
     let lock = lock_image(&cfg.image)?;
-    let mut dev = PmemFile::open(&cfg.image)
-        .map_err(|e| MountError::Input(format!("{}: {e}", cfg.image.display())))?;
-    dev.set_sync_on_fence(cfg.pmem_sync);
-    let (fs, recovery) = PmemFs::mount(dev).map_err(|e| {
-        MountError::Input(format!(
-            "{}: cannot mount the pmem image: {e} (run `intact fs fsck {}` for a report)",
-            cfg.image.display(),
-            cfg.image.display()
-        ))
-    })?;
+    let (fs, recovery) = recover(cfg)?;
     let fuse = server(fs, cfg.xattr, cfg.caps);
     let state = fuse.state.clone();
     let config = session_config(cfg, "intactfs-pmem");
-    let session = Session::new(fuse, &cfg.mountpoint, &config).map_err(|e| {
-        MountError::Failed(format!("mounting on {}: {e}", cfg.mountpoint.display()))
-    })?;
-    if let Ok(mut st) = state.write() {
-        st.notifier = Some(session.notifier());
-    }
-    let (sig_handle, sig_thread) = detach_on_signals(&cfg.mountpoint)?;
-    let (stop, stopped) = mpsc::channel::<()>();
-    let reaper = {
-        let state = state.clone();
-        std::thread::spawn(move || {
-            while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(REAP_INTERVAL) {
-                let Ok(mut st) = state.write() else { return };
-                st.reap();
-                if let Some(p) = st.take_invalidations() {
-                    // Not under the lock: the kernel may wait for a request that needs it.
-                    std::thread::spawn(move || invalidate(Some(p)));
-                }
-            }
-        })
-    };
-
-    ready(&recovery);
-    let served = session.run();
-    sig_handle.close();
-    let _ = sig_thread.join();
-    drop(stop);
-    let _ = reaper.join();
+    let reaper = |stopped| spawn_reaper(state.clone(), stopped);
+    let served = serve_until_unmounted(fuse, cfg, &config, reaper, || ready(&recovery))?;
 
     let fs = state.write().ok().and_then(|mut st| st.fs.take());
     let Some(fs) = fs else {
@@ -666,17 +631,7 @@ pub fn run(
             cfg.image.display()
         )));
     };
-    let stats = fs.stats();
-    let open = fs.open_transactions().len();
-    if open > 0 {
-        eprintln!("intactfs-pmem: {open} transaction(s) still open at unmount: aborted");
-    }
-    let mut dev = fs
-        .unmount()
-        .map_err(|e| MountError::Failed(format!("unmounting {}: {e}", cfg.image.display())))?;
-    dev.sync_all()
-        .map_err(|e| MountError::Failed(format!("writing back {}: {e}", cfg.image.display())))?;
-    drop(dev);
+    let (stats, open) = write_back(cfg, fs)?;
     drop(lock);
     if let Err(e) = served {
         return Err(MountError::Failed(format!(
@@ -688,6 +643,53 @@ pub fn run(
         stats,
         aborted_at_unmount: open,
     })
+}
+
+/// Opens and recovers the image (its lock is held).
+fn recover(cfg: &MountConfig) -> Result<(PmemEngine, MountReport), MountError> {
+    let mut dev = PmemFile::open(&cfg.image)
+        .map_err(|e| MountError::Input(format!("{}: {e}", cfg.image.display())))?;
+    dev.set_sync_on_fence(cfg.pmem_sync);
+    PmemFs::mount(dev).map_err(|e| {
+        MountError::Input(format!(
+            "{}: cannot mount the pmem image: {e} (run `intact fs fsck {}` for a report)",
+            cfg.image.display(),
+            cfg.image.display()
+        ))
+    })
+}
+
+/// Aborts the transactions of exited processes every [`REAP_INTERVAL`] until `stopped`.
+fn spawn_reaper(
+    state: Arc<RwLock<PmemState>>,
+    stopped: mpsc::Receiver<()>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(REAP_INTERVAL) {
+            let Ok(mut st) = state.write() else { return };
+            st.reap();
+            if let Some(p) = st.take_invalidations() {
+                // Not under the lock: the kernel may wait for a request that needs it.
+                std::thread::spawn(move || invalidate(Some(p)));
+            }
+        }
+    })
+}
+
+/// Unmounts the engine (open transactions aborted, everything checkpointed) and syncs
+/// the image: its stats and how many transactions were still open.
+fn write_back(cfg: &MountConfig, fs: PmemEngine) -> Result<(Stats, usize), MountError> {
+    let stats = fs.stats();
+    let open = fs.open_transactions().len();
+    if open > 0 {
+        eprintln!("intactfs-pmem: {open} transaction(s) still open at unmount: aborted");
+    }
+    let mut dev = fs
+        .unmount()
+        .map_err(|e| MountError::Failed(format!("unmounting {}: {e}", cfg.image.display())))?;
+    dev.sync_all()
+        .map_err(|e| MountError::Failed(format!("writing back {}: {e}", cfg.image.display())))?;
+    Ok((stats, open))
 }
 
 #[cfg(test)]

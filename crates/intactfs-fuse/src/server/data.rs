@@ -4,7 +4,7 @@
 use super::namespace::S_ISGID;
 use super::{errno, invalidate, Fallocate, Locked, Served, Server, Who};
 use fuser::{Errno, FileHandle, FopenFlags, Generation};
-use intactfs_types::{Attr, FileType, Ino, SetAttr};
+use intactfs_types::{Attr, FileType, FsError, Ino, SetAttr};
 
 /// Clears set-user-id, and set-group-id if the file is group-executable or the caller is
 /// neither in the file's group nor root (the kernel's `setattr_should_drop_sgid`), as a
@@ -196,9 +196,13 @@ impl<E: Served> Server<E> {
         };
         let off = u64::try_from(offset).map_err(|_| Errno::ENXIO)?;
         let st = self.read()?;
-        st.fs_ref()?
-            .seek_data(ino, off, data)
-            .map_err(|e| errno(&e))
+        match st.fs_ref()?.seek_data(ino, off, data) {
+            Ok(o) => Ok(o),
+            // An engine without holes: ENOSYS, and the kernel answers SEEK_DATA/SEEK_HOLE
+            // itself from then on (the whole file is data), as POSIX allows.
+            Err(FsError::Unsupported(_)) => Err(Errno::ENOSYS),
+            Err(e) => Err(errno(&e)),
+        }
     }
 
     pub(crate) fn fallocate_call(
