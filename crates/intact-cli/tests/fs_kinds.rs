@@ -249,6 +249,7 @@ fn applications_run_on_a_pmem_mount() {
         .filter(|t| {
             !Command::new("sh")
                 .args(["-c", &format!("command -v {t}")])
+                .stdout(std::process::Stdio::null())
                 .status()
                 .is_ok_and(|s| s.success())
         })
