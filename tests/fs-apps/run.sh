@@ -7,7 +7,10 @@
 #
 # As root. Environment:
 #   INTACT=path      the intact binary (default: build target/debug/intact with cargo -j 1)
-#   STREAMS=0        run the applications in the init stream (default 1: each application
+#   DEVICE=kind      the image's kind: block (default), txflash or pmem (`intact fs mkfs
+#                    --device`); SIZE=4G its size (a pmem image is mapped whole: keep it small)
+#   STREAMS=0        run the applications in the init stream (default 1 on block and
+#                    txflash, 0 on pmem, which has no streams: each application
 #                    runs under `intact fs exec --stream fsapps-APP` on intactfs)
 #   KEEP=1           keep the work directory (images, results, logs); mounts are still undone
 #
@@ -18,7 +21,9 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 ALL_APPS=(sqlite-rollback sqlite-wal git leveldb postgres tar rsync)
-STREAMS=${STREAMS:-1}
+DEVICE=${DEVICE:-block}
+SIZE=${SIZE:-4G}
+if [ "$DEVICE" = pmem ]; then STREAMS=${STREAMS:-0}; else STREAMS=${STREAMS:-1}; fi
 KEEP=${KEEP:-0}
 PG_PORT_INTACTFS=55490
 PG_PORT_TMPFS=55491
@@ -133,7 +138,7 @@ mount_intactfs() {  # $1: log file
   DAEMON_PID=$(cat "$WORK/daemon.pid")
 }
 
-"$INTACT" fs mkfs "$IMG" --size 4G
+"$INTACT" fs mkfs "$IMG" --device "$DEVICE" --size "$SIZE"
 mount_intactfs "$WORK/mount-1.log"
 mount -t tmpfs -o size=2G,mode=755 fsapps-reference "$TMPFS"
 

@@ -15,8 +15,10 @@
 # pjdfstest and fsx come from the peer suites ($INTACT_PEER_SUITES, else ../shared/peer-suites
 # beside the repository; built with their build.sh). Without them those two say so and are
 # skipped, a failure under INTACT_REQUIRE_ALL=1 (CI). Needs root (mounts) and python3, perl.
+# PEER_KEEP=DIR keeps each run's outputs (DIR/KIND-SUITE/: prove.out, suite.log, fsx.out,
+# the daemon log), e.g. to rewrite a known-failures list with pjdfstest-check.py --write.
 # Usage: [INTACT=target/debug/intact] [PEER_SUITES="posix pjdfstest fsx"] [FSX_OPS=N]
-#        bash tests/peer/run.sh [KIND...]
+#        [PEER_KEEP=DIR] bash tests/peer/run.sh [KIND...]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$PWD
@@ -98,6 +100,10 @@ one_run() {
     rc=1; echo "$kind $s: fsck afterwards NOT CLEAN:"; tail -20 "$d/fsck.out"
   fi
   umount "$d/ref"
+  if [ -n "${PEER_KEEP:-}" ]; then
+    mkdir -p "$PEER_KEEP/$kind-$s"
+    cp "$d"/*.out "$d"/*.log "$PEER_KEEP/$kind-$s/" 2>/dev/null || true
+  fi
   rm -rf "$d"
   return $rc
 }

@@ -198,6 +198,10 @@ pub struct PmemFile {
 // SAFETY: the mapping is owned by this value alone (no aliasing pointer escapes it), and a
 // shared file mapping may be used from any thread.
 unsafe impl Send for PmemFile {}
+// SAFETY: through `&self` the mapping is only read (`read` copies out, `load_u64` is an
+// atomic load); every store, flush and fence takes `&mut self`, so shared references on
+// several threads (the FUSE server's read lock) never race with a write.
+unsafe impl Sync for PmemFile {}
 
 impl PmemFile {
     /// Creates (or truncates) `path` as a zero-filled image of `len` bytes (sparse), mapped.

@@ -45,7 +45,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 // The intactfs mount's request size, cache lifetime and negative entries, by construction.
-use intactfs_fuse::fs::{negative_attr, MAX_WRITE, TTL};
+use intactfs_fuse::block::MAX_WRITE;
+use intactfs_fuse::server::{negative_attr, TTL};
 
 enum Node {
     /// A directory, held open (`O_PATH`).

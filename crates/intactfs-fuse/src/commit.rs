@@ -61,7 +61,7 @@ impl Drop for Waiting<'_> {
     }
 }
 
-/// What the committer needs of the server's state (`fs::State` implements it; a trait so
+/// What the committer needs of the server's state (`block::BlockState` implements it; a trait so
 /// that this module does not import the server, which uses the committer).
 pub trait CommitState {
     /// The engine; None once it is gone.

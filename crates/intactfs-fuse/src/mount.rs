@@ -1,7 +1,9 @@
 //! Mounting: lock the image, recover it, serve FUSE requests until unmounted (by
 //! `umount`, `intact fs umount`, or SIGINT/SIGTERM/SIGHUP), then write everything back.
 
-use crate::fs::{Caps, FsyncMode, IntactFuse};
+use crate::block::{BlockState, FsyncMode};
+use crate::commit::Committer;
+use crate::server::{Caps, Served, Server};
 use fuser::{Config, MountOption, Session, SessionACL};
 use intactfs::{Fs, MountOptions, MountReport, BLOCK};
 use intactfs_device::ImageDevice;
@@ -28,7 +30,7 @@ pub struct MountConfig {
     pub image: PathBuf,
     pub mountpoint: PathBuf,
     pub fsync: FsyncMode,
-    /// Serve extended attributes (see `IntactFuse`).
+    /// Serve extended attributes (see [`crate::server::Server`]).
     pub xattr: bool,
     /// Commit a stream group once this many bytes of dirty data wait
     /// ([`default_dirty_limit`] if None).
@@ -211,35 +213,68 @@ pub fn detach_on_signals(
     Ok((sig_handle, sig_thread))
 }
 
-/// Mounts and serves until unmounted. `ready` runs once the mount is visible.
-pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmounted, MountError> {
-    check_mountpoint(&cfg.mountpoint)?;
-    let lock = lock_image(&cfg.image)?;
+/// Serves `server` on `cfg.mountpoint` until it is unmounted (every engine's mount): the
+/// session mounted with `config`, the kernel's notifier handed to the server, signals
+/// detaching the mount, and `background` (the engine's periodic work: the block engine's
+/// commits, the pmem engine's reaper) running until the session ends; it must end when
+/// its receiver's sender is dropped. `ready` runs once the mount is visible.
+pub fn serve_until_unmounted<E: Served>(
+    server: Server<E>,
+    cfg: &MountConfig,
+    config: &Config,
+    background: impl FnOnce(mpsc::Receiver<()>) -> std::thread::JoinHandle<()>,
+    ready: impl FnOnce(),
+) -> Result<std::io::Result<()>, MountError> {
+    let state = server.state.clone();
+    let session = Session::new(server, &cfg.mountpoint, config).map_err(|e| {
+        MountError::Failed(format!("mounting on {}: {e}", cfg.mountpoint.display()))
+    })?;
+    if let Ok(mut st) = state.write() {
+        st.notifier = Some(session.notifier());
+    }
+    let (sig_handle, sig_thread) = detach_on_signals(&cfg.mountpoint)?;
+    let (stop, stopped) = mpsc::channel::<()>();
+    let worker = background(stopped);
+    ready();
+    let served = session.run();
+    sig_handle.close();
+    let _ = sig_thread.join();
+    drop(stop);
+    let _ = worker.join();
+    Ok(served)
+}
+
+/// Opens and recovers a block (or txflash) image (its lock is held).
+fn recover(cfg: &MountConfig) -> Result<(Fs<ImageDevice>, MountReport), MountError> {
     let dev = ImageDevice::open(&cfg.image, BLOCK)
         .map_err(|e| MountError::Input(format!("{}: {e}", cfg.image.display())))?;
-    let (fs, recovery) = Fs::mount(
-        dev,
-        MountOptions {
-            dirty_limit: cfg.dirty_limit.unwrap_or_else(default_dirty_limit),
-            region_limit: cfg
-                .region_limit
-                .unwrap_or(MountOptions::default().region_limit),
-            read_only: cfg.read_only,
-            ..MountOptions::default()
-        },
-    )
-    .map_err(|e| {
+    let opts = MountOptions {
+        dirty_limit: cfg.dirty_limit.unwrap_or_else(default_dirty_limit),
+        region_limit: cfg
+            .region_limit
+            .unwrap_or(MountOptions::default().region_limit),
+        read_only: cfg.read_only,
+        ..MountOptions::default()
+    };
+    Fs::mount(dev, opts).map_err(|e| {
         MountError::Input(format!(
             "{}: cannot mount: {e} (run `intact fs fsck {}` for a full report)",
             cfg.image.display(),
             cfg.image.display()
         ))
-    })?;
-    let fuse = IntactFuse::new(fs, cfg.fsync, cfg.xattr, cfg.locked_commit, cfg.caps)
+    })
+}
+
+/// Mounts a block (or txflash) image and serves it until unmounted. `ready` runs once the
+/// mount is visible.
+pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmounted, MountError> {
+    check_mountpoint(&cfg.mountpoint)?;
+    let lock = lock_image(&cfg.image)?;
+    let (fs, recovery) = recover(cfg)?;
+    let fuse = crate::block::server(fs, cfg.fsync, cfg.xattr, cfg.locked_commit, cfg.caps)
         .map_err(|e| MountError::Failed(format!("{}: {e}", cfg.image.display())))?;
     let state = fuse.state.clone();
-    let commits = fuse.commits.clone();
-
+    let commits = fuse.driver.commits.clone();
     let mut config = session_config(cfg, "intactfs");
     if recovery.read_only.is_some() {
         // The engine fell back to read-only (no room for the mount's checkpoint): the
@@ -250,87 +285,9 @@ pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmoun
             }
         }
     }
-    let session = Session::new(fuse, &cfg.mountpoint, &config).map_err(|e| {
-        MountError::Failed(format!("mounting on {}: {e}", cfg.mountpoint.display()))
-    })?;
-    if let Ok(mut st) = state.write() {
-        st.notifier = Some(session.notifier());
-    }
-    let (sig_handle, sig_thread) = detach_on_signals(&cfg.mountpoint)?;
-
-    // Periodic commits and the durability timeout: the thread ends when `stop` is dropped
-    // (after the session).
-    let (stop, stopped) = mpsc::channel::<()>();
-    let committer = {
-        let commits = commits.clone();
-        let (every, td) = (cfg.commit_interval, cfg.durability_timeout);
-        // Wake often enough for both clocks (and for DURABLE waiters whose ticket a
-        // write's dirty-limit commit made durable), at most once a second.
-        let tick = every
-            .map_or(td, |e| e.min(td))
-            .clamp(Duration::from_millis(10), Duration::from_secs(1));
-        std::thread::spawn(move || {
-            let mut last_commit = std::time::Instant::now();
-            while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(tick) {
-                let Ok(mut guard) = commits.lock() else {
-                    return;
-                };
-                let st = &mut *guard;
-                let Some(fs) = st.fs.as_mut() else { return };
-                if every.is_some_and(|e| last_commit.elapsed() >= e) {
-                    last_commit = std::time::Instant::now();
-                    if fs.has_uncommitted() {
-                        // Prepared here; written and flushed below, without the lock.
-                        if let Err(e) = fs.commit_all() {
-                            // The engine refuses further changes now; requests report EIO.
-                            eprintln!("intactfs: periodic commit failed: {e}");
-                            st.failure.get_or_insert(format!("periodic commit: {e}"));
-                            st.fail_waiters();
-                            return;
-                        }
-                    }
-                }
-                st.reap_regions();
-                // Not waited for by anyone: told to the kernel from another thread (this
-                // one holds the lock).
-                if let Some(p) = st.take_invalidations() {
-                    std::thread::spawn(move || crate::fs::invalidate(Some(p)));
-                }
-                st.notify();
-                let flush = st.unflushed_since.is_some_and(|t| t.elapsed() >= td);
-                let ticket = st.fs.as_ref().map_or(0, |fs| fs.written_ticket());
-                if commits.finish(guard).is_err() {
-                    eprintln!(
-                        "intactfs: periodic commit failed: {}",
-                        commits
-                            .lock()
-                            .ok()
-                            .and_then(|st| st.failure.clone())
-                            .unwrap_or_default()
-                    );
-                    return;
-                }
-                if flush && commits.wait_durable(ticket).is_err() {
-                    eprintln!(
-                        "intactfs: durability flush failed: {}",
-                        commits
-                            .lock()
-                            .ok()
-                            .and_then(|st| st.failure.clone())
-                            .unwrap_or_default()
-                    );
-                    return;
-                }
-            }
-        })
-    };
-
-    ready(&recovery);
-    let served = session.run();
-    sig_handle.close();
-    let _ = sig_thread.join();
-    drop(stop);
-    let _ = committer.join();
+    let (every, td) = (cfg.commit_interval, cfg.durability_timeout);
+    let committer = |stopped| spawn_committer(commits, every, td, stopped);
+    let served = serve_until_unmounted(fuse, cfg, &config, committer, || ready(&recovery))?;
 
     // A panic in a request handler poisons the lock: the engine's memory is then not to be
     // trusted, and nothing more is written. The image holds the last commit.
@@ -363,6 +320,75 @@ pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmoun
         )));
     }
     Ok(Unmounted { recovery, stats })
+}
+
+/// Periodic commits (every `every`) and the durability timeout (`td`): the thread ends
+/// when `stopped`'s sender is dropped (after the session), or when a commit fails.
+fn spawn_committer(
+    commits: Committer<BlockState>,
+    every: Option<Duration>,
+    td: Duration,
+    stopped: mpsc::Receiver<()>,
+) -> std::thread::JoinHandle<()> {
+    // Wake often enough for both clocks (and for DURABLE waiters whose ticket a write's
+    // dirty-limit commit made durable), at most once a second.
+    let tick = every
+        .map_or(td, |e| e.min(td))
+        .clamp(Duration::from_millis(10), Duration::from_secs(1));
+    std::thread::spawn(move || {
+        let mut last_commit = std::time::Instant::now();
+        while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(tick) {
+            let due = every.is_some_and(|e| last_commit.elapsed() >= e);
+            if due {
+                last_commit = std::time::Instant::now();
+            }
+            if commit_tick(&commits, due, td).is_err() {
+                return;
+            }
+        }
+    })
+}
+
+/// One tick of the committer: the periodic commit if `due`, regions of exited processes
+/// aborted, DURABLE waiters answered, commits written, and a flush once the oldest
+/// unflushed commit is `td` old. Err: the engine failed (logged); the thread stops.
+fn commit_tick(commits: &Committer<BlockState>, due: bool, td: Duration) -> Result<(), ()> {
+    let failure = || {
+        (commits.lock().ok())
+            .and_then(|st| st.failure.clone())
+            .unwrap_or_default()
+    };
+    let mut guard = commits.lock().map_err(drop)?;
+    let st = &mut *guard;
+    let fs = st.fs.as_mut().ok_or(())?;
+    if due && fs.has_uncommitted() {
+        // Prepared here; written and flushed below, without the lock.
+        if let Err(e) = fs.commit_all() {
+            // The engine refuses further changes now; requests report EIO.
+            eprintln!("intactfs: periodic commit failed: {e}");
+            st.failure.get_or_insert(format!("periodic commit: {e}"));
+            st.fail_waiters();
+            return Err(());
+        }
+    }
+    st.reap_regions();
+    // Not waited for by anyone: told to the kernel from another thread (this one holds
+    // the lock).
+    if let Some(p) = st.take_invalidations() {
+        std::thread::spawn(move || crate::server::invalidate(Some(p)));
+    }
+    st.notify();
+    let flush = st.ext.unflushed_since.is_some_and(|t| t.elapsed() >= td);
+    let ticket = st.fs.as_ref().map_or(0, |fs| fs.written_ticket());
+    if commits.finish(guard).is_err() {
+        eprintln!("intactfs: periodic commit failed: {}", failure());
+        return Err(());
+    }
+    if flush && commits.wait_durable(ticket).is_err() {
+        eprintln!("intactfs: durability flush failed: {}", failure());
+        return Err(());
+    }
+    Ok(())
 }
 
 /// Lazy unmount (MNT_DETACH): the name disappears now, the file system when unused.

@@ -1,6 +1,6 @@
-//! Which server an image needs: the block engine's ([`crate::mount`]) or the
-//! persistent-memory engine's ([`crate::pmem`]). Its own module, above both, so that
-//! neither imports the other.
+//! Which engine an image needs: the block engine ([`crate::mount`]) or the
+//! persistent-memory engine ([`crate::pmem`]), both served by the one server
+//! ([`crate::server`]). Its own module, above both, so that neither imports the other.
 
 use crate::mount::{MountConfig, MountError, Unmounted};
 
@@ -16,7 +16,7 @@ pub enum Served {
     Pmem(crate::pmem::PmemUnmounted),
 }
 
-/// Mounts `cfg.image` with the server its kind needs: a pmem image (superblock magic
+/// Mounts `cfg.image` with the engine its kind needs: a pmem image (superblock magic
 /// `INTPMEM1`) with [`crate::pmem`], any other with the block engine ([`crate::mount::run`]).
 pub fn serve(cfg: &MountConfig, ready: impl FnOnce(Recovered)) -> Result<Served, MountError> {
     crate::mount::check_uring_built(cfg.uring)?;

@@ -1,6 +1,7 @@
 //! The one engine interface (`intactfs_types::Engine`) on both engines: the same script of
-//! POSIX calls gives the same answers on the block and the pmem engine, and a call the pmem
-//! engine lacks answers EOPNOTSUPP (never EINVAL) where the block engine serves it.
+//! POSIX calls gives the same answers on the block and the pmem engine (hard links,
+//! renameat2 flags and files unlinked while open included), and a call the pmem engine lacks
+//! answers EOPNOTSUPP (never EINVAL) where the block engine serves it.
 
 use intactfs::{mkfs, Fs, MkfsOptions, MountOptions, BLOCK, INIT_STREAM, ROOT};
 use intactfs_device::{PmemSim, SimDevice};
@@ -89,18 +90,8 @@ fn the_same_calls_give_the_same_answers_on_both_engines() {
 /// The calls the pmem engine does not have yet, each with the errno it answers.
 fn lacking<E: Engine>(e: &mut E, c: E::Ctx) -> Vec<(&'static str, i32)> {
     let f = e.create(c, ROOT, b"f", 0o644, OWNER).unwrap().ino;
-    e.create(c, ROOT, b"g", 0o644, OWNER).unwrap();
     let err = |r: Result<(), intactfs_types::FsError>| r.err().map_or(0, |e| e.errno());
-    let exchange = RenameFlags {
-        exchange: true,
-        noreplace: false,
-    };
-    let noreplace = RenameFlags {
-        exchange: false,
-        noreplace: true,
-    };
     vec![
-        ("link", err(e.link(c, f, ROOT, b"l").map(drop))),
         (
             "symlink",
             err(e.symlink(c, ROOT, b"s", b"f", OWNER).map(drop)),
@@ -118,14 +109,6 @@ fn lacking<E: Engine>(e: &mut E, c: E::Ctx) -> Vec<(&'static str, i32)> {
         ("getxattr", err(e.getxattr(f, b"user.a").map(drop))),
         ("listxattr", err(e.listxattr(f).map(drop))),
         ("removexattr", err(e.removexattr(c, f, b"user.a"))),
-        (
-            "exchange",
-            err(e.rename(c, ROOT, b"f", ROOT, b"g", exchange)),
-        ),
-        (
-            "noreplace",
-            err(e.rename(c, ROOT, b"f", ROOT, b"new", noreplace)),
-        ),
     ]
 }
 
@@ -140,4 +123,77 @@ fn calls_the_pmem_engine_lacks_answer_eopnotsupp() {
         assert_eq!(errno, 0, "{call} on block");
     }
     assert!(!pmem().capabilities().streams && block().capabilities().streams);
+}
+
+const EEXIST: i32 = 17;
+const ENOENT: i32 = 2;
+
+/// Hard links and renameat2's flags through the trait: what a reader sees at the end.
+fn links_and_rename_flags<E: Engine>(e: &mut E, c: E::Ctx) -> (Vec<Vec<u8>>, Vec<u8>, u32) {
+    let f = e.create(c, ROOT, b"f", 0o644, OWNER).unwrap().ino;
+    e.write(c, f, 0, b"F").unwrap();
+    let g = e.create(c, ROOT, b"g", 0o644, OWNER).unwrap().ino;
+    e.write(c, g, 0, b"G").unwrap();
+    assert_eq!(e.link(c, f, ROOT, b"l").unwrap().nlink, 2);
+    assert_eq!(e.link(c, f, ROOT, b"g").unwrap_err().errno(), EEXIST);
+    let exchange = RenameFlags {
+        exchange: true,
+        noreplace: false,
+    };
+    let noreplace = RenameFlags {
+        exchange: false,
+        noreplace: true,
+    };
+    e.rename(c, ROOT, b"f", ROOT, b"g", exchange).unwrap();
+    let err = |r: intactfs_types::Result<()>| r.err().map_or(0, |e| e.errno());
+    assert_eq!(err(e.rename(c, ROOT, b"f", ROOT, b"g", noreplace)), EEXIST);
+    assert_eq!(err(e.rename(c, ROOT, b"f", ROOT, b"nx", exchange)), ENOENT);
+    e.rename(c, ROOT, b"l", ROOT, b"m", noreplace).unwrap();
+    let at_g = e.lookup(ROOT, b"g").unwrap();
+    assert_eq!(at_g.ino, f, "the exchange put f's inode at g");
+    (
+        names_paged(e, ROOT),
+        e.read(at_g.ino, 0, 10).unwrap(),
+        at_g.nlink,
+    )
+}
+
+#[test]
+fn links_and_rename_flags_answer_the_same_on_both_engines() {
+    let on_block = links_and_rename_flags(&mut block(), INIT_STREAM);
+    let on_pmem = links_and_rename_flags(&mut pmem(), None);
+    assert_eq!(on_block, on_pmem);
+    assert_eq!(
+        on_block,
+        (
+            vec![b"f".to_vec(), b"g".to_vec(), b"m".to_vec()],
+            b"F".to_vec(),
+            2
+        )
+    );
+}
+
+/// A file unlinked while open: read and written through the trait until its last release,
+/// then gone (its inode no longer answers).
+fn unlinked_while_open<E: Engine>(e: &mut E, c: E::Ctx) -> (Vec<u8>, u32, i32) {
+    let f = e.create(c, ROOT, b"tmp", 0o600, OWNER).unwrap().ino;
+    e.open(f).unwrap();
+    e.write(c, f, 0, b"before").unwrap();
+    e.unlink(c, ROOT, b"tmp").unwrap();
+    assert_eq!(e.lookup(ROOT, b"tmp").unwrap_err().errno(), ENOENT);
+    e.write(c, f, 6, b" after").unwrap();
+    let data = e.read(f, 0, 100).unwrap();
+    let nlink = e.getattr(f).unwrap().nlink;
+    e.release(c, f).unwrap();
+    e.fsync(c, ROOT, false).unwrap();
+    let gone = e.getattr(f).err().map_or(0, |e| e.errno());
+    (data, nlink, gone)
+}
+
+#[test]
+fn an_unlinked_open_file_lives_until_its_last_release_on_both_engines() {
+    let on_block = unlinked_while_open(&mut block(), INIT_STREAM);
+    let on_pmem = unlinked_while_open(&mut pmem(), None);
+    assert_eq!(on_block, on_pmem);
+    assert_eq!(on_block, (b"before after".to_vec(), 0, ENOENT));
 }

@@ -4,6 +4,7 @@
 //! ([`unsupported`]), one method each, so that each is replaced by the engine's call when
 //! it lands.
 
+use crate::layout::{RENAME_EXCHANGE, RENAME_NOREPLACE};
 use crate::{PmemFs, TxId};
 use intactfs_device::PmemDevice;
 use intactfs_types::{
@@ -51,6 +52,14 @@ impl<P: PmemDevice> Engine for PmemFs<P> {
             ))),
         }
     }
+    fn parent(&self, dir: Ino) -> Result<Ino> {
+        let rec = self.inode(dir)?;
+        if rec.kind != FileType::Dir {
+            return Err(FsError::NotDir(format!("inode {dir}")));
+        }
+        assert!(rec.parent != 0, "directory {dir} has no parent");
+        Ok(rec.parent as Ino)
+    }
     fn statfs(&self) -> StatFs {
         PmemFs::statfs(self)
     }
@@ -78,8 +87,14 @@ impl<P: PmemDevice> Engine for PmemFs<P> {
     ) -> Result<Attr> {
         unsupported("mknod")
     }
-    fn link(&mut self, _: Tx, _: Ino, _: Ino, _: &[u8]) -> Result<Attr> {
-        unsupported("link")
+    fn open(&mut self, ino: Ino) -> Result<()> {
+        PmemFs::open(self, ino)
+    }
+    fn release(&mut self, _: Tx, ino: Ino) -> Result<()> {
+        PmemFs::release(self, ino)
+    }
+    fn link(&mut self, t: Tx, ino: Ino, p: Ino, name: &[u8]) -> Result<Attr> {
+        PmemFs::link(self, t, ino, p, name)
     }
     fn unlink(&mut self, t: Tx, p: Ino, name: &[u8]) -> Result<()> {
         PmemFs::unlink(self, t, p, name)
@@ -96,10 +111,9 @@ impl<P: PmemDevice> Engine for PmemFs<P> {
         dn: &[u8],
         f: RenameFlags,
     ) -> Result<()> {
-        if f.exchange || f.noreplace {
-            return unsupported("RENAME_EXCHANGE and RENAME_NOREPLACE");
-        }
-        PmemFs::rename(self, t, sp, sn, dp, dn)
+        let flags = if f.noreplace { RENAME_NOREPLACE } else { 0 }
+            | if f.exchange { RENAME_EXCHANGE } else { 0 };
+        PmemFs::rename2(self, t, sp, sn, dp, dn, flags)
     }
     fn setattr(&mut self, t: Tx, ino: Ino, a: SetAttr) -> Result<Attr> {
         PmemFs::setattr(self, t, ino, &a)

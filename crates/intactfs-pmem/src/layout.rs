@@ -22,8 +22,8 @@ pub const ROOT: u64 = 1;
 /// renameat2(2) flags (linux/fs.h).
 pub const RENAME_NOREPLACE: u32 = 1;
 pub const RENAME_EXCHANGE: u32 = 2;
-/// Most names a file may have (as the block engine: EMLINK beyond).
-pub const MAX_LINKS: u32 = 65_000;
+/// Most names a file may have (defined once, for every engine).
+pub use intactfs_types::MAX_LINKS;
 
 /// Direct pointers in an inode; then one single-indirect and one double-indirect pointer.
 pub const NDIRECT: u64 = 12;

@@ -55,6 +55,8 @@ pub trait Engine {
     /// Up to `max` entries after `cookie` (0: from the start), each with its own cookie.
     fn readdir(&self, dir: Ino, cookie: u64, max: usize) -> Result<Vec<DirEntry>>;
     fn readlink(&self, ino: Ino) -> Result<Vec<u8>>;
+    /// The parent of directory `dir` (the root's is the root): what ".." names.
+    fn parent(&self, dir: Ino) -> Result<Ino>;
     fn statfs(&self) -> StatFs;
     fn read(&mut self, ino: Ino, off: u64, len: usize) -> Result<Vec<u8>>;
 
@@ -95,6 +97,12 @@ pub trait Engine {
         rdev: u32,
         o: Owner,
     ) -> Result<Attr>;
+    /// Counts an open of `ino` (the FUSE server: one per kernel reference). An inode that
+    /// loses its last name while open lives on until its last [`Engine::release`].
+    fn open(&mut self, ino: Ino) -> Result<()>;
+    /// Counts a close of `ino`; the last close of an unlinked file frees it. A release of
+    /// an inode that is not open does nothing.
+    fn release(&mut self, c: Self::Ctx, ino: Ino) -> Result<()>;
     fn link(&mut self, c: Self::Ctx, ino: Ino, parent: Ino, name: &[u8]) -> Result<Attr>;
     fn unlink(&mut self, c: Self::Ctx, parent: Ino, name: &[u8]) -> Result<()>;
     fn rmdir(&mut self, c: Self::Ctx, parent: Ino, name: &[u8]) -> Result<()>;

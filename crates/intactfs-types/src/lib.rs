@@ -28,6 +28,9 @@ use serde::{Deserialize, Serialize};
 /// An inode number (0 is never one).
 pub type Ino = u64;
 
+/// Most names a file may have (link(2) answers EMLINK beyond), on every engine.
+pub const MAX_LINKS: u32 = 65_000;
+
 /// A time stamp: seconds and nanoseconds since the epoch.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,

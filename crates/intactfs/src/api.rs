@@ -3,7 +3,7 @@
 //! its stream (ccfs); every seed interface but AD-transactions is here.
 
 use crate::engine::Fs;
-use crate::meta::NewKind;
+use crate::meta::{Body, NewKind};
 use crate::streams::StreamId;
 use intactfs_device::BlockDevice;
 use intactfs_types::{
@@ -50,6 +50,13 @@ impl<D: BlockDevice> Engine for Fs<D> {
     fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
         Fs::readlink(self, ino)
     }
+    fn parent(&self, dir: Ino) -> Result<Ino> {
+        match self.live_meta().get(dir).map(|n| &n.body) {
+            Some(Body::Dir { parent, .. }) => Ok(*parent),
+            Some(_) => Err(FsError::NotDir(format!("inode {dir}"))),
+            None => Err(FsError::NotFound(format!("inode {dir}"))),
+        }
+    }
     fn statfs(&self) -> StatFs {
         Fs::statfs(self)
     }
@@ -76,6 +83,12 @@ impl<D: BlockDevice> Engine for Fs<D> {
         o: Owner,
     ) -> Result<Attr> {
         Fs::create(self, s, p, name, node_kind(kind, rdev)?, mode, o)
+    }
+    fn open(&mut self, ino: Ino) -> Result<()> {
+        Fs::open(self, ino)
+    }
+    fn release(&mut self, s: StreamId, ino: Ino) -> Result<()> {
+        Fs::release(self, s, ino)
     }
     fn link(&mut self, s: StreamId, ino: Ino, p: Ino, name: &[u8]) -> Result<Attr> {
         Fs::link(self, s, ino, p, name)

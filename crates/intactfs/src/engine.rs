@@ -37,7 +37,7 @@ pub use regions::{Aborted, REGION_BASE};
 
 /// Largest file size (defined with the metadata limits, where recovery checks it too).
 pub use crate::meta::MAX_FILE_SIZE;
-const MAX_LINKS: u32 = 65_000;
+use intactfs_types::MAX_LINKS;
 
 pub type Clock = Box<dyn FnMut() -> Time + Send + Sync>;
 /// A file's dirty blocks by file block number.
