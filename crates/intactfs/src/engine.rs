@@ -1317,22 +1317,8 @@ impl<D: BlockDevice> Fs<D> {
         } else {
             self.meta_room(growth)?;
         }
-        if a.mode.is_some()
-            || a.uid.is_some()
-            || a.gid.is_some()
-            || a.atime.is_some()
-            || a.mtime.is_some()
-        {
-            let ctime = self.now();
-            let op = LogOp::SetAttr {
-                ino,
-                mode: a.mode,
-                uid: a.uid,
-                gid: a.gid,
-                atime: a.atime,
-                mtime: a.mtime,
-                ctime,
-            };
+        let ctime = self.now();
+        if let Some(op) = setattr_op(ino, &a, ctime) {
             self.log(s, op, &[Key::Ino(ino)], &[])?;
         }
         self.count_call(s);
@@ -2004,6 +1990,25 @@ impl<D: BlockDevice> Fs<D> {
         }
         Err(refusal(format!("{what} the metadata snapshot"), e))
     }
+}
+
+/// The operation of a setattr's attributes (not its size), changed at `ctime`; `None` when
+/// it sets none.
+fn setattr_op(ino: Ino, a: &SetAttr, ctime: Time) -> Option<LogOp> {
+    let any = a.mode.is_some()
+        || a.uid.is_some()
+        || a.gid.is_some()
+        || a.atime.is_some()
+        || a.mtime.is_some();
+    any.then_some(LogOp::SetAttr {
+        ino,
+        mode: a.mode,
+        uid: a.uid,
+        gid: a.gid,
+        atime: a.atime,
+        mtime: a.mtime,
+        ctime,
+    })
 }
 
 /// A device error that changed nothing durable, as the caller's error: ENOSPC stays

@@ -87,26 +87,11 @@ pub(super) fn data_growth_bytes(op: &LogOp) -> u64 {
 /// value of the caller's choosing (mode, owner, times); a truncate alone adds nothing
 /// beyond the size's headroom.
 pub(super) fn setattr_growth_bytes(ino: crate::meta::Ino, a: &crate::engine::SetAttr) -> u64 {
-    if a.mode.is_none()
-        && a.uid.is_none()
-        && a.gid.is_none()
-        && a.atime.is_none()
-        && a.mtime.is_none()
-    {
-        return 0;
-    }
-    growth_bytes(&LogOp::SetAttr {
-        ino,
-        mode: a.mode,
-        uid: a.uid,
-        gid: a.gid,
-        atime: a.atime,
-        mtime: a.mtime,
-        ctime: Time {
-            sec: NOW_SEC_MAX,
-            nsec: 999_999_999,
-        },
-    })
+    let widest = Time {
+        sec: NOW_SEC_MAX,
+        nsec: 999_999_999,
+    };
+    super::setattr_op(ino, a, widest).map_or(0, |op| growth_bytes(&op))
 }
 
 /// Whether a punch of file blocks `[start, end)` leaves a piece of an extent after the hole:
