@@ -61,9 +61,16 @@ pub enum MOp {
         off: u64,
         len: u64,
     },
+    /// A setattr: the mode, and sometimes owners and times as fsstress's `chown` makes
+    /// them (random ids of random width). The model keeps the mode only: owners and times
+    /// are there to widen inodes in place, which the engine's metadata reserve must bound
+    /// (issue 25); the oracle does not compare them.
     Chmod {
         ino: MIno,
         mode: u32,
+        owner: Option<(u32, u32)>,
+        /// Seconds and nanoseconds for both atime and mtime.
+        times: Option<(i64, u32)>,
     },
     /// Set (`Some`) or remove (`None`) an extended attribute.
     SetXattr {
@@ -382,7 +389,7 @@ impl Model {
                     c[*off as usize..end.min(size) as usize].fill(0);
                 }
             }
-            MOp::Chmod { ino, mode } => {
+            MOp::Chmod { ino, mode, .. } => {
                 let Some(n) = self.nodes.get_mut(ino) else {
                     return false;
                 };

@@ -29,6 +29,8 @@ struct Run<'a> {
     cfg: &'a SimConfig,
     seed: u64,
     rng: ChaCha8Rng,
+    /// Owners and times of setattrs, drawn apart so that `rng`'s draws stay as they were.
+    attr_rng: ChaCha8Rng,
     fs: Fs<Logged>,
     /// The image right after mkfs.
     base: Vec<u8>,
@@ -121,6 +123,7 @@ impl<'a> Run<'a> {
             cfg,
             seed,
             rng,
+            attr_rng: ChaCha8Rng::seed_from_u64(seed ^ 0xc404_a77e),
             fs,
             base,
             io,
@@ -480,6 +483,17 @@ impl<'a> Run<'a> {
         (!all.is_empty()).then(|| MOp::Chmod {
             ino: pick(&mut self.rng, &all),
             mode: [0o600, 0o640, 0o700, 0o755][self.rng.random_range(0..4)],
+            owner: self.attr_rng.random_bool(0.5).then(|| {
+                let id = |r: &mut ChaCha8Rng| r.random::<u32>() >> r.random_range(0..32);
+                (id(&mut self.attr_rng), id(&mut self.attr_rng))
+            }),
+            // Past times only (the simulation's clock starts at 1.7e9 s): a time set into the
+            // future exposes a separate ctime disagreement (docs/fs-testing.md). Random
+            // nanoseconds still widen times the clock set with 0.
+            times: self.attr_rng.random_bool(0.3).then(|| {
+                let sec = self.attr_rng.random_range(0..1_700_000_000);
+                (sec, self.attr_rng.random_range(0..1_000_000_000))
+            }),
         })
     }
 
@@ -708,9 +722,16 @@ impl<'a> Run<'a> {
                 ..
             } => fs.fallocate(s, ino, *off, *len, *keep_size).map(|_| None),
             MOp::Punch { off, len, .. } => fs.punch_hole(s, ino, *off, *len).map(|_| None),
-            MOp::Chmod { mode, .. } => {
+            MOp::Chmod {
+                mode, owner, times, ..
+            } => {
+                let time = times.map(|(sec, nsec)| Time { sec, nsec });
                 let a = SetAttr {
                     mode: Some(*mode),
+                    uid: owner.map(|o| o.0),
+                    gid: owner.map(|o| o.1),
+                    atime: time,
+                    mtime: time,
                     ..Default::default()
                 };
                 fs.setattr(s, ino, a).map(|_| None)

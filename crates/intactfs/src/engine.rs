@@ -461,7 +461,8 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     fn now(&mut self) -> Time {
-        (self.clock)()
+        // Bounded, so that a time set to now fits the reserve's headroom (reserve.rs).
+        reserve::clamp_now((self.clock)())
     }
 
     fn writable(&self) -> Result<()> {
@@ -1200,6 +1201,8 @@ impl<D: BlockDevice> Fs<D> {
             exchange: flags.exchange,
             time,
         };
+        // A longer name, a wider hash or inode number: the metadata may grow.
+        self.meta_room(reserve::growth_bytes(&op))?;
         self.log(s, op, &claims, &checks)?;
         self.streams.mark(s, &[Key::Inside(sp), Key::Inside(dp)]);
         if let (Some(d), false) = (dst, flags.exchange) {
@@ -1306,25 +1309,16 @@ impl<D: BlockDevice> Fs<D> {
     pub fn setattr(&mut self, s: StreamId, ino: Ino, a: SetAttr) -> Result<Attr> {
         self.writable()?;
         self.node(ino)?;
+        // Values of the caller's choosing may widen the inode: room first, before anything
+        // changes (with the truncate's own room, if any).
+        let growth = reserve::setattr_growth_bytes(ino, &a);
         if let Some(size) = a.size {
-            self.truncate_inner(s, ino, size)?;
+            self.truncate_inner(s, ino, size, growth)?;
+        } else {
+            self.meta_room(growth)?;
         }
-        if a.mode.is_some()
-            || a.uid.is_some()
-            || a.gid.is_some()
-            || a.atime.is_some()
-            || a.mtime.is_some()
-        {
-            let ctime = self.now();
-            let op = LogOp::SetAttr {
-                ino,
-                mode: a.mode,
-                uid: a.uid,
-                gid: a.gid,
-                atime: a.atime,
-                mtime: a.mtime,
-                ctime,
-            };
+        let ctime = self.now();
+        if let Some(op) = setattr_op(ino, &a, ctime) {
             self.log(s, op, &[Key::Ino(ino)], &[])?;
         }
         self.count_call(s);
@@ -1427,13 +1421,17 @@ impl<D: BlockDevice> Fs<D> {
         .map(|_| ())
     }
 
-    fn truncate_inner(&mut self, s: StreamId, ino: Ino, size: u64) -> Result<()> {
-        let old = self.file(ino)?.size;
+    /// `meta`: metadata bytes the setattr around it adds (room is made for both at once).
+    fn truncate_inner(&mut self, s: StreamId, ino: Ino, size: u64, meta: u64) -> Result<()> {
+        self.file(ino)?;
         // Before the dirty cache changes: a legacy group that owns them commits first.
         let s = self.route(s, &[Key::Ino(ino)], &[])?;
         if size > MAX_FILE_SIZE {
             return Err(FsError::TooBig(String::new()));
         }
+        // The tail block it rewrites takes a new block at commit, like a write's.
+        self.room_for(|fs| fs.truncate_tail_blocks(ino, size), meta)?;
+        let old = self.file(ino)?.size;
         let keep = size.div_ceil(BLOCK as u64);
         if size < old {
             let tail = size % BLOCK as u64;
@@ -1681,14 +1679,16 @@ impl<D: BlockDevice> Fs<D> {
                 zero.push((b, a, z));
             }
         }
-        // Room for both edges before either changes: a call refused for space changes nothing.
+        // Room for both edges, and for the extent a punch inside one splits off, before
+        // anything changes: a call refused for space changes nothing.
+        let split_bytes = self.punch_split_bytes(ino, full0, full1);
         self.room_for(
             |fs| {
                 zero.iter()
                     .filter(|(b, ..)| !fs.dirty.get(&ino).is_some_and(|d| d.contains_key(b)))
                     .count() as u64
             },
-            0,
+            split_bytes,
         )?;
         for (b, a, z) in zero {
             let mut blk = self.file_block(ino, b)?;
@@ -1735,6 +1735,7 @@ impl<D: BlockDevice> Fs<D> {
             &[Key::Ino(ino)],
             &[],
         )?;
+        self.meta_growth_bytes += split_bytes;
         self.count_call(s);
         Ok(())
     }
@@ -1989,6 +1990,25 @@ impl<D: BlockDevice> Fs<D> {
         }
         Err(refusal(format!("{what} the metadata snapshot"), e))
     }
+}
+
+/// The operation of a setattr's attributes (not its size), changed at `ctime`; `None` when
+/// it sets none.
+fn setattr_op(ino: Ino, a: &SetAttr, ctime: Time) -> Option<LogOp> {
+    let any = a.mode.is_some()
+        || a.uid.is_some()
+        || a.gid.is_some()
+        || a.atime.is_some()
+        || a.mtime.is_some();
+    any.then_some(LogOp::SetAttr {
+        ino,
+        mode: a.mode,
+        uid: a.uid,
+        gid: a.gid,
+        atime: a.atime,
+        mtime: a.mtime,
+        ctime,
+    })
 }
 
 /// A device error that changed nothing durable, as the caller's error: ENOSPC stays

@@ -455,7 +455,7 @@ impl<D: BlockDevice> Fs<D> {
                 .apply(op)
                 .map_err(|e| FsError::Internal(format!("data operation {op:?}: {e}")))?;
             // Budgeted while its blocks were reserved (reserve::MAP_BYTES_PER_BLOCK).
-            self.meta_growth_bytes += reserve::growth_bytes(op);
+            self.meta_growth_bytes += reserve::data_growth_bytes(op);
         }
         let rec = Record {
             uuid: self.sb.uuid,
