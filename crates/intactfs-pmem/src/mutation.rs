@@ -19,6 +19,9 @@ pub enum Mutation {
     /// Unlink frees an open file at once (the behaviour before issue 26): reads through
     /// an open descriptor fail.
     FreeOpenFileAtUnlink = 4,
+    /// symlink stores its target block without persisting it before the create's batch
+    /// names it: a crash may leave a link whose target is lost (zeros).
+    SymlinkTargetNotPersisted = 5,
 }
 
 #[cfg(feature = "mutations")]

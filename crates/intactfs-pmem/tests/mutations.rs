@@ -33,6 +33,7 @@ fn the_simulation_catches_each_mutation() {
         Mutation::SkipFence,
         Mutation::KeepOrphansAtMount,
         Mutation::FreeOpenFileAtUnlink,
+        Mutation::SymlinkTargetNotPersisted,
     ] {
         // Breaking the open-unlinked rule shows in the lockstep reads of the run, not only
         // in crash images.

@@ -29,7 +29,7 @@ pub mod probe;
 
 use crate::{FileType, Ino, MkfsOptions, PmemFs, PmemFsError, SetAttr, Time, Tunables, TxId, ROOT};
 use intactfs_device::{PmemDevice, PmemSim};
-use model::{diff, digest, hash_bytes, MIno, MOp, MState, SNode, Snap};
+use model::{diff, digest, hash_bytes, MIno, MOp, MSpecial, MState, SNode, Snap};
 use probe::Probe;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -135,6 +135,9 @@ pub struct SimReport {
     /// Hard links made; RENAME_EXCHANGE renames done.
     pub links: u64,
     pub exchanges: u64,
+    /// Symbolic links and special files (FIFOs, sockets, devices) made.
+    pub symlinks: u64,
+    pub specials: u64,
     pub orphans_made: u64,
     pub orphans_freed: u64,
 }
@@ -166,6 +169,8 @@ impl std::ops::AddAssign for SimReport {
         self.opens += o.opens;
         self.links += o.links;
         self.exchanges += o.exchanges;
+        self.symlinks += o.symlinks;
+        self.specials += o.specials;
         self.orphans_made += o.orphans_made;
         self.orphans_freed += o.orphans_freed;
     }
@@ -177,7 +182,7 @@ impl std::fmt::Display for SimReport {
             f,
             "{} workloads, {} calls ({} legacy, {} interleaved with 2+ open transactions, {} expected errors of which {} EBUSY, {} ENOSPC), \
              {} transactions committed, {} aborted; {} crash points ({} exhaustive), {} crash images ({} distinct recovered: {} to the newest state, {} to the one before), \
-             {} images crashed inside recovery, {} checkpoints after recovery; {} hard links, {} exchanges, {} opens, {} files unlinked while open, {} freed by their last release; engine: {} checkpoints, {} blocks checkpointed, {} pointer swaps, {} redo entries, {} undo entries",
+             {} images crashed inside recovery, {} checkpoints after recovery; {} hard links, {} exchanges, {} symlinks, {} special files, {} opens, {} files unlinked while open, {} freed by their last release; engine: {} checkpoints, {} blocks checkpointed, {} pointer swaps, {} redo entries, {} undo entries",
             self.workloads,
             self.calls,
             self.legacy_calls,
@@ -197,6 +202,8 @@ impl std::fmt::Display for SimReport {
             self.checkpoint_after_recovery,
             self.links,
             self.exchanges,
+            self.symlinks,
+            self.specials,
             self.opens,
             self.orphans_made,
             self.orphans_freed,
@@ -253,7 +260,33 @@ pub fn engine_snapshot<P: PmemDevice>(fs: &PmemFs<P>) -> Result<Snap, String> {
             .getattr(ino)
             .map_err(|e| format!("getattr {ino} ({}): {e}", String::from_utf8_lossy(&path)))?;
         let dir = a.kind == FileType::Dir;
-        let content = if dir {
+        let special = match a.kind {
+            FileType::File | FileType::Dir => None,
+            FileType::Symlink => Some(MSpecial::Symlink),
+            FileType::Fifo => Some(MSpecial::Fifo),
+            FileType::Socket => Some(MSpecial::Socket),
+            FileType::CharDev => Some(MSpecial::Char(a.rdev)),
+            FileType::BlockDev => Some(MSpecial::Block(a.rdev)),
+        };
+        if special.is_none() && a.rdev != 0 {
+            return Err(format!(
+                "inode {ino} ({:?}) has device number {}",
+                a.kind, a.rdev
+            ));
+        }
+        let content = if a.kind == FileType::Symlink {
+            let t = fs
+                .readlink(ino)
+                .map_err(|e| format!("readlink {ino}: {e}"))?;
+            if t.len() as u64 != a.size {
+                return Err(format!(
+                    "link {ino} has size {} but a {}-byte target",
+                    a.size,
+                    t.len()
+                ));
+            }
+            hash_bytes(&t)
+        } else if dir {
             for e in fs.readdir(ino).map_err(|e| format!("readdir {ino}: {e}"))? {
                 let mut p = path.clone();
                 p.push(b'/');
@@ -279,6 +312,7 @@ pub fn engine_snapshot<P: PmemDevice>(fs: &PmemFs<P>) -> Result<Snap, String> {
             SNode {
                 ino,
                 dir,
+                special,
                 mode: a.mode,
                 uid: a.uid,
                 gid: a.gid,
@@ -655,32 +689,7 @@ impl Run {
                 );
             }
         } else if kind < 70 {
-            let dirs = self.live.dirs();
-            let Some(p) = self.target(dirs, ctx) else {
-                return Ok(());
-            };
-            let name = self.name();
-            let dir = self.rng.random_bool(0.25);
-            let mode = 0o640;
-            let want = self.live.check_create(p, &name, &self.busy(ctx));
-            let got = if dir {
-                self.fs.mkdir(tx, p, &name, mode, 0, 0)
-            } else {
-                self.fs.create(tx, p, &name, mode, 0, 0)
-            };
-            if let Some(a) = self.agree(if dir { "mkdir" } else { "create" }, got, want)? {
-                self.done(
-                    ctx,
-                    MOp::Create {
-                        parent: p,
-                        name,
-                        ino: a.ino,
-                        dir,
-                        mode,
-                    },
-                    &[p, a.ino],
-                );
-            }
+            return self.create_node(ctx);
         } else if kind < 82 {
             let (p, name) = match self.open_file_name() {
                 // Mostly an open file, so that orphans are common.
@@ -774,6 +783,104 @@ impl Run {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// A create, mkdir, symlink or mknod (valid targets and kinds mostly; an empty or a
+    /// too-long target, a mknod of a directory or a link: EINVAL).
+    fn create_node(&mut self, ctx: Option<u64>) -> Result<(), String> {
+        let dirs = self.live.dirs();
+        let Some(p) = self.target(dirs, ctx) else {
+            return Ok(());
+        };
+        let name = self.name();
+        let roll = self.rng.random_range(0..100u32);
+        if roll >= 70 {
+            return self.create_special(ctx, p, name, roll >= 85);
+        }
+        let dir = roll < 25;
+        let mode = 0o640;
+        let tx = ctx.map(TxId);
+        let want = self.live.check_create(p, &name, &self.busy(ctx));
+        let got = if dir {
+            self.fs.mkdir(tx, p, &name, mode, 0, 0)
+        } else {
+            self.fs.create(tx, p, &name, mode, 0, 0)
+        };
+        if let Some(a) = self.agree(if dir { "mkdir" } else { "create" }, got, want)? {
+            let op = MOp::Create {
+                parent: p,
+                name,
+                ino: a.ino,
+                dir,
+                mode,
+                special: None,
+            };
+            self.done(ctx, op, &[p, a.ino]);
+        }
+        Ok(())
+    }
+
+    /// A symlink (`link`) or a mknod of a FIFO, socket or device.
+    fn create_special(
+        &mut self,
+        ctx: Option<u64>,
+        p: MIno,
+        name: Vec<u8>,
+        link: bool,
+    ) -> Result<(), String> {
+        let tx = ctx.map(TxId);
+        let (special, target, kind, rdev) = if link {
+            let len = match self.rng.random_range(0..20) {
+                0 => 0,
+                1 => 4096,
+                2 => 4095,
+                3..=5 => self.rng.random_range(1..4095),
+                _ => self.rng.random_range(1..64),
+            };
+            let t: Vec<u8> = (0..len)
+                .map(|_| self.rng.random_range(b'a'..=b'z'))
+                .collect();
+            (MSpecial::Symlink, t, FileType::Symlink, 0)
+        } else {
+            let rdev = self.rng.random_range(1..1u32 << 20);
+            match self.rng.random_range(0..10) {
+                0..=2 => (MSpecial::Fifo, vec![], FileType::Fifo, 0),
+                3..=4 => (MSpecial::Socket, vec![], FileType::Socket, 0),
+                5..=6 => (MSpecial::Char(rdev), vec![], FileType::CharDev, rdev),
+                7..=8 => (MSpecial::Block(rdev), vec![], FileType::BlockDev, rdev),
+                // mknod does not make directories or links.
+                _ => (MSpecial::Fifo, vec![], FileType::Dir, 0),
+            }
+        };
+        let want = if kind == FileType::Dir {
+            Err(22)
+        } else {
+            let sp = (special, &target[..]);
+            self.live.check_special(p, &name, sp, &self.busy(ctx))
+        };
+        let got = if link {
+            self.fs.symlink(tx, p, &name, &target, 0, 0)
+        } else {
+            self.fs.mknod(tx, p, &name, kind, 0o640, rdev, (0, 0))
+        };
+        let Some(a) = self.agree(if link { "symlink" } else { "mknod" }, got, want)? else {
+            return Ok(());
+        };
+        if a.kind != kind || a.rdev != rdev {
+            return Err(format!("{kind:?} {rdev} made as {:?} {}", a.kind, a.rdev));
+        }
+        self.rep.symlinks += link as u64;
+        self.rep.specials += !link as u64;
+        let op = MOp::Create {
+            parent: p,
+            name,
+            ino: a.ino,
+            dir: false,
+            mode: if link { 0o777 } else { 0o640 },
+            special: Some((special, target)),
+        };
+        self.done(ctx, op, &[p, a.ino]);
         Ok(())
     }
 

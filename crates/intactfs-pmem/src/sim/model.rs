@@ -7,9 +7,23 @@ use std::hash::{Hash, Hasher};
 pub type MIno = u64;
 pub const MROOT: MIno = 1;
 
+/// What a non-directory that is not a regular file is (the model's own names, not the
+/// engine's codes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MSpecial {
+    /// Its target is the node's `data`.
+    Symlink,
+    Fifo,
+    Socket,
+    Char(u32),
+    Block(u32),
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MNode {
     pub dir: bool,
+    /// None for a regular file or a directory.
+    pub special: Option<MSpecial>,
     pub mode: u32,
     pub uid: u32,
     pub gid: u32,
@@ -27,6 +41,8 @@ pub enum MOp {
         ino: MIno,
         dir: bool,
         mode: u32,
+        /// A symbolic link (with its target) or a special file.
+        special: Option<(MSpecial, Vec<u8>)>,
     },
     /// `keep`: the target was an open file, which stays (an orphan) until its last release.
     Remove {
@@ -80,6 +96,7 @@ impl Default for MState {
                 MROOT,
                 MNode {
                     dir: true,
+                    special: None,
                     mode: 0o755,
                     uid: 0,
                     gid: 0,
@@ -97,13 +114,14 @@ impl Default for MState {
 pub struct SNode {
     pub ino: u64,
     pub dir: bool,
+    pub special: Option<MSpecial>,
     pub mode: u32,
     pub uid: u32,
     pub gid: u32,
     /// A file's names; a directory's 2 + its subdirectories.
     pub nlink: u32,
     pub size: u64,
-    /// Content hash (files).
+    /// Content hash (files; a symbolic link's target).
     pub content: u64,
 }
 
@@ -267,9 +285,25 @@ impl MState {
         match self.nodes.get(&ino) {
             None => Err(2),
             Some(n) if n.dir => Err(21),
+            Some(n) if n.special.is_some() => Err(22),
             _ if busy(ino) => Err(16),
             _ => Ok(()),
         }
+    }
+
+    /// symlink (a target of 1 to 4095 bytes) and mknod (not a directory or a link) start
+    /// with these, then the checks of a create.
+    pub fn check_special(
+        &self,
+        parent: MIno,
+        name: &[u8],
+        special: (MSpecial, &[u8]),
+        busy: &dyn Fn(MIno) -> bool,
+    ) -> Result<(), i32> {
+        if special.0 == MSpecial::Symlink && !(1..=4095).contains(&special.1.len()) {
+            return Err(22);
+        }
+        self.check_create(parent, name, busy)
     }
 
     pub fn check_setattr(
@@ -282,6 +316,7 @@ impl MState {
             None => Err(2),
             _ if busy(ino) => Err(16),
             Some(n) if size && n.dir => Err(21),
+            Some(n) if size && n.special.is_some() => Err(22),
             _ => Ok(()),
         }
     }
@@ -294,15 +329,17 @@ impl MState {
                 ino,
                 dir,
                 mode,
+                special,
             } => {
                 self.nodes.insert(
                     *ino,
                     MNode {
                         dir: *dir,
+                        special: special.as_ref().map(|s| s.0),
                         mode: *mode & 0o7777,
                         uid: 0,
                         gid: 0,
-                        data: Vec::new(),
+                        data: special.as_ref().map(|s| s.1.clone()).unwrap_or_default(),
                         entries: BTreeMap::new(),
                         parent: *parent,
                     },
@@ -410,6 +447,7 @@ impl MState {
                 SNode {
                     ino,
                     dir: n.dir,
+                    special: n.special,
                     mode: n.mode,
                     uid: n.uid,
                     gid: n.gid,
