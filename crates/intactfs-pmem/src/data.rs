@@ -88,7 +88,11 @@ impl<P: PmemDevice> PmemFs<P> {
                 let Some(b) = self.free_blocks.pop_first() else {
                     return Ok(None);
                 };
-                self.zero_block(b)?;
+                if crate::mutation::active(crate::mutation::Mutation::IndirectNotPersisted) {
+                    self.dev.write(b * BLOCK, &[0u8; BLOCK as usize])?;
+                } else {
+                    self.zero_block(b)?;
+                }
                 self.dev.store_u64(off, b)?;
                 self.dev.persist(off, 8)?;
                 self.stats.indirect_allocs += 1;
@@ -149,6 +153,23 @@ impl<P: PmemDevice> PmemFs<P> {
             }
         }
         Ok(())
+    }
+
+    /// The logical blocks of `ino` below its size that may hold data (a home block or a
+    /// version in the index), in order; every other block reads as zeros (SEEK_DATA's
+    /// answer, for the simulation's snapshots of sparse files).
+    pub fn data_lbns(&self, ino: Ino) -> Result<Vec<u64>> {
+        let limit = self.inode(ino)?.size.div_ceil(BLOCK);
+        let mut lbns: Vec<u64> = self
+            .mapped_blocks(ino)?
+            .into_iter()
+            .filter_map(|(l, _)| l)
+            .chain(self.index.file(ino).map(|(l, _)| l))
+            .filter(|&l| l < limit)
+            .collect();
+        lbns.sort_unstable();
+        lbns.dedup();
+        Ok(lbns)
     }
 
     pub(crate) fn count_blocks(&self, ino: Ino) -> Result<u64> {

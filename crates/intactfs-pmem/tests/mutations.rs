@@ -34,6 +34,7 @@ fn the_simulation_catches_each_mutation() {
         Mutation::KeepOrphansAtMount,
         Mutation::FreeOpenFileAtUnlink,
         Mutation::SymlinkTargetNotPersisted,
+        Mutation::IndirectNotPersisted,
     ] {
         // Breaking the open-unlinked rule shows in the lockstep reads of the run, not only
         // in crash images.
