@@ -23,7 +23,8 @@ pub(crate) struct TruncPlan {
 }
 
 impl<P: PmemDevice> PmemFs<P> {
-    fn ptr(&self, off: u64, what: impl FnOnce() -> String) -> Result<u64> {
+    /// The pointer word at `off`, refused (Corrupt) unless 0 or a data block.
+    pub(crate) fn ptr(&self, off: u64, what: impl FnOnce() -> String) -> Result<u64> {
         let p = self.dev.load_u64(off)?;
         if p != 0 && !self.g.is_data_block(p) {
             return Err(PmemFsError::Corrupt(format!(

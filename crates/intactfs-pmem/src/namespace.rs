@@ -250,7 +250,7 @@ impl<P: PmemDevice> PmemFs<P> {
         };
         let mut off = self.g.inode_off(dir) + root;
         for (k, &i) in idx[..depth as usize].iter().enumerate() {
-            let x = self.dev.load_u64(off)?;
+            let x = self.ptr(off, || format!("an indirect pointer of directory {dir}"))?;
             if x == 0 {
                 return Ok(depth as u64 - k as u64);
             }
@@ -276,7 +276,11 @@ impl<P: PmemDevice> PmemFs<P> {
         let mut spare = blocks[1..].iter();
         let (mut off, mut fresh) = (base + root, false);
         for &i in &idx[..depth as usize] {
-            let mut x = if fresh { 0 } else { self.dev.load_u64(off)? };
+            let mut x = if fresh {
+                0
+            } else {
+                self.ptr(off, || format!("an indirect pointer of directory {dir}"))?
+            };
             if x == 0 {
                 x = *spare.next().expect("missing_levels counted it");
                 if fresh {
