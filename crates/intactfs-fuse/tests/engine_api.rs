@@ -69,6 +69,26 @@ fn script<E: Engine>(e: &mut E, c: E::Ctx) -> (Vec<Vec<u8>>, Vec<u8>, u64) {
     assert_eq!(e.lookup(d.ino, b"b").unwrap_err().errno(), 2);
     assert_eq!(e.rmdir(c, ROOT, b"d").unwrap_err().errno(), 39);
     assert_eq!(e.readlink(f.ino).unwrap_err().errno(), 22);
+    // Symbolic links and special files (pmem since issue 26 item 3).
+    let l = e.symlink(c, d.ino, b"s", b"../f", OWNER).unwrap();
+    assert_eq!((l.kind, l.size, l.mode), (FileType::Symlink, 4, 0o777));
+    assert_eq!(e.readlink(l.ino).unwrap(), b"../f");
+    assert_eq!(
+        e.symlink(c, d.ino, b"t", b"", OWNER).unwrap_err().errno(),
+        22
+    );
+    let n = e
+        .mknod(c, d.ino, b"n", FileType::CharDev, 0o600, 0x0501, OWNER)
+        .unwrap();
+    assert_eq!((n.kind, n.rdev, n.size), (FileType::CharDev, 0x0501, 0));
+    let p = e
+        .mknod(c, d.ino, b"p", FileType::Fifo, 0o600, 0, OWNER)
+        .unwrap();
+    assert_eq!(e.lookup(d.ino, b"p").unwrap().kind, FileType::Fifo);
+    assert_eq!(e.write(c, p.ino, 0, b"x").unwrap_err().errno(), 22);
+    let bad = e.mknod(c, d.ino, b"q", FileType::Dir, 0o600, 0, OWNER);
+    assert_eq!(bad.unwrap_err().errno(), 22);
+    e.unlink(c, d.ino, b"p").unwrap();
     let s = e.statfs();
     assert!(s.free_files <= s.files && s.free_blocks <= s.blocks);
     let data = e.read(f.ino, 0, 100).unwrap();
@@ -82,7 +102,13 @@ fn the_same_calls_give_the_same_answers_on_both_engines() {
     assert_eq!(on_block, on_pmem);
     assert_eq!(
         on_block.0,
-        vec![b"c".to_vec(), b"f".to_vec(), b"z".to_vec()]
+        vec![
+            b"c".to_vec(),
+            b"f".to_vec(),
+            b"n".to_vec(),
+            b"s".to_vec(),
+            b"z".to_vec()
+        ]
     );
     assert_eq!(on_block.1, b"hello");
 }
@@ -92,16 +118,6 @@ fn lacking<E: Engine>(e: &mut E, c: E::Ctx) -> Vec<(&'static str, i32)> {
     let f = e.create(c, ROOT, b"f", 0o644, OWNER).unwrap().ino;
     let err = |r: Result<(), intactfs_types::FsError>| r.err().map_or(0, |e| e.errno());
     vec![
-        (
-            "symlink",
-            err(e.symlink(c, ROOT, b"s", b"f", OWNER).map(drop)),
-        ),
-        (
-            "mknod",
-            err(e
-                .mknod(c, ROOT, b"p", FileType::Fifo, 0o644, 0, OWNER)
-                .map(drop)),
-        ),
         (
             "setxattr",
             err(e.setxattr(c, f, b"user.a", b"1", false, false)),

@@ -45,12 +45,7 @@ impl<P: PmemDevice> Engine for PmemFs<P> {
         Ok(page)
     }
     fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
-        match PmemFs::getattr(self, ino)?.kind {
-            FileType::Symlink => unsupported("readlink"),
-            _ => Err(FsError::Invalid(format!(
-                "inode {ino} is not a symbolic link"
-            ))),
-        }
+        PmemFs::readlink(self, ino)
     }
     fn parent(&self, dir: Ino) -> Result<Ino> {
         let rec = self.inode(dir)?;
@@ -72,20 +67,20 @@ impl<P: PmemDevice> Engine for PmemFs<P> {
     fn mkdir(&mut self, t: Tx, p: Ino, name: &[u8], mode: u32, o: Owner) -> Result<Attr> {
         PmemFs::mkdir(self, t, p, name, mode, o.uid, o.gid)
     }
-    fn symlink(&mut self, _: Tx, _: Ino, _: &[u8], _: &[u8], _: Owner) -> Result<Attr> {
-        unsupported("symlink")
+    fn symlink(&mut self, t: Tx, p: Ino, name: &[u8], target: &[u8], o: Owner) -> Result<Attr> {
+        PmemFs::symlink(self, t, p, name, target, o.uid, o.gid)
     }
     fn mknod(
         &mut self,
-        _: Tx,
-        _: Ino,
-        _: &[u8],
-        _: FileType,
-        _: u32,
-        _: u32,
-        _: Owner,
+        t: Tx,
+        p: Ino,
+        name: &[u8],
+        kind: FileType,
+        mode: u32,
+        rdev: u32,
+        o: Owner,
     ) -> Result<Attr> {
-        unsupported("mknod")
+        PmemFs::mknod(self, t, p, name, kind, mode, rdev, (o.uid, o.gid))
     }
     fn open(&mut self, ino: Ino) -> Result<()> {
         PmemFs::open(self, ino)

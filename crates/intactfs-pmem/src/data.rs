@@ -23,7 +23,8 @@ pub(crate) struct TruncPlan {
 }
 
 impl<P: PmemDevice> PmemFs<P> {
-    fn ptr(&self, off: u64, what: impl FnOnce() -> String) -> Result<u64> {
+    /// The pointer word at `off`, refused (Corrupt) unless 0 or a data block.
+    pub(crate) fn ptr(&self, off: u64, what: impl FnOnce() -> String) -> Result<u64> {
         let p = self.dev.load_u64(off)?;
         if p != 0 && !self.g.is_data_block(p) {
             return Err(PmemFsError::Corrupt(format!(
@@ -40,33 +41,23 @@ impl<P: PmemDevice> PmemFs<P> {
     /// level is missing (the block is a hole).
     pub(crate) fn ptr_off(&self, ino: Ino, lbn: u64) -> Result<Option<u64>> {
         let base = self.g.inode_off(ino);
-        Ok(match ptr_path(lbn) {
-            None => {
-                return Err(PmemFsError::TooBig(format!(
-                    "block {lbn} is beyond the largest file ({MAX_BLOCKS} blocks)"
-                )))
-            }
-            Some(PtrPath::Direct(i)) => Some(base + I_DIRECT + i * 8),
-            Some(PtrPath::Single(j)) => {
-                let x = self.ptr(base + I_INDIRECT, || {
-                    format!("inode {ino}'s indirect pointer")
-                })?;
-                (x != 0).then_some(x * BLOCK + j * 8)
-            }
-            Some(PtrPath::Double(i, j)) => {
-                let d = self.ptr(base + I_DINDIRECT, || {
-                    format!("inode {ino}'s double-indirect pointer")
-                })?;
-                if d == 0 {
-                    None
-                } else {
-                    let y = self.ptr(d * BLOCK + i * 8, || {
-                        format!("inode {ino}'s double-indirect block {d}")
-                    })?;
-                    (y != 0).then_some(y * BLOCK + j * 8)
+        match ptr_path(lbn) {
+            None => Err(PmemFsError::TooBig(format!(
+                "block {lbn} is beyond the largest file ({MAX_BLOCKS} blocks)"
+            ))),
+            Some(PtrPath::Direct(i)) => Ok(Some(base + I_DIRECT + i * 8)),
+            Some(PtrPath::Tree { root, depth, idx }) => {
+                let mut off = base + root;
+                for &i in &idx[..depth as usize] {
+                    let x = self.ptr(off, || format!("an indirect pointer of inode {ino}"))?;
+                    if x == 0 {
+                        return Ok(None);
+                    }
+                    off = x * BLOCK + i * 8;
                 }
+                Ok(Some(off))
             }
-        })
+        }
     }
 
     /// The home block of `lbn` (0: a hole).
@@ -82,33 +73,35 @@ impl<P: PmemDevice> PmemFs<P> {
     /// None when no block is free.
     pub(crate) fn ptr_off_alloc(&mut self, ino: Ino, lbn: u64) -> Result<Option<u64>> {
         let base = self.g.inode_off(ino);
-        let level = |fs: &mut Self, off: u64| -> Result<Option<u64>> {
-            let x = fs.ptr(off, || format!("an indirect pointer of inode {ino}"))?;
-            if x != 0 {
-                return Ok(Some(x));
-            }
-            let Some(b) = fs.free_blocks.pop_first() else {
-                return Ok(None);
-            };
-            fs.zero_block(b)?;
-            fs.dev.store_u64(off, b)?;
-            fs.dev.persist(off, 8)?;
-            fs.stats.indirect_allocs += 1;
-            Ok(Some(b))
-        };
-        Ok(match ptr_path(lbn) {
+        let (root, depth, idx) = match ptr_path(lbn) {
             None => {
                 return Err(PmemFsError::TooBig(format!(
                     "block {lbn} is beyond the largest file"
                 )))
             }
-            Some(PtrPath::Direct(i)) => Some(base + I_DIRECT + i * 8),
-            Some(PtrPath::Single(j)) => level(self, base + I_INDIRECT)?.map(|x| x * BLOCK + j * 8),
-            Some(PtrPath::Double(i, j)) => match level(self, base + I_DINDIRECT)? {
-                None => None,
-                Some(d) => level(self, d * BLOCK + i * 8)?.map(|y| y * BLOCK + j * 8),
-            },
-        })
+            Some(PtrPath::Direct(i)) => return Ok(Some(base + I_DIRECT + i * 8)),
+            Some(PtrPath::Tree { root, depth, idx }) => (root, depth, idx),
+        };
+        let mut off = base + root;
+        for &i in &idx[..depth as usize] {
+            let mut x = self.ptr(off, || format!("an indirect pointer of inode {ino}"))?;
+            if x == 0 {
+                let Some(b) = self.free_blocks.pop_first() else {
+                    return Ok(None);
+                };
+                if crate::mutation::active(crate::mutation::Mutation::IndirectNotPersisted) {
+                    self.dev.write(b * BLOCK, &[0u8; BLOCK as usize])?;
+                } else {
+                    self.zero_block(b)?;
+                }
+                self.dev.store_u64(off, b)?;
+                self.dev.persist(off, 8)?;
+                self.stats.indirect_allocs += 1;
+                x = b;
+            }
+            off = x * BLOCK + i * 8;
+        }
+        Ok(Some(off))
     }
 
     /// Every block `ino` names: (lbn or None for an indirect block, block).
@@ -123,44 +116,61 @@ impl<P: PmemDevice> PmemFs<P> {
                 out.push((Some(i), p));
             }
         }
-        let x = self.ptr(base + I_INDIRECT, || {
-            format!("inode {ino}'s indirect pointer")
-        })?;
-        if x != 0 {
-            out.push((None, x));
-            for j in 0..PTRS_PER_BLOCK {
-                let p = self.ptr(x * BLOCK + j * 8, || {
-                    format!("indirect block {x} of inode {ino}")
-                })?;
-                if p != 0 {
-                    out.push((Some(NDIRECT + j), p));
-                }
-            }
-        }
-        let d = self.ptr(base + I_DINDIRECT, || {
-            format!("inode {ino}'s double-indirect pointer")
-        })?;
-        if d != 0 {
-            out.push((None, d));
-            for i in 0..PTRS_PER_BLOCK {
-                let y = self.ptr(d * BLOCK + i * 8, || {
-                    format!("double-indirect block {d} of inode {ino}")
-                })?;
-                if y == 0 {
-                    continue;
-                }
-                out.push((None, y));
-                for j in 0..PTRS_PER_BLOCK {
-                    let p = self.ptr(y * BLOCK + j * 8, || {
-                        format!("indirect block {y} of inode {ino}")
-                    })?;
-                    if p != 0 {
-                        out.push((Some(NDIRECT + PTRS_PER_BLOCK + i * PTRS_PER_BLOCK + j), p));
-                    }
-                }
+        for (root, depth) in TREES {
+            let x = self.ptr(base + root, || {
+                format!("an indirect pointer of inode {ino}")
+            })?;
+            if x != 0 {
+                self.walk_tree(ino, x, depth, tree_first_lbn(depth), &mut out)?;
             }
         }
         Ok(out)
+    }
+
+    /// The indirect block `x`, `depth` levels above the data, mapping from `first_lbn`:
+    /// itself and every block below it.
+    fn walk_tree(
+        &self,
+        ino: Ino,
+        x: u64,
+        depth: u32,
+        first_lbn: u64,
+        out: &mut Vec<(Option<u64>, u64)>,
+    ) -> Result<()> {
+        assert!((1..=3).contains(&depth));
+        out.push((None, x));
+        for j in 0..PTRS_PER_BLOCK {
+            let p = self.ptr(x * BLOCK + j * 8, || {
+                format!("indirect block {x} of inode {ino}")
+            })?;
+            if p == 0 {
+                continue;
+            }
+            let lbn = first_lbn + j * span_blocks(depth);
+            if depth == 1 {
+                out.push((Some(lbn), p));
+            } else {
+                self.walk_tree(ino, p, depth - 1, lbn, out)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The logical blocks of `ino` below its size that may hold data (a home block or a
+    /// version in the index), in order; every other block reads as zeros (SEEK_DATA's
+    /// answer, for the simulation's snapshots of sparse files).
+    pub fn data_lbns(&self, ino: Ino) -> Result<Vec<u64>> {
+        let limit = self.inode(ino)?.size.div_ceil(BLOCK);
+        let mut lbns: Vec<u64> = self
+            .mapped_blocks(ino)?
+            .into_iter()
+            .filter_map(|(l, _)| l)
+            .chain(self.index.file(ino).map(|(l, _)| l))
+            .filter(|&l| l < limit)
+            .collect();
+        lbns.sort_unstable();
+        lbns.dedup();
+        Ok(lbns)
     }
 
     pub(crate) fn count_blocks(&self, ino: Ino) -> Result<u64> {
@@ -236,8 +246,11 @@ impl<P: PmemDevice> PmemFs<P> {
 
     fn do_write(&mut self, id: u64, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
         let mut rec = self.inode(ino)?;
-        if rec.kind == FileType::Dir {
-            return Err(PmemFsError::IsDir(format!("inode {ino}")));
+        match rec.kind {
+            FileType::File => {}
+            FileType::Dir => return Err(PmemFsError::IsDir(format!("inode {ino}"))),
+            // A link's target is written once, by symlink; special files hold no data.
+            k => return Err(PmemFsError::Invalid(format!("inode {ino} is a {k:?}"))),
         }
         self.check_owner(id, ino)?;
         if data.is_empty() {
@@ -468,82 +481,58 @@ impl<P: PmemDevice> PmemFs<P> {
                 freed.push(p);
             }
         }
-        // All pointers of an indirect block (and of those it names, at `depth` 2).
-        let all = |fs: &Self, x: u64, depth: u32, freed: &mut Vec<u64>| -> Result<()> {
-            freed.push(x);
-            for j in 0..PTRS_PER_BLOCK {
-                let p = fs.ptr(x * BLOCK + j * 8, || {
-                    format!("indirect block {x} of inode {ino}")
-                })?;
-                if p == 0 {
-                    continue;
-                }
-                if depth == 2 {
-                    freed.push(p);
-                    for k in 0..PTRS_PER_BLOCK {
-                        let q = fs.ptr(p * BLOCK + k * 8, || {
-                            format!("indirect block {p} of inode {ino}")
-                        })?;
-                        if q != 0 {
-                            freed.push(q);
-                        }
-                    }
-                } else {
-                    freed.push(p);
-                }
+        for (root, depth) in TREES {
+            let x = self.ptr(base + root, || {
+                format!("an indirect pointer of inode {ino}")
+            })?;
+            let first = tree_first_lbn(depth);
+            if x == 0 || cut >= first + span_blocks(depth) * PTRS_PER_BLOCK {
+                continue;
             }
-            Ok(())
-        };
-        let x = self.ptr(base + I_INDIRECT, || {
-            format!("inode {ino}'s indirect pointer")
-        })?;
-        if x != 0 {
-            if cut <= NDIRECT {
-                b.put(base + I_INDIRECT, 0);
-                all(self, x, 1, freed)?;
-            } else if cut < NDIRECT + PTRS_PER_BLOCK {
-                for j in cut - NDIRECT..PTRS_PER_BLOCK {
-                    let off = x * BLOCK + j * 8;
-                    let p = self.ptr(off, || format!("indirect block {x} of inode {ino}"))?;
-                    if p != 0 {
-                        b.put(off, 0);
-                        freed.push(p);
-                    }
-                }
+            if cut <= first {
+                b.put(base + root, 0);
+                let mut all = Vec::new();
+                self.walk_tree(ino, x, depth, first, &mut all)?;
+                freed.extend(all.into_iter().map(|(_, p)| p));
+            } else {
+                self.stage_unmap_below(ino, (x, depth, first), cut, b, freed)?;
             }
         }
-        let d = self.ptr(base + I_DINDIRECT, || {
-            format!("inode {ino}'s double-indirect pointer")
-        })?;
-        let dbase = NDIRECT + PTRS_PER_BLOCK;
-        if d != 0 {
-            if cut <= dbase {
-                b.put(base + I_DINDIRECT, 0);
-                all(self, d, 2, freed)?;
-            } else {
-                for i in 0..PTRS_PER_BLOCK {
-                    let yoff = d * BLOCK + i * 8;
-                    let y =
-                        self.ptr(yoff, || format!("double-indirect block {d} of inode {ino}"))?;
-                    if y == 0 {
-                        continue;
-                    }
-                    let lo = dbase + i * PTRS_PER_BLOCK;
-                    if cut <= lo {
-                        b.put(yoff, 0);
-                        all(self, y, 1, freed)?;
-                    } else if cut < lo + PTRS_PER_BLOCK {
-                        for j in cut - lo..PTRS_PER_BLOCK {
-                            let off = y * BLOCK + j * 8;
-                            let p =
-                                self.ptr(off, || format!("indirect block {y} of inode {ino}"))?;
-                            if p != 0 {
-                                b.put(off, 0);
-                                freed.push(p);
-                            }
-                        }
-                    }
+        Ok(())
+    }
+
+    /// Inside indirect block `x` (`depth` levels above the data, mapping from `first`),
+    /// which `cut` falls in: zeros in the pointers wholly at or beyond `cut`, recursing
+    /// into the one `cut` falls in (an indirect block left empty stays: its parent still
+    /// names it).
+    fn stage_unmap_below(
+        &self,
+        ino: Ino,
+        (x, depth, first): (u64, u32, u64),
+        cut: u64,
+        b: &mut Batch,
+        freed: &mut Vec<u64>,
+    ) -> Result<()> {
+        let span = span_blocks(depth);
+        assert!(cut > first && cut < first + span * PTRS_PER_BLOCK);
+        for j in (cut - first) / span..PTRS_PER_BLOCK {
+            let off = x * BLOCK + j * 8;
+            let p = self.ptr(off, || format!("indirect block {x} of inode {ino}"))?;
+            let lo = first + j * span;
+            if p == 0 {
+                continue;
+            }
+            if cut <= lo {
+                b.put(off, 0);
+                if depth == 1 {
+                    freed.push(p);
+                } else {
+                    let mut all = Vec::new();
+                    self.walk_tree(ino, p, depth - 1, lo, &mut all)?;
+                    freed.extend(all.into_iter().map(|(_, q)| q));
                 }
+            } else if depth > 1 {
+                self.stage_unmap_below(ino, (p, depth - 1, lo), cut, b, freed)?;
             }
         }
         Ok(())

@@ -12,9 +12,11 @@ pub const LINES_PER_BLOCK: u64 = BLOCK / LINE;
 pub const MAGIC: u64 = u64::from_le_bytes(*b"INTPMEM1");
 /// Format 2 (issue 26): a file in use may have link count 0 and no name (an orphan:
 /// unlinked while open, freed at mount), or several names (hard links, link count = names).
-/// A format-1 engine would refuse such an image as corrupt, so format-1 images are refused
-/// too (with a message) rather than silently upgraded.
-pub const VERSION: u32 = 2;
+/// Format 3 (issue 26 item 3): symbolic links, FIFOs, sockets and device files (kind codes
+/// 3..=7, a device number in inode word 7). An older engine would refuse such an image as
+/// corrupt, so older images are refused too (with a message) rather than silently
+/// upgraded: the superblock's version and checksum are two words, not one atomic store.
+pub const VERSION: u32 = 3;
 pub const INODE_SIZE: u64 = 256;
 pub const LOG_ENTRY: u64 = 64;
 pub const NAME_MAX: usize = 255;
@@ -25,11 +27,18 @@ pub const RENAME_EXCHANGE: u32 = 2;
 /// Most names a file may have (defined once, for every engine).
 pub use intactfs_types::MAX_LINKS;
 
-/// Direct pointers in an inode; then one single-indirect and one double-indirect pointer.
+/// Direct pointers in an inode; then one single-, one double- and one triple-indirect
+/// pointer (format 3; format 2 stopped at double, about 1 GiB).
 pub const NDIRECT: u64 = 12;
 pub const PTRS_PER_BLOCK: u64 = BLOCK / 8;
-/// Largest number of blocks a file can map.
-pub const MAX_BLOCKS: u64 = NDIRECT + PTRS_PER_BLOCK + PTRS_PER_BLOCK * PTRS_PER_BLOCK;
+/// The indirect trees: (inode field, depth), in logical-block order after the direct
+/// pointers.
+pub const TREES: [(u64, u32); 3] = [(I_INDIRECT, 1), (I_DINDIRECT, 2), (I_TINDIRECT, 3)];
+/// Largest number of blocks a file can map: 12 + 512 + 512^2 + 512^3 (512 GiB of data).
+pub const MAX_BLOCKS: u64 = NDIRECT
+    + PTRS_PER_BLOCK
+    + PTRS_PER_BLOCK * PTRS_PER_BLOCK
+    + PTRS_PER_BLOCK * PTRS_PER_BLOCK * PTRS_PER_BLOCK;
 pub const MAX_FILE_SIZE: u64 = MAX_BLOCKS * BLOCK;
 
 /// A directory block holds 15 entry slots of 272 bytes (a multiple of 8, so each slot's
@@ -45,12 +54,27 @@ pub const I_SIZE: u64 = 24;
 pub const I_ATIME: u64 = 32;
 pub const I_MTIME: u64 = 40;
 pub const I_CTIME: u64 = 48;
+pub const I_RDEV: u64 = 56; // word: device number (character and block devices; 0 otherwise)
 pub const I_DIRECT: u64 = 64;
 pub const I_INDIRECT: u64 = I_DIRECT + NDIRECT * 8;
 pub const I_DINDIRECT: u64 = I_INDIRECT + 8;
+pub const I_TINDIRECT: u64 = I_DINDIRECT + 8;
+/// End of the pointer words (a new inode's are all zeroed).
+pub const I_POINTERS_END: u64 = I_TINDIRECT + 8;
+
+/// Words of an inode's fixed fields (type .. rdev), before the block pointers.
+pub const INODE_WORDS: usize = 8;
 
 pub const KIND_FILE: u8 = 1;
 pub const KIND_DIR: u8 = 2;
+pub const KIND_SYMLINK: u8 = 3;
+pub const KIND_FIFO: u8 = 4;
+pub const KIND_SOCKET: u8 = 5;
+pub const KIND_CHARDEV: u8 = 6;
+pub const KIND_BLOCKDEV: u8 = 7;
+/// Longest symbolic-link target (the block engine's; Linux's PATH_MAX less the NUL). A
+/// target fits one data block, mapped at block 0 of the link.
+pub use intactfs_types::SYMLINK_MAX;
 
 /// The superblock's fields, all fixed at mkfs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -234,14 +258,22 @@ impl KindCode for FileType {
         match self {
             FileType::File => KIND_FILE,
             FileType::Dir => KIND_DIR,
-            // The engine's only constructors (create, mkdir) make files and directories.
-            other => panic!("the pmem layout has no code for {other:?}"),
+            FileType::Symlink => KIND_SYMLINK,
+            FileType::Fifo => KIND_FIFO,
+            FileType::Socket => KIND_SOCKET,
+            FileType::CharDev => KIND_CHARDEV,
+            FileType::BlockDev => KIND_BLOCKDEV,
         }
     }
     fn from_code(c: u8) -> Option<FileType> {
         match c {
             KIND_FILE => Some(FileType::File),
             KIND_DIR => Some(FileType::Dir),
+            KIND_SYMLINK => Some(FileType::Symlink),
+            KIND_FIFO => Some(FileType::Fifo),
+            KIND_SOCKET => Some(FileType::Socket),
+            KIND_CHARDEV => Some(FileType::CharDev),
+            KIND_BLOCKDEV => Some(FileType::BlockDev),
             _ => None,
         }
     }
@@ -261,11 +293,13 @@ pub struct InodeRec {
     pub atime: Time,
     pub mtime: Time,
     pub ctime: Time,
+    /// Device number of a character or block device (0 for every other kind).
+    pub rdev: u32,
 }
 
 impl InodeRec {
-    /// The first 56 bytes of the slot as seven words (type, links, ids, size, times).
-    pub fn words(&self) -> [u64; 7] {
+    /// The first 64 bytes of the slot as eight words (type, links, ids, size, times, rdev).
+    pub fn words(&self) -> [u64; INODE_WORDS] {
         [
             self.kind.code() as u64 | (self.mode as u64) << 32,
             self.nlink as u64 | (self.uid as u64) << 32,
@@ -274,10 +308,12 @@ impl InodeRec {
             self.atime.to_word(),
             self.mtime.to_word(),
             self.ctime.to_word(),
+            self.rdev as u64,
         ]
     }
-    /// Decodes; None for a free slot (kind 0), an error for an unknown kind.
-    pub fn from_words(w: &[u64; 7]) -> Result<Option<InodeRec>, String> {
+    /// Decodes; None for a free slot (kind 0), an error for an unknown kind or a device
+    /// number on anything but a device.
+    pub fn from_words(w: &[u64; INODE_WORDS]) -> Result<Option<InodeRec>, String> {
         let code = (w[0] & 0xff) as u8;
         if code == 0 {
             return Ok(None);
@@ -285,6 +321,9 @@ impl InodeRec {
         let kind = FileType::from_code(code).ok_or_else(|| format!("unknown inode type {code}"))?;
         if w[0] & 0xffff_ff00 != 0 {
             return Err(format!("reserved bits of the type word set ({:#x})", w[0]));
+        }
+        if w[7] > u32::MAX as u64 || (w[7] != 0 && !kind.has_rdev()) {
+            return Err(format!("device number word {:#x} on a {kind:?}", w[7]));
         }
         Ok(Some(InodeRec {
             kind,
@@ -297,6 +336,7 @@ impl InodeRec {
             atime: Time::from_word(w[4]),
             mtime: Time::from_word(w[5]),
             ctime: Time::from_word(w[6]),
+            rdev: w[7] as u32,
         }))
     }
 }
@@ -316,23 +356,47 @@ pub fn dirent_decode(h: u64) -> (u64, usize, u8, u64) {
 }
 
 /// Where logical block `lbn` of a file is mapped: the levels of pointers to follow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PtrPath {
+    /// Direct pointer `i` of the inode.
     Direct(u64),
-    Single(u64),
-    Double(u64, u64),
+    /// From the inode field `root` down `depth` indirect blocks, taking pointer `idx[k]`
+    /// at level `k` (0 is the block `root` names).
+    Tree {
+        root: u64,
+        depth: u32,
+        idx: [u64; 3],
+    },
+}
+
+/// Blocks one pointer at `depth` levels above the data covers (512^(depth-1)).
+pub fn span_blocks(depth: u32) -> u64 {
+    assert!((1..=3).contains(&depth), "depth {depth}");
+    PTRS_PER_BLOCK.pow(depth - 1)
+}
+
+/// The first logical block each indirect tree maps.
+pub fn tree_first_lbn(depth: u32) -> u64 {
+    (1..depth).fold(NDIRECT, |acc, d| acc + span_blocks(d) * PTRS_PER_BLOCK)
 }
 
 pub fn ptr_path(lbn: u64) -> Option<PtrPath> {
     if lbn < NDIRECT {
-        Some(PtrPath::Direct(lbn))
-    } else if lbn < NDIRECT + PTRS_PER_BLOCK {
-        Some(PtrPath::Single(lbn - NDIRECT))
-    } else if lbn < MAX_BLOCKS {
-        let x = lbn - NDIRECT - PTRS_PER_BLOCK;
-        Some(PtrPath::Double(x / PTRS_PER_BLOCK, x % PTRS_PER_BLOCK))
-    } else {
-        None
+        return Some(PtrPath::Direct(lbn));
     }
+    for (root, depth) in TREES {
+        let first = tree_first_lbn(depth);
+        let x = lbn - first;
+        if x < span_blocks(depth) * PTRS_PER_BLOCK {
+            let mut idx = [0u64; 3];
+            for (k, slot) in idx.iter_mut().enumerate().take(depth as usize) {
+                *slot = x / span_blocks(depth - k as u32) % PTRS_PER_BLOCK;
+            }
+            return Some(PtrPath::Tree { root, depth, idx });
+        }
+    }
+    assert!(lbn >= MAX_BLOCKS);
+    None
 }
 
 /// Checks a name for create/mkdir/rename.
@@ -348,4 +412,50 @@ pub fn check_name(name: &[u8]) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pointer_paths_cover_every_block_once_at_the_tree_boundaries() {
+        let p = PTRS_PER_BLOCK;
+        let tree = |root, depth, idx| Some(PtrPath::Tree { root, depth, idx });
+        assert_eq!(ptr_path(11), Some(PtrPath::Direct(11)));
+        assert_eq!(ptr_path(12), tree(I_INDIRECT, 1, [0, 0, 0]));
+        assert_eq!(ptr_path(12 + p - 1), tree(I_INDIRECT, 1, [p - 1, 0, 0]));
+        assert_eq!(ptr_path(12 + p), tree(I_DINDIRECT, 2, [0, 0, 0]));
+        assert_eq!(ptr_path(12 + p + p + 1), tree(I_DINDIRECT, 2, [1, 1, 0]));
+        let t = 12 + p + p * p;
+        assert_eq!(ptr_path(t - 1), tree(I_DINDIRECT, 2, [p - 1, p - 1, 0]));
+        assert_eq!(ptr_path(t), tree(I_TINDIRECT, 3, [0, 0, 0]));
+        assert_eq!(
+            ptr_path(t + p * p + 2 * p + 3),
+            tree(I_TINDIRECT, 3, [1, 2, 3])
+        );
+        assert_eq!(ptr_path(MAX_BLOCKS - 1), tree(I_TINDIRECT, 3, [p - 1; 3]));
+        assert_eq!(ptr_path(MAX_BLOCKS), None);
+        assert_eq!(tree_first_lbn(3), t);
+        assert_eq!(MAX_FILE_SIZE, MAX_BLOCKS * BLOCK);
+        // The pointer words end inside the 256-byte inode slot.
+        const { assert!(I_POINTERS_END <= INODE_SIZE) };
+    }
+
+    #[test]
+    fn every_kind_has_a_code_and_back() {
+        for k in [
+            FileType::File,
+            FileType::Dir,
+            FileType::Symlink,
+            FileType::Fifo,
+            FileType::Socket,
+            FileType::CharDev,
+            FileType::BlockDev,
+        ] {
+            assert_eq!(FileType::from_code(k.code()), Some(k));
+        }
+        assert_eq!(FileType::from_code(0), None);
+        assert_eq!(FileType::from_code(8), None);
+    }
 }

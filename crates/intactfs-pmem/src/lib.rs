@@ -155,13 +155,71 @@ fn sub_counters(after: &PmemCounters, before: &PmemCounters) -> PmemCounters {
     }
 }
 
-/// A directory's volatile index, rebuilt from its blocks at mount (and after an abort).
+/// A directory's volatile index, rebuilt from its blocks at mount (and after an abort):
+/// names for lookups, and the same entries by slot for paged readdir (a page costs
+/// O(log n + page), not a sort of the directory: issue 26, directories of 10^6 entries).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct DirIndex {
-    pub names: HashMap<Vec<u8>, (u64, Ino)>,
+    names: HashMap<Vec<u8>, (u64, Ino)>,
+    by_slot: BTreeMap<u64, Vec<u8>>,
     pub free: BTreeSet<u64>,
     /// Slots in its blocks (15 per block).
     pub nslots: u64,
+}
+
+impl DirIndex {
+    /// Adds `name` in `slot`; false (and no change) when the name is there already.
+    pub fn insert(&mut self, name: &[u8], slot: u64, ino: Ino) -> bool {
+        if self.names.contains_key(name) {
+            return false;
+        }
+        let old = self.by_slot.insert(slot, name.to_vec());
+        assert!(old.is_none(), "slot {slot} holds two names");
+        self.names.insert(name.to_vec(), (slot, ino));
+        true
+    }
+
+    pub fn remove(&mut self, name: &[u8]) -> Option<(u64, Ino)> {
+        let (slot, ino) = self.names.remove(name)?;
+        let old = self.by_slot.remove(&slot);
+        assert!(
+            old.as_deref() == Some(name),
+            "slot {slot} named another entry"
+        );
+        Some((slot, ino))
+    }
+
+    /// The entry `name` now names `ino` (same slot: exchange, rename over a name).
+    pub fn set_ino(&mut self, name: &[u8], ino: Ino) {
+        let e = self.names.get_mut(name).expect("the entry exists");
+        e.1 = ino;
+    }
+
+    pub fn get(&self, name: &[u8]) -> Option<(u64, Ino)> {
+        self.names.get(name).copied()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        assert_eq!(self.names.len(), self.by_slot.len());
+        self.names.is_empty()
+    }
+
+    /// Entries in slot order from `slot` on: (slot, name, ino).
+    pub fn entries_from(&self, slot: u64) -> impl Iterator<Item = (u64, &Vec<u8>, Ino)> + '_ {
+        self.by_slot
+            .range(slot..)
+            .map(|(&s, n)| (s, n, self.names[n].1))
+    }
+
+    /// The same entries in the same slots (free slots may differ: a slot an open
+    /// transaction freed is reused only after its commit).
+    pub fn same_entries(&self, other: &DirIndex) -> bool {
+        self.names == other.names && self.by_slot == other.by_slot
+    }
+
+    pub fn inos(&self) -> impl Iterator<Item = Ino> + '_ {
+        self.names.values().map(|&(_, i)| i)
+    }
 }
 
 /// An open transaction.
@@ -286,6 +344,7 @@ impl<P: PmemDevice> PmemFs<P> {
             atime: now,
             mtime: now,
             ctime: now,
+            rdev: 0,
         };
         for (i, w) in root.words().iter().enumerate() {
             dev.store_u64(g.inode_off(ROOT) + i as u64 * 8, *w)?;
@@ -386,7 +445,7 @@ impl<P: PmemDevice> PmemFs<P> {
     pub(crate) fn inode_in(&self, b: &Batch, ino: Ino) -> Result<InodeRec> {
         self.check_ino(ino)?;
         let base = self.g.inode_off(ino);
-        let mut w = [0u64; 7];
+        let mut w = [0u64; INODE_WORDS];
         for (i, x) in w.iter_mut().enumerate() {
             *x = b.read(&self.dev, base + i as u64 * 8)?;
         }
@@ -431,7 +490,7 @@ impl<P: PmemDevice> PmemFs<P> {
             atime: r.atime,
             mtime: r.mtime,
             ctime: r.ctime,
-            rdev: 0,
+            rdev: r.rdev,
         })
     }
 

@@ -19,6 +19,12 @@ pub enum Mutation {
     /// Unlink frees an open file at once (the behaviour before issue 26): reads through
     /// an open descriptor fail.
     FreeOpenFileAtUnlink = 4,
+    /// symlink stores its target block without persisting it before the create's batch
+    /// names it: a crash may leave a link whose target is lost (zeros).
+    SymlinkTargetNotPersisted = 5,
+    /// A checkpoint names a new indirect block (any level of the pointer trees) before its
+    /// zeros are persistent: a crash may leave stale pointers below a persisted one.
+    IndirectNotPersisted = 6,
 }
 
 #[cfg(feature = "mutations")]

@@ -10,6 +10,49 @@ use crate::layout::*;
 use crate::{Attr, Batch, DirEntry, DirIndex, Ino, PmemFs, SetAttr, TxId};
 use intactfs_device::PmemDevice;
 
+/// What a create makes: kind, mode, owner, device number, symbolic-link target.
+struct NewNode<'a> {
+    kind: FileType,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    rdev: u32,
+    target: &'a [u8],
+}
+
+impl NewNode<'_> {
+    fn new(kind: FileType, mode: u32, uid: u32, gid: u32) -> Self {
+        NewNode {
+            kind,
+            mode,
+            uid,
+            gid,
+            rdev: 0,
+            target: &[],
+        }
+    }
+
+    /// The new inode in `parent`, stamped `now`.
+    fn rec(&self, parent: Ino, now: Time) -> InodeRec {
+        let dir = self.kind == FileType::Dir;
+        assert!(self.target.is_empty() || self.kind == FileType::Symlink);
+        assert!(self.rdev == 0 || self.kind.has_rdev());
+        InodeRec {
+            kind: self.kind,
+            mode: self.mode & 0o7777,
+            nlink: if dir { 2 } else { 1 },
+            uid: self.uid,
+            gid: self.gid,
+            parent: if dir { parent as u32 } else { 0 },
+            size: self.target.len() as u64,
+            atime: now,
+            mtime: now,
+            ctime: now,
+            rdev: self.rdev,
+        }
+    }
+}
+
 /// Where a new directory entry goes.
 struct SlotPlan {
     slot: u64,
@@ -40,10 +83,9 @@ impl<P: PmemDevice> PmemFs<P> {
     ) -> Result<(Vec<(u64, Vec<u8>, Ino, u8)>, Vec<u64>)> {
         let mut used = Vec::new();
         let mut free = Vec::new();
-        if !size.is_multiple_of(BLOCK) || size / BLOCK > NDIRECT + PTRS_PER_BLOCK {
+        if !size.is_multiple_of(BLOCK) || size / BLOCK > MAX_BLOCKS {
             return Err(PmemFsError::Corrupt(format!(
-                "directory {dir} has size {size} (a multiple of {BLOCK} up to {} blocks expected)",
-                NDIRECT + PTRS_PER_BLOCK
+                "directory {dir} has size {size} (a multiple of {BLOCK} up to {MAX_BLOCKS} blocks expected)"
             )));
         }
         for slot in 0..size / BLOCK * DIRENTS_PER_BLOCK {
@@ -82,7 +124,7 @@ impl<P: PmemDevice> PmemFs<P> {
             ..Default::default()
         };
         for (slot, name, ino, _) in used {
-            if di.names.insert(name.clone(), (slot, ino)).is_some() {
+            if !di.insert(&name, slot, ino) {
                 return Err(PmemFsError::Corrupt(format!(
                     "directory {dir} holds {:?} twice",
                     String::from_utf8_lossy(&name)
@@ -119,7 +161,7 @@ impl<P: PmemDevice> PmemFs<P> {
         let di = self.dirs.get(&dir).ok_or_else(|| {
             PmemFsError::Internal(format!("directory {dir} has no volatile index"))
         })?;
-        Ok(di.names.get(name).copied())
+        Ok(di.get(name))
     }
 
     pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Attr> {
@@ -145,22 +187,14 @@ impl<P: PmemDevice> PmemFs<P> {
     /// engine's paged readdir. Entries never move between slots (directories do not
     /// compact), so an entry that exists during the whole listing is returned exactly
     /// once, whatever is created or removed between pages; a new entry may or may not be
-    /// (as POSIX allows). Cost: a sort of the directory's entries per page.
+    /// (as POSIX allows). Cost: O(log n) to find the cookie, then the page.
     pub fn readdir_from(&self, dir: Ino, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
         self.dir_rec(dir)?;
         let di = self.dirs.get(&dir).ok_or_else(|| {
             PmemFsError::Internal(format!("directory {dir} has no volatile index"))
         })?;
-        let mut v: Vec<(u64, &Vec<u8>, Ino)> = di
-            .names
-            .iter()
-            .filter(|(_, &(slot, _))| slot >= cookie)
-            .map(|(name, &(slot, ino))| (slot, name, ino))
-            .collect();
-        v.sort_unstable_by_key(|e| e.0);
-        v.truncate(max);
-        let mut out = Vec::with_capacity(v.len());
-        for (slot, name, ino) in v {
+        let mut out = Vec::new();
+        for (slot, name, ino) in di.entries_from(cookie).take(max) {
             assert!(
                 slot < di.nslots,
                 "directory {dir}: slot {slot} beyond its size"
@@ -190,33 +224,84 @@ impl<P: PmemDevice> PmemFs<P> {
         }
         let slot = di.nslots;
         let lbn = slot / DIRENTS_PER_BLOCK;
-        if lbn >= NDIRECT + PTRS_PER_BLOCK {
+        if lbn >= MAX_BLOCKS {
             return Err(PmemFsError::NoSpace(format!(
                 "directory {dir} is full ({slot} entries)"
             )));
         }
-        let base = self.g.inode_off(dir);
-        let need_ind = lbn >= NDIRECT && self.dev.load_u64(base + I_INDIRECT)? == 0;
-        let blocks = self.take_blocks(1 + need_ind as u64, "a directory block")?;
+        let missing = self.missing_levels(dir, lbn)?;
+        let blocks = self.take_blocks(1 + missing, "a directory block")?;
         for &bl in &blocks {
             self.zero_block(bl)?;
         }
-        let nb = blocks[0];
-        if lbn < NDIRECT {
-            b.put(base + I_DIRECT + lbn * 8, nb);
-        } else if need_ind {
-            b.put(base + I_INDIRECT, blocks[1]);
-            b.put_fresh(blocks[1] * BLOCK + (lbn - NDIRECT) * 8, nb);
-        } else {
-            let x = self.dev.load_u64(base + I_INDIRECT)?;
-            b.put(x * BLOCK + (lbn - NDIRECT) * 8, nb);
-        }
+        self.stage_new_dir_block(dir, lbn, &blocks, b)?;
         rec.size += BLOCK;
         Ok(SlotPlan {
             slot,
             new_blocks: blocks,
             grew: true,
         })
+    }
+
+    /// How many indirect blocks mapping block `lbn` of `dir` are missing.
+    fn missing_levels(&self, dir: Ino, lbn: u64) -> Result<u64> {
+        let Some(PtrPath::Tree { root, depth, idx }) = ptr_path(lbn) else {
+            return Ok(0);
+        };
+        let mut off = self.g.inode_off(dir) + root;
+        for (k, &i) in idx[..depth as usize].iter().enumerate() {
+            let x = self.ptr(off, || format!("an indirect pointer of directory {dir}"))?;
+            if x == 0 {
+                return Ok(depth as u64 - k as u64);
+            }
+            off = x * BLOCK + i * 8;
+        }
+        Ok(0)
+    }
+
+    /// Stages the pointers naming a new directory block `blocks[0]` at `lbn`, with the
+    /// missing indirect levels `blocks[1..]` (zeroed; pointer words inside them are fresh,
+    /// the others logged).
+    fn stage_new_dir_block(&self, dir: Ino, lbn: u64, blocks: &[u64], b: &mut Batch) -> Result<()> {
+        let base = self.g.inode_off(dir);
+        let (root, depth, idx) = match ptr_path(lbn) {
+            Some(PtrPath::Direct(i)) => {
+                assert_eq!(blocks.len(), 1, "a direct block needs no indirect block");
+                b.put(base + I_DIRECT + i * 8, blocks[0]);
+                return Ok(());
+            }
+            Some(PtrPath::Tree { root, depth, idx }) => (root, depth, idx),
+            None => unreachable!("plan_slot bounds lbn by MAX_BLOCKS"),
+        };
+        let mut spare = blocks[1..].iter();
+        let (mut off, mut fresh) = (base + root, false);
+        for &i in &idx[..depth as usize] {
+            let mut x = if fresh {
+                0
+            } else {
+                self.ptr(off, || format!("an indirect pointer of directory {dir}"))?
+            };
+            if x == 0 {
+                x = *spare.next().expect("missing_levels counted it");
+                if fresh {
+                    b.put_fresh(off, x)
+                } else {
+                    b.put(off, x)
+                }
+                fresh = true;
+            }
+            off = x * BLOCK + i * 8;
+        }
+        assert!(
+            spare.next().is_none(),
+            "every indirect block taken is named"
+        );
+        if fresh {
+            b.put_fresh(off, blocks[0])
+        } else {
+            b.put(off, blocks[0])
+        }
+        Ok(())
     }
 
     /// Stages an entry `name` → `ino` in slot `plan.slot` of `dir` (whose block is `blk` when
@@ -260,7 +345,8 @@ impl<P: PmemDevice> PmemFs<P> {
         } else {
             di.free.remove(&plan.slot);
         }
-        di.names.insert(name.to_vec(), (plan.slot, ino));
+        let added = di.insert(name, plan.slot, ino);
+        assert!(added, "the name was checked absent before the batch");
         let t = self.txs.get_mut(&id).expect("open");
         t.new_blocks.extend(plan.new_blocks);
         t.dirs.insert(dir);
@@ -268,7 +354,7 @@ impl<P: PmemDevice> PmemFs<P> {
 
     fn unindex_entry(&mut self, id: u64, dir: Ino, name: &[u8], slot: u64) {
         if let Some(di) = self.dirs.get_mut(&dir) {
-            di.names.remove(name);
+            di.remove(name);
         }
         let t = self.txs.get_mut(&id).expect("open");
         t.freed_slots.push((dir, slot));
@@ -284,9 +370,8 @@ impl<P: PmemDevice> PmemFs<P> {
         uid: u32,
         gid: u32,
     ) -> Result<Attr> {
-        self.mutate(tx, |fs, id| {
-            fs.do_create(id, parent, name, FileType::File, mode, uid, gid)
-        })
+        let node = NewNode::new(FileType::File, mode, uid, gid);
+        self.mutate(tx, |fs, id| fs.do_create(id, parent, name, &node))
     }
 
     pub fn mkdir(
@@ -298,24 +383,80 @@ impl<P: PmemDevice> PmemFs<P> {
         uid: u32,
         gid: u32,
     ) -> Result<Attr> {
-        self.mutate(tx, |fs, id| {
-            fs.do_create(id, parent, name, FileType::Dir, mode, uid, gid)
-        })
+        let node = NewNode::new(FileType::Dir, mode, uid, gid);
+        self.mutate(tx, |fs, id| fs.do_create(id, parent, name, &node))
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn do_create(
+    /// symlink(2): a link to `target` (mode 0o777, as the block engine), its bytes in one
+    /// data block that the create's batch names (written and persisted before the batch,
+    /// like a new directory block, so the link never names a block without its target).
+    /// EINVAL for an empty target or one longer than [`SYMLINK_MAX`].
+    pub fn symlink(
         &mut self,
-        id: u64,
+        tx: Option<TxId>,
+        parent: Ino,
+        name: &[u8],
+        target: &[u8],
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr> {
+        if target.is_empty() || target.len() > SYMLINK_MAX {
+            return Err(PmemFsError::Invalid(format!(
+                "symlink target of {} bytes (1 to {SYMLINK_MAX})",
+                target.len()
+            )));
+        }
+        let mut node = NewNode::new(FileType::Symlink, 0o777, uid, gid);
+        node.target = target;
+        self.mutate(tx, |fs, id| fs.do_create(id, parent, name, &node))
+    }
+
+    /// mknod(2): a FIFO, socket, character or block device (`rdev` kept for devices, 0
+    /// otherwise), or an empty regular file; EINVAL for a directory or a symbolic link
+    /// (mkdir and symlink make those), as the block engine.
+    #[allow(clippy::too_many_arguments)]
+    pub fn mknod(
+        &mut self,
+        tx: Option<TxId>,
         parent: Ino,
         name: &[u8],
         kind: FileType,
         mode: u32,
-        uid: u32,
-        gid: u32,
+        rdev: u32,
+        (uid, gid): (u32, u32),
     ) -> Result<Attr> {
+        kind.check_mknod()?;
+        let mut node = NewNode::new(kind, mode, uid, gid);
+        if kind.has_rdev() {
+            node.rdev = rdev;
+        }
+        self.mutate(tx, |fs, id| fs.do_create(id, parent, name, &node))
+    }
+
+    /// readlink(2): a symbolic link's target; EINVAL for any other kind.
+    pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
+        let rec = self.inode(ino)?;
+        if rec.kind != FileType::Symlink {
+            return Err(PmemFsError::Invalid(format!(
+                "inode {ino} is a {:?}, not a symbolic link",
+                rec.kind
+            )));
+        }
+        // Pair of scan_metadata's check: a link's size is its target's length.
+        assert!(
+            (1..=SYMLINK_MAX as u64).contains(&rec.size),
+            "symlink {ino} has size {}",
+            rec.size
+        );
+        let target = self.read(ino, 0, rec.size)?;
+        assert_eq!(target.len() as u64, rec.size, "symlink {ino} reads short");
+        Ok(target)
+    }
+
+    /// The checks a new name in `parent` starts with; the parent's inode.
+    fn check_new_name(&self, id: u64, parent: Ino, name: &[u8]) -> Result<InodeRec> {
         check_name(name)?;
-        let mut prec = self.dir_rec(parent)?;
+        let prec = self.dir_rec(parent)?;
         self.check_owner(id, parent)?;
         if self.find(parent, name)?.is_some() {
             return Err(PmemFsError::Exists(format!(
@@ -323,38 +464,68 @@ impl<P: PmemDevice> PmemFs<P> {
                 String::from_utf8_lossy(name)
             )));
         }
-        let ino = *self.free_inodes.first().ok_or_else(|| {
-            PmemFsError::NoSpace(format!("all {} inodes in use", self.g.inodes - 1))
-        })?;
-        let now = self.now();
-        let mut b = Batch::default();
-        let rec = InodeRec {
-            kind,
-            mode: mode & 0o7777,
-            nlink: if kind == FileType::Dir { 2 } else { 1 },
-            uid,
-            gid,
-            parent: if kind == FileType::Dir {
-                parent as u32
-            } else {
-                0
-            },
-            size: 0,
-            atime: now,
-            mtime: now,
-            ctime: now,
-        };
+        Ok(prec)
+    }
+
+    /// Stages a new inode `ino` (its slot was free: only the type word needs an undo
+    /// entry, restoring 0 frees it; the other words are fresh).
+    fn stage_new_inode(&self, ino: Ino, rec: &InodeRec, target_block: u64, b: &mut Batch) {
         let base = self.g.inode_off(ino);
         let words = rec.words();
-        // The slot was free: only its type word needs an undo entry (restoring 0 frees it).
         b.put(base, words[0]);
         for (i, w) in words.iter().enumerate().skip(1) {
             b.put_fresh(base + i as u64 * 8, *w);
         }
-        for off in (I_DIRECT..I_DINDIRECT + 8).step_by(8) {
+        for off in (I_DIRECT..I_POINTERS_END).step_by(8) {
             b.put_fresh(base + off, 0);
         }
-        let plan = self.plan_slot(parent, &mut prec, &mut b)?;
+        if target_block != 0 {
+            b.put_fresh(base + I_DIRECT, target_block);
+        }
+    }
+
+    /// A symbolic link's target block: taken, written and persisted (nothing durable names
+    /// it until the create commits; an abort or a crash before leaves it free).
+    fn write_target_block(&mut self, target: &[u8]) -> Result<Vec<u64>> {
+        if target.is_empty() {
+            return Ok(Vec::new());
+        }
+        assert!(target.len() <= SYMLINK_MAX, "target checked by symlink");
+        let blocks = self.take_blocks(1, "a symbolic link's target block")?;
+        // The whole block (target, then zeros), so a stale tail never reads back.
+        let mut block = vec![0u8; BLOCK as usize];
+        block[..target.len()].copy_from_slice(target);
+        self.dev.write(blocks[0] * BLOCK, &block)?;
+        let mutated = crate::mutation::active(crate::mutation::Mutation::SymlinkTargetNotPersisted);
+        if !mutated {
+            self.dev.persist(blocks[0] * BLOCK, BLOCK)?;
+        }
+        Ok(blocks)
+    }
+
+    fn do_create(&mut self, id: u64, parent: Ino, name: &[u8], node: &NewNode) -> Result<Attr> {
+        let mut prec = self.check_new_name(id, parent, name)?;
+        let kind = node.kind;
+        let ino = *self.free_inodes.first().ok_or_else(|| {
+            PmemFsError::NoSpace(format!("all {} inodes in use", self.g.inodes - 1))
+        })?;
+        let now = self.now();
+        let rec = node.rec(parent, now);
+        let target_blocks = self.write_target_block(node.target)?;
+        let mut b = Batch::default();
+        self.stage_new_inode(
+            ino,
+            &rec,
+            target_blocks.first().copied().unwrap_or(0),
+            &mut b,
+        );
+        let plan = match self.plan_slot(parent, &mut prec, &mut b) {
+            Ok(p) => p,
+            Err(e) => {
+                self.give_back_blocks(&target_blocks);
+                return Err(e);
+            }
+        };
         self.stage_entry(parent, &plan, name, ino, kind, &mut b)?;
         prec.mtime = now;
         prec.ctime = now;
@@ -364,12 +535,14 @@ impl<P: PmemDevice> PmemFs<P> {
         self.stage_inode(&mut b, parent, &prec)?;
         if let Err(e) = self.apply_meta(id, b) {
             self.give_back_blocks(&plan.new_blocks);
+            self.give_back_blocks(&target_blocks);
             return Err(e);
         }
         self.free_inodes.remove(&ino);
         self.index_entry(id, parent, plan, name, ino);
         let t = self.txs.get_mut(&id).expect("open");
         t.new_inodes.push(ino);
+        t.new_blocks.extend(target_blocks);
         if kind == FileType::Dir {
             t.dirs.insert(ino);
             self.dirs.insert(ino, DirIndex::default());
@@ -448,7 +621,7 @@ impl<P: PmemDevice> PmemFs<P> {
                     String::from_utf8_lossy(name)
                 )))
             }
-            (true, FileType::File) => {
+            (true, k) if k != FileType::Dir => {
                 return Err(PmemFsError::NotDir(format!(
                     "{:?}",
                     String::from_utf8_lossy(name)
@@ -457,7 +630,7 @@ impl<P: PmemDevice> PmemFs<P> {
             _ => {}
         }
         self.check_owner(id, ino)?;
-        if dir && self.dirs.get(&ino).is_some_and(|d| !d.names.is_empty()) {
+        if dir && self.dirs.get(&ino).is_some_and(|d| !d.is_empty()) {
             return Err(PmemFsError::NotEmpty(format!(
                 "{:?}",
                 String::from_utf8_lossy(name)
@@ -490,12 +663,13 @@ impl<P: PmemDevice> PmemFs<P> {
         let mut rec = self.inode_in(b, victim)?;
         let mutated = crate::mutation::active(crate::mutation::Mutation::FreeOpenFileAtUnlink);
         let open = self.is_open(victim) && !mutated;
-        if rec.kind != FileType::File || (rec.nlink <= 1 && !open) {
+        if rec.kind == FileType::Dir || (rec.nlink <= 1 && !open) {
             self.stage_drop_inode(victim, b)?;
             return Ok(false);
         }
-        // A named file has link count = its names (mount checks it), so at least 1 here.
-        assert!(rec.nlink >= 1, "file {victim} has a name but link count 0");
+        // A named non-directory has link count = its names (mount checks it), so at least
+        // 1 here.
+        assert!(rec.nlink >= 1, "inode {victim} has a name but link count 0");
         rec.nlink -= 1;
         rec.ctime = now;
         self.stage_inode(b, victim, &rec)?;
@@ -518,19 +692,14 @@ impl<P: PmemDevice> PmemFs<P> {
                     "inode {ino} is a directory: no hard links to directories"
                 )))
             }
-            FileType::File if rec.nlink == 0 => {
+            _ if rec.nlink == 0 => {
                 return Err(PmemFsError::NotFound(format!(
                     "inode {ino} was unlinked (open, no name left)"
                 )))
             }
-            FileType::File if rec.nlink >= MAX_LINKS => return Err(PmemFsError::TooManyLinks),
-            FileType::File => {}
-            // Decoding admits only files and directories (layout::KindCode).
-            other => {
-                return Err(PmemFsError::Internal(format!(
-                    "inode {ino} is a {other:?}, a kind this engine does not store"
-                )))
-            }
+            _ if rec.nlink >= MAX_LINKS => return Err(PmemFsError::TooManyLinks),
+            // Files, symbolic links and special files take hard links (as Linux).
+            _ => {}
         }
         self.check_owner(id, parent)?;
         self.check_owner(id, ino)?;
@@ -703,7 +872,8 @@ impl<P: PmemDevice> PmemFs<P> {
         self.apply_meta(id, b)?;
         for (dir, name, slot, ino) in [(sp, sname, sslot, dst), (dp, dname, dslot, src)] {
             let di = self.dirs.get_mut(&dir).expect("checked");
-            di.names.insert(name.to_vec(), (slot, ino));
+            assert_eq!(di.get(name).map(|e| e.0), Some(slot));
+            di.set_ino(name, ino);
             self.txs.get_mut(&id).expect("open").dirs.insert(dir);
         }
         self.claim(id, &[sp, dp, src, dst]);
@@ -716,7 +886,7 @@ impl<P: PmemDevice> PmemFs<P> {
         self.check_owner(id, dino)?;
         let drec = self.inode(dino)?;
         match (src_dir, drec.kind) {
-            (true, FileType::File) => Err(PmemFsError::NotDir(format!(
+            (true, k) if k != FileType::Dir => Err(PmemFsError::NotDir(format!(
                 "{:?} is not a directory",
                 String::from_utf8_lossy(dname)
             ))),
@@ -724,12 +894,9 @@ impl<P: PmemDevice> PmemFs<P> {
                 "{:?} is a directory",
                 String::from_utf8_lossy(dname)
             ))),
-            (true, FileType::Dir) if self.dirs.get(&dino).is_some_and(|d| !d.names.is_empty()) => {
-                Err(PmemFsError::NotEmpty(format!(
-                    "{:?}",
-                    String::from_utf8_lossy(dname)
-                )))
-            }
+            (true, FileType::Dir) if self.dirs.get(&dino).is_some_and(|d| !d.is_empty()) => Err(
+                PmemFsError::NotEmpty(format!("{:?}", String::from_utf8_lossy(dname))),
+            ),
             _ => Ok(()),
         }
     }
@@ -823,11 +990,9 @@ impl<P: PmemDevice> PmemFs<P> {
     ) -> Result<()> {
         match (dest, plan) {
             (Some((dslot, dino)), _) => {
-                self.dirs
-                    .get_mut(&dp)
-                    .expect("checked")
-                    .names
-                    .insert(dname.to_vec(), (dslot, src));
+                let di = self.dirs.get_mut(&dp).expect("checked");
+                assert_eq!(di.get(dname), Some((dslot, dino)));
+                di.set_ino(dname, src);
                 self.txs.get_mut(&id).expect("open").dirs.insert(dp);
                 if !kept {
                     self.finish_drop_inode(id, dino)?;
@@ -869,6 +1034,12 @@ impl<P: PmemDevice> PmemFs<P> {
             if rec.kind == FileType::Dir {
                 return Err(PmemFsError::IsDir(format!(
                     "inode {ino}: a directory has no settable size"
+                )));
+            }
+            if rec.kind != FileType::File {
+                return Err(PmemFsError::Invalid(format!(
+                    "inode {ino}: a {:?} has no settable size",
+                    rec.kind
                 )));
             }
             if s > MAX_FILE_SIZE {

@@ -82,7 +82,7 @@ impl<P: PmemDevice> PmemFs<P> {
     /// In use, a file, link count 0.
     pub(crate) fn is_orphan(&self, ino: Ino) -> Result<bool> {
         match self.inode(ino) {
-            Ok(r) => Ok(r.kind == FileType::File && r.nlink == 0),
+            Ok(r) => Ok(r.kind != FileType::Dir && r.nlink == 0),
             Err(PmemFsError::NotFound(_)) => Ok(false),
             Err(e) => Err(e),
         }
@@ -129,7 +129,7 @@ impl<P: PmemDevice> PmemFs<P> {
         self.mutate(None, |fs, id| {
             let rec = fs.inode(ino)?;
             assert!(
-                rec.kind == FileType::File && rec.nlink == 0,
+                rec.kind != FileType::Dir && rec.nlink == 0,
                 "freeing inode {ino}, which is not an orphan ({rec:?})"
             );
             fs.check_owner(id, ino)?;

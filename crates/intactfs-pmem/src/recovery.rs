@@ -51,6 +51,29 @@ pub struct MountReport {
     pub fences: u64,
 }
 
+/// A symbolic link holds its target (1 to SYMLINK_MAX bytes) in block 0; a special file
+/// holds nothing. Called after the inode's blocks are in `homes`.
+fn check_kind_shape(ino: Ino, r: &InodeRec, homes: &HashMap<(Ino, u64), u64>) -> Result<()> {
+    match r.kind {
+        FileType::Symlink if r.size == 0 || r.size > SYMLINK_MAX as u64 => Err(corrupt(format!(
+            "symbolic link {ino} has size {} (1 to {SYMLINK_MAX} expected)",
+            r.size
+        ))),
+        FileType::Symlink if !homes.contains_key(&(ino, 0)) => {
+            Err(corrupt(format!("symbolic link {ino} has no target block")))
+        }
+        FileType::Fifo | FileType::Socket | FileType::CharDev | FileType::BlockDev
+            if r.size != 0 =>
+        {
+            Err(corrupt(format!(
+                "special file {ino} ({:?}) has size {}",
+                r.kind, r.size
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
 fn corrupt(s: String) -> PmemFsError {
     PmemFsError::Corrupt(s)
 }
@@ -304,7 +327,7 @@ impl<P: PmemDevice> PmemFs<P> {
         let mut inodes = BTreeMap::new();
         for ino in 1..g.inodes {
             let base = g.inode_off(ino);
-            let mut w = [0u64; 7];
+            let mut w = [0u64; INODE_WORDS];
             for (i, x) in w.iter_mut().enumerate() {
                 *x = self.dev.load_u64(base + i as u64 * 8)?;
             }
@@ -348,6 +371,7 @@ impl<P: PmemDevice> PmemFs<P> {
                     homes.insert((ino, l), b);
                 }
             }
+            check_kind_shape(ino, r, &homes)?;
             if r.kind == FileType::Dir {
                 for l in 0..limit {
                     if !homes.contains_key(&(ino, l)) {
@@ -394,7 +418,7 @@ impl<P: PmemDevice> PmemFs<P> {
                         )));
                     }
                 }
-                if di.names.insert(name.clone(), (slot, child)).is_some() {
+                if !di.insert(&name, slot, child) {
                     return Err(corrupt(format!(
                         "directory {ino} holds {:?} twice",
                         String::from_utf8_lossy(&name)
@@ -406,7 +430,7 @@ impl<P: PmemDevice> PmemFs<P> {
         let mut orphans = Vec::new();
         for (&ino, r) in &inodes {
             let n = refs.get(&ino).copied().unwrap_or(0);
-            if r.kind == FileType::File && n == 0 && r.nlink == 0 {
+            if r.kind != FileType::Dir && n == 0 && r.nlink == 0 {
                 // Unlinked while open (crate::orphan): mount frees it.
                 orphans.push(ino);
                 continue;
@@ -417,10 +441,8 @@ impl<P: PmemDevice> PmemFs<P> {
                 )));
             }
             let want = match r.kind {
-                FileType::File => n,
                 FileType::Dir => 2 + subdirs.get(&ino).copied().unwrap_or(0),
-                // Decoding admits only files and directories (layout::KindCode).
-                _ => 1,
+                _ => n,
             };
             if r.nlink != want {
                 return Err(corrupt(format!(
@@ -433,9 +455,9 @@ impl<P: PmemDevice> PmemFs<P> {
         let mut seen = HashSet::from([ROOT]);
         let mut todo = vec![ROOT];
         while let Some(d) = todo.pop() {
-            for &(_, c) in dirs
+            for c in dirs
                 .get(&d)
-                .map(|di: &DirIndex| di.names.values().collect::<Vec<_>>())
+                .map(|di: &DirIndex| di.inos().collect::<Vec<_>>())
                 .unwrap_or_default()
             {
                 if seen.insert(c) && inodes.get(&c).is_some_and(|r| r.kind == FileType::Dir) {
@@ -548,7 +570,7 @@ impl<P: PmemDevice> PmemFs<P> {
             let mine = self.dirs.get(d).ok_or_else(|| {
                 PmemFsError::Internal(format!("directory {d} has no volatile index"))
             })?;
-            if mine.names != di.names {
+            if !mine.same_entries(di) {
                 return Err(PmemFsError::Internal(format!(
                     "directory {d}'s volatile index differs from its blocks"
                 )));

@@ -48,6 +48,11 @@ fn crash_simulation() {
         "hard links, exchanges, files unlinked while open, freed by their last release: {total}"
     );
     assert!(
+        // Format 3 (issue 26 item 3): links, special files, the triple-indirect tree.
+        total.symlinks >= 3 && total.specials >= 3 && total.far_writes >= 3,
+        "symbolic links, special files, writes past 1 GiB: {total}"
+    );
+    assert!(
         total.checkpoints > 10
             && total.pointer_swaps > 50
             && total.redo_entries > 100

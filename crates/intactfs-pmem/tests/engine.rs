@@ -503,14 +503,129 @@ fn an_orphans_last_release_inside_a_transaction_waits_for_its_end() {
 }
 
 #[test]
-fn a_format_1_image_is_refused_with_a_message() {
-    let fs = fresh();
-    let mut img = fs.into_device().persistent().to_vec();
-    img[8..12].copy_from_slice(&1u32.to_le_bytes());
-    let crc = crc32c::crc32c(&img[..64]);
-    img[64..68].copy_from_slice(&crc.to_le_bytes());
-    let e = PmemFs::mount(PmemSim::from_image(img).unwrap()).unwrap_err();
-    assert!(e.to_string().contains("older engine"), "{e}");
+fn images_of_older_formats_are_refused_with_a_message() {
+    // 1: before orphans and hard links; 2: before symbolic links and special files.
+    for version in [1u32, 2] {
+        let fs = fresh();
+        let mut img = fs.into_device().persistent().to_vec();
+        img[8..12].copy_from_slice(&version.to_le_bytes());
+        let crc = crc32c::crc32c(&img[..64]);
+        img[64..68].copy_from_slice(&crc.to_le_bytes());
+        let e = PmemFs::mount(PmemSim::from_image(img).unwrap()).unwrap_err();
+        assert!(e.to_string().contains("older engine"), "{e}");
+        assert!(e.to_string().contains(&format!("version {version}")), "{e}");
+    }
+}
+
+#[test]
+fn symlinks_keep_their_targets_across_a_crash() {
+    let (mut fs, before) = fresh_counted();
+    let long = vec![b'p'; intactfs_pmem::layout::SYMLINK_MAX];
+    let a = fs.symlink(None, ROOT, b"short", b"../t", 1, 2).unwrap();
+    assert_eq!(
+        (a.kind, a.mode, a.size, a.nlink),
+        (FileType::Symlink, 0o777, 4, 1)
+    );
+    assert_eq!((a.uid, a.gid, a.rdev), (1, 2, 0));
+    let b = fs.symlink(None, ROOT, b"long", &long, 0, 0).unwrap().ino;
+    // In a transaction: undone by an abort, its block freed.
+    let t = fs.tx_begin(&[]).unwrap();
+    let c = fs
+        .symlink(Some(t), ROOT, b"aborted", b"x", 0, 0)
+        .unwrap()
+        .ino;
+    assert_eq!(fs.readlink(c).unwrap(), b"x");
+    fs.tx_abort(t).unwrap();
+    assert_eq!(fs.lookup(ROOT, b"aborted").unwrap_err().errno(), 2);
+    // Linux's answers: an empty or too long target EINVAL (the block engine's), readlink of
+    // anything else EINVAL, data calls on a link EINVAL.
+    assert_eq!(
+        fs.symlink(None, ROOT, b"e", b"", 0, 0).unwrap_err().errno(),
+        22
+    );
+    let too_long = vec![b'p'; long.len() + 1];
+    assert_eq!(
+        fs.symlink(None, ROOT, b"e", &too_long, 0, 0)
+            .unwrap_err()
+            .errno(),
+        22
+    );
+    assert_eq!(
+        fs.symlink(None, ROOT, b"long", b"t", 0, 0)
+            .unwrap_err()
+            .errno(),
+        17
+    );
+    assert_eq!(fs.readlink(ROOT).unwrap_err().errno(), 22);
+    assert_eq!(fs.write(None, b, 0, b"no").unwrap_err().errno(), 22);
+    assert_eq!(fs.truncate(None, b, 1).unwrap_err().errno(), 22);
+    // A hard link to a link (Linux allows it).
+    fs.link(None, b, ROOT, b"long2").unwrap();
+    fs.check_invariants().unwrap();
+    let mut fs = crash(fs);
+    fs.check_invariants().unwrap();
+    assert_eq!(fs.readlink(a.ino).unwrap(), b"../t");
+    assert_eq!(fs.readlink(b).unwrap(), long);
+    assert_eq!(fs.lookup(ROOT, b"long2").unwrap().nlink, 2);
+    for n in [&b"short"[..], b"long", b"long2"] {
+        fs.unlink(None, ROOT, n).unwrap();
+    }
+    assert_all_freed(&mut fs, &before);
+}
+
+#[test]
+fn special_files_keep_kind_and_device_number() {
+    let (mut fs, before) = fresh_counted();
+    let kinds = [
+        (&b"fifo"[..], FileType::Fifo, 0),
+        (b"sock", FileType::Socket, 0),
+        (b"chr", FileType::CharDev, 0x0501),
+        (b"blk", FileType::BlockDev, 0x0803),
+    ];
+    for (name, kind, rdev) in kinds {
+        let a = fs
+            .mknod(None, ROOT, name, kind, 0o640, rdev, (3, 4))
+            .unwrap();
+        assert_eq!((a.kind, a.rdev, a.mode, a.size), (kind, rdev, 0o640, 0));
+    }
+    // A FIFO's device number is dropped (as the block engine: only devices keep one).
+    let p = fs
+        .mknod(None, ROOT, b"p2", FileType::Fifo, 0o600, 7, (0, 0))
+        .unwrap();
+    assert_eq!(p.rdev, 0);
+    // mknod of a regular file makes an empty file; of a directory or a link: EINVAL.
+    let f = fs
+        .mknod(None, ROOT, b"f", FileType::File, 0o600, 0, (0, 0))
+        .unwrap();
+    assert_eq!(f.kind, FileType::File);
+    for k in [FileType::Dir, FileType::Symlink] {
+        let e = fs.mknod(None, ROOT, b"x", k, 0o600, 0, (0, 0)).unwrap_err();
+        assert_eq!(e.errno(), 22);
+    }
+    let chr = fs.lookup(ROOT, b"chr").unwrap().ino;
+    assert_eq!(fs.write(None, chr, 0, b"no").unwrap_err().errno(), 22);
+    assert_eq!(fs.rmdir(None, ROOT, b"fifo").unwrap_err().errno(), 20);
+    // An open FIFO lives on after its unlink, as an open file does.
+    let fifo = fs.lookup(ROOT, b"fifo").unwrap().ino;
+    fs.open(fifo).unwrap();
+    fs.unlink(None, ROOT, b"fifo").unwrap();
+    assert_eq!(fs.getattr(fifo).unwrap().nlink, 0);
+    fs.check_invariants().unwrap();
+    let mut fs = crash(fs);
+    fs.check_invariants().unwrap();
+    assert_eq!(
+        fs.getattr(fifo).unwrap_err().errno(),
+        2,
+        "the orphan FIFO is freed at mount"
+    );
+    for (name, kind, rdev) in kinds.iter().skip(1) {
+        let a = fs.lookup(ROOT, name).unwrap();
+        assert_eq!((a.kind, a.rdev), (*kind, *rdev));
+        fs.unlink(None, ROOT, name).unwrap();
+    }
+    fs.unlink(None, ROOT, b"p2").unwrap();
+    fs.unlink(None, ROOT, b"f").unwrap();
+    assert_all_freed(&mut fs, &before);
 }
 
 #[test]

@@ -33,6 +33,8 @@ fn the_simulation_catches_each_mutation() {
         Mutation::SkipFence,
         Mutation::KeepOrphansAtMount,
         Mutation::FreeOpenFileAtUnlink,
+        Mutation::SymlinkTargetNotPersisted,
+        Mutation::IndirectNotPersisted,
     ] {
         // Breaking the open-unlinked rule shows in the lockstep reads of the run, not only
         // in crash images.

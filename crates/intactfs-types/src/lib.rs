@@ -25,6 +25,10 @@ pub use engine::{Capabilities, Capability, Engine};
 pub use error::{FsError, Result};
 use serde::{Deserialize, Serialize};
 
+/// Longest symbolic-link target in bytes (Linux's PATH_MAX less the terminating NUL);
+/// every engine refuses a longer or an empty one with EINVAL.
+pub const SYMLINK_MAX: usize = 4095;
+
 /// An inode number (0 is never one).
 pub type Ino = u64;
 
@@ -64,6 +68,25 @@ pub enum FileType {
     Socket,
     CharDev,
     BlockDev,
+}
+
+impl FileType {
+    /// What mknod(2) makes through every engine: a FIFO, a socket, a device or an empty
+    /// regular file; a directory or a symbolic link is EINVAL (mkdir and symlink make
+    /// those).
+    pub fn check_mknod(self) -> Result<()> {
+        match self {
+            FileType::Dir | FileType::Symlink => Err(FsError::Invalid(format!(
+                "mknod of a {self:?} (mkdir and symlink make those)"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// A character or block device: the kinds whose inode keeps a device number.
+    pub fn has_rdev(self) -> bool {
+        matches!(self, FileType::CharDev | FileType::BlockDev)
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

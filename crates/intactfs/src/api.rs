@@ -7,23 +7,20 @@ use crate::meta::{Body, NewKind};
 use crate::streams::StreamId;
 use intactfs_device::BlockDevice;
 use intactfs_types::{
-    Attr, Capabilities, DirEntry, Engine, FileType, FsError, Ino, Owner, RenameFlags, Result,
-    SetAttr, StatFs,
+    Attr, Capabilities, DirEntry, Engine, FileType, Ino, Owner, RenameFlags, Result, SetAttr,
+    StatFs,
 };
 
 /// What `mknod` of `kind` creates (a directory is mkdir's).
 fn node_kind(kind: FileType, rdev: u32) -> Result<NewKind> {
+    kind.check_mknod()?;
     Ok(match kind {
         FileType::File => NewKind::File,
         FileType::Fifo => NewKind::Fifo,
         FileType::Socket => NewKind::Socket,
         FileType::CharDev => NewKind::CharDev(rdev),
         FileType::BlockDev => NewKind::BlockDev(rdev),
-        FileType::Dir | FileType::Symlink => {
-            return Err(FsError::Invalid(format!(
-                "mknod of a {kind:?} (mkdir and symlink make those)"
-            )))
-        }
+        FileType::Dir | FileType::Symlink => unreachable!("refused by check_mknod"),
     })
 }
 

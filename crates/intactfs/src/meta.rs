@@ -15,7 +15,7 @@ pub const ROOT: Ino = 1;
 /// File-system block size; the device's block size must equal it.
 pub const BLOCK: usize = 4096;
 pub const NAME_MAX: usize = 255;
-pub const SYMLINK_MAX: usize = 4095;
+pub use intactfs_types::SYMLINK_MAX;
 /// Largest file size: 2^50 bytes (1 PiB).
 pub const MAX_FILE_SIZE: u64 = 1 << 50;
 

@@ -7,13 +7,113 @@ use std::hash::{Hash, Hasher};
 pub type MIno = u64;
 pub const MROOT: MIno = 1;
 
+/// Chunk size of the model's sparse file contents (the model's own choice; any size works).
+const CHUNK: u64 = 4096;
+
+/// The largest file the model allows: 12 direct blocks and single-, double- and
+/// triple-indirect trees of 512 pointers, 4 KiB blocks (the format-3 limit, stated here
+/// independently of the engine's layout code).
+pub const MAX_SIZE: u64 = (12 + 512 + 512 * 512 + 512 * 512 * 512) * 4096;
+
+/// A file's content, sparse: files reach hundreds of GiB with a few chunks written.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MData {
+    size: u64,
+    /// Chunk index → its bytes (absent: zeros).
+    chunks: BTreeMap<u64, Vec<u8>>,
+}
+
+impl MData {
+    pub fn from_bytes(b: &[u8]) -> MData {
+        let mut d = MData::default();
+        d.write(0, b);
+        d
+    }
+
+    pub fn len(&self) -> u64 {
+        self.size
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.size == 0
+    }
+
+    pub fn write(&mut self, off: u64, data: &[u8]) {
+        let end = off + data.len() as u64;
+        let mut pos = off;
+        while pos < end {
+            let c = pos / CHUNK;
+            let cend = ((c + 1) * CHUNK).min(end);
+            let chunk = self
+                .chunks
+                .entry(c)
+                .or_insert_with(|| vec![0; CHUNK as usize]);
+            chunk[(pos % CHUNK) as usize..(pos % CHUNK + cend - pos) as usize]
+                .copy_from_slice(&data[(pos - off) as usize..(cend - off) as usize]);
+            pos = cend;
+        }
+        self.size = self.size.max(end);
+    }
+
+    /// Truncates (bytes past `size` read as zeros if it grows again) or extends.
+    pub fn resize(&mut self, size: u64) {
+        if size < self.size {
+            self.chunks.retain(|&c, _| c * CHUNK < size);
+            if let Some(last) = self.chunks.get_mut(&(size / CHUNK)) {
+                last[(size % CHUNK) as usize..].fill(0);
+            }
+        }
+        self.size = size;
+    }
+
+    /// Hash of the size and the chunks that are not all zeros.
+    pub fn digest(&self) -> u64 {
+        sparse_hash(
+            self.size,
+            self.chunks
+                .iter()
+                .filter(|(_, b)| b.iter().any(|&x| x != 0))
+                .map(|(&c, b)| (c, &b[..])),
+        )
+    }
+}
+
+/// The content hash the model and the engine's snapshot share: size, then each chunk
+/// holding a nonzero byte, in order (a chunk of zeros and a hole are the same content).
+pub fn sparse_hash<'a>(size: u64, chunks: impl Iterator<Item = (u64, &'a [u8])>) -> u64 {
+    let mut h = std::hash::DefaultHasher::new();
+    size.hash(&mut h);
+    for (c, b) in chunks {
+        c.hash(&mut h);
+        b.hash(&mut h);
+    }
+    h.finish()
+}
+
+/// The chunk size a snapshot of the engine must read in.
+pub const SNAP_CHUNK: u64 = CHUNK;
+
+/// What a non-directory that is not a regular file is (the model's own names, not the
+/// engine's codes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MSpecial {
+    /// Its target is the node's `data`.
+    Symlink,
+    Fifo,
+    Socket,
+    Char(u32),
+    Block(u32),
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MNode {
     pub dir: bool,
+    /// None for a regular file or a directory.
+    pub special: Option<MSpecial>,
     pub mode: u32,
     pub uid: u32,
     pub gid: u32,
-    pub data: Vec<u8>,
+    pub data: MData,
     pub entries: BTreeMap<Vec<u8>, MIno>,
     pub parent: MIno,
 }
@@ -27,6 +127,8 @@ pub enum MOp {
         ino: MIno,
         dir: bool,
         mode: u32,
+        /// A symbolic link (with its target) or a special file.
+        special: Option<(MSpecial, Vec<u8>)>,
     },
     /// `keep`: the target was an open file, which stays (an orphan) until its last release.
     Remove {
@@ -80,10 +182,11 @@ impl Default for MState {
                 MROOT,
                 MNode {
                     dir: true,
+                    special: None,
                     mode: 0o755,
                     uid: 0,
                     gid: 0,
-                    data: Vec::new(),
+                    data: MData::default(),
                     entries: BTreeMap::new(),
                     parent: MROOT,
                 },
@@ -97,13 +200,14 @@ impl Default for MState {
 pub struct SNode {
     pub ino: u64,
     pub dir: bool,
+    pub special: Option<MSpecial>,
     pub mode: u32,
     pub uid: u32,
     pub gid: u32,
     /// A file's names; a directory's 2 + its subdirectories.
     pub nlink: u32,
     pub size: u64,
-    /// Content hash (files).
+    /// Content hash (files; a symbolic link's target).
     pub content: u64,
 }
 
@@ -263,25 +367,50 @@ impl MState {
         }
     }
 
-    pub fn check_write(&self, ino: MIno, busy: &dyn Fn(MIno) -> bool) -> Result<(), i32> {
+    /// A write of `len` bytes at `off`: EFBIG past [`MAX_SIZE`] (an empty write never).
+    pub fn check_write(
+        &self,
+        ino: MIno,
+        (off, len): (u64, u64),
+        busy: &dyn Fn(MIno) -> bool,
+    ) -> Result<(), i32> {
         match self.nodes.get(&ino) {
             None => Err(2),
             Some(n) if n.dir => Err(21),
+            Some(n) if n.special.is_some() => Err(22),
             _ if busy(ino) => Err(16),
+            _ if len > 0 && off + len > MAX_SIZE => Err(27),
             _ => Ok(()),
         }
+    }
+
+    /// symlink (a target of 1 to 4095 bytes) and mknod (not a directory or a link) start
+    /// with these, then the checks of a create.
+    pub fn check_special(
+        &self,
+        parent: MIno,
+        name: &[u8],
+        special: (MSpecial, &[u8]),
+        busy: &dyn Fn(MIno) -> bool,
+    ) -> Result<(), i32> {
+        if special.0 == MSpecial::Symlink && !(1..=4095).contains(&special.1.len()) {
+            return Err(22);
+        }
+        self.check_create(parent, name, busy)
     }
 
     pub fn check_setattr(
         &self,
         ino: MIno,
-        size: bool,
+        size: Option<u64>,
         busy: &dyn Fn(MIno) -> bool,
     ) -> Result<(), i32> {
         match self.nodes.get(&ino) {
             None => Err(2),
             _ if busy(ino) => Err(16),
-            Some(n) if size && n.dir => Err(21),
+            Some(n) if size.is_some() && n.dir => Err(21),
+            Some(n) if size.is_some() && n.special.is_some() => Err(22),
+            _ if size.is_some_and(|s| s > MAX_SIZE) => Err(27),
             _ => Ok(()),
         }
     }
@@ -294,15 +423,17 @@ impl MState {
                 ino,
                 dir,
                 mode,
+                special,
             } => {
                 self.nodes.insert(
                     *ino,
                     MNode {
                         dir: *dir,
+                        special: special.as_ref().map(|s| s.0),
                         mode: *mode & 0o7777,
                         uid: 0,
                         gid: 0,
-                        data: Vec::new(),
+                        data: MData::from_bytes(special.as_ref().map_or(&[][..], |s| &s.1[..])),
                         entries: BTreeMap::new(),
                         parent: *parent,
                     },
@@ -374,11 +505,7 @@ impl MState {
             MOp::Write { data, .. } if data.is_empty() => {}
             MOp::Write { ino, off, data } => {
                 let n = self.nodes.get_mut(ino).expect("checked");
-                let end = *off as usize + data.len();
-                if n.data.len() < end {
-                    n.data.resize(end, 0);
-                }
-                n.data[*off as usize..end].copy_from_slice(data);
+                n.data.write(*off, data);
             }
             MOp::SetAttr {
                 ino,
@@ -394,7 +521,7 @@ impl MState {
                     n.uid = *u;
                 }
                 if let Some(s) = size {
-                    n.data.resize(*s as usize, 0);
+                    n.data.resize(*s);
                 }
             }
         }
@@ -410,12 +537,13 @@ impl MState {
                 SNode {
                     ino,
                     dir: n.dir,
+                    special: n.special,
                     mode: n.mode,
                     uid: n.uid,
                     gid: n.gid,
                     nlink: self.nlink(ino),
-                    size: if n.dir { 0 } else { n.data.len() as u64 },
-                    content: if n.dir { 0 } else { hash_bytes(&n.data) },
+                    size: if n.dir { 0 } else { n.data.len() },
+                    content: if n.dir { 0 } else { n.data.digest() },
                 },
             );
             for (name, &c) in &n.entries {
