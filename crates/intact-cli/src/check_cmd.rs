@@ -58,9 +58,15 @@ pub struct CheckOpts {
     /// Exploration strategy.
     #[arg(long, default_value = "alice", value_parser = explore_parser())]
     pub explore: Explore,
-    /// Bound on distinct states per APM for --explore exhaustive.
+    /// Bound on distinct states per APM for --explore exhaustive, and on alice's
+    /// micro-operation reordering states.
     #[arg(long, default_value_t = 100_000, value_name = "N")]
     pub max_states: usize,
+    /// Durability vulnerabilities: one per missing sync (`sync`: every call lost before an
+    /// output since the last sync, named by the call after which the sync is needed), or
+    /// one per call site (`per-call`).
+    #[arg(long, default_value = "sync", value_name = "sync|per-call", value_parser = parse_group)]
+    pub group: intact_report::Grouping,
     /// Number of sampled states per APM for --explore random.
     #[arg(long, default_value_t = 1000, value_name = "N")]
     pub samples: u64,
@@ -204,6 +210,7 @@ impl CheckOpts {
         CheckOptions {
             explore: self.explore,
             max_states: self.max_states,
+            group: self.group,
             samples: self.samples,
             seed: self.seed,
             jobs: self.jobs,
@@ -359,4 +366,8 @@ pub fn check_unit(a: CheckUnitArgs) -> Result<u8, Failure> {
         exit_with_parent: a.exit_with_parent,
     })?;
     Ok(0)
+}
+
+fn parse_group(s: &str) -> Result<intact_report::Grouping, String> {
+    intact_report::Grouping::parse(s).ok_or_else(|| format!("`{s}`: expected sync or per-call"))
 }

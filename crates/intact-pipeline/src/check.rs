@@ -580,6 +580,10 @@ impl<'p> Session<'p> {
                         |p: Provenance, s: CrashFs, desc: String| d.submit(ai, probes, p, s, desc);
                     exp.atomicity(&excluded, &mut emit).map_err(internal)?;
                     exp.reorderings(&excluded, &mut emit).map_err(internal)?;
+                    // False when --max-states cut the micro-operation reorderings short.
+                    return exp
+                        .micro_reorderings(&excluded, self.o.max_states, &mut emit)
+                        .map_err(internal);
                 }
                 Ok(true)
             }
@@ -627,7 +631,7 @@ impl<'p> Session<'p> {
             };
             dynamic.extend(run.dynamics(&|h| d.verdict(h), &loc, &summary));
         }
-        let statics = intact_report::statics(&dynamic);
+        let statics = intact_report::statics_grouped(&dynamic, self.o.group);
         Report {
             schema: intact_report::SCHEMA,
             bundle: self.path.display().to_string(),

@@ -29,8 +29,11 @@ impl Explore {
 #[derive(Clone, Debug)]
 pub struct CheckOptions {
     pub explore: Explore,
-    /// Bound on distinct states per APM for [`Explore::Exhaustive`].
+    /// Bound on distinct states per APM for [`Explore::Exhaustive`], and on alice's
+    /// micro-operation reordering states.
     pub max_states: usize,
+    /// Durability vulnerabilities: one per missing sync, or one per call site.
+    pub group: intact_report::Grouping,
     /// Sampled states per APM for [`Explore::Random`].
     pub samples: u64,
     pub seed: u64,

@@ -7,8 +7,8 @@ use crate::meta::{Body, NewKind};
 use crate::streams::StreamId;
 use intactfs_device::BlockDevice;
 use intactfs_types::{
-    Attr, Capabilities, DirEntry, Engine, FileType, Ino, Owner, RenameFlags, Result, SetAttr,
-    StatFs,
+    Attr, Capabilities, DirEntry, Engine, FileType, FsError, Ino, Owner, RenameFlags, Result,
+    SetAttr, StatFs,
 };
 
 /// What `mknod` of `kind` creates (a directory is mkdir's).
