@@ -782,3 +782,20 @@ fn readdir_cookies_stay_valid_across_creates_and_unlinks() {
     assert_eq!(fs.readdir_from(ROOT, 0, 3).unwrap().len(), 3);
     assert!(fs.readdir_from(ROOT, u64::MAX, 3).unwrap().is_empty());
 }
+
+/// st_blocks counts blocks written since the last checkpoint too: a freshly written file
+/// reports its blocks (GNU tar --sparse archives a file that reports 0 blocks as all holes,
+/// i.e. as zeros, which the fs-apps tar workload caught on a pmem mount).
+#[test]
+fn written_blocks_count_before_a_checkpoint() {
+    let mut fs = fresh();
+    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    fs.write(None, f, 0, &pattern(3 * 4096, 7)).unwrap();
+    let before = fs.getattr(f).unwrap().blocks;
+    assert_eq!(before, 3 * 4096 / 512, "three written blocks, not yet checkpointed");
+    fs.checkpoint().unwrap();
+    assert_eq!(fs.getattr(f).unwrap().blocks, before, "the same after a checkpoint");
+    // A hole stays a hole.
+    fs.write(None, f, 10 * 4096, &pattern(100, 8)).unwrap();
+    assert_eq!(fs.getattr(f).unwrap().blocks, before + 4096 / 512);
+}
