@@ -792,9 +792,17 @@ fn written_blocks_count_before_a_checkpoint() {
     let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
     fs.write(None, f, 0, &pattern(3 * 4096, 7)).unwrap();
     let before = fs.getattr(f).unwrap().blocks;
-    assert_eq!(before, 3 * 4096 / 512, "three written blocks, not yet checkpointed");
+    assert_eq!(
+        before,
+        3 * 4096 / 512,
+        "three written blocks, not yet checkpointed"
+    );
     fs.checkpoint().unwrap();
-    assert_eq!(fs.getattr(f).unwrap().blocks, before, "the same after a checkpoint");
+    assert_eq!(
+        fs.getattr(f).unwrap().blocks,
+        before,
+        "the same after a checkpoint"
+    );
     // A hole stays a hole.
     fs.write(None, f, 10 * 4096, &pattern(100, 8)).unwrap();
     assert_eq!(fs.getattr(f).unwrap().blocks, before + 4096 / 512);
