@@ -57,26 +57,9 @@ impl Conv<'_> {
         task: &Task,
         _ret: i64,
     ) -> Result<(), Fail> {
-        if let Res::In {
-            parent, name: n, ..
-        } = self.path_arg(call, task, 0, 1, false)?
-        {
-            let inode = self.state.alloc_id();
-            let path = Some(self.join(parent, &n));
-            self.emit(
-                call,
-                idx,
-                task,
-                LogicalOp::Mkdir {
-                    dir: parent,
-                    name: n,
-                    inode,
-                },
-                path,
-                None,
-            )?;
-        }
-        Ok(())
+        self.new_name(call, idx, task, (0, 1), |dir, name, inode| {
+            LogicalOp::Mkdir { dir, name, inode }
+        })
     }
 
     /// Replays "symlink" | "symlinkat"
@@ -88,25 +71,33 @@ impl Conv<'_> {
         _ret: i64,
     ) -> Result<(), Fail> {
         let target = str_arg(call, 0)?;
+        self.new_name(call, idx, task, (1, 2), |dir, name, inode| {
+            LogicalOp::Symlink {
+                dir,
+                name,
+                inode,
+                target,
+            }
+        })
+    }
+
+    /// A call that makes a new inode under a name (its dirfd and path at `args`): emits
+    /// `op(parent, name, new inode)` when the name is inside the recorded directory.
+    fn new_name(
+        &mut self,
+        call: &Call,
+        idx: usize,
+        task: &Task,
+        args: (usize, usize),
+        op: impl FnOnce(InodeId, String, InodeId) -> LogicalOp,
+    ) -> Result<(), Fail> {
         if let Res::In {
             parent, name: n, ..
-        } = self.path_arg(call, task, 1, 2, false)?
+        } = self.path_arg(call, task, args.0, args.1, false)?
         {
             let inode = self.state.alloc_id();
             let path = Some(self.join(parent, &n));
-            self.emit(
-                call,
-                idx,
-                task,
-                LogicalOp::Symlink {
-                    dir: parent,
-                    name: n,
-                    inode,
-                    target,
-                },
-                path,
-                None,
-            )?;
+            self.emit(call, idx, task, op(parent, n, inode), path, None)?;
         }
         Ok(())
     }
