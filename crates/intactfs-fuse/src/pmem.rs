@@ -696,6 +696,50 @@ fn write_back(cfg: &MountConfig, fs: PmemEngine) -> Result<(Stats, usize), Mount
 mod tests {
     use super::*;
     use intactfs_pmem::ROOT;
+    use intactfs_types::{Engine, Owner};
+
+    fn pmem(dir: &std::path::Path) -> PmemEngine {
+        let p = dir.join("img");
+        let mut dev = PmemFile::create(&p, 1 << 20).unwrap();
+        PmemFs::mkfs(&mut dev, &intactfs_pmem::MkfsOptions::for_len(1 << 20)).unwrap();
+        drop(dev);
+        PmemFs::mount(PmemFile::open(&p).unwrap()).unwrap().0
+    }
+
+    /// The kernel's references keep an unlinked file alive; its last FORGET frees it, and
+    /// a created inode gets a generation no earlier one had.
+    #[test]
+    fn the_last_forget_frees_an_unlinked_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let srv = server(pmem(dir.path()), false, Caps::default());
+        let mut st = srv.state.write().unwrap();
+        let o = Owner::default();
+        let a = Engine::create(st.fs().unwrap(), None, ROOT, b"f", 0o644, o).unwrap();
+        let g1 = st.remember_created(a.ino);
+        st.remember(a.ino);
+        assert!(
+            st.refs.remember_known(a.ino),
+            "held: counted under the read lock"
+        );
+        assert_eq!(st.refs.generation(a.ino), g1);
+        Engine::unlink(st.fs().unwrap(), None, ROOT, b"f").unwrap();
+        st.forget(a.ino, 2);
+        assert_eq!(
+            st.fs_ref().unwrap().getattr(a.ino).unwrap().nlink,
+            0,
+            "one reference left"
+        );
+        st.forget(a.ino, 1);
+        let gone = st.fs_ref().unwrap().getattr(a.ino).unwrap_err();
+        assert_eq!(gone.errno(), libc::ENOENT, "freed at the last forget");
+        assert_eq!(st.refs.held(), 0);
+        assert!(
+            !st.refs.remember_known(a.ino),
+            "forgotten: not held any more"
+        );
+        let b = Engine::create(st.fs().unwrap(), None, ROOT, b"g", 0o644, o).unwrap();
+        assert!(st.remember_created(b.ino).0 > g1.0, "generations only grow");
+    }
 
     #[test]
     fn ids_are_random_under_the_mount_tag_and_owned_by_their_process() {
