@@ -20,6 +20,7 @@
 
 mod engine;
 mod error;
+mod mutation;
 
 pub use engine::{Capabilities, Capability, Engine};
 pub use error::{FsError, Result};

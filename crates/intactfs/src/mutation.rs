@@ -1,7 +1,8 @@
 //! Deliberate bugs, for proving that the crash simulation catches them (issue 12 item 3).
 //!
 //! Compiled in only with the `mutations` feature, and off until a test turns one on; without
-//! the feature [`active`] is a constant `false`, so release builds carry none of this.
+//! the feature `active` is a constant `false` (the one switch of both engines:
+//! `intactfs_types::mutation_switch`), so release builds carry none of this.
 
 /// A known way to break the optimistic-commit protocol.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,25 +29,4 @@ pub enum Mutation {
     TakeBeforeRoom = 7,
 }
 
-#[cfg(feature = "mutations")]
-static ACTIVE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
-
-/// Turns one mutation on (or all off with `None`) for the whole process.
-#[cfg(feature = "mutations")]
-pub fn set(m: Option<Mutation>) {
-    ACTIVE.store(
-        m.map_or(0, |m| m as u8),
-        std::sync::atomic::Ordering::SeqCst,
-    );
-}
-
-#[cfg(feature = "mutations")]
-pub fn active(m: Mutation) -> bool {
-    ACTIVE.load(std::sync::atomic::Ordering::Relaxed) == m as u8
-}
-
-#[cfg(not(feature = "mutations"))]
-#[inline(always)]
-pub fn active(_m: Mutation) -> bool {
-    false
-}
+intactfs_types::mutation_switch!(Mutation);
