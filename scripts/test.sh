@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 # missing instead of skipping (INTACT_REQUIRE_ALL=0 turns failures back into notices).
 export INTACT_REQUIRE_ALL="${INTACT_REQUIRE_ALL:-1}"
 need=()
-for t in strace:strace gcc:gcc sqlite3:sqlite3 git:git python3:python3 javac:default-jdk-headless mkfs.xfs:xfsprogs mkfs.btrfs:btrfs-progs chromium:chromium; do
+for t in strace:strace gcc:gcc sqlite3:sqlite3 git:git python3:python3 rsync:rsync tar:tar gzip:gzip javac:default-jdk-headless mkfs.xfs:xfsprogs mkfs.btrfs:btrfs-progs chromium:chromium; do
   command -v "${t%%:*}" >/dev/null || need+=("${t##*:}")
 done
 # The SARIF and JUnit tests validate against the official schemas with these, from

@@ -312,6 +312,9 @@ impl Served for BlockFs {
             eprintln!("intactfs: aborting the atomic write of inode {ino}: {e:?}");
         }
     }
+    fn unmounting(st: &mut State<Self>) {
+        st.fail_waiters();
+    }
     fn tmpfile(&mut self, s: StreamId, parent: Ino, mode: u32, o: Owner) -> FsResult<Attr> {
         self.create_tmpfile(s, parent, mode, o)
     }

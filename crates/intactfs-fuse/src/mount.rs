@@ -3,14 +3,14 @@
 
 use crate::block::{BlockState, FsyncMode};
 use crate::commit::Committer;
-use crate::server::{Caps, Served, Server};
+use crate::server::{Caps, Served, Server, State};
 use fuser::{Config, MountOption, Session, SessionACL};
 use intactfs::{Fs, MountOptions, MountReport, BLOCK};
 use intactfs_device::ImageDevice;
 use std::fs::File;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{mpsc, RwLock};
 use std::time::Duration;
 
 /// The default of `MountConfig::commit_interval` (ext4's and ccfs's journal commit interval).
@@ -244,6 +244,41 @@ pub fn serve_until_unmounted<E: Served>(
     Ok(served)
 }
 
+/// The engine out of the server after its session. A panic in a request handler poisons
+/// the lock: the engine's memory is then not to be trusted, nothing more is written, and
+/// the image `holds` what the message says (the last commit).
+pub fn take_engine<E: Served>(
+    state: &RwLock<State<E>>,
+    served: &std::io::Result<()>,
+    cfg: &MountConfig,
+    holds: &str,
+) -> Result<E, MountError> {
+    let fs = match state.write() {
+        Ok(mut st) => {
+            E::unmounting(&mut st);
+            st.fs.take()
+        }
+        Err(_) => None,
+    };
+    fs.ok_or_else(|| {
+        let why = served.as_ref().err().map(|e| e.to_string());
+        MountError::Failed(format!(
+            "a request handler failed ({}); nothing more was written: {} holds {holds}",
+            why.unwrap_or_else(|| "internal error".into()),
+            cfg.image.display()
+        ))
+    })
+}
+
+/// The session's own error, reported after the engine was written back.
+pub fn session_ended(served: std::io::Result<()>) -> Result<(), MountError> {
+    served.map_err(|e| {
+        MountError::Failed(format!(
+            "the FUSE session ended with an error: {e} (everything was written back)"
+        ))
+    })
+}
+
 /// Opens and recovers a block (or txflash) image (its lock is held).
 fn recover(cfg: &MountConfig) -> Result<(Fs<ImageDevice>, MountReport), MountError> {
     let dev = ImageDevice::open(&cfg.image, BLOCK)
@@ -289,23 +324,8 @@ pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmoun
     let committer = |stopped| spawn_committer(commits, every, td, stopped);
     let served = serve_until_unmounted(fuse, cfg, &config, committer, || ready(&recovery))?;
 
-    // A panic in a request handler poisons the lock: the engine's memory is then not to be
-    // trusted, and nothing more is written. The image holds the last commit.
-    let fs = match state.write() {
-        Ok(mut st) => {
-            // The connection is gone: nobody can be answered any more.
-            st.fail_waiters();
-            st.fs.take()
-        }
-        Err(_) => None,
-    };
-    let Some(fs) = fs else {
-        return Err(MountError::Failed(format!(
-            "a request handler failed ({}); nothing more was written: {} holds everything committed before (check it with `intact fs fsck`)",
-            served.err().map(|e| e.to_string()).unwrap_or_else(|| "internal error".into()),
-            cfg.image.display()
-        )));
-    };
+    let holds = "everything committed before (check it with `intact fs fsck`)";
+    let fs = take_engine(&state, &served, cfg, holds)?;
     let stats = fs.stats();
     fs.unmount().map_err(|e| {
         MountError::Failed(format!(
@@ -314,11 +334,7 @@ pub fn run(cfg: &MountConfig, ready: impl FnOnce(&MountReport)) -> Result<Unmoun
         ))
     })?;
     drop(lock);
-    if let Err(e) = served {
-        return Err(MountError::Failed(format!(
-            "the FUSE session ended with an error: {e} (everything was written back)"
-        )));
-    }
+    session_ended(served)?;
     Ok(Unmounted { recovery, stats })
 }
 

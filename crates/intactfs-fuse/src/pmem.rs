@@ -24,7 +24,8 @@
 
 use crate::control;
 use crate::mount::{
-    check_mountpoint, lock_image, serve_until_unmounted, session_config, MountConfig, MountError,
+    check_mountpoint, lock_image, serve_until_unmounted, session_config, session_ended,
+    take_engine, MountConfig, MountError,
 };
 use crate::server::{errno, invalidate, Caps, IoctlCall, Locked, Served, Server, State, Who};
 use fuser::{Errno, ReplyIoctl};
@@ -623,21 +624,11 @@ pub fn run(
     let reaper = |stopped| spawn_reaper(state.clone(), stopped);
     let served = serve_until_unmounted(fuse, cfg, &config, reaper, || ready(&recovery))?;
 
-    let fs = state.write().ok().and_then(|mut st| st.fs.take());
-    let Some(fs) = fs else {
-        return Err(MountError::Failed(format!(
-            "a request handler failed ({}); nothing more was written: {} holds every transaction committed before (mount it again to recover)",
-            served.err().map(|e| e.to_string()).unwrap_or_else(|| "internal error".into()),
-            cfg.image.display()
-        )));
-    };
+    let holds = "every transaction committed before (mount it again to recover)";
+    let fs = take_engine(&state, &served, cfg, holds)?;
     let (stats, open) = write_back(cfg, fs)?;
     drop(lock);
-    if let Err(e) = served {
-        return Err(MountError::Failed(format!(
-            "the FUSE session ended with an error: {e} (everything was written back)"
-        )));
-    }
+    session_ended(served)?;
     Ok(PmemUnmounted {
         recovery,
         stats,

@@ -123,6 +123,9 @@ pub trait Served: Engine + Sized + Send + Sync + 'static {
     /// under the write lock). `closer`: the process whose FLUSH this is, None at release.
     fn close_has_work(st: &State<Self>, ino: Ino, fh: u64, closer: Option<u32>) -> bool;
     fn closed(st: &mut State<Self>, ino: Ino, fh: u64, closer: Option<u32>);
+    /// At unmount, under the lock, before the engine is taken out of the server: answer
+    /// whatever still waits (the connection is gone).
+    fn unmounting(_st: &mut State<Self>) {}
 
     /// O_TMPFILE: a file with no name, opened by the engine for the kernel.
     fn tmpfile(&mut self, _c: Self::Ctx, _parent: Ino, _mode: u32, _o: Owner) -> FsResult<Attr> {
