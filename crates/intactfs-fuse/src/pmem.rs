@@ -31,7 +31,7 @@ use crate::server::{errno, invalidate, Caps, IoctlCall, Locked, Served, Server, 
 use fuser::{Errno, ReplyIoctl};
 use intactfs_device::PmemFile;
 use intactfs_pmem::{FileType, Ino, MountReport, PmemFs, PmemFsError, Stats, TxId};
-use intactfs_types::Result as FsResult;
+use intactfs_types::{Attr, Owner, Result as FsResult};
 use std::collections::{BTreeSet, HashMap};
 use std::io::Read;
 use std::path::Path;
@@ -591,6 +591,12 @@ impl Served for PmemEngine {
     }
     fn finish(_: &(), _st: Locked<'_, Self>) -> Result<(), Errno> {
         Ok(())
+    }
+    fn tmpfile(&mut self, tx: Option<TxId>, parent: Ino, mode: u32, o: Owner) -> FsResult<Attr> {
+        PmemFs::tmpfile(self, tx, parent, mode, o.uid, o.gid)
+    }
+    fn seek_data(&self, ino: Ino, off: u64, data: bool) -> FsResult<u64> {
+        PmemFs::seek_data(self, ino, off, data)
     }
     fn close_has_work(st: &PmemState, ino: Ino, fh: u64, closer: Option<u32>) -> bool {
         (st.ext.f2fs.get(&ino)).is_some_and(|f| f.1 == fh && crate::procs::closer_ends(closer, f.2))

@@ -173,6 +173,24 @@ impl<P: PmemDevice> PmemFs<P> {
         Ok(lbns)
     }
 
+    /// SEEK_DATA (`data`) or SEEK_HOLE from byte `off` of `ino`: the first byte at or after
+    /// `off` that may hold data (a block [`Self::data_lbns`] names), or that is a hole (the
+    /// end of the file counts as one). Block granularity, as the kernel file systems answer.
+    pub fn seek_data(&self, ino: Ino, off: u64, data: bool) -> Result<u64> {
+        let size = self.inode(ino)?.size;
+        if off >= size {
+            return Err(PmemFsError::PastEnd);
+        }
+        let found = seek_in(&self.data_lbns(ino)?, size, off, data);
+        if let Ok(at) = found {
+            assert!(
+                at >= off && at <= size,
+                "seek answer {at} outside {off}..={size}"
+            );
+        }
+        found
+    }
+
     /// The blocks `ino` uses (st_blocks): its mapped blocks (data and indirect) and the
     /// blocks written since the last checkpoint that have no home block yet (versions in
     /// the index). Counting home blocks only made a freshly written file report 0 blocks,
@@ -549,5 +567,66 @@ impl<P: PmemDevice> PmemFs<P> {
             }
         }
         Ok(())
+    }
+}
+
+/// [`PmemFs::seek_data`] over the sorted, distinct data blocks `lbns` of a file of `size`
+/// bytes, from byte `off < size`.
+fn seek_in(lbns: &[u64], size: u64, off: u64, data: bool) -> Result<u64> {
+    assert!(off < size, "seek from {off} of a file of {size} bytes");
+    assert!(
+        lbns.windows(2).all(|w| w[0] < w[1]),
+        "data blocks not sorted"
+    );
+    let b = off / BLOCK;
+    if data {
+        let at = match lbns.binary_search(&b) {
+            Ok(_) => off,
+            Err(i) => lbns.get(i).map_or(size, |l| l * BLOCK),
+        };
+        return if at >= size {
+            Err(PmemFsError::PastEnd)
+        } else {
+            Ok(at)
+        };
+    }
+    // SEEK_HOLE: the end of the run of data blocks that starts at (or contains) b.
+    let Ok(mut i) = lbns.binary_search(&b) else {
+        return Ok(off);
+    };
+    while lbns.get(i + 1) == Some(&(lbns[i] + 1)) {
+        i += 1;
+    }
+    Ok(((lbns[i] + 1) * BLOCK).min(size))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seek_in_finds_data_and_holes_at_block_granularity() {
+        let b = BLOCK;
+        // Blocks 1, 2 and 5 hold data in a file of 6.5 blocks.
+        let lbns = [1, 2, 5];
+        let size = 6 * b + b / 2;
+        assert_eq!(seek_in(&lbns, size, 0, true).unwrap(), b);
+        assert_eq!(seek_in(&lbns, size, b + 7, true).unwrap(), b + 7);
+        assert_eq!(seek_in(&lbns, size, 3 * b, true).unwrap(), 5 * b);
+        assert!(matches!(
+            seek_in(&lbns, size, 6 * b, true),
+            Err(PmemFsError::PastEnd)
+        ));
+        assert_eq!(seek_in(&lbns, size, 0, false).unwrap(), 0);
+        assert_eq!(seek_in(&lbns, size, b, false).unwrap(), 3 * b);
+        assert_eq!(seek_in(&lbns, size, 5 * b + 1, false).unwrap(), 6 * b);
+        // The last block with data: the hole is the end of the file.
+        assert_eq!(seek_in(&[0, 1], 2 * b - 3, 5, false).unwrap(), 2 * b - 3);
+        // No data at all.
+        assert!(matches!(
+            seek_in(&[], 10, 0, true),
+            Err(PmemFsError::PastEnd)
+        ));
+        assert_eq!(seek_in(&[], 10, 3, false).unwrap(), 3);
     }
 }

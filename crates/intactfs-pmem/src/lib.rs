@@ -308,6 +308,9 @@ pub struct PmemFs<P: PmemDevice> {
     /// Unlinked inodes whose last release came while an open transaction owned them: freed
     /// when no transaction owns them any more (that transaction may still abort the unlink).
     pub(crate) zombies: BTreeSet<Ino>,
+    /// Files made by [`PmemFs::tmpfile`] (O_TMPFILE) and not yet linked: the only inodes
+    /// without links that [`PmemFs::link`] accepts (the kernel asks only for those).
+    pub(crate) tmpfiles: BTreeSet<Ino>,
 }
 
 impl<P: PmemDevice> std::fmt::Debug for PmemFs<P> {

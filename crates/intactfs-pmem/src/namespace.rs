@@ -484,6 +484,42 @@ impl<P: PmemDevice> PmemFs<P> {
         }
     }
 
+    /// O_TMPFILE: a file with no name (link count 0), open once for the caller, in
+    /// directory `parent`. It is an orphan from the start: its last release frees it, and
+    /// a crash leaves it for mount to reclaim ([`crate::orphan`]); until then
+    /// [`Self::link`] may give it a name.
+    pub fn tmpfile(
+        &mut self,
+        tx: Option<TxId>,
+        parent: Ino,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr> {
+        self.dir_rec(parent)?;
+        let node = NewNode::new(FileType::File, mode, uid, gid);
+        self.mutate(tx, |fs, id| fs.do_tmpfile(id, &node))
+    }
+
+    fn do_tmpfile(&mut self, id: u64, node: &NewNode) -> Result<Attr> {
+        let ino = *self.free_inodes.first().ok_or_else(|| {
+            PmemFsError::NoSpace(format!("all {} inodes in use", self.g.inodes - 1))
+        })?;
+        let mut rec = node.rec(0, self.now());
+        rec.nlink = 0;
+        let mut b = Batch::default();
+        self.stage_new_inode(ino, &rec, 0, &mut b);
+        self.apply_meta(id, b)?;
+        self.free_inodes.remove(&ino);
+        self.txs.get_mut(&id).expect("open").new_inodes.push(ino);
+        self.open(ino)?;
+        self.tmpfiles.insert(ino);
+        self.claim(id, &[ino]);
+        let a = self.getattr(ino)?;
+        assert_eq!(a.nlink, 0, "a new O_TMPFILE file has no link");
+        Ok(a)
+    }
+
     /// A symbolic link's target block: taken, written and persisted (nothing durable names
     /// it until the create commits; an abort or a crash before leaves it free).
     fn write_target_block(&mut self, target: &[u8]) -> Result<Vec<u64>> {
@@ -692,7 +728,7 @@ impl<P: PmemDevice> PmemFs<P> {
                     "inode {ino} is a directory: no hard links to directories"
                 )))
             }
-            _ if rec.nlink == 0 => {
+            _ if rec.nlink == 0 && !self.tmpfiles.contains(&ino) => {
                 return Err(PmemFsError::NotFound(format!(
                     "inode {ino} was unlinked (open, no name left)"
                 )))
@@ -724,6 +760,9 @@ impl<P: PmemDevice> PmemFs<P> {
             return Err(e);
         }
         self.index_entry(id, parent, plan, name, ino);
+        // A linked O_TMPFILE file is an ordinary file from now on (an abort of this link
+        // leaves it nameless, and its last release frees it).
+        self.tmpfiles.remove(&ino);
         self.claim(id, &[parent, ino]);
         self.getattr(ino)
     }
@@ -960,12 +999,14 @@ impl<P: PmemDevice> PmemFs<P> {
             }
         }
         self.stage_inode(&mut b, dp, &dprec)?;
+        // The renamed inode's ctime advances (as on ext4 and tmpfs); a directory moving to
+        // another parent also records it.
+        let mut r = self.inode_in(&b, src)?;
+        r.ctime = now;
         if src_dir && sp != dp {
-            let mut r = self.inode_in(&b, src)?;
             r.parent = dp as u32;
-            r.ctime = now;
-            self.stage_inode(&mut b, src, &r)?;
         }
+        self.stage_inode(&mut b, src, &r)?;
         if let Err(e) = self.apply_meta(id, b) {
             if let Some(p) = plan {
                 self.give_back_blocks(&p.new_blocks);
@@ -1054,8 +1095,9 @@ impl<P: PmemDevice> PmemFs<P> {
         if let Some(s) = sa.size {
             if s != rec.size {
                 plan = self.stage_truncate(id, ino, &mut rec, s, &mut b)?;
-                rec.mtime = now;
             }
+            // truncate(2) and O_TRUNC mark mtime even when the size stays (as Linux does).
+            rec.mtime = now;
         }
         if let Some(m) = sa.mode {
             rec.mode = m & 0o7777;

@@ -137,6 +137,7 @@ impl<P: PmemDevice> PmemFs<P> {
             fs.stage_drop_inode(ino, &mut b)?;
             fs.apply_meta(id, b)?;
             fs.finish_drop_inode(id, ino)?;
+            fs.tmpfiles.remove(&ino);
             fs.claim(id, &[ino]);
             Ok(())
         })

@@ -210,6 +210,7 @@ impl<P: PmemDevice> PmemFs<P> {
             last_call: Default::default(),
             opens: HashMap::new(),
             zombies: BTreeSet::new(),
+            tmpfiles: BTreeSet::new(),
         };
         // Step 4: metadata.
         let scan = fs.scan_metadata()?;

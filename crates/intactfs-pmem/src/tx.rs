@@ -339,6 +339,7 @@ impl<P: PmemDevice> PmemFs<P> {
         for i in &t.new_inodes {
             // Its create is undone: an open of it is stale (its release does nothing).
             self.opens.remove(i);
+            self.tmpfiles.remove(i);
         }
         for &d in &t.dirs {
             // Directories the transaction created are gone; the others are as they were.

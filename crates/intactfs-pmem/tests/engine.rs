@@ -807,3 +807,73 @@ fn written_blocks_count_before_a_checkpoint() {
     fs.write(None, f, 10 * 4096, &pattern(100, 8)).unwrap();
     assert_eq!(fs.getattr(f).unwrap().blocks, before + 4096 / 512);
 }
+
+/// SEEK_DATA/SEEK_HOLE find written blocks and holes, before and after a checkpoint and
+/// after a crash (GNU tar --sparse and cp use them; without them the kernel calls a pmem
+/// file all data).
+#[test]
+fn seek_data_and_holes_follow_the_written_blocks() {
+    let mut fs = fresh();
+    let b = 4096u64;
+    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    fs.write(None, f, b, &pattern(2 * b as usize, 1)).unwrap();
+    fs.write(None, f, 20 * b, &pattern(100, 2)).unwrap();
+    let size = 20 * b + 100;
+    let check = |fs: &PmemFs<PmemSim>, when: &str| {
+        assert_eq!(fs.seek_data(f, 0, true).unwrap(), b, "{when}");
+        assert_eq!(fs.seek_data(f, b, false).unwrap(), 3 * b, "{when}");
+        assert_eq!(fs.seek_data(f, 3 * b, true).unwrap(), 20 * b, "{when}");
+        assert_eq!(fs.seek_data(f, 20 * b, false).unwrap(), size, "{when}");
+        assert_eq!(
+            fs.seek_data(f, size, true).unwrap_err().errno(),
+            6,
+            "{when}"
+        );
+    };
+    check(&fs, "before a checkpoint");
+    fs.checkpoint().unwrap();
+    check(&fs, "after a checkpoint");
+    let fs = crash(fs);
+    check(&fs, "after a crash");
+}
+
+/// O_TMPFILE: a nameless file, open once, freed at its last release or reclaimed at mount
+/// after a crash; linked (linkat through /proc/self/fd), it is an ordinary file that a
+/// crash keeps. A file unlinked while open may not be linked again (the kernel never asks).
+#[test]
+fn tmpfiles_live_nameless_until_linked_or_released() {
+    let (mut fs, before) = fresh_counted();
+    let t = fs.tmpfile(None, ROOT, 0o600, 0, 0).unwrap();
+    assert_eq!((t.nlink, fs.open_count(t.ino)), (0, 1));
+    assert!(fs.readdir(ROOT).unwrap().is_empty());
+    fs.write(None, t.ino, 0, b"scratch").unwrap();
+    fs.check_invariants().unwrap();
+    fs.release(t.ino).unwrap();
+    assert_eq!(fs.getattr(t.ino).unwrap_err().errno(), 2);
+    assert_eq!(fs.statfs().free_files, before.free_files);
+
+    // Crashed while open: mount reclaims it.
+    let t = fs.tmpfile(None, ROOT, 0o600, 0, 0).unwrap().ino;
+    fs.write(None, t, 0, &pattern(10_000, 5)).unwrap();
+    let (mut fs, rep) =
+        PmemFs::mount(PmemSim::from_image(fs.into_device().persistent().to_vec()).unwrap())
+            .unwrap();
+    assert_eq!(rep.orphans_freed, 1, "{rep:?}");
+    assert_eq!(fs.statfs().free_files, before.free_files);
+
+    // Written, then linked: a crash keeps it under its name.
+    let t = fs.tmpfile(None, ROOT, 0o600, 0, 0).unwrap().ino;
+    fs.write(None, t, 0, b"complete").unwrap();
+    assert_eq!(fs.link(None, t, ROOT, b"kept").unwrap().nlink, 1);
+    fs.release(t).unwrap();
+    let mut fs = crash(fs);
+    let a = fs.lookup(ROOT, b"kept").unwrap();
+    assert_eq!(fs.read(a.ino, 0, 100).unwrap(), b"complete");
+
+    // An ordinary file unlinked while open cannot be linked back.
+    let g = fs.create(None, ROOT, b"g", 0o644, 0, 0).unwrap().ino;
+    fs.open(g).unwrap();
+    fs.unlink(None, ROOT, b"g").unwrap();
+    assert_eq!(fs.link(None, g, ROOT, b"g2").unwrap_err().errno(), 2);
+    fs.check_invariants().unwrap();
+}
