@@ -1,8 +1,7 @@
 //! The pmem engine behind the one engine interface ([`intactfs_types::Engine`]): one small
 //! method per call. The caller's context is its open AD-transaction (None: a legacy call,
-//! committed before it returns). Calls the engine does not have yet answer EOPNOTSUPP
-//! ([`unsupported`]), one method each, so that each is replaced by the engine's call when
-//! it lands.
+//! committed before it returns). Every call of the interface is the engine's own (the
+//! last, extended attributes, came with format 4).
 
 use crate::layout::{RENAME_EXCHANGE, RENAME_NOREPLACE};
 use crate::{PmemFs, TxId};
@@ -13,14 +12,6 @@ use intactfs_types::{
 };
 
 type Tx = Option<TxId>;
-
-/// The refusal of a call this engine does not implement (EOPNOTSUPP, not EINVAL: the
-/// arguments may be right).
-fn unsupported<T>(what: &str) -> Result<T> {
-    Err(FsError::Unsupported(format!(
-        "{what} on a persistent-memory file system"
-    )))
-}
 
 impl<P: PmemDevice> Engine for PmemFs<P> {
     type Ctx = Tx;
@@ -121,16 +112,24 @@ impl<P: PmemDevice> Engine for PmemFs<P> {
     fn fsync(&mut self, _: Tx, ino: Ino, _datasync: bool) -> Result<()> {
         PmemFs::fsync(self, ino)
     }
-    fn setxattr(&mut self, _: Tx, _: Ino, _: &[u8], _: &[u8], _: bool, _: bool) -> Result<()> {
-        unsupported("setxattr")
+    fn setxattr(
+        &mut self,
+        t: Tx,
+        ino: Ino,
+        name: &[u8],
+        value: &[u8],
+        create: bool,
+        replace: bool,
+    ) -> Result<()> {
+        PmemFs::setxattr(self, t, ino, name, value, create, replace)
     }
-    fn getxattr(&self, _: Ino, _: &[u8]) -> Result<Vec<u8>> {
-        unsupported("getxattr")
+    fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
+        PmemFs::getxattr(self, ino, name)
     }
-    fn listxattr(&self, _: Ino) -> Result<Vec<Vec<u8>>> {
-        unsupported("listxattr")
+    fn listxattr(&self, ino: Ino) -> Result<Vec<Vec<u8>>> {
+        PmemFs::listxattr(self, ino)
     }
-    fn removexattr(&mut self, _: Tx, _: Ino, _: &[u8]) -> Result<()> {
-        unsupported("removexattr")
+    fn removexattr(&mut self, t: Tx, ino: Ino, name: &[u8]) -> Result<()> {
+        PmemFs::removexattr(self, t, ino, name)
     }
 }

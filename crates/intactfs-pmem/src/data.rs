@@ -104,10 +104,14 @@ impl<P: PmemDevice> PmemFs<P> {
         Ok(Some(off))
     }
 
-    /// Every block `ino` names: (lbn or None for an indirect block, block).
+    /// Every block `ino` names: (lbn or None for an indirect or attribute block, block).
     pub(crate) fn mapped_blocks(&self, ino: Ino) -> Result<Vec<(Option<u64>, u64)>> {
         let base = self.g.inode_off(ino);
         let mut out = Vec::new();
+        let x = self.xattr_block(ino)?;
+        if x != 0 {
+            out.push((None, x));
+        }
         for i in 0..NDIRECT {
             let p = self.ptr(base + I_DIRECT + i * 8, || {
                 format!("inode {ino}'s pointer {i}")

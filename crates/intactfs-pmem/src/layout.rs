@@ -16,7 +16,10 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"INTPMEM1");
 /// 3..=7, a device number in inode word 7). An older engine would refuse such an image as
 /// corrupt, so older images are refused too (with a message) rather than silently
 /// upgraded: the superblock's version and checksum are two words, not one atomic store.
-pub const VERSION: u32 = 3;
+/// Format 4: extended attributes, one block per inode named by inode word [`I_XATTR`]
+/// (crate::xattr). Format 3 images hold a zero there, but an engine of format 3 would
+/// count an attribute block as free, so they are refused the same way.
+pub const VERSION: u32 = 4;
 pub const INODE_SIZE: u64 = 256;
 pub const LOG_ENTRY: u64 = 64;
 pub const NAME_MAX: usize = 255;
@@ -61,6 +64,9 @@ pub const I_DINDIRECT: u64 = I_INDIRECT + 8;
 pub const I_TINDIRECT: u64 = I_DINDIRECT + 8;
 /// End of the pointer words (a new inode's are all zeroed).
 pub const I_POINTERS_END: u64 = I_TINDIRECT + 8;
+/// Word: the block holding the inode's extended attributes, 0 for none (format 4).
+pub const I_XATTR: u64 = I_POINTERS_END;
+pub const I_XATTR_END: u64 = I_XATTR + 8;
 
 /// Words of an inode's fixed fields (type .. rdev), before the block pointers.
 pub const INODE_WORDS: usize = 8;
@@ -440,6 +446,7 @@ mod tests {
         assert_eq!(MAX_FILE_SIZE, MAX_BLOCKS * BLOCK);
         // The pointer words end inside the 256-byte inode slot.
         const { assert!(I_POINTERS_END <= INODE_SIZE) };
+        const { assert!(I_XATTR >= I_POINTERS_END && I_XATTR_END <= INODE_SIZE) };
     }
 
     #[test]

@@ -39,6 +39,7 @@ mod orphan;
 pub mod recovery;
 pub mod sim;
 mod tx;
+pub mod xattr;
 
 pub use error::{PmemFsError, Result};
 // The API types live in intactfs-types (one vocabulary for every engine).

@@ -26,6 +26,9 @@ pub enum Mutation {
     /// A checkpoint names a new indirect block (any level of the pointer trees) before its
     /// zeros are persistent: a crash may leave stale pointers below a persisted one.
     IndirectNotPersisted = 6,
+    /// setxattr stores the new attribute block without persisting it before the batch
+    /// names it: a crash may leave a pointer to a block of zeros (format 4).
+    XattrBlockNotPersisted = 7,
 }
 
 intactfs_types::mutation_switch!(Mutation);

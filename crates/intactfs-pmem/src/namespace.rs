@@ -476,7 +476,7 @@ impl<P: PmemDevice> PmemFs<P> {
         for (i, w) in words.iter().enumerate().skip(1) {
             b.put_fresh(base + i as u64 * 8, *w);
         }
-        for off in (I_DIRECT..I_POINTERS_END).step_by(8) {
+        for off in (I_DIRECT..I_XATTR_END).step_by(8) {
             b.put_fresh(base + off, 0);
         }
         if target_block != 0 {

@@ -372,6 +372,8 @@ impl<P: PmemDevice> PmemFs<P> {
                     homes.insert((ino, l), b);
                 }
             }
+            // A damaged attribute block is refused here, not at the first getxattr.
+            self.read_xattrs(ino)?;
             check_kind_shape(ino, r, &homes)?;
             if r.kind == FileType::Dir {
                 for l in 0..limit {

@@ -53,6 +53,11 @@ fn crash_simulation() {
         "symbolic links, special files, writes past 1 GiB: {total}"
     );
     assert!(
+        // Format 4: extended attributes, some refused for want of room in their block.
+        total.xattr_sets >= 10 && total.nospace >= 1,
+        "extended-attribute sets and ENOSPC: {total}"
+    );
+    assert!(
         total.checkpoints > 10
             && total.pointer_swaps > 50
             && total.redo_entries > 100

@@ -877,3 +877,53 @@ fn tmpfiles_live_nameless_until_linked_or_released() {
     assert_eq!(fs.link(None, g, ROOT, b"g2").unwrap_err().errno(), 2);
     fs.check_invariants().unwrap();
 }
+
+/// Extended attributes (format 4): set, replace, list, remove, the create/replace flags,
+/// one block per inode (ENOSPC beyond), all-or-nothing with a transaction, kept by a crash
+/// after the call, and their block freed with the inode.
+#[test]
+fn extended_attributes_are_atomic_and_durable() {
+    let (mut fs, before) = fresh_counted();
+    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    fs.setxattr(None, f, b"user.a", b"1", false, false).unwrap();
+    fs.setxattr(None, f, b"user.big", &pattern(4000, 9), false, false)
+        .unwrap();
+    assert_eq!(fs.getxattr(f, b"user.a").unwrap(), b"1");
+    let err = |r: Result<(), PmemFsError>| r.unwrap_err().errno();
+    assert_eq!(err(fs.setxattr(None, f, b"user.a", b"2", true, false)), 17);
+    assert_eq!(err(fs.setxattr(None, f, b"user.z", b"2", false, true)), 61);
+    assert_eq!(err(fs.removexattr(None, f, b"user.z")), 61);
+    // Names and values share one block.
+    assert_eq!(
+        err(fs.setxattr(None, f, b"user.c", &[0; 200], false, false)),
+        28
+    );
+    assert_eq!(fs.getxattr(f, b"user.c").unwrap_err().errno(), 61);
+    fs.setxattr(None, f, b"user.a", b"replaced", false, true)
+        .unwrap();
+    // A transaction's attribute changes go with its abort.
+    let t = fs.tx_begin(&[f]).unwrap();
+    fs.setxattr(Some(t), f, b"user.t", b"in tx", false, false)
+        .unwrap();
+    fs.removexattr(Some(t), f, b"user.big").unwrap();
+    fs.tx_abort(t).unwrap();
+    let mut fs = crash(fs);
+    assert_eq!(
+        fs.listxattr(f).unwrap(),
+        vec![b"user.a".to_vec(), b"user.big".to_vec()]
+    );
+    assert_eq!(fs.getxattr(f, b"user.a").unwrap(), b"replaced");
+    assert_eq!(fs.getxattr(f, b"user.big").unwrap(), pattern(4000, 9));
+    fs.check_invariants().unwrap();
+    // Every attribute removed: no block left; the inode's end frees its block too.
+    fs.removexattr(None, f, b"user.big").unwrap();
+    fs.removexattr(None, f, b"user.a").unwrap();
+    assert!(fs.listxattr(f).unwrap().is_empty());
+    fs.setxattr(None, f, b"user.a", b"again", false, false)
+        .unwrap();
+    fs.unlink(None, ROOT, b"f").unwrap();
+    fs.checkpoint().unwrap();
+    assert_eq!(fs.statfs().free_blocks, before.free_blocks);
+    assert_eq!(fs.statfs().free_files, before.free_files);
+    fs.check_invariants().unwrap();
+}

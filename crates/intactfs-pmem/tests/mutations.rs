@@ -35,6 +35,7 @@ fn the_simulation_catches_each_mutation() {
         Mutation::FreeOpenFileAtUnlink,
         Mutation::SymlinkTargetNotPersisted,
         Mutation::IndirectNotPersisted,
+        Mutation::XattrBlockNotPersisted,
     ] {
         // Breaking the open-unlinked rule shows in the lockstep reads of the run, not only
         // in crash images.

@@ -36,6 +36,16 @@ pub type Ino = u64;
 /// Most names a file may have (link(2) answers EMLINK beyond), on every engine.
 pub const MAX_LINKS: u32 = 65_000;
 
+/// Longest extended-attribute name and value (Linux's XATTR_NAME_MAX and XATTR_SIZE_MAX);
+/// each engine sets its own limit on the total per inode.
+pub const XATTR_NAME_MAX: usize = 255;
+pub const XATTR_VALUE_MAX: usize = 65_536;
+
+/// A name an extended attribute may have: 1..=XATTR_NAME_MAX bytes, no NUL.
+pub fn valid_xattr_name(name: &[u8]) -> bool {
+    !name.is_empty() && name.len() <= XATTR_NAME_MAX && !name.contains(&0)
+}
+
 /// A time stamp: seconds and nanoseconds since the epoch.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,

@@ -92,15 +92,10 @@ pub struct Inode {
     pub xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
 }
 
-/// Longest extended-attribute name and value (Linux's XATTR_NAME_MAX and XATTR_SIZE_MAX),
-/// and most bytes of names and values on one inode.
-pub const XATTR_NAME_MAX: usize = 255;
-pub const XATTR_VALUE_MAX: usize = 65_536;
-pub const XATTR_TOTAL_MAX: usize = 256 * 1024;
+pub use intactfs_types::{valid_xattr_name, XATTR_NAME_MAX, XATTR_VALUE_MAX};
 
-pub fn valid_xattr_name(name: &[u8]) -> bool {
-    !name.is_empty() && name.len() <= XATTR_NAME_MAX && !name.contains(&0)
-}
+/// Most bytes of extended-attribute names and values on one inode (this engine's limit).
+pub const XATTR_TOTAL_MAX: usize = 256 * 1024;
 
 /// Bytes of names and values an inode's extended attributes take.
 pub fn xattr_bytes(x: &BTreeMap<Vec<u8>, Vec<u8>>) -> usize {

@@ -142,6 +142,8 @@ pub struct SimReport {
     pub specials: u64,
     /// Writes that succeeded beyond format 2's largest file (the triple-indirect tree).
     pub far_writes: u64,
+    /// Extended-attribute sets that succeeded (format 4).
+    pub xattr_sets: u64,
     pub orphans_made: u64,
     pub orphans_freed: u64,
 }
@@ -176,6 +178,7 @@ impl std::ops::AddAssign for SimReport {
         self.symlinks += o.symlinks;
         self.specials += o.specials;
         self.far_writes += o.far_writes;
+        self.xattr_sets += o.xattr_sets;
         self.orphans_made += o.orphans_made;
         self.orphans_freed += o.orphans_freed;
     }
@@ -187,7 +190,7 @@ impl std::fmt::Display for SimReport {
             f,
             "{} workloads, {} calls ({} legacy, {} interleaved with 2+ open transactions, {} expected errors of which {} EBUSY, {} ENOSPC), \
              {} transactions committed, {} aborted; {} crash points ({} exhaustive), {} crash images ({} distinct recovered: {} to the newest state, {} to the one before), \
-             {} images crashed inside recovery, {} checkpoints after recovery; {} hard links, {} exchanges, {} symlinks, {} special files, {} writes past 1 GiB, {} opens, {} files unlinked while open, {} freed by their last release; engine: {} checkpoints, {} blocks checkpointed, {} pointer swaps, {} redo entries, {} undo entries",
+             {} images crashed inside recovery, {} checkpoints after recovery; {} hard links, {} exchanges, {} symlinks, {} special files, {} writes past 1 GiB, {} attribute sets, {} opens, {} files unlinked while open, {} freed by their last release; engine: {} checkpoints, {} blocks checkpointed, {} pointer swaps, {} redo entries, {} undo entries",
             self.workloads,
             self.calls,
             self.legacy_calls,
@@ -210,6 +213,7 @@ impl std::fmt::Display for SimReport {
             self.symlinks,
             self.specials,
             self.far_writes,
+            self.xattr_sets,
             self.opens,
             self.orphans_made,
             self.orphans_freed,
@@ -316,6 +320,10 @@ pub fn engine_snapshot<P: PmemDevice>(fs: &PmemFs<P>) -> Result<Snap, String> {
                 nlink: a.nlink,
                 size: if dir { 0 } else { a.size },
                 content,
+                xattrs: model::xattr_digest(
+                    &fs.xattrs(ino)
+                        .map_err(|e| format!("xattrs of {ino}: {e}"))?,
+                ),
             },
         );
     }
@@ -657,6 +665,9 @@ impl Run {
         if (80..88).contains(&kind) {
             return self.link_file(ctx);
         }
+        if (88..93).contains(&kind) {
+            return self.xattr_call(ctx);
+        }
         if kind < 40 {
             let files = self.live.files();
             let Some(f) = self.target(files, ctx) else {
@@ -965,6 +976,59 @@ impl Run {
     }
 
     /// The directory and name of an open file that has one, if any.
+    /// setxattr (with or without the create/replace flags; values up to one block, so
+    /// some sets overflow it: ENOSPC) or removexattr, on any inode.
+    fn xattr_call(&mut self, ctx: Option<u64>) -> Result<(), String> {
+        const NAMES: [&[u8]; 4] = [b"user.a", b"user.b", b"user.c", b"trusted.t"];
+        let cands: Vec<MIno> = self.live.nodes.keys().copied().collect();
+        let Some(f) = self.target(cands, ctx) else {
+            return Ok(());
+        };
+        let name = NAMES[self.rng.random_range(0..NAMES.len())].to_vec();
+        let tx = ctx.map(TxId);
+        if self.rng.random_bool(0.25) {
+            let want = self.live.check_xattr(f, &name, None, &self.busy(ctx));
+            let got = self.fs.removexattr(tx, f, &name);
+            if self.agree("removexattr", got, want)?.is_some() {
+                let op = MOp::SetXattr {
+                    ino: f,
+                    name,
+                    value: None,
+                };
+                self.done(ctx, op, &[f]);
+            }
+            return Ok(());
+        }
+        let len = match self.rng.random_range(0..10) {
+            0..=5 => self.rng.random_range(0..64usize),
+            6..=7 => self.rng.random_range(0..1500usize),
+            8 => self.rng.random_range(2000..4070usize),
+            // More than one block holds with its headers: ENOSPC, which must leave nothing.
+            _ => self.rng.random_range(4080..4200usize),
+        };
+        let mut value = vec![0u8; len];
+        self.rng.fill(&mut value[..]);
+        let flags = match self.rng.random_range(0..10) {
+            0 => (true, false),
+            1 => (false, true),
+            _ => (false, false),
+        };
+        let want = self
+            .live
+            .check_xattr(f, &name, Some(flags), &self.busy(ctx));
+        let got = self.fs.setxattr(tx, f, &name, &value, flags.0, flags.1);
+        if self.agree("setxattr", got, want)?.is_some() {
+            self.rep.xattr_sets += 1;
+            let op = MOp::SetXattr {
+                ino: f,
+                name,
+                value: Some(value),
+            };
+            self.done(ctx, op, &[f]);
+        }
+        Ok(())
+    }
+
     fn open_file_name(&mut self) -> Option<(MIno, Vec<u8>)> {
         let named: Vec<(MIno, Vec<u8>)> = self
             .live

@@ -116,6 +116,8 @@ pub struct MNode {
     pub data: MData,
     pub entries: BTreeMap<Vec<u8>, MIno>,
     pub parent: MIno,
+    /// Extended attributes: name → value.
+    pub xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
 }
 
 /// One successful mutating call, with inode numbers resolved when it ran.
@@ -168,6 +170,12 @@ pub enum MOp {
         uid: Option<u32>,
         size: Option<u64>,
     },
+    /// setxattr (`value` Some) or removexattr (None).
+    SetXattr {
+        ino: MIno,
+        name: Vec<u8>,
+        value: Option<Vec<u8>>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -189,6 +197,7 @@ impl Default for MState {
                     data: MData::default(),
                     entries: BTreeMap::new(),
                     parent: MROOT,
+                    xattrs: BTreeMap::new(),
                 },
             )]),
         }
@@ -209,6 +218,15 @@ pub struct SNode {
     pub size: u64,
     /// Content hash (files; a symbolic link's target).
     pub content: u64,
+    /// Hash of the extended attributes ([`xattr_digest`]).
+    pub xattrs: u64,
+}
+
+/// The hash of a set of extended attributes the model and the engine's snapshot share.
+pub fn xattr_digest(x: &BTreeMap<Vec<u8>, Vec<u8>>) -> u64 {
+    let mut h = std::hash::DefaultHasher::new();
+    x.hash(&mut h);
+    h.finish()
 }
 
 /// Path → node, for every object reachable from the root (times are not compared: the
@@ -415,6 +433,28 @@ impl MState {
         }
     }
 
+    /// setxattr (`value` Some, with its create/replace flags) or removexattr: ENOENT,
+    /// EBUSY, then EEXIST / ENODATA by the flags. ENOSPC (a set larger than the engine's
+    /// block) is the engine's to decide.
+    pub fn check_xattr(
+        &self,
+        ino: MIno,
+        name: &[u8],
+        set: Option<(bool, bool)>,
+        busy: &dyn Fn(MIno) -> bool,
+    ) -> Result<(), i32> {
+        let Some(n) = self.nodes.get(&ino) else {
+            return Err(2);
+        };
+        let exists = n.xattrs.contains_key(name);
+        match set {
+            _ if busy(ino) => Err(16),
+            Some((true, _)) if exists => Err(17),
+            Some((_, true)) | None if !exists => Err(61),
+            _ => Ok(()),
+        }
+    }
+
     pub fn apply(&mut self, op: &MOp) {
         match op {
             MOp::Create {
@@ -436,6 +476,7 @@ impl MState {
                         data: MData::from_bytes(special.as_ref().map_or(&[][..], |s| &s.1[..])),
                         entries: BTreeMap::new(),
                         parent: *parent,
+                        xattrs: BTreeMap::new(),
                     },
                 );
                 self.nodes
@@ -524,6 +565,13 @@ impl MState {
                     n.data.resize(*s);
                 }
             }
+            MOp::SetXattr { ino, name, value } => {
+                let n = self.nodes.get_mut(ino).expect("checked");
+                match value {
+                    Some(v) => n.xattrs.insert(name.clone(), v.clone()),
+                    None => n.xattrs.remove(name),
+                };
+            }
         }
     }
 
@@ -544,6 +592,7 @@ impl MState {
                     nlink: self.nlink(ino),
                     size: if n.dir { 0 } else { n.data.len() },
                     content: if n.dir { 0 } else { n.data.digest() },
+                    xattrs: xattr_digest(&n.xattrs),
                 },
             );
             for (name, &c) in &n.entries {
