@@ -428,3 +428,48 @@ fn progress_is_per_apm_with_time_left() {
         );
     }
 }
+
+/// Issue 31: recording shows progress (system calls traced, seconds) while the workload
+/// runs, on the terminal the user sees (script(1) gives intact one), and clears the line
+/// when it ends; the bundle is written as without a terminal.
+#[test]
+fn recording_shows_its_progress_on_a_terminal() {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        return cannot_run(
+            "recording_shows_its_progress_on_a_terminal",
+            "script(1) is missing (apt-get install bsdutils)",
+        );
+    }
+    let t = tempfile::tempdir().unwrap();
+    let work = t.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    // About 1.5 s of work, so that several progress updates (every 250 ms) come.
+    let cmd = format!(
+        "{} record --no-stacks --out ../b -- sh -c 'for i in 1 2 3 4 5 6; do echo $i >> f; sleep 0.25; done'",
+        env!("CARGO_BIN_EXE_intact")
+    );
+    let o = std::process::Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .current_dir(&work)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains("intact: recording: ") && out.contains(" system calls traced, "),
+        "no progress line on the terminal:\n{out}"
+    );
+    assert!(
+        out.contains("\r\x1b[K"),
+        "the progress line is cleared at the end:\n{out}"
+    );
+    assert!(t.path().join("b/bundle.json").is_file(), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(work.join("f")).unwrap(),
+        "1\n2\n3\n4\n5\n6\n"
+    );
+}
