@@ -113,8 +113,19 @@ fn block_interfaces_on_pmem_point_to_transactions() {
     let o = run(std::process::Command::new("python3")
         .env("PYTHONPATH", &python)
         .arg("-c")
-        .arg("import sys, intact.fs as f\ntry:\n    f.begin(sys.argv[1])\nexcept OSError as e:\n    print(e)\n")
+        .arg(concat!(
+            "import sys, intact.fs as f\n",
+            "def atomic(p):\n    with f.atomic(p):\n        pass\n",
+            "for call in (f.begin, atomic, lambda p: f.setstream(p, 'a')):\n",
+            "    try:\n        call(sys.argv[1])\n    except OSError as e:\n        print(e)\n",
+        ))
         .arg(&m.mnt));
-    assert!(text(&o).contains("AD-transactions"), "{}", text(&o));
+    // begin, the `with intact.fs.atomic(...)` block and setstream each point there.
+    assert_eq!(
+        text(&o).matches("AD-transactions").count(),
+        3,
+        "{}",
+        text(&o)
+    );
     m.umount_clean();
 }
