@@ -35,6 +35,11 @@ if ! cargo fmt --all -- --check >/dev/null; then
   exit 1
 fi
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+# No import circles between the modules of a crate (two modules naming each other).
+if ! python3 scripts/module-circles.py; then
+  echo "scripts/module-circles.py: the modules above import each other; move the shared part down" >&2
+  exit 1
+fi
 cargo test --workspace --quiet -- --test-threads=2
 # The persistent-memory engine's mutation checks need its `mutations` feature (a deliberate
 # bug per switch, compiled in only there).
