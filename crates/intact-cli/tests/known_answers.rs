@@ -85,14 +85,20 @@ fn known_answers_under_every_builtin_apm() {
         .filter(|p| p.join("prog.c").is_file())
         .collect();
     programs.sort();
-    assert!(programs.len() >= 15, "the corpus has {} programs", programs.len());
+    assert!(
+        programs.len() >= 15,
+        "the corpus has {} programs",
+        programs.len()
+    );
     let mut failures = Vec::new();
     for dir in &programs {
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
         let spec: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap())
                 .unwrap_or_else(|e| panic!("{name}/expected.json: {e}"));
-        let expected = spec["expected"].as_object().expect("expected: {APM: [...]}");
+        let expected = spec["expected"]
+            .as_object()
+            .expect("expected: {APM: [...]}");
         let listed: BTreeSet<&String> = expected.keys().collect();
         assert_eq!(
             listed,
@@ -125,7 +131,7 @@ fn known_answers_under_every_builtin_apm() {
             r.stderr()
         );
         let json = r.tmp.path().join("report.json");
-        let checker = format!("python3 {}", dir.join("check.py").display());
+        let checker = format!("python3 '{}'", dir.join("check.py").display());
         let out = intact()
             .arg("check")
             .arg(&r.bundle)
