@@ -1,0 +1,13 @@
+#!/usr/bin/env python3
+# ALICE contract: check.py CRASH_DIR STDOUT_FILE; exit 0 when the crash state is consistent.
+import os, sys
+d, out = sys.argv[1], open(sys.argv[2], "rb").read()
+def read(name):
+    p = os.path.join(d, name)
+    return open(p, "rb").read() if os.path.isfile(p) else None
+def fail(why):
+    print(why, file=sys.stderr)
+    sys.exit(1)
+# Once "done" is printed, d/f exists with its record.
+if b"done" in out and read("d/f") != b"x\n":
+    fail(f"done printed but d/f is {read('d/f')!r}")

@@ -1,0 +1,19 @@
+/* Undo logging without the fsync of db before the journal is deleted: the deletion may
+ * persist before the new contents of db. */
+#include <fcntl.h>
+#include <unistd.h>
+
+int main(void) {
+    int dir = open(".", O_RDONLY | O_DIRECTORY);
+    int j = open("journal", O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    write(j, "JAAAA\nAAAA\n", 11);
+    fsync(j);
+    fsync(dir);
+    int db = open("db", O_WRONLY);
+    pwrite(db, "BBBB\n", 5, 0);
+    pwrite(db, "BBBB\n", 5, 5);
+    unlink("journal");
+    fsync(dir);
+    write(1, "done\n", 5);
+    return 0;
+}
