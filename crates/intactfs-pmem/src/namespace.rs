@@ -501,10 +501,16 @@ impl<P: PmemDevice> PmemFs<P> {
         self.mutate(tx, |fs, id| fs.do_tmpfile(id, &node))
     }
 
+    /// The lowest free inode number (taken by the caller once its batch is applied).
+    fn first_free_inode(&self) -> Result<Ino> {
+        self.free_inodes
+            .first()
+            .copied()
+            .ok_or_else(|| PmemFsError::NoSpace(format!("all {} inodes in use", self.g.inodes - 1)))
+    }
+
     fn do_tmpfile(&mut self, id: u64, node: &NewNode) -> Result<Attr> {
-        let ino = *self.free_inodes.first().ok_or_else(|| {
-            PmemFsError::NoSpace(format!("all {} inodes in use", self.g.inodes - 1))
-        })?;
+        let ino = self.first_free_inode()?;
         let mut rec = node.rec(0, self.now());
         rec.nlink = 0;
         let mut b = Batch::default();
@@ -542,9 +548,7 @@ impl<P: PmemDevice> PmemFs<P> {
     fn do_create(&mut self, id: u64, parent: Ino, name: &[u8], node: &NewNode) -> Result<Attr> {
         let mut prec = self.check_new_name(id, parent, name)?;
         let kind = node.kind;
-        let ino = *self.free_inodes.first().ok_or_else(|| {
-            PmemFsError::NoSpace(format!("all {} inodes in use", self.g.inodes - 1))
-        })?;
+        let ino = self.first_free_inode()?;
         let now = self.now();
         let rec = node.rec(parent, now);
         let target_blocks = self.write_target_block(node.target)?;
@@ -705,8 +709,8 @@ impl<P: PmemDevice> PmemFs<P> {
         }
         // A named non-directory has link count = its names (mount checks it), so at least
         // 1 here.
-        assert!(rec.nlink >= 1, "inode {victim} has a name but link count 0");
-        rec.nlink -= 1;
+        rec.nlink = (rec.nlink.checked_sub(1))
+            .unwrap_or_else(|| panic!("inode {victim} has a name but link count 0"));
         rec.ctime = now;
         self.stage_inode(b, victim, &rec)?;
         Ok(true)

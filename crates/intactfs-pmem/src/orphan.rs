@@ -46,8 +46,8 @@ impl<P: PmemDevice> PmemFs<P> {
             return Ok(());
         };
         // A count of 0 is never stored (it is removed), so this cannot underflow.
-        assert!(*c > 0, "open count of inode {ino} is 0 while in the map");
-        *c -= 1;
+        *c = (c.checked_sub(1))
+            .unwrap_or_else(|| panic!("open count of inode {ino} is 0 while in the map"));
         if *c > 0 {
             return Ok(());
         }

@@ -17,7 +17,7 @@ use crate::error::{PmemFsError, Result};
 use crate::layout::{BLOCK, I_XATTR};
 use crate::{Batch, Ino, PmemFs, TxId};
 use intactfs_device::PmemDevice;
-use intactfs_types::{valid_xattr_name, XATTR_NAME_MAX, XATTR_VALUE_MAX};
+use intactfs_types::{check_xattr, valid_xattr_name};
 use std::collections::BTreeMap;
 
 /// An inode's attributes: name → value.
@@ -155,16 +155,10 @@ impl<P: PmemDevice> PmemFs<P> {
         replace: bool,
     ) -> Result<()> {
         self.inode(ino)?;
-        check_xattr_name(name)?;
-        if value.len() > XATTR_VALUE_MAX {
-            return Err(PmemFsError::TooBig(format!(
-                "an attribute value of {} bytes (at most {XATTR_VALUE_MAX})",
-                value.len()
-            )));
-        }
+        check_xattr(name, value)?;
         self.mutate(tx, |fs, id| {
             fs.check_owner(id, ino)?;
-            let mut set = fs.xattrs(ino)?;
+            let mut set = fs.read_xattrs(ino)?;
             match (set.contains_key(name), create, replace) {
                 (true, true, _) => return Err(PmemFsError::Exists(String::new())),
                 (false, _, true) => return Err(PmemFsError::NoData),
@@ -178,10 +172,10 @@ impl<P: PmemDevice> PmemFs<P> {
     /// Removes attribute `name` (ENODATA if it has none).
     pub fn removexattr(&mut self, tx: Option<TxId>, ino: Ino, name: &[u8]) -> Result<()> {
         self.inode(ino)?;
-        check_xattr_name(name)?;
+        check_xattr(name, b"")?;
         self.mutate(tx, |fs, id| {
             fs.check_owner(id, ino)?;
-            let mut set = fs.xattrs(ino)?;
+            let mut set = fs.read_xattrs(ino)?;
             if set.remove(name).is_none() {
                 return Err(PmemFsError::NoData);
             }
@@ -237,17 +231,6 @@ impl<P: PmemDevice> PmemFs<P> {
         }
         Ok(blk)
     }
-}
-
-/// ENAMETOOLONG beyond [`XATTR_NAME_MAX`], EINVAL for an empty name or one with a NUL.
-fn check_xattr_name(name: &[u8]) -> Result<()> {
-    if name.len() > XATTR_NAME_MAX {
-        return Err(PmemFsError::NameTooLong(name.len()));
-    }
-    if !valid_xattr_name(name) {
-        return Err(PmemFsError::Invalid("extended attribute name".into()));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -46,6 +46,25 @@ pub fn valid_xattr_name(name: &[u8]) -> bool {
     !name.is_empty() && name.len() <= XATTR_NAME_MAX && !name.contains(&0)
 }
 
+/// The checks every engine makes on a setxattr before looking at the inode's attributes:
+/// ENAMETOOLONG past [`XATTR_NAME_MAX`], EINVAL for an empty name or one with a NUL,
+/// EFBIG for a value past [`XATTR_VALUE_MAX`].
+pub fn check_xattr(name: &[u8], value: &[u8]) -> Result<()> {
+    if name.len() > XATTR_NAME_MAX {
+        return Err(FsError::NameTooLong(name.len()));
+    }
+    if !valid_xattr_name(name) {
+        return Err(FsError::Invalid("extended attribute name".into()));
+    }
+    if value.len() > XATTR_VALUE_MAX {
+        return Err(FsError::TooBig(format!(
+            "an attribute value of {} bytes (at most {XATTR_VALUE_MAX})",
+            value.len()
+        )));
+    }
+    Ok(())
+}
+
 /// A time stamp: seconds and nanoseconds since the epoch.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,

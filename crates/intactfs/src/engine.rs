@@ -17,9 +17,8 @@ use crate::layout::{
     MAX_CHAIN_EXTENTS, MAX_DELTAS, MAX_TABLE_EXTENTS, REC_MAGIC, SB_MAGIC,
 };
 use crate::meta::{
-    map_block, valid_name, valid_xattr_name, xattr_fits, Body, Extent, FileType, Ino, Inode, LogOp,
-    Meta, NewKind, Time, BLOCK, NAME_MAX, ROOT, SYMLINK_MAX, XATTR_NAME_MAX, XATTR_TOTAL_MAX,
-    XATTR_VALUE_MAX,
+    map_block, valid_name, xattr_fits, Body, Extent, FileType, Ino, Inode, LogOp, Meta, NewKind,
+    Time, BLOCK, NAME_MAX, ROOT, SYMLINK_MAX, XATTR_TOTAL_MAX,
 };
 use crate::recovery::{self, Loaded};
 use crate::streams::{Key, StreamFlags, StreamId, Streams};
@@ -1337,16 +1336,7 @@ impl<D: BlockDevice> Fs<D> {
     ) -> Result<()> {
         self.writable()?;
         let n = self.node(ino)?;
-        if !valid_xattr_name(name) {
-            return Err(if name.len() > XATTR_NAME_MAX {
-                FsError::NameTooLong(name.len())
-            } else {
-                FsError::Invalid("extended attribute name".into())
-            });
-        }
-        if value.len() > XATTR_VALUE_MAX {
-            return Err(FsError::TooBig(String::new()));
-        }
+        intactfs_types::check_xattr(name, value)?;
         match (n.xattrs.contains_key(name), create, replace) {
             (true, true, _) => return Err(FsError::Exists(String::new())),
             (false, _, true) => return Err(FsError::NoData),

@@ -1,14 +1,10 @@
 #!/usr/bin/env python3
-# ALICE contract: check.py CRASH_DIR STDOUT_FILE; exit 0 when the crash state is consistent.
-import os, sys
-d, out = sys.argv[1], open(sys.argv[2], "rb").read()
-def read(name):
-    p = os.path.join(d, name)
-    return open(p, "rb").read() if os.path.isfile(p) else None
-def fail(why):
-    print(why, file=sys.stderr)
-    sys.exit(1)
 # a and b appear together or not at all.
-a, b = os.path.lexists(os.path.join(d, "a")), os.path.lexists(os.path.join(d, "b"))
+import os, sys
+sys.dont_write_bytecode = True  # nothing written into the source tree
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from checklib import Crash, fail
+c = Crash(sys.argv)
+a, b = c.exists("a"), c.exists("b")
 if a != b:
     fail(f"only one of the two links exists (a: {a}, b: {b})")

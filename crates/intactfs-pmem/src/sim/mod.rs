@@ -1080,8 +1080,8 @@ impl Run {
         self.last = format!("release {f}");
         let c = self.opens.get_mut(&f).expect("picked");
         // Only open files are picked, and a count of 0 is removed at once.
-        assert!(*c > 0, "model open count of {f} is 0 while in the map");
-        *c -= 1;
+        *c = (c.checked_sub(1))
+            .unwrap_or_else(|| panic!("model open count of {f} is 0 while in the map"));
         if *c == 0 {
             self.opens.remove(&f);
             if self.live.orphans().contains(&f) {
