@@ -22,7 +22,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-APMS=default,ext3-j,ext3-o,ext3-w,ext4-o,btrfs,strict,intactfs
+APMS=default,ext3-j,ext3-o,ext3-w,ext4-o,btrfs,ext4,ext4-dioread_lock,xfs,btrfs-linux6,strict,intactfs
 command -v strace >/dev/null || { apt-get update -qq && apt-get install -y -qq strace >/dev/null; }
 (cd "$root" && cargo build --release -q -p intact-cli)
 intact=$root/target/release/intact
