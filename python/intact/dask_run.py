@@ -195,12 +195,15 @@ def _take_served(w, key, start):
 
 
 def _give_back(w, s, keep):
+    """Back to the idle ones after a reply; else (it died, or the pool was closed while it
+    worked) ended: returns how it ended."""
     pool = _served_pool(w)
     with pool["lock"]:
-        if keep:
+        if keep and s in pool["all"]:
             pool["idle"].append(s)
             return None
-        pool["all"].remove(s)
+        if s in pool["all"]:
+            pool["all"].remove(s)
     return s.close()
 
 

@@ -173,7 +173,10 @@ class DaskRun(unittest.TestCase):
         mark = os.path.join(self.tmp, "killed-once")
         killer = os.path.join(self.tmp, "kill-parent-once")
         with open(killer, "w") as f:
-            f.write(f"#!/bin/sh\nif mkdir {mark} 2>/dev/null; then kill -9 $PPID; exit 1; fi\n"
+            # It removes the runner's scratch root (CRASH_DIR/../..) first, which a process
+            # killed by SIGKILL leaves behind.
+            f.write(f"#!/bin/sh\nif mkdir {mark} 2>/dev/null; then\n"
+                    "  rm -rf \"$(dirname \"$(dirname \"$1\")\")\"; kill -9 $PPID; exit 1\nfi\n"
                     f"exec {self.checker} \"$@\"\n")
         os.chmod(killer, 0o755)
         out = os.path.join(self.tmp, "replaced.json")
