@@ -442,7 +442,7 @@ fn distinct_lines(path: &Path) -> usize {
 /// `check-unit --serve`: units sent through one process get the verdict files one-shot
 /// runs write; a malformed request gets an error reply and the process goes on; the units
 /// of a `--checker-server` run are judged by one server, started once (each one-shot run
-/// starts its own).
+/// starts its own); a unit of another protocol replaces the runner.
 #[test]
 fn serve_gives_the_one_shot_verdicts_with_one_server() {
     use std::io::{Read, Write};
@@ -509,6 +509,29 @@ fn serve_gives_the_one_shot_verdicts_with_one_server() {
     for s in &todo[1..] {
         input.push_str(&request(s));
     }
+    // Then a per-process unit of the same state (the runner is replaced, the server ends)
+    // and a server unit again (a second server).
+    let pdir = k.tmp.path().join("process-units");
+    let (code, _, err) = run(&[
+        "check",
+        b,
+        "--checker",
+        &k.checker,
+        "--emit-states",
+        pdir.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (p_out, again) = (served.join("process.json"), served.join("again.json"));
+    let punit = pdir.join(format!("units/{}.json", todo[0]));
+    input.push_str(&format!(
+        "{}\n",
+        serde_json::json!({"unit": punit, "out": p_out})
+    ));
+    input.push_str(&format!(
+        "{}\n",
+        serde_json::json!({"unit": unit(&todo[0]), "out": again})
+    ));
     let mut child = intact()
         .args(["check-unit", "--bundle", b, "--serve"])
         .stdin(std::process::Stdio::piped())
@@ -535,7 +558,7 @@ fn serve_gives_the_one_shot_verdicts_with_one_server() {
         .collect();
     assert_eq!(
         replies.len(),
-        todo.len() + 2,
+        todo.len() + 4,
         "one reply per request: {replies:?}"
     );
     for (i, r) in replies.iter().enumerate() {
@@ -564,5 +587,16 @@ fn serve_gives_the_one_shot_verdicts_with_one_server() {
             "{s}"
         );
     }
-    assert_eq!(distinct_lines(&pids), 1, "one warm server for every unit");
+    let first = untimed_verdict(&one.join(format!("{}.json", todo[0])));
+    assert_eq!(untimed_verdict(&again), first);
+    let process = untimed_verdict(&p_out);
+    assert_eq!(
+        (&process["state"], &process["verdict"]),
+        (&first["state"], &first["verdict"])
+    );
+    assert_eq!(
+        distinct_lines(&pids),
+        2,
+        "one warm server for the server units in a row, then one more"
+    );
 }
