@@ -11,8 +11,16 @@
 #          states (--explore random --samples 400): the per-state overhead alone.
 # Default APM. Checks that both ways give the same JSON report (timings aside).
 #   bash bench/dask.sh [REPEATS]        (default 3; medians are printed)
+#
+# Mode `servers` (issue 33 item 3): the kvstore checker four ways on the same cluster —
+# local --checker (the baseline), local --checker-server, Dask --checker, Dask
+# --checker-server (one `intact check-unit --serve` per worker, one warm server each) —
+# on the quick start's kv (2 puts) and kv8 (8 puts), states/s as ratios to local --checker:
+#   bash bench/dask.sh servers [REPEATS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mode=rows
+if [ "${1:-}" = servers ]; then mode=servers; shift; fi
 reps=${1:-3}
 python3 -c "import distributed" 2>/dev/null || { echo "bench/dask.sh needs dask.distributed: pip install 'dask[distributed]'" >&2; exit 2; }
 source bench/lib.sh
@@ -39,6 +47,9 @@ gcc -g -O0 -o "$tmp/kv" examples/kvstore/kv.c
 gcc -O2 -Wall -o "$tmp/gen_workload" bench/gen_workload.c
 mkdir "$tmp/kvdb" "$tmp/gen"
 (cd "$tmp/kvdb" && "$intact" record --out "$tmp/kv.bundle" -- "$tmp/kv" x foo1 y foo2 >/dev/null 2>&1)
+kv8_puts="a 1 b 2 c 3 d 4 e 5 f 6 g 7 h 8"
+mkdir "$tmp/kv8db"
+(cd "$tmp/kv8db" && "$intact" record --out "$tmp/kv8.bundle" -- "$tmp/kv" $kv8_puts >/dev/null 2>&1)
 (cd "$tmp/gen" && "$intact" record --no-stacks --out "$tmp/gen.bundle" -- "$tmp/gen_workload" 1 >/dev/null 2>&1)
 printf '#!/bin/sh\nsleep 0.2\nexec %s %s "$@"\n' "$py" "$PWD/examples/kvstore/check.py" >"$tmp/slow-check"
 chmod +x "$tmp/slow-check"
@@ -81,6 +92,45 @@ print("yes" if n(sys.argv[1]) == n(sys.argv[2]) else "NO")
 EOF
 }
 
+if [ "$mode" = servers ]; then
+  echo "machine: $(nproc) cores, $(uname -r), load average $(cut -d' ' -f1-3 /proc/loadavg); medians of $reps runs"
+  echo "local: intact check BUNDLE --checker|--checker-server C -q --json R -j 2;  Dask: the same with --dask $addr (2 workers x 1 thread)"
+  echo
+  echo "| bundle | how | states checked | s | states/s | / local --checker | same report |"
+  echo "|---|---|---|---|---|---|---|"
+  way() {  # NAME BUNDLE FLAG [--dask ADDR]: median seconds; the report in $tmp/w.json
+    local name=$1 bundle=$2 flag=$3; shift 3
+    local ws=() t0 t1
+    for r in $(seq "$reps"); do
+      t0=$EPOCHREALTIME
+      "$intact" check "$bundle" "$flag" "$py $PWD/examples/kvstore/check.py" -q --json "$tmp/w.json" -j 2 "$@" \
+        >/dev/null 2>"$tmp/w.err" || [ $? -le 1 ] || { cat "$tmp/w.err" >&2; exit 1; }
+      t1=$EPOCHREALTIME
+      ws+=("$(echo "$t1 - $t0" | bc -l)")
+    done
+    median "${ws[@]}"
+  }
+  servers_rows() {  # NAME BUNDLE
+    local name=$1 bundle=$2 base n s how
+    base=$(way "$name" "$bundle" --checker)
+    cp "$tmp/w.json" "$tmp/base.json"
+    n=$(json "$tmp/base.json" "sum(a['checked'] for a in r['apms'])")
+    printf '| %s | local --checker | %s | %.2f | %.1f | 1.00 | - |\n' "$name" "$n" "$base" "$(echo "$n / $base" | bc -l)"
+    for how in "local --checker-server" "Dask --checker" "Dask --checker-server"; do
+      case $how in
+        "local --checker-server") s=$(way "$name" "$bundle" --checker-server) ;;
+        "Dask --checker") s=$(way "$name" "$bundle" --checker --dask "$addr") ;;
+        "Dask --checker-server") s=$(way "$name" "$bundle" --checker-server --dask "$addr") ;;
+      esac
+      printf '| %s | %s | %s | %.2f | %.1f | %.2f | %s |\n' "$name" "$how" "$n" "$s" "$(echo "$n / $s" | bc -l)" \
+        "$(echo "$base / $s" | bc -l)" "$(same "$tmp/base.json" "$tmp/w.json")"
+    done
+  }
+  servers_rows kv "$tmp/kv.bundle"
+  # The checker learns kv8's puts from KV_EXPECT, here and (--env) on the workers.
+  KV_EXPECT=$(printf '%s=%s ' $kv8_puts) INTACT_DASK_OPTS="--env KV_EXPECT" servers_rows kv8 "$tmp/kv8.bundle"
+  exit 0
+fi
 echo "machine: $(nproc) cores, $(uname -r), load average $(cut -d' ' -f1-3 /proc/loadavg); medians of $reps runs"
 echo "local: intact check BUNDLE --checker C -q --json R -j 2;  Dask: the same with --dask $addr (2 workers x 1 thread)"
 echo

@@ -7,7 +7,9 @@
 Steps: `intact check ... --emit-states DIR` writes the distinct crash states as work units;
 the bundle is shipped once to every worker (a worker plugin carrying a tarball of the files
 intact needs, unpacked into the worker's local directory, also on workers that join later);
-one Dask task per unit runs `intact check-unit` in a subprocess there and returns the
+one Dask task per unit sends it to the worker thread's `intact check-unit --serve`
+subprocess (started at its first unit and kept: it reads the bundle once and keeps the
+checker runner, so a --checker-server starts once per worker thread) and returns the
 verdict; the verdicts go to DIR/verdicts/; emission repeats while ALICE's strategy needs
 verdicts to go on (2 rounds for one APM); finally `intact check ... --from-verdicts DIR`
 prints the report (and writes --json etc.) exactly as a local run would.
@@ -36,6 +38,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
 
 # The bundle files intact needs to build states (crates/intact-pipeline/src/units.rs BUNDLE_FILES): the raw trace stays home.
@@ -86,11 +89,11 @@ def _unpack(local_directory, bundle_hash, tarball):
     return dest
 
 
-@contextlib.contextmanager
-def _slot():
-    """A number free among the checkers running on this host right now (INTACT_WORKER): the
-    lowest N whose abstract Unix socket name nobody holds (freed when the holder closes it or
-    dies; nothing is left in the file system)."""
+def _take_slot():
+    """(N, socket): a number free among the checkers running on this host right now
+    (INTACT_WORKER), held until the socket is closed: the lowest N whose abstract Unix
+    socket name nobody holds (freed when the holder closes it or dies; nothing is left in
+    the file system)."""
     n = 0
     while True:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -100,17 +103,129 @@ def _slot():
             s.close()
             n += 1
             continue
+        return n, s
+
+
+class _Served:
+    """One `intact check-unit --serve` process of a worker thread's: it keeps the bundle,
+    the APMs' prefix states and the checker runner (with --checker-server, the warm server)
+    from one unit to the next. It holds its INTACT_WORKER slot for its whole life, since its
+    checker server keeps the number it started with."""
+
+    def __init__(self, key, exe, bundle, env, cwd, local_directory):
+        self.key = key
+        self.n, self.sock = _take_slot()
         try:
-            yield n
-        finally:
-            s.close()
-        return
+            self.err = tempfile.TemporaryFile(prefix="intact-serve-err-", dir=local_directory)
+            self.proc = subprocess.Popen([exe, "check-unit", "--bundle", bundle, "--serve", "--worker", str(self.n),
+                                          "--exit-with-parent"], env=env, cwd=cwd, stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=self.err)
+        except BaseException:
+            self.sock.close()
+            raise
+
+    def ask(self, unit, out):
+        """The reply to one request, or None if the process ended without one."""
+        try:
+            self.proc.stdin.write((json.dumps({"unit": unit, "out": out}) + "\n").encode())
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+        except (BrokenPipeError, OSError):
+            return None
+        if not line:
+            return None
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            return {"ok": False, "code": 3, "error": f"check-unit --serve replied {line[:200]!r}"}
+        return reply if isinstance(reply, dict) else {"ok": False, "code": 3, "error": f"reply {reply!r}"}
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def close(self):
+        """Ends the process (EOF; it stops its checker server) and frees the slot; returns
+        how it ended and the end of its stderr, for messages."""
+        with contextlib.suppress(OSError):
+            self.proc.stdin.close()
+        try:
+            code = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        self.proc.stdout.close()
+        self.sock.close()
+        self.err.seek(0)
+        tail = self.err.read().decode(errors="replace").strip()[-2000:]
+        self.err.close()
+        return f"exit status {code}" + (f": {tail}" if tail else "")
+
+
+def _served_pool(w):
+    """The worker's check-unit --serve processes: idle ones for the next task, every one
+    for teardown. A worker may run several task threads; each takes a process of its own."""
+    return w.__dict__.setdefault("_intact_served", {"lock": threading.Lock(), "idle": [], "all": []})
+
+
+def _take_served(w, key, start):
+    """An idle process started for `key` (exe, bundle, environment, cwd), else a new one;
+    idle ones for another key (an earlier run's) or dead are ended."""
+    pool = _served_pool(w)
+    stale = []
+    found = None
+    with pool["lock"]:
+        for s in list(pool["idle"]):
+            if found is None and s.key == key and s.alive():
+                found = s
+            elif s.key != key or not s.alive():
+                stale.append(s)
+            else:
+                continue
+            pool["idle"].remove(s)
+        for s in stale:
+            pool["all"].remove(s)
+    for s in stale:
+        s.close()
+    if found is not None:
+        return found
+    s = start()
+    with pool["lock"]:
+        pool["all"].append(s)
+    return s
+
+
+def _give_back(w, s, keep):
+    """Back to the idle ones after a reply; else (it died, or the pool was closed while it
+    worked) ended: returns how it ended."""
+    pool = _served_pool(w)
+    with pool["lock"]:
+        if keep and s in pool["all"]:
+            pool["idle"].append(s)
+            return None
+        if s in pool["all"]:
+            pool["all"].remove(s)
+    return s.close()
+
+
+def _close_served(dask_worker=None):
+    """Ends every check-unit --serve process of this worker (at the end of a run, and at
+    the worker's teardown): their checker servers stop with them."""
+    from distributed import get_worker
+    w = dask_worker or get_worker()
+    pool = _served_pool(w)
+    with pool["lock"]:
+        todo, pool["all"], pool["idle"] = pool["all"], [], []
+    for s in todo:
+        s.close()
+    return len(todo)
 
 
 def _run_unit(state, unit_text, bundle_hash, intact_hint, env, cwd):
-    """One task: rebuild and check one unit with `intact check-unit`. Returns
-    {"verdict": TEXT} or, for errors retrying cannot fix (exit 2: checker missing, corrupt
-    unit, different bundle), {"error": MESSAGE}; raises (Dask retries) on anything else."""
+    """One task: rebuild and check one unit through this worker thread's `intact check-unit
+    --serve` (started on first use, kept between tasks). Returns {"verdict": TEXT} or, for
+    errors retrying cannot fix (code 2: checker missing, corrupt unit, different bundle),
+    {"error": MESSAGE}; raises (Dask retries) on anything else. A serve process that died
+    is replaced and the unit sent once more."""
     from distributed import get_worker
     w = get_worker()
     host = socket.gethostname()
@@ -123,23 +238,30 @@ def _run_unit(state, unit_text, bundle_hash, intact_hint, env, cwd):
         return {"error": f"{where}: no intact executable ({intact_hint} does not exist there and none is on PATH)"}
     full_env = dict(os.environ)
     full_env.update(env)
+    run_cwd = cwd if os.path.isdir(cwd) else w.local_directory
+    key = (exe, bundle, tuple(sorted(env.items())), run_cwd)
     with tempfile.TemporaryDirectory(prefix="intact-unit-", dir=w.local_directory) as d:
         unit = os.path.join(d, "unit.json")
         out = os.path.join(d, "verdict.json")
         with open(unit, "w") as f:
             f.write(unit_text)
-        with _slot() as n:
-            p = subprocess.run([exe, "check-unit", "--bundle", bundle, "--unit", unit, "--out", out,
-                                "--worker", str(n), "--exit-with-parent"],
-                               env=full_env, cwd=cwd if os.path.isdir(cwd) else d,
-                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        err = p.stderr.decode(errors="replace").strip()
-        if p.returncode == 0:
+        deaths = []
+        for _ in range(2):
+            s = _take_served(w, key, lambda: _Served(key, exe, bundle, full_env, run_cwd, w.local_directory))
+            reply = s.ask(unit, out)
+            ended = _give_back(w, s, reply is not None)
+            if reply is not None:
+                break
+            deaths.append(ended)
+        else:
+            raise RuntimeError(f"{where}: intact check-unit --serve ended twice while checking {state}: "
+                               + "; then ".join(deaths))
+        if reply.get("ok") is True:
             with open(out) as f:
                 return {"verdict": f.read()}
-        if p.returncode == 2:
-            return {"error": f"{where}: unit {state}: {err}"}
-        raise RuntimeError(f"{where}: intact check-unit for {state} exited with status {p.returncode}: {err}")
+        if reply.get("code") == 2:
+            return {"error": f"{where}: unit {state}: {reply.get('error')}"}
+        raise RuntimeError(f"{where}: intact check-unit for {state} failed (code {reply.get('code')}): {reply.get('error')}")
 
 
 def _make_plugin(bundle_hash, tarball):
@@ -155,6 +277,9 @@ def _make_plugin(bundle_hash, tarball):
 
         def setup(self, worker):
             _unpack(worker.local_directory, self.bundle_hash, self.tarball)
+
+        def teardown(self, worker):
+            _close_served(worker)
 
     return IntactBundle()
 
@@ -368,6 +493,10 @@ def run(args, check_args):
         for f in futures:
             f.cancel()
         if client is not None:
+            # A cluster we did not start keeps its workers: end their check-unit processes
+            # (and warm checker servers) now rather than at the workers' teardown.
+            with contextlib.suppress(Exception):
+                client.run(_close_served)
             with contextlib.suppress(Exception):
                 client.close(timeout=10)
         if cluster is not None:

@@ -139,6 +139,56 @@ class DaskRun(unittest.TestCase):
         self.assertIn("round 2", p.stderr)
         self.assert_no_leftovers()
 
+    def test_a_checker_server_starts_once_per_worker(self):
+        # The kvstore checker as a warm server, behind a script that notes each start.
+        pids = os.path.join(self.tmp, "server-pids")
+        server = os.path.join(self.tmp, "server.sh")
+        with open(server, "w") as f:
+            f.write(f"#!/bin/sh\necho $$ >>{pids}\nexec {self.checker}\n")
+        os.chmod(server, 0o755)
+        local = os.path.join(self.tmp, "local-server.json")
+        p = self.intact_check("--checker-server", server, "--apm", APMS, "-j", "2", "-q", "--json", local)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        local_text = p.stdout
+        os.remove(pids)
+        out = os.path.join(self.tmp, "dask-server.json")
+        p = self.intact_check("--checker-server", server, "--apm", APMS, "--json", out, "--dask", "local:2")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertEqual(_normalized(out), _normalized(local))
+        self.assertEqual(_untimed(p.stdout), _untimed(local_text))
+        # The same verdicts as the per-process checker's.
+        self.assertEqual(_normalized(out, drop_checker=True), _normalized(self.local_json, drop_checker=True))
+        self.assertIn("round 2", p.stderr)
+        with open(pids) as f:
+            started = set(f.read().split())
+        # 62 units in 2 rounds, 2 single-threaded workers: at most one server each.
+        self.assertTrue(1 <= len(started) <= 2, f"checker servers started: {sorted(started)}")
+        time.sleep(0.5)
+        self.assertEqual([p for p in started if os.path.exists(f"/proc/{p}")], [], "checker servers left running")
+        self.assert_no_leftovers()
+
+    def test_a_dead_check_unit_process_is_replaced(self):
+        # The first checker run kills its parent, the worker's `intact check-unit --serve`:
+        # the task starts another one and sends it the same unit.
+        mark = os.path.join(self.tmp, "killed-once")
+        killer = os.path.join(self.tmp, "kill-parent-once")
+        with open(killer, "w") as f:
+            # It removes the runner's scratch root (CRASH_DIR/../..) first, which a process
+            # killed by SIGKILL leaves behind.
+            f.write(f"#!/bin/sh\nif mkdir {mark} 2>/dev/null; then\n"
+                    "  rm -rf \"$(dirname \"$(dirname \"$1\")\")\"; kill -9 $PPID; exit 1\nfi\n"
+                    f"exec {self.checker} \"$@\"\n")
+        os.chmod(killer, 0o755)
+        out = os.path.join(self.tmp, "replaced.json")
+        # No Dask retries: the task itself must retry.
+        p = subprocess.run([self.intact, "check", self.bundle, "--checker", killer, "--apm", APMS, "--json", out,
+                            "--dask", "local:2"], env=dict(self.env, INTACT_DASK_OPTS="--retries 0"),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertTrue(os.path.isdir(mark))
+        self.assertEqual(_normalized(out, drop_checker=True), _normalized(self.local_json, drop_checker=True))
+        self.assert_no_leftovers()
+
     def test_a_killed_worker_loses_no_state(self):
         # A checker that takes a while, so that tasks are running when a worker dies.
         slow = os.path.join(self.tmp, "slow-check")

@@ -6,6 +6,7 @@ use crate::Failure;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use intact_pipeline::check::{checker_flag, parse_checker, resolve_apms, Checked, Session};
 use intact_pipeline::options::{CheckOptions, Explore};
+use intact_pipeline::serve::{self, ServeJob};
 use intact_pipeline::units::{self, UnitJob};
 use intact_runner::Protocol;
 use std::path::{Path, PathBuf};
@@ -197,12 +198,6 @@ impl CheckOpts {
     /// The checker's command line, split, checked before any work.
     fn parse_checker(&self) -> Result<Vec<String>, Failure> {
         let (command, protocol) = self.checker_command();
-        let distributed = self.dist.emit_states.is_some()
-            || self.dist.from_verdicts.is_some()
-            || self.dist.dask.is_some();
-        if protocol == Protocol::Server && distributed {
-            return Err(Failure::input("--checker-server is not available with --dask, --emit-states or --from-verdicts yet (each work unit runs its own checker process): use --checker"));
-        }
         Ok(parse_checker(checker_flag(protocol), command)?)
     }
 
@@ -329,7 +324,8 @@ fn check_bundle(
 #[derive(clap::Args)]
 #[command(
     after_help = "Exit status: 0 verdict written (whatever the checker said); 2 bad unit, bundle or checker \
-(nothing written); 3 internal error; 130 interrupted (nothing written)."
+(nothing written); 3 internal error; 130 interrupted (nothing written). With --serve: 0 at the end of \
+stdin, each unit's status in its reply."
 )]
 pub struct CheckUnitArgs {
     /// The bundle the unit was emitted from (a copy: bundle.json, ops.jsonl, data.bin,
@@ -337,12 +333,18 @@ pub struct CheckUnitArgs {
     #[arg(long, value_name = "DIR")]
     pub bundle: PathBuf,
     /// The work unit: DIR/units/<state>.json from `intact check --emit-states DIR`.
-    #[arg(long, value_name = "FILE")]
-    pub unit: PathBuf,
+    #[arg(long, value_name = "FILE", required_unless_present = "serve")]
+    pub unit: Option<PathBuf>,
     /// Where to write the verdict (JSON, written whole or not at all; put it in
     /// DIR/verdicts/ for --from-verdicts).
-    #[arg(long, value_name = "FILE")]
-    pub out: PathBuf,
+    #[arg(long, value_name = "FILE", required_unless_present = "serve")]
+    pub out: Option<PathBuf>,
+    /// Check many units through this one process: read one request per line on stdin,
+    /// {"unit": FILE, "out": FILE}, answer one line on stdout, {"ok": true} or {"ok":
+    /// false, "code": 2|3, "error": MESSAGE}, until EOF. The bundle is hashed once and
+    /// the checker runner (with --checker-server units, the warm server) kept between units.
+    #[arg(long, conflicts_with_all = ["unit", "out"])]
+    pub serve: bool,
     /// INTACT_WORKER for the checker: make it distinct among checkers running at the same
     /// time on this host.
     #[arg(long, default_value_t = 0, value_name = "N")]
@@ -357,10 +359,27 @@ pub struct CheckUnitArgs {
 }
 
 pub fn check_unit(a: CheckUnitArgs) -> Result<u8, Failure> {
+    let (unit, out) = match (a.serve, a.unit, a.out) {
+        (true, _, _) => {
+            serve::serve_units(
+                ServeJob {
+                    bundle: a.bundle,
+                    worker: a.worker,
+                    scratch: a.scratch,
+                    exit_with_parent: a.exit_with_parent,
+                },
+                &mut std::io::stdin().lock(),
+                &mut std::io::stdout().lock(),
+            )?;
+            return Ok(0);
+        }
+        (false, Some(unit), Some(out)) => (unit, out),
+        _ => unreachable!("clap requires --unit and --out without --serve"),
+    };
     units::check_unit(UnitJob {
         bundle: a.bundle,
-        unit: a.unit,
-        out: a.out,
+        unit,
+        out,
         worker: a.worker,
         scratch: a.scratch,
         exit_with_parent: a.exit_with_parent,

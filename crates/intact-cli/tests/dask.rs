@@ -345,6 +345,41 @@ fn bad_units_and_directories_are_refused() {
     ]);
     assert_eq!(code, 2);
     assert!(err.contains("is not the bundle"), "{err}");
+    // A unit of another format version is refused by name; a version 1 unit (before
+    // "protocol") is read as a per-process one.
+    let mut u: serde_json::Value = serde_json::from_str(&text).unwrap();
+    u["version"] = serde_json::json!(3);
+    std::fs::write(&bad, u.to_string()).unwrap();
+    let (code, _, err) = run(&[
+        "check-unit",
+        "--bundle",
+        b,
+        "--unit",
+        bad.to_str().unwrap(),
+        "--out",
+        v,
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("not a version 1..=2 intact-unit file (version 3"),
+        "{err}"
+    );
+    assert!(!verdict.exists());
+    assert_eq!(u["protocol"], "process", "{u}");
+    u["version"] = serde_json::json!(1);
+    u.as_object_mut().unwrap().remove("protocol");
+    std::fs::write(&bad, u.to_string()).unwrap();
+    let (code, _, err) = run(&[
+        "check-unit",
+        "--bundle",
+        b,
+        "--unit",
+        bad.to_str().unwrap(),
+        "--out",
+        v,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    std::fs::remove_file(&verdict).unwrap();
     // A worker without the checker: the message names it.
     let mut u: serde_json::Value = serde_json::from_str(&text).unwrap();
     u["checker"] = serde_json::json!(["intact-no-such-checker"]);
@@ -387,4 +422,181 @@ fn bad_units_and_directories_are_refused() {
     let (code, _, err) = run(&["run", "--checker", "true", "--emit-states", d, "--", "true"]);
     assert_eq!(code, 2);
     assert!(err.contains("recorded bundle"), "{err}");
+}
+
+/// The verdict file without its timing.
+fn untimed_verdict(path: &Path) -> serde_json::Value {
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    v.as_object_mut().unwrap().remove("elapsed");
+    v
+}
+
+fn distinct_lines(path: &Path) -> usize {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .collect::<std::collections::BTreeSet<_>>()
+        .len()
+}
+
+/// `check-unit --serve`: units sent through one process get the verdict files one-shot
+/// runs write; a malformed request gets an error reply and the process goes on; the units
+/// of a `--checker-server` run are judged by one server, started once (each one-shot run
+/// starts its own); a unit of another protocol replaces the runner.
+#[test]
+fn serve_gives_the_one_shot_verdicts_with_one_server() {
+    use std::io::{Read, Write};
+    let k = kv();
+    let b = k.bundle.to_str().unwrap();
+    let pids = k.tmp.path().join("pids");
+    let server = k.tmp.path().join("server.sh");
+    let script = format!(
+        "#!/bin/sh\necho $$ >>{}\nexec {}\n",
+        pids.display(),
+        k.checker
+    );
+    std::fs::write(&server, script).unwrap();
+    assert!(Command::new("chmod")
+        .arg("+x")
+        .arg(&server)
+        .status()
+        .unwrap()
+        .success());
+    let dir = k.tmp.path().join("units");
+    let (code, _, err) = run(&[
+        "check",
+        b,
+        "--checker-server",
+        server.to_str().unwrap(),
+        "--emit-states",
+        dir.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let todo = pending(&dir);
+    assert!(todo.len() >= 3, "{todo:?}");
+    let (one, served) = (k.tmp.path().join("one"), k.tmp.path().join("served"));
+    std::fs::create_dir(&one).unwrap();
+    std::fs::create_dir(&served).unwrap();
+    let unit = |s: &str| dir.join(format!("units/{s}.json"));
+    for s in &todo {
+        let out = one.join(format!("{s}.json"));
+        let (code, _, err) = run(&[
+            "check-unit",
+            "--bundle",
+            b,
+            "--unit",
+            unit(s).to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{err}");
+    }
+    assert_eq!(
+        distinct_lines(&pids),
+        todo.len(),
+        "one server per one-shot run"
+    );
+    std::fs::remove_file(&pids).unwrap();
+
+    let request = |s: &str| {
+        let out = served.join(format!("{s}.json"));
+        format!("{}\n", serde_json::json!({"unit": unit(s), "out": out}))
+    };
+    let mut input = request(&todo[0]);
+    input.push_str("{\"unit\": \"no out\"}\n");
+    input.push_str(&request("no-such-unit"));
+    for s in &todo[1..] {
+        input.push_str(&request(s));
+    }
+    // Then a per-process unit of the same state (the runner is replaced, the server ends)
+    // and a server unit again (a second server).
+    let pdir = k.tmp.path().join("process-units");
+    let (code, _, err) = run(&[
+        "check",
+        b,
+        "--checker",
+        &k.checker,
+        "--emit-states",
+        pdir.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (p_out, again) = (served.join("process.json"), served.join("again.json"));
+    let punit = pdir.join(format!("units/{}.json", todo[0]));
+    input.push_str(&format!(
+        "{}\n",
+        serde_json::json!({"unit": punit, "out": p_out})
+    ));
+    input.push_str(&format!(
+        "{}\n",
+        serde_json::json!({"unit": unit(&todo[0]), "out": again})
+    ));
+    let mut child = intact()
+        .args(["check-unit", "--bundle", b, "--serve"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let mut replies = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut replies)
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    let replies: Vec<serde_json::Value> = replies
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        replies.len(),
+        todo.len() + 4,
+        "one reply per request: {replies:?}"
+    );
+    for (i, r) in replies.iter().enumerate() {
+        match i {
+            1 | 2 => {
+                assert_eq!(
+                    (r["ok"].as_bool(), r["code"].as_u64()),
+                    (Some(false), Some(2)),
+                    "{r}"
+                );
+                let e = r["error"].as_str().unwrap();
+                assert!(
+                    e.contains(if i == 1 { "request 2" } else { "no-such-unit" }),
+                    "{e}"
+                );
+            }
+            _ => assert_eq!(r, &serde_json::json!({"ok": true})),
+        }
+    }
+    assert!(!served.join("no-such-unit.json").exists());
+    for s in &todo {
+        let name = format!("{s}.json");
+        assert_eq!(
+            untimed_verdict(&served.join(&name)),
+            untimed_verdict(&one.join(&name)),
+            "{s}"
+        );
+    }
+    let first = untimed_verdict(&one.join(format!("{}.json", todo[0])));
+    assert_eq!(untimed_verdict(&again), first);
+    let process = untimed_verdict(&p_out);
+    assert_eq!(
+        (&process["state"], &process["verdict"]),
+        (&first["state"], &first["verdict"])
+    );
+    assert_eq!(
+        distinct_lines(&pids),
+        2,
+        "one warm server for the server units in a row, then one more"
+    );
 }

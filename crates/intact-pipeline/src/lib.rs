@@ -7,7 +7,8 @@
 //! - [`check`]: explore a bundle's crash states under APMs, run the checker on each
 //!   distinct state, build the report;
 //! - [`units`]: the same split into work units for other machines (`--emit-states`,
-//!   `check-unit`, `--from-verdicts`, Dask).
+//!   `check-unit`, `--from-verdicts`, Dask); [`serve`]: `check-unit --serve`, many units
+//!   through one process.
 //!
 //! What a caller must provide: progress display through [`Progress`] and
 //! [`record::Observer`], and a stop request through [`interrupt`] (e.g. from a Ctrl-C
@@ -16,6 +17,7 @@
 pub mod check;
 pub mod options;
 pub mod record;
+pub mod serve;
 pub mod units;
 pub mod view;
 

@@ -11,7 +11,9 @@
 //! - `intact check-unit --bundle B --unit U --out V` (on a worker) rebuilds the state of one
 //!   unit — a prefix state of the program (APM + bundle) plus a [`Delta`] — checks its
 //!   content hash, runs the checker on it exactly as `intact check` does (intact-runner's
-//!   runner, one job), and writes the verdict.
+//!   runner, one job, per process or as a warm server as the unit says), and writes the
+//!   verdict. `intact check-unit --serve` ([`crate::serve`]) does the same for many units
+//!   through one [`UnitChecker`], which keeps the bundle and the runner between them.
 //! - `intact check BUNDLE ... --from-verdicts DIR` explores again, takes every verdict from
 //!   `DIR/verdicts/` and prints the report a local run would have printed.
 //! - `intact check ... --dask SCHEDULER` runs `python3 -m intact.dask_run`, which drives the
@@ -25,7 +27,7 @@ use intact_bundle::Bundle;
 use intact_explore::{
     CrashFs, CrashFsError, Delta, DirDelta, Explorer, FileDelta, Provenance, StateHash,
 };
-use intact_runner::{Job, Outcome, Runner, RunnerConfig, Verdict as RVerdict};
+use intact_runner::{Job, Outcome, Protocol, Runner, RunnerConfig, Verdict as RVerdict};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -34,7 +36,10 @@ use std::time::Duration;
 const UNITS_FORMAT: &str = "intact-units";
 const UNIT_FORMAT: &str = "intact-unit";
 const VERDICT_FORMAT: &str = "intact-verdict";
+/// Of the manifest and the verdict files.
 const VERSION: u32 = 1;
+/// Of the work units: 2 added "protocol" (version 1 units are read as "process").
+const UNIT_VERSION: u32 = 2;
 /// As `intact check`: the tail of the checker's output kept per failing run.
 const KEEP_OUTPUT: usize = 4096;
 
@@ -46,12 +51,41 @@ const KEEP_OUTPUT: usize = 4096;
 struct RunId {
     bundle_hash: String,
     checker: Vec<String>,
+    /// Absent in manifests written before it existed: those ran per process.
+    #[serde(default)]
+    protocol: CheckerProtocol,
     timeout: f64,
     apms: Vec<ApmText>,
     explore: String,
     max_states: usize,
     samples: u64,
     seed: u64,
+}
+
+/// How the checker runs: the unit's (and manifest's) spelling of [`Protocol`].
+#[derive(Serialize, Deserialize, Clone, Copy, PartialEq, Eq, Debug, Default)]
+#[serde(rename_all = "lowercase")]
+enum CheckerProtocol {
+    /// `CHECKER <crash_dir> <stdout_file>` per state (`--checker`).
+    #[default]
+    Process,
+    /// One warm server per worker (`--checker-server`).
+    Server,
+}
+
+impl CheckerProtocol {
+    fn of(p: Protocol) -> CheckerProtocol {
+        match p {
+            Protocol::PerProcess => CheckerProtocol::Process,
+            Protocol::Server => CheckerProtocol::Server,
+        }
+    }
+    fn runner(self) -> Protocol {
+        match self {
+            CheckerProtocol::Process => Protocol::PerProcess,
+            CheckerProtocol::Server => Protocol::Server,
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize, Clone, PartialEq, Debug)]
@@ -102,6 +136,9 @@ struct Unit {
     hash: String,
     bundle_hash: String,
     checker: Vec<String>,
+    /// How to run `checker` (version 2; version 1 units are "process").
+    #[serde(default)]
+    protocol: CheckerProtocol,
     timeout: f64,
     apm: UnitApm,
     /// The state = the state after the first `base` call groups of the APM's program …
@@ -299,6 +336,7 @@ fn run_id(bundle_hash: String, o: &CheckOptions, apms: &[Apm], checker: &[String
     RunId {
         bundle_hash,
         checker: checker.to_vec(),
+        protocol: CheckerProtocol::of(o.protocol),
         timeout: o.timeout_secs,
         apms: apms.iter().map(apm_text).collect(),
         explore: o.explore.name().to_string(),
@@ -316,6 +354,9 @@ fn run_id_diff(a: &RunId, b: &RunId) -> String {
     }
     if a.checker != b.checker {
         d.push("--checker");
+    }
+    if a.protocol != b.protocol {
+        d.push("--checker or --checker-server");
     }
     if a.timeout != b.timeout {
         d.push("--timeout");
@@ -544,11 +585,12 @@ impl Store {
             .ok_or_else(|| CrashFsError::Data("APM index out of range".into()))?;
         let unit = Unit {
             format: UNIT_FORMAT.into(),
-            version: VERSION,
+            version: UNIT_VERSION,
             state: state.to_string(),
             hash: hex(&hash),
             bundle_hash: self.run.bundle_hash.clone(),
             checker: self.run.checker.clone(),
+            protocol: self.run.protocol,
             timeout: self.run.timeout,
             apm: unit_apm_text(&apm),
             base,
@@ -736,7 +778,7 @@ fn parse_hash(s: &str) -> Option<StateHash> {
 }
 
 // ---------------------------------------------------------------------------------------
-// `intact check-unit`: one unit on a worker.
+// `intact check-unit`: units on a worker, one per process or many through one (--serve).
 
 /// One work unit to check on this machine (`intact check-unit`).
 pub struct UnitJob {
@@ -755,7 +797,7 @@ pub struct UnitJob {
 }
 
 /// SIGTERM when the parent dies (the interrupt handler turns it into a clean stop).
-fn exit_with_parent() {
+pub(crate) fn exit_with_parent() {
     // SAFETY: plain system calls without pointers.
     unsafe {
         let parent = libc::getppid();
@@ -767,67 +809,257 @@ fn exit_with_parent() {
     }
 }
 
+/// Checks one unit and writes its verdict (`intact check-unit --unit U --out V`).
 pub fn check_unit(a: UnitJob) -> Result<(), Error> {
     if a.exit_with_parent {
         exit_with_parent();
     }
-    let host = hostname();
-    let (u, want, delta) = read_unit(&a)?;
-    let bh = bundle_hash(&a.bundle)
-        .map_err(|e| Error::input(format!("bundle {}: {e}", a.bundle.display())))?;
-    if bh != u.bundle_hash {
-        return Err(Error::input(format!(
-            "bundle {} on {host} is not the bundle unit {} was emitted from (content hash {bh}, expected {})",
-            a.bundle.display(),
-            a.unit.display(),
-            u.bundle_hash
-        )));
-    }
-    let state = rebuild_state(&a, &u, want, &delta)?;
-    // Nothing written unless the verdict is: check the output path first.
-    if let Some(d) = a.out.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if !d.is_dir() {
-            return Err(Error::input(format!(
-                "--out {}: the directory {} does not exist",
-                a.out.display(),
-                d.display()
-            )));
-        }
-    }
-    let o = run_checker(&a, &u, state, &host)?;
-    let v = VerdictFile {
-        format: VERDICT_FORMAT.into(),
-        version: VERSION,
-        state: u.state,
-        hash: u.hash,
-        verdict: VerdictJson::of(&o.verdict),
-        elapsed: o.elapsed.as_secs_f64(),
-        host,
-        worker: o.worker,
-    };
-    let text = serde_json::to_vec_pretty(&v).map_err(|e| Error::internal(e.to_string()))?;
-    write_whole(&a.out, &text)
-        .map_err(|e| Error::input(format!("--out {}: {e}", a.out.display())))?;
-    Ok(())
+    let mut checker = UnitChecker::new(a.bundle, a.worker, a.scratch);
+    let r = checker.check(&a.unit, &a.out);
+    checker.finish();
+    r
 }
 
-fn bad_unit(a: &UnitJob, m: String) -> Error {
-    Error::input(format!("unit {}: {m}", a.unit.display()))
+/// What a check-unit process keeps from one unit to the next: the bundle, hashed once and
+/// parsed once; per APM the prefix states (the bases of the units' deltas); the checker
+/// runner, so that a warm checker server stays up between units.
+pub struct UnitChecker {
+    bundle: PathBuf,
+    worker: usize,
+    scratch: Option<PathBuf>,
+    host: String,
+    /// Read at the first unit; kept once its hash is known (a bundle that is not there yet
+    /// is looked for again at the next unit).
+    loaded: Option<Loaded>,
+    runner: Option<(RunnerKey, Runner)>,
+    /// Job ids given to the runner, to pair each outcome with its job.
+    jobs: u64,
+}
+
+/// The bundle as read by a worker.
+struct Loaded {
+    hash: String,
+    /// Parsed when the first unit that matches `hash` needs it.
+    parsed: Option<Parsed>,
+    /// Prefix states per APM (name, text): what a unit's `base` indexes.
+    prefixes: HashMap<(String, String), Vec<CrashFs>>,
+}
+
+struct Parsed {
+    ops: Vec<intact_model::Op>,
+    blob: Vec<u8>,
+    initial: intact_model::State,
+}
+
+/// What a runner was started for: a unit that differs in any of these gets a new runner.
+#[derive(PartialEq)]
+struct RunnerKey {
+    checker: Vec<String>,
+    protocol: CheckerProtocol,
+    timeout_bits: u64,
+}
+
+impl RunnerKey {
+    fn of(u: &Unit) -> RunnerKey {
+        RunnerKey {
+            checker: u.checker.clone(),
+            protocol: u.protocol,
+            timeout_bits: u.timeout.to_bits(),
+        }
+    }
+}
+
+impl UnitChecker {
+    pub fn new(bundle: PathBuf, worker: usize, scratch: Option<PathBuf>) -> UnitChecker {
+        UnitChecker {
+            bundle,
+            worker,
+            scratch,
+            host: hostname(),
+            loaded: None,
+            runner: None,
+            jobs: 0,
+        }
+    }
+
+    /// Checks the unit in the file `unit` and writes its verdict to `out`, whole or not
+    /// at all. Errors are the unit's (bad unit, bundle, checker: input) or intact's.
+    pub fn check(&mut self, unit: &Path, out: &Path) -> Result<(), Error> {
+        let (u, want, delta) = read_unit(unit)?;
+        let state = self.rebuild(unit, &u, want, &delta)?;
+        // Nothing written unless the verdict is: check the output path first.
+        if let Some(d) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if !d.is_dir() {
+                return Err(Error::input(format!(
+                    "--out {}: the directory {} does not exist",
+                    out.display(),
+                    d.display()
+                )));
+            }
+        }
+        let o = self.run_checker(&u, state)?;
+        let v = VerdictFile {
+            format: VERDICT_FORMAT.into(),
+            version: VERSION,
+            state: u.state,
+            hash: u.hash,
+            verdict: VerdictJson::of(&o.verdict),
+            elapsed: o.elapsed.as_secs_f64(),
+            host: self.host.clone(),
+            worker: o.worker,
+        };
+        let text = serde_json::to_vec_pretty(&v).map_err(|e| Error::internal(e.to_string()))?;
+        write_whole(out, &text)
+            .map_err(|e| Error::input(format!("--out {}: {e}", out.display())))?;
+        Ok(())
+    }
+
+    /// Stops the runner (and its checker server), removing its scratch space.
+    pub fn finish(mut self) {
+        if let Some((_, r)) = self.runner.take() {
+            drop(r.finish());
+        }
+    }
+
+    /// The unit's crash state, from the bundle checked to be the unit's.
+    fn rebuild(
+        &mut self,
+        unit: &Path,
+        u: &Unit,
+        want: StateHash,
+        delta: &Delta,
+    ) -> Result<CrashFs, Error> {
+        if self.loaded.is_none() {
+            let hash = bundle_hash(&self.bundle)
+                .map_err(|e| Error::input(format!("bundle {}: {e}", self.bundle.display())))?;
+            self.loaded = Some(Loaded {
+                hash,
+                parsed: None,
+                prefixes: HashMap::new(),
+            });
+        }
+        let l = self.loaded.as_mut().expect("loaded above");
+        if l.hash != u.bundle_hash {
+            return Err(Error::input(format!(
+                "bundle {} on {} is not the bundle unit {} was emitted from (content hash {}, expected {})",
+                self.bundle.display(),
+                self.host,
+                unit.display(),
+                l.hash,
+                u.bundle_hash
+            )));
+        }
+        l.state(&self.bundle, unit, u, want, delta)
+    }
+}
+
+impl Loaded {
+    /// The unit's state: its base prefix state plus its delta, with the content hash the
+    /// emitting run computed.
+    fn state(
+        &mut self,
+        bundle: &Path,
+        unit: &Path,
+        u: &Unit,
+        want: StateHash,
+        delta: &Delta,
+    ) -> Result<CrashFs, Error> {
+        let apm = unit_apm(unit, u)?;
+        let key = (apm.name.clone(), apm.source.clone());
+        if !self.prefixes.contains_key(&key) {
+            let parsed = match self.parsed.take() {
+                Some(p) => p,
+                None => parse_bundle(bundle)?,
+            };
+            let built = prefix_states(bundle, &parsed, &apm);
+            self.parsed = Some(parsed);
+            self.prefixes.insert(key.clone(), built?);
+        }
+        let prefixes = &self.prefixes[&key];
+        assert!(!prefixes.is_empty(), "prefix state 0 always exists");
+        let Some(base) = prefixes.get(u.base) else {
+            return Err(bad_unit(
+                unit,
+                format!(
+                    "base state {} does not exist (the program has {} calls)",
+                    u.base,
+                    prefixes.len() - 1
+                ),
+            ));
+        };
+        let mut state = base.clone();
+        state.patch(delta).map_err(|e| {
+            bad_unit(
+                unit,
+                format!("its delta does not apply (corrupt unit): {e}"),
+            )
+        })?;
+        let got = state.hash(&mut HashMap::new());
+        if got != want {
+            return Err(bad_unit(
+                unit,
+                format!(
+                    "the rebuilt state {} has content hash {}, not {} (corrupt unit)",
+                    u.state,
+                    hex(&got),
+                    u.hash
+                ),
+            ));
+        }
+        Ok(state)
+    }
+}
+
+fn parse_bundle(bundle: &Path) -> Result<Parsed, Error> {
+    let b = Bundle::open(bundle).map_err(|e| Error::input(e.to_string()))?;
+    Ok(Parsed {
+        ops: b.ops().map_err(|e| Error::input(e.to_string()))?,
+        blob: b.data().map_err(|e| Error::input(e.to_string()))?,
+        initial: b.initial().map_err(|e| Error::input(e.to_string()))?,
+    })
+}
+
+/// The states after the first 0..=N call groups of the APM's program.
+fn prefix_states(bundle: &Path, p: &Parsed, apm: &Apm) -> Result<Vec<CrashFs>, Error> {
+    let prog = Program::build(apm, &p.ops, &p.initial, p.blob.len() as u64).map_err(|e| {
+        Error::input(format!(
+            "bundle {} under APM {}: {e}",
+            bundle.display(),
+            apm.name
+        ))
+    })?;
+    let universe = CrashFs::universe(&p.initial, &p.ops)
+        .map_err(|e| Error::input(format!("bundle {}: {e}", bundle.display())))?;
+    let exp = Explorer::new(&prog, &p.ops, &p.blob, universe)
+        .map_err(|e| Error::internal(format!("building crash states: {e}")))?;
+    Ok((0..=prog.calls.len())
+        .map(|k| exp.prefix_state(k))
+        .collect())
+}
+
+fn bad_unit(unit: &Path, m: String) -> Error {
+    Error::input(format!("unit {}: {m}", unit.display()))
 }
 
 /// The unit file, checked: its state's hash and its delta.
-fn read_unit(a: &UnitJob) -> Result<(Unit, StateHash, Delta), Error> {
-    let bad_unit = |m: String| bad_unit(a, m);
-    let text = std::fs::read(&a.unit).map_err(|e| bad_unit(e.to_string()))?;
+fn read_unit(unit: &Path) -> Result<(Unit, StateHash, Delta), Error> {
+    let bad_unit = |m: String| bad_unit(unit, m);
+    let text = std::fs::read(unit).map_err(|e| bad_unit(e.to_string()))?;
     let u: Unit = serde_json::from_slice(&text).map_err(|e| {
         bad_unit(format!(
             "not a valid work unit (corrupt or truncated?): {e}"
         ))
     })?;
-    if u.format != UNIT_FORMAT || u.version != VERSION {
+    if u.format != UNIT_FORMAT || !(1..=UNIT_VERSION).contains(&u.version) {
         return Err(bad_unit(format!(
-            "not a version {VERSION} {UNIT_FORMAT} file"
+            "not a version 1..={UNIT_VERSION} {UNIT_FORMAT} file (version {}: written by another intact?)",
+            u.version
         )));
+    }
+    if u.version == 1 && u.protocol != CheckerProtocol::Process {
+        return Err(bad_unit(
+            "a version 1 unit has no \"protocol\" (corrupt unit)".into(),
+        ));
     }
     let want =
         parse_hash(&u.hash).ok_or_else(|| bad_unit("\"hash\" is not 64 hex digits".into()))?;
@@ -841,113 +1073,91 @@ fn read_unit(a: &UnitJob) -> Result<(Unit, StateHash, Delta), Error> {
 }
 
 /// The unit's APM: its text, or the built-in of its name.
-fn unit_apm(a: &UnitJob, u: &Unit) -> Result<Apm, Error> {
+fn unit_apm(unit: &Path, u: &Unit) -> Result<Apm, Error> {
     let apm = match &u.apm.source {
         Some(text) => Apm::parse(
             text,
-            &format!("APM {} of unit {}", u.apm.name, a.unit.display()),
+            &format!("APM {} of unit {}", u.apm.name, unit.display()),
         ),
         None if u.apm.name.contains('/') || u.apm.name.ends_with(".toml") => {
-            return Err(bad_unit(a, format!("APM {:?} has no text", u.apm.name)))
+            return Err(bad_unit(unit, format!("APM {:?} has no text", u.apm.name)))
         }
         None => Apm::resolve(&u.apm.name),
     }
-    .map_err(|e| bad_unit(a, e.to_string()))?;
+    .map_err(|e| bad_unit(unit, e.to_string()))?;
     if apm.name != u.apm.name {
         return Err(bad_unit(
-            a,
+            unit,
             format!("APM text names {}, not {}", apm.name, u.apm.name),
         ));
     }
     Ok(apm)
 }
 
-/// The unit's crash state: its base prefix state plus its delta, with the content hash
-/// the emitting run computed.
-fn rebuild_state(a: &UnitJob, u: &Unit, want: StateHash, delta: &Delta) -> Result<CrashFs, Error> {
-    let b = Bundle::open(&a.bundle).map_err(|e| Error::input(e.to_string()))?;
-    let ops = b.ops().map_err(|e| Error::input(e.to_string()))?;
-    let blob = b.data().map_err(|e| Error::input(e.to_string()))?;
-    let initial = b.initial().map_err(|e| Error::input(e.to_string()))?;
-    let apm = unit_apm(a, u)?;
-    let prog = Program::build(&apm, &ops, &initial, blob.len() as u64).map_err(|e| {
-        Error::input(format!(
-            "bundle {} under APM {}: {e}",
-            a.bundle.display(),
-            apm.name
-        ))
-    })?;
-    let universe = CrashFs::universe(&initial, &ops)
-        .map_err(|e| Error::input(format!("bundle {}: {e}", a.bundle.display())))?;
-    let exp = Explorer::new(&prog, &ops, &blob, universe)
-        .map_err(|e| Error::internal(format!("building crash states: {e}")))?;
-    if u.base > prog.calls.len() {
-        return Err(bad_unit(
-            a,
-            format!(
-                "base state {} does not exist (the program has {} calls)",
-                u.base,
-                prog.calls.len()
-            ),
-        ));
-    }
-    let mut state = exp.prefix_state(u.base);
-    state
-        .patch(delta)
-        .map_err(|e| bad_unit(a, format!("its delta does not apply (corrupt unit): {e}")))?;
-    let got = state.hash(&mut HashMap::new());
-    if got != want {
-        return Err(bad_unit(
-            a,
-            format!(
-                "the rebuilt state {} has content hash {}, not {} (corrupt unit)",
-                u.state,
-                hex(&got),
-                u.hash
-            ),
-        ));
-    }
-    Ok(state)
-}
-
-/// Runs the unit's checker on `state` (one job, as `intact check` runs it); stops on an
-/// interrupt.
-fn run_checker(a: &UnitJob, u: &Unit, state: CrashFs, host: &str) -> Result<Outcome, Error> {
-    let runner = Runner::start_numbered(
-        RunnerConfig {
-            checker: u.checker.clone(),
-            jobs: 1,
-            timeout: Some(Duration::from_secs_f64(u.timeout)),
-            scratch_parent: a.scratch.clone(),
-            keep_output_bytes: KEEP_OUTPUT,
-            protocol: intact_runner::Protocol::PerProcess,
-        },
-        a.worker,
-    )
-    .map_err(|e| Error::input(format!("--checker on {host}: {e}")))?;
-    let stdout = state.stdout.to_vec();
-    let job = Job {
-        id: 0,
-        state_id: u.state.clone(),
-        stdout,
-        materialise: Box::new(move |d: &Path| state.materialise(d).map_err(|e| e.to_string())),
-        release: None,
-    };
-    if runner.submit(job).is_err() {
-        return Err(Error::internal("the checker runner stopped"));
-    }
-    let mut outcome = None;
-    while outcome.is_none() {
-        if crate::interrupted() {
-            runner.cancel_handle().cancel();
-            drop(runner);
-            return Err(Error::interrupted("interrupted: no verdict written"));
+impl UnitChecker {
+    /// The runner for the unit's checker: the running one if it was started for the same
+    /// checker, protocol and time limit, else a new one (the old one, and its server, end).
+    fn runner_for(&mut self, u: &Unit) -> Result<&Runner, Error> {
+        let key = RunnerKey::of(u);
+        if self.runner.as_ref().is_some_and(|(k, _)| *k != key) {
+            if let Some((_, old)) = self.runner.take() {
+                drop(old.finish());
+            }
         }
-        std::thread::sleep(Duration::from_millis(5));
-        outcome = runner.drain().pop();
+        if self.runner.is_none() {
+            let runner = Runner::start_numbered(
+                RunnerConfig {
+                    checker: u.checker.clone(),
+                    jobs: 1,
+                    timeout: Some(Duration::from_secs_f64(u.timeout)),
+                    scratch_parent: self.scratch.clone(),
+                    keep_output_bytes: KEEP_OUTPUT,
+                    protocol: u.protocol.runner(),
+                },
+                self.worker,
+            )
+            .map_err(|e| {
+                let flag = crate::check::checker_flag(u.protocol.runner());
+                Error::input(format!("{flag} on {}: {e}", self.host))
+            })?;
+            self.runner = Some((key, runner));
+        }
+        Ok(&self.runner.as_ref().expect("started above").1)
     }
-    drop(runner.finish());
-    Ok(outcome.expect("loop ends with an outcome"))
+
+    /// Runs the unit's checker on `state` (one job, as `intact check` runs it); stops on an
+    /// interrupt.
+    fn run_checker(&mut self, u: &Unit, state: CrashFs) -> Result<Outcome, Error> {
+        self.jobs += 1;
+        let id = self.jobs;
+        let runner = self.runner_for(u)?;
+        let job = Job {
+            id,
+            state_id: u.state.clone(),
+            stdout: state.stdout.to_vec(),
+            materialise: Box::new(move |d: &Path| state.materialise(d).map_err(|e| e.to_string())),
+            release: None,
+        };
+        if runner.submit(job).is_err() {
+            self.runner = None;
+            return Err(Error::internal("the checker runner stopped"));
+        }
+        loop {
+            let runner = &self.runner.as_ref().expect("submitted to it").1;
+            if crate::interrupted() {
+                runner.cancel_handle().cancel();
+                self.runner = None;
+                return Err(Error::interrupted("interrupted: no verdict written"));
+            }
+            let mut done = runner.drain();
+            assert!(done.len() <= 1, "one job at a time");
+            if let Some(o) = done.pop() {
+                assert_eq!(o.id, id, "the outcome of the job just submitted");
+                return Ok(o);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------
