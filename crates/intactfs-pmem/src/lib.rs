@@ -29,6 +29,7 @@ pub mod api;
 pub mod checkpoint;
 mod data;
 pub mod error;
+mod falloc;
 pub mod index;
 mod invariants;
 pub mod layout;

@@ -58,6 +58,11 @@ fn crash_simulation() {
         "extended-attribute sets and ENOSPC: {total}"
     );
     assert!(
+        // fallocate: allocations (past the end too) and punches.
+        total.fallocates >= 10,
+        "fallocate calls: {total}"
+    );
+    assert!(
         total.checkpoints > 10
             && total.pointer_swaps > 50
             && total.redo_entries > 100

@@ -927,3 +927,59 @@ fn extended_attributes_are_atomic_and_durable() {
     assert_eq!(fs.statfs().free_files, before.free_files);
     fs.check_invariants().unwrap();
 }
+
+/// fallocate: mode 0 maps zeroed blocks and grows the size, KEEP_SIZE maps blocks past the
+/// end (mount accepts them; a later grow reads zeros there), a punch unmaps whole blocks and
+/// zeroes partial ones; all go with an abort, stay after a crash, and free space adds up.
+#[test]
+fn fallocate_allocates_keeps_size_and_punches() {
+    let (mut fs, before) = fresh_counted();
+    let b = intactfs_pmem::BLOCK;
+    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    fs.write(None, f, 0, b"abc").unwrap();
+    assert_eq!(fs.fallocate(None, f, 0, 0, false).unwrap_err().errno(), 22);
+    // Mode 0 past the triple-indirect start: indirect blocks are made on the way.
+    fs.fallocate(None, f, 0, 20 * b, false).unwrap();
+    assert_eq!(fs.getattr(f).unwrap().size, 20 * b);
+    assert_eq!(fs.read(f, 0, 5).unwrap(), b"abc\0\0");
+    let free = fs.statfs().free_blocks;
+    assert!(
+        free + 21 <= before.free_blocks,
+        "20 data blocks and an indirect one"
+    );
+    // KEEP_SIZE past the end: the size stays, the blocks count.
+    fs.fallocate(None, f, 30 * b, 4 * b, true).unwrap();
+    assert_eq!(fs.getattr(f).unwrap().size, 20 * b);
+    assert_eq!(fs.statfs().free_blocks, free - 4);
+    assert_eq!(fs.getattr(f).unwrap().blocks * 512, 25 * b);
+    // An aborted fallocate leaves nothing.
+    let t = fs.tx_begin(&[f]).unwrap();
+    fs.fallocate(Some(t), f, 100 * b, 3 * b, false).unwrap();
+    fs.tx_abort(t).unwrap();
+    assert_eq!(fs.getattr(f).unwrap().size, 20 * b);
+    assert_eq!(fs.statfs().free_blocks, free - 4);
+    fs.check_invariants().unwrap();
+    // Punch: a partial block, two whole ones, a partial one.
+    let data = pattern(6 * b as usize, 3);
+    fs.write(None, f, 0, &data).unwrap();
+    fs.punch_hole(None, f, b / 2, 3 * b).unwrap();
+    let got = fs.read(f, 0, 6 * b).unwrap();
+    let (lo, hi) = ((b / 2) as usize, (b / 2 + 3 * b) as usize);
+    assert!(got[lo..hi].iter().all(|&x| x == 0));
+    assert_eq!(got[..lo], data[..lo]);
+    assert_eq!(got[hi..], data[hi..]);
+    assert_eq!(fs.getattr(f).unwrap().size, 20 * b);
+    fs.check_invariants().unwrap();
+    let mut fs = crash(fs);
+    fs.check_invariants().unwrap();
+    assert_eq!(fs.read(f, 0, 6 * b).unwrap(), got);
+    // Growing over the blocks KEEP_SIZE mapped reads zeros; punching them frees them.
+    fs.truncate(None, f, 40 * b).unwrap();
+    assert!(fs.read(f, 30 * b, 4 * b).unwrap().iter().all(|&x| x == 0));
+    fs.punch_hole(None, f, 0, 64 * b).unwrap();
+    assert!(fs.read(f, 0, 40 * b).unwrap().iter().all(|&x| x == 0));
+    fs.unlink(None, ROOT, b"f").unwrap();
+    fs.checkpoint().unwrap();
+    assert_eq!(fs.statfs().free_blocks, before.free_blocks);
+    fs.check_invariants().unwrap();
+}

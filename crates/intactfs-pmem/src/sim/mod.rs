@@ -30,7 +30,8 @@ pub mod probe;
 use crate::{FileType, Ino, MkfsOptions, PmemFs, PmemFsError, SetAttr, Time, Tunables, TxId, ROOT};
 use intactfs_device::{PmemDevice, PmemSim};
 use model::{
-    diff, digest, sparse_hash, MIno, MOp, MSpecial, MState, SNode, Snap, MAX_SIZE, SNAP_CHUNK,
+    diff, digest, sparse_hash, MFalloc, MIno, MOp, MSpecial, MState, SNode, Snap, MAX_SIZE,
+    SNAP_CHUNK,
 };
 use probe::Probe;
 use rand::{Rng, SeedableRng};
@@ -144,6 +145,8 @@ pub struct SimReport {
     pub far_writes: u64,
     /// Extended-attribute sets that succeeded (format 4).
     pub xattr_sets: u64,
+    /// fallocate calls that succeeded (allocations and punches).
+    pub fallocates: u64,
     pub orphans_made: u64,
     pub orphans_freed: u64,
 }
@@ -179,6 +182,7 @@ impl std::ops::AddAssign for SimReport {
         self.specials += o.specials;
         self.far_writes += o.far_writes;
         self.xattr_sets += o.xattr_sets;
+        self.fallocates += o.fallocates;
         self.orphans_made += o.orphans_made;
         self.orphans_freed += o.orphans_freed;
     }
@@ -190,7 +194,7 @@ impl std::fmt::Display for SimReport {
             f,
             "{} workloads, {} calls ({} legacy, {} interleaved with 2+ open transactions, {} expected errors of which {} EBUSY, {} ENOSPC), \
              {} transactions committed, {} aborted; {} crash points ({} exhaustive), {} crash images ({} distinct recovered: {} to the newest state, {} to the one before), \
-             {} images crashed inside recovery, {} checkpoints after recovery; {} hard links, {} exchanges, {} symlinks, {} special files, {} writes past 1 GiB, {} attribute sets, {} opens, {} files unlinked while open, {} freed by their last release; engine: {} checkpoints, {} blocks checkpointed, {} pointer swaps, {} redo entries, {} undo entries",
+             {} images crashed inside recovery, {} checkpoints after recovery; {} hard links, {} exchanges, {} symlinks, {} special files, {} writes past 1 GiB, {} attribute sets, {} fallocates, {} opens, {} files unlinked while open, {} freed by their last release; engine: {} checkpoints, {} blocks checkpointed, {} pointer swaps, {} redo entries, {} undo entries",
             self.workloads,
             self.calls,
             self.legacy_calls,
@@ -214,6 +218,7 @@ impl std::fmt::Display for SimReport {
             self.specials,
             self.far_writes,
             self.xattr_sets,
+            self.fallocates,
             self.opens,
             self.orphans_made,
             self.orphans_freed,
@@ -668,7 +673,10 @@ impl Run {
         if (88..93).contains(&kind) {
             return self.xattr_call(ctx);
         }
-        if kind < 40 {
+        if (36..40).contains(&kind) {
+            return self.fallocate_call(ctx);
+        }
+        if kind < 36 {
             let files = self.live.files();
             let Some(f) = self.target(files, ctx) else {
                 return Ok(());
@@ -970,6 +978,51 @@ impl Run {
                     name,
                 },
                 &[p, f],
+            );
+        }
+        Ok(())
+    }
+
+    /// fallocate: mode 0, KEEP_SIZE (often past the end) or a punch, mostly within the
+    /// first blocks, sometimes far out (new indirect blocks on the way), some too large for
+    /// the device (ENOSPC, which must leave nothing).
+    fn fallocate_call(&mut self, ctx: Option<u64>) -> Result<(), String> {
+        let files = self.live.files();
+        let Some(f) = self.target(files, ctx) else {
+            return Ok(());
+        };
+        let mode =
+            [MFalloc::Allocate, MFalloc::KeepSize, MFalloc::Punch][self.rng.random_range(0..3)];
+        let off = match self.rng.random_range(0..8) {
+            0 => self.write_offset(),
+            _ => self.rng.random_range(0..40_000u64),
+        };
+        let len = match self.rng.random_range(0..10) {
+            0 => 0,
+            1 => self.rng.random_range(400_000..900_000u64),
+            _ => self.rng.random_range(1..40_000u64),
+        };
+        let want = self
+            .live
+            .check_fallocate(f, (off, len), mode, &self.busy(ctx));
+        let tx = ctx.map(TxId);
+        let got = match mode {
+            MFalloc::Punch => self.fs.punch_hole(tx, f, off, len),
+            _ => self
+                .fs
+                .fallocate(tx, f, off, len, mode == MFalloc::KeepSize),
+        };
+        if self.agree("fallocate", got, want)?.is_some() {
+            self.rep.fallocates += 1;
+            self.done(
+                ctx,
+                MOp::Fallocate {
+                    ino: f,
+                    off,
+                    len,
+                    mode,
+                },
+                &[f],
             );
         }
         Ok(())
