@@ -44,8 +44,9 @@ fn crash_simulation() {
         total.orphans_made >= 5
             && total.orphans_freed >= 2
             && total.links >= 10
-            && total.exchanges >= 1,
-        "hard links, exchanges, files unlinked while open, freed by their last release: {total}"
+            && total.exchanges >= 1
+            && total.dir_orphans_made >= 2,
+        "hard links, exchanges, files unlinked and directories removed while open, freed by their last release: {total}"
     );
     assert!(
         // Format 3 (issue 26 item 3): links, special files, the triple-indirect tree.

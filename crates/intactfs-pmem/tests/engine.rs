@@ -983,3 +983,61 @@ fn fallocate_allocates_keeps_size_and_punches() {
     assert_eq!(fs.statfs().free_blocks, before.free_blocks);
     fs.check_invariants().unwrap();
 }
+
+/// rmdir (or rename over) an open empty directory leaves an orphan: getattr shows link count
+/// 0, readdir lists nothing, no entry can be made in it (ENOENT), the parent loses its
+/// link; the last release frees it, an abort gives the name back, and mount frees one a
+/// crash left.
+#[test]
+fn open_directories_removed_live_until_their_last_release() {
+    let (mut fs, before) = fresh_counted();
+    let d = fs.mkdir(None, ROOT, b"d", 0o755, 0, 0).unwrap().ino;
+    fs.open(d).unwrap();
+    fs.rmdir(None, ROOT, b"d").unwrap();
+    let a = fs.getattr(d).unwrap();
+    assert_eq!((a.kind, a.nlink), (FileType::Dir, 0));
+    assert_eq!(fs.getattr(ROOT).unwrap().nlink, 2);
+    assert!(fs.readdir(d).unwrap().is_empty());
+    assert_eq!(fs.lookup(ROOT, b"d").unwrap_err().errno(), 2);
+    let enoent = |r: Result<intactfs_pmem::Attr, PmemFsError>| r.unwrap_err().errno();
+    assert_eq!(enoent(fs.create(None, d, b"new", 0o644, 0, 0)), 2);
+    assert_eq!(enoent(fs.mkdir(None, d, b"new", 0o755, 0, 0)), 2);
+    assert_eq!(enoent(fs.tmpfile(None, d, 0o600, 0, 0)), 2);
+    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    assert_eq!(enoent(fs.link(None, f, d, b"f2")), 2);
+    assert_eq!(fs.rename(None, ROOT, b"f", d, b"f").unwrap_err().errno(), 2);
+    fs.setattr(
+        None,
+        d,
+        &SetAttr {
+            mode: Some(0o700),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    fs.check_invariants().unwrap();
+    fs.release(d).unwrap();
+    assert_eq!(fs.getattr(d).unwrap_err().errno(), 2);
+    fs.check_invariants().unwrap();
+    // In a transaction: an abort gives the name back; replaced by rename, it stays too.
+    let e = fs.mkdir(None, ROOT, b"e", 0o755, 0, 0).unwrap().ino;
+    fs.open(e).unwrap();
+    let t = fs.tx_begin(&[ROOT]).unwrap();
+    fs.rmdir(Some(t), ROOT, b"e").unwrap();
+    fs.release(e).unwrap();
+    fs.tx_abort(t).unwrap();
+    assert_eq!(fs.lookup(ROOT, b"e").unwrap().nlink, 2);
+    fs.open(e).unwrap();
+    fs.mkdir(None, ROOT, b"g", 0o755, 0, 0).unwrap();
+    fs.rename(None, ROOT, b"g", ROOT, b"e").unwrap();
+    assert_eq!(fs.getattr(e).unwrap().nlink, 0);
+    assert_eq!(fs.getattr(ROOT).unwrap().nlink, 3);
+    fs.check_invariants().unwrap();
+    // A crash closes it: mount frees it.
+    let mut fs = crash(fs);
+    assert_eq!(fs.getattr(e).unwrap_err().errno(), 2);
+    fs.check_invariants().unwrap();
+    fs.rmdir(None, ROOT, b"e").unwrap();
+    fs.unlink(None, ROOT, b"f").unwrap();
+    assert_all_freed(&mut fs, &before);
+}

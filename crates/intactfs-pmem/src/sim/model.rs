@@ -671,10 +671,13 @@ impl MState {
             .sum()
     }
 
-    /// The link count POSIX shows: a file's names, a directory's 2 + subdirectories.
+    /// The link count POSIX shows: a file's names, a directory's 2 + subdirectories (0 once
+    /// removed while open).
     pub fn nlink(&self, ino: MIno) -> u32 {
         let n = &self.nodes[&ino];
-        if n.dir {
+        if n.dir && ino != MROOT && self.names(ino) == 0 {
+            0
+        } else if n.dir {
             2 + n.entries.values().filter(|c| self.nodes[c].dir).count() as u32
         } else {
             self.names(ino)
@@ -786,17 +789,21 @@ impl MState {
         Ok(())
     }
 
-    /// Files no directory names (unlinked while open).
-    pub fn orphans(&self) -> Vec<MIno> {
-        let named: std::collections::BTreeSet<MIno> = self
-            .nodes
+    /// Every inode some directory names.
+    fn named(&self) -> std::collections::BTreeSet<MIno> {
+        self.nodes
             .values()
             .flat_map(|n| n.entries.values().copied())
-            .collect();
+            .collect()
+    }
+
+    /// Files and directories no directory names (unlinked or removed while open).
+    pub fn orphans(&self) -> Vec<MIno> {
+        let named = self.named();
         self.nodes
-            .iter()
-            .filter(|(i, n)| !n.dir && **i != MROOT && !named.contains(i))
-            .map(|(&i, _)| i)
+            .keys()
+            .filter(|&&i| i != MROOT && !named.contains(&i))
+            .copied()
             .collect()
     }
 
@@ -813,10 +820,13 @@ impl MState {
             .map(|(&i, _)| i)
             .collect()
     }
+    /// The directories that may take entries: the root and the named ones (not those
+    /// removed while open; the engine's ENOENT for them is tests/engine.rs's to check).
     pub fn dirs(&self) -> Vec<MIno> {
+        let named = self.named();
         self.nodes
             .iter()
-            .filter(|(_, n)| n.dir)
+            .filter(|(i, n)| n.dir && (**i == MROOT || named.contains(i)))
             .map(|(&i, _)| i)
             .collect()
     }
