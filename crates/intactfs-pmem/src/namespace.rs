@@ -486,7 +486,7 @@ impl<P: PmemDevice> PmemFs<P> {
         let words = rec.words();
         b.put(base, words[0]);
         for (i, w) in words.iter().enumerate().skip(1) {
-            b.put_fresh(base + i as u64 * 8, *w);
+            b.put_fresh(base + INODE_WORD_OFFS[i], *w);
         }
         for off in (I_DIRECT..I_XATTR_END).step_by(8) {
             b.put_fresh(base + off, 0);
@@ -1100,6 +1100,15 @@ impl<P: PmemDevice> PmemFs<P> {
     fn do_setattr(&mut self, id: u64, ino: Ino, sa: &SetAttr) -> Result<Attr> {
         let mut rec = self.inode(ino)?;
         self.check_owner(id, ino)?;
+        if let Some(t) = [sa.atime, sa.mtime]
+            .into_iter()
+            .flatten()
+            .find(|t| t.nsec >= 1_000_000_000)
+        {
+            return Err(PmemFsError::Invalid(format!(
+                "time {t:?}: nanoseconds must be below 10^9"
+            )));
+        }
         if let Some(s) = sa.size {
             if rec.kind == FileType::Dir {
                 return Err(PmemFsError::IsDir(format!(

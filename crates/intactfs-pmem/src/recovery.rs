@@ -330,7 +330,7 @@ impl<P: PmemDevice> PmemFs<P> {
             let base = g.inode_off(ino);
             let mut w = [0u64; INODE_WORDS];
             for (i, x) in w.iter_mut().enumerate() {
-                *x = self.dev.load_u64(base + i as u64 * 8)?;
+                *x = self.dev.load_u64(base + INODE_WORD_OFFS[i])?;
             }
             match InodeRec::from_words(&w) {
                 Ok(Some(r)) => {

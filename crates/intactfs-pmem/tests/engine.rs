@@ -504,8 +504,9 @@ fn an_orphans_last_release_inside_a_transaction_waits_for_its_end() {
 
 #[test]
 fn images_of_older_formats_are_refused_with_a_message() {
-    // 1: before orphans and hard links; 2: before symbolic links and special files.
-    for version in [1u32, 2] {
+    // 1: before orphans and hard links; 2: before symbolic links and special files; 3:
+    // before extended attributes; 4: before times past 2262.
+    for version in [1u32, 2, 3, 4] {
         let fs = fresh();
         let mut img = fs.into_device().persistent().to_vec();
         img[8..12].copy_from_slice(&version.to_le_bytes());
@@ -1040,4 +1041,42 @@ fn open_directories_removed_live_until_their_last_release() {
     fs.rmdir(None, ROOT, b"e").unwrap();
     fs.unlink(None, ROOT, b"f").unwrap();
     assert_all_freed(&mut fs, &before);
+}
+
+/// Format 5 keeps every time exactly: before 1970, at 2^31 and 2^32 seconds, in 2400 and
+/// at the ends of an i64 of seconds, across a crash; nanoseconds past 10^9 are EINVAL.
+#[test]
+fn times_before_1970_and_past_2262_are_kept_exactly() {
+    let mut fs = fresh();
+    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    let t = |sec: i64, nsec: u32| intactfs_pmem::Time { sec, nsec };
+    let times = [
+        t(0, 0),
+        t(-2, 500_000_000),
+        t(-1, 999_999_999),
+        t(-(1 << 31), 0),
+        t((1 << 31) + 10, 5),
+        t((1 << 32) + 7, 11),
+        t(13_569_465_600, 123),
+        t(i64::MAX, 999_999_999),
+        t(i64::MIN, 0),
+    ];
+    for (k, &at) in times.iter().enumerate() {
+        let mt = times[times.len() - 1 - k];
+        let sa = SetAttr {
+            atime: Some(at),
+            mtime: Some(mt),
+            ..Default::default()
+        };
+        fs.setattr(None, f, &sa).unwrap();
+        fs = crash(fs);
+        let a = fs.getattr(f).unwrap();
+        assert_eq!((a.atime, a.mtime), (at, mt));
+    }
+    let bad = SetAttr {
+        mtime: Some(t(5, 1_000_000_000)),
+        ..Default::default()
+    };
+    assert_eq!(fs.setattr(None, f, &bad).unwrap_err().errno(), 22);
+    fs.check_invariants().unwrap();
 }
