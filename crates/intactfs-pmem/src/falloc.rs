@@ -128,14 +128,16 @@ impl<P: PmemDevice> PmemFs<P> {
     }
 
     /// The blocks in [b0, b1) of `ino` with neither a home block nor a version. ENOSPC first
-    /// when they cannot fit the free blocks (a huge range is refused without a walk).
-    fn holes(&self, ino: Ino, b0: u64, b1: u64) -> Result<Vec<u64>> {
+    /// when they cannot fit the free blocks, even after a checkpoint frees the pending
+    /// ones (a huge range is refused without a walk).
+    fn holes(&mut self, ino: Ino, b0: u64, b1: u64) -> Result<Vec<u64>> {
         assert!(b0 < b1 && b1 <= MAX_BLOCKS, "block range {b0}..{b1}");
-        let used: BTreeSet<u64> = (self.mapped_blocks(ino)?.into_iter())
-            .filter_map(|(l, _)| l)
-            .chain(self.index.file(ino).map(|(l, _)| l))
-            .filter(|l| (b0..b1).contains(l))
-            .collect();
+        let mut used = self.used_lbns(ino, b0, b1)?;
+        if b1 - b0 - used.len() as u64 > self.free_blocks.len() as u64 {
+            self.checkpoint_where(|_, _| true)?;
+            self.flush_dead_commits()?;
+            used = self.used_lbns(ino, b0, b1)?;
+        }
         let want = b1 - b0 - used.len() as u64;
         if want > self.free_blocks.len() as u64 {
             return Err(PmemFsError::NoSpace(format!(
@@ -146,6 +148,15 @@ impl<P: PmemDevice> PmemFs<P> {
         let holes: Vec<u64> = (b0..b1).filter(|l| !used.contains(l)).collect();
         assert_eq!(holes.len() as u64, want);
         Ok(holes)
+    }
+
+    /// The blocks in [b0, b1) of `ino` with a home block or a version.
+    fn used_lbns(&self, ino: Ino, b0: u64, b1: u64) -> Result<BTreeSet<u64>> {
+        Ok((self.mapped_blocks(ino)?.into_iter())
+            .filter_map(|(l, _)| l)
+            .chain(self.index.file(ino).map(|(l, _)| l))
+            .filter(|l| (b0..b1).contains(l))
+            .collect())
     }
 
     /// Stages pointers mapping each hole to its block of `data` (zeroed here), with the
