@@ -43,6 +43,10 @@ impl<P: PmemDevice> Engine for PmemFs<P> {
         if rec.kind != FileType::Dir {
             return Err(FsError::NotDir(format!("inode {dir}")));
         }
+        if rec.nlink == 0 {
+            // Removed while open: its parent field may name a directory gone since.
+            return Err(FsError::NotFound(format!("directory {dir} was removed")));
+        }
         assert!(rec.parent != 0, "directory {dir} has no parent");
         Ok(rec.parent as Ino)
     }

@@ -472,20 +472,7 @@ impl<P: PmemDevice> PmemFs<P> {
         plan: TruncPlan,
         tail_blocks: Vec<u64>,
     ) -> Result<()> {
-        for lbn in plan.drop_open {
-            if let Some(o) = self.index.entry(ino, lbn).open.take() {
-                self.free_blocks.insert(o.pblk);
-                release(
-                    &mut self.log.reserved,
-                    1,
-                    "log.reserved (truncated open version)",
-                );
-                let t = self.txs.get_mut(&id).expect("open");
-                release(&mut t.reserved, 1, "tx.reserved (truncated open version)");
-                t.data.remove(&(ino, lbn));
-            }
-            self.index.tidy(ino, lbn);
-        }
+        self.drop_open_versions(id, ino, &plan.drop_open);
         self.txs
             .get_mut(&id)
             .expect("open")

@@ -19,7 +19,10 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"INTPMEM1");
 /// Format 4: extended attributes, one block per inode named by inode word [`I_XATTR`]
 /// (crate::xattr). Format 3 images hold a zero there, but an engine of format 3 would
 /// count an attribute block as free, so they are refused the same way.
-pub const VERSION: u32 = 4;
+/// Format 5: a time stamp is two words, seconds (i64) in the old word and nanoseconds in
+/// one of the words [`I_NSEC`].. (format 4 held one i64 of nanoseconds, which ends in
+/// 2262); format 4 images are refused the same way.
+pub const VERSION: u32 = 5;
 pub const INODE_SIZE: u64 = 256;
 pub const LOG_ENTRY: u64 = 64;
 pub const NAME_MAX: usize = 255;
@@ -67,9 +70,28 @@ pub const I_POINTERS_END: u64 = I_TINDIRECT + 8;
 /// Word: the block holding the inode's extended attributes, 0 for none (format 4).
 pub const I_XATTR: u64 = I_POINTERS_END;
 pub const I_XATTR_END: u64 = I_XATTR + 8;
+/// Words: the nanoseconds of atime, mtime and ctime (format 5; their seconds are in
+/// [`I_ATIME`], [`I_MTIME`], [`I_CTIME`]).
+pub const I_NSEC: u64 = I_XATTR_END;
+pub const I_NSEC_END: u64 = I_NSEC + 3 * 8;
 
-/// Words of an inode's fixed fields (type .. rdev), before the block pointers.
-pub const INODE_WORDS: usize = 8;
+/// Words of an inode's fixed fields: type .. rdev before the block pointers, then the
+/// three nanosecond words after the attribute pointer.
+pub const INODE_WORDS: usize = 11;
+/// Where each of [`InodeRec::words`] lives in the slot (bytes).
+pub const INODE_WORD_OFFS: [u64; INODE_WORDS] = [
+    I_TYPE,
+    I_LINKS,
+    I_IDS,
+    I_SIZE,
+    I_ATIME,
+    I_MTIME,
+    I_CTIME,
+    I_RDEV,
+    I_NSEC,
+    I_NSEC + 8,
+    I_NSEC + 16,
+];
 
 pub const KIND_FILE: u8 = 1;
 pub const KIND_DIR: u8 = 2;
@@ -230,28 +252,31 @@ impl Geometry {
 
 pub const SB_BYTES: usize = SB_LEN + 8;
 
-/// Time stamps on the media: seconds and nanoseconds since the epoch, stored as one i64
-/// of nanoseconds.
-pub trait TimeWord {
-    fn to_word(self) -> u64;
-    fn from_word(w: u64) -> Self;
+/// A time stamp on the media (format 5): seconds since the epoch as an i64 in one word,
+/// nanoseconds (below 10^9) in another, so every time `Time` holds is kept exactly (one
+/// i64 of nanoseconds, format 4, ended in 2262).
+fn time_words(t: Time) -> (u64, u64) {
+    assert!(
+        t.nsec < NSEC_PER_SEC,
+        "time {t:?} has {} nanoseconds",
+        t.nsec
+    );
+    (t.sec as u64, t.nsec as u64)
 }
 
-impl TimeWord for Time {
-    fn to_word(self) -> u64 {
-        (self
-            .sec
-            .saturating_mul(1_000_000_000)
-            .saturating_add(self.nsec as i64)) as u64
+/// The time of a seconds word and a nanoseconds word; an error for nanoseconds past 10^9
+/// (damage: nothing stores them).
+fn time_of(sec: u64, nsec: u64) -> Result<Time, String> {
+    if nsec >= NSEC_PER_SEC as u64 {
+        return Err(format!("nanoseconds word {nsec} is not below 10^9"));
     }
-    fn from_word(w: u64) -> Time {
-        let ns = w as i64;
-        Time {
-            sec: ns.div_euclid(1_000_000_000),
-            nsec: ns.rem_euclid(1_000_000_000) as u32,
-        }
-    }
+    Ok(Time {
+        sec: sec as i64,
+        nsec: nsec as u32,
+    })
 }
+
+const NSEC_PER_SEC: u32 = 1_000_000_000;
 
 /// File types on the media: one byte in the inode's type word and the entry header.
 pub trait KindCode: Sized {
@@ -304,17 +329,26 @@ pub struct InodeRec {
 }
 
 impl InodeRec {
-    /// The first 64 bytes of the slot as eight words (type, links, ids, size, times, rdev).
+    /// The fixed words, at [`INODE_WORD_OFFS`]: type, links, ids, size, the seconds of
+    /// the three times, rdev, then the three times' nanoseconds.
     pub fn words(&self) -> [u64; INODE_WORDS] {
+        let (a, m, c) = (
+            time_words(self.atime),
+            time_words(self.mtime),
+            time_words(self.ctime),
+        );
         [
             self.kind.code() as u64 | (self.mode as u64) << 32,
             self.nlink as u64 | (self.uid as u64) << 32,
             self.gid as u64 | (self.parent as u64) << 32,
             self.size,
-            self.atime.to_word(),
-            self.mtime.to_word(),
-            self.ctime.to_word(),
+            a.0,
+            m.0,
+            c.0,
             self.rdev as u64,
+            a.1,
+            m.1,
+            c.1,
         ]
     }
     /// Decodes; None for a free slot (kind 0), an error for an unknown kind or a device
@@ -339,9 +373,9 @@ impl InodeRec {
             gid: w[2] as u32,
             parent: (w[2] >> 32) as u32,
             size: w[3],
-            atime: Time::from_word(w[4]),
-            mtime: Time::from_word(w[5]),
-            ctime: Time::from_word(w[6]),
+            atime: time_of(w[4], w[8])?,
+            mtime: time_of(w[5], w[9])?,
+            ctime: time_of(w[6], w[10])?,
             rdev: w[7] as u32,
         }))
     }
@@ -447,6 +481,7 @@ mod tests {
         // The pointer words end inside the 256-byte inode slot.
         const { assert!(I_POINTERS_END <= INODE_SIZE) };
         const { assert!(I_XATTR >= I_POINTERS_END && I_XATTR_END <= INODE_SIZE) };
+        const { assert!(I_NSEC >= I_XATTR_END && I_NSEC_END <= INODE_SIZE) };
     }
 
     #[test]

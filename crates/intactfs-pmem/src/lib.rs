@@ -29,6 +29,7 @@ pub mod api;
 pub mod checkpoint;
 mod data;
 pub mod error;
+mod falloc;
 pub mod index;
 mod invariants;
 pub mod layout;
@@ -351,7 +352,7 @@ impl<P: PmemDevice> PmemFs<P> {
             rdev: 0,
         };
         for (i, w) in root.words().iter().enumerate() {
-            dev.store_u64(g.inode_off(ROOT) + i as u64 * 8, *w)?;
+            dev.store_u64(g.inode_off(ROOT) + INODE_WORD_OFFS[i], *w)?;
         }
         dev.clwb(g.log_start * BLOCK, (g.data_start - g.log_start) * BLOCK)?;
         dev.fence()?;
@@ -451,7 +452,7 @@ impl<P: PmemDevice> PmemFs<P> {
         let base = self.g.inode_off(ino);
         let mut w = [0u64; INODE_WORDS];
         for (i, x) in w.iter_mut().enumerate() {
-            *x = b.read(&self.dev, base + i as u64 * 8)?;
+            *x = b.read(&self.dev, base + INODE_WORD_OFFS[i])?;
         }
         match InodeRec::from_words(&w) {
             Ok(Some(r)) => Ok(r),
@@ -468,7 +469,7 @@ impl<P: PmemDevice> PmemFs<P> {
     pub(crate) fn stage_inode(&self, b: &mut Batch, ino: Ino, rec: &InodeRec) -> Result<()> {
         let base = self.g.inode_off(ino);
         for (i, w) in rec.words().iter().enumerate() {
-            let off = base + i as u64 * 8;
+            let off = base + INODE_WORD_OFFS[i];
             if b.read(&self.dev, off)? != *w {
                 b.put(off, *w);
             }

@@ -29,6 +29,9 @@ pub enum Mutation {
     /// setxattr stores the new attribute block without persisting it before the batch
     /// names it: a crash may leave a pointer to a block of zeros (format 4).
     XattrBlockNotPersisted = 7,
+    /// fallocate stores the zeros of a new block without persisting them before the batch
+    /// names it: a crash may leave the block's stale content readable.
+    FallocZerosNotPersisted = 8,
 }
 
 intactfs_types::mutation_switch!(Mutation);

@@ -157,6 +157,18 @@ impl<P: PmemDevice> PmemFs<P> {
         Ok(r)
     }
 
+    /// A directory that may take a new entry: ENOENT once removed (an orphan kept for its
+    /// open descriptors, [`crate::orphan`]), as POSIX wants for a removed directory.
+    fn live_dir_rec(&self, dir: Ino) -> Result<InodeRec> {
+        let r = self.dir_rec(dir)?;
+        if r.nlink == 0 {
+            return Err(PmemFsError::NotFound(format!(
+                "directory {dir} was removed (it stays only for its open descriptors)"
+            )));
+        }
+        Ok(r)
+    }
+
     fn find(&self, dir: Ino, name: &[u8]) -> Result<Option<(u64, Ino)>> {
         let di = self.dirs.get(&dir).ok_or_else(|| {
             PmemFsError::Internal(format!("directory {dir} has no volatile index"))
@@ -456,7 +468,7 @@ impl<P: PmemDevice> PmemFs<P> {
     /// The checks a new name in `parent` starts with; the parent's inode.
     fn check_new_name(&self, id: u64, parent: Ino, name: &[u8]) -> Result<InodeRec> {
         check_name(name)?;
-        let prec = self.dir_rec(parent)?;
+        let prec = self.live_dir_rec(parent)?;
         self.check_owner(id, parent)?;
         if self.find(parent, name)?.is_some() {
             return Err(PmemFsError::Exists(format!(
@@ -474,7 +486,7 @@ impl<P: PmemDevice> PmemFs<P> {
         let words = rec.words();
         b.put(base, words[0]);
         for (i, w) in words.iter().enumerate().skip(1) {
-            b.put_fresh(base + i as u64 * 8, *w);
+            b.put_fresh(base + INODE_WORD_OFFS[i], *w);
         }
         for off in (I_DIRECT..I_XATTR_END).step_by(8) {
             b.put_fresh(base + off, 0);
@@ -496,7 +508,7 @@ impl<P: PmemDevice> PmemFs<P> {
         uid: u32,
         gid: u32,
     ) -> Result<Attr> {
-        self.dir_rec(parent)?;
+        self.live_dir_rec(parent)?;
         let node = NewNode::new(FileType::File, mode, uid, gid);
         self.mutate(tx, |fs, id| fs.do_tmpfile(id, &node))
     }
@@ -621,8 +633,9 @@ impl<P: PmemDevice> PmemFs<P> {
             }
             self.index.tidy(victim, lbn);
         }
-        // An open directory is freed at once (only files become orphans): later releases
-        // of it do nothing, and a new inode reusing the number starts closed.
+        // Only an inode nobody has open is dropped (orphans wait for their last release),
+        // but FreeOpenFileAtUnlink drops open ones: a new inode reusing the number starts
+        // closed either way.
         self.opens.remove(&victim);
         if self.dirs.remove(&victim).is_some() {
             self.txs.get_mut(&id).expect("open").dirs.insert(victim);
@@ -695,14 +708,26 @@ impl<P: PmemDevice> PmemFs<P> {
         Ok(())
     }
 
-    /// Stages the loss of one name of `victim`: a file with other names (hard links) or
-    /// that is open (it becomes an orphan: link count 0, freed at its last release,
-    /// [`crate::orphan`]) loses a link; anything else is dropped (finish with
-    /// `finish_drop_inode` after the batch). True when the inode stays.
+    /// Stages the loss of one name of `victim`: a file with other names (hard links) loses
+    /// a link; an inode that is open (file or empty directory) becomes an orphan, link
+    /// count 0, freed at its last release ([`crate::orphan`]); anything else is dropped
+    /// (finish with `finish_drop_inode` after the batch). True when the inode stays.
     fn stage_unlink_target(&mut self, victim: Ino, now: Time, b: &mut Batch) -> Result<bool> {
         let mut rec = self.inode_in(b, victim)?;
         let mutated = crate::mutation::active(crate::mutation::Mutation::FreeOpenFileAtUnlink);
         let open = self.is_open(victim) && !mutated;
+        if rec.kind == FileType::Dir && open {
+            // Its one name goes: "." and the parent's entry, so 0 (mount checked 2 + its
+            // subdirectories, and an empty one has none).
+            assert!(
+                self.dirs.get(&victim).is_some_and(|d| d.is_empty()),
+                "directory {victim} is removed with entries"
+            );
+            rec.nlink = 0;
+            rec.ctime = now;
+            self.stage_inode(b, victim, &rec)?;
+            return Ok(true);
+        }
         if rec.kind == FileType::Dir || (rec.nlink <= 1 && !open) {
             self.stage_drop_inode(victim, b)?;
             return Ok(false);
@@ -724,7 +749,7 @@ impl<P: PmemDevice> PmemFs<P> {
 
     fn do_link(&mut self, id: u64, ino: Ino, parent: Ino, name: &[u8]) -> Result<Attr> {
         check_name(name)?;
-        let mut prec = self.dir_rec(parent)?;
+        let mut prec = self.live_dir_rec(parent)?;
         let mut rec = self.inode(ino)?;
         match rec.kind {
             FileType::Dir => {
@@ -831,7 +856,7 @@ impl<P: PmemDevice> PmemFs<P> {
         check_name(sname)?;
         check_name(dname)?;
         self.dir_rec(sp)?;
-        self.dir_rec(dp)?;
+        self.live_dir_rec(dp)?;
         self.check_owner(id, sp)?;
         self.check_owner(id, dp)?;
         let (sslot, src) = self.find(sp, sname)?.ok_or_else(|| {
@@ -1075,6 +1100,15 @@ impl<P: PmemDevice> PmemFs<P> {
     fn do_setattr(&mut self, id: u64, ino: Ino, sa: &SetAttr) -> Result<Attr> {
         let mut rec = self.inode(ino)?;
         self.check_owner(id, ino)?;
+        if let Some(t) = [sa.atime, sa.mtime]
+            .into_iter()
+            .flatten()
+            .find(|t| t.nsec >= 1_000_000_000)
+        {
+            return Err(PmemFsError::Invalid(format!(
+                "time {t:?}: nanoseconds must be below 10^9"
+            )));
+        }
         if let Some(s) = sa.size {
             if rec.kind == FileType::Dir {
                 return Err(PmemFsError::IsDir(format!(

@@ -1,11 +1,13 @@
-//! Open counts and orphans: an unlinked file that is still open lives until its last
-//! release (POSIX unlink(2); SQLite temp files and editors' swap files rely on it).
+//! Open counts and orphans: an unlinked file, or a removed directory, that is still open
+//! lives until its last release (POSIX unlink(2) and rmdir(2); SQLite temp files and
+//! editors' swap files rely on it, and fstat through a removed directory's descriptor).
 //!
 //! The contract:
 //! * [`PmemFs::open`] / [`PmemFs::release`] count opens per inode, in memory only.
-//! * Unlinking (or replacing by rename) the last name of an open file leaves the inode in
-//!   use with link count 0 — an *orphan* — instead of freeing it; reads, writes and
-//!   setattr keep working on it.
+//! * Unlinking (or replacing by rename) the last name of an open file, or removing an open
+//!   (empty) directory, leaves the inode in use with link count 0 — an *orphan* — instead
+//!   of freeing it; reads, writes and setattr keep working on it. An orphan directory
+//!   stays empty: it takes no new entry (ENOENT).
 //! * The last release of an orphan frees it, in a transaction of its own (a legacy call),
 //!   once no open transaction owns it: until the owning transaction ends, its unlink may
 //!   still be aborted, which would give the file its name back.
@@ -16,8 +18,9 @@
 //!
 //! Why this is sound: an orphan's unlink and its free are two transactions, each atomic;
 //! between them the inode is named by no directory and counted by no link, which mount
-//! accepts only for a file with link count 0 (recovery::scan_metadata), and which the
-//! invariants accept only while the file is open or waiting in `zombies`.
+//! accepts only for an inode with link count 0, and for a directory only when it is empty
+//! (recovery::scan_metadata), and which the invariants accept only while the inode is open
+//! or waiting in `zombies`.
 
 use crate::error::{PmemFsError, Result};
 use crate::layout::FileType;
@@ -79,10 +82,10 @@ impl<P: PmemDevice> PmemFs<P> {
         self.opens.contains_key(&ino)
     }
 
-    /// In use, a file, link count 0.
+    /// In use, link count 0 (a file, or a directory removed while open).
     pub(crate) fn is_orphan(&self, ino: Ino) -> Result<bool> {
         match self.inode(ino) {
-            Ok(r) => Ok(r.kind != FileType::Dir && r.nlink == 0),
+            Ok(r) => Ok(r.nlink == 0),
             Err(PmemFsError::NotFound(_)) => Ok(false),
             Err(e) => Err(e),
         }
@@ -129,8 +132,12 @@ impl<P: PmemDevice> PmemFs<P> {
         self.mutate(None, |fs, id| {
             let rec = fs.inode(ino)?;
             assert!(
-                rec.kind != FileType::Dir && rec.nlink == 0,
+                rec.nlink == 0,
                 "freeing inode {ino}, which is not an orphan ({rec:?})"
+            );
+            assert!(
+                rec.kind != FileType::Dir || fs.dirs.get(&ino).is_some_and(|d| d.is_empty()),
+                "freeing orphan directory {ino}, which has entries or no index"
             );
             fs.check_owner(id, ino)?;
             let mut b = Batch::default();

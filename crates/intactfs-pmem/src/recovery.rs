@@ -13,8 +13,8 @@
 //!    the block's home block was installed by a checkpoint that crashed before freeing it:
 //!    it and the older entries of that block are freed in commit order — **fence per
 //!    round** — then commit records with no entry left — **fence**.
-//! 6. Orphans (files unlinked while open, [`crate::orphan`]) are freed, each in a
-//!    transaction of its own (the commit protocol's fences).
+//! 6. Orphans (files unlinked and directories removed while open, [`crate::orphan`]) are
+//!    freed, each in a transaction of its own (the commit protocol's fences).
 //!
 //! Recovery writes only old values (step 3) and zeros to valid words, each step persisted
 //! before the next: a crash during recovery leaves an image whose recovery gives the same
@@ -44,7 +44,7 @@ pub struct MountReport {
     /// Committed redo entries found already installed by a checkpoint, freed.
     pub redo_installed: u64,
     pub commit_records_freed: u64,
-    /// Files unlinked while open before the crash, freed (step 6).
+    /// Files unlinked and directories removed while open before the crash, freed (step 6).
     pub orphans_freed: u64,
     pub free_blocks: u64,
     pub free_inodes: u64,
@@ -330,7 +330,7 @@ impl<P: PmemDevice> PmemFs<P> {
             let base = g.inode_off(ino);
             let mut w = [0u64; INODE_WORDS];
             for (i, x) in w.iter_mut().enumerate() {
-                *x = self.dev.load_u64(base + i as u64 * 8)?;
+                *x = self.dev.load_u64(base + INODE_WORD_OFFS[i])?;
             }
             match InodeRec::from_words(&w) {
                 Ok(Some(r)) => {
@@ -363,7 +363,9 @@ impl<P: PmemDevice> PmemFs<P> {
                     )));
                 }
                 if let Some(l) = lbn {
-                    if l >= limit {
+                    // A regular file may hold blocks past its size (fallocate KEEP_SIZE,
+                    // crate::falloc); they read as zeros. Nothing else may.
+                    if l >= limit && r.kind != FileType::File {
                         return Err(corrupt(format!(
                             "inode {ino} maps block {l}, beyond its size {}",
                             r.size
@@ -433,8 +435,14 @@ impl<P: PmemDevice> PmemFs<P> {
         let mut orphans = Vec::new();
         for (&ino, r) in &inodes {
             let n = refs.get(&ino).copied().unwrap_or(0);
-            if r.kind != FileType::Dir && n == 0 && r.nlink == 0 {
-                // Unlinked while open (crate::orphan): mount frees it.
+            if n == 0 && r.nlink == 0 {
+                // Unlinked or removed while open (crate::orphan): mount frees it. A
+                // directory is removed only empty, so an orphan one with entries is damage.
+                if dirs.get(&ino).is_some_and(|d: &DirIndex| !d.is_empty()) {
+                    return Err(corrupt(format!(
+                        "directory {ino} has link count 0 and no name but holds entries"
+                    )));
+                }
                 orphans.push(ino);
                 continue;
             }

@@ -44,8 +44,9 @@ fn crash_simulation() {
         total.orphans_made >= 5
             && total.orphans_freed >= 2
             && total.links >= 10
-            && total.exchanges >= 1,
-        "hard links, exchanges, files unlinked while open, freed by their last release: {total}"
+            && total.exchanges >= 1
+            && total.dir_orphans_made >= 2,
+        "hard links, exchanges, files unlinked and directories removed while open, freed by their last release: {total}"
     );
     assert!(
         // Format 3 (issue 26 item 3): links, special files, the triple-indirect tree.
@@ -56,6 +57,11 @@ fn crash_simulation() {
         // Format 4: extended attributes, some refused for want of room in their block.
         total.xattr_sets >= 10 && total.nospace >= 1,
         "extended-attribute sets and ENOSPC: {total}"
+    );
+    assert!(
+        // fallocate: allocations (past the end too) and punches.
+        total.fallocates >= 10,
+        "fallocate calls: {total}"
     );
     assert!(
         total.checkpoints > 10

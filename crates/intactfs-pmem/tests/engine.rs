@@ -504,8 +504,9 @@ fn an_orphans_last_release_inside_a_transaction_waits_for_its_end() {
 
 #[test]
 fn images_of_older_formats_are_refused_with_a_message() {
-    // 1: before orphans and hard links; 2: before symbolic links and special files.
-    for version in [1u32, 2] {
+    // 1: before orphans and hard links; 2: before symbolic links and special files; 3:
+    // before extended attributes; 4: before times past 2262.
+    for version in [1u32, 2, 3, 4] {
         let fs = fresh();
         let mut img = fs.into_device().persistent().to_vec();
         img[8..12].copy_from_slice(&version.to_le_bytes());
@@ -925,5 +926,157 @@ fn extended_attributes_are_atomic_and_durable() {
     fs.checkpoint().unwrap();
     assert_eq!(fs.statfs().free_blocks, before.free_blocks);
     assert_eq!(fs.statfs().free_files, before.free_files);
+    fs.check_invariants().unwrap();
+}
+
+/// fallocate: mode 0 maps zeroed blocks and grows the size, KEEP_SIZE maps blocks past the
+/// end (mount accepts them; a later grow reads zeros there), a punch unmaps whole blocks and
+/// zeroes partial ones; all go with an abort, stay after a crash, and free space adds up.
+#[test]
+fn fallocate_allocates_keeps_size_and_punches() {
+    let (mut fs, before) = fresh_counted();
+    let b = intactfs_pmem::BLOCK;
+    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    fs.write(None, f, 0, b"abc").unwrap();
+    assert_eq!(fs.fallocate(None, f, 0, 0, false).unwrap_err().errno(), 22);
+    // Mode 0 past the triple-indirect start: indirect blocks are made on the way.
+    fs.fallocate(None, f, 0, 20 * b, false).unwrap();
+    assert_eq!(fs.getattr(f).unwrap().size, 20 * b);
+    assert_eq!(fs.read(f, 0, 5).unwrap(), b"abc\0\0");
+    let free = fs.statfs().free_blocks;
+    assert!(
+        free + 21 <= before.free_blocks,
+        "20 data blocks and an indirect one"
+    );
+    // KEEP_SIZE past the end: the size stays, the blocks count.
+    fs.fallocate(None, f, 30 * b, 4 * b, true).unwrap();
+    assert_eq!(fs.getattr(f).unwrap().size, 20 * b);
+    assert_eq!(fs.statfs().free_blocks, free - 4);
+    assert_eq!(fs.getattr(f).unwrap().blocks * 512, 25 * b);
+    // An aborted fallocate leaves nothing.
+    let t = fs.tx_begin(&[f]).unwrap();
+    fs.fallocate(Some(t), f, 100 * b, 3 * b, false).unwrap();
+    fs.tx_abort(t).unwrap();
+    assert_eq!(fs.getattr(f).unwrap().size, 20 * b);
+    assert_eq!(fs.statfs().free_blocks, free - 4);
+    fs.check_invariants().unwrap();
+    // Punch: a partial block, two whole ones, a partial one.
+    let data = pattern(6 * b as usize, 3);
+    fs.write(None, f, 0, &data).unwrap();
+    fs.punch_hole(None, f, b / 2, 3 * b).unwrap();
+    let got = fs.read(f, 0, 6 * b).unwrap();
+    let (lo, hi) = ((b / 2) as usize, (b / 2 + 3 * b) as usize);
+    assert!(got[lo..hi].iter().all(|&x| x == 0));
+    assert_eq!(got[..lo], data[..lo]);
+    assert_eq!(got[hi..], data[hi..]);
+    assert_eq!(fs.getattr(f).unwrap().size, 20 * b);
+    fs.check_invariants().unwrap();
+    let mut fs = crash(fs);
+    fs.check_invariants().unwrap();
+    assert_eq!(fs.read(f, 0, 6 * b).unwrap(), got);
+    // Growing over the blocks KEEP_SIZE mapped reads zeros; punching them frees them.
+    fs.truncate(None, f, 40 * b).unwrap();
+    assert!(fs.read(f, 30 * b, 4 * b).unwrap().iter().all(|&x| x == 0));
+    fs.punch_hole(None, f, 0, 64 * b).unwrap();
+    assert!(fs.read(f, 0, 40 * b).unwrap().iter().all(|&x| x == 0));
+    fs.unlink(None, ROOT, b"f").unwrap();
+    fs.checkpoint().unwrap();
+    assert_eq!(fs.statfs().free_blocks, before.free_blocks);
+    fs.check_invariants().unwrap();
+}
+
+/// rmdir (or rename over) an open empty directory leaves an orphan: getattr shows link count
+/// 0, readdir lists nothing, no entry can be made in it (ENOENT), the parent loses its
+/// link; the last release frees it, an abort gives the name back, and mount frees one a
+/// crash left.
+#[test]
+fn open_directories_removed_live_until_their_last_release() {
+    let (mut fs, before) = fresh_counted();
+    let d = fs.mkdir(None, ROOT, b"d", 0o755, 0, 0).unwrap().ino;
+    fs.open(d).unwrap();
+    fs.rmdir(None, ROOT, b"d").unwrap();
+    let a = fs.getattr(d).unwrap();
+    assert_eq!((a.kind, a.nlink), (FileType::Dir, 0));
+    assert_eq!(fs.getattr(ROOT).unwrap().nlink, 2);
+    assert!(fs.readdir(d).unwrap().is_empty());
+    assert_eq!(fs.lookup(ROOT, b"d").unwrap_err().errno(), 2);
+    let enoent = |r: Result<intactfs_pmem::Attr, PmemFsError>| r.unwrap_err().errno();
+    assert_eq!(enoent(fs.create(None, d, b"new", 0o644, 0, 0)), 2);
+    assert_eq!(enoent(fs.mkdir(None, d, b"new", 0o755, 0, 0)), 2);
+    assert_eq!(enoent(fs.tmpfile(None, d, 0o600, 0, 0)), 2);
+    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    assert_eq!(enoent(fs.link(None, f, d, b"f2")), 2);
+    assert_eq!(fs.rename(None, ROOT, b"f", d, b"f").unwrap_err().errno(), 2);
+    fs.setattr(
+        None,
+        d,
+        &SetAttr {
+            mode: Some(0o700),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    fs.check_invariants().unwrap();
+    fs.release(d).unwrap();
+    assert_eq!(fs.getattr(d).unwrap_err().errno(), 2);
+    fs.check_invariants().unwrap();
+    // In a transaction: an abort gives the name back; replaced by rename, it stays too.
+    let e = fs.mkdir(None, ROOT, b"e", 0o755, 0, 0).unwrap().ino;
+    fs.open(e).unwrap();
+    let t = fs.tx_begin(&[ROOT]).unwrap();
+    fs.rmdir(Some(t), ROOT, b"e").unwrap();
+    fs.release(e).unwrap();
+    fs.tx_abort(t).unwrap();
+    assert_eq!(fs.lookup(ROOT, b"e").unwrap().nlink, 2);
+    fs.open(e).unwrap();
+    fs.mkdir(None, ROOT, b"g", 0o755, 0, 0).unwrap();
+    fs.rename(None, ROOT, b"g", ROOT, b"e").unwrap();
+    assert_eq!(fs.getattr(e).unwrap().nlink, 0);
+    assert_eq!(fs.getattr(ROOT).unwrap().nlink, 3);
+    fs.check_invariants().unwrap();
+    // A crash closes it: mount frees it.
+    let mut fs = crash(fs);
+    assert_eq!(fs.getattr(e).unwrap_err().errno(), 2);
+    fs.check_invariants().unwrap();
+    fs.rmdir(None, ROOT, b"e").unwrap();
+    fs.unlink(None, ROOT, b"f").unwrap();
+    assert_all_freed(&mut fs, &before);
+}
+
+/// Format 5 keeps every time exactly: before 1970, at 2^31 and 2^32 seconds, in 2400 and
+/// at the ends of an i64 of seconds, across a crash; nanoseconds past 10^9 are EINVAL.
+#[test]
+fn times_before_1970_and_past_2262_are_kept_exactly() {
+    let mut fs = fresh();
+    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    let t = |sec: i64, nsec: u32| intactfs_pmem::Time { sec, nsec };
+    let times = [
+        t(0, 0),
+        t(-2, 500_000_000),
+        t(-1, 999_999_999),
+        t(-(1 << 31), 0),
+        t((1 << 31) + 10, 5),
+        t((1 << 32) + 7, 11),
+        t(13_569_465_600, 123),
+        t(i64::MAX, 999_999_999),
+        t(i64::MIN, 0),
+    ];
+    for (k, &at) in times.iter().enumerate() {
+        let mt = times[times.len() - 1 - k];
+        let sa = SetAttr {
+            atime: Some(at),
+            mtime: Some(mt),
+            ..Default::default()
+        };
+        fs.setattr(None, f, &sa).unwrap();
+        fs = crash(fs);
+        let a = fs.getattr(f).unwrap();
+        assert_eq!((a.atime, a.mtime), (at, mt));
+    }
+    let bad = SetAttr {
+        mtime: Some(t(5, 1_000_000_000)),
+        ..Default::default()
+    };
+    assert_eq!(fs.setattr(None, f, &bad).unwrap_err().errno(), 22);
     fs.check_invariants().unwrap();
 }

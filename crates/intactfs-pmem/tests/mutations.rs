@@ -36,6 +36,7 @@ fn the_simulation_catches_each_mutation() {
         Mutation::SymlinkTargetNotPersisted,
         Mutation::IndirectNotPersisted,
         Mutation::XattrBlockNotPersisted,
+        Mutation::FallocZerosNotPersisted,
     ] {
         // Breaking the open-unlinked rule shows in the lockstep reads of the run, not only
         // in crash images.

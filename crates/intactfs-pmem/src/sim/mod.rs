@@ -30,7 +30,8 @@ pub mod probe;
 use crate::{FileType, Ino, MkfsOptions, PmemFs, PmemFsError, SetAttr, Time, Tunables, TxId, ROOT};
 use intactfs_device::{PmemDevice, PmemSim};
 use model::{
-    diff, digest, sparse_hash, MIno, MOp, MSpecial, MState, SNode, Snap, MAX_SIZE, SNAP_CHUNK,
+    diff, digest, sparse_hash, MFalloc, MIno, MOp, MSpecial, MState, SNode, Snap, MAX_SIZE,
+    SNAP_CHUNK,
 };
 use probe::Probe;
 use rand::{Rng, SeedableRng};
@@ -144,7 +145,11 @@ pub struct SimReport {
     pub far_writes: u64,
     /// Extended-attribute sets that succeeded (format 4).
     pub xattr_sets: u64,
+    /// fallocate calls that succeeded (allocations and punches).
+    pub fallocates: u64,
     pub orphans_made: u64,
+    /// Of those, directories removed while open.
+    pub dir_orphans_made: u64,
     pub orphans_freed: u64,
 }
 
@@ -179,7 +184,9 @@ impl std::ops::AddAssign for SimReport {
         self.specials += o.specials;
         self.far_writes += o.far_writes;
         self.xattr_sets += o.xattr_sets;
+        self.fallocates += o.fallocates;
         self.orphans_made += o.orphans_made;
+        self.dir_orphans_made += o.dir_orphans_made;
         self.orphans_freed += o.orphans_freed;
     }
 }
@@ -190,7 +197,7 @@ impl std::fmt::Display for SimReport {
             f,
             "{} workloads, {} calls ({} legacy, {} interleaved with 2+ open transactions, {} expected errors of which {} EBUSY, {} ENOSPC), \
              {} transactions committed, {} aborted; {} crash points ({} exhaustive), {} crash images ({} distinct recovered: {} to the newest state, {} to the one before), \
-             {} images crashed inside recovery, {} checkpoints after recovery; {} hard links, {} exchanges, {} symlinks, {} special files, {} writes past 1 GiB, {} attribute sets, {} opens, {} files unlinked while open, {} freed by their last release; engine: {} checkpoints, {} blocks checkpointed, {} pointer swaps, {} redo entries, {} undo entries",
+             {} images crashed inside recovery, {} checkpoints after recovery; {} hard links, {} exchanges, {} symlinks, {} special files, {} writes past 1 GiB, {} attribute sets, {} fallocates, {} opens, {} files unlinked while open ({} directories removed while open), {} freed by their last release; engine: {} checkpoints, {} blocks checkpointed, {} pointer swaps, {} redo entries, {} undo entries",
             self.workloads,
             self.calls,
             self.legacy_calls,
@@ -214,8 +221,10 @@ impl std::fmt::Display for SimReport {
             self.specials,
             self.far_writes,
             self.xattr_sets,
+            self.fallocates,
             self.opens,
             self.orphans_made,
+            self.dir_orphans_made,
             self.orphans_freed,
             self.checkpoints,
             self.blocks_checkpointed,
@@ -668,7 +677,10 @@ impl Run {
         if (88..93).contains(&kind) {
             return self.xattr_call(ctx);
         }
-        if kind < 40 {
+        if (34..40).contains(&kind) {
+            return self.fallocate_call(ctx);
+        }
+        if kind < 34 {
             let files = self.live.files();
             let Some(f) = self.target(files, ctx) else {
                 return Ok(());
@@ -765,13 +777,13 @@ impl Run {
                 .is_some()
             {
                 let keep = self.opens.contains_key(&t);
-                self.rep.orphans_made += (keep && self.live.nlink(t) == 1) as u64;
                 let op = MOp::Remove {
                     parent: p,
                     name,
                     keep,
                 };
                 self.done(ctx, op, &[p, t]);
+                self.count_orphan(t);
             }
         } else {
             let dirs = self.live.dirs();
@@ -812,8 +824,6 @@ impl Run {
                     let mut touched = vec![sp, dp, src];
                     touched.extend(victim);
                     let keep = victim.is_some_and(|v| self.opens.contains_key(&v));
-                    let last = victim.is_some_and(|v| self.live.nlink(v) == 1);
-                    self.rep.orphans_made += (keep && last) as u64;
                     let op = MOp::Rename {
                         sp,
                         sn,
@@ -822,6 +832,9 @@ impl Run {
                         keep,
                     };
                     self.done(ctx, op, &touched);
+                    if let Some(v) = victim {
+                        self.count_orphan(v);
+                    }
                 }
             }
         }
@@ -975,7 +988,51 @@ impl Run {
         Ok(())
     }
 
-    /// The directory and name of an open file that has one, if any.
+    /// fallocate: mode 0, KEEP_SIZE (often past the end) or a punch, mostly within the
+    /// first blocks, sometimes far out (new indirect blocks on the way), some too large for
+    /// the device (ENOSPC, which must leave nothing).
+    fn fallocate_call(&mut self, ctx: Option<u64>) -> Result<(), String> {
+        let files = self.live.files();
+        let Some(f) = self.target(files, ctx) else {
+            return Ok(());
+        };
+        let mode =
+            [MFalloc::Allocate, MFalloc::KeepSize, MFalloc::Punch][self.rng.random_range(0..3)];
+        let off = match self.rng.random_range(0..8) {
+            0 => self.write_offset(),
+            _ => self.rng.random_range(0..40_000u64),
+        };
+        let len = match self.rng.random_range(0..10) {
+            0 => 0,
+            1 => self.rng.random_range(400_000..900_000u64),
+            _ => self.rng.random_range(1..40_000u64),
+        };
+        let want = self
+            .live
+            .check_fallocate(f, (off, len), mode, &self.busy(ctx));
+        let tx = ctx.map(TxId);
+        let got = match mode {
+            MFalloc::Punch => self.fs.punch_hole(tx, f, off, len),
+            _ => self
+                .fs
+                .fallocate(tx, f, off, len, mode == MFalloc::KeepSize),
+        };
+        if self.agree("fallocate", got, want)?.is_some() {
+            self.rep.fallocates += 1;
+            self.done(
+                ctx,
+                MOp::Fallocate {
+                    ino: f,
+                    off,
+                    len,
+                    mode,
+                },
+                &[f],
+            );
+        }
+        Ok(())
+    }
+
     /// setxattr (with or without the create/replace flags; values up to one block, so
     /// some sets overflow it: ENOSPC) or removexattr, on any inode.
     fn xattr_call(&mut self, ctx: Option<u64>) -> Result<(), String> {
@@ -1029,8 +1086,10 @@ impl Run {
         Ok(())
     }
 
+    /// The directory and name of an open file or directory that has one (half the time an
+    /// open directory when there is one, so that directories are removed while open).
     fn open_file_name(&mut self) -> Option<(MIno, Vec<u8>)> {
-        let named: Vec<(MIno, Vec<u8>)> = self
+        let mut named: Vec<(MIno, Vec<u8>, bool)> = self
             .live
             .nodes
             .iter()
@@ -1038,19 +1097,31 @@ impl Run {
                 n.entries
                     .iter()
                     .filter(|(_, c)| self.opens.contains_key(c))
-                    .map(move |(name, _)| (d, name.clone()))
+                    .map(move |(name, &c)| (d, name.clone(), c))
             })
+            .map(|(d, name, c)| (d, name, self.live.get(c).is_some_and(|n| n.dir)))
             .collect();
+        if named.iter().any(|e| e.2) && self.rng.random_bool(0.5) {
+            named.retain(|e| e.2);
+        }
         if named.is_empty() {
             return None;
         }
         let k = self.rng.random_range(0..named.len());
-        Some(named[k].clone())
+        Some((named[k].0, named[k].1.clone()))
     }
 
-    /// Opens a file (mostly a named one), counted in the model.
+    /// Opens a file or a directory (not the root), counted in the model.
     fn open_file(&mut self) -> Result<(), String> {
-        let files = self.live.files();
+        let mut files = self.live.files();
+        // Often an empty directory when there is one: rmdir can remove it while open.
+        let mut dirs = self.live.dirs();
+        dirs.retain(|&d| {
+            d != model::MROOT && self.live.get(d).is_some_and(|n| n.entries.is_empty())
+        });
+        if !dirs.is_empty() && self.rng.random_bool(0.5) {
+            files = dirs;
+        }
         let Some(f) = self.pick(&files) else {
             return Ok(());
         };
@@ -1145,9 +1216,38 @@ impl Run {
         Ok(())
     }
 
+    /// Counts `ino` in the report if the call just made it an orphan.
+    fn count_orphan(&mut self, ino: MIno) {
+        if self.live.orphans().contains(&ino) {
+            self.rep.orphans_made += 1;
+            self.rep.dir_orphans_made += self.live.get(ino).is_some_and(|n| n.dir) as u64;
+        }
+    }
+
+    /// An orphan directory (removed while open): a directory, link count 0, no entries.
+    fn check_orphan_dir(&self, o: MIno) -> Result<(), String> {
+        let a = (self.fs.getattr(o))
+            .map_err(|e| format!("getattr of orphan directory {o} (removed while open): {e}"))?;
+        let listed =
+            (self.fs.readdir(o)).map_err(|e| format!("readdir of orphan directory {o}: {e}"))?;
+        if a.kind != FileType::Dir || a.nlink != 0 || !listed.is_empty() {
+            return Err(format!(
+                "orphan directory {o}: {:?} with link count {} and {} entries (a directory, 0, none expected)",
+                a.kind,
+                a.nlink,
+                listed.len()
+            ));
+        }
+        Ok(())
+    }
+
     /// What reads of the open orphans show must equal the model.
     fn check_orphans(&self) -> Result<(), String> {
         for o in self.live.orphans() {
+            if self.live.get(o).is_some_and(|n| n.dir) {
+                self.check_orphan_dir(o)?;
+                continue;
+            }
             let want = &self.live.get(o).expect("listed").data;
             let size = self
                 .fs

@@ -176,6 +176,24 @@ pub enum MOp {
         name: Vec<u8>,
         value: Option<Vec<u8>>,
     },
+    /// fallocate of [off, off+len).
+    Fallocate {
+        ino: MIno,
+        off: u64,
+        len: u64,
+        mode: MFalloc,
+    },
+}
+
+/// What a fallocate asks for (the model's own names for the Linux modes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MFalloc {
+    /// Mode 0: the range reads as before (holes as zeros), the size reaches its end.
+    Allocate,
+    /// FALLOC_FL_KEEP_SIZE: nothing a read sees changes.
+    KeepSize,
+    /// FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE: the range reads as zeros, the size stays.
+    Punch,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -433,6 +451,27 @@ impl MState {
         }
     }
 
+    /// fallocate: ENOENT, EISDIR, EINVAL (not a regular file, or length 0), EBUSY, then
+    /// EFBIG for an allocation ending past the largest file (a punch there is clipped).
+    /// ENOSPC is the engine's to decide.
+    pub fn check_fallocate(
+        &self,
+        ino: MIno,
+        (off, len): (u64, u64),
+        mode: MFalloc,
+        busy: &dyn Fn(MIno) -> bool,
+    ) -> Result<(), i32> {
+        match self.nodes.get(&ino) {
+            None => Err(2),
+            Some(n) if n.dir => Err(21),
+            Some(n) if n.special.is_some() => Err(22),
+            _ if len == 0 => Err(22),
+            _ if busy(ino) => Err(16),
+            _ if mode != MFalloc::Punch && off + len > MAX_SIZE => Err(27),
+            _ => Ok(()),
+        }
+    }
+
     /// setxattr (`value` Some, with its create/replace flags) or removexattr: ENOENT,
     /// EBUSY, then EEXIST / ENODATA by the flags. ENOSPC (a set larger than the engine's
     /// block) is the engine's to decide.
@@ -565,6 +604,25 @@ impl MState {
                     n.data.resize(*s);
                 }
             }
+            MOp::Fallocate {
+                ino,
+                off,
+                len,
+                mode,
+            } => {
+                let d = &mut self.nodes.get_mut(ino).expect("checked").data;
+                let end = off + len;
+                match mode {
+                    MFalloc::Allocate if end > d.len() => d.resize(end),
+                    MFalloc::Allocate | MFalloc::KeepSize => {}
+                    MFalloc::Punch => {
+                        let z = end.min(d.len());
+                        if *off < z {
+                            d.write(*off, &vec![0u8; (z - off) as usize]);
+                        }
+                    }
+                }
+            }
             MOp::SetXattr { ino, name, value } => {
                 let n = self.nodes.get_mut(ino).expect("checked");
                 match value {
@@ -613,10 +671,13 @@ impl MState {
             .sum()
     }
 
-    /// The link count POSIX shows: a file's names, a directory's 2 + subdirectories.
+    /// The link count POSIX shows: a file's names, a directory's 2 + subdirectories (0 once
+    /// removed while open).
     pub fn nlink(&self, ino: MIno) -> u32 {
         let n = &self.nodes[&ino];
-        if n.dir {
+        if n.dir && ino != MROOT && self.names(ino) == 0 {
+            0
+        } else if n.dir {
             2 + n.entries.values().filter(|c| self.nodes[c].dir).count() as u32
         } else {
             self.names(ino)
@@ -728,17 +789,21 @@ impl MState {
         Ok(())
     }
 
-    /// Files no directory names (unlinked while open).
-    pub fn orphans(&self) -> Vec<MIno> {
-        let named: std::collections::BTreeSet<MIno> = self
-            .nodes
+    /// Every inode some directory names.
+    fn named(&self) -> std::collections::BTreeSet<MIno> {
+        self.nodes
             .values()
             .flat_map(|n| n.entries.values().copied())
-            .collect();
+            .collect()
+    }
+
+    /// Files and directories no directory names (unlinked or removed while open).
+    pub fn orphans(&self) -> Vec<MIno> {
+        let named = self.named();
         self.nodes
-            .iter()
-            .filter(|(i, n)| !n.dir && **i != MROOT && !named.contains(i))
-            .map(|(&i, _)| i)
+            .keys()
+            .filter(|&&i| i != MROOT && !named.contains(&i))
+            .copied()
             .collect()
     }
 
@@ -755,10 +820,13 @@ impl MState {
             .map(|(&i, _)| i)
             .collect()
     }
+    /// The directories that may take entries: the root and the named ones (not those
+    /// removed while open; the engine's ENOENT for them is tests/engine.rs's to check).
     pub fn dirs(&self) -> Vec<MIno> {
+        let named = self.named();
         self.nodes
             .iter()
-            .filter(|(_, n)| n.dir)
+            .filter(|(i, n)| n.dir && (**i == MROOT || named.contains(i)))
             .map(|(&i, _)| i)
             .collect()
     }
