@@ -141,7 +141,7 @@ impl<P: PmemDevice> PmemFs<P> {
         first_lbn: u64,
         out: &mut Vec<(Option<u64>, u64)>,
     ) -> Result<()> {
-        assert!((1..=3).contains(&depth));
+        assert!((1..=MAX_DEPTH).contains(&depth));
         out.push((None, x));
         for j in 0..PTRS_PER_BLOCK {
             let p = self.ptr(x * BLOCK + j * 8, || {

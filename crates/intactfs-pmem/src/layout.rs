@@ -33,19 +33,32 @@ pub const RENAME_EXCHANGE: u32 = 2;
 /// Most names a file may have (defined once, for every engine).
 pub use intactfs_types::MAX_LINKS;
 
-/// Direct pointers in an inode; then one single-, one double- and one triple-indirect
-/// pointer (format 3; format 2 stopped at double, about 1 GiB).
+/// Direct pointers in an inode; then one single-, one double-, one triple- and one
+/// quadruple-indirect pointer (format 5; formats 3 and 4 stopped at triple, 512 GiB; format
+/// 2 at double, about 1 GiB).
 pub const NDIRECT: u64 = 12;
 pub const PTRS_PER_BLOCK: u64 = BLOCK / 8;
 /// The indirect trees: (inode field, depth), in logical-block order after the direct
 /// pointers.
-pub const TREES: [(u64, u32); 3] = [(I_INDIRECT, 1), (I_DINDIRECT, 2), (I_TINDIRECT, 3)];
-/// Largest number of blocks a file can map: 12 + 512 + 512^2 + 512^3 (512 GiB of data).
+pub const TREES: [(u64, u32); MAX_DEPTH as usize] = [
+    (I_INDIRECT, 1),
+    (I_DINDIRECT, 2),
+    (I_TINDIRECT, 3),
+    (I_QINDIRECT, 4),
+];
+/// Levels of the deepest indirect tree.
+pub const MAX_DEPTH: u32 = 4;
+/// Largest number of blocks a file can map: 12 + 512 + 512^2 + 512^3 + 512^4 (just over
+/// 256 TiB of data).
 pub const MAX_BLOCKS: u64 = NDIRECT
     + PTRS_PER_BLOCK
     + PTRS_PER_BLOCK * PTRS_PER_BLOCK
-    + PTRS_PER_BLOCK * PTRS_PER_BLOCK * PTRS_PER_BLOCK;
+    + PTRS_PER_BLOCK * PTRS_PER_BLOCK * PTRS_PER_BLOCK
+    + PTRS_PER_BLOCK * PTRS_PER_BLOCK * PTRS_PER_BLOCK * PTRS_PER_BLOCK;
 pub const MAX_FILE_SIZE: u64 = MAX_BLOCKS * BLOCK;
+/// Largest device mkfs and mount accept: no larger than the largest file, so a file can
+/// grow to the size of its device (issue 26, item 3).
+pub const MAX_DEVICE_BYTES: u64 = MAX_FILE_SIZE;
 
 /// A directory block holds 15 entry slots of 272 bytes (a multiple of 8, so each slot's
 /// header word is aligned): header word (ino u32, name length u8, kind u8), then the name.
@@ -65,8 +78,9 @@ pub const I_DIRECT: u64 = 64;
 pub const I_INDIRECT: u64 = I_DIRECT + NDIRECT * 8;
 pub const I_DINDIRECT: u64 = I_INDIRECT + 8;
 pub const I_TINDIRECT: u64 = I_DINDIRECT + 8;
+pub const I_QINDIRECT: u64 = I_TINDIRECT + 8;
 /// End of the pointer words (a new inode's are all zeroed).
-pub const I_POINTERS_END: u64 = I_TINDIRECT + 8;
+pub const I_POINTERS_END: u64 = I_QINDIRECT + 8;
 /// Word: the block holding the inode's extended attributes, 0 for none (format 4).
 pub const I_XATTR: u64 = I_POINTERS_END;
 pub const I_XATTR_END: u64 = I_XATTR + 8;
@@ -122,6 +136,11 @@ impl Geometry {
     /// entries; refuses geometries that leave fewer than 8 data blocks.
     pub fn new(len: u64, inodes: u64, log_entries: u64) -> Result<Geometry> {
         let total_blocks = len / BLOCK;
+        if len > MAX_DEVICE_BYTES {
+            return Err(PmemFsError::Invalid(format!(
+                "a device of {len} bytes is larger than this format supports ({MAX_DEVICE_BYTES} bytes, the largest file): use a smaller device or namespace"
+            )));
+        }
         if inodes < 2 || inodes > u32::MAX as u64 {
             return Err(PmemFsError::Invalid(format!("{inodes} inodes: need at least 2 (ino 0 is unused, 1 is the root) and fewer than 2^32")));
         }
@@ -405,13 +424,13 @@ pub enum PtrPath {
     Tree {
         root: u64,
         depth: u32,
-        idx: [u64; 3],
+        idx: [u64; MAX_DEPTH as usize],
     },
 }
 
 /// Blocks one pointer at `depth` levels above the data covers (512^(depth-1)).
 pub fn span_blocks(depth: u32) -> u64 {
-    assert!((1..=3).contains(&depth), "depth {depth}");
+    assert!((1..=MAX_DEPTH).contains(&depth), "depth {depth}");
     PTRS_PER_BLOCK.pow(depth - 1)
 }
 
@@ -428,7 +447,7 @@ pub fn ptr_path(lbn: u64) -> Option<PtrPath> {
         let first = tree_first_lbn(depth);
         let x = lbn - first;
         if x < span_blocks(depth) * PTRS_PER_BLOCK {
-            let mut idx = [0u64; 3];
+            let mut idx = [0u64; MAX_DEPTH as usize];
             for (k, slot) in idx.iter_mut().enumerate().take(depth as usize) {
                 *slot = x / span_blocks(depth - k as u32) % PTRS_PER_BLOCK;
             }
@@ -463,25 +482,48 @@ mod tests {
         let p = PTRS_PER_BLOCK;
         let tree = |root, depth, idx| Some(PtrPath::Tree { root, depth, idx });
         assert_eq!(ptr_path(11), Some(PtrPath::Direct(11)));
-        assert_eq!(ptr_path(12), tree(I_INDIRECT, 1, [0, 0, 0]));
-        assert_eq!(ptr_path(12 + p - 1), tree(I_INDIRECT, 1, [p - 1, 0, 0]));
-        assert_eq!(ptr_path(12 + p), tree(I_DINDIRECT, 2, [0, 0, 0]));
-        assert_eq!(ptr_path(12 + p + p + 1), tree(I_DINDIRECT, 2, [1, 1, 0]));
+        assert_eq!(ptr_path(12), tree(I_INDIRECT, 1, [0, 0, 0, 0]));
+        assert_eq!(ptr_path(12 + p - 1), tree(I_INDIRECT, 1, [p - 1, 0, 0, 0]));
+        assert_eq!(ptr_path(12 + p), tree(I_DINDIRECT, 2, [0, 0, 0, 0]));
+        assert_eq!(ptr_path(12 + p + p + 1), tree(I_DINDIRECT, 2, [1, 1, 0, 0]));
         let t = 12 + p + p * p;
-        assert_eq!(ptr_path(t - 1), tree(I_DINDIRECT, 2, [p - 1, p - 1, 0]));
-        assert_eq!(ptr_path(t), tree(I_TINDIRECT, 3, [0, 0, 0]));
+        assert_eq!(ptr_path(t - 1), tree(I_DINDIRECT, 2, [p - 1, p - 1, 0, 0]));
+        assert_eq!(ptr_path(t), tree(I_TINDIRECT, 3, [0, 0, 0, 0]));
         assert_eq!(
             ptr_path(t + p * p + 2 * p + 3),
-            tree(I_TINDIRECT, 3, [1, 2, 3])
+            tree(I_TINDIRECT, 3, [1, 2, 3, 0])
         );
-        assert_eq!(ptr_path(MAX_BLOCKS - 1), tree(I_TINDIRECT, 3, [p - 1; 3]));
+        let q = t + p * p * p;
+        assert_eq!(
+            ptr_path(q - 1),
+            tree(I_TINDIRECT, 3, [p - 1, p - 1, p - 1, 0])
+        );
+        assert_eq!(ptr_path(q), tree(I_QINDIRECT, 4, [0, 0, 0, 0]));
+        assert_eq!(
+            ptr_path(q + p * p * p + 2 * p * p + 3 * p + 4),
+            tree(I_QINDIRECT, 4, [1, 2, 3, 4])
+        );
+        assert_eq!(ptr_path(MAX_BLOCKS - 1), tree(I_QINDIRECT, 4, [p - 1; 4]));
         assert_eq!(ptr_path(MAX_BLOCKS), None);
         assert_eq!(tree_first_lbn(3), t);
+        assert_eq!(tree_first_lbn(4), q);
+        // A file can be as large as the largest device.
+        const { assert!(MAX_DEVICE_BYTES <= MAX_FILE_SIZE) };
         assert_eq!(MAX_FILE_SIZE, MAX_BLOCKS * BLOCK);
         // The pointer words end inside the 256-byte inode slot.
         const { assert!(I_POINTERS_END <= INODE_SIZE) };
         const { assert!(I_XATTR >= I_POINTERS_END && I_XATTR_END <= INODE_SIZE) };
         const { assert!(I_NSEC >= I_XATTR_END && I_NSEC_END <= INODE_SIZE) };
+    }
+
+    #[test]
+    fn a_device_larger_than_the_largest_file_is_refused() {
+        assert!(Geometry::new(MAX_DEVICE_BYTES, 64, 64).is_ok());
+        let err = Geometry::new(MAX_DEVICE_BYTES + BLOCK, 64, 64).unwrap_err();
+        assert!(
+            err.to_string().contains("larger than this format supports"),
+            "{err}"
+        );
     }
 
     #[test]

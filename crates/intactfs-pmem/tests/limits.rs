@@ -177,6 +177,46 @@ fn a_sparse_file_beyond_the_old_limit_uses_the_triple_indirect_tree() {
     );
 }
 
+/// Format 4's largest file: 12 + 512 + 512^2 + 512^3 blocks (512 GiB).
+const FORMAT4_MAX_FILE_SIZE: u64 = (12 + 512 + 512 * 512 + 512 * 512 * 512) * BLOCK;
+
+#[test]
+fn a_file_beyond_512_gib_uses_the_quadruple_indirect_tree() {
+    let mut fs = fresh(16 << 20, 64);
+    let f = fs.create(None, ROOT, b"huge", 0o644, 0, 0).unwrap().ino;
+    let free0 = fs.statfs().free_blocks;
+    // Beyond the triple tree, a write needs four new indirect levels and a data block.
+    let far = 5 * FORMAT4_MAX_FILE_SIZE + 4_321;
+    fs.write(None, f, far, b"past 512 GiB").unwrap();
+    fs.write(None, f, FORMAT4_MAX_FILE_SIZE - 2, b"edge")
+        .unwrap();
+    assert_eq!(fs.getattr(f).unwrap().size, far + 12);
+    fs.checkpoint().unwrap();
+    let mut fs = crash(fs);
+    fs.check_invariants().unwrap();
+    assert_eq!(fs.read(f, far, 100).unwrap(), b"past 512 GiB");
+    assert_eq!(fs.read(f, FORMAT4_MAX_FILE_SIZE - 2, 4).unwrap(), b"edge");
+    assert_eq!(
+        fs.read(f, far - 3, 3).unwrap(),
+        vec![0; 3],
+        "a hole reads as zeros"
+    );
+    // A truncate back below the quadruple tree frees its levels; the edge stays.
+    fs.truncate(None, f, FORMAT4_MAX_FILE_SIZE).unwrap();
+    fs.checkpoint().unwrap();
+    let mut fs = crash(fs);
+    fs.check_invariants().unwrap();
+    assert_eq!(fs.read(f, FORMAT4_MAX_FILE_SIZE - 2, 4).unwrap(), b"ed");
+    fs.unlink(None, ROOT, b"huge").unwrap();
+    fs.checkpoint().unwrap();
+    fs.check_invariants().unwrap();
+    assert_eq!(
+        fs.statfs().free_blocks,
+        free0,
+        "every block of the trees is free"
+    );
+}
+
 /// The full size: 1,000,000 entries (16 files with 62,500 names each: inodes are not what
 /// is measured). Minutes in a debug build:
 /// `cargo test --release -p intactfs-pmem --test limits -- --ignored`.
