@@ -659,20 +659,33 @@ fn write_sparse(f: &std::fs::File, buf: &Sparse, size: u64) -> std::io::Result<(
 }
 
 /// The hash of a file's visible contents: of its bytes up to [`DENSE_LIMIT_BYTES`] (equal
-/// contents, equal hash), of its pieces beyond.
+/// contents, equal hash), of its pieces beyond, adjacent pieces of one kind taken as one
+/// (where [`Sparse`] splits its runs into chunks is no part of the contents).
 fn content_hash(buf: &Sparse, size: u64) -> [u8; 32] {
     if size <= DENSE_LIMIT_BYTES {
         return *blake3::hash(&visible(buf, size)).as_bytes();
     }
+    let kind = |seg: &Seg<'_>| match seg {
+        Seg::Bytes(_) => b"B",
+        Seg::Zeros => b"Z",
+        Seg::Hole => b"G",
+    };
+    let segs = seen_segments(buf, size);
     let mut h = blake3::Hasher::new();
-    for (s, e, seg) in seen_segments(buf, size) {
-        h.update(&s.to_le_bytes());
-        h.update(&e.to_le_bytes());
-        match seg {
-            Seg::Bytes(b) => h.update(b"B").update(b),
-            Seg::Zeros => h.update(b"Z"),
-            Seg::Hole => h.update(b"G"),
-        };
+    let mut i = 0;
+    while i < segs.len() {
+        let k = kind(&segs[i].2);
+        let j = i + segs[i..].iter().take_while(|s| kind(&s.2) == k).count();
+        assert!(j > i && segs[j - 1].1 > segs[i].0, "a non-empty stretch");
+        h.update(&segs[i].0.to_le_bytes());
+        h.update(&segs[j - 1].1.to_le_bytes());
+        h.update(k);
+        for (_, _, seg) in &segs[i..j] {
+            if let Seg::Bytes(b) = seg {
+                h.update(b);
+            }
+        }
+        i = j;
     }
     *h.finalize().as_bytes()
 }

@@ -4,13 +4,27 @@
 //! A run is bytes or a stretch of zeros; the rest of the file below its size is a *hole*,
 //! which reads as whatever the reader's fill says: zeros in the logical model (a hole of a
 //! real file), the "uninitialised block" pattern in a crash state. Runs never overlap,
-//! are never empty, and lie below the size: [`Sparse::check`] asserts it.
+//! are never empty, and lie below the size; a run of bytes never crosses a multiple of
+//! [`CHUNK_BYTES`]: [`Sparse::check`] asserts it.
+//!
+//! Cloning is cheap and a write copies only what it touches (issue 29): the runs live in a
+//! persistent map (a clone shares it, a write copies the O(log n) path to its entry), and
+//! each run of bytes is a chunk shared by reference count until written. The explorer keeps
+//! one state per prefix of the trace, so a file appended to N times costs O(N) memory
+//! across all of them instead of a full copy each (O(N²)).
 
-use std::collections::BTreeMap;
+use rpds::RedBlackTreeMapSync;
+use std::sync::Arc;
+
+/// The most bytes one run holds: a write into a chunk a clone shares copies at most this.
+/// 16 KiB (four 4 KiB blocks) keeps that copy small, while a chunk's map entry (about 64
+/// bytes) costs under 0.5 % of a full chunk.
+pub const CHUNK_BYTES: u64 = 16 << 10;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Run {
-    Bytes(Vec<u8>),
+    /// Shared with the clones of the file until written; within one chunk.
+    Bytes(Arc<Vec<u8>>),
     Zeros(u64),
 }
 
@@ -28,7 +42,7 @@ impl Run {
     fn part(&self, from: u64, to: u64) -> Run {
         debug_assert!(from < to && to <= self.len());
         match self {
-            Run::Bytes(b) => Run::Bytes(b[from as usize..to as usize].to_vec()),
+            Run::Bytes(b) => Run::Bytes(Arc::new(b[from as usize..to as usize].to_vec())),
             Run::Zeros(_) => Run::Zeros(to - from),
         }
     }
@@ -42,10 +56,19 @@ pub enum Seg<'a> {
     Hole,
 }
 
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Sparse {
     size: u64,
-    runs: BTreeMap<u64, Run>,
+    runs: RedBlackTreeMapSync<u64, Run>,
+}
+
+impl Default for Sparse {
+    fn default() -> Sparse {
+        Sparse {
+            size: 0,
+            runs: RedBlackTreeMapSync::new_sync(),
+        }
+    }
 }
 
 impl std::fmt::Debug for Sparse {
@@ -54,7 +77,7 @@ impl std::fmt::Debug for Sparse {
             f,
             "Sparse {{ size: {}, runs: {} }}",
             self.size,
-            self.runs.len()
+            self.runs.size()
         )
     }
 }
@@ -69,13 +92,9 @@ impl Eq for Sparse {}
 
 impl From<Vec<u8>> for Sparse {
     fn from(bytes: Vec<u8>) -> Sparse {
-        let mut s = Sparse {
-            size: bytes.len() as u64,
-            runs: BTreeMap::new(),
-        };
-        if !bytes.is_empty() {
-            s.runs.insert(0, Run::Bytes(bytes));
-        }
+        let mut s = Sparse::new();
+        s.write(0, &bytes)
+            .expect("a slice's length fits in a u64 from offset 0");
         s
     }
 }
@@ -111,6 +130,12 @@ impl Sparse {
             assert!(!r.is_empty(), "empty run at {off}");
             assert!(off >= end, "run at {off} overlaps the one ending at {end}");
             end = off.checked_add(r.len()).expect("run end overflows");
+            if let Run::Bytes(_) = r {
+                assert!(
+                    off / CHUNK_BYTES == (end - 1) / CHUNK_BYTES,
+                    "run of bytes {off}..{end} crosses a chunk boundary"
+                );
+            }
         }
         assert!(
             end <= self.size,
@@ -127,28 +152,40 @@ impl Sparse {
         self.size = size;
     }
 
+    /// Removes the run at `off` and returns it. Once out of the map, a chunk no clone
+    /// shares is unique, so [`Arc::make_mut`] writes it in place.
+    fn take(&mut self, off: u64) -> Option<Run> {
+        let r = self.runs.get(&off).cloned()?;
+        self.runs.remove_mut(&off);
+        Some(r)
+    }
+
     /// Removes `[from, to)` from the runs (splitting the runs across its ends).
     fn carve(&mut self, from: u64, to: u64) {
         if from >= to {
             return;
         }
         // A run starting before `from` and reaching into the range keeps its head.
-        if let Some((&off, r)) = self.runs.range(..from).next_back() {
+        if let Some((off, r)) = self.runs.range(..from).next_back() {
+            let (off, r) = (*off, r.clone());
             let end = off + r.len();
             if end > from {
-                let r = self.runs.remove(&off).expect("present");
                 if end > to {
-                    self.runs.insert(to, r.part(to - off, end - off));
+                    self.runs.insert_mut(to, r.part(to - off, end - off));
                 }
-                self.runs.insert(off, r.part(0, from - off));
+                self.runs.insert_mut(off, r.part(0, from - off));
             }
         }
-        let inside: Vec<u64> = self.runs.range(from..to).map(|(o, _)| *o).collect();
-        for off in inside {
-            let r = self.runs.remove(&off).expect("present");
+        let inside: Vec<(u64, Run)> = self
+            .runs
+            .range(from..to)
+            .map(|(o, r)| (*o, r.clone()))
+            .collect();
+        for (off, r) in inside {
+            self.runs.remove_mut(&off);
             let end = off + r.len();
             if end > to {
-                self.runs.insert(to, r.part(to - off, end - off));
+                self.runs.insert_mut(to, r.part(to - off, end - off));
             }
         }
     }
@@ -162,25 +199,53 @@ impl Sparse {
         if bytes.is_empty() {
             return Ok(());
         }
+        // Piece by piece, each within one chunk.
+        let (mut pos, mut rest) = (offset, bytes);
+        while !rest.is_empty() {
+            let n = (CHUNK_BYTES - pos % CHUNK_BYTES).min(rest.len() as u64) as usize;
+            self.write_in_chunk(pos, &rest[..n]);
+            pos += n as u64;
+            rest = &rest[n..];
+        }
+        assert_eq!(pos, end, "the pieces cover the write");
+        self.size = self.size.max(end);
+        Ok(())
+    }
+
+    /// Writes `bytes`, which lie within one chunk, at `offset` (the size is the caller's).
+    fn write_in_chunk(&mut self, offset: u64, bytes: &[u8]) {
+        let end = offset + bytes.len() as u64;
+        assert!(!bytes.is_empty(), "an empty piece at {offset}");
+        assert!(
+            offset / CHUNK_BYTES == (end - 1) / CHUNK_BYTES,
+            "piece crosses a chunk"
+        );
         // Fast path: inside one run of bytes (overwrites of a dense file).
-        if let Some((&off, Run::Bytes(b))) = self.runs.range_mut(..=offset).next_back() {
+        if let Some((&off, Run::Bytes(b))) = self.runs.range(..=offset).next_back() {
             let rel = (offset - off) as usize;
             if rel + bytes.len() <= b.len() {
-                b[rel..rel + bytes.len()].copy_from_slice(bytes);
-                return Ok(());
+                let Some(Run::Bytes(mut b)) = self.take(off) else {
+                    unreachable!("the run just found")
+                };
+                Arc::make_mut(&mut b)[rel..rel + bytes.len()].copy_from_slice(bytes);
+                self.runs.insert_mut(off, Run::Bytes(b));
+                return;
             }
         }
         self.carve(offset, end);
-        self.size = self.size.max(end);
-        // Appending to the run that ends here keeps a dense file one run.
-        if let Some((&off, Run::Bytes(b))) = self.runs.range_mut(..offset).next_back() {
-            if off + b.len() as u64 == offset {
-                b.extend_from_slice(bytes);
-                return Ok(());
+        // Appending to the run that ends here in the same chunk keeps a dense chunk one run.
+        if let Some((&off, Run::Bytes(b))) = self.runs.range(..offset).next_back() {
+            if off + b.len() as u64 == offset && !offset.is_multiple_of(CHUNK_BYTES) {
+                let Some(Run::Bytes(mut b)) = self.take(off) else {
+                    unreachable!("the run just found")
+                };
+                extend_chunk(&mut b, bytes);
+                self.runs.insert_mut(off, Run::Bytes(b));
+                return;
             }
         }
-        self.runs.insert(offset, Run::Bytes(bytes.to_vec()));
-        Ok(())
+        self.runs
+            .insert_mut(offset, Run::Bytes(Arc::new(bytes.to_vec())));
     }
 
     /// Writes `len` zeros at `offset` (no memory for them), growing the size if needed.
@@ -193,7 +258,7 @@ impl Sparse {
         }
         self.carve(offset, end);
         self.size = self.size.max(end);
-        self.runs.insert(offset, Run::Zeros(len));
+        self.runs.insert_mut(offset, Run::Zeros(len));
         Ok(())
     }
 
@@ -279,6 +344,29 @@ impl Sparse {
             }
         }
         None
+    }
+}
+
+/// Appends `bytes` to a chunk: in place when no clone shares it (its capacity never past
+/// [`CHUNK_BYTES`], since a clone may keep it), else into an exact copy, which the clones
+/// keep from then on.
+fn extend_chunk(b: &mut Arc<Vec<u8>>, bytes: &[u8]) {
+    let need = b.len() + bytes.len();
+    assert!(need as u64 <= CHUNK_BYTES, "a chunk of {need} bytes");
+    match Arc::get_mut(b) {
+        Some(v) => {
+            if v.capacity() < need {
+                let want = need.max((2 * v.len()).min(CHUNK_BYTES as usize));
+                v.reserve_exact(want - v.len());
+            }
+            v.extend_from_slice(bytes);
+        }
+        None => {
+            let mut v = Vec::with_capacity(need);
+            v.extend_from_slice(b);
+            v.extend_from_slice(bytes);
+            *b = Arc::new(v);
+        }
     }
 }
 
@@ -370,7 +458,133 @@ mod tests {
         assert_eq!(a.first_difference(&b, |_| 0x80), Some(0));
     }
 
+    /// Applies one generated operation to a sparse file and its dense twin.
+    fn apply(s: &mut Sparse, v: &mut Vec<u8>, (kind, off, len): (u8, u64, u64), byte: u8) {
+        let end = (off + len) as usize;
+        match kind {
+            0 | 1 => {
+                let fill = if kind == 0 { byte } else { 0 };
+                if kind == 0 {
+                    s.write(off, &vec![byte; len as usize]).unwrap();
+                } else {
+                    s.write_zeros(off, len).unwrap();
+                }
+                if len > 0 {
+                    if v.len() < end {
+                        v.resize(end, 0);
+                    }
+                    v[off as usize..end].fill(fill);
+                }
+            }
+            _ => {
+                s.set_len(off);
+                v.resize(off as usize, 0);
+            }
+        }
+    }
+
+    /// Operations around chunk boundaries, some longer than a chunk.
+    fn near_chunks() -> impl proptest::strategy::Strategy<Value = (u8, u64, u64)> {
+        use proptest::prelude::*;
+        (
+            0u8..4,
+            0u64..4,
+            0u64..64,
+            prop_oneof![0u64..48, 0..2 * CHUNK_BYTES + 9],
+        )
+            .prop_map(|(kind, k, d, len)| (kind, (k * CHUNK_BYTES).saturating_sub(32) + d, len))
+    }
+
+    #[test]
+    fn appends_share_all_but_the_last_chunk() {
+        let mut s = Sparse::new();
+        let mut kept = Vec::new();
+        for i in 0..64u8 {
+            s.write(s.len(), &[i; 4096]).unwrap();
+            kept.push(s.clone());
+        }
+        s.check();
+        assert_eq!(s.runs().count(), 16, "one run per 16 KiB chunk");
+        // Every kept state still reads what it held when it was cloned.
+        for (i, k) in kept.iter().enumerate() {
+            k.check();
+            assert_eq!(k.len(), 4096 * (i as u64 + 1));
+            assert_eq!(k.byte_at(k.len() - 1, |_| 9), Some(i as u8));
+        }
+        // The chunks are shared, not copied: distinct allocations number about one per
+        // append (the growing last chunk), not the sum of all sizes.
+        let mut ptrs: Vec<*const Vec<u8>> = kept
+            .iter()
+            .flat_map(|k| {
+                k.runs().filter_map(|(_, r)| match r {
+                    Run::Bytes(b) => Some(Arc::as_ptr(b)),
+                    Run::Zeros(_) => None,
+                })
+            })
+            .collect();
+        ptrs.sort();
+        ptrs.dedup();
+        assert_eq!(ptrs.len(), 64);
+    }
+
+    #[test]
+    fn a_chunk_no_clone_shares_is_written_in_place() {
+        let ptr = |s: &Sparse| match s.runs().next() {
+            Some((_, Run::Bytes(b))) => Arc::as_ptr(b),
+            _ => panic!("one run of bytes"),
+        };
+        let mut s = Sparse::from(vec![1; 100]);
+        let p = ptr(&s);
+        s.write(10, b"xy").unwrap();
+        assert_eq!(
+            ptr(&s),
+            p,
+            "an overwrite of an unshared chunk copies nothing"
+        );
+        let kept = s.clone();
+        s.write(10, b"zz").unwrap();
+        assert_ne!(ptr(&s), p, "an overwrite of a shared chunk copies it");
+        assert_eq!(kept.read(10, 2, |_| 0), b"xy");
+        assert_eq!(ptr(&kept), p);
+    }
+
     proptest::proptest! {
+        #[test]
+        fn a_clone_is_independent_of_the_original(
+            before in proptest::collection::vec(near_chunks(), 0..12),
+            ops in proptest::collection::vec((proptest::bool::ANY, near_chunks()), 0..24),
+        ) {
+            let (mut a, mut va) = (Sparse::new(), Vec::<u8>::new());
+            for (i, op) in before.into_iter().enumerate() {
+                apply(&mut a, &mut va, op, i as u8 | 1);
+            }
+            let (mut b, mut vb) = (a.clone(), va.clone());
+            for (i, (to_clone, op)) in ops.into_iter().enumerate() {
+                let byte = 0x40 | i as u8;
+                if to_clone {
+                    apply(&mut b, &mut vb, op, byte);
+                } else {
+                    apply(&mut a, &mut va, op, byte);
+                }
+                a.check();
+                b.check();
+                let (ra, rb) = (a.read(0, 1 << 20, |_| 0), b.read(0, 1 << 20, |_| 0));
+                proptest::prop_assert_eq!(ra, va.clone());
+                proptest::prop_assert_eq!(rb, vb.clone());
+            }
+        }
+
+        #[test]
+        fn agrees_with_a_dense_vector_across_chunks(ops in proptest::collection::vec(near_chunks(), 0..40)) {
+            let (mut s, mut v) = (Sparse::new(), Vec::<u8>::new());
+            for (i, op) in ops.into_iter().enumerate() {
+                apply(&mut s, &mut v, op, i as u8 | 1);
+                s.check();
+                proptest::prop_assert_eq!(s.read(0, 1 << 20, |_| 0), v.clone());
+                proptest::prop_assert_eq!(&s, &Sparse::from(v.clone()));
+            }
+        }
+
         #[test]
         fn agrees_with_a_dense_vector(ops in proptest::collection::vec((0u8..4, 0u64..64, 0u64..16), 0..40)) {
             let (mut s, mut v) = (Sparse::new(), Vec::<u8>::new());
