@@ -3,6 +3,7 @@
 //! build the report. In stages: [`Session::open`] reads and validates, [`Session::check`]
 //! builds the programs, explores each APM, settles the verdicts and reports.
 
+pub use crate::options::checker_flag;
 use crate::options::{CheckOptions, Explore};
 use crate::units::Store;
 use crate::{interrupted, view, Error, Progress};
@@ -34,15 +35,6 @@ pub fn resolve_apms(names: &[String]) -> Result<Vec<Apm>, Error> {
         return Err(Error::input("--apm: name at least one APM"));
     }
     Ok(out)
-}
-
-/// The checker command split into words as a POSIX shell would.
-/// The flag that names the checker in messages.
-pub fn checker_flag(protocol: intact_runner::Protocol) -> &'static str {
-    match protocol {
-        intact_runner::Protocol::PerProcess => "--checker",
-        intact_runner::Protocol::Server => "--checker-server",
-    }
 }
 
 /// The checker command of `flag` (`--checker` or `--checker-server`), split as a shell would.

@@ -69,3 +69,12 @@ impl CheckOptions {
         Some(v)
     }
 }
+
+/// The flag that names the checker in messages (here, below both `check` and `units`,
+/// which name it).
+pub fn checker_flag(protocol: intact_runner::Protocol) -> &'static str {
+    match protocol {
+        intact_runner::Protocol::PerProcess => "--checker",
+        intact_runner::Protocol::Server => "--checker-server",
+    }
+}

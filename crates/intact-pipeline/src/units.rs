@@ -1117,7 +1117,7 @@ impl UnitChecker {
                 self.worker,
             )
             .map_err(|e| {
-                let flag = crate::check::checker_flag(u.protocol.runner());
+                let flag = crate::options::checker_flag(u.protocol.runner());
                 Error::input(format!("{flag} on {}: {e}", self.host))
             })?;
             self.runner = Some((key, runner));

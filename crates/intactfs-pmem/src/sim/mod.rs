@@ -841,16 +841,18 @@ impl Run {
         Ok(())
     }
 
-    /// Mostly within the first 24 KiB; one write in 6 far out, where format 3's
-    /// triple-indirect tree maps it: at format 2's limit (the double tree's end), a few GiB
-    /// in, at a triple-tree boundary, or at the largest file's end (EFBIG past it).
+    /// Mostly within the first 24 KiB; one write in 6 far out, where the triple- or
+    /// quadruple-indirect tree maps it: at format 2's limit (the double tree's end), across
+    /// format 4's (the triple tree's end, 512 GiB), at a triple-tree boundary, or at the
+    /// largest file's end (EFBIG past it).
     fn write_offset(&mut self) -> u64 {
         const OLD_LIMIT: u64 = (12 + 512 + 512 * 512) * 4096;
+        const TRIPLE_END: u64 = (12 + 512 + 512 * 512 + 512 * 512 * 512) * 4096;
         const SUBTREE: u64 = 512 * 512 * 4096;
         let near = self.rng.random_range(0..24_576u64);
         match self.rng.random_range(0..24) {
             0 => OLD_LIMIT - self.rng.random_range(0..8192u64),
-            1 => 3 * SUBTREE + near,
+            1 => TRIPLE_END - 8192 + near,
             2 => OLD_LIMIT + 5 * SUBTREE - self.rng.random_range(0..8192u64),
             3 => MAX_SIZE - self.rng.random_range(0..20_000u64),
             _ => near,

@@ -13,7 +13,7 @@ const CHUNK: u64 = 4096;
 /// The largest file the model allows: 12 direct blocks and single-, double- and
 /// triple-indirect trees of 512 pointers, 4 KiB blocks (the format-3 limit, stated here
 /// independently of the engine's layout code).
-pub const MAX_SIZE: u64 = (12 + 512 + 512 * 512 + 512 * 512 * 512) * 4096;
+pub const MAX_SIZE: u64 = (12 + 512 + 512 * 512 + 512 * 512 * 512 + 512 * 512 * 512 * 512) * 4096;
 
 /// A file's content, sparse: files reach hundreds of GiB with a few chunks written.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
