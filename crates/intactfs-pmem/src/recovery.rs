@@ -543,8 +543,17 @@ impl<P: PmemDevice> PmemFs<P> {
         }
         let accounted = owners.len() + self.free_blocks.len() + deferred.len();
         if accounted != self.g.data_blocks() as usize {
+            // Name the first blocks nobody accounts for: where to look in the image.
+            let lost: Vec<u64> = (self.g.data_start..self.g.total_blocks)
+                .filter(|b| {
+                    !owners.contains_key(b)
+                        && !self.free_blocks.contains(b)
+                        && !deferred.contains(b)
+                })
+                .take(8)
+                .collect();
             return Err(PmemFsError::Internal(format!(
-                "{} blocks named or pending + {} free + {} freed by open transactions = {accounted}, the data area has {} (a block leaked or is counted twice)",
+                "{} blocks named or pending + {} free + {} freed by open transactions = {accounted}, the data area has {} (a block leaked or is counted twice; unaccounted: {lost:?})",
                 owners.len(),
                 self.free_blocks.len(),
                 deferred.len(),
