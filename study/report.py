@@ -48,6 +48,7 @@ THESIS = {
     "postgres": ("PostgreSQL", [0, 0, 0, 0, 0, 1]),
     "gdbm": ("GDBM", [2, 3, 3, 3, 4, 5]),
     "lmdb": ("LMDB", [0, 0, 0, 0, 0, 1]),
+    "mercurial": ("Mercurial", [3, 3, 4, 6, 8, 10]),
 }
 # Thesis 004 Table 5.2(a) (ALICE; ext4 vs c2fs, i.e. intactfs's promise; newer application
 # versions than Table 4.4; durability not checked for Git, which never calls fsync in its
@@ -56,6 +57,7 @@ THESIS_52 = {
     "sqlite-rollback": ("SQLite-Roll", 0, 0),
     "leveldb": ("LevelDB", 1, 0),
     "git": ("Git", 2, 0),
+    "mercurial": ("Mercurial", 5, 2),
 }
 VERDICTS = {"real-bug": "against the application", "documented": "documented behaviour", "model-artefact": "artefact of the model"}
 # APMs with 0 forbidden crash images at block level on Linux 6.18 (docs/validation.md).

@@ -2,14 +2,15 @@
 # The application study (thesis 004, chapter 4): records every application's workload,
 # explores its crash states under every built-in APM with its own checker, saves one
 # failing state per static vulnerability, and writes docs/study.md (study/report.py).
-#   bash study/run.sh [--quick] [--apps a,b] [--jobs N] [--out DIR] [--no-doc]
-# --quick: only each application's QUICK_CONFIGS (the CI subset). Results go to
+#   bash study/run.sh [--quick] [--slow] [--apps a,b] [--jobs N] [--out DIR] [--no-doc]
+# --quick: only each application's QUICK_CONFIGS (the CI subset). --slow: also the
+# applications marked SLOW=1 (--apps runs them when it names them). Results go to
 # study/out/<app>-<config>/ (see study/README.md). Exit 0 when every run completed
 # (vulnerabilities found or not), 1 when a run failed (its error is in the doc and above).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-quick=0 apps="" jobs=$(nproc) out=$here/out doc=1
+quick=0 apps="" jobs=$(nproc) out=$here/out doc=1 slow=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1 ;;
@@ -17,7 +18,8 @@ while [ $# -gt 0 ]; do
     --jobs) jobs=$2; shift ;;
     --out) out=$2; shift ;;
     --no-doc) doc=0 ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    --slow) slow=1 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
     *) echo "study/run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -28,16 +30,22 @@ command -v strace >/dev/null || { apt-get update -qq && apt-get install -y -qq s
 intact=$root/target/release/intact
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+slow_ok=$slow
 if [ -z "$apps" ]; then
   apps=$(cd "$here" && for d in */study.sh; do printf '%s,' "${d%/study.sh}"; done)
+else
+  slow_ok=1   # an application named with --apps runs even when slow
 fi
 failed=0 started=$EPOCHREALTIME
 IFS=, read -ra app_list <<<"$apps"
 for app in "${app_list[@]}"; do
   [ -n "$app" ] || continue
   [ -f "$here/$app/study.sh" ] || { echo "study/run.sh: no study/$app/study.sh" >&2; exit 2; }
-  configs=$(STUDY_CONFIG=__list__ bash -c 'CONFIGS=(default); QUICK_CONFIGS=(); source "$1" 2>/dev/null || true
-    if [ "$2" = 1 ]; then echo "${QUICK_CONFIGS[*]:-}"; else echo "${CONFIGS[*]}"; fi' _ "$here/$app/study.sh" "$quick")
+  # An application marked SLOW=1 (its checker takes an hour or more) runs only with --slow
+  # or when --apps names it.
+  configs=$(STUDY_CONFIG=__list__ bash -c 'CONFIGS=(default); QUICK_CONFIGS=(); SLOW=0; source "$1" 2>/dev/null || true
+    if [ "$SLOW" = 1 ] && [ "$4" = 0 ]; then echo "== $5: slow, skipped (--slow runs it)" >&2; exit 0; fi
+    if [ "$2" = 1 ]; then echo "${QUICK_CONFIGS[*]:-}"; else echo "${CONFIGS[*]}"; fi' _ "$here/$app/study.sh" "$quick" "" "$slow_ok" "$app")
   for cfg in $configs; do
     name=$app; [ "$cfg" = default ] || name=$app-$cfg
     o=$out/$name
