@@ -293,16 +293,20 @@ fn bad_units_and_directories_are_refused() {
     // Corrupt units: truncated, a changed byte of state, a different bundle.
     let text = std::fs::read_to_string(&unit).unwrap();
     let bad = k.tmp.path().join("bad.json");
+    // check-unit on the (damaged) unit `bad` of bundle `b`.
+    let run_bad_unit = || {
+        run(&[
+            "check-unit",
+            "--bundle",
+            b,
+            "--unit",
+            bad.to_str().unwrap(),
+            "--out",
+            v,
+        ])
+    };
     std::fs::write(&bad, &text[..text.len() / 2]).unwrap();
-    let (code, _, err) = run(&[
-        "check-unit",
-        "--bundle",
-        b,
-        "--unit",
-        bad.to_str().unwrap(),
-        "--out",
-        v,
-    ]);
+    let (code, _, err) = run_bad_unit();
     assert_eq!(code, 2);
     assert!(err.contains("not a valid work unit"), "{err}");
     assert!(!verdict.exists());
@@ -310,15 +314,7 @@ fn bad_units_and_directories_are_refused() {
     let mut u: serde_json::Value = serde_json::from_str(&text).unwrap();
     u["delta"]["stdout"] = serde_json::json!("eA==");
     std::fs::write(&bad, u.to_string()).unwrap();
-    let (code, _, err) = run(&[
-        "check-unit",
-        "--bundle",
-        b,
-        "--unit",
-        bad.to_str().unwrap(),
-        "--out",
-        v,
-    ]);
+    let (code, _, err) = run_bad_unit();
     assert_eq!(code, 2);
     assert!(err.contains("corrupt unit"), "{err}");
     assert!(!verdict.exists());
@@ -350,15 +346,7 @@ fn bad_units_and_directories_are_refused() {
     let mut u: serde_json::Value = serde_json::from_str(&text).unwrap();
     u["version"] = serde_json::json!(3);
     std::fs::write(&bad, u.to_string()).unwrap();
-    let (code, _, err) = run(&[
-        "check-unit",
-        "--bundle",
-        b,
-        "--unit",
-        bad.to_str().unwrap(),
-        "--out",
-        v,
-    ]);
+    let (code, _, err) = run_bad_unit();
     assert_eq!(code, 2);
     assert!(
         err.contains("not a version 1..=2 intact-unit file (version 3"),
@@ -369,30 +357,14 @@ fn bad_units_and_directories_are_refused() {
     u["version"] = serde_json::json!(1);
     u.as_object_mut().unwrap().remove("protocol");
     std::fs::write(&bad, u.to_string()).unwrap();
-    let (code, _, err) = run(&[
-        "check-unit",
-        "--bundle",
-        b,
-        "--unit",
-        bad.to_str().unwrap(),
-        "--out",
-        v,
-    ]);
+    let (code, _, err) = run_bad_unit();
     assert_eq!(code, 0, "{err}");
     std::fs::remove_file(&verdict).unwrap();
     // A worker without the checker: the message names it.
     let mut u: serde_json::Value = serde_json::from_str(&text).unwrap();
     u["checker"] = serde_json::json!(["intact-no-such-checker"]);
     std::fs::write(&bad, u.to_string()).unwrap();
-    let (code, _, err) = run(&[
-        "check-unit",
-        "--bundle",
-        b,
-        "--unit",
-        bad.to_str().unwrap(),
-        "--out",
-        v,
-    ]);
+    let (code, _, err) = run_bad_unit();
     assert_eq!(code, 2);
     assert!(
         err.contains("intact-no-such-checker") && err.contains("not found"),

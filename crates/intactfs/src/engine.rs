@@ -1227,7 +1227,7 @@ impl<D: BlockDevice> Fs<D> {
             *c > 0,
             "open count of inode {ino} is 0 while still in the map"
         );
-        *c -= 1;
+        *c = c.checked_sub(1).expect("open count checked above");
         if *c == 0 {
             self.open.remove(&ino);
             if !self.opts.read_only
