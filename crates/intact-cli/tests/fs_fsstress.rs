@@ -67,13 +67,33 @@ fn stress(m: &Mount, bin: &Path, ops: u32) {
         "7",
     ]));
     assert!(o.status.success(), "fsstress: {}", text(&o));
+    // fsstress' 8 processes interleave differently from run to run, so its seed does not
+    // decide how full it leaves the image (CI once stopped at 1.2 % free): a file written
+    // until ENOSPC fills the rest, so the remount below always starts from a full image.
+    top_up(&dir.join("top-up"));
     let st = nix_statvfs(&m.mnt);
     assert!(
         full(&m.mnt),
-        "fsstress must fill the file system: {} of {} blocks free",
+        "fsstress and the top-up must fill the file system: {} of {} blocks free",
         st.0,
         st.1
     );
+}
+
+/// Appends 64 KiB chunks to `path`, then 4 KiB ones, until the file system says ENOSPC.
+fn top_up(path: &Path) {
+    use std::io::Write;
+    let mut f = std::fs::File::create(path).unwrap();
+    for chunk_bytes in [64usize << 10, 4 << 10] {
+        let chunk = vec![7u8; chunk_bytes];
+        loop {
+            match f.write_all(&chunk) {
+                Ok(()) => continue,
+                Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
+                Err(e) => panic!("topping up {}: {e}", path.display()),
+            }
+        }
+    }
 }
 
 /// Less than 1% free.
