@@ -18,12 +18,12 @@
 //! "Concurrently" in the paper means several threads; this engine is single-threaded and
 //! batches the blocks instead (one fence per step for all of them).
 
-use crate::error::Result;
+use crate::error::{PmemFsError, Result};
 use crate::index::Committed;
 use crate::invariants::release;
 use crate::layout::{BLOCK, LINE, LINES_PER_BLOCK};
 use crate::log;
-use crate::PmemFs;
+use crate::{Ino, PmemFs};
 use intactfs_device::PmemDevice;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -165,14 +165,7 @@ impl<P: PmemDevice> PmemFs<P> {
                     self.free_blocks.insert(c.pblk);
                 }
                 rep.entries_freed += 1;
-                if let Some(l) = self.live.get_mut(&c.tx) {
-                    release(&mut l.remaining, 1, "LiveCommit::remaining (checkpoint)");
-                    if l.remaining == 0 {
-                        let slot = l.slot;
-                        self.live.remove(&c.tx);
-                        self.dead_commits.push((c.tx, slot));
-                    }
-                }
+                self.release_live(c.tx, "LiveCommit::remaining (checkpoint)");
             }
             if g.origin != 0 && g.origin != g.new {
                 self.free_blocks.insert(g.origin);
@@ -187,6 +180,94 @@ impl<P: PmemDevice> PmemFs<P> {
         // Ordering property 2: commit records once all their entries are freed.
         self.flush_dead_commits()?;
         Ok(rep)
+    }
+
+    /// Checkpoints every committed version of `ino` in `lbns` (a truncation, hole punch or
+    /// allocation that must not leave a redo entry naming a block it changes). A version
+    /// whose missing indirect blocks find no free block is retried after a checkpoint of
+    /// everything (which frees replaced blocks); if it still cannot be installed, ENOSPC
+    /// before the caller changed anything.
+    pub(crate) fn checkpoint_file_range(
+        &mut self,
+        ino: Ino,
+        lbns: std::ops::Range<u64>,
+        what: &str,
+    ) -> Result<()> {
+        let left = |fs: &Self| {
+            (fs.index.file(ino))
+                .filter(|(l, v)| lbns.contains(l) && !v.committed.is_empty())
+                .count()
+        };
+        if left(self) == 0 {
+            return Ok(());
+        }
+        self.checkpoint_where(|i, l| i == ino && lbns.contains(&l))?;
+        if left(self) > 0 {
+            self.checkpoint_where(|_, _| true)?;
+            self.checkpoint_where(|i, l| i == ino && lbns.contains(&l))?;
+        }
+        match left(self) {
+            0 => Ok(()),
+            n => Err(PmemFsError::NoSpace(format!(
+                "{what} of inode {ino}: {n} blocks written since the last checkpoint need indirect blocks to be installed first, and none is free"
+            ))),
+        }
+    }
+
+    /// Retires the committed versions of inodes a transaction dropped, once its commit is
+    /// durable: their redo entries are invalidated (one fence: every entry of a dropped
+    /// inode is dead, so their order does not matter, and recovery discards a committed
+    /// redo entry of an inode not in use), then their log slots and pending blocks are free.
+    pub(crate) fn retire_versions(&mut self, retired: &[(Ino, u64, Committed)]) -> Result<()> {
+        if retired.is_empty() {
+            return Ok(());
+        }
+        let slots: Vec<u64> = retired.iter().map(|r| r.2.slot).collect();
+        log::invalidate(&mut self.dev, &self.g, &slots)?;
+        // Defensive: any reuse of the blocks or the inode goes through a later fence anyway
+        // (a mutation leaving this one out was not caught in 30 seeds), but the retirement
+        // should not depend on what the next call does.
+        self.dev.fence()?;
+        for &(ino, lbn, c) in retired {
+            assert!(
+                self.index.get(ino, lbn).is_none(),
+                "inode {ino} block {lbn} is retired but still in the index"
+            );
+            self.log.free.insert(c.slot);
+            assert!(
+                self.free_blocks.insert(c.pblk),
+                "retired block {} is free",
+                c.pblk
+            );
+            self.release_live(c.tx, "LiveCommit::remaining (retired)");
+        }
+        self.stats.entries_retired += retired.len() as u64;
+        Ok(())
+    }
+
+    /// An aborted drop's versions go back into the index, in commit order (the dropping
+    /// transaction owned the inode, so no version of it was added meanwhile).
+    pub(crate) fn unretire_versions(&mut self, retired: &[(Ino, u64, Committed)]) {
+        for &(ino, lbn, c) in retired {
+            let v = self.index.entry(ino, lbn);
+            assert!(
+                v.committed.last().is_none_or(|l| l.cseq < c.cseq),
+                "inode {ino} block {lbn}: a version newer than a retired one"
+            );
+            v.committed.push(c);
+        }
+    }
+
+    /// One of transaction `tx`'s redo entries is gone: its commit record dies with the last.
+    fn release_live(&mut self, tx: u64, what: &str) {
+        if let Some(l) = self.live.get_mut(&tx) {
+            release(&mut l.remaining, 1, what);
+            if l.remaining == 0 {
+                let slot = l.slot;
+                self.live.remove(&tx);
+                self.dead_commits.push((tx, slot));
+            }
+        }
     }
 
     /// Frees the commit records of transactions with no entry left (their entries' freeing

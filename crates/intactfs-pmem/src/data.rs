@@ -68,9 +68,27 @@ impl<P: PmemDevice> PmemFs<P> {
         }
     }
 
+    /// How many indirect blocks on the path to block `lbn` of `ino` are missing (0 for a
+    /// direct block or a complete path).
+    pub(crate) fn missing_levels(&self, ino: Ino, lbn: u64) -> Result<u64> {
+        let Some(PtrPath::Tree { root, depth, idx }) = ptr_path(lbn) else {
+            return Ok(0);
+        };
+        let mut off = self.g.inode_off(ino) + root;
+        for (k, &i) in idx[..depth as usize].iter().enumerate() {
+            let x = self.ptr(off, || format!("an indirect pointer of inode {ino}"))?;
+            if x == 0 {
+                return Ok(depth as u64 - k as u64);
+            }
+            off = x * BLOCK + i * 8;
+        }
+        Ok(0)
+    }
+
     /// Like [`PmemFs::ptr_off`], allocating missing indirect blocks (for a checkpoint): each
     /// new block is zeroed and persisted before an atomic, persisted pointer store names it.
-    /// None when no block is free.
+    /// All missing levels or none: None when fewer blocks are free than levels are missing
+    /// (a partial path would name indirect blocks no data needs yet).
     pub(crate) fn ptr_off_alloc(&mut self, ino: Ino, lbn: u64) -> Result<Option<u64>> {
         let base = self.g.inode_off(ino);
         let (root, depth, idx) = match ptr_path(lbn) {
@@ -82,13 +100,15 @@ impl<P: PmemDevice> PmemFs<P> {
             Some(PtrPath::Direct(i)) => return Ok(Some(base + I_DIRECT + i * 8)),
             Some(PtrPath::Tree { root, depth, idx }) => (root, depth, idx),
         };
+        let missing = self.missing_levels(ino, lbn)?;
+        if missing > self.free_blocks.len() as u64 {
+            return Ok(None);
+        }
         let mut off = base + root;
         for &i in &idx[..depth as usize] {
             let mut x = self.ptr(off, || format!("an indirect pointer of inode {ino}"))?;
             if x == 0 {
-                let Some(b) = self.free_blocks.pop_first() else {
-                    return Ok(None);
-                };
+                let b = self.free_blocks.pop_first().expect("counted above");
                 if crate::mutation::active(crate::mutation::Mutation::IndirectNotPersisted) {
                     self.dev.write(b * BLOCK, &[0u8; BLOCK as usize])?;
                 } else {
@@ -442,9 +462,7 @@ impl<P: PmemDevice> PmemFs<P> {
             return Ok(plan);
         }
         let cut = new.div_ceil(BLOCK);
-        if self.index.has_committed_from(ino, cut) {
-            self.checkpoint_where(|i, l| i == ino && l >= cut)?;
-        }
+        self.checkpoint_file_range(ino, cut..MAX_BLOCKS, "truncate")?;
         plan.drop_open = self
             .index
             .file(ino)

@@ -99,9 +99,7 @@ impl<P: PmemDevice> PmemFs<P> {
             })?;
         // No committed version of this file may be checkpointed while the batch is staged:
         // a checkpoint could name a new indirect block where the batch names another.
-        if self.index.has_committed_from(ino, 0) {
-            self.checkpoint_where(|i, _| i == ino)?;
-        }
+        self.checkpoint_file_range(ino, 0..MAX_BLOCKS, "fallocate")?;
         let holes = self.holes(ino, off / BLOCK, end.div_ceil(BLOCK))?;
         let data = self.take_blocks(holes.len() as u64, "fallocate")?;
         let mut b = Batch::default();
@@ -238,10 +236,7 @@ impl<P: PmemDevice> PmemFs<P> {
         }
         let (full0, full1) = (off.div_ceil(BLOCK), end / BLOCK);
         // No redo entry may name a block this call unmaps (as for a truncation).
-        let inside = |l: &u64| (full0..full1).contains(l);
-        if (self.index.file(ino)).any(|(l, v)| inside(&l) && !v.committed.is_empty()) {
-            self.checkpoint_where(|i, l| i == ino && (full0..full1).contains(&l))?;
-        }
+        self.checkpoint_file_range(ino, full0..full1, "punch hole")?;
         let mut plan = self.plan_punch(id, ino, (off, end), rec.size)?;
         let n = plan.new_versions();
         let checkpoints = self.stats.checkpoints;

@@ -80,10 +80,15 @@ impl Index {
             .range((ino, 0)..=(ino, u64::MAX))
             .map(|(&(_, l), v)| (l, v))
     }
-    pub fn has_committed_from(&self, ino: u64, from_lbn: u64) -> bool {
-        self.map
-            .range((ino, from_lbn)..=(ino, u64::MAX))
-            .any(|(_, v)| !v.committed.is_empty())
+    /// Takes every committed version of `ino` out of the index (a file being dropped: its
+    /// versions are retired when the drop commits), in (lbn, commit) order.
+    pub fn take_committed(&mut self, ino: u64) -> Vec<(u64, Committed)> {
+        let mut out = Vec::new();
+        for (&(_, lbn), v) in self.map.range_mut((ino, 0)..=(ino, u64::MAX)) {
+            out.extend(v.committed.drain(..).map(|c| (lbn, c)));
+        }
+        self.map.retain(|&(i, _), v| i != ino || !v.is_empty());
+        out
     }
     /// Every block with committed versions, in (ino, lbn) order.
     pub fn committed_blocks(&self) -> Vec<(u64, u64)> {

@@ -123,6 +123,14 @@ impl<P: PmemDevice> PmemFs<P> {
                 .iter()
                 .map(move |c| (c.slot, format!("redo of {k:?}")))
         });
+        let retired = self.txs.iter().flat_map(|(&id, t)| {
+            t.retired.iter().map(move |r| {
+                (
+                    r.2.slot,
+                    format!("redo of {:?} retired by tx {id}", (r.0, r.1)),
+                )
+            })
+        });
         let live = self
             .live
             .iter()
@@ -132,7 +140,7 @@ impl<P: PmemDevice> PmemFs<P> {
             .iter()
             .map(|&(tx, s)| (s, format!("dead commit record of tx {tx}")));
         let mut seen: HashMap<u64, String> = HashMap::new();
-        for (slot, what) in undo.chain(redo).chain(live).chain(dead) {
+        for (slot, what) in undo.chain(redo).chain(retired).chain(live).chain(dead) {
             if slot >= self.log.total || self.log.free.contains(&slot) {
                 return Err(violation(format!(
                     "log slot {slot} ({what}) is free or beyond the log"
@@ -188,11 +196,22 @@ impl<P: PmemDevice> PmemFs<P> {
                 *versions.entry(c.tx).or_default() += 1;
             }
         }
+        // A retired version still counts for its commit record until the drop commits.
+        for t in self.txs.values() {
+            for (ino, lbn, c) in &t.retired {
+                if self.index.get(*ino, *lbn).is_some() {
+                    return Err(violation(format!(
+                        "block {lbn} of inode {ino} is retired by a transaction but still in the index"
+                    )));
+                }
+                *versions.entry(c.tx).or_default() += 1;
+            }
+        }
         self.check_live_counts(&versions)
     }
 
-    /// A live commit's remaining count equals its versions in the index; a transaction with
-    /// versions in the index has a live commit record.
+    /// A live commit's remaining count equals its versions in the index (and retired by open
+    /// transactions); a transaction with versions there has a live commit record.
     fn check_live_counts(&self, versions: &HashMap<u64, u64>) -> Result<()> {
         for (tx, l) in &self.live {
             let n = versions.get(tx).copied().unwrap_or(0);

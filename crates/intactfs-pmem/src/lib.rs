@@ -50,7 +50,7 @@ pub use layout::{
 };
 pub use recovery::MountReport;
 
-use index::Index;
+use index::{Committed, Index};
 use intactfs_device::{PmemCounters, PmemDevice};
 use layout::*;
 use log::LogSpace;
@@ -128,6 +128,8 @@ pub struct Stats {
     /// Cachelines copied by checkpoints (Algorithm 1 step 2).
     pub lines_copied: u64,
     pub indirect_allocs: u64,
+    /// Redo entries of dropped inodes invalidated at their drop's commit (never installed).
+    pub entries_retired: u64,
 }
 
 /// What a transaction cost on the device, summed over its calls (and its commit).
@@ -243,6 +245,10 @@ pub(crate) struct Tx {
     /// Freed by it: reusable once its commit is durable.
     pub freed_blocks: Vec<u64>,
     pub freed_inodes: Vec<Ino>,
+    /// Committed versions of the inodes it drops, out of the index: their redo entries are
+    /// invalidated once its commit is durable (before the inode can be reused), or go back
+    /// into the index if it aborts. (ino, lbn, version)
+    pub retired: Vec<(Ino, u64, Committed)>,
     pub freed_slots: Vec<(Ino, u64)>,
     pub dirs: BTreeSet<Ino>,
     pub owned: BTreeSet<Ino>,

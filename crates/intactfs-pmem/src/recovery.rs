@@ -43,6 +43,9 @@ pub struct MountReport {
     pub redo_indexed: u64,
     /// Committed redo entries found already installed by a checkpoint, freed.
     pub redo_installed: u64,
+    /// Committed redo entries of inodes no longer in use (their drop committed, its
+    /// retirement of them did not reach pmem), freed.
+    pub redo_retired: u64,
     pub commit_records_freed: u64,
     /// Files unlinked and directories removed while open before the crash, freed (step 6).
     pub orphans_freed: u64,
@@ -218,6 +221,7 @@ impl<P: PmemDevice> PmemFs<P> {
         // Step 5: committed redo entries, per block in commit order.
         let mut groups: BTreeMap<(Ino, u64), Vec<Committed>> = BTreeMap::new();
         let mut pending_seen = HashSet::new();
+        let mut retired: Vec<u64> = Vec::new();
         for (slot, e) in &entries {
             let Body::Redo {
                 ino,
@@ -231,12 +235,25 @@ impl<P: PmemDevice> PmemFs<P> {
             let Some(&(cseq, _)) = commits.get(&e.tx) else {
                 continue;
             };
-            let rec = scan.inodes.get(&ino).filter(|r| r.kind == FileType::File).ok_or_else(|| corrupt(format!("log entry {slot}: committed redo entry for inode {ino}, which is not a file in use")))?;
-            if lbn >= rec.size.div_ceil(BLOCK) {
-                return Err(corrupt(format!("log entry {slot}: committed redo entry for block {lbn} of inode {ino}, beyond its size {}", rec.size)));
-            }
             if !g.is_data_block(pblk) || !pending_seen.insert(pblk) {
                 return Err(corrupt(format!("log entry {slot}: pending block {pblk} is outside the data area or named by two redo entries")));
+            }
+            let Some(rec) = scan.inodes.get(&ino) else {
+                // Its inode's drop committed after it; the drop's commit retires such
+                // entries before the inode or the block can be reused, so the block is free.
+                if let Some(&(o, l)) = scan.used.get(&pblk) {
+                    return Err(corrupt(format!("log entry {slot}: pending block {pblk} of dropped inode {ino} is also block {l:?} of inode {o}")));
+                }
+                retired.push(*slot);
+                continue;
+            };
+            if rec.kind != FileType::File {
+                return Err(corrupt(format!(
+                    "log entry {slot}: committed redo entry for inode {ino}, which is not a file"
+                )));
+            }
+            if lbn >= rec.size.div_ceil(BLOCK) {
+                return Err(corrupt(format!("log entry {slot}: committed redo entry for block {lbn} of inode {ino}, beyond its size {}", rec.size)));
             }
             if let Some(&(o, l)) = scan.used.get(&pblk) {
                 if scan.homes.get(&(ino, lbn)) != Some(&pblk) {
@@ -275,6 +292,13 @@ impl<P: PmemDevice> PmemFs<P> {
         }
         let rounds = installed.iter().map(|v| v.len()).max().unwrap_or(0);
         let mut freed_slots: HashSet<u64> = discard;
+        rep.redo_retired = retired.len() as u64;
+        if !retired.is_empty() {
+            // Before the commit records below (ordering property 2).
+            log::invalidate(&mut fs.dev, &g, &retired)?;
+            fs.dev.fence()?;
+            freed_slots.extend(retired);
+        }
         for r in 0..rounds {
             let slots: Vec<u64> = installed.iter().filter_map(|v| v.get(r).copied()).collect();
             log::invalidate(&mut fs.dev, &g, &slots)?;
@@ -517,6 +541,17 @@ impl<P: PmemDevice> PmemFs<P> {
                 {
                     return Err(PmemFsError::Internal(format!(
                         "block {p} is both {prev} and a pending block of inode {ino} block {lbn}"
+                    )));
+                }
+            }
+        }
+        for t in self.txs.values() {
+            for &(ino, lbn, c) in &t.retired {
+                let what = format!("a retired pending block of inode {ino} block {lbn}");
+                if let Some(prev) = owners.insert(c.pblk, what.clone()) {
+                    return Err(PmemFsError::Internal(format!(
+                        "block {} is both {prev} and {what}",
+                        c.pblk
                     )));
                 }
             }

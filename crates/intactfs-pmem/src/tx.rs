@@ -140,6 +140,11 @@ impl<P: PmemDevice> PmemFs<P> {
             self.owner.remove(o);
         }
         if t.undo.is_empty() && t.data.is_empty() {
+            // A drop stages its inode's type word, so one that retires versions has undo.
+            assert!(
+                t.retired.is_empty(),
+                "transaction {id} retires versions but changed nothing"
+            );
             // Nothing changed: nothing to make durable.
             crate::invariants::release(
                 &mut self.log.reserved,
@@ -242,6 +247,9 @@ impl<P: PmemDevice> PmemFs<P> {
             self.dev.fence()?; // D
             self.log.free.extend(undo);
         }
+        // Before anything it freed is reused (release_freed): no redo entry of a dropped
+        // inode may survive into a new file of the same number.
+        self.retire_versions(&t.retired)?;
         let n = versions.len() as u64;
         for (ino, lbn, c) in versions {
             self.index.entry(ino, lbn).committed.push(c);
@@ -333,6 +341,7 @@ impl<P: PmemDevice> PmemFs<P> {
             }
             self.index.tidy(ino, lbn);
         }
+        self.unretire_versions(&t.retired);
         crate::invariants::release(&mut self.log.reserved, t.reserved, "log.reserved (abort)");
         self.free_blocks.extend(t.new_blocks.iter().copied());
         self.free_inodes.extend(t.new_inodes.iter().copied());

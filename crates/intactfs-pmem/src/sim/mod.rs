@@ -132,6 +132,8 @@ pub struct SimReport {
     pub pointer_swaps: u64,
     pub redo_entries: u64,
     pub undo_entries: u64,
+    /// Redo entries of dropped files invalidated at the drop's commit, never installed.
+    pub entries_retired: u64,
     /// Opens and releases; files unlinked (or replaced) while open; orphans freed by their
     /// last release (or by the end of the transaction that owned them).
     pub opens: u64,
@@ -177,6 +179,7 @@ impl std::ops::AddAssign for SimReport {
         self.pointer_swaps += o.pointer_swaps;
         self.redo_entries += o.redo_entries;
         self.undo_entries += o.undo_entries;
+        self.entries_retired += o.entries_retired;
         self.opens += o.opens;
         self.links += o.links;
         self.exchanges += o.exchanges;
@@ -197,7 +200,7 @@ impl std::fmt::Display for SimReport {
             f,
             "{} workloads, {} calls ({} legacy, {} interleaved with 2+ open transactions, {} expected errors of which {} EBUSY, {} ENOSPC), \
              {} transactions committed, {} aborted; {} crash points ({} exhaustive), {} crash images ({} distinct recovered: {} to the newest state, {} to the one before), \
-             {} images crashed inside recovery, {} checkpoints after recovery; {} hard links, {} exchanges, {} symlinks, {} special files, {} writes past 1 GiB, {} attribute sets, {} fallocates, {} opens, {} files unlinked while open ({} directories removed while open), {} freed by their last release; engine: {} checkpoints, {} blocks checkpointed, {} pointer swaps, {} redo entries, {} undo entries",
+             {} images crashed inside recovery, {} checkpoints after recovery; {} hard links, {} exchanges, {} symlinks, {} special files, {} writes past 1 GiB, {} attribute sets, {} fallocates, {} opens, {} files unlinked while open ({} directories removed while open), {} freed by their last release; engine: {} checkpoints, {} blocks checkpointed, {} pointer swaps, {} redo entries ({} retired with their file), {} undo entries",
             self.workloads,
             self.calls,
             self.legacy_calls,
@@ -230,6 +233,7 @@ impl std::fmt::Display for SimReport {
             self.blocks_checkpointed,
             self.pointer_swaps,
             self.redo_entries,
+            self.entries_retired,
             self.undo_entries
         )
     }
@@ -1475,5 +1479,6 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
     run.rep.pointer_swaps = st.pointer_swaps;
     run.rep.redo_entries = st.redo_entries;
     run.rep.undo_entries = st.undo_entries;
+    run.rep.entries_retired = st.entries_retired;
     Ok(run.rep)
 }
