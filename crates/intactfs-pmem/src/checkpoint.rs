@@ -120,22 +120,7 @@ impl<P: PmemDevice> PmemFs<P> {
         }
         // Step 2: copy the newest lines the selected block lacks.
         for g in &groups {
-            for line in 0..LINES_PER_BLOCK {
-                let src = match g.vers.iter().rev().find(|c| c.bitmap >> line & 1 == 1) {
-                    Some(c) => c.pblk,
-                    None => g.origin,
-                };
-                if src == g.new {
-                    continue;
-                }
-                let mut buf = [0u8; LINE as usize];
-                if src != 0 {
-                    self.dev.read(src * BLOCK + line * LINE, &mut buf)?;
-                }
-                self.dev.write(g.new * BLOCK + line * LINE, &buf)?;
-                self.dev.clwb(g.new * BLOCK + line * LINE, LINE)?;
-                rep.lines_copied += 1;
-            }
+            rep.lines_copied += self.merge_lines(g)?;
         }
         self.dev.fence()?;
         // Step 3: install by atomic pointer stores.
@@ -180,6 +165,42 @@ impl<P: PmemDevice> PmemFs<P> {
         // Ordering property 2: commit records once all their entries are freed.
         self.flush_dead_commits()?;
         Ok(rep)
+    }
+
+    /// Copies into `g.new` the newest lines it lacks, a run of neighbouring lines from the
+    /// same source in one copy and one flush; returns the lines copied.
+    fn merge_lines(&mut self, g: &Group) -> Result<u64> {
+        let source = |line: u64| match g.vers.iter().rev().find(|c| c.bitmap >> line & 1 == 1) {
+            Some(c) => c.pblk,
+            None => g.origin,
+        };
+        let mut copied = 0;
+        let mut buf = [0u8; BLOCK as usize];
+        let mut line = 0;
+        while line < LINES_PER_BLOCK {
+            let src = source(line);
+            let mut end = line + 1;
+            while end < LINES_PER_BLOCK && source(end) == src {
+                end += 1;
+            }
+            if src != g.new {
+                let (off, len) = (line * LINE, (end - line) * LINE);
+                let run = &mut buf[..len as usize];
+                match src {
+                    0 => run.fill(0),
+                    _ => self.dev.read(src * BLOCK + off, run)?,
+                }
+                self.dev.write(g.new * BLOCK + off, run)?;
+                self.dev.clwb(g.new * BLOCK + off, len)?;
+                copied += end - line;
+            }
+            line = end;
+        }
+        assert!(
+            copied <= LINES_PER_BLOCK,
+            "copied {copied} lines into one block"
+        );
+        Ok(copied)
     }
 
     /// Checkpoints every committed version of `ino` in `lbns` (a truncation, hole punch or

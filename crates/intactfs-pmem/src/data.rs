@@ -405,28 +405,8 @@ impl<P: PmemDevice> PmemFs<P> {
                     o
                 }
             };
-            let mut bitmap = open.bitmap;
-            let mut p = pos;
-            while p < bend {
-                let line = (p % BLOCK) / LINE;
-                let lstart = lbn * BLOCK + line * LINE;
-                let lend = (lstart + LINE).min(bend);
-                let mut buf = if p == lstart && lend == lstart + LINE {
-                    [0u8; LINE as usize]
-                } else if bitmap >> line & 1 == 1 {
-                    let mut b = [0u8; LINE as usize];
-                    self.dev.read(open.pblk * BLOCK + line * LINE, &mut b)?;
-                    b
-                } else {
-                    // A partial line starts from the newest committed content.
-                    self.read_line(ino, lbn, line, false)?
-                };
-                buf[(p - lstart) as usize..(lend - lstart) as usize]
-                    .copy_from_slice(&data[(p - off) as usize..(lend - off) as usize]);
-                self.dev.write(open.pblk * BLOCK + line * LINE, &buf)?;
-                bitmap |= 1 << line;
-                p = lend;
-            }
+            let chunk = &data[(pos - off) as usize..(bend - off) as usize];
+            let bitmap = self.put_block_lines(ino, lbn, open, pos % BLOCK, chunk)?;
             self.index
                 .entry(ino, lbn)
                 .open
@@ -442,6 +422,54 @@ impl<P: PmemDevice> PmemFs<P> {
             )));
         }
         Ok(())
+    }
+
+    /// Writes `chunk` at byte `at` of block `lbn` into its open version `open`: the whole
+    /// lines it covers in one store (the fast path: a large write is mostly whole lines),
+    /// a partial line at either end merged with the line's newest content. Returns the
+    /// version's new bitmap.
+    fn put_block_lines(
+        &mut self,
+        ino: Ino,
+        lbn: u64,
+        open: Open,
+        at: u64,
+        chunk: &[u8],
+    ) -> Result<u64> {
+        let end = at + chunk.len() as u64;
+        assert!(
+            end <= BLOCK,
+            "a write of {} bytes at {at} crosses block {lbn}",
+            chunk.len()
+        );
+        let (first, last) = (at / LINE, (end - 1) / LINE);
+        let mut bitmap = open.bitmap;
+        // Whole lines: from the first line boundary at or after `at` to the last at or
+        // before `end`.
+        let (w0, w1) = (at.next_multiple_of(LINE), end / LINE * LINE);
+        if w0 < w1 {
+            let src = &chunk[(w0 - at) as usize..(w1 - at) as usize];
+            self.dev.write(open.pblk * BLOCK + w0, src)?;
+        }
+        for line in first..=last {
+            let (l0, l1) = (line * LINE, (line + 1) * LINE);
+            let (p, q) = (at.max(l0), end.min(l1));
+            if p != l0 || q != l1 {
+                let mut buf = if bitmap >> line & 1 == 1 {
+                    let mut b = [0u8; LINE as usize];
+                    self.dev.read(open.pblk * BLOCK + l0, &mut b)?;
+                    b
+                } else {
+                    // A partial line starts from the newest committed content.
+                    self.read_line(ino, lbn, line, false)?
+                };
+                buf[(p - l0) as usize..(q - l0) as usize]
+                    .copy_from_slice(&chunk[(p - at) as usize..(q - at) as usize]);
+                self.dev.write(open.pblk * BLOCK + l0, &buf)?;
+            }
+            bitmap |= 1 << line;
+        }
+        Ok(bitmap)
     }
 
     /// Plans a size change of `ino` to `new` (stages pointer words to clear in `b`). A

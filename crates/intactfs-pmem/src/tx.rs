@@ -166,10 +166,9 @@ impl<P: PmemDevice> PmemFs<P> {
                     "transaction {id} lists block {lbn} of inode {ino} but holds no version of it"
                 )));
             };
-            for l in 0..64u64 {
-                if o.bitmap >> l & 1 == 1 {
-                    self.dev.clwb(o.pblk * crate::BLOCK + l * LINE, LINE)?;
-                }
+            for (l0, l1) in bit_runs(o.bitmap) {
+                self.dev
+                    .clwb(o.pblk * crate::BLOCK + l0 * LINE, (l1 - l0) * LINE)?;
             }
             let slot = self
                 .log
@@ -363,5 +362,48 @@ impl<P: PmemDevice> PmemFs<P> {
         }
         self.finish(id, false);
         Ok(())
+    }
+}
+
+/// The runs of set bits of `bitmap` as half-open ranges [start, end), lowest first.
+fn bit_runs(bitmap: u64) -> impl Iterator<Item = (u64, u64)> {
+    let mut rest = bitmap;
+    std::iter::from_fn(move || {
+        if rest == 0 {
+            return None;
+        }
+        let start = rest.trailing_zeros() as u64;
+        let ones = (rest >> start).trailing_ones() as u64;
+        let end = start + ones;
+        rest &= if end >= 64 { 0 } else { !0u64 << end };
+        Some((start, end))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bit_runs;
+
+    #[test]
+    fn bit_runs_cover_exactly_the_set_bits() {
+        for bitmap in [
+            0u64,
+            1,
+            0b1011_0110,
+            u64::MAX,
+            1 << 63,
+            0xF0F0_0000_0000_000F,
+        ] {
+            let mut back = 0u64;
+            let mut prev_end = 0;
+            for (s, e) in bit_runs(bitmap) {
+                assert!(s < e && e <= 64 && (s == 0 || s > prev_end || prev_end == 0));
+                for b in s..e {
+                    back |= 1 << b;
+                }
+                prev_end = e;
+            }
+            assert_eq!(back, bitmap, "{bitmap:#x}");
+        }
     }
 }
