@@ -10,6 +10,9 @@
 #              AD-transaction per commit through FUSE (bench/pmem/sqlite.sh's best method)
 #   mount-journal  sqlite-batch-plain on the same mount: the stock rollback journal
 #   ext4-journal / ext4-wal  sqlite-batch-plain on ext4 (journal_mode=DELETE / WAL)
+# and, to separate the engine's cost from the msync each fence makes by default (on a
+# mount and embedded alike), embedded-nosync and mount-batch-nosync: the same with fences
+# that do not msync (INTACT_EMBED_NO_SYNC=1; `-o pmem_nosync`).
 # Every store lives in PMEM_DIR (/dev/shm, RAM): the pmem images, and ext4's loop device
 # file (mkfs.ext4 defaults, mounted with defaults), so the rows differ by software, not
 # by medium (a flush of the loop device over tmpfs costs no device time: the kindest
@@ -79,7 +82,9 @@ run_one() {
   local -a envs=()
   case $m in
     embedded) prog=$embed db=/bench.db j=memory envs=(INTACT_EMBED_IMAGE="$img" INTACT_EMBED_COUNTERS=1) ;;
+    embedded-nosync) prog=$embed db=/nosync.db j=memory envs=(INTACT_EMBED_IMAGE="$img" INTACT_EMBED_COUNTERS=1 INTACT_EMBED_NO_SYNC=1) ;;
     mount-batch) prog=$sb/sqlite-batch db=$mnt/batch.db ;;
+    mount-batch-nosync) prog=$sb/sqlite-batch db=$mnt/batch-nosync.db ;;
     mount-journal) prog=$sb/sqlite-batch-plain db=$mnt/journal.db ;;
     ext4-journal) prog=$sb/sqlite-batch-plain db=$emnt/journal.db ;;
     ext4-wal) prog=$sb/sqlite-batch-plain db=$emnt/wal.db j=wal ;;
@@ -96,23 +101,39 @@ run_one() {
   fi
 }
 
+# mount_as none|sync|nosync: the pmem image unmounted, or mounted with fences that msync
+# (the default) or not; one owner at a time, so the embedded runs want it unmounted.
+cur=none
+mount_as() {
+  [[ $cur == "$1" ]] && return 0
+  [[ $cur == none ]] || "$intact" fs umount "$mnt" >/dev/null
+  cur=none
+  case $1 in
+    sync) "$intact" fs mount "$img" "$mnt" --daemon --log "$log" >/dev/null ;;
+    nosync) "$intact" fs mount "$img" "$mnt" --daemon --log "$log" -o pmem_nosync >/dev/null ;;
+  esac
+  cur=$1
+}
+
 start_clock
-methods=(embedded mount-batch mount-journal ext4-journal ext4-wal)
+methods=(embedded mount-batch mount-journal ext4-journal ext4-wal embedded-nosync mount-batch-nosync)
 for ((r = 0; r < reps; r++)); do
   "$intact" fs mkfs "$img" --device pmem --size "${img_mib}M" --journal "$journal" --force >/dev/null
   rm -f "$eimg"; truncate -s 512M "$eimg"
   mkfs.ext4 -q -F "$eimg"
   loopdev=$(losetup --find --show "$eimg")
   mount "$loopdev" "$emnt"
-  # The embedded runs use the image while it is not mounted (one owner at a time).
   k=$((r % ${#methods[@]}))
   order=("${methods[@]:k}" "${methods[@]:0:k}")
   for m in "${order[@]}"; do
-    if [[ $m == embedded ]] && mounted "$mnt"; then "$intact" fs umount "$mnt" >/dev/null; fi
-    if [[ $m == mount-* ]] && ! mounted "$mnt"; then "$intact" fs mount "$img" "$mnt" --daemon --log "$log" >/dev/null; fi
+    case $m in
+      embedded*) mount_as none ;;
+      mount-batch-nosync) mount_as nosync ;;
+      mount-*) mount_as sync ;;
+    esac
     run_one "$m"
   done
-  if mounted "$mnt"; then "$intact" fs umount "$mnt" >/dev/null; fi
+  mount_as none
   umount "$emnt"; losetup -d "$loopdev"; loopdev=
 done
 stop_clock

@@ -30,7 +30,9 @@ fn put(img: &mut Image, path: &str, data: &[u8]) {
 }
 
 fn get(img: &mut Image, path: &str) -> Option<Vec<u8>> {
-    let fd = img.open_file(Path::new(path), OpenFlags::default(), 0).ok()?;
+    let fd = img
+        .open_file(Path::new(path), OpenFlags::default(), 0)
+        .ok()?;
     let mut buf = vec![0u8; 1 << 16];
     let n = img.pread(fd, &mut buf, 0).unwrap();
     img.close_file(fd).unwrap();
@@ -48,7 +50,10 @@ fn one_owner_at_a_time() {
     assert!(again.to_string().contains("in use"), "{again}");
     assert!(matches!(again, EmbedError::Lock(_)));
     img.close().unwrap();
-    Image::open(&p, Options::default()).unwrap().close().unwrap();
+    Image::open(&p, Options::default())
+        .unwrap()
+        .close()
+        .unwrap();
 }
 
 #[test]
@@ -63,16 +68,28 @@ fn files_and_names() {
     assert_eq!(get(&mut img, "d/./b").as_deref(), Some(&b"hello"[..]));
     assert_eq!(get(&mut img, "d/../d/b").as_deref(), Some(&b"hello"[..]));
     assert_eq!(get(&mut img, "a"), None);
-    let names: Vec<Vec<u8>> = img.readdir(Path::new("/d")).unwrap().into_iter().map(|e| e.name).collect();
+    let names: Vec<Vec<u8>> = img
+        .readdir(Path::new("/d"))
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
     assert_eq!(names, vec![b"b".to_vec()]);
-    let ro = img.open_file(Path::new("d/b"), OpenFlags::default(), 0).unwrap();
+    let ro = img
+        .open_file(Path::new("d/b"), OpenFlags::default(), 0)
+        .unwrap();
     let e = img.pwrite(ro, b"x", 0).unwrap_err();
     assert_eq!(e.errno(), libc::EBADF, "{e}");
     img.close_file(ro).unwrap();
     assert_eq!(img.close_file(ro).unwrap_err().errno(), libc::EBADF);
-    let e = img.open_file(Path::new("d/none"), OpenFlags::default(), 0).unwrap_err();
+    let e = img
+        .open_file(Path::new("d/none"), OpenFlags::default(), 0)
+        .unwrap_err();
     assert_eq!(e.errno(), libc::ENOENT);
-    assert!(e.to_string().contains("d/none"), "the message names the path: {e}");
+    assert!(
+        e.to_string().contains("d/none"),
+        "the message names the path: {e}"
+    );
     img.unlink(Path::new("d/b")).unwrap();
     img.rmdir(Path::new("d")).unwrap();
     assert_eq!(img.open_fds(), 0);
@@ -86,7 +103,10 @@ fn transactions_commit_abort_and_conflict() {
     let mut img = Image::open(&p, Options::default()).unwrap();
     put(&mut img, "a", &[b'o'; 6000]);
     put(&mut img, "b", &[b'o'; 6000]);
-    let (a, b) = (img.open_file(Path::new("a"), RW, 0).unwrap(), img.open_file(Path::new("b"), RW, 0).unwrap());
+    let (a, b) = (
+        img.open_file(Path::new("a"), RW, 0).unwrap(),
+        img.open_file(Path::new("b"), RW, 0).unwrap(),
+    );
     let tx = img.tx_begin(&[a, b]).unwrap();
     img.pwrite(a, &[b'n'; 6000], 0).unwrap();
     img.pwrite(b, &[b'n'; 6000], 0).unwrap();
@@ -114,7 +134,10 @@ fn a_crash_aborts_the_open_transaction() {
     let mut img = Image::open(&p, Options::default()).unwrap();
     put(&mut img, "a", &[b'o'; 6000]);
     put(&mut img, "b", &[b'o'; 6000]);
-    let (a, b) = (img.open_file(Path::new("a"), RW, 0).unwrap(), img.open_file(Path::new("b"), RW, 0).unwrap());
+    let (a, b) = (
+        img.open_file(Path::new("a"), RW, 0).unwrap(),
+        img.open_file(Path::new("b"), RW, 0).unwrap(),
+    );
     let tx = img.tx_begin(&[a]).unwrap();
     img.pwrite(a, &[b'c'; 6000], 0).unwrap();
     img.tx_commit(tx).unwrap();

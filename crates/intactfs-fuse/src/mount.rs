@@ -7,8 +7,6 @@ use crate::server::{Caps, Served, Server, State};
 use fuser::{Config, MountOption, Session, SessionACL};
 use intactfs::{Fs, MountOptions, MountReport, BLOCK};
 use intactfs_device::ImageDevice;
-use std::fs::File;
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, RwLock};
 use std::time::Duration;
