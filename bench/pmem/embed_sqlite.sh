@@ -17,7 +17,10 @@
 # file (mkfs.ext4 with inode tables and journal zeroed at mkfs, mounted with defaults), so the rows differ by software, not
 # by medium (a flush of the loop device over tmpfs costs no device time: the kindest
 # ext4 there can be). Each repetition makes fresh images and databases; the order of the
-# methods rotates; the CREATE TABLE transaction is not timed. The pmem rows also give the
+# methods rotates; the CREATE TABLE transaction is not timed. Besides wall-clock txn/s,
+# each run records the CPU time it took (the program's user + system time, plus its
+# daemon's on a mount: /proc/PID/stat), which other work on a loaded machine disturbs far
+# less; ext4's journal thread and the loop device's worker are not counted. The pmem rows also give the
 # device's work per transaction: embedded, INTACT_EMBED_COUNTERS (the program's run,
 # opening the image included); mounted, what the daemon logs at unmount (each mount row
 # has a mount of its own; the CREATE TABLE run included).
@@ -45,6 +48,7 @@ for t in python3 mkfs.ext4 losetup gcc; do command -v $t >/dev/null || cannot "$
 
 target=${CARGO_TARGET_DIR:-$repo/target}
 intact=${INTACT:-$target/release/intact}
+TIMEFORMAT='%U %S'  # bash's time keyword: user and system seconds of the run
 echo "building intact and libintact_embed (cargo build --release -j 1) ..." >&2
 pkgs=(-p intactfs-embed)
 [[ -n ${INTACT:-} ]] || pkgs+=(-p intact-cli)
@@ -86,9 +90,18 @@ daemon_counters() {
     awk '{ printf ", \"stores\": %s, \"bytes_stored\": %s, \"lines_flushed\": %s, \"fences\": %s", $4, $6, $9, $12 }'
 }
 
+# daemon_ticks: the CPU time (user + system, clock ticks) of the mount's daemon so far; 0
+# when nothing is mounted.
+daemon_ticks() {
+  local pid
+  pid=$(cat "$work/pid" 2>/dev/null) || { echo 0; return; }
+  mounted "$mnt" && [[ -r /proc/$pid/stat ]] || { echo 0; return; }
+  sed 's/.*) //' "/proc/$pid/stat" | awk '{ print $12 + $13 }'
+}
+
 # run_one METHOD: one timed run into the JSON lines (a failure is recorded, not fatal).
 run_one() {
-  local m=$1 prog db j=delete counters=
+  local m=$1 prog db j=delete counters= out cpu
   local -a envs=()
   case $m in
     embedded) prog=$embed db=/bench.db j=memory envs=(INTACT_EMBED_IMAGE="$img" INTACT_EMBED_COUNTERS=1) ;;
@@ -100,11 +113,18 @@ run_one() {
     ext4-wal) prog=$sb/sqlite-batch-plain db=$emnt/wal.db j=wal ;;
   esac
   env "${envs[@]}" SQLITE_BATCH_JOURNAL=$j "$prog" "$db" insert 1 >/dev/null 2>&1  # CREATE TABLE
-  if out=$(env "${envs[@]}" SQLITE_BATCH_JOURNAL=$j "$prog" "$db" insert "$txns" 2>"$work/err"); then
+  local d0 d1 rc=0
+  d0=$(daemon_ticks)
+  { time env "${envs[@]}" SQLITE_BATCH_JOURNAL=$j "$prog" "$db" insert "$txns" >"$work/out" 2>"$work/err"; } 2>"$work/time" || rc=$?
+  d1=$(daemon_ticks)
+  out=$(cat "$work/out")
+  if ((rc == 0)); then
     read -r _ n _ s _ tps <<<"$out"
+    # CPU seconds: the program's (user + system) and, on a mount, its daemon's.
+    cpu=$(awk -v d=$((d1 - d0)) -v hz="$(getconf CLK_TCK)" '{ printf "%.4f", $1 + $2 + d / hz }' "$work/time")
     counters=$(awk '/^intact_embed counters:/ { printf ", \"stores\": %s, \"bytes_stored\": %s, \"lines_flushed\": %s, \"fences\": %s", $4, $6, $8, $10 }' "$work/err")
     if [[ $m == mount-* ]]; then counters=$(daemon_counters); fi
-    echo "{\"rep\": $r, \"method\": \"$m\", \"txns\": $n, \"seconds\": $s, \"tps\": $tps$counters, \"ok\": true}" >>"$results"
+    echo "{\"rep\": $r, \"method\": \"$m\", \"txns\": $n, \"seconds\": $s, \"tps\": $tps, \"cpu_s\": $cpu$counters, \"ok\": true}" >>"$results"
     echo "rep $r $m: $out" >&2
   else
     echo "{\"rep\": $r, \"method\": \"$m\", \"ok\": false}" >>"$results"
@@ -117,8 +137,8 @@ run_one() {
 mount_as() {
   case $1 in
     none) if mounted "$mnt"; then "$intact" fs umount "$mnt" >/dev/null; fi ;;
-    sync) "$intact" fs mount "$img" "$mnt" --daemon --log "$log" >/dev/null ;;
-    nosync) "$intact" fs mount "$img" "$mnt" --daemon --log "$log" -o pmem_nosync >/dev/null ;;
+    sync) "$intact" fs mount "$img" "$mnt" --daemon --pid-file "$work/pid" --log "$log" >/dev/null ;;
+    nosync) "$intact" fs mount "$img" "$mnt" --daemon --pid-file "$work/pid" --log "$log" -o pmem_nosync >/dev/null ;;
   esac
 }
 

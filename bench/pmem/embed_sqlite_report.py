@@ -23,12 +23,20 @@ METHODS = [
 TARGET = 10.0  # issue 28 item 4: the embedded VFS >= 10x the mount
 
 
+def cpu_us(rs):
+    """Median CPU µs per transaction (the program's, and its daemon's on a mount)."""
+    return med([r["cpu_s"] * 1e6 / r["txns"] for r in rs if r.get("cpu_s") is not None and r.get("txns")])
+
+
 def rows(by, tps):
-    out = ["| method | txn/s (median) | ÷ pmem mount (batch) | ÷ ext4 journal | ÷ ext4 WAL | runs |",
-           "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    us = {m: cpu_us(by[m]) for m in by}
+    out = ["| method | txn/s (median) | ÷ pmem mount (batch) | ÷ ext4 journal | ÷ ext4 WAL | CPU µs/txn | "
+           "pmem mount (batch) CPU ÷ this | runs |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for m, name in METHODS:
         out.append(f"| {name} | {fmt(tps[m])} | {fmt_ratio(ratio(tps[m], tps['mount-batch']))} | "
-                   f"{fmt_ratio(ratio(tps[m], tps['ext4-journal']))} | {fmt_ratio(ratio(tps[m], tps['ext4-wal']))} | {len(by[m])} |")
+                   f"{fmt_ratio(ratio(tps[m], tps['ext4-journal']))} | {fmt_ratio(ratio(tps[m], tps['ext4-wal']))} | "
+                   f"{fmt(us[m])} | {fmt_ratio(ratio(us['mount-batch'], us[m]))} | {len(by[m])} |")
     return out
 
 
@@ -61,11 +69,14 @@ def verdict(by, tps):
     if r is None:
         return "**Target (embedded ≥ 10× the pmem mount): not measured** (a method has no result)."
     per_rep = rep_ratios(by, "embedded", "mount-batch")
+    cpu = ratio(cpu_us(by["mount-batch"]), cpu_us(by["embedded"]))
     met = "met" if r >= TARGET else "**missed**"
-    return (f"**Target, embedded ≥ {TARGET:.0f}× the pmem mount (its best method, batch atomic write): {met}** "
-            f"({fmt_ratio(r)} of the medians; per repetition {', '.join(fmt_ratio(x) for x in per_rep)}; "
-            f"with fences that do not msync on both sides: "
-            f"{fmt_ratio(ratio(tps['embedded-nosync'], tps['mount-batch-nosync']))}).")
+    return (f"Target, embedded ≥ {TARGET:.0f}× the pmem mount (its best method, batch atomic write), in "
+            f"wall-clock txn/s: {met} ({fmt_ratio(r)} of the medians; per repetition "
+            f"{', '.join(fmt_ratio(x) for x in per_rep)}; with fences that do not msync on both sides "
+            f"{fmt_ratio(ratio(tps['embedded-nosync'], tps['mount-batch-nosync']))}). In CPU time per "
+            f"transaction, which the machine's other work disturbs far less: the mount costs {fmt_ratio(cpu)} "
+            f"the embedded VFS's.")
 
 
 def section(runs, bad, a):
@@ -81,7 +92,9 @@ def section(runs, bad, a):
         "`tools/sqlite-batch` and the same SQLite build in every row. The embedded row opens the pmem image "
         "in-process (`libintact_embed`) and runs SQLite over `libintact/sqlite/intact_vfs.c`; the mount rows "
         "use the same kind of image through `intact fs mount`; ext4 is a fresh `mkfs.ext4` on a loop device. "
-        "Every image and ext4's loop file are in the same RAM-backed directory, so the rows differ by software."
+        "Every image and ext4's loop file are in the same RAM-backed directory, so the rows differ by software. "
+        "CPU µs/txn is the program's user + system time (plus its daemon's on a mount) over its transactions; "
+        "ext4's journal thread and loop worker are not in it."
     )
     out += ["", "### Machine and run", ""]
     out.append(f"- {mc['nproc']} CPUs ({mc['cpu']}), {mc['mem']} RAM, Linux {mc['kernel']}")
