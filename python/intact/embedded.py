@@ -21,7 +21,7 @@ import contextlib
 import ctypes
 import os
 
-__all__ = ["Image", "File", "mkfs", "library_path", "NO_SYNC"]
+__all__ = ["Image", "File", "Transaction", "mkfs", "library_path", "NO_SYNC"]
 
 NO_SYNC = 1
 
@@ -240,12 +240,38 @@ class Image:
 
     @contextlib.contextmanager
     def transaction(self, files):
-        """The block as one AD-transaction: committed at a normal exit, aborted if the
-        block raises (as ``intact.fs.transaction`` on a mount). Yields the id."""
-        tx = self.tx_begin(files)
+        """The block as one AD-transaction (as ``intact.fs.transaction`` on a mount):
+        committed at a normal exit, aborted if the block raises (the exception then
+        propagates). Yields a :class:`Transaction`; a block that ends it itself
+        (``tx.commit()`` or ``tx.abort()``) is left alone at the exit."""
+        t = Transaction(self, self.tx_begin(files))
         try:
-            yield tx
+            yield t
         except BaseException:
-            self.tx_abort(tx)
+            if not t.ended:
+                t.abort()
             raise
-        self.tx_commit(tx)
+        if not t.ended:
+            t.commit()
+
+
+class Transaction:
+    """An open AD-transaction of an :class:`Image`: ``id``, ``add(file)``, ``commit()``,
+    ``abort()``, ``ended``."""
+
+    def __init__(self, image, tx):
+        self.image, self.id, self.ended = image, tx, False
+
+    def add(self, f):
+        self.image.tx_add(self.id, f)
+
+    def commit(self):
+        self.image.tx_commit(self.id)
+        self.ended = True
+
+    def abort(self):
+        self.image.tx_abort(self.id)
+        self.ended = True
+
+    def __repr__(self):
+        return "embedded.Transaction(%d%s)" % (self.id, ", ended" if self.ended else "")

@@ -58,6 +58,10 @@ def transactions(img):
         except RuntimeError:
             pass
         check(get(img, "pa") == b"n" * 6000, "an exception in the block aborts: pa unchanged")
+        with img.transaction([a]) as t:
+            a.pwrite(b"s" * 6000, 0)
+            t.abort()
+        check(get(img, "pa") == b"n" * 6000 and t.ended, "a block that aborts its transaction itself is left alone")
         tx = img.tx_begin([a])
         check(raises(errno.EBUSY, img.tx_begin, [b, a]), "EBUSY: a file of another open transaction")
         img.tx_abort(tx)
