@@ -92,6 +92,11 @@ int intact_embed_mkdir(intact_embed *e, const char *path, uint32_t mode);
 int intact_embed_rmdir(intact_embed *e, const char *path);
 /* rename(2): replaces what `to` names. */
 int intact_embed_rename(intact_embed *e, const char *from, const char *to);
+/* Calls cb(arg, name, ino, kind) for each entry of the directory at `path` (without "."
+ * and ".."), in the directory's slot order, until cb returns nonzero. The listing is taken
+ * first, so cb may call into the image. */
+int intact_embed_readdir(intact_embed *e, const char *path,
+                         int (*cb)(void *arg, const char *name, uint64_t ino, uint32_t kind), void *arg);
 
 /* AD-transactions, as intact_tx_begin etc. on a mount (intact.h): begin over fds[0] and
  * add fds[1..n-1]; returns the id (> 0). If an add fails the transaction is aborted and

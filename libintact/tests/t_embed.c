@@ -63,6 +63,12 @@ static char get(intact_embed *e, const char *path) {
     return buf[0];
 }
 
+static int count_entry(void *arg, const char *name, uint64_t ino, uint32_t kind) {
+    (void)ino;
+    if (strcmp(name, "a2") == 0 && kind == INTACT_EMBED_FILE) ++*(int *)arg;
+    return 0;
+}
+
 static void files(intact_embed *e) {
     put(e, "a", 'a', 5000);
     CHECK(get(e, "a") == 'a', "read back a");
@@ -71,6 +77,8 @@ static void files(intact_embed *e) {
     CHECK(intact_embed_mkdir(e, "d", 0755) == 0, "mkdir d");
     CHECK(intact_embed_rename(e, "a", "d/a2") == 0, "rename a d/a2");
     CHECK(get(e, "d/a2") == 'a' && get(e, "a") == '-', "renamed");
+    int n = 0;
+    CHECK(intact_embed_readdir(e, "d", count_entry, &n) == 0 && n == 1, "readdir d: %d entries", n);
     CHECK(intact_embed_unlink(e, "d/a2") == 0 && intact_embed_rmdir(e, "d") == 0, "unlink, rmdir");
     errno = 0;
     CHECK(intact_embed_open_file(e, "none", O_RDONLY, 0) < 0 && errno == ENOENT, "ENOENT");

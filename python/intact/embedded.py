@@ -26,6 +26,7 @@ __all__ = ["Image", "File", "Transaction", "mkfs", "library_path", "NO_SYNC"]
 NO_SYNC = 1
 
 _KINDS = {1: "file", 2: "dir", 3: "symlink", 4: "other"}
+_READDIR_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint32)
 
 
 class _Stat(ctypes.Structure):
@@ -88,6 +89,7 @@ def _load():
         "intact_embed_tx_commit": (c, [p, i64]),
         "intact_embed_tx_abort": (c, [p, i64]),
         "intact_embed_counters": (c, [p, ctypes.POINTER(_Counters)]),
+        "intact_embed_readdir": (c, [p, s, _READDIR_CB, p]),
         "intact_embed_errmsg": (s, []),
     }
     for name, (res, args) in sigs.items():
@@ -211,6 +213,17 @@ class Image:
 
     def rename(self, src, dst):
         _check(self._lib.intact_embed_rename(self._h, _path(src), _path(dst)))
+
+    def listdir(self, path="/"):
+        """The names in the directory at ``path`` (bytes as str via os.fsdecode), in slot order."""
+        names = []
+
+        def each(_arg, name, _ino, _kind):
+            names.append(os.fsdecode(name))
+            return 0
+
+        _check(self._lib.intact_embed_readdir(self._h, _path(path), _READDIR_CB(each), None))
+        return names
 
     def counters(self):
         """The device's stores, bytes stored, lines flushed and fences since the open."""

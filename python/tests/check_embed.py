@@ -78,6 +78,7 @@ def basic(path):
         img.mkdir("d")
         img.rename("f", "d/g")
         check(get(img, "d/g") == b"hello" and get(img, "f") is None, "rename into a directory")
+        check(img.listdir("d") == ["g"], "listdir")
         check(raises(errno.ENOENT, img.open, "none"), "ENOENT")
         transactions(img)
         check(img.counters()["fences"] > 0, "device counters")

@@ -7,7 +7,7 @@
 
 use crate::{mkfs, EmbedError, Fd, FileType, Image, OpenFlags, Options};
 use std::cell::RefCell;
-use std::ffi::{c_char, c_int, CStr, CString, OsStr};
+use std::ffi::{c_char, c_int, c_void, CStr, CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Mutex;
@@ -281,18 +281,23 @@ pub unsafe extern "C" fn intact_embed_fsync(h: *const Handle, fd: Fd) -> c_int {
     ret(unsafe { with(h, |img| img.fsync(fd)) })
 }
 
+/// INTACT_EMBED_FILE, _DIR, _SYMLINK or _OTHER.
+fn kind_code(kind: FileType) -> u32 {
+    match kind {
+        FileType::File => 1,
+        FileType::Dir => 2,
+        FileType::Symlink => 3,
+        _ => 4,
+    }
+}
+
 fn to_stat(a: &crate::Attr) -> Stat {
     Stat {
         ino: a.ino,
         size: a.size,
         mode: a.mode,
         nlink: a.nlink,
-        kind: match a.kind {
-            FileType::File => 1,
-            FileType::Dir => 2,
-            FileType::Symlink => 3,
-            _ => 4,
-        },
+        kind: kind_code(a.kind),
         reserved: 0,
     }
 }
@@ -366,6 +371,41 @@ pub unsafe extern "C" fn intact_embed_rename(
         .and_then(|f| unsafe { path_arg(to) }.map(|t| (f, t)))
         .and_then(|(f, t)| unsafe { with(h, |img| img.rename(f, t)) });
     ret(r)
+}
+
+/// `intact_embed_readdir`'s callback: nonzero stops the listing.
+pub type ReaddirFn =
+    unsafe extern "C" fn(arg: *mut c_void, name: *const c_char, ino: u64, kind: u32) -> c_int;
+
+/// # Safety
+/// `h` as for [`intact_embed_open_file`]; `path` NUL-terminated; `cb` callable with `arg`.
+#[no_mangle]
+pub unsafe extern "C" fn intact_embed_readdir(
+    h: *const Handle,
+    path: *const c_char,
+    cb: Option<ReaddirFn>,
+    arg: *mut c_void,
+) -> c_int {
+    let Some(cb) = cb else {
+        return fail(invalid("the readdir callback is NULL"));
+    };
+    // SAFETY: forwarded contract. The listing is copied out first, so the callback may
+    // call back into the image (the lock is not held while it runs).
+    let r = unsafe { path_arg(path) }.and_then(|p| unsafe { with(h, |img| img.readdir(p)) });
+    let entries = match r {
+        Ok(e) => e,
+        Err(e) => return fail(e),
+    };
+    for e in entries {
+        // A name in a directory holds no NUL byte (the engine checks names).
+        let name = CString::new(e.name).expect("a directory entry's name has no NUL");
+        let kind = kind_code(e.kind);
+        // SAFETY: the caller's callback with the caller's argument; `name` lives across the call.
+        if unsafe { cb(arg, name.as_ptr(), e.ino, kind) } != 0 {
+            break;
+        }
+    }
+    0
 }
 
 /// # Safety
