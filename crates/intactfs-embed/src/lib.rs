@@ -76,7 +76,9 @@ struct OpenFile {
 }
 
 /// A pmem image opened in-process: the engine on the mapped file, the image's lock, and
-/// the open descriptors.
+/// the open descriptors. Dropping it without [`Image::close`] is a crash as far as the
+/// image can tell: every committed transaction is there, open ones are undone at the
+/// next open.
 pub struct Image {
     fs: PmemFs<PmemFile>,
     lock: ImageLock,
