@@ -19,8 +19,9 @@
 # ext4 there can be). Each repetition makes fresh images and databases; the order of the
 # methods rotates; the CREATE TABLE transaction is not timed. Besides wall-clock txn/s,
 # each run records the CPU time it took (the program's user + system time, plus its
-# daemon's on a mount: /proc/PID/stat), which other work on a loaded machine disturbs far
-# less; ext4's journal thread and the loop device's worker are not counted. The pmem rows also give the
+# daemon's on a mount: /proc/PID/stat), which waiting for a CPU does not inflate (FUSE's
+# CPU per request still grows with the machine's load); ext4's journal thread and the
+# loop device's worker are not counted. The pmem rows also give the
 # device's work per transaction: embedded, INTACT_EMBED_COUNTERS (the program's run,
 # opening the image included); mounted, what the daemon logs at unmount (each mount row
 # has a mount of its own; the CREATE TABLE run included).

@@ -75,7 +75,7 @@ def verdict(by, tps):
             f"wall-clock txn/s: {met} ({fmt_ratio(r)} of the medians; per repetition "
             f"{', '.join(fmt_ratio(x) for x in per_rep)}; with fences that do not msync on both sides "
             f"{fmt_ratio(ratio(tps['embedded-nosync'], tps['mount-batch-nosync']))}). In CPU time per "
-            f"transaction, which the machine's other work disturbs far less: the mount costs {fmt_ratio(cpu)} "
+            f"transaction (the program's, plus its daemon's on a mount): the mount costs {fmt_ratio(cpu)} "
             f"the embedded VFS's.")
 
 
