@@ -16,7 +16,8 @@
 # second, small mount), abort, inheritance, a process exiting inside a region, F2FS atomic
 # writes, the atomic() context manager, and a crash with committed regions and regions
 # open while the daemon is killed; (g) AD-transactions on a pmem mount (test_pmem.sh, its
-# own mounts and trap). Whatever happens, the trap unmounts (both mounts),
+# own mounts and trap); (h) embedded mode and SQLite over it (test_embed.sh, its own images,
+# mount and trap). Whatever happens, the trap unmounts (both mounts),
 # stops the daemons and region-holding processes it started (by pid) and removes the
 # temporary directory.
 set -euo pipefail
@@ -384,6 +385,11 @@ run "intact fs fsck: the image is clean" "$INTACT" fs fsck "$IMG"
 
 section "(g) AD-transactions on a pmem mount (test_pmem.sh: mounts of its own, cleaned up by its trap)"
 run "libintact/test_pmem.sh: commit, abort, exit, errors, ENOSPC, SIGKILL mid-transaction" env INTACT="$INTACT" BUILD="$BUILD" bash "$HERE/test_pmem.sh"
+
+# ---- (h) embedded mode: a pmem image in-process, and SQLite over it ------------------------
+
+section "(h) embedded mode (test_embed.sh: images and a mount of its own, cleaned up by its trap)"
+TIMEOUT=600 run "libintact/test_embed.sh: C, Python, one owner against a mount, SIGKILL, SQLite VFS and its kill -9 rounds" env INTACT="$INTACT" bash "$HERE/test_embed.sh"
 
 echo
 echo "libintact test: $PASSES passed, $FAILS failed"

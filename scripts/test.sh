@@ -20,6 +20,8 @@ has_schemas python3 || has_schemas /usr/bin/python3 || need+=(python3-jsonschema
 [ -x /usr/bin/python3 ] || need+=(python3)
 # fsstress (tests/fs_fsstress.rs, built from ../shared/peer-suites) needs the xfs headers.
 [ -f /usr/include/xfs/xfs.h ] || need+=(xfslibs-dev)
+# libintact/test_embed.sh links the embedded SQLite VFS against the system's SQLite.
+[ -f /usr/include/sqlite3.h ] || need+=(libsqlite3-dev)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}" >&2
   if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null

@@ -10,8 +10,9 @@
 # Each repetition mkfs'es a fresh pmem image in PMEM_DIR, mounts it (`intact fs mount
 # --daemon`, default options: every fence also msyncs), and runs both methods on their own
 # database (the order rotates between repetitions); the CREATE TABLE transaction is not
-# timed. Figures are medians over the repetitions. The daemon exposes no device counters
-# while mounted, so pmem bytes and flushes per transaction are not reported.
+# timed. Figures are medians over the repetitions. The daemon logs its device counters
+# only at unmount and both methods share one mount, so pmem bytes and flushes per
+# transaction are not reported here (bench/pmem/embed_sqlite.sh reports them).
 #
 #   [REPS=3] bash bench/pmem/sqlite.sh [--quick] [--write-docs]
 #

@@ -14,6 +14,12 @@
  *   sqlite-batch DB check                 integrity_check + generation check
  *   sqlite-batch DB features              "batch_atomic yes|no"
  *
+ * Environment: SQLITE_BATCH_JOURNAL, the journal mode insert and loop set (delete, the
+ * default; wal; memory: the intactfs embedded VFS, libintact/sqlite/intact_vfs.c, whose
+ * AD-transactions make the commit atomic); synchronous is FULL in every mode.
+ * Built with -DDRIVER_SETUP=FUNCTION, main calls int FUNCTION(void) first (nonzero: exit
+ * 1), e.g. intact_sqlite_setup_from_env to open DB inside an embedded pmem image.
+ *
  * Exit codes: 0 ok, 1 SQLite error or inconsistent database, 2 bad usage.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -98,16 +104,24 @@ static void close_db(sqlite3 *db) {
     }
 }
 
-/* Rollback journal + full sync: the configuration that can use batch
- * atomic writes (WAL, journal_mode=OFF and synchronous=OFF never do). */
+/* The journal mode of SQLITE_BATCH_JOURNAL (rollback journal, DELETE, by default: the
+ * configuration that can use batch atomic writes, which WAL, journal_mode=OFF and
+ * synchronous=OFF never do) + full sync. */
 static void set_pragmas(sqlite3 *db) {
-    const char *sql = "PRAGMA journal_mode=DELETE";
+    const char *want = getenv("SQLITE_BATCH_JOURNAL");
+    if (!want || !*want) want = "delete";
+    if (strcmp(want, "delete") && strcmp(want, "wal") && strcmp(want, "memory")) {
+        fprintf(stderr, "%s: SQLITE_BATCH_JOURNAL=%s: expected delete, wal or memory\n", prog, want);
+        exit(2);
+    }
+    char sql[64];
+    snprintf(sql, sizeof sql, "PRAGMA journal_mode=%s", want);
     sqlite3_stmt *st = prepare(db, sql);
     if (sqlite3_step(st) != SQLITE_ROW) die_sql(db, sql);
     const char *mode = (const char *)sqlite3_column_text(st, 0);
-    if (!mode || strcmp(mode, "delete") != 0) {
-        fprintf(stderr, "%s: %s returned '%s', expected 'delete'\n", prog, sql,
-                mode ? mode : "(null)");
+    if (!mode || strcmp(mode, want) != 0) {
+        fprintf(stderr, "%s: %s returned '%s', expected '%s'\n", prog, sql,
+                mode ? mode : "(null)", want);
         exit(1);
     }
     sqlite3_finalize(st);
@@ -360,6 +374,12 @@ int main(int argc, char **argv) {
         prog = slash ? slash + 1 : argv[0];
     }
     if (argc < 3) usage();
+#ifdef DRIVER_SETUP
+    {
+        int DRIVER_SETUP(void);
+        if (DRIVER_SETUP() != 0) return 1;
+    }
+#endif
     const char *db = argv[1], *cmd = argv[2];
     if (!*db) usage();
 

@@ -408,13 +408,17 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
             u.stats.bytes_written()
         ),
         serve::Served::Pmem(u) => eprintln!(
-            "intactfs: {} unmounted and checkpointed ({} transactions committed, {} of them legacy calls, {} aborted, {} checkpoints; {} still open at unmount were aborted)",
+            "intactfs: {} unmounted and checkpointed ({} transactions committed, {} of them legacy calls, {} aborted, {} checkpoints; {} still open at unmount were aborted; device while mounted: {} stores, {} bytes stored, {} lines flushed, {} fences)",
             a.mountpoint.display(),
             u.stats.committed,
             u.stats.legacy_commits,
             u.stats.aborted,
             u.stats.checkpoints,
-            u.aborted_at_unmount
+            u.aborted_at_unmount,
+            u.device.stores,
+            u.device.bytes_stored,
+            u.device.lines_flushed,
+            u.device.fences
         ),
     }
     Ok(0)

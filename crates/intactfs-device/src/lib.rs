@@ -49,6 +49,7 @@
 pub mod counter;
 mod file;
 mod image;
+mod lock;
 mod pmem;
 mod pmemsim;
 mod sim;
@@ -57,6 +58,7 @@ mod txsim;
 
 pub use file::{FileDevice, FileIo};
 pub use image::{DeviceKind, ImageDevice};
+pub use lock::{lock_image, ImageLock, LockError};
 pub use pmem::{
     Latency, LatencyModel, PmemCounters, PmemDevice, PmemError, PmemFile, CACHELINE, WORD,
 };

@@ -7,8 +7,6 @@ use crate::server::{Caps, Served, Server, State};
 use fuser::{Config, MountOption, Session, SessionACL};
 use intactfs::{Fs, MountOptions, MountReport, BLOCK};
 use intactfs_device::ImageDevice;
-use std::fs::File;
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, RwLock};
 use std::time::Duration;
@@ -74,27 +72,12 @@ pub struct Unmounted {
     pub stats: intactfs::Stats,
 }
 
-/// An exclusive lock on an image: one mount, fsck or dump at a time.
-pub struct ImageLock(#[allow(dead_code)] File);
+/// An exclusive lock on an image: one mount, fsck, dump or embedded program at a time
+/// (intactfs_device::lock_image).
+pub use intactfs_device::ImageLock;
 
 pub fn lock_image(image: &Path) -> Result<ImageLock, MountError> {
-    let f =
-        File::open(image).map_err(|e| MountError::Input(format!("{}: {e}", image.display())))?;
-    // SAFETY: flock on a descriptor we own.
-    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            return Err(MountError::Input(format!(
-                "{} is in use by another intactfs process (a mount, fsck or dump); unmount it first (`intact fs umount MOUNTPOINT`)",
-                image.display()
-            )));
-        }
-        return Err(MountError::Input(format!(
-            "{}: cannot lock: {e}",
-            image.display()
-        )));
-    }
-    Ok(ImageLock(f))
+    intactfs_device::lock_image(image).map_err(|e| MountError::Input(e.to_string()))
 }
 
 /// The dirty limit when none is given: a tenth of the machine's memory (the kernel's

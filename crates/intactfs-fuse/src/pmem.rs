@@ -31,7 +31,7 @@ use crate::server::{
     errno, invalidate, Caps, Fallocate, IoctlCall, Locked, Served, Server, State, Who,
 };
 use fuser::{Errno, ReplyIoctl};
-use intactfs_device::PmemFile;
+use intactfs_device::{PmemCounters, PmemFile};
 use intactfs_pmem::{FileType, Ino, MountReport, PmemFs, PmemFsError, Stats, TxId};
 use intactfs_types::{Attr, Owner, Result as FsResult};
 use std::collections::{BTreeSet, HashMap};
@@ -628,6 +628,9 @@ impl Served for PmemEngine {
 pub struct PmemUnmounted {
     pub recovery: MountReport,
     pub stats: Stats,
+    /// The device's work while mounted (before the unmount's own checkpoint): what the
+    /// served calls cost, for per-transaction figures (issue 28 item 5).
+    pub device: PmemCounters,
     /// Transactions still open at unmount (aborted).
     pub aborted_at_unmount: usize,
 }
@@ -649,12 +652,14 @@ pub fn run(
 
     let holds = "every transaction committed before (mount it again to recover)";
     let fs = take_engine(&state, &served, cfg, holds)?;
+    let device = fs.device_counters();
     let (stats, open) = write_back(cfg, fs)?;
     drop(lock);
     session_ended(served)?;
     Ok(PmemUnmounted {
         recovery,
         stats,
+        device,
         aborted_at_unmount: open,
     })
 }

@@ -1,0 +1,154 @@
+//! Embedded mode on a real image file: the one-owner lock, file calls, AD-transactions, and
+//! a crash (the image dropped without a clean close, as a killed program leaves it).
+
+use intact_embed::{mkfs, EmbedError, Image, OpenFlags, Options};
+use std::path::{Path, PathBuf};
+
+const RW: OpenFlags = OpenFlags {
+    write: true,
+    create: false,
+    exclusive: false,
+    truncate: false,
+};
+const CREATE: OpenFlags = OpenFlags {
+    write: true,
+    create: true,
+    exclusive: false,
+    truncate: true,
+};
+
+fn image(dir: &Path) -> PathBuf {
+    let p = dir.join("img");
+    mkfs(&p, 16 << 20, None).unwrap();
+    p
+}
+
+fn put(img: &mut Image, path: &str, data: &[u8]) {
+    let fd = img.open_file(Path::new(path), CREATE, 0o644).unwrap();
+    assert_eq!(img.pwrite(fd, data, 0).unwrap(), data.len());
+    img.close_file(fd).unwrap();
+}
+
+fn get(img: &mut Image, path: &str) -> Option<Vec<u8>> {
+    let fd = img
+        .open_file(Path::new(path), OpenFlags::default(), 0)
+        .ok()?;
+    let mut buf = vec![0u8; 1 << 16];
+    let n = img.pread(fd, &mut buf, 0).unwrap();
+    img.close_file(fd).unwrap();
+    buf.truncate(n);
+    Some(buf)
+}
+
+#[test]
+fn one_owner_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = image(dir.path());
+    let img = Image::open(&p, Options::default()).unwrap();
+    let again = Image::open(&p, Options::default()).err().expect("refused");
+    assert_eq!(again.errno(), libc::EBUSY, "{again}");
+    assert!(again.to_string().contains("in use"), "{again}");
+    assert!(matches!(again, EmbedError::Lock(_)));
+    img.close().unwrap();
+    Image::open(&p, Options::default())
+        .unwrap()
+        .close()
+        .unwrap();
+}
+
+#[test]
+fn files_and_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = image(dir.path());
+    let mut img = Image::open(&p, Options::default()).unwrap();
+    put(&mut img, "/a", b"hello");
+    assert_eq!(img.stat(Path::new("a")).unwrap().size, 5);
+    img.mkdir(Path::new("d"), 0o755).unwrap();
+    img.rename(Path::new("a"), Path::new("d/b")).unwrap();
+    assert_eq!(get(&mut img, "d/./b").as_deref(), Some(&b"hello"[..]));
+    assert_eq!(get(&mut img, "d/../d/b").as_deref(), Some(&b"hello"[..]));
+    assert_eq!(get(&mut img, "a"), None);
+    let names: Vec<Vec<u8>> = img
+        .readdir(Path::new("/d"))
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    assert_eq!(names, vec![b"b".to_vec()]);
+    let ro = img
+        .open_file(Path::new("d/b"), OpenFlags::default(), 0)
+        .unwrap();
+    let e = img.pwrite(ro, b"x", 0).unwrap_err();
+    assert_eq!(e.errno(), libc::EBADF, "{e}");
+    img.close_file(ro).unwrap();
+    assert_eq!(img.close_file(ro).unwrap_err().errno(), libc::EBADF);
+    let e = img
+        .open_file(Path::new("d/none"), OpenFlags::default(), 0)
+        .unwrap_err();
+    assert_eq!(e.errno(), libc::ENOENT);
+    assert!(
+        e.to_string().contains("d/none"),
+        "the message names the path: {e}"
+    );
+    img.unlink(Path::new("d/b")).unwrap();
+    img.rmdir(Path::new("d")).unwrap();
+    assert_eq!(img.open_fds(), 0);
+    img.close().unwrap();
+}
+
+#[test]
+fn transactions_commit_abort_and_conflict() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = image(dir.path());
+    let mut img = Image::open(&p, Options::default()).unwrap();
+    put(&mut img, "a", &[b'o'; 6000]);
+    put(&mut img, "b", &[b'o'; 6000]);
+    let (a, b) = (
+        img.open_file(Path::new("a"), RW, 0).unwrap(),
+        img.open_file(Path::new("b"), RW, 0).unwrap(),
+    );
+    let tx = img.tx_begin(&[a, b]).unwrap();
+    img.pwrite(a, &[b'n'; 6000], 0).unwrap();
+    img.pwrite(b, &[b'n'; 6000], 0).unwrap();
+    assert_eq!(img.tx_begin(&[b]).unwrap_err().errno(), libc::EBUSY);
+    let st = img.tx_commit(tx).unwrap();
+    assert!(st.device.fences > 0 && st.redo_entries >= 2, "{st:?}");
+    assert_eq!(img.tx_commit(tx).unwrap_err().errno(), libc::EINVAL);
+    let tx = img.tx_begin(&[a, b]).unwrap();
+    img.pwrite(a, &[b'z'; 100], 0).unwrap();
+    img.ftruncate(b, 10).unwrap();
+    img.tx_abort(tx).unwrap();
+    img.close_file(a).unwrap();
+    img.close_file(b).unwrap();
+    assert_eq!(get(&mut img, "a").unwrap(), vec![b'n'; 6000]);
+    assert_eq!(get(&mut img, "b").unwrap(), vec![b'n'; 6000]);
+    img.close().unwrap();
+}
+
+/// A program killed with a transaction open: the mapping's stores are in the file, no
+/// clean close ran; the next open undoes the transaction and keeps the committed one.
+#[test]
+fn a_crash_aborts_the_open_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = image(dir.path());
+    let mut img = Image::open(&p, Options::default()).unwrap();
+    put(&mut img, "a", &[b'o'; 6000]);
+    put(&mut img, "b", &[b'o'; 6000]);
+    let (a, b) = (
+        img.open_file(Path::new("a"), RW, 0).unwrap(),
+        img.open_file(Path::new("b"), RW, 0).unwrap(),
+    );
+    let tx = img.tx_begin(&[a]).unwrap();
+    img.pwrite(a, &[b'c'; 6000], 0).unwrap();
+    img.tx_commit(tx).unwrap();
+    let tx = img.tx_begin(&[a, b]).unwrap();
+    img.pwrite(a, &[b'x'; 6000], 0).unwrap();
+    img.pwrite(b, &[b'x'; 6000], 0).unwrap();
+    assert!(tx > 0);
+    drop(img); // no close: no abort, no checkpoint
+    let mut img = Image::open(&p, Options::default()).unwrap();
+    assert_eq!(img.recovery().uncommitted_txs, 1, "{:?}", img.recovery());
+    assert_eq!(get(&mut img, "a").unwrap(), vec![b'c'; 6000]);
+    assert_eq!(get(&mut img, "b").unwrap(), vec![b'o'; 6000]);
+    img.close().unwrap();
+}
