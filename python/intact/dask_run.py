@@ -654,7 +654,7 @@ def run(args, check_args):
                                     dict(intact_hint=args.worker_intact or intact, env=env, cwd=os.getcwd()),
                                     args.retries)
         if not quiet:
-            log(f"{checked} unit(s) checked in {rnd - 1} round(s), {time.monotonic() - t0:.1f} s")
+            log(f"{checked} unit(s) checked in {rnd - 1} round(s) by {len(futures)} task(s), {time.monotonic() - t0:.1f} s")
         # The report, as a local run prints it (and --json etc.).
         sys.stdout.flush()
         p = subprocess.run([intact, "check", *check_args, "--from-verdicts", units_dir])
