@@ -365,7 +365,8 @@ class _Progress:
     def start(self, label, total):
         self.label, self.total, self.done, self.failing = label, total, 0, 0
         self.t0 = self.last_line = time.monotonic()
-        self.show(force=True)
+        if self.tty:
+            self.show(force=True)
 
     def add(self, failing):
         self.done += 1
@@ -477,7 +478,7 @@ def _check_round(client, m, units_dir, rnd, futures, batcher, progress, where, r
     return len(got)
 
 
-def _cluster(spec, opts, connect_timeout, scheduler_file, scratch):
+def _cluster(spec, opts, connect_timeout, scheduler_file, scratch, quiet):
     """(client, cluster or None) for --scheduler SPEC."""
     from distributed import Client
     kind, _, n = spec.partition(":")
@@ -488,12 +489,13 @@ def _cluster(spec, opts, connect_timeout, scheduler_file, scratch):
                 raise ValueError
         except ValueError:
             raise Fatal(2, f"--scheduler {spec}: {kind}:N needs a positive number of workers")
+        import dask
+        # Everything the cluster writes here (lock files too; the scheduler of a Slurm or PBS
+        # cluster runs in this process) goes under the work directory.
+        dask.config.set({"temporary-directory": scratch})
         if kind == "local":
-            import dask
             import logging
             from distributed import LocalCluster
-            # Everything the cluster writes (lock files too) goes under the work directory.
-            dask.config.set({"temporary-directory": scratch})
             kw = dict(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
                       silence_logs=logging.ERROR, local_directory=scratch)
             kw.update(opts)
@@ -509,6 +511,9 @@ def _cluster(spec, opts, connect_timeout, scheduler_file, scratch):
             except Exception as e:
                 raise Fatal(2, f"--scheduler {spec}: cannot set up the {cls.__name__}: {e} "
                                "(give cores=, memory= ... with --cluster-opt or in jobqueue.yaml)")
+            if not quiet:
+                # What each of the N jobs runs: the first thing to look at when they do not start.
+                log(f"{n} job(s) of this script:\n{cluster.job_script().rstrip()}")
             cluster.scale(n)
         return Client(cluster), cluster
     if opts:
@@ -618,7 +623,7 @@ def run(args, check_args):
     try:
         t0 = time.monotonic()
         client, cluster = _cluster(args.scheduler, opts, args.connect_timeout, args.scheduler_file,
-                                   os.path.join(work, "dask"))
+                                   os.path.join(work, "dask"), quiet)
         if not quiet:
             log(f"scheduler {client.scheduler.address}")
         try:

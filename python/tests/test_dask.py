@@ -4,7 +4,7 @@ the key-value store example (examples/kvstore):
     INTACT_DASK_TESTS=1 INTACT=target/debug/intact PYTHONPATH=python \\
         python3 -m unittest discover -s python/tests -p test_dask.py
 
-Opt-in (INTACT_DASK_TESTS=1; about two minutes on two cores), because libintact/test.sh
+Opt-in (INTACT_DASK_TESTS=1; about three minutes on two cores), because libintact/test.sh
 runs every test_*.py. Needs gcc, strace, the intact binary ($INTACT, else the newer of
 target/debug and target/release) and dask.distributed (pip-installed here if missing; the
 tests are skipped, with the reason printed, if that fails).
