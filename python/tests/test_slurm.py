@@ -192,5 +192,29 @@ class SlurmRun(unittest.TestCase):
         self.assert_no_jobs_left()
 
 
+    def test_a_hanging_checker_times_out_on_a_slurm_worker(self):
+        # One state's checker hangs: check-unit in the worker's job kills it at --timeout
+        # and the report (the state under "timeouts") is the local run's.
+        pids = os.path.join(self.tmp, "slurm-hung-pids")
+        checker = os.path.join(self.tmp, "slurm-hanging-check")
+        with open(checker, "w") as f:
+            f.write(f"#!/bin/sh\nif [ \"$INTACT_STATE\" = s20 ]; then echo $$ >>{pids}; exec sleep 600; fi\n"
+                    f"exec {self.checker} \"$@\"\n")
+        os.chmod(checker, 0o755)
+        local = os.path.join(self.tmp, "slurm-hang-local.json")
+        p = self.intact_check("--checker", checker, "--apm", APMS, "--timeout", "3", "-j", "2", "-q", "--json", local)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        out = os.path.join(self.tmp, "slurm-hang.json")
+        p = self.intact_check("--checker", checker, "--apm", APMS, "--timeout", "3", "--json", out, "--dask", "slurm:2")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        report = _normalized(out)
+        self.assertEqual(report, _normalized(local))
+        self.assertIn("s20", json.dumps(report["timeouts"]))
+        with open(pids) as f:
+            hung = f.read().split()
+        self.assertEqual(len(hung), 2, "one hanging run locally, one in a Slurm job")
+        self.assertEqual([p for p in hung if os.path.exists(f"/proc/{p}")], [], "hanging checkers left running")
+        self.assert_no_jobs_left()
+
 if __name__ == "__main__":
     unittest.main()
