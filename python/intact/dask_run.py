@@ -624,6 +624,7 @@ def run(args, check_args):
         t0 = time.monotonic()
         client, cluster = _cluster(args.scheduler, opts, args.connect_timeout, args.scheduler_file,
                                    os.path.join(work, "dask"), quiet)
+        phases = {"connecting": time.monotonic() - t0, "emitting": 0.0, "checking": 0.0}
         if not quiet:
             log(f"scheduler {client.scheduler.address}")
         try:
@@ -638,6 +639,7 @@ def run(args, check_args):
         progress = _Progress(quiet)
         while True:
             rnd += 1
+            t_emit = time.monotonic()
             p = subprocess.run([intact, "check", *check_args, "--emit-states", units_dir] + ([] if quiet else ["-q"]),
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             err = p.stderr.decode(errors="replace")
@@ -646,6 +648,7 @@ def run(args, check_args):
                 raise Fatal(p.returncode, None)
             with open(os.path.join(units_dir, "manifest.json")) as f:
                 m = json.load(f)
+            phases["emitting"] += time.monotonic() - t_emit
             if m["complete"]:
                 break
             if not shipped:
@@ -655,11 +658,14 @@ def run(args, check_args):
             pending = m["pending"]
             if not quiet:
                 log(f"round {rnd}: {len(pending)} unit(s) on {len(client.scheduler_info().get('workers', {}))} worker(s)")
+            t_check = time.monotonic()
             checked += _check_round(client, m, units_dir, rnd, futures, batcher, progress,
                                     dict(intact_hint=args.worker_intact or intact, env=env, cwd=os.getcwd()),
                                     args.retries)
+            phases["checking"] += time.monotonic() - t_check
         if not quiet:
-            log(f"{checked} unit(s) checked in {rnd - 1} round(s) by {len(futures)} task(s), {time.monotonic() - t0:.1f} s")
+            log(f"{checked} unit(s) checked in {rnd - 1} round(s) by {len(futures)} task(s), {time.monotonic() - t0:.1f} s ("
+                + ", ".join(f"{k} {v:.2f} s" for k, v in phases.items()) + ")")
         # The report, as a local run prints it (and --json etc.).
         sys.stdout.flush()
         p = subprocess.run([intact, "check", *check_args, "--from-verdicts", units_dir])
