@@ -21,17 +21,21 @@
 # --checker-server (one `intact check-unit --serve` per worker, one warm server each) —
 # on the quick start's kv (2 puts) and kv8 (8 puts), states/s as ratios to local --checker:
 #   bash bench/dask.sh servers [REPEATS]
+#
+# Mode `scale` (issue 29 item 3): simulated workers — a checker that only waits 0.2 s — on
+# kv8 with 1, 2, 4 and 8 workers, speed-up against 1 worker:
+#   bash bench/dask.sh scale [REPEATS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=rows
-if [ "${1:-}" = servers ]; then mode=servers; shift; fi
+case "${1:-}" in servers | scale) mode=$1; shift ;; esac
 reps=${1:-3}
 python3 -c "import distributed" 2>/dev/null || { echo "bench/dask.sh needs dask.distributed: pip install 'dask[distributed]'" >&2; exit 2; }
 source bench/lib.sh
 py=$(python3 -c 'import sys; print(sys.executable)')   # not a version manager's shim
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 pids=()
-cleanup() {
+cleanup_pids() {
   # Workers first; a worker whose scheduler is gone may not stop on SIGTERM: SIGKILL after 5 s.
   local p i alive
   for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill "${pids[i]}" 2>/dev/null || true; done
@@ -42,6 +46,9 @@ cleanup() {
     sleep 0.1
   done
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+}
+cleanup() {
+  cleanup_pids
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -58,32 +65,6 @@ mkdir "$tmp/kv8db"
 printf '#!/bin/sh\nsleep 0.2\nexec %s %s "$@"\n' "$py" "$PWD/examples/kvstore/check.py" >"$tmp/slow-check"
 chmod +x "$tmp/slow-check"
 
-# The cluster: a scheduler and one worker of 1 thread per core, killed by PID on exit.
-cores=$(nproc)
-export DASK_TEMPORARY_DIRECTORY=$tmp/dask
-"$py" -m distributed.cli.dask_scheduler --host 127.0.0.1 --port 0 --no-dashboard \
-  --scheduler-file "$tmp/sched.json" >"$tmp/sched.log" 2>&1 &
-pids+=($!)
-for i in $(seq "$cores"); do
-  mkdir -p "$tmp/w$i"
-  "$py" -m distributed.cli.dask_worker --scheduler-file "$tmp/sched.json" --nthreads 1 --no-nanny \
-    --no-dashboard --local-directory "$tmp/w$i" >"$tmp/w$i.log" 2>&1 &
-  pids+=($!)
-done
-"$py" - "$tmp/sched.json" "$cores" <<'EOF'
-import sys, time
-from distributed import Client
-for _ in range(600):
-    try:
-        c = Client(scheduler_file=sys.argv[1], timeout=5)
-        break
-    except Exception:
-        time.sleep(0.1)
-c.wait_for_workers(int(sys.argv[2]), timeout=60)
-c.close()
-EOF
-addr=$("$py" -c "import json,sys; print(json.load(open(sys.argv[1]))['address'])" "$tmp/sched.json")
-
 json() { "$py" -c "import json,sys; r=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
 same() {
   "$py" - "$1" "$2" <<'EOF'
@@ -96,6 +77,73 @@ def n(p):
 print("yes" if n(sys.argv[1]) == n(sys.argv[2]) else "NO")
 EOF
 }
+
+# The cluster: a scheduler and one worker of 1 thread per core, killed by PID on exit.
+cores=$(nproc)
+export DASK_TEMPORARY_DIRECTORY=$tmp/dask
+start_cluster() {  # N TAG: a scheduler and N single-threaded workers; sets $addr
+  local n=$1 tag=$2 i
+  "$py" -m distributed.cli.dask_scheduler --host 127.0.0.1 --port 0 --no-dashboard \
+    --scheduler-file "$tmp/sched-$tag.json" >"$tmp/sched-$tag.log" 2>&1 &
+  pids+=($!)
+  for i in $(seq "$n"); do
+    mkdir -p "$tmp/w$tag-$i"
+    "$py" -m distributed.cli.dask_worker --scheduler-file "$tmp/sched-$tag.json" --nthreads 1 --no-nanny \
+      --no-dashboard --local-directory "$tmp/w$tag-$i" >"$tmp/w$tag-$i.log" 2>&1 &
+    pids+=($!)
+  done
+  "$py" - "$tmp/sched-$tag.json" "$n" <<'EOF'
+import sys, time
+from distributed import Client
+for _ in range(600):
+    try:
+        c = Client(scheduler_file=sys.argv[1], timeout=5)
+        break
+    except Exception:
+        time.sleep(0.1)
+c.wait_for_workers(int(sys.argv[2]), timeout=60)
+c.close()
+EOF
+  addr=$("$py" -c "import json,sys; print(json.load(open(sys.argv[1]))['address'])" "$tmp/sched-$tag.json")
+}
+stop_cluster() {  # ends every process started so far (cleanup, by PID)
+  cleanup_pids
+  pids=()
+}
+
+if [ "$mode" = scale ]; then
+  # Simulated workers: a checker that only waits (sleep 0.2, no CPU), so that 1, 2, 4 and 8
+  # workers on this machine behave like workers with that much latency each on their own
+  # cores; speed-up against 1 worker, same bundle (kv8), same run.
+  printf '#!/bin/sh\nsleep 0.2\n' >"$tmp/sleep-check"
+  chmod +x "$tmp/sleep-check"
+  echo "machine: $cores cores, $(uname -r), load average $(cut -d' ' -f1-3 /proc/loadavg); medians of $reps runs"
+  echo "intact check kv8 --checker 'sleep 0.2' -q --json R --dask ADDR (N workers x 1 thread, started before the timings)"
+  echo
+  echo "| workers | states checked | s | states/s | speed-up | efficiency | same report |"
+  echo "|---|---|---|---|---|---|---|"
+  base=
+  for n in 1 2 4 8; do
+    start_cluster "$n" "s$n"
+    ws=()
+    for r in $(seq "$reps"); do
+      t0=$EPOCHREALTIME
+      "$intact" check "$tmp/kv8.bundle" --checker "$tmp/sleep-check" -q --json "$tmp/s.json" --dask "$addr" \
+        >/dev/null 2>"$tmp/s.err" || [ $? -le 1 ] || { cat "$tmp/s.err" >&2; exit 1; }
+      t1=$EPOCHREALTIME
+      ws+=("$(echo "$t1 - $t0" | bc -l)")
+    done
+    stop_cluster
+    s=$(median "${ws[@]}")
+    [ -n "$base" ] || { base=$s; cp "$tmp/s.json" "$tmp/s1.json"; }
+    n_states=$(json "$tmp/s.json" "sum(a['checked'] for a in r['apms'])")
+    printf '| %s | %s | %.2f | %.1f | %.2f | %.2f | %s |\n' "$n" "$n_states" "$s" "$(echo "$n_states / $s" | bc -l)" \
+      "$(echo "$base / $s" | bc -l)" "$(echo "$base / $s / $n" | bc -l)" "$(same "$tmp/s1.json" "$tmp/s.json")"
+  done
+  exit 0
+fi
+start_cluster "$cores" main
+
 
 if [ "$mode" = servers ]; then
   echo "machine: $(nproc) cores, $(uname -r), load average $(cut -d' ' -f1-3 /proc/loadavg); medians of $reps runs"

@@ -406,8 +406,9 @@ def _write_verdict(units_dir, state, text):
 
 def _check_round(client, m, units_dir, rnd, futures, batcher, progress, where, retries):
     """Checks the round's pending units in batches (_Batcher), keeping two batches per
-    worker thread submitted, writing each verdict as it streams in; returns how many units
-    were checked. `futures` holds the running tasks (the caller cancels them on an error)."""
+    worker thread submitted, writing each verdict as it streams in; returns (units checked,
+    tasks submitted). `futures` holds the tasks not finished yet (the caller cancels them on
+    an error); a finished one is let go at once, so its result leaves the worker's memory."""
     import queue
     import uuid
     pending = list(m["pending"])
@@ -419,6 +420,7 @@ def _check_round(client, m, units_dir, rnd, futures, batcher, progress, where, r
     topic = f"intact-{uuid.uuid4().hex[:12]}-r{rnd}"
     client.subscribe_topic(topic, lambda ev: arrived.put(("verdict", ev[1])))
     batches = {}
+    tasks = 0
     threads, threads_at = 1, 0.0
 
     def record(state, text):
@@ -442,9 +444,9 @@ def _check_round(client, m, units_dir, rnd, futures, batcher, progress, where, r
                 for s in batch:
                     with open(os.path.join(units_dir, files[s])) as f:
                         units.append((s, f.read()))
-                nb = len(futures)
-                fut = client.submit(_run_batch, nb, units, m["bundle_hash"], where["intact_hint"], where["env"],
-                                    where["cwd"], topic, key=f"{topic}-b{nb}", retries=retries, pure=False)
+                fut = client.submit(_run_batch, tasks, units, m["bundle_hash"], where["intact_hint"], where["env"],
+                                    where["cwd"], topic, key=f"{topic}-b{tasks}", retries=retries, pure=False)
+                tasks += 1
                 fut.add_done_callback(lambda f: arrived.put(("done", f)))
                 futures.append(fut)
                 batches[fut] = batch
@@ -458,6 +460,7 @@ def _check_round(client, m, units_dir, rnd, futures, batcher, progress, where, r
                 record(x["state"], x["verdict"])
             else:
                 batch = batches.pop(x)
+                futures.remove(x)
                 if x.status == "error":
                     e = x.exception()
                     raise Fatal(3, f"a batch of units failed on every try ({retries} retries): {type(e).__name__}: {e}")
@@ -468,6 +471,7 @@ def _check_round(client, m, units_dir, rnd, futures, batcher, progress, where, r
                     raise Fatal(2, r["error"])
                 for s, text in r["verdicts"].items():
                     record(s, text)
+                x.release()
                 # A unit an earlier attempt checked but whose verdict never came: again.
                 left = [s for s in batch if s not in got] + left
             progress.show()
@@ -475,7 +479,7 @@ def _check_round(client, m, units_dir, rnd, futures, batcher, progress, where, r
         progress.finish()
         with contextlib.suppress(Exception):
             client.unsubscribe_topic(topic)
-    return len(got)
+    return len(got), tasks
 
 
 def _cluster(spec, opts, connect_timeout, scheduler_file, scratch, quiet):
@@ -634,7 +638,7 @@ def run(args, check_args):
             pass  # run as __main__ (pickled by value anyway), or an old cloudpickle
         shipped = False
         rnd = 0
-        checked = 0
+        checked = tasks = 0
         batcher = _Batcher()
         progress = _Progress(quiet)
         while True:
@@ -659,12 +663,14 @@ def run(args, check_args):
             if not quiet:
                 log(f"round {rnd}: {len(pending)} unit(s) on {len(client.scheduler_info().get('workers', {}))} worker(s)")
             t_check = time.monotonic()
-            checked += _check_round(client, m, units_dir, rnd, futures, batcher, progress,
-                                    dict(intact_hint=args.worker_intact or intact, env=env, cwd=os.getcwd()),
-                                    args.retries)
+            n_checked, n_tasks = _check_round(client, m, units_dir, rnd, futures, batcher, progress,
+                                              dict(intact_hint=args.worker_intact or intact, env=env,
+                                                   cwd=os.getcwd()), args.retries)
+            checked += n_checked
+            tasks += n_tasks
             phases["checking"] += time.monotonic() - t_check
         if not quiet:
-            log(f"{checked} unit(s) checked in {rnd - 1} round(s) by {len(futures)} task(s), {time.monotonic() - t0:.1f} s ("
+            log(f"{checked} unit(s) checked in {rnd - 1} round(s) by {tasks} task(s), {time.monotonic() - t0:.1f} s ("
                 + ", ".join(f"{k} {v:.2f} s" for k, v in phases.items()) + ")")
         # The report, as a local run prints it (and --json etc.).
         sys.stdout.flush()
