@@ -55,11 +55,19 @@ cargo build -p intact-cli --quiet
 bash vendor/fuser/check-patches.sh
 bash shim/test_shim.sh
 # Checking on Dask (docs/distributed.md): a LocalCluster reproduces a local run's report,
-# also with a worker killed mid-run. Skipped, saying why, if dask cannot be installed.
+# also with a worker killed mid-run (mid-batch: only its current unit is checked again) and
+# with a hanging checker. Fails (INTACT_REQUIRE_ALL=1), saying why, if dask cannot be installed.
 python3 -c 'import distributed' 2>/dev/null || python3 -m pip install -q "dask[distributed]" 2>/dev/null \
   || python3 -m pip install -q --break-system-packages "dask[distributed]" 2>/dev/null \
   || echo "dask[distributed] could not be installed: the Dask tests cannot run" >&2
 INTACT_DASK_TESTS=1 INTACT=$PWD/target/debug/intact PYTHONPATH=python python3 -m unittest discover -s python/tests -p test_dask.py
+# The same through a real single-node Slurm (tests/slurm/cluster.sh: slurm-wlm and munge from
+# apt-get, daemons started under a temporary directory and stopped by PID) and dask-jobqueue:
+# `--dask slurm:2` reproduces a local run's report, also when a worker's job is killed.
+python3 -c 'import dask_jobqueue' 2>/dev/null || python3 -m pip install -q dask-jobqueue 2>/dev/null \
+  || python3 -m pip install -q --break-system-packages dask-jobqueue 2>/dev/null \
+  || echo "dask-jobqueue could not be installed: the Slurm tests cannot run" >&2
+INTACT_SLURM_TESTS=1 INTACT=$PWD/target/debug/intact PYTHONPATH=python python3 -m unittest discover -s python/tests -p test_slurm.py
 # The example checkers against hand-made crash states (the explorer tests use them).
 bash examples/undolog/selftest.sh >/dev/null && echo "undolog example self-test: ok"
 bash examples/kvstore/selftest.sh >/dev/null && echo "kvstore example self-test: ok"

@@ -220,12 +220,42 @@ def _close_served(dask_worker=None):
     return len(todo)
 
 
-def _run_unit(state, unit_text, bundle_hash, intact_hint, env, cwd):
-    """One task: rebuild and check one unit through this worker thread's `intact check-unit
-    --serve` (started on first use, kept between tasks). Returns {"verdict": TEXT} or, for
-    errors retrying cannot fix (code 2: checker missing, corrupt unit, different bundle),
-    {"error": MESSAGE}; raises (Dask retries) on anything else. A serve process that died
-    is replaced and the unit sent once more."""
+def _ask_served(w, key, start, unit, out, where, state):
+    """The reply of this worker thread's `intact check-unit --serve` to one unit; a process
+    that died (no reply) is replaced and the unit sent once more; a second death raises."""
+    deaths = []
+    for _ in range(2):
+        s = _take_served(w, key, start)
+        reply = s.ask(unit, out)
+        ended = _give_back(w, s, reply is not None)
+        if reply is not None:
+            return reply
+        deaths.append(ended)
+    raise RuntimeError(f"{where}: intact check-unit --serve ended twice while checking {state}: " + "; then ".join(deaths))
+
+
+def _already_checked(w, batch_topic):
+    """States of this batch whose verdicts an earlier attempt of it has already streamed
+    (the scheduler keeps the batch's topic: one short event per verdict sent). Empty on a
+    first attempt; on failure to ask, empty too (the units are checked again, as Dask's
+    retry bound allows)."""
+    from distributed.utils import sync
+    try:
+        events = sync(w.loop, w.scheduler.events, topic=batch_topic)
+    except Exception:
+        return set()
+    return {m for _, m in events if isinstance(m, str)}
+
+
+def _run_batch(batch, units, bundle_hash, intact_hint, env, cwd, topic):
+    """One task: rebuild and check a batch of units [(state, unit text)] through this
+    worker thread's `intact check-unit --serve` (started on first use, kept between tasks),
+    streaming each verdict to the client as it is written (event topic `topic`) and noting
+    it under the batch's own topic, so that a retry of this batch (its worker died, or an
+    attempt raised) checks only the units the earlier attempts did not. Returns
+    {"verdicts": {state: TEXT}, "skipped": [state]} or, for errors retrying cannot fix
+    (code 2: checker missing, corrupt unit, different bundle), {"error": MESSAGE}; raises
+    (Dask retries the batch) on anything else."""
     from distributed import get_worker
     w = get_worker()
     host = socket.gethostname()
@@ -240,28 +270,35 @@ def _run_unit(state, unit_text, bundle_hash, intact_hint, env, cwd):
     full_env.update(env)
     run_cwd = cwd if os.path.isdir(cwd) else w.local_directory
     key = (exe, bundle, tuple(sorted(env.items())), run_cwd)
+    batch_topic = f"{topic}-b{batch}"
+    done = _already_checked(w, batch_topic)
+    verdicts = {}
     with tempfile.TemporaryDirectory(prefix="intact-unit-", dir=w.local_directory) as d:
-        unit = os.path.join(d, "unit.json")
-        out = os.path.join(d, "verdict.json")
-        with open(unit, "w") as f:
-            f.write(unit_text)
-        deaths = []
-        for _ in range(2):
-            s = _take_served(w, key, lambda: _Served(key, exe, bundle, full_env, run_cwd, w.local_directory))
-            reply = s.ask(unit, out)
-            ended = _give_back(w, s, reply is not None)
-            if reply is not None:
-                break
-            deaths.append(ended)
-        else:
-            raise RuntimeError(f"{where}: intact check-unit --serve ended twice while checking {state}: "
-                               + "; then ".join(deaths))
-        if reply.get("ok") is True:
+        for state, unit_text in units:
+            if state in done:
+                continue
+            unit = os.path.join(d, f"{state}.json")
+            out = os.path.join(d, f"{state}.verdict.json")
+            with open(unit, "w") as f:
+                f.write(unit_text)
+            t0 = time.monotonic()
+            reply = _ask_served(w, key, lambda: _Served(key, exe, bundle, full_env, run_cwd, w.local_directory),
+                                unit, out, where, state)
+            wall = time.monotonic() - t0
+            if reply.get("ok") is not True:
+                if reply.get("code") == 2:
+                    return {"error": f"{where}: unit {state}: {reply.get('error')}"}
+                raise RuntimeError(f"{where}: intact check-unit for {state} failed (code {reply.get('code')}): "
+                                   f"{reply.get('error')}")
             with open(out) as f:
-                return {"verdict": f.read()}
-        if reply.get("code") == 2:
-            return {"error": f"{where}: unit {state}: {reply.get('error')}"}
-        raise RuntimeError(f"{where}: intact check-unit for {state} failed (code {reply.get('code')}): {reply.get('error')}")
+                verdicts[state] = f.read()
+            os.remove(unit)
+            os.remove(out)
+            # To the client now (progress, and kept if this worker dies later), then the
+            # short note a retry of this batch looks for: in this order, on one stream.
+            w.log_event(topic, {"batch": batch, "state": state, "verdict": verdicts[state], "wall": wall})
+            w.log_event(batch_topic, state)
+    return {"verdicts": verdicts, "skipped": sorted(done)}
 
 
 def _make_plugin(bundle_hash, tarball):
@@ -287,7 +324,165 @@ def _make_plugin(bundle_hash, tarball):
 # ------------------------------------------------------------------------------------------
 # Client side.
 
-def _cluster(spec, opts, connect_timeout, scheduler_file, scratch):
+class _Batcher:
+    """How many units the next task takes: about TARGET_S seconds of work (from the wall time
+    per unit the workers report, the median of the last 64), so the scheduler's round trip
+    and the task's own costs are paid once per second of checking rather than per state;
+    but never more than a share of what is left (guided self-scheduling: left / (2 x
+    threads)), so the last tasks are small and no thread waits at the end for another's long
+    batch. One unit per task until the first verdict has come back."""
+
+    TARGET_S = 1.0
+    MAX_UNITS = 1000  # a batch's verdicts must fit in one task result comfortably
+
+    def __init__(self):
+        self.walls = []
+
+    def note(self, wall_s):
+        if isinstance(wall_s, (int, float)) and wall_s >= 0:
+            self.walls = self.walls[-63:] + [float(wall_s)]
+
+    def size(self, left, threads):
+        assert left > 0 and threads > 0
+        if not self.walls:
+            return 1
+        per_unit = max(sorted(self.walls)[len(self.walls) // 2], 1e-4)
+        n = min(int(self.TARGET_S / per_unit), -(-left // (2 * threads)), self.MAX_UNITS)
+        return max(1, n)
+
+
+class _Progress:
+    """Progress of a round, as `intact check` shows its own: on a terminal one updating line
+    (units checked of the round's, failing, rate, time left), otherwise a plain line every
+    10 seconds, so logs of batch jobs show it too. Nothing with -q."""
+
+    def __init__(self, quiet):
+        self.tty = not quiet and sys.stderr.isatty()
+        self.plain = not quiet and not self.tty
+        self.label, self.total, self.done, self.failing = "", 0, 0, 0
+        self.t0 = self.last_line = time.monotonic()
+
+    def start(self, label, total):
+        self.label, self.total, self.done, self.failing = label, total, 0, 0
+        self.t0 = self.last_line = time.monotonic()
+        if self.tty:
+            self.show(force=True)
+
+    def add(self, failing):
+        self.done += 1
+        self.failing += bool(failing)
+        assert self.done <= self.total, "more verdicts than units"
+
+    def show(self, force=False):
+        now = time.monotonic()
+        if not (self.tty or self.plain) or (not force and now - self.last_line < (0.2 if self.tty else 10)):
+            return
+        self.last_line = now
+        secs = now - self.t0
+        rate = self.done / secs if secs > 0 else 0.0
+        eta = f"{(self.total - self.done) / rate:.0f} s" if rate > 0 else "?"
+        figures = f"{self.done}/{self.total} units checked, {self.failing} failing, {rate:.1f}/s, ETA {eta}"
+        if self.tty:
+            width = 25
+            full = width * self.done // max(self.total, 1)
+            bar = "=" * full + (">" if full < width else "") + " " * max(width - full - 1, 0)
+            sys.stderr.write(f"\r\x1b[K{self.label} [{bar}] {figures}")
+            sys.stderr.flush()
+        else:
+            log(f"{self.label}: {figures}")
+
+    def finish(self):
+        if self.tty:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+
+def _write_verdict(units_dir, state, text):
+    tmp = os.path.join(units_dir, "verdicts", f".{state}.tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.rename(tmp, os.path.join(units_dir, "verdicts", f"{state}.json"))
+
+
+def _check_round(client, m, units_dir, rnd, futures, batcher, progress, where, retries):
+    """Checks the round's pending units in batches (_Batcher), keeping two batches per
+    worker thread submitted, writing each verdict as it streams in; returns (units checked,
+    tasks submitted). `futures` holds the tasks not finished yet (the caller cancels them on
+    an error); a finished one is let go at once, so its result leaves the worker's memory."""
+    import queue
+    import uuid
+    pending = list(m["pending"])
+    files = {u["state"]: u["file"] for u in m["units"]}
+    left = list(pending)
+    wanted = set(pending)
+    got = set()
+    arrived = queue.Queue()  # ("verdict", event message) | ("done", future), in arrival order
+    topic = f"intact-{uuid.uuid4().hex[:12]}-r{rnd}"
+    client.subscribe_topic(topic, lambda ev: arrived.put(("verdict", ev[1])))
+    batches = {}
+    tasks = 0
+    threads, threads_at = 1, 0.0
+
+    def record(state, text):
+        if state in got or state not in wanted:
+            return  # a repeat (a batch retried after its worker died) or not this round's
+        v = json.loads(text)
+        assert v.get("state") == state, f"verdict for {v.get('state')} sent as {state}"
+        _write_verdict(units_dir, state, text)
+        got.add(state)
+        progress.add(v.get("verdict", {}).get("kind") != "pass")
+
+    progress.start(f"round {rnd}", len(pending))
+    try:
+        while len(got) < len(pending):
+            if time.monotonic() - threads_at > 1.0:  # workers come and go (Slurm jobs start late)
+                threads, threads_at = max(1, sum(client.nthreads().values())), time.monotonic()
+            while left and len(batches) < 2 * threads:
+                n = batcher.size(len(left), threads)
+                batch, left = left[:n], left[n:]
+                units = []
+                for s in batch:
+                    with open(os.path.join(units_dir, files[s])) as f:
+                        units.append((s, f.read()))
+                fut = client.submit(_run_batch, tasks, units, m["bundle_hash"], where["intact_hint"], where["env"],
+                                    where["cwd"], topic, key=f"{topic}-b{tasks}", retries=retries, pure=False)
+                tasks += 1
+                fut.add_done_callback(lambda f: arrived.put(("done", f)))
+                futures.append(fut)
+                batches[fut] = batch
+            try:
+                kind, x = arrived.get(timeout=0.5)
+            except queue.Empty:
+                progress.show()
+                continue
+            if kind == "verdict":
+                batcher.note(x.get("wall"))
+                record(x["state"], x["verdict"])
+            else:
+                batch = batches.pop(x)
+                futures.remove(x)
+                if x.status == "error":
+                    e = x.exception()
+                    raise Fatal(3, f"a batch of units failed on every try ({retries} retries): {type(e).__name__}: {e}")
+                if x.status != "finished":
+                    raise Fatal(3, f"a batch's task ended as {x.status}")
+                r = x.result()
+                if "error" in r:
+                    raise Fatal(2, r["error"])
+                for s, text in r["verdicts"].items():
+                    record(s, text)
+                x.release()
+                # A unit an earlier attempt checked but whose verdict never came: again.
+                left = [s for s in batch if s not in got] + left
+            progress.show()
+    finally:
+        progress.finish()
+        with contextlib.suppress(Exception):
+            client.unsubscribe_topic(topic)
+    return len(got), tasks
+
+
+def _cluster(spec, opts, connect_timeout, scheduler_file, scratch, quiet):
     """(client, cluster or None) for --scheduler SPEC."""
     from distributed import Client
     kind, _, n = spec.partition(":")
@@ -298,12 +493,13 @@ def _cluster(spec, opts, connect_timeout, scheduler_file, scratch):
                 raise ValueError
         except ValueError:
             raise Fatal(2, f"--scheduler {spec}: {kind}:N needs a positive number of workers")
+        import dask
+        # Everything the cluster writes here (lock files too; the scheduler of a Slurm or PBS
+        # cluster runs in this process) goes under the work directory.
+        dask.config.set({"temporary-directory": scratch})
         if kind == "local":
-            import dask
             import logging
             from distributed import LocalCluster
-            # Everything the cluster writes (lock files too) goes under the work directory.
-            dask.config.set({"temporary-directory": scratch})
             kw = dict(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
                       silence_logs=logging.ERROR, local_directory=scratch)
             kw.update(opts)
@@ -319,6 +515,9 @@ def _cluster(spec, opts, connect_timeout, scheduler_file, scratch):
             except Exception as e:
                 raise Fatal(2, f"--scheduler {spec}: cannot set up the {cls.__name__}: {e} "
                                "(give cores=, memory= ... with --cluster-opt or in jobqueue.yaml)")
+            if not quiet:
+                # What each of the N jobs runs: the first thing to look at when they do not start.
+                log(f"{n} job(s) of this script:\n{cluster.job_script().rstrip()}")
             cluster.scale(n)
         return Client(cluster), cluster
     if opts:
@@ -428,7 +627,8 @@ def run(args, check_args):
     try:
         t0 = time.monotonic()
         client, cluster = _cluster(args.scheduler, opts, args.connect_timeout, args.scheduler_file,
-                                   os.path.join(work, "dask"))
+                                   os.path.join(work, "dask"), quiet)
+        phases = {"connecting": time.monotonic() - t0, "emitting": 0.0, "checking": 0.0}
         if not quiet:
             log(f"scheduler {client.scheduler.address}")
         try:
@@ -438,9 +638,12 @@ def run(args, check_args):
             pass  # run as __main__ (pickled by value anyway), or an old cloudpickle
         shipped = False
         rnd = 0
-        checked = 0
+        checked = tasks = 0
+        batcher = _Batcher()
+        progress = _Progress(quiet)
         while True:
             rnd += 1
+            t_emit = time.monotonic()
             p = subprocess.run([intact, "check", *check_args, "--emit-states", units_dir] + ([] if quiet else ["-q"]),
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             err = p.stderr.decode(errors="replace")
@@ -449,6 +652,7 @@ def run(args, check_args):
                 raise Fatal(p.returncode, None)
             with open(os.path.join(units_dir, "manifest.json")) as f:
                 m = json.load(f)
+            phases["emitting"] += time.monotonic() - t_emit
             if m["complete"]:
                 break
             if not shipped:
@@ -458,33 +662,16 @@ def run(args, check_args):
             pending = m["pending"]
             if not quiet:
                 log(f"round {rnd}: {len(pending)} unit(s) on {len(client.scheduler_info().get('workers', {}))} worker(s)")
-            files = {u["state"]: u["file"] for u in m["units"]}
-            futures = []
-            for s in pending:
-                with open(os.path.join(units_dir, files[s])) as f:
-                    text = f.read()
-                futures.append(client.submit(_run_unit, s, text, m["bundle_hash"], args.worker_intact or intact, env,
-                                             os.getcwd(), key=f"intact-unit-{s}-r{rnd}-{m['bundle_hash'][:8]}-{os.getpid()}",
-                                             retries=args.retries, pure=False))
-            from distributed import as_completed
-            for fut in as_completed(futures):
-                if fut.status == "error":
-                    e = fut.exception()
-                    raise Fatal(3, f"a unit failed on every try ({args.retries} retries): {type(e).__name__}: {e}")
-                if fut.status != "finished":
-                    raise Fatal(3, f"a unit's task ended as {fut.status}")
-                r = fut.result()
-                if "error" in r:
-                    raise Fatal(2, r["error"])
-                v = json.loads(r["verdict"])
-                with open(os.path.join(units_dir, "verdicts", f".{v['state']}.tmp"), "w") as f:
-                    f.write(r["verdict"])
-                os.rename(os.path.join(units_dir, "verdicts", f".{v['state']}.tmp"),
-                          os.path.join(units_dir, "verdicts", f"{v['state']}.json"))
-                checked += 1
-            futures = []
+            t_check = time.monotonic()
+            n_checked, n_tasks = _check_round(client, m, units_dir, rnd, futures, batcher, progress,
+                                              dict(intact_hint=args.worker_intact or intact, env=env,
+                                                   cwd=os.getcwd()), args.retries)
+            checked += n_checked
+            tasks += n_tasks
+            phases["checking"] += time.monotonic() - t_check
         if not quiet:
-            log(f"{checked} unit(s) checked in {rnd - 1} round(s), {time.monotonic() - t0:.1f} s")
+            log(f"{checked} unit(s) checked in {rnd - 1} round(s) by {tasks} task(s), {time.monotonic() - t0:.1f} s ("
+                + ", ".join(f"{k} {v:.2f} s" for k, v in phases.items()) + ")")
         # The report, as a local run prints it (and --json etc.).
         sys.stdout.flush()
         p = subprocess.run([intact, "check", *check_args, "--from-verdicts", units_dir])

@@ -4,7 +4,7 @@ the key-value store example (examples/kvstore):
     INTACT_DASK_TESTS=1 INTACT=target/debug/intact PYTHONPATH=python \\
         python3 -m unittest discover -s python/tests -p test_dask.py
 
-Opt-in (INTACT_DASK_TESTS=1; about two minutes on two cores), because libintact/test.sh
+Opt-in (INTACT_DASK_TESTS=1; about three minutes on two cores), because libintact/test.sh
 runs every test_*.py. Needs gcc, strace, the intact binary ($INTACT, else the newer of
 target/debug and target/release) and dask.distributed (pip-installed here if missing; the
 tests are skipped, with the reason printed, if that fails).
@@ -265,6 +265,96 @@ class DaskRun(unittest.TestCase):
                     p.wait()
         for d in ["cluster"] + [f"w{i}" for i in range(3)]:
             shutil.rmtree(os.path.join(self.tmp, d), ignore_errors=True)
+        self.assert_no_leftovers()
+
+    def _counting_checker(self, name, body):
+        """A checker script that notes every run (INTACT_STATE) in a log, runs `body`, then
+        the kvstore checker; returns (path, log)."""
+        runs = os.path.join(self.tmp, name + ".runs")
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            f.write(f"#!/bin/sh\necho \"$INTACT_STATE\" >>{runs}\n{body}\nexec {self.checker} \"$@\"\n")
+        os.chmod(path, 0o755)
+        return path, runs
+
+    @staticmethod
+    def _runs(log):
+        counts = {}
+        with open(log) as f:
+            for line in f.read().split():
+                counts[line] = counts.get(line, 0) + 1
+        return counts
+
+    def test_units_go_in_batches(self):
+        # The python checker costs tens of ms per state: a task takes several units.
+        checker, runs = self._counting_checker("batched-check", "")
+        out = os.path.join(self.tmp, "batched.json")
+        p = self.intact_check("--checker", checker, "--apm", APMS, "--json", out, "--dask", "local:2")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertEqual(_normalized(out, drop_checker=True), _normalized(self.local_json, drop_checker=True))
+        m = re.search(r"(\d+) unit\(s\) checked in 2 round\(s\) by (\d+) task\(s\)", p.stderr)
+        self.assertTrue(m, p.stderr)
+        units, tasks = int(m.group(1)), int(m.group(2))
+        self.assertEqual(units, 62)
+        self.assertLess(tasks, units, "no task took more than one unit")
+        # Every state checked exactly once.
+        counts = self._runs(runs)
+        self.assertEqual(len(counts), 62)
+        self.assertEqual(set(counts.values()), {1})
+        self.assert_no_leftovers()
+
+    def test_a_worker_killed_mid_batch_repeats_only_its_current_unit(self):
+        # Each worker's second unit of round 2 (states after round 1's nine: s9 on) kills
+        # that worker's process (the parent of its `intact check-unit --serve`), once in the
+        # run, after a pause that lets the worker send the verdict of the unit before. The
+        # nanny starts a new worker; the batch is given to a worker again and checks only
+        # the units whose verdicts did not come back: the one it was killed at.
+        mark = os.path.join(self.tmp, "worker-killed")
+        seen = os.path.join(self.tmp, "seen-by-worker")
+        body = (f"n=${{INTACT_STATE#s}}\n"
+                f"if [ \"$n\" -ge 9 ]; then\n"
+                f"  echo \"$INTACT_STATE\" >>{seen}-$INTACT_WORKER\n"
+                f"  if [ \"$(wc -l <{seen}-$INTACT_WORKER)\" -eq 2 ] && mkdir {mark} 2>/dev/null; then\n"
+                f"    echo \"$INTACT_STATE\" >{mark}/state; sleep 0.5\n"
+                f"    rm -rf \"$(dirname \"$(dirname \"$1\")\")\"\n"
+                f"    kill -9 \"$(awk '{{print $4}}' /proc/$PPID/stat)\"; sleep 5; exit 1\n"
+                f"  fi\n"
+                f"fi")
+        checker, runs = self._counting_checker("killing-check", body)
+        out = os.path.join(self.tmp, "killed-mid-batch.json")
+        p = subprocess.run([self.intact, "check", self.bundle, "--checker", checker, "--apm", APMS, "--json", out,
+                            "--dask", "local:2"], env=dict(self.env, INTACT_DASK_OPTS="--retries 0"),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertTrue(os.path.isdir(mark), "no worker was killed")
+        with open(os.path.join(mark, "state")) as f:
+            killed_at = f.read().strip()
+        self.assertEqual(_normalized(out, drop_checker=True), _normalized(self.local_json, drop_checker=True))
+        counts = self._runs(runs)
+        self.assertEqual(len(counts), 62, "every state checked")
+        repeated = {s: n for s, n in counts.items() if n > 1}
+        self.assertEqual(repeated, {killed_at: 2}, f"killed at {killed_at}; runs per state {counts}")
+        self.assert_no_leftovers()
+
+    def test_a_hanging_checker_times_out_on_the_worker(self):
+        # One state's checker hangs: the worker's check-unit kills it at --timeout, and the
+        # report (the state under "timeouts") is the local run's.
+        pids = os.path.join(self.tmp, "hung-pids")
+        checker, _ = self._counting_checker(
+            "hanging-check", f"if [ \"$INTACT_STATE\" = s20 ]; then echo $$ >>{pids}; exec sleep 600; fi")
+        local = os.path.join(self.tmp, "hang-local.json")
+        p = self.intact_check("--checker", checker, "--apm", APMS, "--timeout", "3", "-j", "2", "-q", "--json", local)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        out = os.path.join(self.tmp, "hang-dask.json")
+        p = self.intact_check("--checker", checker, "--apm", APMS, "--timeout", "3", "--json", out, "--dask", "local:2")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        report = _normalized(out)
+        self.assertEqual(report, _normalized(local))
+        self.assertIn("s20", json.dumps(report["timeouts"]))
+        with open(pids) as f:
+            hung = f.read().split()
+        self.assertEqual(len(hung), 2, "one hanging run locally, one on Dask")
+        self.assertEqual([p for p in hung if os.path.exists(f"/proc/{p}")], [], "hanging checkers left running")
         self.assert_no_leftovers()
 
     def test_unreachable_scheduler(self):

@@ -192,6 +192,8 @@ struct Shared {
     capacity: usize,
     cancelled: AtomicBool,
     outcomes: Mutex<Vec<Outcome>>,
+    /// Signalled when an outcome is pushed (for `drain_wait`).
+    outcome_ready: Condvar,
 }
 
 /// Locks ignoring poisoning: the protected data stays consistent (every
@@ -300,6 +302,7 @@ impl Runner {
             capacity: cfg.jobs.saturating_mul(2),
             cancelled: AtomicBool::new(false),
             outcomes: Mutex::new(Vec::new()),
+            outcome_ready: Condvar::new(),
         });
         // Built before the workers so that an error below drops it, which
         // cancels and cleans up whatever was already started.
@@ -368,6 +371,21 @@ impl Runner {
     /// Outcomes finished so far (non-blocking).
     pub fn drain(&self) -> Vec<Outcome> {
         std::mem::take(&mut *lock(&self.shared.outcomes))
+    }
+
+    /// As [`Runner::drain`], but if nothing has finished yet, waits up to `limit` for the
+    /// first outcome: a caller with one job in flight gets it as soon as it is pushed
+    /// instead of at its next poll. May return empty early (spurious wake-up); the caller
+    /// loops.
+    pub fn drain_wait(&self, limit: Duration) -> Vec<Outcome> {
+        let mut done = lock(&self.shared.outcomes);
+        if done.is_empty() {
+            done = match self.shared.outcome_ready.wait_timeout(done, limit) {
+                Ok((g, _)) => g,
+                Err(e) => e.into_inner().0,
+            };
+        }
+        std::mem::take(&mut *done)
     }
 
     /// Waits for all submitted jobs and returns the remaining outcomes; joins workers and removes all scratch space.
@@ -553,6 +571,7 @@ impl Worker {
             let _ = fsutil::force_remove(&self.crash);
             if let Some(o) = outcome {
                 lock(&self.shared.outcomes).push(o);
+                self.shared.outcome_ready.notify_all();
             }
         }
         let _ = fsutil::force_remove(&self.dir);

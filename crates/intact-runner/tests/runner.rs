@@ -893,3 +893,27 @@ fn cancel_kills_a_busy_server() {
     wait_dead(pid);
     env.assert_scratch_clean();
 }
+
+#[test]
+fn drain_wait_returns_an_outcome_once_it_is_there() {
+    let env = Env::new();
+    let checker = env.script("check", "sleep 0.2; exit 0");
+    let r = Runner::start(env.config(vec![checker], 1, Some(GUARD))).unwrap();
+    // Nothing submitted: nothing to wait for, an empty answer after the limit.
+    assert!(r.drain_wait(Duration::from_millis(1)).is_empty());
+    r.submit(job(7, "s", "", &[])).unwrap();
+    // Called while the checker still runs; woken by the outcome (a spurious wake-up
+    // returns empty: ask again, within the guard).
+    let t = Instant::now();
+    let out = loop {
+        let out = r.drain_wait(GUARD);
+        if !out.is_empty() || t.elapsed() > GUARD {
+            break out;
+        }
+    };
+    assert_eq!(out.len(), 1, "the one outcome");
+    assert_eq!((out[0].id, &out[0].verdict), (7, &Verdict::Pass));
+    assert!(r.drain().is_empty(), "taken once");
+    assert!(r.finish().is_empty());
+    env.assert_scratch_clean();
+}
