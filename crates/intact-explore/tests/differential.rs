@@ -100,7 +100,7 @@ struct Run {
 
 impl Run {
     fn emit(&mut self, chk: &Checker, p: Provenance, s: CrashFs, desc: String) -> bool {
-        let hash = s.hash(&mut HashMap::new());
+        let hash = s.hash(&mut intact_explore::HashCache::default());
         self.verdicts.entry(hash).or_insert_with(|| chk.verdict(&s));
         self.probes.push(Probe {
             prov: p,
@@ -242,7 +242,7 @@ fn reason(prog: &Program, alice: &Run, states: &[(StateHash, Provenance)]) -> Op
         }
         Provenance::Reorder { a, b, dropped } => {
             let (pair, micro) = alice_drop_sets(prog, *a, *b);
-            if *dropped == pair || *dropped == micro {
+            if dropped.ones().eq(pair.ones()) || dropped.ones().eq(micro.ones()) {
                 return None; // a shape alice builds: it must have found it
             }
             let calls: BTreeSet<usize> = dropped

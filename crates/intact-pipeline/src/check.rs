@@ -9,7 +9,7 @@ use crate::units::Store;
 use crate::{interrupted, view, Error, Progress};
 use intact_apm::{Apm, Program};
 use intact_bundle::Bundle;
-use intact_explore::{CrashFs, CrashFsError, Explorer, Provenance, StateHash};
+use intact_explore::{CrashFs, CrashFsError, Explorer, HashCache, Provenance, StateHash};
 use intact_model::{Op, State};
 use intact_report::{ApmRun, ApmStats, Example, Probe, Report, Verdict};
 use intact_runner::{Job, Outcome, Runner, RunnerConfig, Verdict as RVerdict};
@@ -88,7 +88,7 @@ struct Driver<'a> {
     seen: HashMap<StateHash, Seen>,
     pending: HashMap<u64, Pending>,
     next_id: u64,
-    hash_cache: HashMap<u64, [u8; 32]>,
+    hash_cache: HashCache,
     keep: Option<PathBuf>,
     /// With --keep-examples: every failing state, by id, until the report picks examples.
     failing: Option<HashMap<String, CrashFs>>,
@@ -113,9 +113,6 @@ impl Driver<'_> {
             return Ok(false);
         }
         let hash = fs.hash(&mut self.hash_cache);
-        if self.hash_cache.len() > 200_000 {
-            self.hash_cache.clear();
-        }
         self.stats[apm].constructed += 1;
         if !self.seen.contains_key(&hash) {
             let id = self.next_id;
@@ -479,7 +476,7 @@ impl<'p> Session<'p> {
             seen: HashMap::new(),
             pending: HashMap::new(),
             next_id: 0,
-            hash_cache: HashMap::new(),
+            hash_cache: HashCache::default(),
             keep: o.keep_failing.clone(),
             failing: o.keep_examples.as_ref().map(|_| HashMap::new()),
             checker,

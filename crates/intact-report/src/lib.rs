@@ -3,9 +3,8 @@
 //! 4.2 category), grouped into static vulnerabilities by the source location of the calls.
 //! The JSON form is documented in `docs/report.md` (schema "intact-report/1").
 
-use fixedbitset::FixedBitSet;
 use intact_apm::{Micro, Program};
-use intact_explore::{Provenance, StateHash};
+use intact_explore::{Dropped, Provenance, StateHash};
 use intact_model::op::{LogicalOp, Op};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -306,7 +305,7 @@ impl ApmRun<'_> {
     /// Whether the reordering state (a, b) that drops `dropped` — all of a, and of calls
     /// a+1..b every one with a file-system change — is a prefix of the protocol on disk:
     /// then only output got ahead of the disk.
-    fn prefix_like(&self, a: usize, b: usize, dropped: &FixedBitSet) -> bool {
+    fn prefix_like(&self, a: usize, b: usize, dropped: &Dropped) -> bool {
         let whole = |g: usize| {
             self.prog.calls[g]
                 .units
@@ -626,7 +625,7 @@ fn buckets<'p>(failing: &[(&'p Probe, Verdict)]) -> Buckets<'p> {
 /// None for other shapes. A state that drops everything a smaller failing state drops, and
 /// more, fails at least for that smaller state's reason, so it is not a cause of its own.
 pub fn minimal_causes(failing: &[(&Probe, Verdict)]) -> Vec<Option<usize>> {
-    let mut order: Vec<(usize, &FixedBitSet, usize)> = failing
+    let mut order: Vec<(usize, &Dropped, usize)> = failing
         .iter()
         .enumerate()
         .filter_map(|(i, (p, _))| match &p.prov {
@@ -634,15 +633,12 @@ pub fn minimal_causes(failing: &[(&Probe, Verdict)]) -> Vec<Option<usize>> {
             _ => None,
         })
         .collect();
-    order.sort_by_key(|(i, d, _)| (d.count_ones(..), *i));
+    order.sort_by_key(|(i, d, _)| (d.len(), *i));
     // An antichain of minimal drop sets, smallest first.
-    let mut minimal: Vec<(&FixedBitSet, usize)> = Vec::new();
+    let mut minimal: Vec<(&Dropped, usize)> = Vec::new();
     let mut out = vec![None; failing.len()];
     for (i, dropped, a) in order {
-        assert!(
-            dropped.count_ones(..) > 0,
-            "a reorder state drops something"
-        );
+        assert!(!dropped.is_empty(), "a reorder state drops something");
         let cause = match minimal.iter().find(|(m, _)| m.is_subset(dropped)) {
             Some(&(_, cause)) => cause,
             None => {
