@@ -690,7 +690,7 @@ fn write_sparse(f: &std::fs::File, buf: &Sparse, size: u64) -> std::io::Result<(
 /// (where [`Sparse`] splits its runs into chunks is no part of the contents).
 fn content_hash(buf: &Sparse, size: u64, windows: &mut WindowCache) -> [u8; 32] {
     if size <= DENSE_LIMIT_BYTES {
-        return visible_hash(buf, size, windows);
+        return visible_hash(buf, size, garbage, windows);
     }
     let kind = |seg: &Seg<'_>| match seg {
         Seg::Bytes(_) => b"B",

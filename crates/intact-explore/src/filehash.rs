@@ -21,7 +21,6 @@
 //! [`Arc::make_mut`] moves the value out), so an entry whose chunk is still alive holds
 //! that chunk's bytes.
 
-use crate::crashfs::garbage;
 use blake3::hazmat::{
     left_subtree_len, merge_subtrees_non_root, merge_subtrees_root, ChainingValue, HasherExt, Mode,
 };
@@ -52,46 +51,61 @@ impl WindowCache {
     }
 }
 
+/// What a hole reads as, by offset (the crash state's "uninitialised block" pattern).
+pub type Fill = fn(u64) -> u8;
+
 /// `blake3::hash` of the first `size` bytes `buf` shows a checker: its bytes and zeros, and
-/// [`garbage`] in its holes and past its end.
-pub fn visible_hash(buf: &Sparse, size: u64, cache: &mut WindowCache) -> [u8; 32] {
+/// `fill` in its holes and past its end.
+pub fn visible_hash(buf: &Sparse, size: u64, fill: Fill, cache: &mut WindowCache) -> [u8; 32] {
     if size <= CHUNK_BYTES {
-        return *blake3::hash(&window_bytes(buf, 0, size)).as_bytes();
+        return *blake3::hash(&window_bytes(buf, 0, size, fill)).as_bytes();
     }
     let left = left_subtree_len(size);
     assert!(
         left.is_multiple_of(CHUNK_BYTES) && left < size,
         "left subtree of {size} bytes"
     );
-    let l = subtree(buf, 0, left, cache);
-    let r = subtree(buf, left, size - left, cache);
+    let l = subtree(buf, 0, left, fill, cache);
+    let r = subtree(buf, left, size - left, fill, cache);
     *merge_subtrees_root(&l, &r, Mode::Hash).as_bytes()
 }
 
 /// The chaining value of the (non-root) subtree `[offset, offset + len)`.
-fn subtree(buf: &Sparse, offset: u64, len: u64, cache: &mut WindowCache) -> ChainingValue {
+fn subtree(
+    buf: &Sparse,
+    offset: u64,
+    len: u64,
+    fill: Fill,
+    cache: &mut WindowCache,
+) -> ChainingValue {
     assert!(
         offset.is_multiple_of(CHUNK_BYTES) && len > 0,
         "subtree at {offset}"
     );
     if len <= CHUNK_BYTES {
-        return window(buf, offset, len, cache);
+        return window(buf, offset, len, fill, cache);
     }
     let left = left_subtree_len(len);
     assert!(left.is_multiple_of(CHUNK_BYTES) && left < len);
-    let l = subtree(buf, offset, left, cache);
-    let r = subtree(buf, offset + left, len - left, cache);
+    let l = subtree(buf, offset, left, fill, cache);
+    let r = subtree(buf, offset + left, len - left, fill, cache);
     merge_subtrees_non_root(&l, &r, Mode::Hash)
 }
 
 /// The chaining value of one window: cached when a whole chunk fills it.
-fn window(buf: &Sparse, offset: u64, len: u64, cache: &mut WindowCache) -> ChainingValue {
+fn window(
+    buf: &Sparse,
+    offset: u64,
+    len: u64,
+    fill: Fill,
+    cache: &mut WindowCache,
+) -> ChainingValue {
     assert!(len > 0 && len <= CHUNK_BYTES, "window of {len} bytes");
     let chunk = (len == CHUNK_BYTES)
         .then(|| buf.full_chunk_at(offset))
         .flatten();
     let Some(chunk) = chunk else {
-        return window_cv(offset, &window_bytes(buf, offset, offset + len));
+        return window_cv(offset, &window_bytes(buf, offset, offset + len, fill));
     };
     let key = (Arc::as_ptr(chunk) as usize, offset);
     if let Some((weak, cv)) = cache.windows.get(&key) {
@@ -115,15 +129,15 @@ fn window_cv(offset: u64, bytes: &[u8]) -> ChainingValue {
         .finalize_non_root()
 }
 
-/// The visible bytes of `[from, to)`: garbage in holes and past the buffer's end.
-fn window_bytes(buf: &Sparse, from: u64, to: u64) -> Vec<u8> {
+/// The visible bytes of `[from, to)`: `fill` in holes and past the buffer's end.
+fn window_bytes(buf: &Sparse, from: u64, to: u64, fill: Fill) -> Vec<u8> {
     assert!(
         from <= to && to - from <= CHUNK_BYTES,
         "window {from}..{to}"
     );
-    let mut v = buf.read(from, to - from, garbage);
+    let mut v = buf.read(from, to - from, fill);
     let got = from + v.len() as u64;
-    v.extend((got..to).map(garbage));
+    v.extend((got..to).map(fill));
     assert_eq!(v.len() as u64, to - from);
     v
 }
@@ -132,6 +146,11 @@ fn window_bytes(buf: &Sparse, from: u64, to: u64) -> Vec<u8> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// A fill unlike zeros and unlike the written bytes' patterns.
+    fn garbage(offset: u64) -> u8 {
+        0x80 | (offset.wrapping_mul(31) >> 3) as u8
+    }
 
     fn plain(buf: &Sparse, size: u64) -> [u8; 32] {
         let mut v = buf.read(0, size, garbage);
@@ -161,13 +180,13 @@ mod tests {
             let bytes: Vec<u8> = (0..size).map(|i| (i * 7 % 251) as u8).collect();
             let buf = Sparse::from(bytes);
             assert_eq!(
-                visible_hash(&buf, size, &mut cache),
+                visible_hash(&buf, size, garbage, &mut cache),
                 plain(&buf, size),
                 "{size}"
             );
             // Twice: the second time from the cache.
             assert_eq!(
-                visible_hash(&buf, size, &mut cache),
+                visible_hash(&buf, size, garbage, &mut cache),
                 plain(&buf, size),
                 "{size}"
             );
@@ -179,9 +198,9 @@ mod tests {
     fn a_chunk_written_after_caching_is_hashed_anew() {
         let mut cache = WindowCache::default();
         let mut buf = Sparse::from(vec![1u8; 4 * CHUNK_BYTES as usize]);
-        let before = visible_hash(&buf, buf.len(), &mut cache);
+        let before = visible_hash(&buf, buf.len(), garbage, &mut cache);
         buf.write(CHUNK_BYTES + 5, b"x").unwrap();
-        let after = visible_hash(&buf, buf.len(), &mut cache);
+        let after = visible_hash(&buf, buf.len(), garbage, &mut cache);
         assert_ne!(before, after);
         assert_eq!(after, plain(&buf, buf.len()));
     }
@@ -208,11 +227,11 @@ mod tests {
                 }
                 kept.push(buf.clone());
                 for size in [buf.len(), buf.len() + extra, buf.len() / 2] {
-                    prop_assert_eq!(visible_hash(&buf, size, &mut cache), plain(&buf, size));
+                    prop_assert_eq!(visible_hash(&buf, size, garbage, &mut cache), plain(&buf, size));
                 }
             }
             for k in &kept {
-                prop_assert_eq!(visible_hash(k, k.len(), &mut cache), plain(k, k.len()));
+                prop_assert_eq!(visible_hash(k, k.len(), garbage, &mut cache), plain(k, k.len()));
             }
         }
     }

@@ -105,7 +105,7 @@ impl Run {
         self.probes.push(Probe {
             prov: p,
             hash,
-            desc,
+            desc: desc.into(),
         });
         true
     }
@@ -168,7 +168,7 @@ fn statics(prog: &Program, ops: &[Op], run: &Run) -> Vec<Static> {
         prog,
         ops,
         probes: &run.probes,
-        state_ids: &ids,
+        state_ids: &|h| ids.get(h).cloned(),
     };
     let loc = |o: &Op| format!("call{}", o.call);
     let dynamic = apm_run.dynamics(&|h| run.verdict(h), &loc, &|_| String::new());

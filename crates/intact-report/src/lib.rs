@@ -7,7 +7,7 @@ use intact_apm::{Micro, Program};
 use intact_explore::{Dropped, Provenance, StateHash};
 use intact_model::op::{LogicalOp, Op};
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 pub const SCHEMA: &str = "intact-report/1";
 
@@ -77,12 +77,14 @@ pub struct Verdict {
     pub message: String,
 }
 
-/// One constructed state and how.
+/// One constructed state and how. The run keeps one per state it builds (about a hundred
+/// per append of a fsync-every-100 workload), so the description is a boxed string: no
+/// spare capacity (issue 29).
 #[derive(Clone, Debug)]
 pub struct Probe {
     pub prov: Provenance,
     pub hash: StateHash,
-    pub desc: String,
+    pub desc: Box<str>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -262,8 +264,8 @@ pub struct ApmRun<'a> {
     pub prog: &'a Program,
     pub ops: &'a [Op],
     pub probes: &'a [Probe],
-    /// State id of each distinct state (by hash), for examples.
-    pub state_ids: &'a HashMap<StateHash, String>,
+    /// The id of a distinct state (by hash), for examples.
+    pub state_ids: &'a dyn Fn(&StateHash) -> Option<String>,
 }
 
 impl ApmRun<'_> {
@@ -469,8 +471,8 @@ impl ApmRun<'_> {
 
     fn example(&self, p: &Probe, v: &Verdict) -> Example {
         Example {
-            state: self.state_ids.get(&p.hash).cloned().unwrap_or_default(),
-            description: p.desc.clone(),
+            state: (self.state_ids)(&p.hash).unwrap_or_default(),
+            description: p.desc.to_string(),
             checker_message: v.message.clone(),
         }
     }
