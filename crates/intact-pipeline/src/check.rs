@@ -129,7 +129,8 @@ impl Driver<'_> {
             self.next_id += 1;
             let seen = Seen { id, verdict: None };
             let sid = seen.sid();
-            assert!(self.seen.insert(hash, seen).is_none(), "a new state");
+            let before = self.seen.insert(hash, seen);
+            assert!(before.is_none(), "a state is numbered once");
             self.stats[apm].checked += 1;
             let keep_copy = (self.keep.is_some() || self.failing.is_some()).then(|| fs.clone());
             self.pending.insert(
