@@ -276,22 +276,70 @@ fn read_runs(contents: &[u8], size: u64, runs: &[(u64, u64, u64)]) -> Result<Spa
 }
 
 pub fn write_ops(path: &Path, ops: &[Op]) -> Result<(), BundleError> {
-    let f = std::fs::File::create(path).map_err(io(path))?;
-    let mut w = BufWriter::new(f);
+    let mut w = OpWriter::create(path)?;
     for op in ops {
-        serde_json::to_writer(&mut w, op).map_err(|e| BundleError::Format {
+        w.write(op)?;
+    }
+    w.finish()
+}
+
+/// Writes `ops.jsonl` one operation at a time, as a conversion makes them (issue 29: a
+/// million-call trace's operations are never all in memory). Ids must come in sequence.
+pub struct OpWriter {
+    path: PathBuf,
+    w: BufWriter<std::fs::File>,
+    next_id: usize,
+}
+
+impl OpWriter {
+    pub fn create(path: &Path) -> Result<OpWriter, BundleError> {
+        let f = std::fs::File::create(path).map_err(io(path))?;
+        Ok(OpWriter {
             path: path.into(),
+            w: BufWriter::new(f),
+            next_id: 0,
+        })
+    }
+
+    pub fn write(&mut self, op: &Op) -> Result<(), BundleError> {
+        assert_eq!(op.id, self.next_id, "operations are written in sequence");
+        serde_json::to_writer(&mut self.w, op).map_err(|e| BundleError::Format {
+            path: self.path.clone(),
             message: e.to_string(),
         })?;
-        w.write_all(b"\n").map_err(io(path))?;
+        self.w.write_all(b"\n").map_err(io(&self.path))?;
+        self.next_id += 1;
+        Ok(())
     }
-    w.flush().map_err(io(path))
+
+    /// Flushes what is buffered (the file is complete after this).
+    pub fn finish(mut self) -> Result<(), BundleError> {
+        self.w.flush().map_err(io(&self.path))
+    }
+
+    pub fn written(&self) -> usize {
+        self.next_id
+    }
 }
 
 pub fn read_ops(path: &Path) -> Result<Vec<Op>, BundleError> {
-    let f = std::fs::File::open(path).map_err(io(path))?;
     let mut ops = Vec::new();
-    for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
+    for_each_op(path, |op| {
+        ops.push(op);
+        Ok(())
+    })?;
+    Ok(ops)
+}
+
+/// Reads `ops.jsonl` one operation at a time (ids checked to run 0, 1, ...), handing each
+/// to `f`; stops at the first error, `f`'s included.
+pub fn for_each_op(
+    path: &Path,
+    mut f: impl FnMut(Op) -> Result<(), BundleError>,
+) -> Result<usize, BundleError> {
+    let file = std::fs::File::open(path).map_err(io(path))?;
+    let mut n = 0;
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
         let line = line.map_err(io(path))?;
         if line.trim().is_empty() {
             continue;
@@ -300,15 +348,16 @@ pub fn read_ops(path: &Path) -> Result<Vec<Op>, BundleError> {
             path: path.into(),
             message: format!("line {}: {e}", i + 1),
         })?;
-        if op.id != ops.len() {
+        if op.id != n {
             return Err(BundleError::Format {
                 path: path.into(),
                 message: format!("line {}: operation id {} out of sequence", i + 1, op.id),
             });
         }
-        ops.push(op);
+        n += 1;
+        f(op)?;
     }
-    Ok(ops)
+    Ok(n)
 }
 
 /// Why a directory without `bundle.json` is not a bundle: the other directories intact
@@ -409,19 +458,27 @@ impl Bundle {
     }
     /// Replays every operation on the initial state and compares with the final state.
     /// `Ok(None)`: identical. `Ok(Some(diff))`: the first difference.
+    /// The operations are read one at a time, not all held (issue 29).
     pub fn verify(&self) -> Result<Option<String>, BundleError> {
         let mut s = self.initial()?;
         let blob = self.data()?;
-        for op in self.ops()? {
-            if let Err(e) = s.apply(&op.op, &blob) {
-                return Ok(Some(format!(
-                    "operation #{} ({}) cannot be applied: {e}",
-                    op.id,
-                    op.op.name()
-                )));
+        let mut failed = None;
+        for_each_op(&self.path.join(OPS), |op| {
+            if failed.is_none() {
+                if let Err(e) = s.apply(&op.op, &blob) {
+                    failed = Some(format!(
+                        "operation #{} ({}) cannot be applied: {e}",
+                        op.id,
+                        op.op.name()
+                    ));
+                }
             }
+            Ok(())
+        })?;
+        match failed {
+            Some(f) => Ok(Some(f)),
+            None => Ok(s.diff(&self.final_state()?)),
         }
-        Ok(s.diff(&self.final_state()?))
     }
 }
 
@@ -450,6 +507,66 @@ pub fn op_histogram(ops: &[Op]) -> BTreeMap<&'static str, usize> {
 mod tests {
     use super::*;
     use intact_model::{Data, LogicalOp};
+
+    fn sync_op(id: usize) -> Op {
+        Op {
+            id,
+            call: id,
+            pid: 1,
+            tid: 1,
+            syscall: "fsync".into(),
+            op: LogicalOp::Sync {
+                inode: Some(2),
+                how: intact_model::SyncKind::Fsync,
+                range: None,
+            },
+            path: Some("a".into()),
+            path2: None,
+            stack: Vec::new(),
+            loc: None,
+            stream: 0,
+        }
+    }
+
+    /// OpWriter writes what write_ops wrote; for_each_op reads them back one at a time and
+    /// refuses ids out of sequence, stopping at the first error of its callback.
+    #[test]
+    fn ops_stream_out_and_back() {
+        let t = tempfile::tempdir().unwrap();
+        let ops: Vec<Op> = (0..5).map(sync_op).collect();
+        let (a, b) = (t.path().join("a.jsonl"), t.path().join("b.jsonl"));
+        write_ops(&a, &ops).unwrap();
+        let mut w = OpWriter::create(&b).unwrap();
+        for op in &ops {
+            w.write(op).unwrap();
+        }
+        assert_eq!(w.written(), 5);
+        w.finish().unwrap();
+        assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+        let mut seen = Vec::new();
+        let n = for_each_op(&b, |op| {
+            seen.push(op.id);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!((n, seen), (5, vec![0, 1, 2, 3, 4]));
+        let stop = for_each_op(&b, |op| match op.id {
+            2 => Err(BundleError::Format {
+                path: b.clone(),
+                message: "stop".into(),
+            }),
+            _ => Ok(()),
+        });
+        assert!(stop.is_err());
+        let line = |op: &Op| serde_json::to_string(op).unwrap();
+        std::fs::write(
+            &a,
+            format!("{}\n{}\n", line(&sync_op(0)), line(&sync_op(2))),
+        )
+        .unwrap();
+        let err = read_ops(&a).unwrap_err().to_string();
+        assert!(err.contains("out of sequence"), "{err}");
+    }
 
     #[test]
     fn state_roundtrip() {

@@ -54,6 +54,9 @@ pub enum ConvertError {
         syscall: String,
         message: String,
     },
+    /// The sink of [`convert_into`] refused an operation (writing the bundle failed).
+    #[error("writing logical operation {op}: {message}")]
+    Output { op: usize, message: String },
 }
 
 impl ConvertError {
@@ -61,6 +64,7 @@ impl ConvertError {
     pub fn line(&self) -> usize {
         match self {
             ConvertError::Call { line, .. } | ConvertError::Malformed { line, .. } => *line,
+            ConvertError::Output { .. } => 0,
         }
     }
     /// Whether the trace itself is at fault (exit 2), rather than the converter.
@@ -71,7 +75,12 @@ impl ConvertError {
 
 #[derive(Debug)]
 pub struct Conversion {
+    /// The operations, from [`convert`]; empty from [`convert_into`], which hands each to
+    /// its sink instead.
     pub ops: Vec<Op>,
+    /// How many operations there are, and how many of each kind (by name).
+    pub op_count: usize,
+    pub op_names: BTreeMap<&'static str, usize>,
     /// Bytes referenced by `Data::Bytes` in the operations.
     pub blob: Vec<u8>,
     /// The logical state after all operations.
@@ -142,7 +151,10 @@ struct Conv<'a> {
     opts: &'a ConvertOptions,
     state: State,
     blob: Vec<u8>,
-    ops: Vec<Op>,
+    /// Takes each operation as it is made: nothing here holds them all (issue 29).
+    sink: &'a mut dyn FnMut(Op) -> Result<(), String>,
+    op_count: usize,
+    op_names: BTreeMap<&'static str, usize>,
     tasks: HashMap<u32, Task>,
     births: HashMap<u32, Birth>,
     unsupported: BTreeMap<(String, String), Unsupported>,
@@ -163,12 +175,33 @@ pub fn convert(
     initial: State,
     opts: &ConvertOptions,
 ) -> Result<Conversion, ConvertError> {
+    let mut ops = Vec::new();
+    let mut conv = convert_into(trace, initial, opts, &mut |op| {
+        ops.push(op);
+        Ok(())
+    })?;
+    assert_eq!(ops.len(), conv.op_count, "every operation reached the sink");
+    conv.ops = ops;
+    Ok(conv)
+}
+
+/// Converts a parsed trace as [`convert`] does, handing each operation to `sink` in order
+/// (ids 0, 1, ...) instead of keeping them: a million-call trace's operations go to the
+/// bundle as they are made. An error from the sink stops the conversion.
+pub fn convert_into(
+    trace: &Trace,
+    initial: State,
+    opts: &ConvertOptions,
+    sink: &mut dyn FnMut(Op) -> Result<(), String>,
+) -> Result<Conversion, ConvertError> {
     use std::os::unix::fs::MetadataExt;
     let mut c = Conv {
         opts,
         state: initial,
         blob: Vec::new(),
-        ops: Vec::new(),
+        sink,
+        op_count: 0,
+        op_names: BTreeMap::new(),
         tasks: HashMap::new(),
         births: HashMap::new(),
         unsupported: BTreeMap::new(),
@@ -269,7 +302,9 @@ pub fn convert(
     }
     let tasks = c.tasks.len();
     Ok(Conversion {
-        ops: c.ops,
+        ops: Vec::new(),
+        op_count: c.op_count,
+        op_names: c.op_names,
         blob: c.blob,
         state: c.state,
         unsupported: c.unsupported.into_values().collect(),
@@ -510,8 +545,9 @@ impl Conv<'_> {
         }
         let stack = self.stack(call, task);
         let loc = self.opts.filter.select(&stack).cloned();
-        self.ops.push(Op {
-            id: self.ops.len(),
+        let id = self.op_count;
+        let op = Op {
+            id,
             call: idx,
             pid: task.tgid,
             tid: call.tid,
@@ -522,8 +558,10 @@ impl Conv<'_> {
             stack,
             loc,
             stream: task.stream.get().0,
-        });
-        Ok(())
+        };
+        *self.op_names.entry(op.op.name()).or_insert(0) += 1;
+        self.op_count += 1;
+        (self.sink)(op).map_err(|message| ConvertError::Output { op: id, message })
     }
 
     fn unsupported(&mut self, call: &Call, task: &Task, reason: &str, path: Option<String>) {

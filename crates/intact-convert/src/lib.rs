@@ -9,6 +9,6 @@ mod convert;
 mod resolve;
 
 pub use args::MAX_FILE_SIZE_BYTES;
-pub use convert::{convert, Conversion, ConvertError, ConvertOptions};
+pub use convert::{convert, convert_into, Conversion, ConvertError, ConvertOptions};
 // Defined with the model (the bundle keeps them without depending on the converter).
 pub use intact_model::{TaskExit, Unsupported};

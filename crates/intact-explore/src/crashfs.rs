@@ -3,6 +3,7 @@
 //! Cloning is cheap (contents are shared until written), so states are built incrementally
 //! from cached ones (thesis §3.5).
 
+use crate::filehash::{visible_hash, WindowCache};
 use intact_apm::Micro;
 use intact_model::op::{LogicalOp, Op};
 use intact_model::state::{InodeId, Node, State};
@@ -93,6 +94,24 @@ pub enum CrashFsError {
 }
 
 pub type StateHash = [u8; 32];
+
+/// What [`CrashFs::hash`] remembers between states: each file version's hash (by its
+/// generation) and the hashes of shared chunks ([`WindowCache`]).
+#[derive(Default)]
+pub struct HashCache {
+    files: HashMap<u64, [u8; 32]>,
+    windows: WindowCache,
+}
+
+/// Bound on remembered file versions (about 50 bytes each); past it they start over.
+const MAX_CACHED_FILES: usize = 200_000;
+
+impl HashCache {
+    /// Remembered file versions and chunk windows.
+    pub fn len(&self) -> (usize, usize) {
+        (self.files.len(), self.windows.len())
+    }
+}
 
 impl CrashFs {
     /// The initial snapshot plus, unlinked, every inode the operations create.
@@ -281,7 +300,10 @@ impl CrashFs {
 
     /// Content hash of the visible state: names, kinds, contents, link identity, modes of
     /// initial files, and the output. Equal hashes mean the checker sees the same thing.
-    pub fn hash(&self, cache: &mut HashMap<u64, [u8; 32]>) -> StateHash {
+    pub fn hash(&self, cache: &mut HashCache) -> StateHash {
+        if cache.files.len() > MAX_CACHED_FILES {
+            cache.files.clear();
+        }
         let mut h = blake3::Hasher::new();
         let mut first: HashMap<InodeId, u64> = HashMap::new();
         let mut n = 0u64;
@@ -302,9 +324,14 @@ impl CrashFs {
                         return;
                     }
                     first.insert(id, n);
-                    let fh = *cache
-                        .entry(*gen)
-                        .or_insert_with(|| content_hash(buf, *size));
+                    let fh = match cache.files.get(gen) {
+                        Some(fh) => *fh,
+                        None => {
+                            let fh = content_hash(buf, *size, &mut cache.windows);
+                            cache.files.insert(*gen, fh);
+                            fh
+                        }
+                    };
                     h.update(b"F");
                     h.update(&size.to_le_bytes());
                     h.update(&mode.to_le_bytes());
@@ -659,11 +686,11 @@ fn write_sparse(f: &std::fs::File, buf: &Sparse, size: u64) -> std::io::Result<(
 }
 
 /// The hash of a file's visible contents: of its bytes up to [`DENSE_LIMIT_BYTES`] (equal
-/// contents, equal hash), of its pieces beyond, adjacent pieces of one kind taken as one
+/// contents, equal hash; `blake3::hash` of them, from cached chunk hashes: [`visible_hash`]), of its pieces beyond, adjacent pieces of one kind taken as one
 /// (where [`Sparse`] splits its runs into chunks is no part of the contents).
-fn content_hash(buf: &Sparse, size: u64) -> [u8; 32] {
+fn content_hash(buf: &Sparse, size: u64, windows: &mut WindowCache) -> [u8; 32] {
     if size <= DENSE_LIMIT_BYTES {
-        return *blake3::hash(&visible(buf, size)).as_bytes();
+        return visible_hash(buf, size, garbage, windows);
     }
     let kind = |seg: &Seg<'_>| match seg {
         Seg::Bytes(_) => b"B",

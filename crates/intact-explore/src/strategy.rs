@@ -27,9 +27,9 @@ pub enum Provenance {
     },
 }
 
-/// The units a state leaves out among those of calls `..=b` (its horizon): what the report
-/// compares to find a failure's minimal cause.
-pub type Dropped = FixedBitSet;
+// The units a state leaves out among those of calls `..=b` (its horizon): what the report
+// compares to find a failure's minimal cause.
+pub use crate::dropped::Dropped;
 
 /// Emits a state; returns false to stop the exploration.
 pub type Emit<'e> = dyn FnMut(Provenance, CrashFs, String) -> Result<bool, CrashFsError> + 'e;
@@ -418,17 +418,16 @@ impl<'a> Explorer<'a> {
             if ex(a) || !self.call_has_effect(a) {
                 continue;
             }
+            // The same set twice: as wide bits for the ordering test, by span for the states.
             let mut removed = FixedBitSet::with_capacity(nu);
-            for u in self.prog.calls[a].units.clone() {
-                removed.insert(u);
-            }
+            removed.extend(self.prog.calls[a].units.clone());
+            let mut dropped: Dropped = self.prog.calls[a].units.clone().collect();
             let mut running = self.prefix[a].clone();
             for b in a + 1..n {
                 let units = self.prog.calls[b].units.clone();
                 if self.prog.call_follows(b, &removed) {
-                    for u in units {
-                        removed.insert(u);
-                    }
+                    removed.extend(units.clone());
+                    dropped.extend(units);
                     continue;
                 }
                 for u in units {
@@ -441,12 +440,13 @@ impl<'a> Explorer<'a> {
                     "calls 1..={} without {} ({} later calls dropped with it)",
                     b + 1,
                     self.call_label(a),
-                    removed.count_ones(..) - self.prog.calls[a].units.len()
+                    dropped.len() - self.prog.calls[a].units.len()
                 );
+                debug_assert_eq!(dropped.len(), removed.count_ones(..), "one set, two forms");
                 let prov = Provenance::Reorder {
                     a,
                     b,
-                    dropped: removed.clone(),
+                    dropped: dropped.clone(),
                 };
                 if !emit(prov, running.clone(), desc)? {
                     return Ok(());
@@ -494,7 +494,7 @@ impl<'a> Explorer<'a> {
                     "calls 1..={} with only the micro-ops of {} that later calls need ({} of its {} units dropped)",
                     b + 1,
                     self.call_label(a),
-                    walk.dropped.count_ones(..),
+                    walk.dropped.len(),
                     a_units.len()
                 );
                 let prov = Provenance::Reorder {
@@ -544,8 +544,7 @@ impl<'a> Explorer<'a> {
         match (0..b).find(|g| !full(*g)) {
             Some(a) => {
                 let horizon = self.prog.calls[b].units.end;
-                let mut dropped = FixedBitSet::with_capacity(self.prog.units.len());
-                dropped.extend((0..horizon).filter(|u| !set.contains(*u)));
+                let dropped: Dropped = (0..horizon).filter(|u| !set.contains(*u)).collect();
                 Provenance::Reorder { a, b, dropped }
             }
             None if full(b) => Provenance::Prefix { calls: b + 1 },
@@ -608,7 +607,7 @@ impl<'a> Explorer<'a> {
 struct MicroWalk {
     a: usize,
     /// Units of A no call after A (so far) needs: left out of `state`.
-    dropped: FixedBitSet,
+    dropped: Dropped,
     /// Whether `dropped` is a proper part of A (not all of A) with an effect.
     partial: bool,
     state: CrashFs,
@@ -616,8 +615,7 @@ struct MicroWalk {
 
 impl MicroWalk {
     fn new(exp: &Explorer, a: usize) -> MicroWalk {
-        let mut dropped = FixedBitSet::with_capacity(exp.prog.units.len());
-        dropped.extend(exp.prog.calls[a].units.clone());
+        let dropped: Dropped = exp.prog.calls[a].units.clone().collect();
         MicroWalk {
             a,
             dropped,
@@ -648,7 +646,7 @@ impl MicroWalk {
         };
         if !needed.is_empty() {
             for x in &needed {
-                self.dropped.set(*x, false);
+                self.dropped.remove(*x);
             }
             if !self.dropped.ones().any(effect) {
                 return Ok(false);
@@ -670,7 +668,7 @@ impl MicroWalk {
             exp.apply_unit(&mut self.state, u)?;
         }
         let a_units = exp.prog.calls[self.a].units.len();
-        let n_dropped = self.dropped.count_ones(..);
+        let n_dropped = self.dropped.len();
         assert!(n_dropped > 0 && n_dropped <= a_units);
         self.partial = n_dropped < a_units;
         Ok(true)

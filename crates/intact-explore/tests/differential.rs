@@ -100,12 +100,12 @@ struct Run {
 
 impl Run {
     fn emit(&mut self, chk: &Checker, p: Provenance, s: CrashFs, desc: String) -> bool {
-        let hash = s.hash(&mut HashMap::new());
+        let hash = s.hash(&mut intact_explore::HashCache::default());
         self.verdicts.entry(hash).or_insert_with(|| chk.verdict(&s));
         self.probes.push(Probe {
             prov: p,
             hash,
-            desc,
+            desc: desc.into(),
         });
         true
     }
@@ -168,7 +168,7 @@ fn statics(prog: &Program, ops: &[Op], run: &Run) -> Vec<Static> {
         prog,
         ops,
         probes: &run.probes,
-        state_ids: &ids,
+        state_ids: &|h| ids.get(h).cloned(),
     };
     let loc = |o: &Op| format!("call{}", o.call);
     let dynamic = apm_run.dynamics(&|h| run.verdict(h), &loc, &|_| String::new());
@@ -242,7 +242,7 @@ fn reason(prog: &Program, alice: &Run, states: &[(StateHash, Provenance)]) -> Op
         }
         Provenance::Reorder { a, b, dropped } => {
             let (pair, micro) = alice_drop_sets(prog, *a, *b);
-            if *dropped == pair || *dropped == micro {
+            if dropped.ones().eq(pair.ones()) || dropped.ones().eq(micro.ones()) {
                 return None; // a shape alice builds: it must have found it
             }
             let calls: BTreeSet<usize> = dropped

@@ -13,7 +13,7 @@ use proptest::prelude::*;
 
 mod common;
 use common::protocol::{act, protocol, Act};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 fn logical_prefix(initial: &State, ops: &[Op], blob: &[u8], k: usize) -> State {
     let mut s = initial.clone();
@@ -39,7 +39,7 @@ proptest! {
             }
             // Exhaustive: every emitted set closed; under strict only prefixes are distinct.
             let mut hashes = HashSet::new();
-            let mut cache = HashMap::new();
+            let mut cache = intact_explore::HashCache::default();
             let mut bad = None;
             let mut n = 0;
             // Output is not a disk operation (the file system cannot delay it), so only

@@ -123,6 +123,19 @@ impl Sparse {
         self.runs.iter().map(|(o, r)| (*o, r))
     }
 
+    /// The chunk of bytes that fills the whole chunk-aligned window at `offset`
+    /// ([`CHUNK_BYTES`] bytes), if one run does: what a cache of per-chunk hashes keys on.
+    pub fn full_chunk_at(&self, offset: u64) -> Option<&Arc<Vec<u8>>> {
+        assert!(
+            offset.is_multiple_of(CHUNK_BYTES),
+            "window at {offset} is not chunk-aligned"
+        );
+        match self.runs.get(&offset) {
+            Some(Run::Bytes(b)) if b.len() as u64 == CHUNK_BYTES => Some(b),
+            _ => None,
+        }
+    }
+
     /// Asserts the invariants: runs non-empty, ordered without overlap, below the size.
     pub fn check(&self) {
         let mut end = 0;

@@ -9,7 +9,7 @@ use crate::units::Store;
 use crate::{interrupted, view, Error, Progress};
 use intact_apm::{Apm, Program};
 use intact_bundle::Bundle;
-use intact_explore::{CrashFs, CrashFsError, Explorer, Provenance, StateHash};
+use intact_explore::{CrashFs, CrashFsError, Explorer, HashCache, Provenance, StateHash};
 use intact_model::{Op, State};
 use intact_report::{ApmRun, ApmStats, Example, Probe, Report, Verdict};
 use intact_runner::{Job, Outcome, Runner, RunnerConfig, Verdict as RVerdict};
@@ -66,16 +66,26 @@ fn locator(filter: Option<FrameFilter>) -> impl Fn(&Op) -> String {
     }
 }
 
-/// A distinct state: its id (INTACT_STATE), how it was first built, its verdict once known.
+/// A distinct state: its number (INTACT_STATE is `s` and it), its verdict once known. Kept
+/// for every distinct state, so small: how it was built waits in [`Pending`] and the
+/// probes (issue 29).
 struct Seen {
-    id: String,
-    desc: String,
+    id: u64,
     verdict: Option<Verdict>,
+}
+
+impl Seen {
+    /// The state's id as the checker and the report name it.
+    fn sid(&self) -> String {
+        format!("s{}", self.id)
+    }
 }
 
 struct Pending {
     hash: StateHash,
     apm: usize,
+    /// How the state was first built.
+    desc: String,
     /// Kept only with --keep-failing or --keep-examples, to save the state if it fails.
     state: Option<CrashFs>,
 }
@@ -88,7 +98,7 @@ struct Driver<'a> {
     seen: HashMap<StateHash, Seen>,
     pending: HashMap<u64, Pending>,
     next_id: u64,
-    hash_cache: HashMap<u64, [u8; 32]>,
+    hash_cache: HashCache,
     keep: Option<PathBuf>,
     /// With --keep-examples: every failing state, by id, until the report picks examples.
     failing: Option<HashMap<String, CrashFs>>,
@@ -113,22 +123,14 @@ impl Driver<'_> {
             return Ok(false);
         }
         let hash = fs.hash(&mut self.hash_cache);
-        if self.hash_cache.len() > 200_000 {
-            self.hash_cache.clear();
-        }
         self.stats[apm].constructed += 1;
         if !self.seen.contains_key(&hash) {
             let id = self.next_id;
             self.next_id += 1;
-            let sid = format!("s{id}");
-            self.seen.insert(
-                hash,
-                Seen {
-                    id: sid.clone(),
-                    desc: desc.clone(),
-                    verdict: None,
-                },
-            );
+            let seen = Seen { id, verdict: None };
+            let sid = seen.sid();
+            let before = self.seen.insert(hash, seen);
+            assert!(before.is_none(), "a state is numbered once");
             self.stats[apm].checked += 1;
             let keep_copy = (self.keep.is_some() || self.failing.is_some()).then(|| fs.clone());
             self.pending.insert(
@@ -136,6 +138,7 @@ impl Driver<'_> {
                 Pending {
                     hash,
                     apm,
+                    desc: desc.clone(),
                     state: keep_copy,
                 },
             );
@@ -157,7 +160,11 @@ impl Driver<'_> {
                 }
             }
         }
-        probes.push(Probe { prov, hash, desc });
+        probes.push(Probe {
+            prov,
+            hash,
+            desc: desc.into_boxed_str(),
+        });
         self.collect();
         Ok(true)
     }
@@ -197,8 +204,8 @@ impl Driver<'_> {
         if verdict.timeout {
             self.stats[p.apm].timeouts += 1;
             self.timeouts.push(Example {
-                state: seen.id.clone(),
-                description: seen.desc.clone(),
+                state: seen.sid(),
+                description: p.desc.clone(),
                 checker_message: verdict.message.clone(),
             });
         } else if !verdict.pass {
@@ -206,18 +213,18 @@ impl Driver<'_> {
             if let (Some(dir), Some(state)) = (&self.keep, &p.state) {
                 if let Err(e) = save_failing(
                     dir,
-                    &seen.id,
+                    &seen.sid(),
                     state,
                     self.checker,
                     &verdict.message,
-                    &seen.desc,
+                    &p.desc,
                 ) {
                     self.errors
-                        .push(format!("--keep-failing: saving {}: {e}", seen.id));
+                        .push(format!("--keep-failing: saving {}: {e}", seen.sid()));
                 }
             }
             if let (Some(f), Some(state)) = (&mut self.failing, p.state) {
-                f.insert(seen.id.clone(), state);
+                f.insert(seen.sid(), state);
             }
         }
         seen.verdict = Some(verdict);
@@ -479,7 +486,7 @@ impl<'p> Session<'p> {
             seen: HashMap::new(),
             pending: HashMap::new(),
             next_id: 0,
-            hash_cache: HashMap::new(),
+            hash_cache: HashCache::default(),
             keep: o.keep_failing.clone(),
             failing: o.keep_examples.as_ref().map(|_| HashMap::new()),
             checker,
@@ -611,8 +618,9 @@ impl<'p> Session<'p> {
     ) -> Report {
         let loc = locator(self.filter.clone());
         let summary = |op: &Op| view::describe(op, &self.blob);
-        let state_ids: HashMap<StateHash, String> =
-            d.seen.iter().map(|(h, s)| (*h, s.id.clone())).collect();
+        // Looked up, not collected: a map of every distinct state's id would double the
+        // memory the run holds per state at its end.
+        let state_ids = |h: &StateHash| d.seen.get(h).map(Seen::sid);
         let mut dynamic = Vec::new();
         for (prog, probes) in programs.iter().zip(all_probes) {
             let run = ApmRun {

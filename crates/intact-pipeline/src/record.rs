@@ -203,7 +203,7 @@ pub fn record(a: &RecordOptions, observer: &mut dyn Observer) -> Result<Recorded
     let filter = crate::view::frame_filter(&a.frame_skip, &a.frame_keep)?;
     let initial = capture(&plan.root_abs, &ignore_set)
         .map_err(|e| Error::input(format!("snapshot of {}: {e}", plan.root_abs.display())))?;
-    let (trace, raw_bytes, raw, terminal) = trace(a, &plan, &staging, shim_dir, observer)?;
+    let (trace, raw, terminal) = trace(a, &plan, &staging, shim_dir, observer)?;
     let opts = ConvertOptions {
         root_abs: plan.root_abs.clone(),
         cwd: plan.cwd.clone(),
@@ -212,8 +212,14 @@ pub fn record(a: &RecordOptions, observer: &mut dyn Observer) -> Result<Recorded
         symbolize: a.stacks,
         stdout: terminal.or_else(stdout_identity),
     };
-    let conv = intact_convert::convert(&trace, initial.clone(), &opts)
-        .map_err(|e| convert_failure(e, &raw_bytes, &raw))?;
+    let conv = convert_to(
+        &trace,
+        initial.clone(),
+        &opts,
+        &staging.path.join(bundle::OPS),
+    )
+    .map_err(|e| convert_failure(e, &raw))?;
+    drop(trace);
     let final_state = capture(&plan.root_abs, &ignore_set).map_err(|e| {
         Error::internal(format!(
             "final snapshot of {}: {e}",
@@ -231,15 +237,38 @@ pub fn record(a: &RecordOptions, observer: &mut dyn Observer) -> Result<Recorded
     })
 }
 
-/// Runs the workload under the tracer; returns the parsed trace, its bytes, its path and
-/// the terminal the workload had as stdout.
+/// Converts `trace`, writing its operations to `ops_path` as they are made (none are kept
+/// in memory; issue 29).
+fn convert_to(
+    trace: &Trace,
+    initial: State,
+    opts: &ConvertOptions,
+    ops_path: &Path,
+) -> Result<Conversion, ConvertFailure> {
+    let mut w = bundle::OpWriter::create(ops_path).map_err(ConvertFailure::Bundle)?;
+    let mut sink = |op: intact_model::Op| w.write(&op).map_err(|e| e.to_string());
+    let conv = intact_convert::convert_into(trace, initial, opts, &mut sink)
+        .map_err(ConvertFailure::Convert)?;
+    assert_eq!(w.written(), conv.op_count, "every operation written");
+    w.finish().map_err(ConvertFailure::Bundle)?;
+    Ok(conv)
+}
+
+/// Why [`convert_to`] failed: the trace, or writing the operations.
+enum ConvertFailure {
+    Convert(intact_convert::ConvertError),
+    Bundle(bundle::BundleError),
+}
+
+/// Runs the workload under the tracer; returns the parsed trace, its path and the terminal
+/// the workload had as stdout. The raw text is not kept: a million-call trace is tens of MB.
 fn trace(
     a: &RecordOptions,
     plan: &Plan,
     staging: &Staging,
     shim_dir: tempfile::TempDir,
     observer: &mut dyn Observer,
-) -> Result<(Trace, Vec<u8>, PathBuf, Option<String>), Error> {
+) -> Result<(Trace, PathBuf, Option<String>), Error> {
     let shim = tracer::install_shim(shim_dir.path()).map_err(|e| Error::internal(e.to_string()))?;
     let raw = staging.path.join(bundle::RAW_TRACE);
     let cfg = TraceConfig {
@@ -276,7 +305,7 @@ fn trace(
             "the trace is cut short (strace ended with {status}); nothing written. Was strace killed, or the disk full?"
         )));
     }
-    Ok((trace, raw_bytes, raw, traced.stdout_terminal))
+    Ok((trace, raw, traced.stdout_terminal))
 }
 
 /// The bundle's metadata (docs/bundle.md).
@@ -334,7 +363,7 @@ fn write_bundle(
     let io = |e: std::io::Error| Error::internal(format!("writing the bundle: {e}"));
     bundle::write_state(&dir.join(bundle::INITIAL), initial).map_err(b)?;
     bundle::write_state(&dir.join(bundle::FINAL), final_state).map_err(b)?;
-    bundle::write_ops(&dir.join(bundle::OPS), &conv.ops).map_err(b)?;
+    // ops.jsonl is already there: written during the conversion (convert_to).
     std::fs::write(dir.join(bundle::DATA), &conv.blob).map_err(io)?;
     std::fs::write(dir.join(bundle::STDOUT), &conv.stdout).map_err(io)?;
     bundle::write_json(&dir.join(bundle::UNSUPPORTED), &conv.unsupported).map_err(b)?;
@@ -370,13 +399,16 @@ fn move_into_place(staging: &mut Staging, out: &Path) -> Result<(), Error> {
 
 /// What was recorded, for the user: calls, operations by kind, calls not modelled.
 fn summary(conv: &Conversion, opts: &ConvertOptions, observer: &mut dyn Observer) {
-    let hist = bundle::op_histogram(&conv.ops);
-    let hist: Vec<String> = hist.iter().map(|(k, v)| format!("{v} {k}")).collect();
+    let hist: Vec<String> = conv
+        .op_names
+        .iter()
+        .map(|(k, v)| format!("{v} {k}"))
+        .collect();
     observer.note(&format!(
         "{} system calls in {} tasks -> {} logical operations ({}){}",
         conv.calls,
         conv.tasks,
-        conv.ops.len(),
+        conv.op_count,
         if hist.is_empty() {
             "none".to_string()
         } else {
@@ -417,7 +449,7 @@ fn counts(conv: &intact_convert::Conversion) -> bundle::Counts {
     bundle::Counts {
         calls: conv.calls,
         tasks: conv.tasks,
-        ops: conv.ops.len(),
+        ops: conv.op_count,
         unsupported: conv.unsupported.len(),
     }
 }
@@ -452,14 +484,22 @@ fn stdout_identity() -> Option<String> {
 
 /// A conversion error as the user sees it: a malformed line (exit 2) is named by file,
 /// line and text, with what to do; anything else is the converter's failure (exit 3).
-fn convert_failure(e: intact_convert::ConvertError, raw: &[u8], raw_path: &Path) -> Error {
-    if !e.is_malformed_input() {
-        return Error::internal(format!("converting the trace: {e}"));
-    }
-    let text = raw
-        .split(|&b| b == b'\n')
-        .nth(e.line().saturating_sub(1))
-        .map(|l| String::from_utf8_lossy(l).into_owned())
+fn convert_failure(f: ConvertFailure, raw_path: &Path) -> Error {
+    let e = match f {
+        ConvertFailure::Bundle(e) => return Error::internal(format!("writing the bundle: {e}")),
+        ConvertFailure::Convert(e) if !e.is_malformed_input() => {
+            return Error::internal(format!("converting the trace: {e}"))
+        }
+        ConvertFailure::Convert(e) => e,
+    };
+    // The line, read again from the file (the raw text is not kept in memory).
+    let text = std::fs::read(raw_path)
+        .ok()
+        .and_then(|raw| {
+            raw.split(|&b| b == b'\n')
+                .nth(e.line().saturating_sub(1))
+                .map(|l| String::from_utf8_lossy(l).into_owned())
+        })
         .unwrap_or_default();
     Error::input(format!(
         "{}:{}: {e}\n  the line: {text}\n  strace never writes such a line: the trace was edited or damaged; fix or delete the line and run again, or record again (nothing was changed)",
@@ -495,15 +535,19 @@ pub fn reconvert(path: &Path) -> Result<(String, Option<String>), Error> {
     let trace = intact_trace::parse_trace(&raw)
         .map_err(|e| Error::input(format!("parsing {}: {e}", raw_path.display())))?;
     let t1 = Instant::now();
-    let conv = intact_convert::convert(&trace, initial, &opts)
-        .map_err(|e| convert_failure(e, &raw, &raw_path))?;
-    let t2 = Instant::now();
-    let events = trace.events.len();
-    let w = |e: bundle::BundleError| Error::internal(format!("writing the bundle: {e}"));
+    let lines = raw.iter().filter(|&&b| b == b'\n').count();
+    drop(raw);
     // Write next to the old files, then swap, so a failure leaves the bundle as it was.
     let ops_new = path.join(".ops.jsonl.new");
     let data_new = path.join(".data.bin.new");
-    bundle::write_ops(&ops_new, &conv.ops).map_err(w)?;
+    let conv = convert_to(&trace, initial, &opts, &ops_new).map_err(|e| {
+        let _ = std::fs::remove_file(&ops_new);
+        convert_failure(e, &raw_path)
+    })?;
+    let t2 = Instant::now();
+    let events = trace.events.len();
+    drop(trace);
+    let w = |e: bundle::BundleError| Error::internal(format!("writing the bundle: {e}"));
     std::fs::write(&data_new, &conv.blob)
         .map_err(|e| Error::internal(format!("writing {}: {e}", data_new.display())))?;
     std::fs::rename(&ops_new, path.join(bundle::OPS))
@@ -522,8 +566,8 @@ pub fn reconvert(path: &Path) -> Result<(String, Option<String>), Error> {
     let secs = (t2 - t0).as_secs_f64();
     let rate = format!(
         "{} trace lines, {events} events -> {} logical operations; parse {:.3} s, convert {:.3} s; {:.0} events/s",
-        raw.iter().filter(|&&b| b == b'\n').count(),
-        conv.ops.len(),
+        lines,
+        conv.op_count,
         (t1 - t0).as_secs_f64(),
         (t2 - t1).as_secs_f64(),
         events as f64 / secs.max(1e-9)

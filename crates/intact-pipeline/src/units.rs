@@ -25,7 +25,7 @@ use crate::Error;
 use intact_apm::{Apm, Program};
 use intact_bundle::Bundle;
 use intact_explore::{
-    CrashFs, CrashFsError, Delta, DirDelta, Explorer, FileDelta, Provenance, StateHash,
+    CrashFs, CrashFsError, Delta, DirDelta, Explorer, FileDelta, HashCache, Provenance, StateHash,
 };
 use intact_runner::{Job, Outcome, Protocol, Runner, RunnerConfig, Verdict as RVerdict};
 use serde::{Deserialize, Serialize};
@@ -994,7 +994,7 @@ impl Loaded {
                 format!("its delta does not apply (corrupt unit): {e}"),
             )
         })?;
-        let got = state.hash(&mut HashMap::new());
+        let got = state.hash(&mut HashCache::default());
         if got != want {
             return Err(bad_unit(
                 unit,

@@ -3,12 +3,11 @@
 //! 4.2 category), grouped into static vulnerabilities by the source location of the calls.
 //! The JSON form is documented in `docs/report.md` (schema "intact-report/1").
 
-use fixedbitset::FixedBitSet;
 use intact_apm::{Micro, Program};
-use intact_explore::{Provenance, StateHash};
+use intact_explore::{Dropped, Provenance, StateHash};
 use intact_model::op::{LogicalOp, Op};
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 pub const SCHEMA: &str = "intact-report/1";
 
@@ -78,12 +77,14 @@ pub struct Verdict {
     pub message: String,
 }
 
-/// One constructed state and how.
+/// One constructed state and how. The run keeps one per state it builds (about a hundred
+/// per append of a fsync-every-100 workload), so the description is a boxed string: no
+/// spare capacity (issue 29).
 #[derive(Clone, Debug)]
 pub struct Probe {
     pub prov: Provenance,
     pub hash: StateHash,
-    pub desc: String,
+    pub desc: Box<str>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -263,8 +264,8 @@ pub struct ApmRun<'a> {
     pub prog: &'a Program,
     pub ops: &'a [Op],
     pub probes: &'a [Probe],
-    /// State id of each distinct state (by hash), for examples.
-    pub state_ids: &'a HashMap<StateHash, String>,
+    /// The id of a distinct state (by hash), for examples.
+    pub state_ids: &'a dyn Fn(&StateHash) -> Option<String>,
 }
 
 impl ApmRun<'_> {
@@ -306,7 +307,7 @@ impl ApmRun<'_> {
     /// Whether the reordering state (a, b) that drops `dropped` — all of a, and of calls
     /// a+1..b every one with a file-system change — is a prefix of the protocol on disk:
     /// then only output got ahead of the disk.
-    fn prefix_like(&self, a: usize, b: usize, dropped: &FixedBitSet) -> bool {
+    fn prefix_like(&self, a: usize, b: usize, dropped: &Dropped) -> bool {
         let whole = |g: usize| {
             self.prog.calls[g]
                 .units
@@ -470,8 +471,8 @@ impl ApmRun<'_> {
 
     fn example(&self, p: &Probe, v: &Verdict) -> Example {
         Example {
-            state: self.state_ids.get(&p.hash).cloned().unwrap_or_default(),
-            description: p.desc.clone(),
+            state: (self.state_ids)(&p.hash).unwrap_or_default(),
+            description: p.desc.to_string(),
             checker_message: v.message.clone(),
         }
     }
@@ -626,7 +627,7 @@ fn buckets<'p>(failing: &[(&'p Probe, Verdict)]) -> Buckets<'p> {
 /// None for other shapes. A state that drops everything a smaller failing state drops, and
 /// more, fails at least for that smaller state's reason, so it is not a cause of its own.
 pub fn minimal_causes(failing: &[(&Probe, Verdict)]) -> Vec<Option<usize>> {
-    let mut order: Vec<(usize, &FixedBitSet, usize)> = failing
+    let mut order: Vec<(usize, &Dropped, usize)> = failing
         .iter()
         .enumerate()
         .filter_map(|(i, (p, _))| match &p.prov {
@@ -634,15 +635,12 @@ pub fn minimal_causes(failing: &[(&Probe, Verdict)]) -> Vec<Option<usize>> {
             _ => None,
         })
         .collect();
-    order.sort_by_key(|(i, d, _)| (d.count_ones(..), *i));
+    order.sort_by_key(|(i, d, _)| (d.len(), *i));
     // An antichain of minimal drop sets, smallest first.
-    let mut minimal: Vec<(&FixedBitSet, usize)> = Vec::new();
+    let mut minimal: Vec<(&Dropped, usize)> = Vec::new();
     let mut out = vec![None; failing.len()];
     for (i, dropped, a) in order {
-        assert!(
-            dropped.count_ones(..) > 0,
-            "a reorder state drops something"
-        );
+        assert!(!dropped.is_empty(), "a reorder state drops something");
         let cause = match minimal.iter().find(|(m, _)| m.is_subset(dropped)) {
             Some(&(_, cause)) => cause,
             None => {
