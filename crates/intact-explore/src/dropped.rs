@@ -80,17 +80,26 @@ impl Dropped {
         (self.from, self.bits) = (unit, bits);
     }
 
-    /// Starts the bits at the smallest member again, after a removal.
+    /// Starts the bits at the smallest member again after a removal, and ends them near
+    /// the largest once they are more than twice the span (removing the largest member of
+    /// a wide set would otherwise keep its width).
     fn trim(&mut self) {
-        match self.bits.minimum() {
-            None => *self = Dropped::default(),
-            Some(0) => {}
-            Some(first) => {
-                let mut bits = FixedBitSet::with_capacity(self.bits.len() - first);
-                bits.extend(self.bits.ones().map(|b| b - first));
-                (self.from, self.bits) = (self.from + first, bits);
-            }
+        let (Some(first), Some(last)) = (self.bits.minimum(), self.bits.maximum()) else {
+            *self = Dropped::default();
+            return;
+        };
+        let span = last - first + 1;
+        if first == 0 && self.bits.len() <= span * 2 + 64 {
+            return;
         }
+        let mut bits = FixedBitSet::with_capacity(span);
+        bits.extend(self.bits.ones().map(|b| b - first));
+        (self.from, self.bits) = (self.from + first, bits);
+        assert!(
+            self.bits.len() == span,
+            "trimmed to {} bits for a span of {span}",
+            self.bits.len()
+        );
     }
 }
 
