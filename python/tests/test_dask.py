@@ -74,6 +74,44 @@ def _procs_mentioning(needle):
     return out
 
 
+def _record_kv(cls):
+    """The kvstore example recorded in cls.tmp, its checker and a local run's report
+    (cls.bundle, cls.checker, cls.local_json, cls.local_text): the Dask and Slurm tests'
+    common ground."""
+    kv = os.path.join(cls.tmp, "kv")
+    subprocess.run(["gcc", "-g", "-O0", "-o", kv, os.path.join(REPO, "examples/kvstore/kv.c")], check=True)
+    db = os.path.join(cls.tmp, "db")
+    os.mkdir(db)
+    cls.bundle = os.path.join(cls.tmp, "b")
+    subprocess.run([cls.intact, "record", "--out", cls.bundle, "--", kv, "x", "foo1", "y", "foo2"], cwd=db,
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # The interpreter itself, not a version manager's shim (~0.3 s per run).
+    cls.checker = f"{sys.executable} {os.path.join(REPO, 'examples/kvstore/check.py')}"
+    cls.local_json = os.path.join(cls.tmp, "local.json")
+    p = cls.intact_check("--checker", cls.checker, "--apm", APMS, "-j", "2", "-q", "--json", cls.local_json)
+    assert p.returncode == 1, p.stderr
+    cls.local_text = p.stdout
+
+
+def _assert_hang_timed_out(test, checker, pids, dask, tag):
+    """`checker` hangs on state s20 (appending its PID to `pids`): a run with `--dask dask`
+    reports it under "timeouts" exactly as a local run does, and no hanging checker is
+    left running."""
+    local = os.path.join(test.tmp, f"{tag}-local.json")
+    p = test.intact_check("--checker", checker, "--apm", APMS, "--timeout", "3", "-j", "2", "-q", "--json", local)
+    test.assertEqual(p.returncode, 1, p.stderr)
+    out = os.path.join(test.tmp, f"{tag}-dask.json")
+    p = test.intact_check("--checker", checker, "--apm", APMS, "--timeout", "3", "--json", out, "--dask", dask)
+    test.assertEqual(p.returncode, 1, p.stderr)
+    report = _normalized(out)
+    test.assertEqual(report, _normalized(local))
+    test.assertIn("s20", json.dumps(report["timeouts"]))
+    with open(pids) as f:
+        hung = f.read().split()
+    test.assertEqual(len(hung), 2, f"one hanging run locally, one through --dask {dask}")
+    test.assertEqual([p for p in hung if os.path.exists(f"/proc/{p}")], [], "hanging checkers left running")
+
+
 class DaskRun(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -102,19 +140,7 @@ class DaskRun(unittest.TestCase):
         os.mkdir(cls.tmpdir)
         cls.env = dict(os.environ, TMPDIR=cls.tmpdir,
                        PYTHONPATH=os.path.join(REPO, "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        kv = os.path.join(cls.tmp, "kv")
-        subprocess.run(["gcc", "-g", "-O0", "-o", kv, os.path.join(REPO, "examples/kvstore/kv.c")], check=True)
-        db = os.path.join(cls.tmp, "db")
-        os.mkdir(db)
-        cls.bundle = os.path.join(cls.tmp, "b")
-        subprocess.run([cls.intact, "record", "--out", cls.bundle, "--", kv, "x", "foo1", "y", "foo2"], cwd=db,
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        # The interpreter itself, not a version manager's shim (~0.3 s per run).
-        cls.checker = f"{sys.executable} {os.path.join(REPO, 'examples/kvstore/check.py')}"
-        cls.local_json = os.path.join(cls.tmp, "local.json")
-        p = cls.intact_check("--checker", cls.checker, "--apm", APMS, "-j", "2", "-q", "--json", cls.local_json)
-        assert p.returncode == 1, p.stderr
-        cls.local_text = p.stdout
+        _record_kv(cls)
 
     @classmethod
     def tearDownClass(cls):
@@ -342,19 +368,7 @@ class DaskRun(unittest.TestCase):
         pids = os.path.join(self.tmp, "hung-pids")
         checker, _ = self._counting_checker(
             "hanging-check", f"if [ \"$INTACT_STATE\" = s20 ]; then echo $$ >>{pids}; exec sleep 600; fi")
-        local = os.path.join(self.tmp, "hang-local.json")
-        p = self.intact_check("--checker", checker, "--apm", APMS, "--timeout", "3", "-j", "2", "-q", "--json", local)
-        self.assertEqual(p.returncode, 1, p.stderr)
-        out = os.path.join(self.tmp, "hang-dask.json")
-        p = self.intact_check("--checker", checker, "--apm", APMS, "--timeout", "3", "--json", out, "--dask", "local:2")
-        self.assertEqual(p.returncode, 1, p.stderr)
-        report = _normalized(out)
-        self.assertEqual(report, _normalized(local))
-        self.assertIn("s20", json.dumps(report["timeouts"]))
-        with open(pids) as f:
-            hung = f.read().split()
-        self.assertEqual(len(hung), 2, "one hanging run locally, one on Dask")
-        self.assertEqual([p for p in hung if os.path.exists(f"/proc/{p}")], [], "hanging checkers left running")
+        _assert_hang_timed_out(self, checker, pids, "local:2", "hang")
         self.assert_no_leftovers()
 
     def test_unreachable_scheduler(self):

@@ -23,7 +23,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_dask import APMS, REPO, _find_intact, _normalized, _procs_mentioning, _untimed  # noqa: E402
+from test_dask import (APMS, REPO, _assert_hang_timed_out, _find_intact, _normalized,  # noqa: E402
+                       _procs_mentioning, _record_kv, _untimed)
 
 
 def _skip(reason):
@@ -98,18 +99,7 @@ class SlurmRun(unittest.TestCase):
                 "--connect-timeout 60"]
         cls.env = dict(os.environ, TMPDIR=cls.tmpdir, SLURM_CONF=conf[0], INTACT_DASK_OPTS=" ".join(opts),
                        PYTHONPATH=os.path.join(REPO, "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        kv = os.path.join(cls.tmp, "kv")
-        subprocess.run(["gcc", "-g", "-O0", "-o", kv, os.path.join(REPO, "examples/kvstore/kv.c")], check=True)
-        db = os.path.join(cls.tmp, "db")
-        os.mkdir(db)
-        cls.bundle = os.path.join(cls.tmp, "b")
-        subprocess.run([cls.intact, "record", "--out", cls.bundle, "--", kv, "x", "foo1", "y", "foo2"], cwd=db,
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        cls.checker = f"{sys.executable} {os.path.join(REPO, 'examples/kvstore/check.py')}"
-        cls.local_json = os.path.join(cls.tmp, "local.json")
-        p = cls.intact_check("--checker", cls.checker, "--apm", APMS, "-j", "2", "-q", "--json", cls.local_json)
-        assert p.returncode == 1, p.stderr
-        cls.local_text = p.stdout
+        _record_kv(cls)
 
     @classmethod
     def tearDownClass(cls):
@@ -201,19 +191,7 @@ class SlurmRun(unittest.TestCase):
             f.write(f"#!/bin/sh\nif [ \"$INTACT_STATE\" = s20 ]; then echo $$ >>{pids}; exec sleep 600; fi\n"
                     f"exec {self.checker} \"$@\"\n")
         os.chmod(checker, 0o755)
-        local = os.path.join(self.tmp, "slurm-hang-local.json")
-        p = self.intact_check("--checker", checker, "--apm", APMS, "--timeout", "3", "-j", "2", "-q", "--json", local)
-        self.assertEqual(p.returncode, 1, p.stderr)
-        out = os.path.join(self.tmp, "slurm-hang.json")
-        p = self.intact_check("--checker", checker, "--apm", APMS, "--timeout", "3", "--json", out, "--dask", "slurm:2")
-        self.assertEqual(p.returncode, 1, p.stderr)
-        report = _normalized(out)
-        self.assertEqual(report, _normalized(local))
-        self.assertIn("s20", json.dumps(report["timeouts"]))
-        with open(pids) as f:
-            hung = f.read().split()
-        self.assertEqual(len(hung), 2, "one hanging run locally, one in a Slurm job")
-        self.assertEqual([p for p in hung if os.path.exists(f"/proc/{p}")], [], "hanging checkers left running")
+        _assert_hang_timed_out(self, checker, pids, "slurm:2", "slurm-hang")
         self.assert_no_jobs_left()
 
 if __name__ == "__main__":
