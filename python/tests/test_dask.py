@@ -74,6 +74,15 @@ def _procs_mentioning(needle):
     return out
 
 
+def _runs_per_state(log):
+    """How often each state's checker ran, from a log of one state name per run."""
+    counts = {}
+    with open(log) as f:
+        for state in f.read().split():
+            counts[state] = counts.get(state, 0) + 1
+    return counts
+
+
 def _record_kv(cls):
     """The kvstore example recorded in cls.tmp, its checker and a local run's report
     (cls.bundle, cls.checker, cls.local_json, cls.local_text): the Dask and Slurm tests'
@@ -303,14 +312,6 @@ class DaskRun(unittest.TestCase):
         os.chmod(path, 0o755)
         return path, runs
 
-    @staticmethod
-    def _runs(log):
-        counts = {}
-        with open(log) as f:
-            for line in f.read().split():
-                counts[line] = counts.get(line, 0) + 1
-        return counts
-
     def test_units_go_in_batches(self):
         # The python checker costs tens of ms per state: a task takes several units.
         checker, runs = self._counting_checker("batched-check", "")
@@ -324,7 +325,7 @@ class DaskRun(unittest.TestCase):
         self.assertEqual(units, 62)
         self.assertLess(tasks, units, "no task took more than one unit")
         # Every state checked exactly once.
-        counts = self._runs(runs)
+        counts = _runs_per_state(runs)
         self.assertEqual(len(counts), 62)
         self.assertEqual(set(counts.values()), {1})
         self.assert_no_leftovers()
@@ -356,7 +357,7 @@ class DaskRun(unittest.TestCase):
         with open(os.path.join(mark, "state")) as f:
             killed_at = f.read().strip()
         self.assertEqual(_normalized(out, drop_checker=True), _normalized(self.local_json, drop_checker=True))
-        counts = self._runs(runs)
+        counts = _runs_per_state(runs)
         self.assertEqual(len(counts), 62, "every state checked")
         repeated = {s: n for s, n in counts.items() if n > 1}
         self.assertEqual(repeated, {killed_at: 2}, f"killed at {killed_at}; runs per state {counts}")

@@ -24,7 +24,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_dask import (APMS, REPO, _assert_hang_timed_out, _find_intact, _normalized,  # noqa: E402
-                       _procs_mentioning, _record_kv, _untimed)
+                       _procs_mentioning, _record_kv, _runs_per_state, _untimed)
 
 
 def _skip(reason):
@@ -172,10 +172,7 @@ class SlurmRun(unittest.TestCase):
         with open(os.path.join(mark, "state")) as f:
             killed_at, job = f.read().split()
         self.assertEqual(_normalized(out, drop_checker=True), _normalized(self.local_json, drop_checker=True))
-        counts = {}
-        with open(runs) as f:
-            for s in f.read().split():
-                counts[s] = counts.get(s, 0) + 1
+        counts = _runs_per_state(runs)
         self.assertEqual(len(counts), 62, "every state checked")
         repeated = {s: n for s, n in counts.items() if n > 1}
         self.assertEqual(repeated, {killed_at: 2}, f"job {job} killed at {killed_at}; runs per state {counts}")

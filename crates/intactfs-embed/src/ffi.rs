@@ -213,6 +213,15 @@ pub unsafe extern "C" fn intact_embed_close_file(h: *const Handle, fd: Fd) -> c_
     ret(unsafe { with(h, |img| img.close_file(fd)) })
 }
 
+/// The length of a caller's buffer as a slice length: EINVAL for a NULL buffer of non-zero
+/// length, or a length beyond the address space.
+fn buffer_len(is_null: bool, len: u64) -> Result<usize, EmbedError> {
+    if is_null && len > 0 {
+        return Err(invalid("the buffer is NULL"));
+    }
+    usize::try_from(len).map_err(|_| invalid("the length is larger than the address space"))
+}
+
 /// # Safety
 /// `h` as for [`intact_embed_open_file`]; `buf` holds `len` writable bytes.
 #[no_mangle]
@@ -223,11 +232,9 @@ pub unsafe extern "C" fn intact_embed_pread(
     len: u64,
     off: u64,
 ) -> i64 {
-    if buf.is_null() && len > 0 {
-        return fail(invalid("the buffer is NULL")).into();
-    }
-    let Ok(n) = usize::try_from(len) else {
-        return fail(invalid("the length is larger than the address space")).into();
+    let n = match buffer_len(buf.is_null(), len) {
+        Ok(n) => n,
+        Err(e) => return fail(e).into(),
     };
     let out: &mut [u8] = if n == 0 {
         &mut []
@@ -249,11 +256,9 @@ pub unsafe extern "C" fn intact_embed_pwrite(
     len: u64,
     off: u64,
 ) -> i64 {
-    if buf.is_null() && len > 0 {
-        return fail(invalid("the buffer is NULL")).into();
-    }
-    let Ok(n) = usize::try_from(len) else {
-        return fail(invalid("the length is larger than the address space")).into();
+    let n = match buffer_len(buf.is_null(), len) {
+        Ok(n) => n,
+        Err(e) => return fail(e).into(),
     };
     let data: &[u8] = if n == 0 {
         &[]

@@ -96,17 +96,21 @@ fn files_and_names() {
     img.close().unwrap();
 }
 
+/// The image at `p` opened, with files "a" and "b" of 6,000 bytes 'o' each, open read-write.
+fn two_open_files(p: &Path) -> (Image, intact_embed::Fd, intact_embed::Fd) {
+    let mut img = Image::open(p, Options::default()).unwrap();
+    put(&mut img, "a", &[b'o'; 6000]);
+    put(&mut img, "b", &[b'o'; 6000]);
+    let a = img.open_file(Path::new("a"), RW, 0).unwrap();
+    let b = img.open_file(Path::new("b"), RW, 0).unwrap();
+    (img, a, b)
+}
+
 #[test]
 fn transactions_commit_abort_and_conflict() {
     let dir = tempfile::tempdir().unwrap();
     let p = image(dir.path());
-    let mut img = Image::open(&p, Options::default()).unwrap();
-    put(&mut img, "a", &[b'o'; 6000]);
-    put(&mut img, "b", &[b'o'; 6000]);
-    let (a, b) = (
-        img.open_file(Path::new("a"), RW, 0).unwrap(),
-        img.open_file(Path::new("b"), RW, 0).unwrap(),
-    );
+    let (mut img, a, b) = two_open_files(&p);
     let tx = img.tx_begin(&[a, b]).unwrap();
     img.pwrite(a, &[b'n'; 6000], 0).unwrap();
     img.pwrite(b, &[b'n'; 6000], 0).unwrap();
@@ -131,13 +135,7 @@ fn transactions_commit_abort_and_conflict() {
 fn a_crash_aborts_the_open_transaction() {
     let dir = tempfile::tempdir().unwrap();
     let p = image(dir.path());
-    let mut img = Image::open(&p, Options::default()).unwrap();
-    put(&mut img, "a", &[b'o'; 6000]);
-    put(&mut img, "b", &[b'o'; 6000]);
-    let (a, b) = (
-        img.open_file(Path::new("a"), RW, 0).unwrap(),
-        img.open_file(Path::new("b"), RW, 0).unwrap(),
-    );
+    let (mut img, a, b) = two_open_files(&p);
     let tx = img.tx_begin(&[a]).unwrap();
     img.pwrite(a, &[b'c'; 6000], 0).unwrap();
     img.tx_commit(tx).unwrap();
