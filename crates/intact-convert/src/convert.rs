@@ -2,12 +2,13 @@
 
 use crate::args::{self, range_end, size_arg};
 use crate::resolve::{Loc, Res, Resolver};
+use crate::TraceInput;
 use intact_model::{
     Data, IgnoreSet, InodeId, LogicalOp, Node, Op, State, SyncKind, TaskExit, Unsupported,
 };
 use intact_symbol::{parse_strace_frame, Frame, FrameFilter, Lang, Symbolizer};
 use intact_trace::marker::{self, Marker, SourceFrame};
-use intact_trace::{Arg, Call, Event, Ret, Trace};
+use intact_trace::{Arg, Call, Event, Ret, TraceEnd};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -57,6 +58,12 @@ pub enum ConvertError {
     /// The sink of [`convert_into`] refused an operation (writing the bundle failed).
     #[error("writing logical operation {op}: {message}")]
     Output { op: usize, message: String },
+    /// A line of the raw trace does not parse (read as the conversion goes).
+    #[error("{0}")]
+    Parse(intact_trace::ParseError),
+    /// The raw trace file cannot be read.
+    #[error("reading the raw trace {path}: {message}")]
+    Read { path: String, message: String },
 }
 
 impl ConvertError {
@@ -64,7 +71,8 @@ impl ConvertError {
     pub fn line(&self) -> usize {
         match self {
             ConvertError::Call { line, .. } | ConvertError::Malformed { line, .. } => *line,
-            ConvertError::Output { .. } => 0,
+            ConvertError::Parse(intact_trace::ParseError::Line { line, .. }) => *line,
+            ConvertError::Output { .. } | ConvertError::Read { .. } => 0,
         }
     }
     /// Whether the trace itself is at fault (exit 2), rather than the converter.
@@ -94,6 +102,10 @@ pub struct Conversion {
     pub tasks: usize,
     /// Calls that named a path under an `--ignore` pattern (left out of the operations).
     pub ignored_calls: usize,
+    /// Events read (calls, exits and kills).
+    pub events: usize,
+    /// What the trace left besides its events (unfinished calls, a cut-off last line).
+    pub trace_end: intact_trace::TraceEnd,
 }
 
 #[derive(Clone, Debug)]
@@ -169,9 +181,10 @@ struct Conv<'a> {
     names: HashMap<InodeId, (InodeId, String)>,
 }
 
-/// Converts a parsed trace, starting from `initial` (the snapshot of the directory).
+/// Converts a trace (parsed, or a raw file read as it goes), starting from `initial` (the
+/// snapshot of the directory), keeping the operations.
 pub fn convert(
-    trace: &Trace,
+    trace: &dyn TraceInput,
     initial: State,
     opts: &ConvertOptions,
 ) -> Result<Conversion, ConvertError> {
@@ -185,135 +198,179 @@ pub fn convert(
     Ok(conv)
 }
 
-/// Converts a parsed trace as [`convert`] does, handing each operation to `sink` in order
+/// Converts a trace as [`convert`] does, handing each operation to `sink` in order
 /// (ids 0, 1, ...) instead of keeping them: a million-call trace's operations go to the
 /// bundle as they are made. An error from the sink stops the conversion.
 pub fn convert_into(
-    trace: &Trace,
+    trace: &dyn TraceInput,
     initial: State,
     opts: &ConvertOptions,
     sink: &mut dyn FnMut(Op) -> Result<(), String>,
 ) -> Result<Conversion, ConvertError> {
-    use std::os::unix::fs::MetadataExt;
-    let mut c = Conv {
-        opts,
-        state: initial,
-        blob: Vec::new(),
-        sink,
-        op_count: 0,
-        op_names: BTreeMap::new(),
-        tasks: HashMap::new(),
-        births: HashMap::new(),
-        unsupported: BTreeMap::new(),
-        symbolizer: Symbolizer::new(),
-        stdout: Vec::new(),
-        root_dev: std::fs::metadata(&opts.root_abs).ok().map(|m| m.dev()),
-        cur_stack: None,
-        hit_ignored: std::cell::Cell::new(false),
-        names: HashMap::new(),
-    };
-    for (path, id) in c.state.reachable() {
-        let (parent_path, name) = match path.rsplit_once('/') {
-            Some((p, n)) => (Some(p.to_string()), n.to_string()),
-            None => (None, path.clone()),
-        };
-        let parent = match parent_path {
-            None => c.state.root,
-            Some(pp) => match c.resolver().resolve(&Loc::In(c.state.root), &pp, false) {
-                Ok(Res::In {
-                    target: Some(d), ..
-                }) => d,
-                _ => continue,
-            },
-        };
-        c.names.insert(id, (parent, name));
-    }
+    let mut c = Conv::new(initial, opts, sink);
+    c.learn_names();
     // Children may run before their parent's clone() returns: learn who created whom first.
-    for ev in &trace.events {
-        if let Event::Call(call) = ev {
-            if matches!(call.name.as_str(), "clone" | "clone3" | "fork" | "vfork") {
-                if let Some(child) = call.ret.ok() {
-                    let flags = match call.name.as_str() {
-                        "clone" => call.args.iter().find_map(|a| match a {
-                            Arg::Sym(s) if s.starts_with("flags=") => {
-                                Some(s["flags=".len()..].split('|').map(String::from).collect())
-                            }
-                            _ => None,
-                        }),
-                        "clone3" => call
-                            .args
-                            .first()
-                            .and_then(|a| a.field("flags"))
-                            .map(|f| f.flags().into_iter().map(String::from).collect()),
-                        "vfork" => Some(vec!["CLONE_VM".to_string(), "CLONE_VFORK".to_string()]),
-                        _ => Some(Vec::new()),
-                    };
-                    c.births.insert(
-                        child as u32,
-                        Birth {
-                            parent: call.tid,
-                            flags: flags.unwrap_or_default(),
-                        },
-                    );
-                }
-            }
+    let first = trace.each_event(&mut |ev| {
+        c.learn_birth(ev);
+        Ok(())
+    })?;
+    let mut pass = Pass::default();
+    let end = trace.each_event(&mut |ev| c.event(ev, &mut pass))?;
+    assert_eq!(first, end, "both passes read the same trace");
+    c.note_unfinished(&end);
+    Ok(c.finish(pass, end))
+}
+
+/// What the main pass counts.
+#[derive(Default)]
+struct Pass {
+    root_tid: Option<u32>,
+    root_exit: Option<TaskExit>,
+    events: usize,
+    calls: usize,
+    ignored_calls: usize,
+}
+
+impl<'a> Conv<'a> {
+    fn new(
+        initial: State,
+        opts: &'a ConvertOptions,
+        sink: &'a mut dyn FnMut(Op) -> Result<(), String>,
+    ) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        Conv {
+            opts,
+            state: initial,
+            blob: Vec::new(),
+            sink,
+            op_count: 0,
+            op_names: BTreeMap::new(),
+            tasks: HashMap::new(),
+            births: HashMap::new(),
+            unsupported: BTreeMap::new(),
+            symbolizer: Symbolizer::new(),
+            stdout: Vec::new(),
+            root_dev: std::fs::metadata(&opts.root_abs).ok().map(|m| m.dev()),
+            cur_stack: None,
+            hit_ignored: std::cell::Cell::new(false),
+            names: HashMap::new(),
         }
     }
-    let mut root_tid = None;
-    let mut root_exit = None;
-    let mut calls = 0;
-    let mut ignored_calls = 0;
-    for ev in &trace.events {
+
+    /// The names of what the snapshot holds, for display.
+    fn learn_names(&mut self) {
+        for (path, id) in self.state.reachable() {
+            let (parent_path, name) = match path.rsplit_once('/') {
+                Some((p, n)) => (Some(p.to_string()), n.to_string()),
+                None => (None, path.clone()),
+            };
+            let parent = match parent_path {
+                None => self.state.root,
+                Some(pp) => match self
+                    .resolver()
+                    .resolve(&Loc::In(self.state.root), &pp, false)
+                {
+                    Ok(Res::In {
+                        target: Some(d), ..
+                    }) => d,
+                    _ => continue,
+                },
+            };
+            self.names.insert(id, (parent, name));
+        }
+    }
+
+    /// A clone, fork or vfork that returned a child: who created it, with which flags.
+    fn learn_birth(&mut self, ev: &Event) {
+        let Event::Call(call) = ev else { return };
+        if !matches!(call.name.as_str(), "clone" | "clone3" | "fork" | "vfork") {
+            return;
+        }
+        let Some(child) = call.ret.ok() else { return };
+        let flags = match call.name.as_str() {
+            "clone" => call.args.iter().find_map(|a| match a {
+                Arg::Sym(s) if s.starts_with("flags=") => {
+                    Some(s["flags=".len()..].split('|').map(String::from).collect())
+                }
+                _ => None,
+            }),
+            "clone3" => call
+                .args
+                .first()
+                .and_then(|a| a.field("flags"))
+                .map(|f| f.flags().into_iter().map(String::from).collect()),
+            "vfork" => Some(vec!["CLONE_VM".to_string(), "CLONE_VFORK".to_string()]),
+            _ => Some(Vec::new()),
+        };
+        let birth = Birth {
+            parent: call.tid,
+            flags: flags.unwrap_or_default(),
+        };
+        self.births.insert(child as u32, birth);
+    }
+
+    /// One event of the main pass.
+    fn event(&mut self, ev: &Event, pass: &mut Pass) -> Result<(), ConvertError> {
+        pass.events += 1;
         match ev {
             Event::Call(call) => {
-                calls += 1;
-                if root_tid.is_none() {
-                    root_tid = Some(call.tid);
-                }
-                c.cur_stack = None;
-                c.hit_ignored.set(false);
-                c.call(call, calls - 1)?;
-                ignored_calls += usize::from(c.hit_ignored.get());
+                pass.calls += 1;
+                pass.root_tid.get_or_insert(call.tid);
+                self.cur_stack = None;
+                self.hit_ignored.set(false);
+                self.call(call, pass.calls - 1)?;
+                pass.ignored_calls += usize::from(self.hit_ignored.get());
             }
-            Event::Exited { tid, code, .. } if Some(*tid) == root_tid => {
-                root_exit = Some(TaskExit::Exited { code: *code })
+            Event::Exited { tid, code, .. } if Some(*tid) == pass.root_tid => {
+                pass.root_exit = Some(TaskExit::Exited { code: *code })
             }
-            Event::Killed { tid, signal, .. } if Some(*tid) == root_tid => {
-                root_exit = Some(TaskExit::Killed {
+            Event::Killed { tid, signal, .. } if Some(*tid) == pass.root_tid => {
+                pass.root_exit = Some(TaskExit::Killed {
                     signal: signal.clone(),
                 })
             }
             _ => {}
         }
+        Ok(())
     }
-    for (tid, name, line) in &trace.unfinished {
-        let key = (
-            format!("unfinished {name}"),
-            "the call never completed; its effect is unknown".to_string(),
-        );
-        c.unsupported.entry(key).or_insert_with(|| Unsupported {
-            syscall: name.clone(),
-            reason: format!("started by task {tid} but never completed (task killed or trace cut short); its effect is unknown"),
-            count: 0,
-            first_line: *line,
-            first_path: None,
-            first_stack: Vec::new(),
-        }).count += 1;
+
+    /// Calls that never completed: their effect is unknown, so they are unsupported.
+    fn note_unfinished(&mut self, end: &TraceEnd) {
+        for (tid, name, line) in &end.unfinished {
+            let key = (
+                format!("unfinished {name}"),
+                "the call never completed; its effect is unknown".to_string(),
+            );
+            self.unsupported.entry(key).or_insert_with(|| Unsupported {
+                syscall: name.clone(),
+                reason: format!("started by task {tid} but never completed (task killed or trace cut short); its effect is unknown"),
+                count: 0,
+                first_line: *line,
+                first_path: None,
+                first_stack: Vec::new(),
+            }).count += 1;
+        }
     }
-    let tasks = c.tasks.len();
-    Ok(Conversion {
-        ops: Vec::new(),
-        op_count: c.op_count,
-        op_names: c.op_names,
-        blob: c.blob,
-        state: c.state,
-        unsupported: c.unsupported.into_values().collect(),
-        root_exit,
-        stdout: c.stdout,
-        calls,
-        tasks,
-        ignored_calls,
-    })
+
+    fn finish(self, pass: Pass, trace_end: TraceEnd) -> Conversion {
+        assert!(pass.calls <= pass.events, "every call is an event");
+        assert!(pass.ignored_calls <= pass.calls, "ignored calls are calls");
+        Conversion {
+            ops: Vec::new(),
+            op_count: self.op_count,
+            op_names: self.op_names,
+            blob: self.blob,
+            tasks: self.tasks.len(),
+            state: self.state,
+            unsupported: self.unsupported.into_values().collect(),
+            root_exit: pass.root_exit,
+            stdout: self.stdout,
+            calls: pass.calls,
+            ignored_calls: pass.ignored_calls,
+            events: pass.events,
+            trace_end,
+        }
+    }
 }
 
 fn has(flags: &Arg, f: &str) -> bool {

@@ -6,9 +6,11 @@
 
 mod args;
 mod convert;
+mod input;
 mod resolve;
 
 pub use args::MAX_FILE_SIZE_BYTES;
 pub use convert::{convert, convert_into, Conversion, ConvertError, ConvertOptions};
+pub use input::{RawTraceFile, TraceInput};
 // Defined with the model (the bundle keeps them without depending on the converter).
 pub use intact_model::{TaskExit, Unsupported};

@@ -59,3 +59,38 @@ fn a_failing_sink_stops_the_conversion() {
     assert_eq!(taken, 2, "nothing after the refused operation");
     assert!(!err.is_malformed_input());
 }
+
+/// The raw file read as the conversion goes gives what the parsed trace gives.
+#[test]
+fn a_raw_file_converts_as_its_parsed_trace() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../intact-fuzz/seeds/strace/basic.raw"
+    );
+    let parsed = convert(&seed_trace(), State::empty(), &options()).unwrap();
+    let file = intact_convert::RawTraceFile::new(std::path::Path::new(path));
+    let streamed = convert(&file, State::empty(), &options()).unwrap();
+    assert_eq!(streamed.ops, parsed.ops);
+    assert_eq!(streamed.events, parsed.events);
+    assert_eq!(streamed.trace_end, parsed.trace_end);
+    assert_eq!(streamed.blob, parsed.blob);
+    let raw = std::fs::read(path).unwrap();
+    let newlines = raw.iter().filter(|&&b| b == b'\n').count();
+    assert_eq!(streamed.trace_end.newlines, newlines);
+}
+
+/// A line that does not parse stops the conversion with its line number (an input error
+/// for `reconvert`, which names it).
+#[test]
+fn a_bad_line_in_a_raw_file_is_a_parse_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("trace.raw");
+    std::fs::write(&path, b"7 fsync(3</a>) = 0\nnot a pid\n").unwrap();
+    let file = intact_convert::RawTraceFile::new(&path);
+    let err = convert(&file, State::empty(), &options()).unwrap_err();
+    assert!(matches!(err, ConvertError::Parse(_)), "{err}");
+    assert_eq!(err.line(), 2);
+    let gone = intact_convert::RawTraceFile::new(&dir.path().join("missing.raw"));
+    let err = convert(&gone, State::empty(), &options()).unwrap_err();
+    assert!(matches!(err, ConvertError::Read { .. }), "{err}");
+}

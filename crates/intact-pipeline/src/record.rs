@@ -4,10 +4,9 @@
 
 use crate::Error;
 use intact_bundle as bundle;
-use intact_convert::{Conversion, ConvertOptions};
+use intact_convert::{Conversion, ConvertError, ConvertOptions, RawTraceFile, TraceInput};
 use intact_model::{capture, IgnoreSet, State, TaskExit};
 use intact_trace::tracer::{self, TraceConfig, TraceError};
-use intact_trace::Trace;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -203,7 +202,7 @@ pub fn record(a: &RecordOptions, observer: &mut dyn Observer) -> Result<Recorded
     let filter = crate::view::frame_filter(&a.frame_skip, &a.frame_keep)?;
     let initial = capture(&plan.root_abs, &ignore_set)
         .map_err(|e| Error::input(format!("snapshot of {}: {e}", plan.root_abs.display())))?;
-    let (trace, raw, terminal) = trace(a, &plan, &staging, shim_dir, observer)?;
+    let (raw, status, terminal) = trace(a, &plan, &staging, shim_dir, observer)?;
     let opts = ConvertOptions {
         root_abs: plan.root_abs.clone(),
         cwd: plan.cwd.clone(),
@@ -213,13 +212,12 @@ pub fn record(a: &RecordOptions, observer: &mut dyn Observer) -> Result<Recorded
         stdout: terminal.or_else(stdout_identity),
     };
     let conv = convert_to(
-        &trace,
+        &RawTraceFile::new(&raw),
         initial.clone(),
         &opts,
         &staging.path.join(bundle::OPS),
-    )
-    .map_err(|e| convert_failure(e, &raw))?;
-    drop(trace);
+    );
+    let conv = whole_trace(conv, &raw, status)?;
     let final_state = capture(&plan.root_abs, &ignore_set).map_err(|e| {
         Error::internal(format!(
             "final snapshot of {}: {e}",
@@ -240,7 +238,7 @@ pub fn record(a: &RecordOptions, observer: &mut dyn Observer) -> Result<Recorded
 /// Converts `trace`, writing its operations to `ops_path` as they are made (none are kept
 /// in memory; issue 29).
 fn convert_to(
-    trace: &Trace,
+    trace: &dyn TraceInput,
     initial: State,
     opts: &ConvertOptions,
     ops_path: &Path,
@@ -260,15 +258,16 @@ enum ConvertFailure {
     Bundle(bundle::BundleError),
 }
 
-/// Runs the workload under the tracer; returns the parsed trace, its path and the terminal
-/// the workload had as stdout. The raw text is not kept: a million-call trace is tens of MB.
+/// Runs the workload under the tracer; returns the raw trace's path, how the tracer ended
+/// and the terminal the workload had as stdout. The trace is parsed as the conversion reads
+/// it: a million-call trace is hundreds of MB of text.
 fn trace(
     a: &RecordOptions,
     plan: &Plan,
     staging: &Staging,
     shim_dir: tempfile::TempDir,
     observer: &mut dyn Observer,
-) -> Result<(Trace, PathBuf, Option<String>), Error> {
+) -> Result<(PathBuf, std::process::ExitStatus, Option<String>), Error> {
     let shim = tracer::install_shim(shim_dir.path()).map_err(|e| Error::internal(e.to_string()))?;
     let raw = staging.path.join(bundle::RAW_TRACE);
     let cfg = TraceConfig {
@@ -296,16 +295,48 @@ fn trace(
     if crate::interrupted() {
         return Err(Error::interrupted("interrupted: nothing written"));
     }
-    let raw_bytes = std::fs::read(&raw)
-        .map_err(|e| Error::internal(format!("reading the raw trace {}: {e}", raw.display())))?;
-    let trace = intact_trace::parse_trace(&raw_bytes)
-        .map_err(|e| Error::internal(format!("parsing the raw trace: {e}")))?;
-    if !trace.complete_last_line || (raw_bytes.is_empty() && status.code() != Some(0)) {
-        return Err(Error::input(format!(
+    Ok((raw, status, traced.stdout_terminal))
+}
+
+/// The conversion of a whole trace, or why not: a trace cut short (strace killed, disk
+/// full) is an input error, whatever the conversion made of its last line; a line the
+/// parser does not know is intact's fault (strace wrote it).
+fn whole_trace(
+    conv: Result<Conversion, ConvertFailure>,
+    raw: &Path,
+    status: std::process::ExitStatus,
+) -> Result<Conversion, Error> {
+    let cut_short = || {
+        Error::input(format!(
             "the trace is cut short (strace ended with {status}); nothing written. Was strace killed, or the disk full?"
-        )));
+        ))
+    };
+    let len_bytes = std::fs::metadata(raw).map(|m| m.len()).unwrap_or(0);
+    if len_bytes == 0 && status.code() != Some(0) {
+        return Err(cut_short());
     }
-    Ok((trace, raw, traced.stdout_terminal))
+    match conv {
+        Ok(c) if c.trace_end.complete_last_line => Ok(c),
+        Ok(_) => Err(cut_short()),
+        Err(_) if !ends_with_newline(raw) => Err(cut_short()),
+        Err(ConvertFailure::Convert(ConvertError::Parse(e))) => {
+            Err(Error::internal(format!("parsing the raw trace: {e}")))
+        }
+        Err(e) => Err(convert_failure(e, raw)),
+    }
+}
+
+/// Whether a non-empty file's last byte is a newline (an empty file: true).
+fn ends_with_newline(path: &Path) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut last = [0u8; 1];
+    match f.seek(SeekFrom::End(-1)) {
+        Ok(_) => f.read_exact(&mut last).is_ok() && last[0] == b'\n',
+        Err(_) => true,
+    }
 }
 
 /// The bundle's metadata (docs/bundle.md).
@@ -493,12 +524,15 @@ fn convert_failure(f: ConvertFailure, raw_path: &Path) -> Error {
         ConvertFailure::Convert(e) => e,
     };
     // The line, read again from the file (the raw text is not kept in memory).
-    let text = std::fs::read(raw_path)
+    let text = std::fs::File::open(raw_path)
         .ok()
-        .and_then(|raw| {
-            raw.split(|&b| b == b'\n')
+        .and_then(|f| {
+            use std::io::BufRead;
+            std::io::BufReader::new(f)
+                .split(b'\n')
                 .nth(e.line().saturating_sub(1))
-                .map(|l| String::from_utf8_lossy(l).into_owned())
+                .and_then(|l| l.ok())
+                .map(|l| String::from_utf8_lossy(&l).into_owned())
         })
         .unwrap_or_default();
     Error::input(format!(
@@ -515,62 +549,74 @@ fn convert_failure(f: ConvertFailure, raw_path: &Path) -> Error {
 /// it failed (the bundle then holds the new operations, marked).
 pub fn reconvert(path: &Path) -> Result<(String, Option<String>), Error> {
     let b = bundle::Bundle::open(path).map_err(|e| Error::input(e.to_string()))?;
-    let m = &b.meta;
     let raw_path = path.join(bundle::RAW_TRACE);
-    let raw = std::fs::read(&raw_path)
+    std::fs::metadata(&raw_path)
         .map_err(|e| Error::input(format!("{}: {e}", raw_path.display())))?;
     let initial = b.initial().map_err(|e| Error::input(e.to_string()))?;
+    let opts = recorded_options(&b.meta)?;
+    let started = Instant::now();
+    // Write next to the old files, then swap, so a failure leaves the bundle as it was.
+    let ops_new = path.join(".ops.jsonl.new");
+    let conv =
+        convert_to(&RawTraceFile::new(&raw_path), initial, &opts, &ops_new).map_err(|e| {
+            let _ = std::fs::remove_file(&ops_new);
+            match e {
+                ConvertFailure::Convert(ConvertError::Parse(e)) => {
+                    Error::input(format!("parsing {}: {e}", raw_path.display()))
+                }
+                e => convert_failure(e, &raw_path),
+            }
+        })?;
+    let secs = started.elapsed().as_secs_f64();
+    let mismatch = swap_in(path, &b.meta, &conv, &ops_new)?;
+    let rate = format!(
+        "{} trace lines, {} events -> {} logical operations; parsed and converted in {secs:.3} s; {:.0} events/s",
+        conv.trace_end.newlines,
+        conv.events,
+        conv.op_count,
+        conv.events as f64 / secs.max(1e-9)
+    );
+    Ok((rate, mismatch))
+}
+
+/// The conversion options a bundle was recorded with.
+fn recorded_options(m: &bundle::Meta) -> Result<ConvertOptions, Error> {
     let ignore = IgnoreSet::new(&m.ignore).map_err(|e| Error::input(e.to_string()))?;
     let filter = crate::view::frame_filter(&m.frame_skip, &m.frame_keep)
         .map_err(|e| Error::input(format!("the bundle's frame patterns: {}", e.message)))?;
-    let opts = ConvertOptions {
+    Ok(ConvertOptions {
         root_abs: m.dir.clone().into(),
         cwd: m.cwd.clone().into(),
         ignore,
         filter,
         symbolize: m.stacks,
         stdout: m.stdout.clone(),
-    };
-    let t0 = Instant::now();
-    let trace = intact_trace::parse_trace(&raw)
-        .map_err(|e| Error::input(format!("parsing {}: {e}", raw_path.display())))?;
-    let t1 = Instant::now();
-    let lines = raw.iter().filter(|&&b| b == b'\n').count();
-    drop(raw);
-    // Write next to the old files, then swap, so a failure leaves the bundle as it was.
-    let ops_new = path.join(".ops.jsonl.new");
+    })
+}
+
+/// Puts a new conversion in place of the bundle's (operations already at `ops_new`),
+/// reruns the replay oracle and returns its first difference, if any.
+fn swap_in(
+    path: &Path,
+    m: &bundle::Meta,
+    conv: &Conversion,
+    ops_new: &Path,
+) -> Result<Option<String>, Error> {
     let data_new = path.join(".data.bin.new");
-    let conv = convert_to(&trace, initial, &opts, &ops_new).map_err(|e| {
-        let _ = std::fs::remove_file(&ops_new);
-        convert_failure(e, &raw_path)
-    })?;
-    let t2 = Instant::now();
-    let events = trace.events.len();
-    drop(trace);
     let w = |e: bundle::BundleError| Error::internal(format!("writing the bundle: {e}"));
     std::fs::write(&data_new, &conv.blob)
         .map_err(|e| Error::internal(format!("writing {}: {e}", data_new.display())))?;
-    std::fs::rename(&ops_new, path.join(bundle::OPS))
-        .map_err(|e| Error::internal(e.to_string()))?;
+    std::fs::rename(ops_new, path.join(bundle::OPS)).map_err(|e| Error::internal(e.to_string()))?;
     std::fs::rename(&data_new, path.join(bundle::DATA))
         .map_err(|e| Error::internal(e.to_string()))?;
     bundle::write_json(&path.join(bundle::UNSUPPORTED), &conv.unsupported).map_err(w)?;
     let mut meta = m.clone();
-    meta.counts = counts(&conv);
+    meta.counts = counts(conv);
     let reopened = bundle::Bundle::open(path).map_err(|e| Error::internal(e.to_string()))?;
     let mismatch = reopened
         .verify()
         .map_err(|e| Error::internal(e.to_string()))?;
     meta.oracle_mismatch = mismatch.clone();
     bundle::write_json(&path.join(bundle::META), &meta).map_err(w)?;
-    let secs = (t2 - t0).as_secs_f64();
-    let rate = format!(
-        "{} trace lines, {events} events -> {} logical operations; parse {:.3} s, convert {:.3} s; {:.0} events/s",
-        lines,
-        conv.op_count,
-        (t1 - t0).as_secs_f64(),
-        (t2 - t1).as_secs_f64(),
-        events as f64 / secs.max(1e-9)
-    );
-    Ok((rate, mismatch))
+    Ok(mismatch)
 }

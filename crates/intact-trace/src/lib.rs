@@ -4,6 +4,8 @@
 pub mod marker;
 pub mod parse;
 pub mod pty;
+pub mod reader;
 pub mod tracer;
 
-pub use parse::{parse_trace, Arg, Call, Event, ParseError, Ret, Trace};
+pub use parse::{Arg, Call, Event, ParseError, Ret, Trace};
+pub use reader::{parse_trace, EventReader, TraceEnd};

@@ -5,8 +5,6 @@
 //! `+++ killed by SIG +++` line, a `--- SIGNAL {...} ---` line, or a ` > frame` stack line
 //! that belongs to the call completed just before it.
 
-use std::collections::HashMap;
-
 /// A decoded system-call argument.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Arg {
@@ -134,138 +132,9 @@ pub enum ParseError {
 #[derive(Debug, Default)]
 pub struct Trace {
     pub events: Vec<Event>,
-    /// Calls that began but never completed (the task was killed or the trace ends):
-    /// (tid, name, line). Their effect is unknown.
-    pub unfinished: Vec<(u32, String, usize)>,
-    /// Whether the last line of the input was complete (ended with a newline).
-    pub complete_last_line: bool,
-}
-
-/// Parses a whole raw trace.
-pub fn parse_trace(text: &[u8]) -> Result<Trace, ParseError> {
-    let mut trace = Trace {
-        complete_last_line: text.is_empty() || text.ends_with(b"\n"),
-        ..Default::default()
-    };
-    let mut pending: HashMap<u32, (String, usize)> = HashMap::new();
-    // Stack lines attach to the most recent completed call.
-    let mut last_call: Option<usize> = None;
-    for (i, raw_line) in text.split(|&b| b == b'\n').enumerate() {
-        let lineno = i + 1;
-        if raw_line.is_empty() {
-            continue;
-        }
-        let line = String::from_utf8_lossy(raw_line);
-        if let Some(frame) = line.strip_prefix(" > ") {
-            if let Some(Event::Call(c)) = last_call.and_then(|i| trace.events.get_mut(i)) {
-                c.stack.push(frame.to_string());
-            }
-            continue;
-        }
-        let err = |m: &str| ParseError::Line {
-            line: lineno,
-            message: m.to_string(),
-            text: line.chars().take(200).collect(),
-        };
-        let (tid, rest) = split_pid(&line)
-            .ok_or_else(|| err("expected a process id at the start of the line"))?;
-        if let Some(r) = rest.strip_prefix("+++ ") {
-            if let Some(code) = r
-                .strip_prefix("exited with ")
-                .and_then(|c| c.strip_suffix(" +++"))
-            {
-                let code = code.trim().parse().map_err(|_| err("bad exit status"))?;
-                trace.events.push(Event::Exited {
-                    tid,
-                    code,
-                    line: lineno,
-                });
-            } else if let Some(sig) = r.strip_prefix("killed by ") {
-                let sig = sig
-                    .trim_end_matches(" +++")
-                    .trim_end_matches(" (core dumped)")
-                    .to_string();
-                trace.events.push(Event::Killed {
-                    tid,
-                    signal: sig,
-                    line: lineno,
-                });
-            }
-            last_call = None;
-            // `+++ superseded by execve in pid N +++`: the thread became the leader; its
-            // execve completes under this pid, so nothing pending ends here.
-            if !r.starts_with("superseded") {
-                if let Some((name, l)) = pending.remove(&tid) {
-                    trace.unfinished.push((tid, name, l));
-                }
-            }
-            continue;
-        }
-        if rest.starts_with("--- ") {
-            continue; // signal delivery
-        }
-        let full: String;
-        let body: &str = if let Some(r) = rest.strip_prefix("<... ") {
-            // `<... name resumed>rest`
-            let close = r
-                .find(" resumed>")
-                .ok_or_else(|| err("malformed resumed line"))?;
-            let name = &r[..close];
-            let tail = &r[close + " resumed>".len()..];
-            match pending.remove(&tid) {
-                // `<... clone3 resumed> <unfinished ...>) = ?`: the call resumed and was cut
-                // off again (another thread's execve ended this one); it never returned.
-                Some((_, l)) if tail.trim_start().starts_with("<unfinished ...>") => {
-                    trace.unfinished.push((tid, name.to_string(), l));
-                    last_call = None;
-                    continue;
-                }
-                Some((head, _)) => {
-                    full = format!("{head}{tail}");
-                    &full
-                }
-                None => {
-                    // Resumed without a start (trace began mid-call): nothing to decode.
-                    let _ = name;
-                    continue;
-                }
-            }
-        } else if let Some(head) = rest.strip_suffix(" <unfinished ...>") {
-            pending.insert(tid, (head.to_string(), lineno));
-            last_call = None;
-            continue;
-        } else if let Some((head, new_pid)) = pid_changed(rest) {
-            // execve from a non-leader thread: the call completes under the leader's pid.
-            pending.insert(new_pid, (head.to_string(), lineno));
-            last_call = None;
-            continue;
-        } else {
-            rest
-        };
-        let call = parse_call(tid, body, lineno).map_err(|m| err(&m))?;
-        trace.events.push(Event::Call(call));
-        last_call = Some(trace.events.len() - 1);
-    }
-    for (tid, (name, l)) in pending {
-        trace
-            .unfinished
-            .push((tid, name.split('(').next().unwrap_or("").to_string(), l));
-    }
-    trace.unfinished.sort_by_key(|u| u.2);
-    Ok(trace)
-}
-
-/// `execve(...) <pid changed to N ...>` → (the call's text so far, N).
-fn pid_changed(rest: &str) -> Option<(&str, u32)> {
-    let i = rest.rfind(" <pid changed to ")?;
-    let n = rest[i + " <pid changed to ".len()..].strip_suffix(" ...>")?;
-    Some((&rest[..i], n.trim().parse().ok()?))
-}
-
-fn split_pid(line: &str) -> Option<(u32, &str)> {
-    let end = line.find(|c: char| !c.is_ascii_digit())?;
-    let pid = line[..end].parse().ok()?;
-    Some((pid, line[end..].trim_start_matches(' ')))
+    /// What the parse left besides the events (calls that never completed, whether the
+    /// last line was whole).
+    pub end: crate::TraceEnd,
 }
 
 /// Parses `name(args) = ret`.
@@ -628,6 +497,7 @@ fn find(h: &[u8], n: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parse_trace;
 
     #[test]
     fn write_with_escapes() {
@@ -733,7 +603,7 @@ mod tests {
         assert!(
             matches!(&t.events[3], Event::Killed { tid: 1975, signal, .. } if signal == "SIGKILL")
         );
-        assert!(t.complete_last_line);
+        assert!(t.end.complete_last_line);
     }
 
     #[test]
@@ -743,7 +613,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            t.unfinished,
+            t.end.unfinished,
             vec![(5, "write(3</a>, \"x\", 1".to_string(), 1)]
         );
     }
@@ -754,7 +624,8 @@ mod tests {
         let raw = b"8218  clone3({flags=CLONE_VM, exit_signal=0, stack=0x7f, stack_size=0x7ff00} <unfinished ...>\n8217  execve(\"/bin/true\", [\"true\"], 0x7ffc /* 3 vars */ <unfinished ...>\n8218  <... clone3 resumed> <unfinished ...>) = ?\n8218  +++ exited with 0 +++\n8217  <... execve resumed>) = 0\n";
         let t = parse_trace(raw).expect("a cut-off resumed call parses");
         assert_eq!(
-            t.unfinished
+            t.end
+                .unfinished
                 .iter()
                 .map(|u| (u.0, u.1.as_str()))
                 .collect::<Vec<_>>(),
@@ -778,7 +649,7 @@ mod tests {
             ),
             o => panic!("{o:?}"),
         }
-        assert!(t.unfinished.is_empty());
+        assert!(t.end.unfinished.is_empty());
     }
 
     #[test]
@@ -820,7 +691,7 @@ mod tests {
 mod ioc_tests {
     #[test]
     fn an_unknown_ioctl_request_is_one_symbol() {
-        let t = super::parse_trace(b"100 ioctl(3</tmp>, _IOC(_IOC_NONE, 0xcc, 0x3, 0), 0) = 0\n")
+        let t = crate::parse_trace(b"100 ioctl(3</tmp>, _IOC(_IOC_NONE, 0xcc, 0x3, 0), 0) = 0\n")
             .unwrap();
         let super::Event::Call(call) = &t.events[0] else {
             panic!("{:?}", t.events)
