@@ -210,12 +210,12 @@ pub fn convert_into(
     let mut c = Conv::new(initial, opts, sink);
     c.learn_names();
     // Children may run before their parent's clone() returns: learn who created whom first.
-    let first = trace.each_event(&mut |ev| {
+    let first = trace.each_event(Some(&["clone", "clone3", "fork", "vfork"]), &mut |ev| {
         c.learn_birth(ev);
         Ok(())
     })?;
     let mut pass = Pass::default();
-    let end = trace.each_event(&mut |ev| c.event(ev, &mut pass))?;
+    let end = trace.each_event(None, &mut |ev| c.event(ev, &mut pass))?;
     assert_eq!(first, end, "both passes read the same trace");
     c.note_unfinished(&end);
     Ok(c.finish(pass, end))

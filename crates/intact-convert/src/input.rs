@@ -12,9 +12,11 @@ use std::path::{Path, PathBuf};
 /// A source of trace events that can be read from the start more than once.
 pub trait TraceInput {
     /// Hands every event to `visit`, in order; returns what the pass left besides them.
-    /// An error from `visit` stops the pass and is returned.
+    /// With `only`, calls of other names may be left out (exits and kills never are). An
+    /// error from `visit` stops the pass and is returned.
     fn each_event(
         &self,
+        only: Option<&'static [&'static str]>,
         visit: &mut dyn FnMut(&Event) -> Result<(), ConvertError>,
     ) -> Result<TraceEnd, ConvertError>;
 }
@@ -22,6 +24,7 @@ pub trait TraceInput {
 impl TraceInput for Trace {
     fn each_event(
         &self,
+        _only: Option<&'static [&'static str]>,
         visit: &mut dyn FnMut(&Event) -> Result<(), ConvertError>,
     ) -> Result<TraceEnd, ConvertError> {
         for ev in &self.events {
@@ -48,13 +51,18 @@ impl RawTraceFile {
 impl TraceInput for RawTraceFile {
     fn each_event(
         &self,
+        only: Option<&'static [&'static str]>,
         visit: &mut dyn FnMut(&Event) -> Result<(), ConvertError>,
     ) -> Result<TraceEnd, ConvertError> {
         let file = File::open(&self.path).map_err(|e| ConvertError::Read {
             path: self.path.display().to_string(),
             message: e.to_string(),
         })?;
-        let mut reader = EventReader::new(BufReader::with_capacity(1 << 16, file));
+        let input = BufReader::with_capacity(1 << 16, file);
+        let mut reader = match only {
+            Some(names) => EventReader::only(input, names),
+            None => EventReader::new(input),
+        };
         for ev in reader.by_ref() {
             visit(&ev.map_err(ConvertError::Parse)?)?;
         }

@@ -34,6 +34,8 @@ pub struct EventReader<R> {
     unfinished: Vec<(u32, String, usize)>,
     /// A parse error, handed out after the events before it.
     failed: Option<ParseError>,
+    /// When set, calls of other names are left out unparsed (a pass that needs a few).
+    only: Option<&'static [&'static str]>,
     ended: bool,
 }
 
@@ -59,7 +61,17 @@ impl<R: BufRead> EventReader<R> {
             ready: VecDeque::new(),
             unfinished: Vec::new(),
             failed: None,
+            only: None,
             ended: false,
+        }
+    }
+
+    /// A reader that hands out only the calls named in `names` (and every exit and kill):
+    /// the others are not parsed, and their stack lines are dropped.
+    pub fn only(input: R, names: &'static [&'static str]) -> Self {
+        EventReader {
+            only: Some(names),
+            ..EventReader::new(input)
         }
     }
 
@@ -116,8 +128,11 @@ impl<R: BufRead> EventReader<R> {
                 self.ended = true;
                 return Ok(());
             }
-            let line = String::from_utf8_lossy(&self.line).into_owned();
-            match self.step(&line)? {
+            // The buffer is lent out and given back, so a line costs no allocation.
+            let buf = std::mem::take(&mut self.line);
+            let step = self.step(&String::from_utf8_lossy(&buf));
+            self.line = buf;
+            match step? {
                 Step::Nothing => {}
                 Step::Release => self.release_held(),
                 Step::Event(e) => {
@@ -177,6 +192,12 @@ impl<R: BufRead> EventReader<R> {
         } else {
             rest
         };
+        if let Some(names) = self.only {
+            let name = body.split('(').next().unwrap_or("");
+            if !names.contains(&name) {
+                return Ok(Step::Release);
+            }
+        }
         let call = parse_call(tid, body, lineno).map_err(|m| err(&m))?;
         Ok(Step::Call(call))
     }
@@ -313,6 +334,23 @@ mod tests {
             RAW.iter().filter(|&&b| b == b'\n').count()
         );
         assert!(whole.end.complete_last_line);
+    }
+
+    /// A reader of some calls hands out those, every exit and kill, and the same end.
+    #[test]
+    fn only_the_named_calls() {
+        let whole = parse_trace(RAW).unwrap();
+        let mut reader = EventReader::only(RAW, &["exit_group"]);
+        let events = reader.by_ref().collect::<Result<Vec<_>, _>>().unwrap();
+        let kept: Vec<_> = whole
+            .events
+            .iter()
+            .filter(|e| !matches!(e, Event::Call(c) if c.name != "exit_group"))
+            .cloned()
+            .collect();
+        assert_eq!(events, kept);
+        assert_eq!(events.len(), 3, "{events:?}");
+        assert_eq!(reader.finish(), whole.end);
     }
 
     /// A parse error ends the reader after the events before it.
