@@ -34,7 +34,8 @@ pub enum FsCmd {
     },
     /// Check every structural invariant of IMAGE without changing it.
     /// Exit 0: clean; 1: damage found, or a read-write mount could not write back (each
-    /// problem is listed); 2: cannot be read, or not an intactfs image.
+    /// problem is listed); 2: cannot be read, not an intactfs image, or of a format version
+    /// this build does not read (said as "not checked", not as damage).
     Fsck {
         image: PathBuf,
         /// Skip reading every data block to compare it with its checksum.
@@ -183,7 +184,7 @@ pub fn fs(cmd: FsCmd) -> Result<u8, Failure> {
             let (mut dev, _lock) = open(&image)?;
             let r = fsck(&mut dev, !no_data);
             if json {
-                let v = serde_json::json!({"image": image.display().to_string(), "clean": r.clean(), "problems": r.problems, "notes": r.notes});
+                let v = serde_json::json!({"image": image.display().to_string(), "clean": r.clean(), "problems": r.problems, "unsupported": r.unsupported, "notes": r.notes});
                 println!("{v}");
             } else {
                 for n in &r.notes {
@@ -192,7 +193,12 @@ pub fn fs(cmd: FsCmd) -> Result<u8, Failure> {
                 for p in &r.problems {
                     println!("DAMAGE: {p}");
                 }
-                println!("{}: {}", image.display(), if r.clean() { "clean".to_string() } else { format!("{} problem(s) found", r.problems.len()) });
+                let verdict = match &r.unsupported {
+                    Some(m) => format!("not checked: {m}"),
+                    None if r.clean() => "clean".to_string(),
+                    None => format!("{} problem(s) found", r.problems.len()),
+                };
+                println!("{}: {verdict}", image.display());
             }
             // As the help says: 2 for an image that cannot be read or is not intactfs.
             Ok(match (r.clean(), r.unreadable) {
@@ -307,6 +313,18 @@ fn mkfs_pmem(
     Ok(0)
 }
 
+/// fsck's answer for a pmem image of a format this build does not read: not damage, and
+/// not checked (exit 2, as for an image that cannot be read).
+fn unsupported_pmem(image: &Path, m: &str, json: bool) -> Result<u8, Failure> {
+    if json {
+        let v = serde_json::json!({"image": image.display().to_string(), "kind": "pmem", "clean": false, "problems": [], "unsupported": m, "notes": []});
+        println!("{v}");
+    } else {
+        println!("{}: not checked: {m}", image.display());
+    }
+    Ok(2)
+}
+
 /// `fsck` of a pmem image: the engine's mount-time checks (superblock, log, recovery, every
 /// metadata invariant) and its invariant check, run on an in-memory copy (`PmemSim`), so
 /// the image itself is not changed, not even by recovery. Exit 0: clean (a mount would
@@ -337,6 +355,9 @@ fn fsck_pmem(image: &Path, json: bool) -> Result<u8, Failure> {
                 n.push("the log is empty: the image was unmounted cleanly".into());
             }
             (n, None)
+        }
+        Err(intactfs_pmem::PmemFsError::Unsupported(m)) => {
+            return unsupported_pmem(image, m, json);
         }
         Err(e) => (vec!["pmem image: the engine's mount-time checks ran on an in-memory copy (the image was not changed)".to_string()], Some(e.to_string())),
     };

@@ -129,3 +129,54 @@ fn block_interfaces_on_pmem_point_to_transactions() {
     );
     m.umount_clean();
 }
+
+/// An image of another format version is not damage: fsck says it was not checked, which
+/// build reads it, and exits 2 (as for an image it cannot read), without a DAMAGE line.
+#[test]
+fn an_image_of_another_format_version_is_not_called_damaged() {
+    let m = Mount::new("16M");
+    let pm = m.dir.path().join("old.img");
+    let o = run(intact()
+        .args(["fs", "mkfs", "--device", "pmem", "--size", "16M"])
+        .arg(&pm));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // The pmem superblock: version at bytes 8..12, CRC32C of bytes 0..64 at 64..68.
+    let mut img = std::fs::read(&pm).unwrap();
+    img[8..12].copy_from_slice(&1u32.to_le_bytes());
+    let crc = crc32c(&img[..64]);
+    img[64..68].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&pm, &img).unwrap();
+    for json in [false, true] {
+        let mut cmd = intact();
+        cmd.args(["fs", "fsck"]).arg(&pm);
+        if json {
+            cmd.arg("--json");
+        }
+        let o = run(&mut cmd);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains("older engine"), "{}", text(&o));
+        assert!(!text(&o).contains("DAMAGE"), "{}", text(&o));
+        let said = if json {
+            "\"clean\":false"
+        } else {
+            "not checked"
+        };
+        assert!(text(&o).contains(said), "{}", text(&o));
+    }
+}
+
+/// CRC32C (Castagnoli), bitwise: the pmem superblock's checksum.
+fn crc32c(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0x82f6_3b78
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}

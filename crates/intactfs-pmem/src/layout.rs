@@ -222,7 +222,8 @@ impl Geometry {
             )));
         }
         if u32at(8) != VERSION {
-            return Err(PmemFsError::Corrupt(format!(
+            // Not damage: a format this engine does not read (fsck says so apart).
+            return Err(PmemFsError::Unsupported(format!(
                 "superblock version {} (this engine reads version {VERSION}{})",
                 u32at(8),
                 if u32at(8) < VERSION {

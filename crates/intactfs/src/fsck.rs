@@ -16,11 +16,13 @@ pub struct FsckReport {
     /// The image could not be read at all, or is not an intactfs image (no valid
     /// superblock, a device error): fsck's exit status 2, not 1.
     pub unreadable: bool,
+    /// An image of a format this build does not read (not damage; also `unreadable`).
+    pub unsupported: Option<String>,
 }
 
 impl FsckReport {
     pub fn clean(&self) -> bool {
-        self.problems.is_empty()
+        self.problems.is_empty() && self.unsupported.is_none()
     }
 }
 
@@ -30,6 +32,11 @@ pub fn fsck<D: BlockDevice>(dev: &mut D, verify_data: bool) -> FsckReport {
     let mut r = FsckReport::default();
     let sb = match recovery::read_superblock(dev) {
         Ok(sb) => sb,
+        Err(FsError::Unsupported(m)) => {
+            r.unsupported = Some(m);
+            r.unreadable = true;
+            return r;
+        }
         Err(e) => {
             r.problems.push(e.to_string());
             r.unreadable = true;

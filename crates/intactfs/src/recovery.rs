@@ -60,6 +60,15 @@ pub fn read_superblock<D: BlockDevice>(dev: &mut D) -> Result<Superblock> {
         FrameError::Magic => FsError::Corrupt("no intactfs superblock (block 0 does not start with INTACTSB): not an intactfs image, or run `intact fs mkfs`".into()),
         e => FsError::Corrupt(format!("superblock: {e}")),
     })?;
+    if !(layout::FORMAT_VERSION_MIN..=layout::FORMAT_VERSION).contains(&sb.version) {
+        // Not damage: a format this build does not read (fsck says so apart).
+        return Err(FsError::Unsupported(format!(
+            "superblock: format version {} (this build reads versions {} to {}); open the image with the intact that made it",
+            sb.version,
+            layout::FORMAT_VERSION_MIN,
+            layout::FORMAT_VERSION
+        )));
+    }
     sb.check(dev.blocks())
         .map_err(|e| FsError::Corrupt(format!("superblock: {e}")))?;
     Ok(sb)

@@ -808,9 +808,16 @@ fn check_image(base: &'static Base, img: Vec<u8>, expect: Expect) -> Result<Verd
             if plain.clean() {
                 return Err(format!("mount refused ({e}) but fsck is clean"));
             }
-            let FsError::Corrupt(m) = &e else {
+            // A format version this build does not read is refused apart (not damage).
+            let (FsError::Corrupt(m) | FsError::Unsupported(m)) = &e else {
                 return Err(format!("mount refused with {e:?}, not a Corrupt error"));
             };
+            if matches!(e, FsError::Unsupported(_)) != plain.unsupported.is_some() {
+                return Err(format!(
+                    "mount refused with {e:?}; fsck's unsupported format: {:?}",
+                    plain.unsupported
+                ));
+            }
             if std::env::var_os("INTACTFS_FUZZ_TRACE").is_some() {
                 eprintln!("refused: {m}");
             }
@@ -822,6 +829,7 @@ fn check_image(base: &'static Base, img: Vec<u8>, expect: Expect) -> Result<Verd
             if !plain
                 .problems
                 .iter()
+                .chain(&plain.unsupported)
                 .any(|p| NAMED.iter().any(|k| p.contains(k)))
             {
                 return Err(format!(
