@@ -54,6 +54,9 @@ cargo build -p intact-cli --quiet
 # vendor/fuser is exactly the pristine fuser 0.18.0 crate plus vendor/fuser/patches.
 bash vendor/fuser/check-patches.sh
 bash shim/test_shim.sh
+# intact.checker, the Python helper for checkers (docs/checkers.md): one state per
+# process, the warm server, and the isolation of its forked children.
+PYTHONPATH=python python3 -m unittest discover -s python/tests -p test_checker.py
 # Checking on Dask (docs/distributed.md): a LocalCluster reproduces a local run's report,
 # also with a worker killed mid-run (mid-batch: only its current unit is checked again) and
 # with a hanging checker. Fails (INTACT_REQUIRE_ALL=1), saying why, if dask cannot be installed.

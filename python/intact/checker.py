@@ -13,8 +13,11 @@ text is the reason shown in the report. ``main(check)`` makes a script serve bot
 
 Isolation: by default each state is judged in a forked child, so what a check leaves
 behind (memory, open files, a changed working directory, module state, a crash) cannot
-reach the next state; the parent process only imports and forks. ``isolate=False`` judges
-in the server process itself, for checks known to leave nothing behind.
+reach the next state; the parent process only imports and forks. Each child is forked from
+the parent, never from another child, and judges one state; the next state's child is
+forked as soon as a reply is sent and waits for its request, so the fork is not on the way
+from a request to its reply. ``isolate=False`` judges in the server process itself, for
+checks known to leave nothing behind.
 """
 
 import json
@@ -56,31 +59,9 @@ def judge(check, crash_dir, stdout_file):
     return {"verdict": "pass"}
 
 
-def _judge_in_child(check, crash_dir, stdout_file):
-    """``judge`` in a forked child; the child's death without a verdict is a failure, as a
-    per-process checker killed by a signal is."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_end)
-        code = 0
-        try:
-            verdict = judge(check, crash_dir, stdout_file)
-            sys.stdout.flush()
-            sys.stderr.flush()
-            with os.fdopen(write_end, "w") as out:
-                json.dump(verdict, out)
-        except BaseException:  # noqa: B902 -- nothing may escape a forked child
-            code = 3
-        os._exit(code)
-    os.close(write_end)
-    with os.fdopen(read_end) as inp:
-        text = inp.read()
-    _, status = os.waitpid(pid, 0)
-    if text:
-        return json.loads(text)
+def _died(status):
+    """The verdict for a child that ended without one, as a per-process checker killed by a
+    signal (or exiting without a verdict) is judged."""
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         try:
@@ -94,26 +75,161 @@ def _judge_in_child(check, crash_dir, stdout_file):
     }
 
 
+def _read_to_eof(fd):
+    chunks = []
+    while True:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks)
+
+
+def _write_all(fd, data):
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _encode(verdict):
+    return json.dumps(verdict).encode()
+
+
+class _Forker:
+    """Judges each request in a child forked from this (clean) process, one child per
+    request. The next child is forked as soon as a reply is written, while intact prepares
+    the next state, and waits for its request on a pipe: the fork and the interpreter's
+    after-fork work are then off the path from a request to its reply. A child sees only its
+    own request; stdin is /dev/null in it (as for a per-process checker), the reply channel
+    is closed; it sends its verdict on a pipe of its own and exits without cleanup."""
+
+    def __init__(self, run, reply_fd):
+        self.run = run  # run(request dict) -> verdict dict, in the child
+        self.reply_fd = reply_fd
+        self.devnull = os.open(os.devnull, os.O_RDONLY)
+        self.child = None
+
+    def _fork(self):
+        req_r, req_w = os.pipe()
+        ver_r, ver_w = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                os.close(req_w)
+                os.close(ver_r)
+                os.close(self.reply_fd)
+                os.dup2(self.devnull, 0)
+                os.close(self.devnull)
+                line = _read_to_eof(req_r)
+                if line:
+                    os.write(ver_w, b"+")  # it has its request: a death from here is the check's
+                    req = json.loads(line)
+                    os.environ["INTACT_STATE"] = str(req["state"])
+                    verdict = self.run(req)
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    _write_all(ver_w, _encode(verdict))
+            except BaseException:  # noqa: B902 -- nothing may escape a forked child
+                code = 3
+            os._exit(code)
+        os.close(req_r)
+        os.close(ver_w)
+        return pid, req_w, ver_r
+
+    def judge(self, line, retry=True):
+        """The reply (bytes, no newline) to one request line (bytes)."""
+        pid, req_w, ver_r = self.child or self._fork()
+        self.child = None
+        try:
+            _write_all(req_w, line)
+        except BrokenPipeError:  # it died before reading: the status below says how
+            pass
+        os.close(req_w)
+        text = _read_to_eof(ver_r)
+        _, status = os.waitpid(pid, 0)
+        if text[:1] == b"+":
+            return text[1:] or _encode(_died(status))
+        if retry:
+            # It died before it had its request (killed from outside while it waited):
+            # not a verdict on this state, which gets a fresh child.
+            return self.judge(line, retry=False)
+        return _encode(_died(status))
+
+    def prefork(self):
+        if self.child is None:
+            self.child = self._fork()
+
+    def close(self):
+        if self.child is not None:
+            pid, req_w, ver_r = self.child
+            self.child = None
+            os.close(req_w)  # no request: the child exits
+            os.close(ver_r)
+            os.waitpid(pid, 0)
+        os.close(self.devnull)
+
+
+def _lines(stdin):
+    """Request lines as bytes: from fd 0 read directly (no text layer) unless a file or an
+    iterable of lines is given."""
+    if stdin is not None:
+        for line in stdin:
+            yield line.encode() if isinstance(line, str) else line
+        return
+    buf = b""
+    while True:
+        i = buf.find(b"\n")
+        if i >= 0:
+            yield buf[: i + 1]
+            buf = buf[i + 1 :]
+            continue
+        chunk = os.read(0, 65536)
+        if not chunk:
+            if buf.strip():
+                yield buf
+            return
+        buf += chunk
+
+
+def _serve_forking(run, stdin, check_request):
+    sys.stdout.flush()
+    reply_fd = os.dup(1)
+    os.dup2(2, 1)
+    forker = _Forker(run, reply_fd)
+    try:
+        for line in _lines(stdin):
+            check_request(json.loads(line))
+            _write_all(reply_fd, forker.judge(line) + b"\n")
+            forker.prefork()
+    finally:
+        forker.close()
+
+
+def _check_protocol(req):
+    if req.get("protocol", PROTOCOL_VERSION) != PROTOCOL_VERSION:
+        sys.exit("intact.checker: protocol version %r is not %d" % (req.get("protocol"), PROTOCOL_VERSION))
+
+
 def serve(check, isolate=True, stdin=None):
     """Judges states from the warm-checker protocol until stdin closes.
 
     The protocol owns the process's stdout: what the check prints (Python or C code) goes
     to stderr instead, so it cannot be mistaken for a reply."""
+    if isolate:
+        _serve_forking(lambda req: judge(check, req["crash_dir"], req["stdout_file"]), stdin, _check_protocol)
+        return
     sys.stdout.flush()
-    replies = os.fdopen(os.dup(1), "w")
+    reply_fd = os.dup(1)
     os.dup2(2, 1)
-    requests = stdin if stdin is not None else sys.stdin
-    for line in requests:
+    for line in _lines(stdin):
         req = json.loads(line)
-        if req.get("protocol", PROTOCOL_VERSION) != PROTOCOL_VERSION:
-            sys.exit("intact.checker: protocol version %r is not %d" % (req.get("protocol"), PROTOCOL_VERSION))
+        _check_protocol(req)
         os.environ["INTACT_STATE"] = str(req["state"])
-        if isolate:
-            verdict = _judge_in_child(check, req["crash_dir"], req["stdout_file"])
-        else:
-            verdict = judge(check, req["crash_dir"], req["stdout_file"])
-        replies.write(json.dumps(verdict) + "\n")
-        replies.flush()
+        verdict = judge(check, req["crash_dir"], req["stdout_file"])
+        _write_all(reply_fd, _encode(verdict) + b"\n")
 
 
 def is_server():
@@ -162,21 +278,11 @@ def serve_argv(main_fn):
     CRASH_DIR STDOUT_FILE, and its exit status and output become the verdict, exactly as if
     it had been run as a process."""
     argv0 = list(sys.argv)
-    sys.stdout.flush()
-    replies = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
-    for line in sys.stdin:
-        req = json.loads(line)
-        os.environ["INTACT_STATE"] = str(req["state"])
-        argv = argv0 + [req["crash_dir"], req["stdout_file"]]
-        verdict = _judge_in_child(lambda _d, _o: _raise_unless_pass(_run_argv_main(main_fn, argv)), "", "")
-        replies.write(json.dumps(verdict) + "\n")
-        replies.flush()
-
-
-def _raise_unless_pass(verdict):
-    if verdict["verdict"] != "pass":
-        raise Inconsistent(verdict["message"])
+    _serve_forking(
+        lambda req: _run_argv_main(main_fn, argv0 + [req["crash_dir"], req["stdout_file"]]),
+        None,
+        _check_protocol,
+    )
 
 
 def main(check, isolate=True):

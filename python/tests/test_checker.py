@@ -7,6 +7,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 import unittest
 
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -30,11 +31,51 @@ CHECK = textwrap.dedent(
             sys.exit(3)
         if "assert" in names:
             assert False, "assertion text"
+        if "stdin" in names and sys.stdin.read():
+            raise Inconsistent("stdin was not empty")   # /dev/null, as per process
         if "ok" not in names:
             raise Inconsistent("no ok (leaked {}, cwd {}, state {})".format(len(LEAK), os.getcwd() == "/", os.environ.get("INTACT_STATE")))
     main(check, isolate=ISOLATE)
+    try:
+        os.waitpid(-1, os.WNOHANG)
+        sys.stderr.write("a child of the server is left\\n")
+    except ChildProcessError:
+        sys.stderr.write("no child left\\n")
     '''
 )
+
+ARGV_MAIN = textwrap.dedent(
+    '''
+    import os, sys
+    from intact.checker import serve_argv
+    def main():
+        # An ALICE-contract checker: CRASH_DIR STDOUT_FILE after its own arguments.
+        flag, crash_dir, stdout_file = sys.argv[1:]
+        names = os.listdir(crash_dir)
+        if "ok" in names:
+            return 0
+        if "die" in names:
+            os.kill(os.getpid(), 9)
+        print("no ok in", os.path.basename(crash_dir), flag, os.environ["INTACT_STATE"])
+        return 1
+    serve_argv(main)
+    '''
+)
+
+
+def children_of(pid):
+    """The pids whose parent is pid (from /proc)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open("/proc/%s/stat" % name) as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(name))
+    return found
 
 
 class CheckerTest(unittest.TestCase):
@@ -60,15 +101,16 @@ class CheckerTest(unittest.TestCase):
 
     def serve(self, script, states):
         """Runs the script as a server over the given states; returns the replies."""
-        lines = "".join(
-            json.dumps({"protocol": 1, "crash_dir": d, "stdout_file": o, "state": "s%d" % i, "worker": 0}) + "\n"
-            for i, (d, o) in enumerate(states)
-        )
+        lines = "".join(self.request(i, st) for i, st in enumerate(states))
         p = subprocess.run(
             [sys.executable, script], input=lines, capture_output=True, text=True, env=self.env, timeout=60
         )
         self.assertEqual(p.returncode, 0, p.stderr)
         return [json.loads(l) for l in p.stdout.splitlines()], p.stderr
+
+    def request(self, i, state):
+        d, o = state
+        return json.dumps({"protocol": 1, "crash_dir": d, "stdout_file": o, "state": "s%d" % i, "worker": 0}) + "\n"
 
     def test_per_process_exit_status_and_reason(self):
         script = self.script()
@@ -100,6 +142,62 @@ class CheckerTest(unittest.TestCase):
         self.assertEqual(replies[4], {"verdict": "fail", "message": "assertion text"})
         self.assertEqual(replies[5], {"verdict": "pass"})
         self.assertIn("chatty check", stderr)
+        self.assertIn("no child left", stderr)
+
+    def test_a_check_reads_an_empty_stdin_not_the_requests(self):
+        states = [self.state("0", "ok", "stdin"), self.state("1", "ok", "stdin"), self.state("2")]
+        replies, stderr = self.serve(self.script(isolate=True), states)
+        self.assertEqual(replies[:2], [{"verdict": "pass"}] * 2)
+        self.assertEqual(replies[2], {"verdict": "fail", "message": "no ok (leaked 0, cwd False, state s2)"})
+
+    def test_a_waiting_child_killed_from_outside_is_replaced(self):
+        # The next state's child is forked before its request comes; if something kills it
+        # while it waits, the request goes to a new child instead of failing.
+        states = [self.state("0", "ok"), self.state("1", "ok"), self.state("2")]
+        with subprocess.Popen(
+            [sys.executable, self.script(isolate=True)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env,
+        ) as p:
+            try:
+                replies = []
+                for i, st in enumerate(states):
+                    p.stdin.write(self.request(i, st))
+                    p.stdin.flush()
+                    replies.append(json.loads(p.stdout.readline()))
+                    deadline = time.monotonic() + 30  # it is forked just after the reply
+                    while not children_of(p.pid) and time.monotonic() < deadline:
+                        time.sleep(0.01)
+                    waiting = children_of(p.pid)
+                    self.assertEqual(len(waiting), 1, "one child waits for the next request")
+                    if i == 0:
+                        os.kill(waiting[0], 9)
+                p.stdin.close()
+                stderr = p.stderr.read()
+                p.wait(timeout=60)
+            finally:
+                if p.poll() is None:
+                    p.kill()
+        self.assertEqual(p.returncode, 0, stderr)
+        self.assertEqual(replies[:2], [{"verdict": "pass"}] * 2)
+        self.assertEqual(replies[2], {"verdict": "fail", "message": "no ok (leaked 0, cwd False, state s2)"})
+        self.assertIn("no child left", stderr)
+
+    def test_serve_argv_runs_an_alice_main_per_state(self):
+        path = os.path.join(self.tmp.name, "argv_main.py")
+        with open(path, "w") as f:
+            f.write(ARGV_MAIN)
+        states = [self.state("a", "ok"), self.state("b"), self.state("c", "die"), self.state("d", "ok")]
+        lines = "".join(self.request(i, st) for i, st in enumerate(states))
+        p = subprocess.run(
+            [sys.executable, path, "--flag"], input=lines, capture_output=True, text=True, env=self.env, timeout=60
+        )
+        self.assertEqual(p.returncode, 0, p.stderr)
+        replies = [json.loads(l) for l in p.stdout.splitlines()]
+        self.assertEqual(replies[0], {"verdict": "pass"})
+        self.assertEqual(replies[1], {"verdict": "fail", "message": "no ok in b --flag s1"})
+        self.assertEqual(replies[2]["verdict"], "fail")
+        self.assertIn("signal SIGKILL", replies[2]["message"])
+        self.assertEqual(replies[3], {"verdict": "pass"})
 
     def test_in_process_mode_keeps_what_a_check_leaves(self):
         states = [self.state("0", "ok", "leak", "chdir"), self.state("1")]
