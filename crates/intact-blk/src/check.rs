@@ -298,6 +298,7 @@ pub fn check(
                 }
                 let _ = std::fs::remove_file(&img);
             })),
+            patch: None,
         };
         if runner.submit(job).is_err() {
             return Err(CheckError::Interrupted);

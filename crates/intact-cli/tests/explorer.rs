@@ -856,3 +856,134 @@ fn study_regressions_categories_grouping_examples() {
     }
     assert_eq!(std::fs::read_dir(&ex).unwrap().count(), statics.len());
 }
+
+/// Crash dirs patched from the worker's previous state (issue 29) give the verdicts,
+/// failing states and checker messages of dirs written whole (`INTACT_FULL_REBUILD=1`), on
+/// the kvstore and undolog examples; also when the checker damages every other state's dir
+/// after judging it (a write to each file, a new file, a removed one, a chmod), which must
+/// not reach the next state's dir.
+#[test]
+fn patched_crash_dirs_give_the_verdicts_of_dirs_written_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kv = tmp.path().join("kv");
+    gcc(&repo().join("examples/kvstore/kv.c"), &kv);
+    let db = tmp.path().join("db");
+    std::fs::create_dir(&db).unwrap();
+    let kv_bundle = tmp.path().join("kvb");
+    let out = intact()
+        .args(["record", "--out", kv_bundle.to_str().unwrap(), "--"])
+        .arg(&kv)
+        .args(["x", "foo1", "y", "foo2"])
+        .current_dir(&db)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let kv_checker = format!(
+        "python3 {}",
+        repo().join("examples/kvstore/check.py").display()
+    );
+    let u = Undolog::new();
+    let undo_bundle = u.record("none", false);
+    // The real checker, then damage to the dir of every odd-numbered state.
+    let damaging = |name: &str, real: &str| -> String {
+        let p = tmp.path().join(name);
+        std::fs::write(
+            &p,
+            format!(
+                "#!/bin/sh\n{real} \"$1\" \"$2\"\nrc=$?\ncase \"$INTACT_STATE\" in *[13579])\n  for f in $(find \"$1\" -type f); do printf junk >> \"$f\"; chmod 600 \"$f\"; done\n  rm -f \"$(find \"$1\" -type f | head -n 1)\"\n  touch \"$1/extra\";;\nesac\nexit $rc\n"
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let kv_damaging = damaging("kv-damaging.sh", &kv_checker);
+    let undo_checker = u.checker();
+    let undo_damaging = damaging("undo-damaging.sh", &undo_checker);
+    let cases = [
+        (&kv_bundle, kv_checker.as_str(), "default,ext4-o,ext4", "kv"),
+        (
+            &kv_bundle,
+            kv_damaging.as_str(),
+            "default,ext4-o,ext4",
+            "kv-damaging",
+        ),
+        (&undo_bundle, undo_checker.as_str(), "default,ext4", "undo"),
+        (
+            &undo_bundle,
+            undo_damaging.as_str(),
+            "default,ext4",
+            "undo-damaging",
+        ),
+    ];
+    for (bundle, checker, apms, tag) in cases {
+        let run = |full: bool| {
+            let keep = tmp.path().join(format!("failing-{tag}-{full}"));
+            let json = tmp.path().join(format!("{tag}-{full}.json"));
+            let mut c = intact();
+            if full {
+                c.env("INTACT_FULL_REBUILD", "1");
+            } else {
+                c.env_remove("INTACT_FULL_REBUILD");
+            }
+            let out = c
+                .arg("check")
+                .arg(bundle)
+                .args(["--checker", checker, "--apm", apms, "-q", "--json"])
+                .arg(&json)
+                .arg("--keep-failing")
+                .arg(&keep)
+                .output()
+                .unwrap();
+            assert_eq!(
+                out.status.code(),
+                Some(1),
+                "{tag}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let rep: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+            let said: BTreeMap<String, String> = std::fs::read_dir(&keep)
+                .unwrap()
+                .map(|e| {
+                    let e = e.unwrap();
+                    let readme = std::fs::read_to_string(e.path().join("README")).unwrap();
+                    // Its state and message lines (the others name the keep dir).
+                    let lines: Vec<&str> = readme
+                        .lines()
+                        .filter(|l| l.starts_with("state ") || l.starts_with("checker said:"))
+                        .collect();
+                    (
+                        e.file_name().to_string_lossy().into_owned(),
+                        lines.join("\n"),
+                    )
+                })
+                .collect();
+            (rep, said)
+        };
+        let (patched, said_p) = run(false);
+        let (whole, said_w) = run(true);
+        assert!(
+            said_w.len() >= 10,
+            "{tag}: failing states expected: {said_w:?}"
+        );
+        assert_eq!(said_p, said_w, "{tag}: failing states or messages differ");
+        for k in ["static", "dynamic", "timeouts"] {
+            assert_eq!(patched[k], whole[k], "{tag}: {k} differs");
+        }
+        for (x, y) in patched["apms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(whole["apms"].as_array().unwrap())
+        {
+            for k in ["distinct", "checked", "failed", "timeouts", "constructed"] {
+                assert_eq!(x[k], y[k], "{tag}: {k} of {}", x["apm"]);
+            }
+        }
+    }
+}

@@ -402,17 +402,124 @@ impl CrashFs {
         if let Some(e) = err {
             return Err(e);
         }
-        // Directory modes last, so that read-only directories could be filled first.
-        for (p, mode) in dir_modes.into_iter().rev() {
-            if mode & 0o7777 != 0o755 {
-                use std::os::unix::fs::PermissionsExt;
-                let _ = std::fs::set_permissions(
-                    &p,
-                    std::fs::Permissions::from_mode(mode & 0o7777 | 0o700),
-                );
+        set_dir_modes(dir_modes);
+        Ok(())
+    }
+
+    /// Turns `dir`, which holds exactly `prev` as [`CrashFs::materialise`] (or this function)
+    /// wrote it, into this state, writing only what differs (issue 29): entries `prev` has
+    /// that this state lacks, or has as another inode or kind, are removed; new ones are
+    /// created (a file whose inode is already on disk under a kept name is linked to it);
+    /// a kept file whose contents differ is rewritten where they differ, pieces that share
+    /// their bytes with `prev` (the same chunk) or hold the same bytes left alone. The
+    /// result is what `materialise` would write into an empty directory. `Ok(false)` (with
+    /// `dir` untouched) when the states are not of one universe, or (with `dir` part
+    /// patched) when a file would need a large range of zeros written: the caller writes
+    /// the state whole.
+    pub fn patch_dir(&self, prev: &CrashFs, dir: &Path) -> Result<bool, CrashFsError> {
+        if self.root != prev.root {
+            return Ok(false);
+        }
+        // Kinds by discriminant; a symlink's target is fixed per inode (the universe).
+        fn kind(n: &CNode) -> u8 {
+            match n {
+                CNode::Absent => 0,
+                CNode::File { .. } => 1,
+                CNode::Dir { .. } => 2,
+                CNode::Symlink { .. } => 3,
             }
         }
-        Ok(())
+        let list = |fs: &CrashFs| {
+            let mut v: Vec<(String, InodeId, u8)> = Vec::new();
+            fs.walk(|p, id, node, _| v.push((p.to_string(), id, kind(node))));
+            v
+        };
+        let (old, new) = (list(prev), list(self));
+        let wanted: HashMap<&str, (InodeId, u8)> = new
+            .iter()
+            .map(|(p, id, k)| (p.as_str(), (*id, *k)))
+            .collect();
+        let io = |p: &Path| {
+            let path = p.display().to_string();
+            move |err: std::io::Error| CrashFsError::Io { path, err }
+        };
+        // 1. Remove what differs (a directory with everything below it), keep the rest.
+        let mut kept: HashSet<&str> = HashSet::new();
+        let mut gone: Option<String> = None;
+        for (p, id, k) in &old {
+            if gone.as_ref().is_some_and(|g| p.starts_with(g.as_str())) {
+                continue;
+            }
+            gone = None;
+            if wanted.get(p.as_str()) == Some(&(*id, *k)) {
+                kept.insert(p);
+                continue;
+            }
+            let path = dir.join(p);
+            match k {
+                0 => {}
+                2 => {
+                    std::fs::remove_dir_all(&path).map_err(io(&path))?;
+                    gone = Some(format!("{p}/"));
+                }
+                _ => std::fs::remove_file(&path).map_err(io(&path))?,
+            }
+        }
+        // 2. Files kept under some name: patched once, through that name.
+        let mut carrier: HashMap<InodeId, std::path::PathBuf> = HashMap::new();
+        for (p, id, k) in &new {
+            if *k == 1 && kept.contains(p.as_str()) && !carrier.contains_key(id) {
+                let path = dir.join(p);
+                let (Some(was), Some(now)) =
+                    (prev.nodes.get(*id as usize), self.nodes.get(*id as usize))
+                else {
+                    return Ok(false);
+                };
+                if !patch_file(&path, was, now).map_err(io(&path))? {
+                    return Ok(false);
+                }
+                carrier.insert(*id, path);
+            }
+        }
+        // 3. Create the rest, as materialise does.
+        let mut dir_modes: Vec<(std::path::PathBuf, u32)> = Vec::new();
+        for (p, id, _) in &new {
+            if kept.contains(p.as_str()) {
+                continue;
+            }
+            let path = dir.join(p);
+            match self.nodes.get(*id as usize).unwrap_or(&CNode::Absent) {
+                CNode::File {
+                    buf, size, mode, ..
+                } => {
+                    if let Some(orig) = carrier.get(id) {
+                        std::fs::hard_link(orig, &path).map_err(io(&path))?;
+                    } else {
+                        std::fs::OpenOptions::new()
+                            .write(true)
+                            .create_new(true)
+                            .mode(mode & 0o7777 | 0o600)
+                            .open(&path)
+                            .and_then(|f| write_sparse(&f, buf, *size))
+                            .map_err(io(&path))?;
+                        carrier.insert(*id, path);
+                    }
+                }
+                CNode::Dir { mode, .. } => {
+                    std::fs::DirBuilder::new()
+                        .mode(0o755)
+                        .create(&path)
+                        .map_err(io(&path))?;
+                    dir_modes.push((path, *mode));
+                }
+                CNode::Symlink { target } => {
+                    std::os::unix::fs::symlink(&**target, &path).map_err(io(&path))?
+                }
+                CNode::Absent => {}
+            }
+        }
+        set_dir_modes(dir_modes);
+        Ok(true)
     }
 
     /// What turns `base` into `self`, for shipping a state to another machine as "a base state
@@ -715,4 +822,129 @@ fn content_hash(buf: &Sparse, size: u64, windows: &mut WindowCache) -> [u8; 32] 
         i = j;
     }
     *h.finalize().as_bytes()
+}
+
+/// Directory modes, set last (deepest first) so that read-only directories could be filled.
+fn set_dir_modes(dir_modes: Vec<(std::path::PathBuf, u32)>) {
+    for (p, mode) in dir_modes.into_iter().rev() {
+        if mode & 0o7777 != 0o755 {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(
+                &p,
+                std::fs::Permissions::from_mode(mode & 0o7777 | 0o700),
+            );
+        }
+    }
+}
+
+/// What a file holds on disk once written by [`write_sparse`], piece by piece.
+#[derive(Clone, Copy)]
+enum Piece<'a> {
+    Bytes(&'a [u8]),
+    /// Zeros (a hole of the written file).
+    Zero,
+    /// The [`garbage`] pattern, which depends on the offset only.
+    Garbage,
+}
+
+/// The pieces [`write_sparse`] writes for a file: its visible segments, an uninitialised
+/// one as garbage where [`garbage_ranges`] says, zeros between.
+fn pieces(buf: &Sparse, size: u64) -> Vec<(u64, u64, Piece<'_>)> {
+    let mut out = Vec::new();
+    for (s, e, seg) in seen_segments(buf, size) {
+        match seg {
+            Seg::Bytes(b) => out.push((s, e, Piece::Bytes(b))),
+            Seg::Zeros => out.push((s, e, Piece::Zero)),
+            Seg::Hole => {
+                let mut at = s;
+                for (a, b) in garbage_ranges(s, e) {
+                    if a > at {
+                        out.push((at, a, Piece::Zero));
+                    }
+                    out.push((a, b, Piece::Garbage));
+                    at = b;
+                }
+                if e > at {
+                    out.push((at, e, Piece::Zero));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Zero runs longer than this are not written by [`patch_file`] (the state is written whole).
+const PATCH_ZEROS_MAX: u64 = 1 << 20;
+
+/// Turns the file at `path`, which holds `was` as [`write_sparse`] wrote it, into `now`:
+/// sets its size, then writes the pieces of `now` that differ from `was` below the old
+/// size (and those that are not zeros above it). `Ok(false)` when a differing run of zeros
+/// is too long to write.
+fn patch_file(path: &Path, was: &CNode, now: &CNode) -> std::io::Result<bool> {
+    use std::os::unix::fs::FileExt;
+    let (
+        CNode::File {
+            buf: obuf,
+            size: osize,
+            ..
+        },
+        CNode::File {
+            buf: nbuf,
+            size: nsize,
+            ..
+        },
+    ) = (was, now)
+    else {
+        return Ok(false);
+    };
+    if Arc::ptr_eq(obuf, nbuf) && osize == nsize {
+        return Ok(true);
+    }
+    let (old, new) = (pieces(obuf, *osize), pieces(nbuf, *nsize));
+    let f = std::fs::OpenOptions::new().write(true).open(path)?;
+    if osize != nsize {
+        f.set_len(*nsize)?;
+    }
+    let write = |s: u64, e: u64, p: Piece<'_>, base: u64| -> std::io::Result<bool> {
+        match p {
+            Piece::Bytes(b) => f.write_all_at(&b[(s - base) as usize..(e - base) as usize], s)?,
+            Piece::Garbage => f.write_all_at(&(s..e).map(garbage).collect::<Vec<u8>>(), s)?,
+            Piece::Zero if s >= *osize => {} // the new size's extension reads as zeros
+            Piece::Zero if e - s > PATCH_ZEROS_MAX => return Ok(false),
+            Piece::Zero => f.write_all_at(&vec![0u8; (e - s) as usize], s)?,
+        }
+        Ok(true)
+    };
+    let mut j = 0; // the first old piece that may overlap
+    for &(s, e, p) in &new {
+        let mut at = s;
+        while at < e {
+            // The old piece at `at`, if below the old size.
+            while j < old.len() && old[j].1 <= at {
+                j += 1;
+            }
+            let Some(&(os, oe, op)) = old.get(j).filter(|o| o.0 <= at) else {
+                // Beyond the old size: written as a fresh file's tail is.
+                if !write(at, e, p, s)? {
+                    return Ok(false);
+                }
+                break;
+            };
+            let end = e.min(oe);
+            let same = match (p, op) {
+                (Piece::Zero, Piece::Zero) | (Piece::Garbage, Piece::Garbage) => true,
+                (Piece::Bytes(a), Piece::Bytes(b)) => {
+                    let a = &a[(at - s) as usize..(end - s) as usize];
+                    let b = &b[(at - os) as usize..(end - os) as usize];
+                    std::ptr::eq(a.as_ptr(), b.as_ptr()) || a == b
+                }
+                _ => false,
+            };
+            if !same && !write(at, end, p, s)? {
+                return Ok(false);
+            }
+            at = end;
+        }
+    }
+    Ok(true)
 }

@@ -12,10 +12,11 @@ use intact_bundle::Bundle;
 use intact_explore::{CrashFs, CrashFsError, Explorer, HashCache, Provenance, StateHash};
 use intact_model::{Op, State};
 use intact_report::{ApmRun, ApmStats, Example, Probe, Report, Verdict};
-use intact_runner::{Job, Outcome, Runner, RunnerConfig, Verdict as RVerdict};
+use intact_runner::{Job, Outcome, PatchState, Runner, RunnerConfig, Verdict as RVerdict};
 use intact_symbol::FrameFilter;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How a state whose checker could not run at all (as opposed to timing out) is described.
@@ -71,7 +72,17 @@ fn locator(filter: Option<FrameFilter>) -> impl Fn(&Op) -> String {
 /// probes (issue 29).
 struct Seen {
     id: u64,
-    verdict: Option<Verdict>,
+    /// The verdict once known; a failure's or time-out's message is in `Driver::messages`
+    /// (a passing state, the common case, has none: 16 bytes per state, not 40).
+    verdict: Option<Judged>,
+}
+
+/// A verdict without its message.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Judged {
+    Pass,
+    Fail,
+    Timeout,
 }
 
 impl Seen {
@@ -96,6 +107,11 @@ struct Driver<'a> {
     /// Instead of the runner: verdicts from files, units for the others (--emit-states, --from-verdicts).
     units: Option<crate::units::Store>,
     seen: HashMap<StateHash, Seen>,
+    /// The checker's message for each distinct state that did not pass, by its number.
+    messages: HashMap<u64, Box<str>>,
+    /// Probes before this index in the current APM's list have no description to drop
+    /// (see `Driver::drop_passing_descs`).
+    described: usize,
     pending: HashMap<u64, Pending>,
     next_id: u64,
     hash_cache: HashCache,
@@ -146,14 +162,17 @@ impl Driver<'_> {
                 u.submit(id, &sid, hash, &prov, &fs)?;
             } else {
                 let stdout = fs.stdout.to_vec();
+                let fs = Arc::new(fs);
+                let whole = fs.clone();
                 let job = Job {
                     id,
                     state_id: sid,
                     stdout,
                     materialise: Box::new(move |d: &Path| {
-                        fs.materialise(d).map_err(|e| e.to_string())
+                        whole.materialise(d).map_err(|e| e.to_string())
                     }),
                     release: None,
+                    patch: Some(Box::new(Patchable(fs))),
                 };
                 if self.runner().submit(job).is_err() {
                     return Ok(false);
@@ -166,7 +185,26 @@ impl Driver<'_> {
             desc: desc.into_boxed_str(),
         });
         self.collect();
+        if probes.len().is_multiple_of(4096) {
+            self.drop_passing_descs(probes);
+        }
         Ok(true)
+    }
+
+    /// Drops the descriptions of probes whose state passed: the report describes failing
+    /// states only, and a run keeps a probe per state it builds (issue 29: about 80 bytes
+    /// each). Looks at each probe until its verdict is known, so costs O(1) per probe.
+    fn drop_passing_descs(&mut self, probes: &mut [Probe]) {
+        let from = self.described.min(probes.len());
+        let mut open = probes.len();
+        for (i, p) in probes.iter_mut().enumerate().skip(from) {
+            match self.seen.get(&p.hash).and_then(|s| s.verdict) {
+                Some(Judged::Pass) => p.desc = Box::default(),
+                Some(_) => {}
+                None => open = open.min(i),
+            }
+        }
+        self.described = open;
     }
 
     fn runner(&self) -> &Runner {
@@ -198,7 +236,7 @@ impl Driver<'_> {
             self.errors.push(e.clone());
         }
         let verdict = verdict_of(o.verdict);
-        let Some(seen) = self.seen.get_mut(&p.hash) else {
+        let Some(seen) = self.seen.get(&p.hash) else {
             return;
         };
         if verdict.timeout {
@@ -227,7 +265,18 @@ impl Driver<'_> {
                 f.insert(seen.sid(), state);
             }
         }
-        seen.verdict = Some(verdict);
+        let judged = match (verdict.pass, verdict.timeout) {
+            (true, _) => Judged::Pass,
+            (false, true) => Judged::Timeout,
+            (false, false) => Judged::Fail,
+        };
+        let id = seen.id;
+        if judged != Judged::Pass {
+            self.messages.insert(id, verdict.message.into_boxed_str());
+        }
+        if let Some(seen) = self.seen.get_mut(&p.hash) {
+            seen.verdict = Some(judged);
+        }
     }
 
     /// Waits until every submitted state has a verdict.
@@ -248,7 +297,47 @@ impl Driver<'_> {
     }
 
     fn verdict(&self, h: &StateHash) -> Option<Verdict> {
-        self.seen.get(h).and_then(|s| s.verdict.clone())
+        let s = self.seen.get(h)?;
+        let message = || {
+            self.messages
+                .get(&s.id)
+                .map(|m| m.to_string())
+                .unwrap_or_default()
+        };
+        Some(match s.verdict? {
+            Judged::Pass => Verdict {
+                pass: true,
+                timeout: false,
+                message: String::new(),
+            },
+            Judged::Fail => Verdict {
+                pass: false,
+                timeout: false,
+                message: message(),
+            },
+            Judged::Timeout => Verdict {
+                pass: false,
+                timeout: true,
+                message: message(),
+            },
+        })
+    }
+}
+
+/// A crash state the runner may write by patching the directory of the state its worker
+/// checked before ([`CrashFs::patch_dir`]; issue 29).
+struct Patchable(Arc<CrashFs>);
+
+impl PatchState for Patchable {
+    fn patch_from(&self, prev: &dyn PatchState, dir: &Path) -> Result<bool, String> {
+        let Some(prev) = prev.as_any().downcast_ref::<Patchable>() else {
+            return Ok(false);
+        };
+        self.0.patch_dir(&prev.0, dir).map_err(|e| e.to_string())
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }
 
@@ -484,6 +573,8 @@ impl<'p> Session<'p> {
             runner,
             units,
             seen: HashMap::new(),
+            messages: HashMap::new(),
+            described: 0,
             pending: HashMap::new(),
             next_id: 0,
             hash_cache: HashCache::default(),
@@ -521,6 +612,7 @@ impl<'p> Session<'p> {
     ) -> Result<(Vec<Probe>, bool), Error> {
         let t0 = Instant::now();
         d.progress.apm_started(&format!("APM {}", prog.apm));
+        d.described = 0; // a new list of probes
         let exp = Explorer::new(prog, &self.ops, &self.blob, universe).map_err(internal)?;
         if let Some(u) = &mut d.units {
             u.begin_apm(ai, &exp);

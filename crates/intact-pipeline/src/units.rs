@@ -1137,6 +1137,7 @@ impl UnitChecker {
             stdout: state.stdout.to_vec(),
             materialise: Box::new(move |d: &Path| state.materialise(d).map_err(|e| e.to_string())),
             release: None,
+            patch: None,
         };
         if runner.submit(job).is_err() {
             self.runner = None;

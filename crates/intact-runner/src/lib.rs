@@ -30,7 +30,12 @@
 //!
 //! After each job the crash dir is removed completely (directories are made
 //! u+rwx first, symlinks are never followed); [`Runner::finish`] and `Drop`
-//! remove the whole scratch root.
+//! remove the whole scratch root. Except: a job with a [`Job::patch`] under the
+//! per-process protocol leaves its crash dir for the worker's next job to patch, when
+//! its checker exited (pass or fail) and the dir is exactly as written (see
+//! `patch.rs`: inode, type, mode, owner, size, links and ctime of every entry); any
+//! difference, a time-out, an error or a cancellation removes it, and the next state
+//! is written whole. `INTACT_FULL_REBUILD=1` in the environment turns patching off.
 //!
 //! # Cancellation
 //!
@@ -47,8 +52,12 @@
 //! still work but notice a checker's exit only at the next ~50 ms poll.
 
 mod fsutil;
+mod patch;
 mod resolve;
 mod server;
+
+pub use patch::PatchState;
+use patch::Snapshot;
 
 use server::{Answer, Request, Server, ServerSpec};
 pub use server::{Protocol, PROTOCOL_VERSION};
@@ -109,6 +118,11 @@ pub struct Job {
     pub materialise: Materialise,
     /// Undoes what `materialise` set up outside the crash dir; always run once.
     pub release: Option<Release>,
+    /// The same state, able to patch the directory a previous state of its kind left:
+    /// when given, the worker patches its previous job's crash dir into this state (if
+    /// that dir is provably as written) instead of writing the state whole with
+    /// `materialise`. Only under [`Protocol::PerProcess`] and without `release`.
+    pub patch: Option<Box<dyn PatchState>>,
 }
 
 impl std::fmt::Debug for Job {
@@ -292,6 +306,8 @@ impl Runner {
         let resolved = std::path::absolute(&resolved).unwrap_or(resolved);
 
         let root = create_scratch_root(cfg.scratch_parent.as_deref())?;
+        let patching = cfg.protocol == Protocol::PerProcess
+            && std::env::var_os("INTACT_FULL_REBUILD").is_none_or(|v| v.is_empty() || v == "0");
         let shared = Arc::new(Shared {
             queue: Mutex::new(Queue {
                 jobs: VecDeque::new(),
@@ -335,6 +351,9 @@ impl Runner {
                 protocol: cfg.protocol,
                 server: None,
                 server_ever_answered: false,
+                patching,
+                fine_ctime: false,
+                last: None,
             };
             let handle = std::thread::Builder::new()
                 .name(format!("intact-check-w{index}"))
@@ -552,10 +571,21 @@ struct Worker {
     /// Whether any server of this worker has judged a state: a server that dies before
     /// ever answering cannot be run, which is not a verdict on a state.
     server_ever_answered: bool,
+    /// Whether jobs with a [`Job::patch`] may patch the previous crash dir.
+    patching: bool,
+    /// Whether the scratch file system gives a change after a ctime query a later ctime
+    /// even within a clock tick (else the worker waits a tick: `patch.rs`).
+    fine_ctime: bool,
+    /// The state the crash dir holds exactly, and its snapshot as written; `None` when
+    /// the dir must be rebuilt.
+    last: Option<(Box<dyn PatchState>, Snapshot)>,
 }
 
 impl Worker {
     fn main(mut self) {
+        if self.patching {
+            self.fine_ctime = patch::ctime_is_fine(&self.dir);
+        }
         while let Some(job) = self.shared.next_job() {
             let id = job.id;
             // Belt and braces: run_job does not panic on its own, but a panic
@@ -567,8 +597,16 @@ impl Worker {
                         format!("internal error in checker worker: {}", panic_text(&*p)),
                     ))
                 });
-            // The next job recreates it anyway; removing now frees tmpfs memory.
-            let _ = fsutil::force_remove(&self.crash);
+            // Kept for the next job only when the checker exited and left it as written;
+            // else removed now (the next job recreates it anyway; this frees tmpfs memory).
+            let exited = outcome.as_ref().is_some_and(|o| {
+                matches!(o.verdict, Verdict::Pass | Verdict::Fail { .. })
+                    && self.protocol == Protocol::PerProcess
+            });
+            if !(exited && self.still_as_written()) {
+                self.last = None;
+                let _ = fsutil::force_remove(&self.crash);
+            }
             if let Some(o) = outcome {
                 lock(&self.shared.outcomes).push(o);
                 self.shared.outcome_ready.notify_all();
@@ -586,6 +624,14 @@ impl Worker {
         }
     }
 
+    /// Whether the crash dir is exactly what the last job wrote (see `patch.rs`).
+    fn still_as_written(&self) -> bool {
+        let Some((_, before)) = &self.last else {
+            return false;
+        };
+        Snapshot::take(&self.crash).is_ok_and(|now| now == *before)
+    }
+
     /// `None` when the job was cancelled before it produced a verdict.
     fn run_job(&mut self, job: Job) -> Option<Outcome> {
         let Job {
@@ -594,11 +640,20 @@ impl Worker {
             stdout,
             mut materialise,
             release,
+            patch,
         } = job;
         let rebuildable = release.is_none();
+        let patch = patch.filter(|_| self.patching && rebuildable);
         // Dropped last, on every path out of here (and on unwinding).
         let _release = ReleaseGuard(release);
-        if let Err(e) = self.build_state(&stdout, &mut materialise) {
+        let built = match patch {
+            Some(p) => self.patch_state(&stdout, &mut materialise, p),
+            None => {
+                self.last = None;
+                self.build_state(&stdout, &mut materialise)
+            }
+        };
+        if let Err(e) = built {
             return Some(self.error(id, e));
         }
         if self.shared.is_cancelled() {
@@ -624,6 +679,37 @@ impl Worker {
                 panic_text(&*p)
             )),
         }
+    }
+
+    /// The crash dir holding `p`'s state: the previous state's dir patched when it is
+    /// known to be as written (`self.last`), else written whole. Either way the dir is
+    /// then recorded (`self.last`) for the next job, and the worker waits, if the file
+    /// system needs it, until a change by the checker would show in the ctimes.
+    fn patch_state(
+        &mut self,
+        stdout: &[u8],
+        materialise: &mut Materialise,
+        p: Box<dyn PatchState>,
+    ) -> Result<(), String> {
+        let patched = match self.last.take() {
+            Some((prev, _)) => {
+                let r = panic::catch_unwind(AssertUnwindSafe(|| {
+                    p.patch_from(prev.as_ref(), &self.crash)
+                }));
+                matches!(r, Ok(Ok(true))) && self.write_stdout(stdout).is_ok()
+            }
+            None => false,
+        };
+        if !patched {
+            self.build_state(stdout, materialise)?;
+        }
+        // Without a snapshot (or a clock past its ctimes) the next state is written whole.
+        if let Ok(snap) = Snapshot::take(&self.crash) {
+            if self.fine_ctime || patch::wait_past(snap.newest_ctime()) {
+                self.last = Some((p, snap));
+            }
+        }
+        Ok(())
     }
 
     /// ALICE's contract: one checker process for this state.
@@ -802,6 +888,11 @@ impl Worker {
                 self.crash.display()
             )
         })?;
+        self.write_stdout(stdout)
+    }
+
+    /// The stdout file, new.
+    fn write_stdout(&self, stdout: &[u8]) -> Result<(), String> {
         // force_remove, not overwrite: the previous checker may have made it
         // read-only or replaced it with a symlink.
         fsutil::force_remove(&self.stdout_file)

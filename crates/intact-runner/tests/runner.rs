@@ -75,6 +75,7 @@ fn job(id: u64, state: &str, stdout: &str, files: &[(&str, &str)]) -> Job {
             Ok(())
         }),
         release: None,
+        patch: None,
     }
 }
 
@@ -427,6 +428,7 @@ fn materialise_failure_is_error_and_worker_continues() {
         stdout: vec![],
         materialise: Box::new(|_| Err("boom: cannot build state".into())),
         release: None,
+        patch: None,
     })
     .unwrap();
     r.submit(Job {
@@ -435,6 +437,7 @@ fn materialise_failure_is_error_and_worker_continues() {
         stdout: vec![],
         materialise: Box::new(|_| panic!("materialiser bug")),
         release: None,
+        patch: None,
     })
     .unwrap();
     r.submit(job(3, "s", "", &[("f", "x")])).unwrap();
@@ -483,6 +486,7 @@ fn cancel_kills_running_checker_and_drops_queue() {
             Ok(())
         }),
         release: None,
+        patch: None,
     })
     .unwrap();
 
@@ -659,6 +663,7 @@ fn release_runs_once_after_the_checker_on_every_path() {
                     .unwrap()
                     .push((id, dir.is_some_and(|d| d.is_dir())));
             })),
+            patch: None,
         })
         .unwrap();
     }
@@ -915,5 +920,135 @@ fn drain_wait_returns_an_outcome_once_it_is_there() {
     assert_eq!((out[0].id, &out[0].verdict), (7, &Verdict::Pass));
     assert!(r.drain().is_empty(), "taken once");
     assert!(r.finish().is_empty());
+    env.assert_scratch_clean();
+}
+
+/// A state for the patching tests: file names and contents, written flat into the crash
+/// dir; patching counts its calls.
+struct Files {
+    files: std::collections::BTreeMap<String, String>,
+    patched: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl intact_runner::PatchState for Files {
+    fn patch_from(&self, prev: &dyn intact_runner::PatchState, dir: &Path) -> Result<bool, String> {
+        let Some(prev) = prev.as_any().downcast_ref::<Files>() else {
+            return Ok(false);
+        };
+        for name in prev.files.keys().filter(|n| !self.files.contains_key(*n)) {
+            fs::remove_file(dir.join(name)).map_err(|e| e.to_string())?;
+        }
+        for (name, content) in &self.files {
+            if prev.files.get(name) != Some(content) {
+                fs::write(dir.join(name), content).map_err(|e| e.to_string())?;
+            }
+        }
+        self.patched.fetch_add(1, Ordering::SeqCst);
+        Ok(true)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+#[test]
+fn a_checker_that_modifies_its_crash_dir_never_leaks_into_the_next_state() {
+    let env = Env::new();
+    // Each state's checker first compares the crash dir (names, modes, sizes, contents)
+    // with the listing the job passes as the workload's stdout, then changes the dir as
+    // INTACT_STATE says. The next state must look exactly as written again.
+    let checker = env.script(
+        "mutating.sh",
+        r#"d="$1"
+got=$(cd "$d" && for f in $(ls -A | sort); do printf '%s %s %s %s\n' "$f" "$(stat -c %a "$f")" "$(stat -c %s "$f")" "$(cat "$f")"; done; stat -c 'root %a' .)
+want=$(cat "$2")
+if [ "$got" != "$want" ]; then printf 'want:\n%s\ngot:\n%s\n' "$want" "$got" >&2; exit 1; fi
+case "$INTACT_STATE" in
+  *write) printf hacked > "$d/keep" ;;
+  *same-size) printf KEEP > "$d/keep" ;;
+  *append) printf x >> "$d/keep" ;;
+  *delete) rm "$d/keep" ;;
+  *chmod) chmod 600 "$d/keep" ;;
+  *add) printf new > "$d/added" ;;
+  *mkdir) mkdir "$d/sub" ;;
+  *rootmode) chmod 700 "$d" ;;
+  *replace) rm "$d/keep"; printf keep > "$d/keep" ;;
+  *fail) exit 3 ;;
+esac
+exit 0"#,
+    );
+    let patched = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mutations = [
+        "none",
+        "write",
+        "none",
+        "same-size",
+        "none",
+        "append",
+        "none",
+        "delete",
+        "none",
+        "chmod",
+        "none",
+        "add",
+        "none",
+        "mkdir",
+        "none",
+        "rootmode",
+        "none",
+        "replace",
+        "none",
+        "fail",
+        "none",
+        "none",
+    ];
+    let r = Runner::start(env.config(vec![checker], 1, Some(GUARD))).unwrap();
+    for (i, m) in mutations.iter().enumerate() {
+        let mut files = std::collections::BTreeMap::new();
+        files.insert("keep".to_string(), "keep".to_string());
+        files.insert("v".to_string(), format!("state {i}"));
+        if i % 3 == 0 {
+            files.insert("sometimes".to_string(), "x".to_string());
+        }
+        let listing: String = files
+            .iter()
+            .map(|(n, c)| format!("{n} 644 {} {c}\n", c.len()))
+            .collect::<String>()
+            + "root 755";
+        let whole = files.clone();
+        r.submit(Job {
+            id: i as u64,
+            state_id: format!("s{i}-{m}"),
+            stdout: listing.into_bytes(),
+            materialise: Box::new(move |dir: &Path| {
+                for (name, content) in &whole {
+                    fs::write(dir.join(name), content).map_err(|e| e.to_string())?;
+                }
+                Ok(())
+            }),
+            release: None,
+            patch: Some(Box::new(Files {
+                files,
+                patched: patched.clone(),
+            })),
+        })
+        .unwrap();
+    }
+    let out = sorted(guarded("finish", move || r.finish()));
+    assert_eq!(out.len(), mutations.len());
+    for (o, m) in out.iter().zip(mutations) {
+        match (&o.verdict, m) {
+            (Verdict::Fail { code: Some(3), .. }, "fail") | (Verdict::Pass, _) => {}
+            (v, _) => panic!("state {} ({m}): {v:?}", o.id),
+        }
+    }
+    // Every state after an untouched one was patched (the first is written whole; so is
+    // each state after a change, and after the failing checker, which changed nothing).
+    let untouched_before = mutations
+        .windows(2)
+        .filter(|w| matches!(w[0], "none" | "fail"))
+        .count();
+    assert_eq!(patched.load(Ordering::SeqCst), untouched_before);
     env.assert_scratch_clean();
 }
