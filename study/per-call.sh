@@ -20,7 +20,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 APMS=default,ext3-j,ext3-o,ext3-w,ext4-o,btrfs,strict,intactfs
-intact=$root/target/release/intact
+intact=${CARGO_TARGET_DIR:-$root/target}/release/intact
 [ -x "$intact" ] || { echo "study/per-call.sh: $intact missing: run study/run.sh first" >&2; exit 2; }
 failed=0
 for meta in "$out"/*/meta.json; do

@@ -27,7 +27,7 @@ done
 APMS=default,ext3-j,ext3-o,ext3-w,ext4-o,btrfs,ext4,ext4-dioread_lock,xfs,btrfs-linux6,strict,intactfs
 command -v strace >/dev/null || { apt-get update -qq && apt-get install -y -qq strace >/dev/null; }
 (cd "$root" && cargo build --release -q -p intact-cli)
-intact=$root/target/release/intact
+intact=${CARGO_TARGET_DIR:-$root/target}/release/intact
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 slow_ok=$slow

@@ -23,7 +23,7 @@ out=$(mktemp -d /tmp/intact-study-selftest.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 bash "$here/run.sh" --quick --jobs "$(nproc)" --out "$out" --no-doc
 python3 "$here/report.py" --out "$out" --doc "$out/study.md" --quick
-INTACT_BIN=$(cd "$here/.." && pwd)/target/release/intact python3 - "$out" <<'PY'
+INTACT_BIN=${CARGO_TARGET_DIR:-$(cd "$here/.." && pwd)/target}/release/intact python3 - "$out" <<'PY'
 import json, os, re, subprocess, sys, tempfile, shutil
 out = sys.argv[1]
 bad = []

@@ -10,7 +10,18 @@ CLASS: detail` on stderr, and the one `consequence: CLASS: detail` line (thesis 
 4.3) comes from the first failing documented rule, else the first failing lay rule
 (`layer: ...` says which), followed by the failing command and its output. The checker
 modifies the crash directory (lock removal, recovery, a new commit). Python 3 standard
-library and /usr/bin/hg only. The expected contents below must match study.sh.
+library and Debian's Mercurial only. The expected contents below must match study.sh.
+
+How hg runs (STUDY_HG_MODE): `fork` (the default) imports Debian's Mercurial
+(/usr/lib/python3/dist-packages/mercurial, what /usr/bin/hg imports) once, in the warm
+server before its first state, and runs each hg command in a forked child of the state's
+process: /usr/bin/hg's own script, compiled once, with that command line (it calls
+`dispatch.run()`), stdin /dev/null, stdout and stderr captured, the exit status and an
+uncaught exception's traceback as the interpreter would give them. A command then costs a
+fork instead of an interpreter start and Mercurial's imports. The checker first
+re-executes itself with the environment hg gets (hg_env: the locale, HGRCPATH, HGPLAIN are
+read when Mercurial is imported). `subprocess` runs /usr/bin/hg per command, the first
+version; both give the same verdicts and messages (study/mercurial/README.md, "Checker").
 
 documented (Mercurial 6.3, `hg help recover`): "Recover from an interrupted commit or
   pull. This command tries to fix the repository status after an interrupted operation";
@@ -36,11 +47,16 @@ Rules, as a user would go after the crash:
      RepositoryCorruption).
   write path (lay): add and commit a new file; it must read back from the new tip.
 """
+import gc
 import os
 import subprocess
 import sys
+import tempfile
+import traceback
 
 HG = "/usr/bin/hg"
+HG_LIB = "/usr/lib/python3/dist-packages"   # where Debian's /usr/bin/hg finds mercurial
+MODE = os.environ.get("STUDY_HG_MODE", "fork")
 BASE = {"base.txt": b"initial file\n"}                               # study_init's commit
 ADDED = {"one.txt": b"first file\n", "two.txt": b"second file\n"}    # the workload's files
 INITIAL_MSG = "initial commit"
@@ -60,20 +76,115 @@ def first_line(text):
     return (bad or lines or ["no message"])[0].strip()
 
 
+def hg_env():
+    """The environment every hg command runs with: the checker's own without HG* variables,
+    no configuration file, plain output, the C locale, a fixed user."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HG")}
+    env.update({"HGRCPATH": "", "HGPLAIN": "1", "LC_ALL": "C", "HOME": "/nonexistent",
+                "HGUSER": "Checker <checker@example.org>"})
+    return env
+
+
+def load_mercurial():
+    """Fork mode: imports Mercurial here, once (in the warm server, before any state). The
+    interpreter is first restarted with hg_env(), as /usr/bin/hg would be started: Python's
+    UTF-8 mode follows LC_ALL=C at start-up, and Mercurial reads its encoding, policy and
+    translations from the environment when it is imported."""
+    if dict(os.environ) != hg_env():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execve(sys.executable, sys.orig_argv, hg_env())
+    if HG_LIB not in sys.path:
+        sys.path.append(HG_LIB)   # python3 -S has no dist-packages; hg's own python3 has
+    global _hg_code, _pycompat, _procutil
+    # /usr/bin/hg itself, compiled once and run in each command's child: its frame is the
+    # one a traceback starts from, as when it runs as a process.
+    with open(HG, "rb") as f:
+        _hg_code = compile(f.read(), HG, "exec")
+    import hgdemandimport, hgdemandimport.tracing   # noqa: F401,E401 -- the script's own imports
+    from mercurial import dispatch, pycompat as _pycompat   # noqa: F401
+    from mercurial.utils import procutil as _procutil
+    # What the commands below load on first use (the hg script imports them on demand).
+    from mercurial import verify, transaction, revlog, changelog, manifest, filelog  # noqa: F401
+    from mercurial import context, cmdutil, logcmdutil, scmutil, dirstate, lock   # noqa: F401
+    # What is imported stays out of every later collection: a child's collection (each hg
+    # command ends with one, as the interpreter's exit does) then does not walk, and so
+    # copy, the parent's ~40,000 objects (80 ms a command, against 10 frozen).
+    gc.freeze()
+
+
+def _flush_stdio():
+    for f in (sys.stdout, sys.stderr, _procutil.stdout, _procutil.stderr):
+        try:
+            f.flush()
+        except Exception:  # noqa: BLE001 -- a closed stream has nothing to flush
+            pass
+
+
+def _hg_script(argv, env):
+    """In a forked child: /usr/bin/hg's script run as __main__ with `argv` (it enables
+    demandimport and calls dispatch.run(), which exits with the command's status & 255),
+    then what the interpreter does at exit: an uncaught exception's traceback (from the
+    script's frame, not this one) and status 1, a last collection (a transaction or lock
+    left in a cycle is finalised), flushed output. Returns the exit status."""
+    os.environ.clear()
+    os.environ.update(env)
+    sys.argv = list(argv)
+    _pycompat.sysargv = [os.fsencode(a) for a in argv]
+    try:
+        exec(_hg_code, {"__name__": "__main__", "__file__": HG, "__builtins__": __builtins__})
+        code = 0
+    except SystemExit as e:
+        code = e.code
+        if isinstance(code, str):
+            sys.stderr.write(code + "\n")
+            code = 1
+        code = 0 if code is None else code
+    except BaseException:  # noqa: B902 -- as an uncaught exception ends /usr/bin/hg
+        etype, value, tb = sys.exc_info()
+        traceback.print_exception(etype, value, tb.tb_next)
+        code = 1
+    gc.collect()
+    _flush_stdio()
+    return code & 255
+
+
 class Hg:
     def __init__(self, repo):
         self.repo = repo
-        env = {k: v for k, v in os.environ.items() if not k.startswith("HG")}
-        env.update({"HGRCPATH": "", "HGPLAIN": "1", "LC_ALL": "C", "HOME": "/nonexistent",
-                    "HGUSER": "Checker <checker@example.org>"})
-        self.env = env
+        self.env = hg_env()
 
     def run(self, *args):
         """(returncode, stdout text, stderr text, printable command)"""
-        p = subprocess.run([HG, "--cwd", self.repo, *args], env=self.env,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        return (p.returncode, p.stdout.decode(errors="replace"),
-                p.stderr.decode(errors="replace"), "hg " + " ".join(args))
+        argv = [HG, "--cwd", self.repo, *args]
+        if MODE == "subprocess":
+            p = subprocess.run(argv, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            rc, out, err = p.returncode, p.stdout, p.stderr
+        else:
+            rc, out, err = self._forked(argv)
+        return (rc, out.decode(errors="replace"), err.decode(errors="replace"), "hg " + " ".join(args))
+
+    def _forked(self, argv):
+        """Runs the hg command `argv` in a forked child; (status, stdout, stderr) as bytes,
+        the status negative for a signal, as subprocess reports it."""
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            _flush_stdio()
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    null = os.open(os.devnull, os.O_RDONLY)
+                    os.dup2(null, 0)
+                    os.dup2(out.fileno(), 1)
+                    os.dup2(err.fileno(), 2)
+                    code = _hg_script(argv, self.env)
+                finally:
+                    os._exit(code)
+            _, status = os.waitpid(pid, 0)
+            rc = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+            out.seek(0)
+            err.seek(0)
+            return rc, out.read(), err.read()
 
     def must(self, cls, detail, *args):
         rc, out, err, cmd = self.run(*args)
@@ -227,6 +338,8 @@ def main():
 
 
 if __name__ == "__main__":
+    if MODE != "subprocess":
+        load_mercurial()
     if os.environ.get("INTACT_CHECKER_SERVER") == "1":
         # intact check --checker-server: one warm process, a forked child per state running
         # main() as if it were its own process (python/intact/checker.py).
