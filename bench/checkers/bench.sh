@@ -4,7 +4,9 @@
 # and the kvstore example (examples/kvstore, `kv x foo1 y foo2`). Each is checked under the
 # default APM with: `true` (the spawn-rate ceiling), its Python checker one process per state
 # (--checker), the same script as a warm server forking a child per state
-# (--checker-server), and (SQLite) the server judging in process (BENCH_IN_PROCESS=1).
+# (--checker-server), and (SQLite) the server judging in process (BENCH_IN_PROCESS=1) and
+# the forking server under `python3 -S` (no site module: what site imports, e.g. threading
+# and random through a .pth, registers at-fork hooks that run in every child).
 # Same run, same machine: the ratios are what counts.  Also asserts the verdicts agree.
 #   bash bench/checkers/bench.sh [REPEATS]     (default 1; medians are printed)
 set -euo pipefail
@@ -27,7 +29,7 @@ echo "|---|---|---|---:|---:|---:|---:|"
 declare -A rate fails
 run() {  # run NAME TRACE HOW CHECKER [ENV...]
   local name=$1 trace=$2 how=$3 ck=$4; shift 4
-  local flag=--checker; [ "$how" = server ] && flag=--checker-server
+  local flag=--checker; [[ $how == server* ]] && flag=--checker-server
   local secs=()
   for _ in $(seq "$reps"); do
     env "$@" "$intact" check "$tmp/$trace.bundle" $flag "$ck" -q --timeout 120 --json "$tmp/r.json" >/dev/null || true
@@ -41,18 +43,24 @@ run() {  # run NAME TRACE HOW CHECKER [ENV...]
   fails[$name]=$failing
   printf '| %s | %s | %s | %s | %s | %.2f | %.1f |\n' "$trace" "${ck##*/}" "$how" "$distinct" "$failing" "$s" "${rate[$name]}"
 }
+# The quick rows back to back, the slow per-process ones last: a machine's load that
+# changes during the minutes of a per-process run then does not fall between `true` and
+# the servers it is compared with.
 run sq-true sqlite process true
-run sq-proc sqlite process "python3 $here/sqlite_check.py"
 run sq-serv sqlite server "python3 $here/sqlite_check.py"
 run sq-inproc sqlite server "python3 $here/sqlite_check.py" BENCH_IN_PROCESS=1
+run sq-servS sqlite "server, python3 -S" "python3 -S $here/sqlite_check.py"
 run kv-true kv process true
-run kv-proc kv process "python3 $PWD/examples/kvstore/check.py"
 run kv-serv kv server "python3 $PWD/examples/kvstore/check.py"
+run sq-proc sqlite process "python3 $here/sqlite_check.py"
+run kv-proc kv process "python3 $PWD/examples/kvstore/check.py"
 echo
 ratio() { printf '%.1f' "$(echo "${rate[$1]} / ${rate[$2]}" | bc -l)"; }
 pct() { printf '%.0f%%' "$(echo "100 * ${rate[$1]} / ${rate[$2]}" | bc -l)"; }
 echo "SQLite: warm server (fork per state) $(ratio sq-serv sq-proc)x one process per state, $(pct sq-serv sq-true) of the true rate; in process $(ratio sq-inproc sq-proc)x, $(pct sq-inproc sq-true)"
+echo "SQLite, server under python3 -S (no site, so none of the modules it imports; their at-fork hooks run in every child): $(ratio sq-servS sq-proc)x, $(pct sq-servS sq-true) of the true rate"
 echo "kvstore: warm server $(ratio kv-serv kv-proc)x one process per state, $(pct kv-serv kv-true) of the true rate"
 for t in sq kv; do
   [ "${fails[$t-proc]}" = "${fails[$t-serv]}" ] || { echo "verdicts differ on $t: ${fails[$t-proc]} vs ${fails[$t-serv]} failing" >&2; exit 1; }
 done
+[ "${fails[sq-proc]}" = "${fails[sq-servS]}" ] || { echo "verdicts differ on sq under -S" >&2; exit 1; }

@@ -13,11 +13,8 @@ text is the reason shown in the report. ``main(check)`` makes a script serve bot
 
 Isolation: by default each state is judged in a forked child, so what a check leaves
 behind (memory, open files, a changed working directory, module state, a crash) cannot
-reach the next state; the parent process only imports and forks. Each child is forked from
-the parent, never from another child, and judges one state; the next state's child is
-forked as soon as a reply is sent and waits for its request, so the fork is not on the way
-from a request to its reply. ``isolate=False`` judges in the server process itself, for
-checks known to leave nothing behind.
+reach the next state; the parent process only imports and forks. ``isolate=False`` judges
+in the server process itself, for checks known to leave nothing behind.
 """
 
 import json
@@ -75,13 +72,18 @@ def _died(status):
     }
 
 
-def _read_to_eof(fd):
+def _read_verdict(fd):
+    """What a child sent: the verdict's JSON and a newline (JSON text has no raw newline),
+    or less if it died; read up to that newline, not to EOF, so a process the check left
+    running with the pipe open does not hold the reply back."""
     chunks = []
     while True:
         chunk = os.read(fd, 65536)
         if not chunk:
             break
         chunks.append(chunk)
+        if chunk.endswith(b"\n"):
+            break
     os.close(fd)
     return b"".join(chunks)
 
@@ -95,81 +97,36 @@ def _encode(verdict):
     return json.dumps(verdict).encode()
 
 
-class _Forker:
-    """Judges each request in a child forked from this (clean) process, one child per
-    request. The next child is forked as soon as a reply is written, while intact prepares
-    the next state, and waits for its request on a pipe: the fork and the interpreter's
-    after-fork work are then off the path from a request to its reply. A child sees only its
-    own request; stdin is /dev/null in it (as for a per-process checker), the reply channel
-    is closed; it sends its verdict on a pipe of its own and exits without cleanup."""
-
-    def __init__(self, run, reply_fd):
-        self.run = run  # run(request dict) -> verdict dict, in the child
-        self.reply_fd = reply_fd
-        self.devnull = os.open(os.devnull, os.O_RDONLY)
-        self.child = None
-
-    def _fork(self):
-        req_r, req_w = os.pipe()
-        ver_r, ver_w = os.pipe()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            code = 0
-            try:
-                os.close(req_w)
-                os.close(ver_r)
-                os.close(self.reply_fd)
-                os.dup2(self.devnull, 0)
-                os.close(self.devnull)
-                line = _read_to_eof(req_r)
-                if line:
-                    os.write(ver_w, b"+")  # it has its request: a death from here is the check's
-                    req = json.loads(line)
-                    os.environ["INTACT_STATE"] = str(req["state"])
-                    verdict = self.run(req)
-                    sys.stdout.flush()
-                    sys.stderr.flush()
-                    _write_all(ver_w, _encode(verdict))
-            except BaseException:  # noqa: B902 -- nothing may escape a forked child
-                code = 3
-            os._exit(code)
-        os.close(req_r)
-        os.close(ver_w)
-        return pid, req_w, ver_r
-
-    def judge(self, line, retry=True):
-        """The reply (bytes, no newline) to one request line (bytes)."""
-        pid, req_w, ver_r = self.child or self._fork()
-        self.child = None
+def _judge_in_child(run, req, reply_fd, devnull):
+    """``run(req)`` (a verdict) in a child forked from this process; its reply as bytes.
+    The child's stdin is /dev/null, as a per-process checker's is, and the reply channel
+    is closed in it; it sends its verdict on a pipe of its own and exits without cleanup.
+    The child's death without a verdict is a failure, as a per-process checker killed by
+    a signal is."""
+    ver_r, ver_w = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 0
         try:
-            _write_all(req_w, line)
-        except BrokenPipeError:  # it died before reading: the status below says how
-            pass
-        os.close(req_w)
-        text = _read_to_eof(ver_r)
-        _, status = os.waitpid(pid, 0)
-        if text[:1] == b"+":
-            return text[1:] or _encode(_died(status))
-        if retry:
-            # It died before it had its request (killed from outside while it waited):
-            # not a verdict on this state, which gets a fresh child.
-            return self.judge(line, retry=False)
-        return _encode(_died(status))
-
-    def prefork(self):
-        if self.child is None:
-            self.child = self._fork()
-
-    def close(self):
-        if self.child is not None:
-            pid, req_w, ver_r = self.child
-            self.child = None
-            os.close(req_w)  # no request: the child exits
             os.close(ver_r)
-            os.waitpid(pid, 0)
-        os.close(self.devnull)
+            os.close(reply_fd)
+            os.dup2(devnull, 0)
+            os.close(devnull)
+            verdict = run(req)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            _write_all(ver_w, _encode(verdict) + b"\n")
+        except BaseException:  # noqa: B902 -- nothing may escape a forked child
+            code = 3
+        os._exit(code)
+    os.close(ver_w)
+    text = _read_verdict(ver_r)
+    _, status = os.waitpid(pid, 0)
+    if text.endswith(b"\n"):
+        return text[:-1]
+    return _encode(_died(status))
 
 
 def _lines(stdin):
@@ -198,14 +155,13 @@ def _serve_forking(run, stdin, check_request):
     sys.stdout.flush()
     reply_fd = os.dup(1)
     os.dup2(2, 1)
-    forker = _Forker(run, reply_fd)
-    try:
-        for line in _lines(stdin):
-            check_request(json.loads(line))
-            _write_all(reply_fd, forker.judge(line) + b"\n")
-            forker.prefork()
-    finally:
-        forker.close()
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    for line in _lines(stdin):
+        req = json.loads(line)
+        check_request(req)
+        os.environ["INTACT_STATE"] = str(req["state"])
+        _write_all(reply_fd, _judge_in_child(run, req, reply_fd, devnull) + b"\n")
+    os.close(devnull)
 
 
 def _check_protocol(req):
