@@ -331,6 +331,7 @@ fn unsupported_pmem(image: &Path, m: &str, json: bool) -> Result<u8, Failure> {
 /// succeed); 1: refused as damaged; 2: cannot be read.
 fn fsck_pmem(image: &Path, json: bool) -> Result<u8, Failure> {
     use intactfs_device::PmemSim;
+    use intactfs_pmem::prelude::*;
     use intactfs_pmem::PmemFs;
     let _lock = lock(image)?;
     let bytes =

@@ -33,6 +33,7 @@ pub use intactfs_pmem::{Attr, FileType, Ino, TxId, TxStats};
 
 use intactfs_device::{lock_image, ImageLock, PmemCounters, PmemFile};
 use intactfs_pmem::{MkfsOptions, MountReport, PmemFs};
+use intactfs_types::prelude::*;
 use intactfs_types::{Owner, SetAttr};
 use std::collections::HashMap;
 use std::path::Path;
@@ -219,10 +220,8 @@ impl Image {
             Err(e) if e.errno() == libc::ENOENT && flags.create => {
                 let tx = self.route(&[parent]);
                 let o = self.owner;
-                (self
-                    .fs
-                    .create(tx, parent, name, mode & 0o7777, o.uid, o.gid))
-                .map_err(|e| EmbedError::fs(format!("creating {}", path.display()), e))
+                (self.fs.create(tx, parent, name, mode & 0o7777, o))
+                    .map_err(|e| EmbedError::fs(format!("creating {}", path.display()), e))
             }
             Err(e) => Err(EmbedError::fs(format!("opening {}", path.display()), e)),
         }
@@ -232,7 +231,7 @@ impl Image {
     pub fn close_file(&mut self, fd: Fd) -> Result<()> {
         let f = self.files.remove(&fd).ok_or(EmbedError::BadFd(fd))?;
         self.fs
-            .release(f.ino)
+            .release(None, f.ino)
             .map_err(|e| EmbedError::fs(format!("closing descriptor {fd}"), e))
     }
 
@@ -251,7 +250,7 @@ impl Image {
     /// Reads up to `buf.len()` bytes at `off`; fewer at the end of the file.
     pub fn pread(&mut self, fd: Fd, buf: &mut [u8], off: u64) -> Result<usize> {
         let ino = self.file(fd)?.ino;
-        let data = (self.fs.read(ino, off, buf.len() as u64))
+        let data = (self.fs.read(ino, off, buf.len()))
             .map_err(|e| EmbedError::fs(format!("reading descriptor {fd} at {off}"), e))?;
         assert!(data.len() <= buf.len(), "the engine read more than asked");
         buf[..data.len()].copy_from_slice(&data);
@@ -284,7 +283,7 @@ impl Image {
             size: Some(size),
             ..SetAttr::default()
         };
-        let a = (self.fs.setattr(tx, ino, &sa))
+        let a = (self.fs.setattr(tx, ino, sa))
             .map_err(|e| EmbedError::fs(format!("truncating {what} to {size} bytes"), e))?;
         assert_eq!(a.size, size, "setattr took the size");
         Ok(())
@@ -294,7 +293,8 @@ impl Image {
     /// this only checks the descriptor, as fsync on the mount does.
     pub fn fsync(&mut self, fd: Fd) -> Result<()> {
         let ino = self.file(fd)?.ino;
-        (self.fs.fsync(ino)).map_err(|e| EmbedError::fs(format!("fsync of descriptor {fd}"), e))
+        (self.fs.fsync(None, ino, false))
+            .map_err(|e| EmbedError::fs(format!("fsync of descriptor {fd}"), e))
     }
 
     pub fn fstat(&self, fd: Fd) -> Result<Attr> {

@@ -3,7 +3,8 @@
 //! call: the mount's routing rule.
 
 use crate::{EmbedError, Entry, Image, Ino, Result};
-use intactfs_types::FsError;
+use intactfs_types::prelude::*;
+use intactfs_types::{FsError, RenameFlags};
 use std::path::Path;
 
 impl Image {
@@ -34,7 +35,7 @@ impl Image {
         let (dir, name) = self.named(path, "mkdir")?;
         let tx = self.route(&[dir]);
         let o = self.owner;
-        let a = (self.fs.mkdir(tx, dir, name, mode & 0o7777, o.uid, o.gid))
+        let a = (self.fs.mkdir(tx, dir, name, mode & 0o7777, o))
             .map_err(|e| EmbedError::fs(format!("making directory {}", path.display()), e))?;
         assert!(a.ino != dir, "a new directory is not its parent");
         Ok(())
@@ -58,7 +59,7 @@ impl Image {
             self.entry_ino(dp, dn).unwrap_or(0),
         ];
         let tx = self.route(&objs);
-        (self.fs.rename2(tx, sp, sn, dp, dn, 0)).map_err(|e| {
+        (self.fs.rename(tx, sp, sn, dp, dn, RenameFlags::NONE)).map_err(|e| {
             EmbedError::fs(
                 format!("renaming {} to {}", from.display(), to.display()),
                 e,
@@ -73,7 +74,7 @@ impl Image {
         if a.kind != intactfs_pmem::FileType::Dir {
             return Err(fail(FsError::NotDir(String::new())));
         }
-        let all = self.fs.readdir(a.ino).map_err(fail)?;
+        let all = self.fs.readdir(a.ino, 0, usize::MAX).map_err(fail)?;
         Ok(all
             .into_iter()
             .filter(|e| e.name != b"." && e.name != b"..")

@@ -4,7 +4,8 @@
 
 use crate::{Attr, EmbedError, FileType, Image, Ino, Result};
 use intactfs_pmem::ROOT;
-use intactfs_types::{Engine, FsError};
+use intactfs_types::prelude::*;
+use intactfs_types::FsError;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -41,7 +42,7 @@ impl Image {
             if dir == ROOT {
                 ROOT
             } else {
-                Engine::parent(&self.fs, dir).map_err(fail)?
+                self.fs.parent(dir).map_err(fail)?
             }
         } else {
             self.fs.lookup(dir, name).map_err(fail)?.ino

@@ -12,6 +12,7 @@ use crate::server::{errno, Caps, Fallocate, IoctlCall, Locked, Served, Server, S
 use fuser::{Errno, ReplyIoctl};
 use intactfs::{CommitIo, Fs, FsError, StreamFlags, StreamId};
 use intactfs_device::ImageDevice;
+use intactfs_types::prelude::*;
 use intactfs_types::{Attr, FileType, Ino, Owner, Result as FsResult};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};

@@ -304,7 +304,7 @@ pub fn refusal(cmd: u32, caps: Capabilities) -> Option<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use intactfs_types::Engine;
+    use intactfs_types::EngineBase;
 
     /// Every intactfs ioctl needs exactly the capability its seed gives, and a mount
     /// without it refuses it here (EOPNOTSUPP; a transaction id: EXDEV/EINVAL).

@@ -33,6 +33,7 @@ use crate::server::{
 use fuser::{Errno, ReplyIoctl};
 use intactfs_device::{PmemCounters, PmemFile};
 use intactfs_pmem::{FileType, Ino, MountReport, PmemFs, PmemFsError, Stats, TxId};
+use intactfs_types::prelude::*;
 use intactfs_types::{Attr, Owner, Result as FsResult};
 use std::collections::{BTreeSet, HashMap};
 use std::io::Read;
@@ -430,7 +431,7 @@ impl PmemState {
                     )
                 }),
                 // Not atomic: F2FS syncs the file (here every call is already durable).
-                None => PmemFs::fsync(self.fs_ref()?, ino)
+                None => FileData::fsync(self.fs()?, None, ino, false)
                     .map(|_| Vec::new())
                     .map_err(|e| errno(&e)),
             },
@@ -556,7 +557,7 @@ impl Served for PmemEngine {
         st.note(tx, inos, entries)
     }
     fn read_shared(&self, ino: Ino, off: u64, len: usize) -> Option<FsResult<Vec<u8>>> {
-        Some(PmemFs::read(self, ino, off, len as u64))
+        Some(PmemFs::read_shared(self, ino, off, len))
     }
     /// An F2FS atomic write too large for the log (or the free blocks): EFBIG, not ENOSPC,
     /// so that SQLite aborts it and commits through its rollback journal (ENOSPC would be
@@ -576,12 +577,12 @@ impl Served for PmemEngine {
     /// Every call is durable when it returns (a transaction's changes at its commit).
     fn sync_file(
         _: &(),
-        st: Locked<'_, Self>,
-        _: Option<TxId>,
+        mut st: Locked<'_, Self>,
+        tx: Option<TxId>,
         ino: Ino,
-        _datasync: bool,
+        datasync: bool,
     ) -> Result<(), Errno> {
-        PmemFs::fsync(st.fs_ref()?, ino).map_err(|e| errno(&e))
+        FileData::fsync(st.fs()?, tx, ino, datasync).map_err(|e| errno(&e))
     }
     fn ioctl(
         _: &(),
@@ -595,7 +596,7 @@ impl Served for PmemEngine {
         Ok(())
     }
     fn tmpfile(&mut self, tx: Option<TxId>, parent: Ino, mode: u32, o: Owner) -> FsResult<Attr> {
-        PmemFs::tmpfile(self, tx, parent, mode, o.uid, o.gid)
+        PmemFs::tmpfile(self, tx, parent, mode, o)
     }
     fn seek_data(&self, ino: Ino, off: u64, data: bool) -> FsResult<u64> {
         PmemFs::seek_data(self, ino, off, data)
@@ -715,7 +716,7 @@ fn write_back(cfg: &MountConfig, fs: PmemEngine) -> Result<(Stats, usize), Mount
 mod tests {
     use super::*;
     use intactfs_pmem::ROOT;
-    use intactfs_types::{Engine, Owner};
+    use intactfs_types::Owner;
 
     fn pmem(dir: &std::path::Path) -> PmemEngine {
         let p = dir.join("img");
@@ -733,7 +734,7 @@ mod tests {
         let srv = server(pmem(dir.path()), false, Caps::default());
         let mut st = srv.state.write().unwrap();
         let o = Owner::default();
-        let a = Engine::create(st.fs().unwrap(), None, ROOT, b"f", 0o644, o).unwrap();
+        let a = Namespace::create(st.fs().unwrap(), None, ROOT, b"f", 0o644, o).unwrap();
         let g1 = st.remember_created(a.ino);
         st.remember(a.ino);
         assert!(
@@ -741,7 +742,7 @@ mod tests {
             "held: counted under the read lock"
         );
         assert_eq!(st.refs.generation(a.ino), g1);
-        Engine::unlink(st.fs().unwrap(), None, ROOT, b"f").unwrap();
+        Namespace::unlink(st.fs().unwrap(), None, ROOT, b"f").unwrap();
         st.forget(a.ino, 2);
         assert_eq!(
             st.fs_ref().unwrap().getattr(a.ino).unwrap().nlink,
@@ -756,7 +757,7 @@ mod tests {
             !st.refs.remember_known(a.ino),
             "forgotten: not held any more"
         );
-        let b = Engine::create(st.fs().unwrap(), None, ROOT, b"g", 0o644, o).unwrap();
+        let b = Namespace::create(st.fs().unwrap(), None, ROOT, b"g", 0o644, o).unwrap();
         assert!(st.remember_created(b.ino).0 > g1.0, "generations only grow");
     }
 

@@ -28,7 +28,8 @@
 
 use clap::Parser;
 use intactfs_device::{Latency, LatencyModel, PmemCounters, PmemDevice, PmemFile};
-use intactfs_pmem::{MkfsOptions, PmemFs, TxId, BLOCK, ROOT};
+use intactfs_pmem::prelude::*;
+use intactfs_pmem::{MkfsOptions, Owner, PmemFs, TxId, BLOCK, ROOT};
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::HashMap;
@@ -188,7 +189,13 @@ impl Fcfs {
         let mut inos = Vec::new();
         for i in 0..files {
             let a = fs
-                .create(None, ROOT, format!("f{i}").as_bytes(), 0o644, 0, 0)
+                .create(
+                    None,
+                    ROOT,
+                    format!("f{i}").as_bytes(),
+                    0o644,
+                    Owner::default(),
+                )
                 .map_err(|e| format!("create f{i}: {e}"))?;
             let mut off = 0;
             while off < file_bytes {

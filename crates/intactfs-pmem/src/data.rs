@@ -1,13 +1,15 @@
 //! File data: the block map (12 direct pointers, one single- and one double-indirect, each
 //! pointer an aligned word), reads through the volatile index, writes into pending blocks
-//! (cacheline-granular redo, 002 §III-D), and truncation.
+//! (cacheline-granular redo, 002 §III-D), truncation, and the engine's file calls
+//! ([`FileData`]: open counts, read, write, setattr, fsync).
 
 use crate::error::{PmemFsError, Result};
 use crate::index::Open;
 use crate::invariants::release;
 use crate::layout::*;
-use crate::{Batch, Ino, PmemFs, TxId};
+use crate::{Attr, Batch, Ino, PmemFs, SetAttr, TxId};
 use intactfs_device::PmemDevice;
+use intactfs_types::prelude::*;
 
 /// What a truncation does once its metadata batch is applied.
 #[derive(Debug, Default)]
@@ -255,50 +257,6 @@ impl<P: PmemDevice> PmemFs<P> {
         Ok(buf)
     }
 
-    /// Reads up to `len` bytes at `off` (fewer at the end of the file). Sees every change,
-    /// committed or not (no isolation, as metadata).
-    pub fn read(&self, ino: Ino, off: u64, len: u64) -> Result<Vec<u8>> {
-        let rec = self.inode(ino)?;
-        if rec.kind == FileType::Dir {
-            return Err(PmemFsError::IsDir(format!("inode {ino}")));
-        }
-        if off >= rec.size {
-            return Ok(Vec::new());
-        }
-        let end = rec.size.min(off.saturating_add(len));
-        let mut out = vec![0u8; (end - off) as usize];
-        let mut pos = off;
-        while pos < end {
-            let lbn = pos / BLOCK;
-            let bend = ((lbn + 1) * BLOCK).min(end);
-            let dst = &mut out[(pos - off) as usize..(bend - off) as usize];
-            if self.index.get(ino, lbn).is_some() {
-                let mut p = pos;
-                while p < bend {
-                    let line = (p % BLOCK) / LINE;
-                    let lend = (lbn * BLOCK + (line + 1) * LINE).min(bend);
-                    let data = self.read_line(ino, lbn, line, true)?;
-                    let s = (p % LINE) as usize;
-                    dst[(p - pos) as usize..(lend - pos) as usize]
-                        .copy_from_slice(&data[s..s + (lend - p) as usize]);
-                    p = lend;
-                }
-            } else {
-                let h = self.home(ino, lbn)?;
-                if h != 0 {
-                    self.dev.read(h * BLOCK + pos % BLOCK, dst)?;
-                }
-            }
-            pos = bend;
-        }
-        Ok(out)
-    }
-
-    /// Writes `data` at `off` (extending the file as needed).
-    pub fn write(&mut self, tx: Option<TxId>, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
-        self.mutate(tx, |fs, id| fs.do_write(id, ino, off, data))
-    }
-
     fn do_write(&mut self, id: u64, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
         let mut rec = self.inode(ino)?;
         match rec.kind {
@@ -337,6 +295,122 @@ impl<P: PmemDevice> PmemFs<P> {
         self.claim(id, &[ino]);
         self.put_data(id, ino, off, data, blocks)?;
         Ok(data.len())
+    }
+
+    /// [`FileData::read`] through `&self` (the FUSE server's reads without the write lock,
+    /// the simulation's snapshots): up to `len` bytes at `off`, fewer at the end of the
+    /// file. Sees every change, committed or not (no isolation, as metadata).
+    pub fn read_shared(&self, ino: Ino, off: u64, len: usize) -> Result<Vec<u8>> {
+        let rec = self.inode(ino)?;
+        if rec.kind == FileType::Dir {
+            return Err(PmemFsError::IsDir(format!("inode {ino}")));
+        }
+        if off >= rec.size {
+            return Ok(Vec::new());
+        }
+        let end = rec.size.min(off.saturating_add(len as u64));
+        let mut out = vec![0u8; (end - off) as usize];
+        let mut pos = off;
+        while pos < end {
+            let lbn = pos / BLOCK;
+            let bend = ((lbn + 1) * BLOCK).min(end);
+            let dst = &mut out[(pos - off) as usize..(bend - off) as usize];
+            if self.index.get(ino, lbn).is_some() {
+                let mut p = pos;
+                while p < bend {
+                    let line = (p % BLOCK) / LINE;
+                    let lend = (lbn * BLOCK + (line + 1) * LINE).min(bend);
+                    let data = self.read_line(ino, lbn, line, true)?;
+                    let s = (p % LINE) as usize;
+                    dst[(p - pos) as usize..(lend - pos) as usize]
+                        .copy_from_slice(&data[s..s + (lend - p) as usize]);
+                    p = lend;
+                }
+            } else {
+                let h = self.home(ino, lbn)?;
+                if h != 0 {
+                    self.dev.read(h * BLOCK + pos % BLOCK, dst)?;
+                }
+            }
+            pos = bend;
+        }
+        Ok(out)
+    }
+
+    /// `setattr` with only a size.
+    pub fn truncate(&mut self, tx: Option<TxId>, ino: Ino, size: u64) -> Result<Attr> {
+        let size = SetAttr {
+            size: Some(size),
+            ..Default::default()
+        };
+        self.setattr(tx, ino, size)
+    }
+
+    fn do_setattr(&mut self, id: u64, ino: Ino, sa: &SetAttr) -> Result<Attr> {
+        let mut rec = self.inode(ino)?;
+        self.check_owner(id, ino)?;
+        if let Some(t) = [sa.atime, sa.mtime]
+            .into_iter()
+            .flatten()
+            .find(|t| t.nsec >= 1_000_000_000)
+        {
+            return Err(PmemFsError::Invalid(format!(
+                "time {t:?}: nanoseconds must be below 10^9"
+            )));
+        }
+        if let Some(s) = sa.size {
+            if rec.kind == FileType::Dir {
+                return Err(PmemFsError::IsDir(format!(
+                    "inode {ino}: a directory has no settable size"
+                )));
+            }
+            if rec.kind != FileType::File {
+                return Err(PmemFsError::Invalid(format!(
+                    "inode {ino}: a {:?} has no settable size",
+                    rec.kind
+                )));
+            }
+            if s > MAX_FILE_SIZE {
+                return Err(PmemFsError::TooBig(format!(
+                    "size {s} is beyond the largest file ({MAX_FILE_SIZE} bytes)"
+                )));
+            }
+        }
+        let now = self.now();
+        let mut b = Batch::default();
+        let mut plan = TruncPlan::default();
+        if let Some(s) = sa.size {
+            if s != rec.size {
+                plan = self.stage_truncate(id, ino, &mut rec, s, &mut b)?;
+            }
+            // truncate(2) and O_TRUNC mark mtime even when the size stays (as Linux does).
+            rec.mtime = now;
+        }
+        if let Some(m) = sa.mode {
+            rec.mode = m & 0o7777;
+        }
+        if let Some(u) = sa.uid {
+            rec.uid = u;
+        }
+        if let Some(g) = sa.gid {
+            rec.gid = g;
+        }
+        if let Some(t) = sa.atime {
+            rec.atime = t;
+        }
+        if let Some(t) = sa.mtime {
+            rec.mtime = t;
+        }
+        rec.ctime = now;
+        self.stage_inode(&mut b, ino, &rec)?;
+        let tail_blocks = self.reserve_versions(id, plan.tail_new_version as u64)?;
+        if let Err(e) = self.apply_meta(id, b) {
+            self.unreserve_versions(id, &tail_blocks);
+            return Err(e);
+        }
+        self.finish_truncate(id, ino, plan, tail_blocks)?;
+        self.claim(id, &[ino]);
+        self.getattr(ino)
     }
 
     /// Promises `n` new versions to `id`: `n` pending blocks and `n` log entries.
@@ -635,6 +709,75 @@ fn seek_in(lbns: &[u64], size: u64, off: u64, data: bool) -> Result<u64> {
         i += 1;
     }
     Ok(((lbns[i] + 1) * BLOCK).min(size))
+}
+
+/// Open files and their bytes. The caller's context is its open AD-transaction (None: a
+/// legacy call, committed before it returns).
+impl<P: PmemDevice> FileData for PmemFs<P> {
+    /// Counts an open of `ino` (a FUSE open or opendir). ENOENT when `ino` is not in use.
+    fn open(&mut self, ino: Ino) -> Result<()> {
+        self.inode(ino)?;
+        // An orphan waiting to be freed can be opened again (Linux reopens an unlinked
+        // file through /proc/PID/fd): its next last release decides again.
+        self.zombies.remove(&ino);
+        let c = self.opens.entry(ino).or_default();
+        *c = c.checked_add(1).ok_or_else(|| {
+            PmemFsError::Invalid(format!("inode {ino} is open {} times already", u32::MAX))
+        })?;
+        Ok(())
+    }
+
+    /// Counts a close of `ino`; the last close of an orphan frees it (see
+    /// [`crate::orphan`]). A release of an inode that is not open does nothing (as the block
+    /// engine's: FUSE may release a handle whose inode an aborted transaction took back).
+    fn release(&mut self, _: Option<TxId>, ino: Ino) -> Result<()> {
+        let Some(c) = self.opens.get_mut(&ino) else {
+            return Ok(());
+        };
+        // A count of 0 is never stored (it is removed), so this cannot underflow.
+        *c = (c.checked_sub(1))
+            .unwrap_or_else(|| panic!("open count of inode {ino} is 0 while in the map"));
+        if *c > 0 {
+            return Ok(());
+        }
+        self.opens.remove(&ino);
+        if !self.is_orphan(ino)? {
+            return Ok(());
+        }
+        if self.owner.contains_key(&ino) {
+            self.zombies.insert(ino);
+            return Ok(());
+        }
+        match self.free_orphan(ino) {
+            // The close itself succeeded: the free waits for the next transaction end
+            // (or the next mount) rather than failing the release.
+            Err(PmemFsError::NoSpace(_)) => {
+                self.zombies.insert(ino);
+                Ok(())
+            }
+            r => r,
+        }
+    }
+
+    fn read(&mut self, ino: Ino, off: u64, len: usize) -> Result<Vec<u8>> {
+        self.read_shared(ino, off, len)
+    }
+
+    /// Writes `data` at `off` (extending the file as needed).
+    fn write(&mut self, tx: Option<TxId>, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
+        self.mutate(tx, |fs, id| fs.do_write(id, ino, off, data))
+    }
+
+    /// Changes attributes; a size is a truncation or extension (extension reads as zeros).
+    fn setattr(&mut self, tx: Option<TxId>, ino: Ino, sa: SetAttr) -> Result<Attr> {
+        self.mutate(tx, |fs, id| fs.do_setattr(id, ino, &sa))
+    }
+
+    /// Every call is durable when it returns (a legacy call commits; a transaction's
+    /// changes are durable at its commit): fsync has nothing left to do (002 §III-G).
+    fn fsync(&mut self, _: Option<TxId>, ino: Ino, _datasync: bool) -> Result<()> {
+        self.inode(ino).map(|_| ())
+    }
 }
 
 #[cfg(test)]

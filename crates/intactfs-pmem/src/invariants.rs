@@ -312,7 +312,8 @@ impl<P: PmemDevice> PmemFs<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{MkfsOptions, Tunables};
+    use crate::prelude::*;
+    use crate::{MkfsOptions, Owner, Tunables};
     use intactfs_device::PmemSim;
 
     fn fresh() -> PmemFs<PmemSim> {
@@ -329,7 +330,7 @@ mod tests {
         fs.check_invariants().expect("fresh");
         let tx = fs.tx_begin(&[]).expect("begin");
         let a = fs
-            .create(Some(tx), ROOT, b"a", 0o644, 0, 0)
+            .create(Some(tx), ROOT, b"a", 0o644, Owner::default())
             .expect("create")
             .ino;
         fs.write(Some(tx), a, 100, &[7u8; 9000]).expect("write");
@@ -351,7 +352,7 @@ mod tests {
     fn a_free_slot_still_in_use_is_reported() {
         let mut fs = fresh();
         let tx = fs.tx_begin(&[]).expect("begin");
-        fs.create(Some(tx), ROOT, b"a", 0o644, 0, 0)
+        fs.create(Some(tx), ROOT, b"a", 0o644, Owner::default())
             .expect("create");
         let slot = fs.txs.values().next().expect("open").undo[0].0;
         fs.log.free.insert(slot);
@@ -365,7 +366,7 @@ mod tests {
     fn a_wrong_live_count_is_reported() {
         let mut fs = fresh();
         let a = fs
-            .create(None, ROOT, b"a", 0o644, 0, 0)
+            .create(None, ROOT, b"a", 0o644, Owner::default())
             .expect("create")
             .ino;
         fs.write(None, a, 0, &[1u8; 100]).expect("write");

@@ -27,9 +27,6 @@ pub const INODE_SIZE: u64 = 256;
 pub const LOG_ENTRY: u64 = 64;
 pub const NAME_MAX: usize = 255;
 pub const ROOT: u64 = 1;
-/// renameat2(2) flags (linux/fs.h).
-pub const RENAME_NOREPLACE: u32 = 1;
-pub const RENAME_EXCHANGE: u32 = 2;
 /// Most names a file may have (defined once, for every engine).
 pub use intactfs_types::MAX_LINKS;
 

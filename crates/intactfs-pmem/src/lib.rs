@@ -25,7 +25,6 @@
 //! refused with EBUSY (see [`PmemFs::owner_of`]). That rule is also what makes in-place undo
 //! safe: two live transactions never hold undo entries for the same word.
 
-pub mod api;
 pub mod checkpoint;
 mod data;
 pub mod error;
@@ -44,14 +43,16 @@ pub mod xattr;
 
 pub use error::{PmemFsError, Result};
 // The API types live in intactfs-types (one vocabulary for every engine).
-pub use intactfs_types::{Attr, DirEntry, FileType, Ino, SetAttr, StatFs, Time};
-pub use layout::{
-    Geometry, BLOCK, MAX_FILE_SIZE, NAME_MAX, RENAME_EXCHANGE, RENAME_NOREPLACE, ROOT,
+pub use intactfs_types::{
+    prelude, Attr, DirEntry, FileType, Ino, MknodKind, Owner, RenameFlags, SetAttr, StatFs, Time,
+    XattrMode,
 };
+pub use layout::{Geometry, BLOCK, MAX_FILE_SIZE, NAME_MAX, ROOT};
 pub use recovery::MountReport;
 
 use index::{Committed, Index};
 use intactfs_device::{PmemCounters, PmemDevice};
+use intactfs_types::{Capabilities, EngineBase};
 use layout::*;
 use log::LogSpace;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -310,14 +311,14 @@ pub struct PmemFs<P: PmemDevice> {
     pub(crate) tun: Tunables,
     pub(crate) clock: fn() -> Time,
     pub(crate) last_call: PmemCounters,
-    /// Open counts ([`PmemFs::open`]); an inode is absent when not open. Volatile: a crash
+    /// Open counts ([`FileData::open`](intactfs_types::FileData::open)); an inode is absent when not open. Volatile: a crash
     /// closes everything, and mount reclaims the unlinked inodes ([`orphan`]).
     pub(crate) opens: HashMap<Ino, u32>,
     /// Unlinked inodes whose last release came while an open transaction owned them: freed
     /// when no transaction owns them any more (that transaction may still abort the unlink).
     pub(crate) zombies: BTreeSet<Ino>,
     /// Files made by [`PmemFs::tmpfile`] (O_TMPFILE) and not yet linked: the only inodes
-    /// without links that [`PmemFs::link`] accepts (the kernel asks only for those).
+    /// without links that [`Namespace::link`](intactfs_types::Namespace::link) accepts (the kernel asks only for those).
     pub(crate) tmpfiles: BTreeSet<Ino>,
 }
 
@@ -429,17 +430,6 @@ impl<P: PmemDevice> PmemFs<P> {
         Ok(self.dev)
     }
 
-    pub fn statfs(&self) -> StatFs {
-        StatFs {
-            block_size: BLOCK,
-            blocks: self.g.data_blocks(),
-            free_blocks: self.free_blocks.len() as u64,
-            files: self.g.inodes - 1,
-            free_files: self.free_inodes.len() as u64,
-            name_max: NAME_MAX as u64,
-        }
-    }
-
     // ---- inode access --------------------------------------------------------------
 
     pub(crate) fn check_ino(&self, ino: Ino) -> Result<()> {
@@ -485,24 +475,6 @@ impl<P: PmemDevice> PmemFs<P> {
 
     pub(crate) fn now(&self) -> Time {
         (self.clock)()
-    }
-
-    pub fn getattr(&self, ino: Ino) -> Result<Attr> {
-        let r = self.inode(ino)?;
-        Ok(Attr {
-            ino,
-            kind: r.kind,
-            mode: r.mode,
-            nlink: r.nlink,
-            uid: r.uid,
-            gid: r.gid,
-            size: r.size,
-            blocks: self.count_blocks(ino)? * (BLOCK / 512),
-            atime: r.atime,
-            mtime: r.mtime,
-            ctime: r.ctime,
-            rdev: r.rdev,
-        })
     }
 
     // ---- ownership -----------------------------------------------------------------
@@ -677,5 +649,48 @@ impl<P: PmemDevice> PmemFs<P> {
         self.dev.write(b * BLOCK, &[0u8; BLOCK as usize])?;
         self.dev.persist(b * BLOCK, BLOCK)?;
         Ok(())
+    }
+}
+
+/// The caller's context is its open AD-transaction (None: a legacy call, committed before
+/// it returns); every call of the interface is the engine's own (the last, extended
+/// attributes, came with format 4).
+impl<P: PmemDevice> EngineBase for PmemFs<P> {
+    type Ctx = Option<TxId>;
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            ad_transactions: true,
+            ..Capabilities::default()
+        }
+    }
+
+    fn getattr(&self, ino: Ino) -> Result<Attr> {
+        let r = self.inode(ino)?;
+        Ok(Attr {
+            ino,
+            kind: r.kind,
+            mode: r.mode,
+            nlink: r.nlink,
+            uid: r.uid,
+            gid: r.gid,
+            size: r.size,
+            blocks: self.count_blocks(ino)? * (BLOCK / 512),
+            atime: r.atime,
+            mtime: r.mtime,
+            ctime: r.ctime,
+            rdev: r.rdev,
+        })
+    }
+
+    fn statfs(&self) -> StatFs {
+        StatFs {
+            block_size: BLOCK,
+            blocks: self.g.data_blocks(),
+            free_blocks: self.free_blocks.len() as u64,
+            files: self.g.inodes - 1,
+            free_files: self.free_inodes.len() as u64,
+            name_max: NAME_MAX as u64,
+        }
     }
 }

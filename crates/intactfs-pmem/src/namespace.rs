@@ -3,12 +3,13 @@
 //! can before it changes anything, and changes pmem in one batch, so a failing call leaves
 //! nothing behind in its transaction.
 
-use crate::data::TruncPlan;
 use crate::error::{PmemFsError, Result};
 use crate::invariants::release;
 use crate::layout::*;
-use crate::{Attr, Batch, DirEntry, DirIndex, Ino, PmemFs, SetAttr, TxId};
+use crate::{Attr, Batch, DirEntry, DirIndex, Ino, PmemFs, TxId};
 use intactfs_device::PmemDevice;
+use intactfs_types::prelude::*;
+use intactfs_types::{MknodKind, Owner, RenameFlags};
 
 /// What a create makes: kind, mode, owner, device number, symbolic-link target.
 struct NewNode<'a> {
@@ -21,12 +22,12 @@ struct NewNode<'a> {
 }
 
 impl NewNode<'_> {
-    fn new(kind: FileType, mode: u32, uid: u32, gid: u32) -> Self {
+    fn new(kind: FileType, mode: u32, o: Owner) -> Self {
         NewNode {
             kind,
             mode,
-            uid,
-            gid,
+            uid: o.uid,
+            gid: o.gid,
             rdev: 0,
             target: &[],
         }
@@ -176,51 +177,6 @@ impl<P: PmemDevice> PmemFs<P> {
         Ok(di.get(name))
     }
 
-    pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Attr> {
-        self.dir_rec(parent)?;
-        if name.len() > NAME_MAX {
-            return Err(PmemFsError::NameTooLong(name.len()));
-        }
-        match self.find(parent, name)? {
-            Some((_, ino)) => self.getattr(ino),
-            None => Err(PmemFsError::NotFound(format!(
-                "{:?} in directory {parent}",
-                String::from_utf8_lossy(name)
-            ))),
-        }
-    }
-
-    /// The entries of a directory, in slot order ("." and ".." are not stored).
-    pub fn readdir(&self, dir: Ino) -> Result<Vec<DirEntry>> {
-        self.readdir_from(dir, 0, usize::MAX)
-    }
-
-    /// Up to `max` entries after `cookie` (0: from the start), in slot order: the block
-    /// engine's paged readdir. Entries never move between slots (directories do not
-    /// compact), so an entry that exists during the whole listing is returned exactly
-    /// once, whatever is created or removed between pages; a new entry may or may not be
-    /// (as POSIX allows). Cost: O(log n) to find the cookie, then the page.
-    pub fn readdir_from(&self, dir: Ino, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
-        self.dir_rec(dir)?;
-        let di = self.dirs.get(&dir).ok_or_else(|| {
-            PmemFsError::Internal(format!("directory {dir} has no volatile index"))
-        })?;
-        let mut out = Vec::new();
-        for (slot, name, ino) in di.entries_from(cookie).take(max) {
-            assert!(
-                slot < di.nslots,
-                "directory {dir}: slot {slot} beyond its size"
-            );
-            out.push(DirEntry {
-                name: name.clone(),
-                ino,
-                kind: self.inode(ino)?.kind,
-                cookie: slot + 1,
-            });
-        }
-        Ok(out)
-    }
-
     /// Picks a slot for a new entry in `dir` (growing it by a zeroed block if full: the
     /// block pointer and the size are staged in `b`, `rec` is updated).
     fn plan_slot(&mut self, dir: Ino, rec: &mut InodeRec, b: &mut Batch) -> Result<SlotPlan> {
@@ -357,98 +313,6 @@ impl<P: PmemDevice> PmemFs<P> {
         t.dirs.insert(dir);
     }
 
-    pub fn create(
-        &mut self,
-        tx: Option<TxId>,
-        parent: Ino,
-        name: &[u8],
-        mode: u32,
-        uid: u32,
-        gid: u32,
-    ) -> Result<Attr> {
-        let node = NewNode::new(FileType::File, mode, uid, gid);
-        self.mutate(tx, |fs, id| fs.do_create(id, parent, name, &node))
-    }
-
-    pub fn mkdir(
-        &mut self,
-        tx: Option<TxId>,
-        parent: Ino,
-        name: &[u8],
-        mode: u32,
-        uid: u32,
-        gid: u32,
-    ) -> Result<Attr> {
-        let node = NewNode::new(FileType::Dir, mode, uid, gid);
-        self.mutate(tx, |fs, id| fs.do_create(id, parent, name, &node))
-    }
-
-    /// symlink(2): a link to `target` (mode 0o777, as the block engine), its bytes in one
-    /// data block that the create's batch names (written and persisted before the batch,
-    /// like a new directory block, so the link never names a block without its target).
-    /// EINVAL for an empty target or one longer than [`SYMLINK_MAX`].
-    pub fn symlink(
-        &mut self,
-        tx: Option<TxId>,
-        parent: Ino,
-        name: &[u8],
-        target: &[u8],
-        uid: u32,
-        gid: u32,
-    ) -> Result<Attr> {
-        if target.is_empty() || target.len() > SYMLINK_MAX {
-            return Err(PmemFsError::Invalid(format!(
-                "symlink target of {} bytes (1 to {SYMLINK_MAX})",
-                target.len()
-            )));
-        }
-        let mut node = NewNode::new(FileType::Symlink, 0o777, uid, gid);
-        node.target = target;
-        self.mutate(tx, |fs, id| fs.do_create(id, parent, name, &node))
-    }
-
-    /// mknod(2): a FIFO, socket, character or block device (`rdev` kept for devices, 0
-    /// otherwise), or an empty regular file; EINVAL for a directory or a symbolic link
-    /// (mkdir and symlink make those), as the block engine.
-    #[allow(clippy::too_many_arguments)]
-    pub fn mknod(
-        &mut self,
-        tx: Option<TxId>,
-        parent: Ino,
-        name: &[u8],
-        kind: FileType,
-        mode: u32,
-        rdev: u32,
-        (uid, gid): (u32, u32),
-    ) -> Result<Attr> {
-        kind.check_mknod()?;
-        let mut node = NewNode::new(kind, mode, uid, gid);
-        if kind.has_rdev() {
-            node.rdev = rdev;
-        }
-        self.mutate(tx, |fs, id| fs.do_create(id, parent, name, &node))
-    }
-
-    /// readlink(2): a symbolic link's target; EINVAL for any other kind.
-    pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
-        let rec = self.inode(ino)?;
-        if rec.kind != FileType::Symlink {
-            return Err(PmemFsError::Invalid(format!(
-                "inode {ino} is a {:?}, not a symbolic link",
-                rec.kind
-            )));
-        }
-        // Pair of scan_metadata's check: a link's size is its target's length.
-        assert!(
-            (1..=SYMLINK_MAX as u64).contains(&rec.size),
-            "symlink {ino} has size {}",
-            rec.size
-        );
-        let target = self.read(ino, 0, rec.size)?;
-        assert_eq!(target.len() as u64, rec.size, "symlink {ino} reads short");
-        Ok(target)
-    }
-
     /// The checks a new name in `parent` starts with; the parent's inode.
     fn check_new_name(&self, id: u64, parent: Ino, name: &[u8]) -> Result<InodeRec> {
         check_name(name)?;
@@ -483,17 +347,10 @@ impl<P: PmemDevice> PmemFs<P> {
     /// O_TMPFILE: a file with no name (link count 0), open once for the caller, in
     /// directory `parent`. It is an orphan from the start: its last release frees it, and
     /// a crash leaves it for mount to reclaim ([`crate::orphan`]); until then
-    /// [`Self::link`] may give it a name.
-    pub fn tmpfile(
-        &mut self,
-        tx: Option<TxId>,
-        parent: Ino,
-        mode: u32,
-        uid: u32,
-        gid: u32,
-    ) -> Result<Attr> {
+    /// [`Namespace::link`] may give it a name.
+    pub fn tmpfile(&mut self, tx: Option<TxId>, parent: Ino, mode: u32, o: Owner) -> Result<Attr> {
         self.live_dir_rec(parent)?;
-        let node = NewNode::new(FileType::File, mode, uid, gid);
+        let node = NewNode::new(FileType::File, mode, o);
         self.mutate(tx, |fs, id| fs.do_tmpfile(id, &node))
     }
 
@@ -636,14 +493,6 @@ impl<P: PmemDevice> PmemFs<P> {
         Ok(())
     }
 
-    pub fn unlink(&mut self, tx: Option<TxId>, parent: Ino, name: &[u8]) -> Result<()> {
-        self.mutate(tx, |fs, id| fs.do_remove(id, parent, name, false))
-    }
-
-    pub fn rmdir(&mut self, tx: Option<TxId>, parent: Ino, name: &[u8]) -> Result<()> {
-        self.mutate(tx, |fs, id| fs.do_remove(id, parent, name, true))
-    }
-
     fn do_remove(&mut self, id: u64, parent: Ino, name: &[u8], dir: bool) -> Result<()> {
         let mut prec = self.dir_rec(parent)?;
         if name.len() > NAME_MAX {
@@ -731,12 +580,6 @@ impl<P: PmemDevice> PmemFs<P> {
         Ok(true)
     }
 
-    /// A new name `name` in `parent` for the file `ino` (link(2)): EPERM for a directory,
-    /// ENOENT for an orphan (unlinked while open), EMLINK beyond [`MAX_LINKS`].
-    pub fn link(&mut self, tx: Option<TxId>, ino: Ino, parent: Ino, name: &[u8]) -> Result<Attr> {
-        self.mutate(tx, |fs, id| fs.do_link(id, ino, parent, name))
-    }
-
     fn do_link(&mut self, id: u64, ino: Ino, parent: Ino, name: &[u8]) -> Result<Attr> {
         check_name(name)?;
         let mut prec = self.live_dir_rec(parent)?;
@@ -784,54 +627,6 @@ impl<P: PmemDevice> PmemFs<P> {
         self.tmpfiles.remove(&ino);
         self.claim(id, &[parent, ino]);
         self.getattr(ino)
-    }
-
-    /// POSIX rename: an existing target is replaced (a file by a file, a directory by an
-    /// empty directory); renaming onto the same inode does nothing.
-    pub fn rename(
-        &mut self,
-        tx: Option<TxId>,
-        sp: Ino,
-        sname: &[u8],
-        dp: Ino,
-        dname: &[u8],
-    ) -> Result<()> {
-        self.rename2(tx, sp, sname, dp, dname, 0)
-    }
-
-    /// renameat2(2): `rename` with `flags` [`RENAME_NOREPLACE`] (EEXIST when `dname`
-    /// exists) or [`RENAME_EXCHANGE`] (swaps the two entries atomically; ENOENT when
-    /// `dname` does not exist). Both together, or any other bit (RENAME_WHITEOUT
-    /// included): EINVAL.
-    pub fn rename2(
-        &mut self,
-        tx: Option<TxId>,
-        sp: Ino,
-        sname: &[u8],
-        dp: Ino,
-        dname: &[u8],
-        flags: u32,
-    ) -> Result<()> {
-        if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0
-            || flags == RENAME_NOREPLACE | RENAME_EXCHANGE
-        {
-            return Err(PmemFsError::Invalid(format!(
-                "rename flags {flags:#x}: only RENAME_NOREPLACE (1) or RENAME_EXCHANGE (2), not both"
-            )));
-        }
-        self.mutate(tx, |fs, id| {
-            let (sslot, src) = fs.rename_source(id, sp, sname, dp, dname)?;
-            if flags & RENAME_NOREPLACE != 0 && fs.find(dp, dname)?.is_some() {
-                return Err(PmemFsError::Exists(format!(
-                    "{:?} in directory {dp} (RENAME_NOREPLACE)",
-                    String::from_utf8_lossy(dname)
-                )));
-            }
-            if flags & RENAME_EXCHANGE != 0 {
-                return fs.do_exchange(id, (sp, sname, sslot, src), dp, dname);
-            }
-            fs.do_rename(id, (sp, sname, sslot, src), dp, dname)
-        })
     }
 
     /// The checks every rename starts with; the source's slot and inode.
@@ -1064,94 +859,182 @@ impl<P: PmemDevice> PmemFs<P> {
         }
         Ok(())
     }
+}
 
-    /// Changes attributes; a size is a truncation or extension (extension reads as zeros).
-    pub fn setattr(&mut self, tx: Option<TxId>, ino: Ino, sa: &SetAttr) -> Result<Attr> {
-        self.mutate(tx, |fs, id| fs.do_setattr(id, ino, sa))
+/// The calls on names. The caller's context is its open AD-transaction (None: a legacy
+/// call, committed before it returns).
+impl<P: PmemDevice> Namespace for PmemFs<P> {
+    fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Attr> {
+        self.dir_rec(parent)?;
+        if name.len() > NAME_MAX {
+            return Err(PmemFsError::NameTooLong(name.len()));
+        }
+        match self.find(parent, name)? {
+            Some((_, ino)) => self.getattr(ino),
+            None => Err(PmemFsError::NotFound(format!(
+                "{:?} in directory {parent}",
+                String::from_utf8_lossy(name)
+            ))),
+        }
     }
 
-    /// `setattr` with only a size.
-    pub fn truncate(&mut self, tx: Option<TxId>, ino: Ino, size: u64) -> Result<Attr> {
-        self.setattr(
-            tx,
-            ino,
-            &SetAttr {
-                size: Some(size),
-                ..Default::default()
-            },
-        )
+    /// Up to `max` entries after `cookie` (0: from the start), in slot order ("." and ".."
+    /// are not stored), each entry's cookie its slot + 1. Entries never move between slots
+    /// (directories do not compact), so an entry that exists during the whole listing is
+    /// returned exactly once, whatever is created or removed between pages; a new entry may
+    /// or may not be (as POSIX allows). Cost: O(log n) to find the cookie, then the page.
+    fn readdir(&self, dir: Ino, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
+        self.dir_rec(dir)?;
+        let di = self.dirs.get(&dir).ok_or_else(|| {
+            PmemFsError::Internal(format!("directory {dir} has no volatile index"))
+        })?;
+        let mut out = Vec::new();
+        for (slot, name, ino) in di.entries_from(cookie).take(max) {
+            assert!(
+                slot < di.nslots,
+                "directory {dir}: slot {slot} beyond its size"
+            );
+            out.push(DirEntry {
+                name: name.clone(),
+                ino,
+                kind: self.inode(ino)?.kind,
+                cookie: slot + 1,
+            });
+        }
+        assert!(out.windows(2).all(|w| w[0].cookie < w[1].cookie));
+        assert!(out.first().is_none_or(|e| e.cookie > cookie));
+        Ok(out)
     }
 
-    /// Every call is durable when it returns: fsync has nothing left to do (002 §III-G).
-    pub fn fsync(&self, ino: Ino) -> Result<()> {
-        self.inode(ino).map(|_| ())
-    }
-
-    fn do_setattr(&mut self, id: u64, ino: Ino, sa: &SetAttr) -> Result<Attr> {
-        let mut rec = self.inode(ino)?;
-        self.check_owner(id, ino)?;
-        if let Some(t) = [sa.atime, sa.mtime]
-            .into_iter()
-            .flatten()
-            .find(|t| t.nsec >= 1_000_000_000)
-        {
+    /// readlink(2): a symbolic link's target; EINVAL for any other kind.
+    fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
+        let rec = self.inode(ino)?;
+        if rec.kind != FileType::Symlink {
             return Err(PmemFsError::Invalid(format!(
-                "time {t:?}: nanoseconds must be below 10^9"
+                "inode {ino} is a {:?}, not a symbolic link",
+                rec.kind
             )));
         }
-        if let Some(s) = sa.size {
-            if rec.kind == FileType::Dir {
-                return Err(PmemFsError::IsDir(format!(
-                    "inode {ino}: a directory has no settable size"
+        // Pair of scan_metadata's check: a link's size is its target's length.
+        assert!(
+            (1..=SYMLINK_MAX as u64).contains(&rec.size),
+            "symlink {ino} has size {}",
+            rec.size
+        );
+        let target = self.read_shared(ino, 0, rec.size as usize)?;
+        assert_eq!(target.len() as u64, rec.size, "symlink {ino} reads short");
+        Ok(target)
+    }
+
+    fn parent(&self, dir: Ino) -> Result<Ino> {
+        let rec = self.inode(dir)?;
+        if rec.kind != FileType::Dir {
+            return Err(PmemFsError::NotDir(format!("inode {dir}")));
+        }
+        if rec.nlink == 0 {
+            // Removed while open: its parent field may name a directory gone since.
+            return Err(PmemFsError::NotFound(format!(
+                "directory {dir} was removed"
+            )));
+        }
+        assert!(rec.parent != 0, "directory {dir} has no parent");
+        Ok(rec.parent as Ino)
+    }
+
+    fn create(&mut self, t: Self::Ctx, p: Ino, name: &[u8], mode: u32, o: Owner) -> Result<Attr> {
+        let node = NewNode::new(FileType::File, mode, o);
+        self.mutate(t, |fs, id| fs.do_create(id, p, name, &node))
+    }
+
+    fn mkdir(&mut self, t: Self::Ctx, p: Ino, name: &[u8], mode: u32, o: Owner) -> Result<Attr> {
+        let node = NewNode::new(FileType::Dir, mode, o);
+        self.mutate(t, |fs, id| fs.do_create(id, p, name, &node))
+    }
+
+    /// symlink(2): a link to `target` (mode 0o777, as the block engine), its bytes in one
+    /// data block that the create's batch names (written and persisted before the batch,
+    /// like a new directory block, so the link never names a block without its target).
+    /// EINVAL for an empty target or one longer than [`SYMLINK_MAX`].
+    fn symlink(
+        &mut self,
+        tx: Option<TxId>,
+        parent: Ino,
+        name: &[u8],
+        target: &[u8],
+        o: Owner,
+    ) -> Result<Attr> {
+        if target.is_empty() || target.len() > SYMLINK_MAX {
+            return Err(PmemFsError::Invalid(format!(
+                "symlink target of {} bytes (1 to {SYMLINK_MAX})",
+                target.len()
+            )));
+        }
+        let mut node = NewNode::new(FileType::Symlink, 0o777, o);
+        node.target = target;
+        self.mutate(tx, |fs, id| fs.do_create(id, parent, name, &node))
+    }
+
+    /// mknod(2): a FIFO, socket, character or block device (with its device number), or
+    /// an empty regular file.
+    fn mknod(
+        &mut self,
+        tx: Option<TxId>,
+        parent: Ino,
+        name: &[u8],
+        kind: MknodKind,
+        mode: u32,
+        o: Owner,
+    ) -> Result<Attr> {
+        let mut node = NewNode::new(kind.file_type(), mode, o);
+        node.rdev = kind.rdev();
+        self.mutate(tx, |fs, id| fs.do_create(id, parent, name, &node))
+    }
+
+    /// A new name `name` in `parent` for the file `ino` (link(2)): EPERM for a directory,
+    /// ENOENT for an orphan (unlinked while open), EMLINK beyond [`MAX_LINKS`].
+    fn link(&mut self, tx: Option<TxId>, ino: Ino, parent: Ino, name: &[u8]) -> Result<Attr> {
+        self.mutate(tx, |fs, id| fs.do_link(id, ino, parent, name))
+    }
+
+    fn unlink(&mut self, tx: Option<TxId>, parent: Ino, name: &[u8]) -> Result<()> {
+        self.mutate(tx, |fs, id| fs.do_remove(id, parent, name, false))
+    }
+
+    fn rmdir(&mut self, tx: Option<TxId>, parent: Ino, name: &[u8]) -> Result<()> {
+        self.mutate(tx, |fs, id| fs.do_remove(id, parent, name, true))
+    }
+
+    /// renameat2(2). Without flags, POSIX rename: an existing target is replaced (a file by
+    /// a file, a directory by an empty directory); renaming onto the same inode does
+    /// nothing. `noreplace`: EEXIST when `dname` exists; `exchange`: swaps the two entries
+    /// atomically (ENOENT when `dname` does not exist). Both together: EINVAL.
+    fn rename(
+        &mut self,
+        tx: Option<TxId>,
+        sp: Ino,
+        sname: &[u8],
+        dp: Ino,
+        dname: &[u8],
+        flags: RenameFlags,
+    ) -> Result<()> {
+        if flags.noreplace && flags.exchange {
+            return Err(PmemFsError::Invalid(
+                "rename flags: RENAME_NOREPLACE or RENAME_EXCHANGE, not both".into(),
+            ));
+        }
+        self.mutate(tx, |fs, id| {
+            let (sslot, src) = fs.rename_source(id, sp, sname, dp, dname)?;
+            if flags.noreplace && fs.find(dp, dname)?.is_some() {
+                return Err(PmemFsError::Exists(format!(
+                    "{:?} in directory {dp} (RENAME_NOREPLACE)",
+                    String::from_utf8_lossy(dname)
                 )));
             }
-            if rec.kind != FileType::File {
-                return Err(PmemFsError::Invalid(format!(
-                    "inode {ino}: a {:?} has no settable size",
-                    rec.kind
-                )));
+            if flags.exchange {
+                return fs.do_exchange(id, (sp, sname, sslot, src), dp, dname);
             }
-            if s > MAX_FILE_SIZE {
-                return Err(PmemFsError::TooBig(format!(
-                    "size {s} is beyond the largest file ({MAX_FILE_SIZE} bytes)"
-                )));
-            }
-        }
-        let now = self.now();
-        let mut b = Batch::default();
-        let mut plan = TruncPlan::default();
-        if let Some(s) = sa.size {
-            if s != rec.size {
-                plan = self.stage_truncate(id, ino, &mut rec, s, &mut b)?;
-            }
-            // truncate(2) and O_TRUNC mark mtime even when the size stays (as Linux does).
-            rec.mtime = now;
-        }
-        if let Some(m) = sa.mode {
-            rec.mode = m & 0o7777;
-        }
-        if let Some(u) = sa.uid {
-            rec.uid = u;
-        }
-        if let Some(g) = sa.gid {
-            rec.gid = g;
-        }
-        if let Some(t) = sa.atime {
-            rec.atime = t;
-        }
-        if let Some(t) = sa.mtime {
-            rec.mtime = t;
-        }
-        rec.ctime = now;
-        self.stage_inode(&mut b, ino, &rec)?;
-        let tail_blocks = self.reserve_versions(id, plan.tail_new_version as u64)?;
-        if let Err(e) = self.apply_meta(id, b) {
-            self.unreserve_versions(id, &tail_blocks);
-            return Err(e);
-        }
-        self.finish_truncate(id, ino, plan, tail_blocks)?;
-        self.claim(id, &[ino]);
-        self.getattr(ino)
+            fs.do_rename(id, (sp, sname, sslot, src), dp, dname)
+        })
     }
 }
 

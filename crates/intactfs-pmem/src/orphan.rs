@@ -3,7 +3,9 @@
 //! editors' swap files rely on it, and fstat through a removed directory's descriptor).
 //!
 //! The contract:
-//! * [`PmemFs::open`] / [`PmemFs::release`] count opens per inode, in memory only.
+//! * [`FileData::open`](intactfs_types::FileData::open) /
+//!   [`FileData::release`](intactfs_types::FileData::release) (in [`crate::data`]) count
+//!   opens per inode, in memory only.
 //! * Unlinking (or replacing by rename) the last name of an open file, or removing an open
 //!   (empty) directory, leaves the inode in use with link count 0 — an *orphan* — instead
 //!   of freeing it; reads, writes and setattr keep working on it. An orphan directory
@@ -28,51 +30,6 @@ use crate::{Batch, Ino, PmemFs};
 use intactfs_device::PmemDevice;
 
 impl<P: PmemDevice> PmemFs<P> {
-    /// Counts an open of `ino` (a FUSE open or opendir). ENOENT when `ino` is not in use.
-    pub fn open(&mut self, ino: Ino) -> Result<()> {
-        self.inode(ino)?;
-        // An orphan waiting to be freed can be opened again (Linux reopens an unlinked
-        // file through /proc/PID/fd): its next last release decides again.
-        self.zombies.remove(&ino);
-        let c = self.opens.entry(ino).or_default();
-        *c = c.checked_add(1).ok_or_else(|| {
-            PmemFsError::Invalid(format!("inode {ino} is open {} times already", u32::MAX))
-        })?;
-        Ok(())
-    }
-
-    /// Counts a close of `ino`; the last close of an orphan frees it (see the module
-    /// documentation). A release of an inode that is not open does nothing (as the block
-    /// engine's: FUSE may release a handle whose inode an aborted transaction took back).
-    pub fn release(&mut self, ino: Ino) -> Result<()> {
-        let Some(c) = self.opens.get_mut(&ino) else {
-            return Ok(());
-        };
-        // A count of 0 is never stored (it is removed), so this cannot underflow.
-        *c = (c.checked_sub(1))
-            .unwrap_or_else(|| panic!("open count of inode {ino} is 0 while in the map"));
-        if *c > 0 {
-            return Ok(());
-        }
-        self.opens.remove(&ino);
-        if !self.is_orphan(ino)? {
-            return Ok(());
-        }
-        if self.owner.contains_key(&ino) {
-            self.zombies.insert(ino);
-            return Ok(());
-        }
-        match self.free_orphan(ino) {
-            // The close itself succeeded: the free waits for the next transaction end
-            // (or the next mount) rather than failing the release.
-            Err(PmemFsError::NoSpace(_)) => {
-                self.zombies.insert(ino);
-                Ok(())
-            }
-            r => r,
-        }
-    }
-
     /// How many opens of `ino` are not yet released.
     pub fn open_count(&self, ino: Ino) -> u32 {
         self.opens.get(&ino).copied().unwrap_or(0)
@@ -128,7 +85,7 @@ impl<P: PmemDevice> PmemFs<P> {
         Ok(())
     }
 
-    fn free_orphan(&mut self, ino: Ino) -> Result<()> {
+    pub(crate) fn free_orphan(&mut self, ino: Ino) -> Result<()> {
         self.mutate(None, |fs, id| {
             let rec = fs.inode(ino)?;
             assert!(

@@ -17,7 +17,7 @@ use crate::error::{PmemFsError, Result};
 use crate::layout::{BLOCK, I_XATTR};
 use crate::{Batch, Ino, PmemFs, TxId};
 use intactfs_device::PmemDevice;
-use intactfs_types::{check_xattr, valid_xattr_name};
+use intactfs_types::{check_xattr, valid_xattr_name, ExtAttrs, XattrMode};
 use std::collections::BTreeMap;
 
 /// An inode's attributes: name → value.
@@ -136,53 +136,6 @@ impl<P: PmemDevice> PmemFs<P> {
             .map_err(|e| PmemFsError::Corrupt(format!("attribute block {blk} of inode {ino}: {e}")))
     }
 
-    pub fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
-        self.xattrs(ino)?.remove(name).ok_or(PmemFsError::NoData)
-    }
-
-    pub fn listxattr(&self, ino: Ino) -> Result<Vec<Vec<u8>>> {
-        Ok(self.xattrs(ino)?.into_keys().collect())
-    }
-
-    /// Sets attribute `name`; `create`: EEXIST if it exists, `replace`: ENODATA if not.
-    pub fn setxattr(
-        &mut self,
-        tx: Option<TxId>,
-        ino: Ino,
-        name: &[u8],
-        value: &[u8],
-        create: bool,
-        replace: bool,
-    ) -> Result<()> {
-        self.inode(ino)?;
-        check_xattr(name, value)?;
-        self.mutate(tx, |fs, id| {
-            fs.check_owner(id, ino)?;
-            let mut set = fs.read_xattrs(ino)?;
-            match (set.contains_key(name), create, replace) {
-                (true, true, _) => return Err(PmemFsError::Exists(String::new())),
-                (false, _, true) => return Err(PmemFsError::NoData),
-                _ => {}
-            }
-            set.insert(name.to_vec(), value.to_vec());
-            fs.put_xattrs(id, ino, &set)
-        })
-    }
-
-    /// Removes attribute `name` (ENODATA if it has none).
-    pub fn removexattr(&mut self, tx: Option<TxId>, ino: Ino, name: &[u8]) -> Result<()> {
-        self.inode(ino)?;
-        check_xattr(name, b"")?;
-        self.mutate(tx, |fs, id| {
-            fs.check_owner(id, ino)?;
-            let mut set = fs.read_xattrs(ino)?;
-            if set.remove(name).is_none() {
-                return Err(PmemFsError::NoData);
-            }
-            fs.put_xattrs(id, ino, &set)
-        })
-    }
-
     /// Installs `set` as `ino`'s attributes in transaction `id` (module documentation):
     /// new block persisted, then the pointer and ctime as logged metadata.
     fn put_xattrs(&mut self, id: u64, ino: Ino, set: &Xattrs) -> Result<()> {
@@ -230,6 +183,52 @@ impl<P: PmemDevice> PmemFs<P> {
             self.dev.persist(blk * BLOCK, BLOCK)?;
         }
         Ok(blk)
+    }
+}
+
+/// Extended attributes; the caller's context is its open AD-transaction (None: a legacy
+/// call, committed before it returns).
+impl<P: PmemDevice> ExtAttrs for PmemFs<P> {
+    /// Sets attribute `name`, as `mode` allows (EEXIST, ENODATA).
+    fn setxattr(
+        &mut self,
+        tx: Option<TxId>,
+        ino: Ino,
+        name: &[u8],
+        value: &[u8],
+        mode: XattrMode,
+    ) -> Result<()> {
+        self.inode(ino)?;
+        check_xattr(name, value)?;
+        self.mutate(tx, |fs, id| {
+            fs.check_owner(id, ino)?;
+            let mut set = fs.read_xattrs(ino)?;
+            mode.check(set.contains_key(name))?;
+            set.insert(name.to_vec(), value.to_vec());
+            fs.put_xattrs(id, ino, &set)
+        })
+    }
+
+    fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
+        self.xattrs(ino)?.remove(name).ok_or(PmemFsError::NoData)
+    }
+
+    fn listxattr(&self, ino: Ino) -> Result<Vec<Vec<u8>>> {
+        Ok(self.xattrs(ino)?.into_keys().collect())
+    }
+
+    /// Removes attribute `name` (ENODATA if it has none).
+    fn removexattr(&mut self, tx: Option<TxId>, ino: Ino, name: &[u8]) -> Result<()> {
+        self.inode(ino)?;
+        check_xattr(name, b"")?;
+        self.mutate(tx, |fs, id| {
+            fs.check_owner(id, ino)?;
+            let mut set = fs.read_xattrs(ino)?;
+            if set.remove(name).is_none() {
+                return Err(PmemFsError::NoData);
+            }
+            fs.put_xattrs(id, ino, &set)
+        })
     }
 }
 

@@ -2,7 +2,14 @@
 //! the crash simulation's: tests/crash_simulation.rs).
 
 use intactfs_device::PmemSim;
-use intactfs_pmem::{FileType, MkfsOptions, PmemFs, PmemFsError, SetAttr, TxId, ROOT};
+use intactfs_pmem::prelude::*;
+use intactfs_pmem::{
+    FileType, MkfsOptions, MknodKind, Owner, PmemFs, PmemFsError, RenameFlags, SetAttr, TxId,
+    XattrMode, ROOT,
+};
+
+/// The owner of every file the tests make.
+const O: Owner = Owner { uid: 0, gid: 0 };
 
 const LEN: u64 = 4 << 20;
 
@@ -34,29 +41,29 @@ fn pattern(n: usize, seed: u8) -> Vec<u8> {
 #[test]
 fn namespace_calls_and_errors() {
     let mut fs = fresh();
-    let d = fs.mkdir(None, ROOT, b"d", 0o755, 1, 2).unwrap();
+    let d = fs
+        .mkdir(None, ROOT, b"d", 0o755, Owner { uid: 1, gid: 2 })
+        .unwrap();
     assert_eq!(d.kind, FileType::Dir);
     assert_eq!(fs.getattr(ROOT).unwrap().nlink, 3);
-    let f = fs.create(None, d.ino, b"f", 0o644, 1, 2).unwrap();
+    let f = fs
+        .create(None, d.ino, b"f", 0o644, Owner { uid: 1, gid: 2 })
+        .unwrap();
     assert_eq!(fs.lookup(d.ino, b"f").unwrap().ino, f.ino);
     assert_eq!(
-        fs.create(None, d.ino, b"f", 0o644, 0, 0)
-            .unwrap_err()
-            .errno(),
+        fs.create(None, d.ino, b"f", 0o644, O).unwrap_err().errno(),
         17
     );
     assert_eq!(fs.lookup(d.ino, b"g").unwrap_err().errno(), 2);
     assert_eq!(fs.lookup(f.ino, b"g").unwrap_err().errno(), 20);
     assert_eq!(
-        fs.create(None, ROOT, &[b'x'; 256], 0o644, 0, 0)
+        fs.create(None, ROOT, &[b'x'; 256], 0o644, O)
             .unwrap_err()
             .errno(),
         36
     );
     assert_eq!(
-        fs.create(None, ROOT, b"a/b", 0o644, 0, 0)
-            .unwrap_err()
-            .errno(),
+        fs.create(None, ROOT, b"a/b", 0o644, O).unwrap_err().errno(),
         22
     );
     assert_eq!(fs.rmdir(None, ROOT, b"d").unwrap_err().errno(), 39);
@@ -65,33 +72,36 @@ fn namespace_calls_and_errors() {
     assert_eq!(fs.read(d.ino, 0, 10).unwrap_err().errno(), 21);
     assert_eq!(fs.write(None, 999_999, 0, b"x").unwrap_err().errno(), 2);
     // A 255-byte name works.
-    fs.create(None, ROOT, &[b'n'; 255], 0o600, 0, 0).unwrap();
+    fs.create(None, ROOT, &[b'n'; 255], 0o600, O).unwrap();
     // Many entries: the directory grows past one block and past the direct pointers.
     for i in 0..250 {
-        fs.create(None, d.ino, format!("file-{i}").as_bytes(), 0o644, 0, 0)
+        fs.create(None, d.ino, format!("file-{i}").as_bytes(), 0o644, O)
             .unwrap();
     }
-    assert_eq!(fs.readdir(d.ino).unwrap().len(), 251);
+    assert_eq!(fs.readdir(d.ino, 0, usize::MAX).unwrap().len(), 251);
     // rename: replace a file, move a directory, refuse a directory into itself.
     fs.write(None, f.ino, 0, b"hello").unwrap();
-    fs.rename(None, d.ino, b"f", d.ino, b"file-3").unwrap();
+    fs.rename(None, d.ino, b"f", d.ino, b"file-3", RenameFlags::NONE)
+        .unwrap();
     assert_eq!(fs.lookup(d.ino, b"file-3").unwrap().ino, f.ino);
     assert_eq!(fs.lookup(d.ino, b"f").unwrap_err().errno(), 2);
-    let e = fs.mkdir(None, d.ino, b"e", 0o755, 0, 0).unwrap();
+    let e = fs.mkdir(None, d.ino, b"e", 0o755, O).unwrap();
     assert_eq!(
-        fs.rename(None, ROOT, b"d", e.ino, b"x")
+        fs.rename(None, ROOT, b"d", e.ino, b"x", RenameFlags::NONE)
             .unwrap_err()
             .errno(),
         22
     );
-    fs.rename(None, d.ino, b"e", ROOT, b"e2").unwrap();
+    fs.rename(None, d.ino, b"e", ROOT, b"e2", RenameFlags::NONE)
+        .unwrap();
     assert_eq!(fs.getattr(d.ino).unwrap().nlink, 2);
     assert_eq!(fs.getattr(ROOT).unwrap().nlink, 4);
-    let empty = fs.mkdir(None, ROOT, b"empty", 0o755, 0, 0).unwrap();
-    fs.rename(None, ROOT, b"e2", ROOT, b"empty").unwrap();
+    let empty = fs.mkdir(None, ROOT, b"empty", 0o755, O).unwrap();
+    fs.rename(None, ROOT, b"e2", ROOT, b"empty", RenameFlags::NONE)
+        .unwrap();
     assert_eq!(fs.getattr(empty.ino).unwrap_err().errno(), 2);
     assert_eq!(
-        fs.rename(None, ROOT, b"empty", ROOT, b"d")
+        fs.rename(None, ROOT, b"empty", ROOT, b"d", RenameFlags::NONE)
             .unwrap_err()
             .errno(),
         39
@@ -100,7 +110,7 @@ fn namespace_calls_and_errors() {
     let mut fs = crash(fs);
     fs.check().unwrap();
     assert_eq!(fs.read(f.ino, 0, 100).unwrap(), b"hello");
-    assert_eq!(fs.readdir(d.ino).unwrap().len(), 250);
+    assert_eq!(fs.readdir(d.ino, 0, usize::MAX).unwrap().len(), 250);
     for i in 0..250 {
         if i != 3 {
             fs.unlink(None, d.ino, format!("file-{i}").as_bytes())
@@ -119,7 +129,7 @@ fn namespace_calls_and_errors() {
 #[test]
 fn data_reads_writes_truncates_and_checkpoints() {
     let mut fs = fresh();
-    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    let f = fs.create(None, ROOT, b"f", 0o644, O).unwrap().ino;
     let mut model = vec![0u8; 0];
     let ops: &[(u64, usize)] = &[
         (0, 5000),
@@ -137,43 +147,43 @@ fn data_reads_writes_truncates_and_checkpoints() {
             model.resize(end, 0);
         }
         model[off as usize..end].copy_from_slice(&data);
-        assert_eq!(fs.read(f, 0, u64::MAX).unwrap(), model, "after write {k}");
+        assert_eq!(fs.read(f, 0, usize::MAX).unwrap(), model, "after write {k}");
     }
     fs.truncate(None, f, 10_001).unwrap();
     model.truncate(10_001);
     fs.truncate(None, f, 30_000).unwrap();
     model.resize(30_000, 0);
-    assert_eq!(fs.read(f, 0, u64::MAX).unwrap(), model);
+    assert_eq!(fs.read(f, 0, usize::MAX).unwrap(), model);
     fs.checkpoint().unwrap();
-    assert_eq!(fs.read(f, 0, u64::MAX).unwrap(), model);
+    assert_eq!(fs.read(f, 0, usize::MAX).unwrap(), model);
     assert!(fs.stats().pointer_swaps > 0);
     fs.check().unwrap();
-    let fs = crash(fs);
-    assert_eq!(fs.read(f, 0, u64::MAX).unwrap(), model);
+    let mut fs = crash(fs);
+    assert_eq!(fs.read(f, 0, usize::MAX).unwrap(), model);
     fs.check().unwrap();
     // Unmount checkpoints everything: the log is empty afterwards.
     let dev = fs.unmount().unwrap();
-    let (fs, rep) = PmemFs::mount(dev).unwrap();
+    let (mut fs, rep) = PmemFs::mount(dev).unwrap();
     assert_eq!(rep.valid_entries, 0);
-    assert_eq!(fs.read(f, 0, u64::MAX).unwrap(), model);
+    assert_eq!(fs.read(f, 0, usize::MAX).unwrap(), model);
 }
 
 #[test]
 fn transactions_commit_abort_and_errors() {
     let mut fs = fresh();
-    let a = fs.create(None, ROOT, b"a", 0o644, 0, 0).unwrap().ino;
-    let b = fs.create(None, ROOT, b"b", 0o644, 0, 0).unwrap().ino;
+    let a = fs.create(None, ROOT, b"a", 0o644, O).unwrap().ino;
+    let b = fs.create(None, ROOT, b"b", 0o644, O).unwrap().ino;
     fs.write(None, a, 0, b"old-a").unwrap();
     let t = fs.tx_begin(&[a, b]).unwrap();
     fs.write(Some(t), a, 0, b"new-a").unwrap();
     fs.write(Some(t), b, 0, b"new-b").unwrap();
-    let c = fs.create(Some(t), ROOT, b"c", 0o644, 0, 0).unwrap().ino;
+    let c = fs.create(Some(t), ROOT, b"c", 0o644, O).unwrap().ino;
     // Another transaction or a legacy call may not change what t owns.
     assert_eq!(fs.write(None, a, 0, b"x").unwrap_err().errno(), 16);
     let t2 = fs.tx_begin(&[]).unwrap();
     assert_eq!(fs.write(Some(t2), b, 0, b"x").unwrap_err().errno(), 16);
     assert_eq!(
-        fs.create(Some(t2), ROOT, b"z", 0o644, 0, 0)
+        fs.create(Some(t2), ROOT, b"z", 0o644, O)
             .unwrap_err()
             .errno(),
         16
@@ -181,7 +191,7 @@ fn transactions_commit_abort_and_errors() {
     // A crash now loses all of t.
     {
         let img = fs.device().persistent().to_vec();
-        let (g, rep) = PmemFs::mount(PmemSim::from_image(img).unwrap()).unwrap();
+        let (mut g, rep) = PmemFs::mount(PmemSim::from_image(img).unwrap()).unwrap();
         assert!(rep.undo_applied > 0);
         assert_eq!(g.read(a, 0, 100).unwrap(), b"old-a");
         assert_eq!(g.read(b, 0, 100).unwrap(), b"");
@@ -202,7 +212,7 @@ fn transactions_commit_abort_and_errors() {
     assert_eq!(fs.read(a, 0, 100).unwrap(), b"new-a");
     assert_eq!(fs.lookup(ROOT, b"c").unwrap().ino, c);
     fs.check().unwrap();
-    let fs = crash(fs);
+    let mut fs = crash(fs);
     assert_eq!(fs.read(a, 0, 100).unwrap(), b"new-a");
     assert_eq!(fs.read(b, 0, 100).unwrap(), b"new-b");
     assert_eq!(fs.lookup(ROOT, b"c").unwrap().ino, c);
@@ -215,7 +225,7 @@ fn a_transaction_larger_than_the_log_fails_and_stays_abortable() {
         inodes: 64,
         log_entries: 64,
     });
-    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    let f = fs.create(None, ROOT, b"f", 0o644, O).unwrap().ino;
     fs.write(None, f, 0, &pattern(8192, 1)).unwrap();
     let t = fs.tx_begin(&[f]).unwrap();
     // 63 blocks need 63 redo entries: more than the log has room for.
@@ -223,22 +233,22 @@ fn a_transaction_larger_than_the_log_fails_and_stays_abortable() {
     assert!(matches!(e, PmemFsError::NoSpace(_)), "{e}");
     assert_eq!(e.errno(), 28);
     // Nothing of the failed call is visible, and the transaction still works.
-    assert_eq!(fs.read(f, 0, u64::MAX).unwrap(), pattern(8192, 1));
+    assert_eq!(fs.read(f, 0, usize::MAX).unwrap(), pattern(8192, 1));
     fs.write(Some(t), f, 10, b"small").unwrap();
     fs.tx_abort(t).unwrap();
-    assert_eq!(fs.read(f, 0, u64::MAX).unwrap(), pattern(8192, 1));
+    assert_eq!(fs.read(f, 0, usize::MAX).unwrap(), pattern(8192, 1));
     fs.check().unwrap();
 }
 
 #[test]
 fn setattr_and_statfs() {
     let mut fs = fresh();
-    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    let f = fs.create(None, ROOT, b"f", 0o644, O).unwrap().ino;
     let a = fs
         .setattr(
             None,
             f,
-            &SetAttr {
+            SetAttr {
                 mode: Some(0o600),
                 uid: Some(7),
                 gid: Some(8),
@@ -254,12 +264,12 @@ fn setattr_and_statfs() {
     fs.write(None, f, 0, &pattern(40960, 3)).unwrap();
     fs.checkpoint().unwrap();
     assert_eq!(fs.statfs().free_blocks, s.free_blocks - 10);
-    fs.fsync(f).unwrap();
+    fs.fsync(None, f, false).unwrap();
 }
 
 fn damaged(edit: impl FnOnce(&mut Vec<u8>, &PmemFs<PmemSim>)) -> PmemFsError {
     let mut fs = fresh();
-    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    let f = fs.create(None, ROOT, b"f", 0o644, O).unwrap().ino;
     fs.write(None, f, 0, &pattern(5000, 1)).unwrap();
     fs.checkpoint().unwrap();
     let t = fs.tx_begin(&[f]).unwrap();
@@ -345,16 +355,16 @@ fn hostile_images_are_refused() {
 fn recovery_is_idempotent_after_a_crash_during_recovery() {
     use intactfs_pmem::sim::probe::Probe;
     let mut fs = fresh();
-    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    let f = fs.create(None, ROOT, b"f", 0o644, O).unwrap().ino;
     fs.write(None, f, 0, &pattern(9000, 1)).unwrap();
     let t = fs.tx_begin(&[f]).unwrap();
     fs.truncate(Some(t), f, 100).unwrap();
     fs.write(Some(t), f, 50, &pattern(3000, 2)).unwrap();
-    fs.create(Some(t), ROOT, b"g", 0o644, 0, 0).unwrap();
+    fs.create(Some(t), ROOT, b"g", 0o644, O).unwrap();
     let img = fs.device().persistent().to_vec();
-    let (clean, rep) = PmemFs::mount(PmemSim::from_image(img.clone()).unwrap()).unwrap();
+    let (mut clean, rep) = PmemFs::mount(PmemSim::from_image(img.clone()).unwrap()).unwrap();
     assert!(rep.undo_applied > 0 && rep.redo_indexed > 0, "{rep:?}");
-    let want = clean.read(f, 0, u64::MAX).unwrap();
+    let want = clean.read(f, 0, usize::MAX).unwrap();
     assert_eq!(want, pattern(9000, 1));
     // Crash at every fence of recovery (every image where few, else draws), recover again.
     let mut p = Probe::new(PmemSim::from_image(img).unwrap(), 7, 4, 64);
@@ -371,9 +381,9 @@ fn recovery_is_idempotent_after_a_crash_during_recovery() {
     let images = m.into_device().take();
     assert!(images.len() >= 2, "recovery has fences");
     for i in images {
-        let (again, _) = PmemFs::mount(PmemSim::from_image(i.bytes).unwrap()).unwrap();
+        let (mut again, _) = PmemFs::mount(PmemSim::from_image(i.bytes).unwrap()).unwrap();
         assert_eq!(
-            again.read(f, 0, u64::MAX).unwrap(),
+            again.read(f, 0, usize::MAX).unwrap(),
             want,
             "after a crash at fence {} of recovery ({})",
             i.point,
@@ -388,7 +398,7 @@ fn recovery_is_idempotent_after_a_crash_during_recovery() {
 /// taken), and its statfs: frees can be counted against it.
 fn fresh_counted() -> (PmemFs<PmemSim>, intactfs_pmem::StatFs) {
     let mut fs = fresh();
-    fs.create(None, ROOT, b"x", 0o644, 0, 0).unwrap();
+    fs.create(None, ROOT, b"x", 0o644, O).unwrap();
     fs.unlink(None, ROOT, b"x").unwrap();
     let before = fs.statfs();
     (fs, before)
@@ -408,33 +418,33 @@ fn assert_all_freed(fs: &mut PmemFs<PmemSim>, before: &intactfs_pmem::StatFs) {
 #[test]
 fn an_unlinked_open_file_lives_until_its_last_release() {
     let (mut fs, before) = fresh_counted();
-    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    let f = fs.create(None, ROOT, b"f", 0o644, O).unwrap().ino;
     fs.write(None, f, 0, &pattern(9000, 3)).unwrap();
     fs.open(f).unwrap();
     fs.open(f).unwrap();
     assert_eq!(fs.open_count(f), 2);
     fs.unlink(None, ROOT, b"f").unwrap();
     assert_eq!(fs.lookup(ROOT, b"f").unwrap_err().errno(), 2);
-    assert!(fs.readdir(ROOT).unwrap().is_empty());
+    assert!(fs.readdir(ROOT, 0, usize::MAX).unwrap().is_empty());
     assert_eq!(fs.getattr(f).unwrap().nlink, 0);
     // Reads and writes through the open descriptors keep working (ENOENT before issue 26).
-    assert_eq!(fs.read(f, 0, u64::MAX).unwrap(), pattern(9000, 3));
+    assert_eq!(fs.read(f, 0, usize::MAX).unwrap(), pattern(9000, 3));
     fs.write(None, f, 9000, b"tail").unwrap();
     assert_eq!(fs.getattr(f).unwrap().size, 9004);
     fs.check_invariants().unwrap();
-    fs.release(f).unwrap();
+    fs.release(None, f).unwrap();
     assert_eq!(fs.read(f, 0, 4).unwrap(), pattern(4, 3));
     assert!(fs.statfs().free_files < before.free_files);
-    fs.release(f).unwrap();
+    fs.release(None, f).unwrap();
     assert_eq!(fs.getattr(f).unwrap_err().errno(), 2);
     fs.check_invariants().unwrap();
     assert_eq!(fs.statfs().free_files, before.free_files);
     fs.checkpoint().unwrap();
     assert_eq!(fs.statfs().free_blocks, before.free_blocks);
     // A release of an inode that is not open does nothing.
-    fs.release(f).unwrap();
+    fs.release(None, f).unwrap();
     // A file not open is freed by its unlink at once.
-    let g = fs.create(None, ROOT, b"g", 0o644, 0, 0).unwrap().ino;
+    let g = fs.create(None, ROOT, b"g", 0o644, O).unwrap().ino;
     fs.unlink(None, ROOT, b"g").unwrap();
     assert_eq!(fs.getattr(g).unwrap_err().errno(), 2);
 }
@@ -442,16 +452,17 @@ fn an_unlinked_open_file_lives_until_its_last_release() {
 #[test]
 fn a_rename_over_an_open_file_leaves_it_an_orphan() {
     let mut fs = fresh();
-    let a = fs.create(None, ROOT, b"a", 0o644, 0, 0).unwrap().ino;
-    let b = fs.create(None, ROOT, b"b", 0o644, 0, 0).unwrap().ino;
+    let a = fs.create(None, ROOT, b"a", 0o644, O).unwrap().ino;
+    let b = fs.create(None, ROOT, b"b", 0o644, O).unwrap().ino;
     fs.write(None, b, 0, b"old b").unwrap();
     fs.open(b).unwrap();
-    fs.rename(None, ROOT, b"a", ROOT, b"b").unwrap();
+    fs.rename(None, ROOT, b"a", ROOT, b"b", RenameFlags::NONE)
+        .unwrap();
     assert_eq!(fs.lookup(ROOT, b"b").unwrap().ino, a);
     assert_eq!(fs.read(b, 0, 100).unwrap(), b"old b");
     assert_eq!(fs.getattr(b).unwrap().nlink, 0);
     fs.check_invariants().unwrap();
-    fs.release(b).unwrap();
+    fs.release(None, b).unwrap();
     assert_eq!(fs.getattr(b).unwrap_err().errno(), 2);
     fs.check_invariants().unwrap();
 }
@@ -459,7 +470,7 @@ fn a_rename_over_an_open_file_leaves_it_an_orphan() {
 #[test]
 fn orphans_are_freed_at_mount_after_a_crash() {
     let (mut fs, before) = fresh_counted();
-    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    let f = fs.create(None, ROOT, b"f", 0o644, O).unwrap().ino;
     fs.write(None, f, 0, &pattern(20_000, 4)).unwrap();
     fs.open(f).unwrap();
     fs.unlink(None, ROOT, b"f").unwrap();
@@ -478,13 +489,13 @@ fn orphans_are_freed_at_mount_after_a_crash() {
 #[test]
 fn an_orphans_last_release_inside_a_transaction_waits_for_its_end() {
     let mut fs = fresh();
-    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    let f = fs.create(None, ROOT, b"f", 0o644, O).unwrap().ino;
     fs.write(None, f, 0, b"keep me").unwrap();
     fs.open(f).unwrap();
     // Aborted: the unlink is undone, and the file is a plain closed file again.
     let t = fs.tx_begin(&[]).unwrap();
     fs.unlink(Some(t), ROOT, b"f").unwrap();
-    fs.release(f).unwrap();
+    fs.release(None, f).unwrap();
     assert_eq!(fs.read(f, 0, 100).unwrap(), b"keep me");
     fs.check_invariants().unwrap();
     fs.tx_abort(t).unwrap();
@@ -495,7 +506,7 @@ fn an_orphans_last_release_inside_a_transaction_waits_for_its_end() {
     fs.open(f).unwrap();
     let t = fs.tx_begin(&[]).unwrap();
     fs.unlink(Some(t), ROOT, b"f").unwrap();
-    fs.release(f).unwrap();
+    fs.release(None, f).unwrap();
     assert_eq!(fs.getattr(f).unwrap().nlink, 0);
     fs.tx_commit(t).unwrap();
     assert_eq!(fs.getattr(f).unwrap_err().errno(), 2);
@@ -522,37 +533,36 @@ fn images_of_older_formats_are_refused_with_a_message() {
 fn symlinks_keep_their_targets_across_a_crash() {
     let (mut fs, before) = fresh_counted();
     let long = vec![b'p'; intactfs_pmem::layout::SYMLINK_MAX];
-    let a = fs.symlink(None, ROOT, b"short", b"../t", 1, 2).unwrap();
+    let a = fs
+        .symlink(None, ROOT, b"short", b"../t", Owner { uid: 1, gid: 2 })
+        .unwrap();
     assert_eq!(
         (a.kind, a.mode, a.size, a.nlink),
         (FileType::Symlink, 0o777, 4, 1)
     );
     assert_eq!((a.uid, a.gid, a.rdev), (1, 2, 0));
-    let b = fs.symlink(None, ROOT, b"long", &long, 0, 0).unwrap().ino;
+    let b = fs.symlink(None, ROOT, b"long", &long, O).unwrap().ino;
     // In a transaction: undone by an abort, its block freed.
     let t = fs.tx_begin(&[]).unwrap();
-    let c = fs
-        .symlink(Some(t), ROOT, b"aborted", b"x", 0, 0)
-        .unwrap()
-        .ino;
+    let c = fs.symlink(Some(t), ROOT, b"aborted", b"x", O).unwrap().ino;
     assert_eq!(fs.readlink(c).unwrap(), b"x");
     fs.tx_abort(t).unwrap();
     assert_eq!(fs.lookup(ROOT, b"aborted").unwrap_err().errno(), 2);
     // Linux's answers: an empty or too long target EINVAL (the block engine's), readlink of
     // anything else EINVAL, data calls on a link EINVAL.
     assert_eq!(
-        fs.symlink(None, ROOT, b"e", b"", 0, 0).unwrap_err().errno(),
+        fs.symlink(None, ROOT, b"e", b"", O).unwrap_err().errno(),
         22
     );
     let too_long = vec![b'p'; long.len() + 1];
     assert_eq!(
-        fs.symlink(None, ROOT, b"e", &too_long, 0, 0)
+        fs.symlink(None, ROOT, b"e", &too_long, O)
             .unwrap_err()
             .errno(),
         22
     );
     assert_eq!(
-        fs.symlink(None, ROOT, b"long", b"t", 0, 0)
+        fs.symlink(None, ROOT, b"long", b"t", O)
             .unwrap_err()
             .errno(),
         17
@@ -584,24 +594,23 @@ fn special_files_keep_kind_and_device_number() {
         (b"blk", FileType::BlockDev, 0x0803),
     ];
     for (name, kind, rdev) in kinds {
+        let node = MknodKind::new(kind, rdev).unwrap();
         let a = fs
-            .mknod(None, ROOT, name, kind, 0o640, rdev, (3, 4))
+            .mknod(None, ROOT, name, node, 0o640, Owner { uid: 3, gid: 4 })
             .unwrap();
         assert_eq!((a.kind, a.rdev, a.mode, a.size), (kind, rdev, 0o640, 0));
     }
     // A FIFO's device number is dropped (as the block engine: only devices keep one).
-    let p = fs
-        .mknod(None, ROOT, b"p2", FileType::Fifo, 0o600, 7, (0, 0))
-        .unwrap();
+    let fifo = MknodKind::new(FileType::Fifo, 7).unwrap();
+    let p = fs.mknod(None, ROOT, b"p2", fifo, 0o600, O).unwrap();
     assert_eq!(p.rdev, 0);
     // mknod of a regular file makes an empty file; of a directory or a link: EINVAL.
     let f = fs
-        .mknod(None, ROOT, b"f", FileType::File, 0o600, 0, (0, 0))
+        .mknod(None, ROOT, b"f", MknodKind::File, 0o600, O)
         .unwrap();
     assert_eq!(f.kind, FileType::File);
     for k in [FileType::Dir, FileType::Symlink] {
-        let e = fs.mknod(None, ROOT, b"x", k, 0o600, 0, (0, 0)).unwrap_err();
-        assert_eq!(e.errno(), 22);
+        assert_eq!(MknodKind::new(k, 0).unwrap_err().errno(), 22);
     }
     let chr = fs.lookup(ROOT, b"chr").unwrap().ino;
     assert_eq!(fs.write(None, chr, 0, b"no").unwrap_err().errno(), 22);
@@ -632,8 +641,8 @@ fn special_files_keep_kind_and_device_number() {
 #[test]
 fn hard_links_count_names_and_survive_a_crash() {
     let (mut fs, before) = fresh_counted();
-    let d = fs.mkdir(None, ROOT, b"d", 0o755, 0, 0).unwrap().ino;
-    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    let d = fs.mkdir(None, ROOT, b"d", 0o755, O).unwrap().ino;
+    let f = fs.create(None, ROOT, b"f", 0o644, O).unwrap().ino;
     fs.write(None, f, 0, b"shared").unwrap();
     let a = fs.link(None, f, d, b"g").unwrap();
     assert_eq!((a.ino, a.nlink), (f, 2));
@@ -661,7 +670,8 @@ fn hard_links_count_names_and_survive_a_crash() {
     assert_eq!(fs.getattr(f).unwrap().nlink, 1);
     // A rename over another name of the same file does nothing (rename(2)).
     fs.link(None, f, ROOT, b"f2").unwrap();
-    fs.rename(None, ROOT, b"f2", d, b"g").unwrap();
+    fs.rename(None, ROOT, b"f2", d, b"g", RenameFlags::NONE)
+        .unwrap();
     assert_eq!(fs.getattr(f).unwrap().nlink, 2);
     // Open, both names gone: an orphan, which link refuses (ENOENT), freed at release.
     fs.open(f).unwrap();
@@ -669,7 +679,7 @@ fn hard_links_count_names_and_survive_a_crash() {
     fs.unlink(None, d, b"g").unwrap();
     assert_eq!(fs.getattr(f).unwrap().nlink, 0);
     assert_eq!(fs.link(None, f, ROOT, b"back").unwrap_err().errno(), 2);
-    fs.release(f).unwrap();
+    fs.release(None, f).unwrap();
     fs.rmdir(None, ROOT, b"d").unwrap();
     fs.check_invariants().unwrap();
     assert_all_freed(&mut fs, &before);
@@ -677,53 +687,61 @@ fn hard_links_count_names_and_survive_a_crash() {
 
 #[test]
 fn rename_flags_noreplace_and_exchange() {
-    use intactfs_pmem::{RENAME_EXCHANGE as EXCHANGE, RENAME_NOREPLACE as NOREPLACE};
     let mut fs = fresh();
-    let d = fs.mkdir(None, ROOT, b"d", 0o755, 0, 0).unwrap().ino;
-    let e = fs.mkdir(None, d, b"e", 0o755, 0, 0).unwrap().ino;
-    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
-    let g = fs.create(None, d, b"g", 0o644, 0, 0).unwrap().ino;
-    // Unknown bits (RENAME_WHITEOUT included) and both flags together: EINVAL.
-    for bad in [3, 4, 8, 1 << 31] {
-        let err = fs.rename2(None, ROOT, b"f", d, b"x", bad).unwrap_err();
-        assert_eq!(err.errno(), 22, "flags {bad:#x}");
-    }
+    let d = fs.mkdir(None, ROOT, b"d", 0o755, O).unwrap().ino;
+    let e = fs.mkdir(None, d, b"e", 0o755, O).unwrap().ino;
+    let f = fs.create(None, ROOT, b"f", 0o644, O).unwrap().ino;
+    let g = fs.create(None, d, b"g", 0o644, O).unwrap().ino;
+    // Both flags together: EINVAL (the FUSE layer refuses unknown bits, RENAME_WHITEOUT
+    // included: the flags' type has none).
+    let both = RenameFlags {
+        noreplace: true,
+        exchange: true,
+    };
+    let err = fs.rename(None, ROOT, b"f", d, b"x", both).unwrap_err();
+    assert_eq!(err.errno(), 22);
     let err = fs
-        .rename2(None, ROOT, b"f", d, b"g", NOREPLACE)
+        .rename(None, ROOT, b"f", d, b"g", RenameFlags::NOREPLACE)
         .unwrap_err();
     assert_eq!(err.errno(), 17);
-    fs.rename2(None, ROOT, b"f", d, b"f2", NOREPLACE).unwrap();
+    fs.rename(None, ROOT, b"f", d, b"f2", RenameFlags::NOREPLACE)
+        .unwrap();
     assert_eq!(fs.lookup(d, b"f2").unwrap().ino, f);
     // Exchange needs both; a file and a directory in different parents swap, and the
     // parents' link counts follow the directory.
     let err = fs
-        .rename2(None, ROOT, b"nope", d, b"g", EXCHANGE)
+        .rename(None, ROOT, b"nope", d, b"g", RenameFlags::EXCHANGE)
         .unwrap_err();
     assert_eq!(err.errno(), 2);
     let err = fs
-        .rename2(None, d, b"g", ROOT, b"nope", EXCHANGE)
+        .rename(None, d, b"g", ROOT, b"nope", RenameFlags::EXCHANGE)
         .unwrap_err();
     assert_eq!(err.errno(), 2);
-    let h = fs.create(None, ROOT, b"h", 0o644, 0, 0).unwrap().ino;
+    let h = fs.create(None, ROOT, b"h", 0o644, O).unwrap().ino;
     let (root_links, d_links) = (
         fs.getattr(ROOT).unwrap().nlink,
         fs.getattr(d).unwrap().nlink,
     );
-    fs.rename2(None, ROOT, b"h", d, b"e", EXCHANGE).unwrap();
+    fs.rename(None, ROOT, b"h", d, b"e", RenameFlags::EXCHANGE)
+        .unwrap();
     assert_eq!(fs.lookup(ROOT, b"h").unwrap().ino, e);
     assert_eq!(fs.lookup(d, b"e").unwrap().ino, h);
     assert_eq!(fs.getattr(ROOT).unwrap().nlink, root_links + 1);
     assert_eq!(fs.getattr(d).unwrap().nlink, d_links - 1);
     // A directory cannot be swapped into itself.
-    let err = fs.rename2(None, ROOT, b"d", d, b"g", EXCHANGE).unwrap_err();
+    let err = fs
+        .rename(None, ROOT, b"d", d, b"g", RenameFlags::EXCHANGE)
+        .unwrap_err();
     assert_eq!(err.errno(), 22);
     fs.check_invariants().unwrap();
     // Inside an aborted transaction nothing stays; committed, it survives a crash.
     let t = fs.tx_begin(&[]).unwrap();
-    fs.rename2(Some(t), d, b"g", d, b"f2", EXCHANGE).unwrap();
+    fs.rename(Some(t), d, b"g", d, b"f2", RenameFlags::EXCHANGE)
+        .unwrap();
     fs.tx_abort(t).unwrap();
     assert_eq!(fs.lookup(d, b"g").unwrap().ino, g);
-    fs.rename2(None, d, b"g", d, b"f2", EXCHANGE).unwrap();
+    fs.rename(None, d, b"g", d, b"f2", RenameFlags::EXCHANGE)
+        .unwrap();
     let fs = crash(fs);
     fs.check_invariants().unwrap();
     assert_eq!(fs.lookup(d, b"g").unwrap().ino, f);
@@ -737,13 +755,13 @@ fn readdir_cookies_stay_valid_across_creates_and_unlinks() {
     let mut fs = fresh();
     let name = |i: usize| format!("n{i:03}").into_bytes();
     for i in 0..40 {
-        fs.create(None, ROOT, &name(i), 0o644, 0, 0).unwrap();
+        fs.create(None, ROOT, &name(i), 0o644, O).unwrap();
     }
     let mut seen: Vec<Vec<u8>> = Vec::new();
     let mut cookie = 0;
     let mut round = 0;
     loop {
-        let page = fs.readdir_from(ROOT, cookie, 7).unwrap();
+        let page = fs.readdir(ROOT, cookie, 7).unwrap();
         let Some(last) = page.last() else { break };
         assert!(last.cookie > cookie, "cookies advance");
         cookie = last.cookie;
@@ -757,7 +775,7 @@ fn readdir_cookies_stay_valid_across_creates_and_unlinks() {
             }
         }
         let _ = fs.unlink(None, ROOT, &name(39 - round));
-        fs.create(None, ROOT, format!("new{round}").as_bytes(), 0o644, 0, 0)
+        fs.create(None, ROOT, format!("new{round}").as_bytes(), 0o644, O)
             .unwrap();
         round += 1;
     }
@@ -780,8 +798,8 @@ fn readdir_cookies_stay_valid_across_creates_and_unlinks() {
             );
         }
     }
-    assert_eq!(fs.readdir_from(ROOT, 0, 3).unwrap().len(), 3);
-    assert!(fs.readdir_from(ROOT, u64::MAX, 3).unwrap().is_empty());
+    assert_eq!(fs.readdir(ROOT, 0, 3).unwrap().len(), 3);
+    assert!(fs.readdir(ROOT, u64::MAX, 3).unwrap().is_empty());
 }
 
 /// st_blocks counts blocks written since the last checkpoint too: a freshly written file
@@ -790,7 +808,7 @@ fn readdir_cookies_stay_valid_across_creates_and_unlinks() {
 #[test]
 fn written_blocks_count_before_a_checkpoint() {
     let mut fs = fresh();
-    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    let f = fs.create(None, ROOT, b"f", 0o644, O).unwrap().ino;
     fs.write(None, f, 0, &pattern(3 * 4096, 7)).unwrap();
     let before = fs.getattr(f).unwrap().blocks;
     assert_eq!(
@@ -816,7 +834,7 @@ fn written_blocks_count_before_a_checkpoint() {
 fn seek_data_and_holes_follow_the_written_blocks() {
     let mut fs = fresh();
     let b = 4096u64;
-    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    let f = fs.create(None, ROOT, b"f", 0o644, O).unwrap().ino;
     fs.write(None, f, b, &pattern(2 * b as usize, 1)).unwrap();
     fs.write(None, f, 20 * b, &pattern(100, 2)).unwrap();
     let size = 20 * b + 100;
@@ -844,17 +862,17 @@ fn seek_data_and_holes_follow_the_written_blocks() {
 #[test]
 fn tmpfiles_live_nameless_until_linked_or_released() {
     let (mut fs, before) = fresh_counted();
-    let t = fs.tmpfile(None, ROOT, 0o600, 0, 0).unwrap();
+    let t = fs.tmpfile(None, ROOT, 0o600, O).unwrap();
     assert_eq!((t.nlink, fs.open_count(t.ino)), (0, 1));
-    assert!(fs.readdir(ROOT).unwrap().is_empty());
+    assert!(fs.readdir(ROOT, 0, usize::MAX).unwrap().is_empty());
     fs.write(None, t.ino, 0, b"scratch").unwrap();
     fs.check_invariants().unwrap();
-    fs.release(t.ino).unwrap();
+    fs.release(None, t.ino).unwrap();
     assert_eq!(fs.getattr(t.ino).unwrap_err().errno(), 2);
     assert_eq!(fs.statfs().free_files, before.free_files);
 
     // Crashed while open: mount reclaims it.
-    let t = fs.tmpfile(None, ROOT, 0o600, 0, 0).unwrap().ino;
+    let t = fs.tmpfile(None, ROOT, 0o600, O).unwrap().ino;
     fs.write(None, t, 0, &pattern(10_000, 5)).unwrap();
     let (mut fs, rep) =
         PmemFs::mount(PmemSim::from_image(fs.into_device().persistent().to_vec()).unwrap())
@@ -863,16 +881,16 @@ fn tmpfiles_live_nameless_until_linked_or_released() {
     assert_eq!(fs.statfs().free_files, before.free_files);
 
     // Written, then linked: a crash keeps it under its name.
-    let t = fs.tmpfile(None, ROOT, 0o600, 0, 0).unwrap().ino;
+    let t = fs.tmpfile(None, ROOT, 0o600, O).unwrap().ino;
     fs.write(None, t, 0, b"complete").unwrap();
     assert_eq!(fs.link(None, t, ROOT, b"kept").unwrap().nlink, 1);
-    fs.release(t).unwrap();
+    fs.release(None, t).unwrap();
     let mut fs = crash(fs);
     let a = fs.lookup(ROOT, b"kept").unwrap();
     assert_eq!(fs.read(a.ino, 0, 100).unwrap(), b"complete");
 
     // An ordinary file unlinked while open cannot be linked back.
-    let g = fs.create(None, ROOT, b"g", 0o644, 0, 0).unwrap().ino;
+    let g = fs.create(None, ROOT, b"g", 0o644, O).unwrap().ino;
     fs.open(g).unwrap();
     fs.unlink(None, ROOT, b"g").unwrap();
     assert_eq!(fs.link(None, g, ROOT, b"g2").unwrap_err().errno(), 2);
@@ -885,26 +903,33 @@ fn tmpfiles_live_nameless_until_linked_or_released() {
 #[test]
 fn extended_attributes_are_atomic_and_durable() {
     let (mut fs, before) = fresh_counted();
-    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
-    fs.setxattr(None, f, b"user.a", b"1", false, false).unwrap();
-    fs.setxattr(None, f, b"user.big", &pattern(4000, 9), false, false)
+    let f = fs.create(None, ROOT, b"f", 0o644, O).unwrap().ino;
+    fs.setxattr(None, f, b"user.a", b"1", XattrMode::Any)
+        .unwrap();
+    fs.setxattr(None, f, b"user.big", &pattern(4000, 9), XattrMode::Any)
         .unwrap();
     assert_eq!(fs.getxattr(f, b"user.a").unwrap(), b"1");
     let err = |r: Result<(), PmemFsError>| r.unwrap_err().errno();
-    assert_eq!(err(fs.setxattr(None, f, b"user.a", b"2", true, false)), 17);
-    assert_eq!(err(fs.setxattr(None, f, b"user.z", b"2", false, true)), 61);
+    assert_eq!(
+        err(fs.setxattr(None, f, b"user.a", b"2", XattrMode::Create)),
+        17
+    );
+    assert_eq!(
+        err(fs.setxattr(None, f, b"user.z", b"2", XattrMode::Replace)),
+        61
+    );
     assert_eq!(err(fs.removexattr(None, f, b"user.z")), 61);
     // Names and values share one block.
     assert_eq!(
-        err(fs.setxattr(None, f, b"user.c", &[0; 200], false, false)),
+        err(fs.setxattr(None, f, b"user.c", &[0; 200], XattrMode::Any)),
         28
     );
     assert_eq!(fs.getxattr(f, b"user.c").unwrap_err().errno(), 61);
-    fs.setxattr(None, f, b"user.a", b"replaced", false, true)
+    fs.setxattr(None, f, b"user.a", b"replaced", XattrMode::Replace)
         .unwrap();
     // A transaction's attribute changes go with its abort.
     let t = fs.tx_begin(&[f]).unwrap();
-    fs.setxattr(Some(t), f, b"user.t", b"in tx", false, false)
+    fs.setxattr(Some(t), f, b"user.t", b"in tx", XattrMode::Any)
         .unwrap();
     fs.removexattr(Some(t), f, b"user.big").unwrap();
     fs.tx_abort(t).unwrap();
@@ -920,7 +945,7 @@ fn extended_attributes_are_atomic_and_durable() {
     fs.removexattr(None, f, b"user.big").unwrap();
     fs.removexattr(None, f, b"user.a").unwrap();
     assert!(fs.listxattr(f).unwrap().is_empty());
-    fs.setxattr(None, f, b"user.a", b"again", false, false)
+    fs.setxattr(None, f, b"user.a", b"again", XattrMode::Any)
         .unwrap();
     fs.unlink(None, ROOT, b"f").unwrap();
     fs.checkpoint().unwrap();
@@ -936,7 +961,7 @@ fn extended_attributes_are_atomic_and_durable() {
 fn fallocate_allocates_keeps_size_and_punches() {
     let (mut fs, before) = fresh_counted();
     let b = intactfs_pmem::BLOCK;
-    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    let f = fs.create(None, ROOT, b"f", 0o644, O).unwrap().ino;
     fs.write(None, f, 0, b"abc").unwrap();
     assert_eq!(fs.fallocate(None, f, 0, 0, false).unwrap_err().errno(), 22);
     // Mode 0 past the triple-indirect start: indirect blocks are made on the way.
@@ -964,7 +989,7 @@ fn fallocate_allocates_keeps_size_and_punches() {
     let data = pattern(6 * b as usize, 3);
     fs.write(None, f, 0, &data).unwrap();
     fs.punch_hole(None, f, b / 2, 3 * b).unwrap();
-    let got = fs.read(f, 0, 6 * b).unwrap();
+    let got = fs.read(f, 0, 6 * b as usize).unwrap();
     let (lo, hi) = ((b / 2) as usize, (b / 2 + 3 * b) as usize);
     assert!(got[lo..hi].iter().all(|&x| x == 0));
     assert_eq!(got[..lo], data[..lo]);
@@ -973,12 +998,20 @@ fn fallocate_allocates_keeps_size_and_punches() {
     fs.check_invariants().unwrap();
     let mut fs = crash(fs);
     fs.check_invariants().unwrap();
-    assert_eq!(fs.read(f, 0, 6 * b).unwrap(), got);
+    assert_eq!(fs.read(f, 0, 6 * b as usize).unwrap(), got);
     // Growing over the blocks KEEP_SIZE mapped reads zeros; punching them frees them.
     fs.truncate(None, f, 40 * b).unwrap();
-    assert!(fs.read(f, 30 * b, 4 * b).unwrap().iter().all(|&x| x == 0));
+    assert!(fs
+        .read(f, 30 * b, 4 * b as usize)
+        .unwrap()
+        .iter()
+        .all(|&x| x == 0));
     fs.punch_hole(None, f, 0, 64 * b).unwrap();
-    assert!(fs.read(f, 0, 40 * b).unwrap().iter().all(|&x| x == 0));
+    assert!(fs
+        .read(f, 0, 40 * b as usize)
+        .unwrap()
+        .iter()
+        .all(|&x| x == 0));
     fs.unlink(None, ROOT, b"f").unwrap();
     fs.checkpoint().unwrap();
     assert_eq!(fs.statfs().free_blocks, before.free_blocks);
@@ -992,45 +1025,51 @@ fn fallocate_allocates_keeps_size_and_punches() {
 #[test]
 fn open_directories_removed_live_until_their_last_release() {
     let (mut fs, before) = fresh_counted();
-    let d = fs.mkdir(None, ROOT, b"d", 0o755, 0, 0).unwrap().ino;
+    let d = fs.mkdir(None, ROOT, b"d", 0o755, O).unwrap().ino;
     fs.open(d).unwrap();
     fs.rmdir(None, ROOT, b"d").unwrap();
     let a = fs.getattr(d).unwrap();
     assert_eq!((a.kind, a.nlink), (FileType::Dir, 0));
     assert_eq!(fs.getattr(ROOT).unwrap().nlink, 2);
-    assert!(fs.readdir(d).unwrap().is_empty());
+    assert!(fs.readdir(d, 0, usize::MAX).unwrap().is_empty());
     assert_eq!(fs.lookup(ROOT, b"d").unwrap_err().errno(), 2);
     let enoent = |r: Result<intactfs_pmem::Attr, PmemFsError>| r.unwrap_err().errno();
-    assert_eq!(enoent(fs.create(None, d, b"new", 0o644, 0, 0)), 2);
-    assert_eq!(enoent(fs.mkdir(None, d, b"new", 0o755, 0, 0)), 2);
-    assert_eq!(enoent(fs.tmpfile(None, d, 0o600, 0, 0)), 2);
-    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    assert_eq!(enoent(fs.create(None, d, b"new", 0o644, O)), 2);
+    assert_eq!(enoent(fs.mkdir(None, d, b"new", 0o755, O)), 2);
+    assert_eq!(enoent(fs.tmpfile(None, d, 0o600, O)), 2);
+    let f = fs.create(None, ROOT, b"f", 0o644, O).unwrap().ino;
     assert_eq!(enoent(fs.link(None, f, d, b"f2")), 2);
-    assert_eq!(fs.rename(None, ROOT, b"f", d, b"f").unwrap_err().errno(), 2);
+    assert_eq!(
+        fs.rename(None, ROOT, b"f", d, b"f", RenameFlags::NONE)
+            .unwrap_err()
+            .errno(),
+        2
+    );
     fs.setattr(
         None,
         d,
-        &SetAttr {
+        SetAttr {
             mode: Some(0o700),
             ..Default::default()
         },
     )
     .unwrap();
     fs.check_invariants().unwrap();
-    fs.release(d).unwrap();
+    fs.release(None, d).unwrap();
     assert_eq!(fs.getattr(d).unwrap_err().errno(), 2);
     fs.check_invariants().unwrap();
     // In a transaction: an abort gives the name back; replaced by rename, it stays too.
-    let e = fs.mkdir(None, ROOT, b"e", 0o755, 0, 0).unwrap().ino;
+    let e = fs.mkdir(None, ROOT, b"e", 0o755, O).unwrap().ino;
     fs.open(e).unwrap();
     let t = fs.tx_begin(&[ROOT]).unwrap();
     fs.rmdir(Some(t), ROOT, b"e").unwrap();
-    fs.release(e).unwrap();
+    fs.release(None, e).unwrap();
     fs.tx_abort(t).unwrap();
     assert_eq!(fs.lookup(ROOT, b"e").unwrap().nlink, 2);
     fs.open(e).unwrap();
-    fs.mkdir(None, ROOT, b"g", 0o755, 0, 0).unwrap();
-    fs.rename(None, ROOT, b"g", ROOT, b"e").unwrap();
+    fs.mkdir(None, ROOT, b"g", 0o755, O).unwrap();
+    fs.rename(None, ROOT, b"g", ROOT, b"e", RenameFlags::NONE)
+        .unwrap();
     assert_eq!(fs.getattr(e).unwrap().nlink, 0);
     assert_eq!(fs.getattr(ROOT).unwrap().nlink, 3);
     fs.check_invariants().unwrap();
@@ -1048,7 +1087,7 @@ fn open_directories_removed_live_until_their_last_release() {
 #[test]
 fn times_before_1970_and_past_2262_are_kept_exactly() {
     let mut fs = fresh();
-    let f = fs.create(None, ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    let f = fs.create(None, ROOT, b"f", 0o644, O).unwrap().ino;
     let t = |sec: i64, nsec: u32| intactfs_pmem::Time { sec, nsec };
     let times = [
         t(0, 0),
@@ -1068,7 +1107,7 @@ fn times_before_1970_and_past_2262_are_kept_exactly() {
             mtime: Some(mt),
             ..Default::default()
         };
-        fs.setattr(None, f, &sa).unwrap();
+        fs.setattr(None, f, sa).unwrap();
         fs = crash(fs);
         let a = fs.getattr(f).unwrap();
         assert_eq!((a.atime, a.mtime), (at, mt));
@@ -1077,6 +1116,6 @@ fn times_before_1970_and_past_2262_are_kept_exactly() {
         mtime: Some(t(5, 1_000_000_000)),
         ..Default::default()
     };
-    assert_eq!(fs.setattr(None, f, &bad).unwrap_err().errno(), 22);
+    assert_eq!(fs.setattr(None, f, bad).unwrap_err().errno(), 22);
     fs.check_invariants().unwrap();
 }

@@ -3,10 +3,14 @@
 //! written and remounted; it never panics. (tests/engine.rs has the named cases.)
 
 use intactfs_device::PmemSim;
-use intactfs_pmem::{FileType, MkfsOptions, PmemFs, ROOT};
+use intactfs_pmem::prelude::*;
+use intactfs_pmem::{FileType, MkfsOptions, Owner, PmemFs, ROOT};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// The owner of every file the tests make.
+const O: Owner = Owner { uid: 0, gid: 0 };
 
 const LEN: u64 = 2 << 20;
 
@@ -16,9 +20,9 @@ fn base() -> (Vec<u8>, usize) {
     let mut dev = PmemSim::new(LEN).unwrap();
     PmemFs::mkfs(&mut dev, &MkfsOptions::for_len(LEN)).unwrap();
     let (mut fs, _) = PmemFs::mount(dev).unwrap();
-    let d = fs.mkdir(None, ROOT, b"d", 0o755, 0, 0).unwrap().ino;
-    let a = fs.create(None, d, b"a", 0o644, 0, 0).unwrap().ino;
-    let b = fs.create(None, ROOT, b"b", 0o644, 0, 0).unwrap().ino;
+    let d = fs.mkdir(None, ROOT, b"d", 0o755, O).unwrap().ino;
+    let a = fs.create(None, d, b"a", 0o644, O).unwrap().ino;
+    let b = fs.create(None, ROOT, b"b", 0o644, O).unwrap().ino;
     fs.write(None, a, 0, &[1; 9000]).unwrap();
     fs.checkpoint().unwrap();
     let t = fs.tx_begin(&[a, b]).unwrap();
@@ -27,7 +31,7 @@ fn base() -> (Vec<u8>, usize) {
     fs.tx_commit(t).unwrap();
     let t = fs.tx_begin(&[b]).unwrap();
     fs.write(Some(t), b, 0, &[4; 300]).unwrap();
-    fs.create(Some(t), ROOT, b"c", 0o644, 0, 0).unwrap();
+    fs.create(Some(t), ROOT, b"c", 0o644, O).unwrap();
     (
         fs.device().persistent().to_vec(),
         (fs.geometry().data_start * 4096) as usize,
@@ -39,7 +43,10 @@ fn walk(fs: &PmemFs<PmemSim>) -> Result<usize, String> {
     let mut stack = vec![ROOT];
     let mut n = 0;
     while let Some(dir) = stack.pop() {
-        for e in fs.readdir(dir).map_err(|e| format!("readdir {dir}: {e}"))? {
+        for e in fs
+            .readdir(dir, 0, usize::MAX)
+            .map_err(|e| format!("readdir {dir}: {e}"))?
+        {
             n += 1;
             match e.kind {
                 FileType::Dir => stack.push(e.ino),
@@ -51,9 +58,9 @@ fn walk(fs: &PmemFs<PmemSim>) -> Result<usize, String> {
                     // A damaged size may be any valid one (up to 256 TiB): read the head
                     // and the tail, not the whole file into memory.
                     const PART: u64 = 1 << 20;
-                    fs.read(e.ino, 0, size.min(PART))
+                    fs.read_shared(e.ino, 0, size.min(PART) as usize)
                         .map_err(|x| format!("read {}: {x}", e.ino))?;
-                    fs.read(e.ino, size.saturating_sub(PART), PART)
+                    fs.read_shared(e.ino, size.saturating_sub(PART), PART as usize)
                         .map_err(|x| format!("read {} (tail): {x}", e.ino))?;
                 }
             }
@@ -79,7 +86,7 @@ fn try_image(img: Vec<u8>) -> Result<bool, String> {
         .map_err(|e| format!("mounted but fails its own check: {e}"))?;
     walk(&fs)?;
     // Still usable: a new file, a write, a remount from what is persistent.
-    if let Ok(f) = fs.create(None, ROOT, b"new-after-damage", 0o644, 0, 0) {
+    if let Ok(f) = fs.create(None, ROOT, b"new-after-damage", 0o644, O) {
         fs.write(None, f.ino, 0, b"hello")
             .map_err(|e| format!("write after mount: {e}"))?;
     }

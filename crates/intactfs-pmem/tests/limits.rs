@@ -5,8 +5,12 @@
 //! is the full size (`#[ignore]`: minutes in a debug build).
 
 use intactfs_device::PmemSim;
-use intactfs_pmem::{MkfsOptions, PmemFs, BLOCK, MAX_FILE_SIZE, ROOT};
+use intactfs_pmem::prelude::*;
+use intactfs_pmem::{MkfsOptions, MknodKind, Owner, PmemFs, BLOCK, MAX_FILE_SIZE, ROOT};
 use std::collections::BTreeSet;
+
+/// The owner of every file the tests make.
+const O: Owner = Owner { uid: 0, gid: 0 };
 
 /// Format 2's limits: 12 + 512 directory blocks of 15 entries; 12 + 512 + 512^2 blocks.
 const OLD_MAX_ENTRIES: u64 = (12 + 512) * 15;
@@ -40,7 +44,7 @@ fn list_paged(
 ) -> Vec<Vec<u8>> {
     let (mut cookie, mut out) = (0, Vec::new());
     loop {
-        let p = fs.readdir_from(dir, cookie, page).unwrap();
+        let p = fs.readdir(dir, cookie, page).unwrap();
         let Some(last) = p.last() else { break };
         assert!(last.cookie > cookie, "cookies advance");
         cookie = last.cookie;
@@ -54,18 +58,10 @@ fn list_paged(
 fn a_directory_beyond_the_old_limit_pages_stably_and_survives_a_crash() {
     let n = OLD_MAX_ENTRIES + 600;
     let mut fs = fresh(48 << 20, n + 700);
-    let d = fs.mkdir(None, ROOT, b"d", 0o755, 0, 0).unwrap().ino;
+    let d = fs.mkdir(None, ROOT, b"d", 0o755, O).unwrap().ino;
     for i in 0..n {
-        fs.mknod(
-            None,
-            d,
-            &name(i),
-            intactfs_pmem::FileType::Fifo,
-            0o644,
-            0,
-            (0, 0),
-        )
-        .unwrap();
+        fs.mknod(None, d, &name(i), MknodKind::Fifo, 0o644, O)
+            .unwrap();
     }
     let size = fs.getattr(d).unwrap().size;
     assert!(
@@ -82,10 +78,9 @@ fn a_directory_beyond_the_old_limit_pages_stably_and_survives_a_crash() {
                 None,
                 d,
                 format!("new-{k}").as_bytes(),
-                intactfs_pmem::FileType::Socket,
+                MknodKind::Socket,
                 0o644,
-                0,
-                (0, 0),
+                O,
             )
             .unwrap();
             k += 1;
@@ -103,7 +98,7 @@ fn a_directory_beyond_the_old_limit_pages_stably_and_survives_a_crash() {
     fs.check_invariants().unwrap();
     let mut fs = crash(fs);
     fs.check_invariants().unwrap();
-    let all = fs.readdir(d).unwrap();
+    let all = fs.readdir(d, 0, usize::MAX).unwrap();
     // 300 went, 300 came.
     assert_eq!(all.len() as u64, n);
     assert_eq!(
@@ -130,7 +125,7 @@ fn a_directory_beyond_the_old_limit_pages_stably_and_survives_a_crash() {
 #[test]
 fn a_sparse_file_beyond_the_old_limit_uses_the_triple_indirect_tree() {
     let mut fs = fresh(16 << 20, 64);
-    let f = fs.create(None, ROOT, b"big", 0o644, 0, 0).unwrap().ino;
+    let f = fs.create(None, ROOT, b"big", 0o644, O).unwrap().ino;
     // After the create: the root's first directory block stays taken.
     let free0 = fs.statfs().free_blocks;
     let far = 3 * OLD_MAX_FILE_SIZE + 12_345;
@@ -183,7 +178,7 @@ const FORMAT4_MAX_FILE_SIZE: u64 = (12 + 512 + 512 * 512 + 512 * 512 * 512) * BL
 #[test]
 fn a_file_beyond_512_gib_uses_the_quadruple_indirect_tree() {
     let mut fs = fresh(16 << 20, 64);
-    let f = fs.create(None, ROOT, b"huge", 0o644, 0, 0).unwrap().ino;
+    let f = fs.create(None, ROOT, b"huge", 0o644, O).unwrap().ino;
     let free0 = fs.statfs().free_blocks;
     // Beyond the triple tree, a write needs four new indirect levels and a data block.
     let far = 5 * FORMAT4_MAX_FILE_SIZE + 4_321;
@@ -225,10 +220,10 @@ fn a_file_beyond_512_gib_uses_the_quadruple_indirect_tree() {
 fn a_directory_of_a_million_entries() {
     const N: u64 = 1_000_000;
     let mut fs = fresh(320 << 20, 64);
-    let d = fs.mkdir(None, ROOT, b"d", 0o755, 0, 0).unwrap().ino;
+    let d = fs.mkdir(None, ROOT, b"d", 0o755, O).unwrap().ino;
     let files: Vec<u64> = (0..16)
         .map(|i| {
-            fs.create(None, ROOT, format!("f{i}").as_bytes(), 0o644, 0, 0)
+            fs.create(None, ROOT, format!("f{i}").as_bytes(), 0o644, O)
                 .unwrap()
                 .ino
         })
@@ -253,5 +248,5 @@ fn a_directory_of_a_million_entries() {
         fs.lookup(d, &name(N - 1)).unwrap().nlink,
         (N / 16) as u32 + 1
     );
-    assert_eq!(fs.readdir(d).unwrap().len() as u64, N);
+    assert_eq!(fs.readdir(d, 0, usize::MAX).unwrap().len() as u64, N);
 }

@@ -22,8 +22,9 @@
 
 use crate::{clock, engine_view, model::View, Logged};
 use intactfs::fsck::fsck;
+use intactfs::prelude::*;
 use intactfs::{
-    mkfs, Fs, FsError, Ino, MkfsOptions, MountOptions, NewKind, Owner, Time, BLOCK, ROOT,
+    mkfs, Fs, FsError, Ino, MkfsOptions, MountOptions, Owner, Time, XattrMode, BLOCK, ROOT,
 };
 use intactfs_device::{DeviceError, SimDevice, TxSimDevice};
 use rand::{Rng, SeedableRng};
@@ -201,7 +202,7 @@ fn perform(fs: &mut Fs<Logged>, c: &Call) -> Result<bool, FsError> {
                 .map(|k| file_name((f + k) % 12))
                 .find(|n| fs.lookup(ROOT, n).is_err());
             if let Some(name) = free {
-                fs.create(s, ROOT, &name, NewKind::File, 0o644, Owner::default())?;
+                fs.create(s, ROOT, &name, 0o644, Owner::default())?;
             }
         }
         Call::Write(f, off, len, byte) => {
@@ -212,7 +213,7 @@ fn perform(fs: &mut Fs<Logged>, c: &Call) -> Result<bool, FsError> {
         Call::SetXattr(f, n, len) => {
             if let Some((ino, _)) = pick(fs, f)? {
                 let name = format!("user.x{n}").into_bytes();
-                fs.setxattr(s, ino, &name, &vec![n + f; len], false, false)?;
+                fs.setxattr(s, ino, &name, &vec![n + f; len], XattrMode::Any)?;
             }
         }
         Call::Unlink(f) => {
@@ -325,8 +326,7 @@ fn check_poisoned(fs: &mut Fs<Logged>) -> Result<(), String> {
         ("readdir", fs.readdir(ROOT, 0, 10).err()),
         (
             "create",
-            fs.create(s, ROOT, b"late", NewKind::File, 0o644, Owner::default())
-                .err(),
+            fs.create(s, ROOT, b"late", 0o644, Owner::default()).err(),
         ),
     ];
     for (what, e) in results {

@@ -54,9 +54,10 @@ mod workload;
 use workload::run_workload;
 
 use intactfs::fsck::fsck;
+use intactfs::prelude::*;
 use intactfs::{
-    mkfs, FileType, Fs, Ino, MkfsOptions, MountOptions, NewKind, Owner, RenameFlags, SetAttr,
-    StreamFlags, Time, BLOCK, ROOT,
+    mkfs, FileType, Fs, Ino, MkfsOptions, MountOptions, Owner, RenameFlags, SetAttr, StreamFlags,
+    Time, XattrMode, BLOCK, ROOT,
 };
 use intactfs_device::{BlockDevice, DeviceError, SimDevice, TxSimDevice};
 use model::{MIno, MOp, Model, Touch, View, What, MROOT};
@@ -1231,14 +1232,7 @@ fn check_image(
 /// configurations are filled to the reserve by some workloads.
 fn create_after_recovery(fs: &mut Fs<SimDevice>) -> Result<(), String> {
     const CREATE_RESERVE_BLOCKS: u64 = 4;
-    match fs.create(
-        0,
-        ROOT,
-        b"after-crash",
-        NewKind::File,
-        0o644,
-        Owner::default(),
-    ) {
+    match fs.create(0, ROOT, b"after-crash", 0o644, Owner::default()) {
         Ok(_) => Ok(()),
         Err(intactfs::FsError::NoSpace(_)) if fs.statfs().free_blocks < CREATE_RESERVE_BLOCKS => {
             Ok(())

@@ -740,7 +740,7 @@ impl<'a> Run<'a> {
                 name,
                 value: Some(v),
                 ..
-            } => fs.setxattr(s, ino, name, v, false, false).map(|_| None),
+            } => fs.setxattr(s, ino, name, v, XattrMode::Any).map(|_| None),
             MOp::SetXattr { name, .. } => fs.removexattr(s, ino, name).map(|_| None),
             _ => unreachable!("not a data call: {op:?}"),
         }
@@ -755,7 +755,7 @@ impl<'a> Run<'a> {
             MOp::Create {
                 parent, name, mode, ..
             } => fs
-                .create(s, e(*parent), name, NewKind::File, *mode, o)
+                .create(s, e(*parent), name, *mode, o)
                 .map(|a| Some(a.ino)),
             MOp::Mkdir {
                 parent, name, mode, ..

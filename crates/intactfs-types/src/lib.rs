@@ -7,9 +7,10 @@
 //! errno mapping lives in one place ([`FsError::errno`]). The FUSE layer, the CLI and both
 //! simulations use them.
 //!
-//! [`Engine`] is the one interface both engines implement (the trait speaks only this
-//! vocabulary, and both engines already depend on this crate: a crate of its own would add
-//! a second tiny crate with the same dependents).
+//! [`Engine`] is the one interface both engines implement, four traits by concern (the
+//! traits speak only this vocabulary, and both engines already depend on this crate: a
+//! crate of its own would add a second tiny crate with the same dependents). Bring them
+//! into scope with `use intactfs_types::prelude::*`.
 //!
 //! What a caller may rely on: these are in-memory API types. An engine's on-media encoding
 //! is its own (the block engine serialises [`Time`] and [`FileType`] with postcard, so
@@ -22,9 +23,17 @@ mod engine;
 mod error;
 mod mutation;
 
-pub use engine::{Capabilities, Capability, Engine};
+pub use engine::{
+    Capabilities, Capability, Engine, EngineBase, ExtAttrs, FileData, Namespace, XattrMode,
+};
 pub use error::{FsError, Result};
 use serde::{Deserialize, Serialize};
+
+/// The engine traits, for `use intactfs_types::prelude::*` where a concrete engine is
+/// called (a caller generic over `E: Engine` needs no import).
+pub mod prelude {
+    pub use crate::engine::{Engine, EngineBase, ExtAttrs, FileData, Namespace};
+}
 
 /// Longest symbolic-link target in bytes (Linux's PATH_MAX less the terminating NUL);
 /// every engine refuses a longer or an empty one with EINVAL.
@@ -101,21 +110,57 @@ pub enum FileType {
 }
 
 impl FileType {
-    /// What mknod(2) makes through every engine: a FIFO, a socket, a device or an empty
-    /// regular file; a directory or a symbolic link is EINVAL (mkdir and symlink make
-    /// those).
-    pub fn check_mknod(self) -> Result<()> {
-        match self {
-            FileType::Dir | FileType::Symlink => Err(FsError::Invalid(format!(
-                "mknod of a {self:?} (mkdir and symlink make those)"
-            ))),
-            _ => Ok(()),
-        }
-    }
-
     /// A character or block device: the kinds whose inode keeps a device number.
     pub fn has_rdev(self) -> bool {
         matches!(self, FileType::CharDev | FileType::BlockDev)
+    }
+}
+
+/// What mknod(2) makes through every engine: an empty regular file, a FIFO, a socket, or a
+/// character or block device with its device number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MknodKind {
+    File,
+    Fifo,
+    Socket,
+    CharDev(u32),
+    BlockDev(u32),
+}
+
+impl MknodKind {
+    /// What mknod(2) of `kind` makes (`rdev` kept for a device, dropped otherwise); EINVAL
+    /// for a directory or a symbolic link (mkdir and symlink make those).
+    pub fn new(kind: FileType, rdev: u32) -> Result<MknodKind> {
+        Ok(match kind {
+            FileType::File => MknodKind::File,
+            FileType::Fifo => MknodKind::Fifo,
+            FileType::Socket => MknodKind::Socket,
+            FileType::CharDev => MknodKind::CharDev(rdev),
+            FileType::BlockDev => MknodKind::BlockDev(rdev),
+            FileType::Dir | FileType::Symlink => {
+                return Err(FsError::Invalid(format!(
+                    "mknod of a {kind:?} (mkdir and symlink make those)"
+                )))
+            }
+        })
+    }
+
+    pub fn file_type(self) -> FileType {
+        match self {
+            MknodKind::File => FileType::File,
+            MknodKind::Fifo => FileType::Fifo,
+            MknodKind::Socket => FileType::Socket,
+            MknodKind::CharDev(_) => FileType::CharDev,
+            MknodKind::BlockDev(_) => FileType::BlockDev,
+        }
+    }
+
+    /// The device number (0 for a kind that keeps none).
+    pub fn rdev(self) -> u32 {
+        match self {
+            MknodKind::CharDev(r) | MknodKind::BlockDev(r) => r,
+            _ => 0,
+        }
     }
 }
 
@@ -165,6 +210,22 @@ pub struct RenameFlags {
     pub exchange: bool,
 }
 
+impl RenameFlags {
+    /// rename(2): an existing target is replaced.
+    pub const NONE: RenameFlags = RenameFlags {
+        noreplace: false,
+        exchange: false,
+    };
+    pub const NOREPLACE: RenameFlags = RenameFlags {
+        noreplace: true,
+        exchange: false,
+    };
+    pub const EXCHANGE: RenameFlags = RenameFlags {
+        noreplace: false,
+        exchange: true,
+    };
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DirEntry {
     pub name: Vec<u8>,
@@ -186,4 +247,20 @@ pub struct StatFs {
     pub files: u64,
     pub free_files: u64,
     pub name_max: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mknod_makes_no_directory_or_link_and_keeps_only_a_devices_number() {
+        for k in [FileType::Dir, FileType::Symlink] {
+            assert_eq!(MknodKind::new(k, 0).unwrap_err().errno(), 22, "{k:?}");
+        }
+        let fifo = MknodKind::new(FileType::Fifo, 7).unwrap();
+        assert_eq!((fifo, fifo.rdev()), (MknodKind::Fifo, 0));
+        let chr = MknodKind::new(FileType::CharDev, 0x0501).unwrap();
+        assert_eq!((chr.file_type(), chr.rdev()), (FileType::CharDev, 0x0501));
+    }
 }

@@ -14,7 +14,8 @@
 //! Markdown table: median and p90 time per checkpoint, bytes written per checkpoint, and
 //! the ratios.
 
-use intactfs::{mkfs, Fs, MkfsOptions, MountOptions, NewKind, Owner, ROOT};
+use intactfs::prelude::*;
+use intactfs::{mkfs, Fs, MkfsOptions, MountOptions, Owner, ROOT};
 use intactfs_device::FileDevice;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -96,10 +97,7 @@ fn run() -> Res<()> {
     for d in 0..a.dirs {
         let dir = fs.mkdir(0, ROOT, format!("d{d}").as_bytes(), 0o755, o)?.ino;
         for i in 0..per_dir.min(a.files - d * per_dir) {
-            files.push(
-                fs.create(0, dir, format!("f{i}").as_bytes(), NewKind::File, 0o644, o)?
-                    .ino,
-            );
+            files.push(fs.create(0, dir, format!("f{i}").as_bytes(), 0o644, o)?.ino);
         }
         fs.sync()?;
     }
@@ -116,14 +114,7 @@ fn run() -> Res<()> {
         x ^= x << 17;
         let f = files[(x % files.len() as u64) as usize];
         fs.write(0, f, 0, &[r as u8; 4096])?;
-        fs.create(
-            0,
-            small,
-            format!("n{r}").as_bytes(),
-            NewKind::File,
-            0o644,
-            o,
-        )?;
+        fs.create(0, small, format!("n{r}").as_bytes(), 0o644, o)?;
         fs.sync()?;
         let s0 = fs.stats();
         let t = Instant::now();

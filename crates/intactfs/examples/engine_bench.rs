@@ -30,7 +30,8 @@
 //! Timings are wall-clock (`Instant`). Streams exist only in the engine: the posix backend
 //! ignores stream ids.
 
-use intactfs::{mkfs, Fs, MkfsOptions, MountOptions, NewKind, Owner, Stats, ROOT};
+use intactfs::prelude::*;
+use intactfs::{mkfs, Fs, MkfsOptions, MountOptions, Owner, Stats, ROOT};
 use intactfs_device::{BlockDevice, DeviceError, FileDevice};
 use serde_json::{json, Value};
 use std::cell::Cell;
@@ -194,14 +195,7 @@ impl Target for Engine {
     fn create(&mut self, s: u64, parent: u64, name: &str) -> Res<u64> {
         Ok(self
             .fs()
-            .create(
-                s,
-                parent,
-                name.as_bytes(),
-                NewKind::File,
-                0o644,
-                Owner::default(),
-            )?
+            .create(s, parent, name.as_bytes(), 0o644, Owner::default())?
             .ino)
     }
     fn write(&mut self, s: u64, f: u64, off: u64, data: &[u8]) -> Res<()> {

@@ -23,14 +23,19 @@ use crate::meta::{
 use crate::recovery::{self, Loaded};
 use crate::streams::{Key, StreamFlags, StreamId, Streams};
 use intactfs_device::BlockDevice;
+use intactfs_types::prelude::*;
+use intactfs_types::{Capabilities, XattrMode};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 mod commit;
 mod durability;
+mod files;
 mod invariants;
 mod io;
+mod namespace;
 mod regions;
 mod reserve;
+mod xattr;
 pub use io::CommitIo;
 pub use regions::{Aborted, REGION_BASE};
 
@@ -208,7 +213,7 @@ pub struct Fs<D: BlockDevice> {
     /// The device's shared handle, if it has one: reads through `&self` ([`Self::read_shared`]).
     reader: Option<std::sync::Arc<dyn intactfs_device::SharedIo>>,
     /// Files made by [`Self::create_tmpfile`] and not yet linked: the only inodes without
-    /// links that [`Self::link`] accepts.
+    /// links that [`Namespace::link`] accepts.
     tmpfiles: BTreeSet<Ino>,
 }
 
@@ -267,18 +272,6 @@ pub fn mkfs<D: BlockDevice>(dev: &mut D, opts: &MkfsOptions) -> Result<Superbloc
     dev.write(layout::SUPERBLOCK, &layout::encode(SB_MAGIC, &sb))?;
     dev.flush()?;
     Ok(sb)
-}
-
-fn kind_of(k: &NewKind) -> FileType {
-    match k {
-        NewKind::File => FileType::File,
-        NewKind::Dir => FileType::Dir,
-        NewKind::Symlink(_) => FileType::Symlink,
-        NewKind::Fifo => FileType::Fifo,
-        NewKind::Socket => FileType::Socket,
-        NewKind::CharDev(_) => FileType::CharDev,
-        NewKind::BlockDev(_) => FileType::BlockDev,
-    }
 }
 
 impl<D: BlockDevice> Fs<D> {
@@ -515,19 +508,6 @@ impl<D: BlockDevice> Fs<D> {
         self.commit_with(&g, Wait::Caller)
     }
 
-    /// fsync/fdatasync: the caller's stream, and the group holding the file's uncommitted
-    /// changes if another. A no-op in an IGNORE_FSYNC stream, an osync in a FSYNC_AS_OSYNC
-    /// one.
-    pub fn fsync(&mut self, s: StreamId, ino: Ino, _datasync: bool) -> Result<()> {
-        self.usable()?;
-        self.node(ino)?;
-        let flags = self.streams.stream(s).flags;
-        if flags.ignore_fsync || self.opts.read_only {
-            return Ok(());
-        }
-        self.sync_file(s, ino, !flags.fsync_as_osync)
-    }
-
     /// Something is not yet committed (what a crash now would lose).
     pub fn has_uncommitted(&self) -> bool {
         self.streams.any_busy() || !self.dirty.is_empty() || !self.falloc.is_empty()
@@ -601,84 +581,12 @@ impl<D: BlockDevice> Fs<D> {
         }
     }
 
-    pub fn getattr(&self, ino: Ino) -> Result<Attr> {
-        self.usable()?;
-        Ok(self.attr_of(ino, self.node(ino)?))
-    }
-
     fn dir(&self, ino: Ino) -> Result<&Inode> {
         let n = self.node(ino)?;
         if n.kind != FileType::Dir {
             return Err(FsError::NotDir(String::new()));
         }
         Ok(n)
-    }
-
-    fn check_name(name: &[u8]) -> Result<()> {
-        if name.len() > NAME_MAX {
-            return Err(FsError::NameTooLong(name.len()));
-        }
-        if !valid_name(name) {
-            return Err(FsError::Invalid(format!(
-                "file name {:?}",
-                String::from_utf8_lossy(name)
-            )));
-        }
-        Ok(())
-    }
-
-    pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Attr> {
-        self.usable()?;
-        self.dir(parent)?;
-        if name.len() > NAME_MAX {
-            return Err(FsError::NameTooLong(name.len()));
-        }
-        let ino = self
-            .live
-            .lookup(parent, name)
-            .ok_or(FsError::NotFound(String::new()))?;
-        self.getattr(ino)
-    }
-
-    pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
-        self.usable()?;
-        match &self.node(ino)?.body {
-            Body::Symlink { target } => Ok(target.clone()),
-            _ => Err(FsError::Invalid("not a symbolic link".into())),
-        }
-    }
-
-    /// Up to `max` entries after `cookie` (0: from the start), in hash order.
-    pub fn readdir(&self, ino: Ino, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
-        self.usable()?;
-        let entries = self.dir(ino)?.entries().expect("directory body");
-        let start = (cookie.saturating_add(1), Vec::new());
-        Ok(entries
-            .range(start..)
-            .take(max)
-            .map(|((h, name), &i)| DirEntry {
-                name: name.clone(),
-                ino: i,
-                kind: self.live.get(i).map(|n| n.kind).unwrap_or(FileType::File),
-                cookie: *h,
-            })
-            .collect())
-    }
-
-    pub fn statfs(&self) -> StatFs {
-        // As other file systems do, space an unlink released is free now, not at its commit.
-        let free = (self.alloc.free_blocks() + self.freeing)
-            .saturating_sub(self.reserved + self.meta_reserve());
-        StatFs {
-            block_size: BLOCK as u64,
-            blocks: self.sb.blocks - self.sb.data_start(),
-            free_blocks: free,
-            // Inodes are allocated on demand: at most one per free block is a fair bound
-            // (what `df -i` shows).
-            files: self.live.inodes.len() as u64 + free,
-            free_files: free,
-            name_max: NAME_MAX as u64,
-        }
     }
 
     /// Where a block of a file is now: its bytes (dirty cache, a commit in flight, a
@@ -720,7 +628,7 @@ impl<D: BlockDevice> Fs<D> {
         }
     }
 
-    /// [`Self::read`] through `&self` (several readers at once, none waiting for a
+    /// [`FileData::read`] through `&self` (several readers at once, none waiting for a
     /// writer's lock), for a device with a shared handle ([`BlockDevice::shared_io`]).
     pub fn read_shared(&self, ino: Ino, off: u64, len: usize) -> Result<Vec<u8>> {
         self.usable()?;
@@ -742,26 +650,6 @@ impl<D: BlockDevice> Fs<D> {
     /// Whether [`Self::read_shared`] works here.
     pub fn can_read_shared(&self) -> bool {
         self.reader.is_some()
-    }
-
-    pub fn read(&mut self, ino: Ino, off: u64, len: usize) -> Result<Vec<u8>> {
-        self.usable()?;
-        if self.reader.is_some() {
-            return self.read_shared(ino, off, len);
-        }
-        let mut blocks = Vec::new();
-        // Without a shared handle: the blocks first (they need `&mut self`), then the bytes.
-        let (first, last) = match self.span(ino, off, len)? {
-            Some(s) => s,
-            None => return Ok(Vec::new()),
-        };
-        for lblk in first / BLOCK as u64..=(last - 1) / BLOCK as u64 {
-            blocks.push(self.file_block(ino, lblk)?);
-        }
-        let mut it = blocks.into_iter();
-        self.read_by(ino, off, len, &mut |_, _| {
-            Ok(it.next().expect("one block per block of the span"))
-        })
     }
 
     /// The byte range [off, end) a read of `len` bytes at `off` returns (None: nothing).
@@ -874,159 +762,6 @@ impl<D: BlockDevice> Fs<D> {
         Ok(())
     }
 
-    fn alloc_ino(&mut self) -> Ino {
-        self.free_inos.pop_first().unwrap_or(self.live.next_ino)
-    }
-
-    pub fn create(
-        &mut self,
-        s: StreamId,
-        parent: Ino,
-        name: &[u8],
-        kind: NewKind,
-        mode: u32,
-        owner: Owner,
-    ) -> Result<Attr> {
-        self.writable()?;
-        self.dir(parent)?;
-        Self::check_name(name)?;
-        if self.live.lookup(parent, name).is_some() {
-            return Err(FsError::Exists(String::new()));
-        }
-        if let NewKind::Symlink(t) = &kind {
-            if t.is_empty() || t.len() > SYMLINK_MAX {
-                return Err(FsError::Invalid(format!(
-                    "symlink target of {} bytes",
-                    t.len()
-                )));
-            }
-        }
-        if kind_of(&kind) == FileType::Dir && self.node(parent)?.nlink >= MAX_LINKS {
-            return Err(FsError::TooManyLinks);
-        }
-        let target = match &kind {
-            NewKind::Symlink(t) => t.len(),
-            _ => 0,
-        };
-        self.meta_room(reserve::create_growth_bytes(name, target))?;
-        let ino = self.alloc_ino();
-        let time = self.now();
-        let op = LogOp::Create {
-            parent,
-            name: name.to_vec(),
-            ino,
-            kind,
-            mode,
-            uid: owner.uid,
-            gid: owner.gid,
-            time,
-        };
-        self.log(
-            s,
-            op,
-            &[Key::Entry(parent, name.to_vec()), Key::Ino(ino)],
-            &[Key::Ino(parent)],
-        )?;
-        self.streams.mark(s, &[Key::Inside(parent)]);
-        self.count_call(s);
-        self.getattr(ino)
-    }
-
-    pub fn mkdir(
-        &mut self,
-        s: StreamId,
-        parent: Ino,
-        name: &[u8],
-        mode: u32,
-        owner: Owner,
-    ) -> Result<Attr> {
-        self.create(s, parent, name, NewKind::Dir, mode, owner)
-    }
-
-    pub fn symlink(
-        &mut self,
-        s: StreamId,
-        parent: Ino,
-        name: &[u8],
-        target: &[u8],
-        owner: Owner,
-    ) -> Result<Attr> {
-        self.create(
-            s,
-            parent,
-            name,
-            NewKind::Symlink(target.to_vec()),
-            0o777,
-            owner,
-        )
-    }
-
-    pub fn link(&mut self, s: StreamId, ino: Ino, parent: Ino, name: &[u8]) -> Result<Attr> {
-        self.writable()?;
-        let n = self.node(ino)?;
-        if n.kind == FileType::Dir {
-            return Err(FsError::NotPermitted("hard links to directories".into()));
-        }
-        if n.nlink >= MAX_LINKS {
-            return Err(FsError::TooManyLinks);
-        }
-        if n.nlink == 0 && !self.tmpfiles.contains(&ino) {
-            return Err(FsError::NotFound(String::new()));
-        }
-        self.dir(parent)?;
-        Self::check_name(name)?;
-        if self.live.lookup(parent, name).is_some() {
-            return Err(FsError::Exists(String::new()));
-        }
-        self.meta_room(reserve::create_growth_bytes(name, 0))?;
-        let time = self.now();
-        let op = LogOp::Link {
-            parent,
-            name: name.to_vec(),
-            ino,
-            time,
-        };
-        self.log(
-            s,
-            op,
-            &[Key::Entry(parent, name.to_vec()), Key::Ino(ino)],
-            &[Key::Ino(parent)],
-        )?;
-        self.tmpfiles.remove(&ino);
-        self.streams.mark(s, &[Key::Inside(parent)]);
-        self.count_call(s);
-        self.getattr(ino)
-    }
-
-    /// O_TMPFILE: a regular file in no directory, open once for the caller (released with
-    /// [`Self::release`] like any open inode), that [`Self::link`] may give a name later. It
-    /// is made as a create in `parent` under a fresh hidden name and an unlink of that name,
-    /// both in stream `s`'s transaction, so nobody sees the name and no commit keeps it. A
-    /// crash before a link frees the file (an orphan), as Linux file systems do.
-    pub fn create_tmpfile(
-        &mut self,
-        s: StreamId,
-        parent: Ino,
-        mode: u32,
-        owner: Owner,
-    ) -> Result<Attr> {
-        self.writable()?;
-        self.dir(parent)?;
-        let mut k = 0u64;
-        let name = loop {
-            let n = format!(".intact-tmpfile.{k}").into_bytes();
-            if self.live.lookup(parent, &n).is_none() {
-                break n;
-            }
-            k += 1;
-        };
-        let a = self.create(s, parent, &name, NewKind::File, mode, owner)?;
-        self.open(a.ino)?;
-        self.unlink(s, parent, &name)?;
-        self.tmpfiles.insert(a.ino);
-        self.getattr(a.ino)
-    }
-
     /// Frees an inode whose last link and last opener are gone.
     fn maybe_free(&mut self, s: StreamId, ino: Ino) -> Result<()> {
         let Some(n) = self.live.get(ino) else {
@@ -1061,188 +796,6 @@ impl<D: BlockDevice> Fs<D> {
                 self.dirty.remove(&ino);
             }
         }
-    }
-
-    fn remove(&mut self, s: StreamId, parent: Ino, name: &[u8], want_dir: bool) -> Result<()> {
-        self.writable()?;
-        self.dir(parent)?;
-        if name.len() > NAME_MAX {
-            return Err(FsError::NameTooLong(name.len()));
-        }
-        if name == b"." || name == b".." {
-            return Err(FsError::Invalid("cannot remove . or ..".into()));
-        }
-        let target = self
-            .live
-            .lookup(parent, name)
-            .ok_or(FsError::NotFound(String::new()))?;
-        let t = self.node(target)?;
-        match (want_dir, t.kind == FileType::Dir) {
-            (true, false) => return Err(FsError::NotDir(String::new())),
-            (false, true) => return Err(FsError::IsDir(String::new())),
-            (true, true) if !t.entries().is_some_and(|e| e.is_empty()) => {
-                return Err(FsError::NotEmpty(String::new()))
-            }
-            _ => {}
-        }
-        let time = self.now();
-        let op = LogOp::Unlink {
-            parent,
-            name: name.to_vec(),
-            time,
-        };
-        let checks = if want_dir {
-            vec![Key::Inside(target)]
-        } else {
-            Vec::new()
-        };
-        self.log(
-            s,
-            op,
-            &[Key::Entry(parent, name.to_vec()), Key::Ino(target)],
-            &checks,
-        )?;
-        self.streams.mark(s, &[Key::Inside(parent)]);
-        self.maybe_free(s, target)?;
-        self.count_call(s);
-        Ok(())
-    }
-
-    pub fn unlink(&mut self, s: StreamId, parent: Ino, name: &[u8]) -> Result<()> {
-        self.remove(s, parent, name, false)
-    }
-
-    pub fn rmdir(&mut self, s: StreamId, parent: Ino, name: &[u8]) -> Result<()> {
-        self.remove(s, parent, name, true)
-    }
-
-    pub fn rename(
-        &mut self,
-        s: StreamId,
-        sp: Ino,
-        sn: &[u8],
-        dp: Ino,
-        dn: &[u8],
-        flags: RenameFlags,
-    ) -> Result<()> {
-        self.writable()?;
-        if flags.noreplace && flags.exchange {
-            return Err(FsError::Invalid(
-                "RENAME_NOREPLACE with RENAME_EXCHANGE".into(),
-            ));
-        }
-        self.dir(sp)?;
-        self.dir(dp)?;
-        if sn.len() > NAME_MAX || dn.len() > NAME_MAX {
-            return Err(FsError::NameTooLong(sn.len().max(dn.len())));
-        }
-        let src = self
-            .live
-            .lookup(sp, sn)
-            .ok_or(FsError::NotFound(String::new()))?;
-        Self::check_name(dn)?;
-        let dst = self.live.lookup(dp, dn);
-        let src_dir = self.node(src)?.kind == FileType::Dir;
-        if flags.noreplace && dst.is_some() {
-            return Err(FsError::Exists(String::new()));
-        }
-        if flags.exchange && dst.is_none() {
-            return Err(FsError::NotFound(String::new()));
-        }
-        if dst == Some(src) {
-            // POSIX: two links to one file, nothing happens (and nothing enters the stream).
-            return Ok(());
-        }
-        if src_dir && self.live.is_ancestor(src, dp) {
-            return Err(FsError::Invalid(
-                "a directory cannot move into itself".into(),
-            ));
-        }
-        let mut claims = vec![Key::Entry(sp, sn.to_vec()), Key::Entry(dp, dn.to_vec())];
-        let mut checks = vec![Key::Ino(dp)];
-        if src_dir {
-            claims.push(Key::Ino(src));
-        }
-        if let Some(d) = dst {
-            let dn_ = self.node(d)?;
-            let dst_dir = dn_.kind == FileType::Dir;
-            if flags.exchange {
-                if dst_dir && self.live.is_ancestor(d, sp) {
-                    return Err(FsError::Invalid(
-                        "a directory cannot move into itself".into(),
-                    ));
-                }
-            } else {
-                match (src_dir, dst_dir) {
-                    (true, false) => return Err(FsError::NotDir(String::new())),
-                    (false, true) => return Err(FsError::IsDir(String::new())),
-                    (true, true) if !dn_.entries().is_some_and(|e| e.is_empty()) => {
-                        return Err(FsError::NotEmpty(String::new()))
-                    }
-                    (true, true) => checks.push(Key::Inside(d)),
-                    _ => {}
-                }
-            }
-            claims.push(Key::Ino(d));
-            if flags.exchange && dst_dir && sp != dp {
-                claims.push(Key::DirTree);
-            }
-        }
-        if src_dir && sp != dp {
-            claims.push(Key::DirTree);
-        }
-        let time = self.now();
-        let op = LogOp::Rename {
-            sp,
-            sn: sn.to_vec(),
-            dp,
-            dn: dn.to_vec(),
-            exchange: flags.exchange,
-            time,
-        };
-        // A longer name, a wider hash or inode number: the metadata may grow.
-        self.meta_room(reserve::growth_bytes(&op))?;
-        self.log(s, op, &claims, &checks)?;
-        self.streams.mark(s, &[Key::Inside(sp), Key::Inside(dp)]);
-        if let (Some(d), false) = (dst, flags.exchange) {
-            self.maybe_free(s, d)?;
-        }
-        self.count_call(s);
-        Ok(())
-    }
-
-    pub fn open(&mut self, ino: Ino) -> Result<()> {
-        self.node(ino)?;
-        *self.open.entry(ino).or_default() += 1;
-        Ok(())
-    }
-
-    /// The last close of an unlinked file frees it.
-    pub fn release(&mut self, s: StreamId, ino: Ino) -> Result<()> {
-        let Some(c) = self.open.get_mut(&ino) else {
-            return Ok(());
-        };
-        // An open count of 0 is never stored (it is removed), so this cannot underflow.
-        assert!(
-            *c > 0,
-            "open count of inode {ino} is 0 while still in the map"
-        );
-        *c = c.checked_sub(1).expect("open count checked above");
-        if *c == 0 {
-            self.open.remove(&ino);
-            if !self.opts.read_only
-                && self.poisoned.is_none()
-                && self.live.get(ino).is_some_and(|n| n.nlink == 0)
-            {
-                // Freed along with the uncommitted unlink, in its stream: a release by
-                // another stream (the FUSE layer's forget comes as the init stream) must not
-                // merge that stream's work with the unlink's, or one stream's commit refused
-                // for want of room would hold back the unlinks that make room (issue 25).
-                let s = self.streams.owner_of(&Key::Ino(ino)).unwrap_or(s);
-                self.maybe_free(s, ino)?;
-            }
-        }
-        Ok(())
     }
 
     fn file(&self, ino: Ino) -> Result<&Inode> {
@@ -1303,100 +856,6 @@ impl<D: BlockDevice> Fs<D> {
             }
         }
         self.flush()
-    }
-
-    pub fn setattr(&mut self, s: StreamId, ino: Ino, a: SetAttr) -> Result<Attr> {
-        self.writable()?;
-        self.node(ino)?;
-        // Values of the caller's choosing may widen the inode: room first, before anything
-        // changes (with the truncate's own room, if any).
-        let growth = reserve::setattr_growth_bytes(ino, &a);
-        if let Some(size) = a.size {
-            self.truncate_inner(s, ino, size, growth)?;
-        } else {
-            self.meta_room(growth)?;
-        }
-        let ctime = self.now();
-        if let Some(op) = setattr_op(ino, &a, ctime) {
-            self.log(s, op, &[Key::Ino(ino)], &[])?;
-        }
-        self.count_call(s);
-        self.getattr(ino)
-    }
-
-    /// Sets extended attribute `name`; `create`: fail if it exists, `replace`: fail if not.
-    pub fn setxattr(
-        &mut self,
-        s: StreamId,
-        ino: Ino,
-        name: &[u8],
-        value: &[u8],
-        create: bool,
-        replace: bool,
-    ) -> Result<()> {
-        self.writable()?;
-        let n = self.node(ino)?;
-        intactfs_types::check_xattr(name, value)?;
-        match (n.xattrs.contains_key(name), create, replace) {
-            (true, true, _) => return Err(FsError::Exists(String::new())),
-            (false, _, true) => return Err(FsError::NoData),
-            _ => {}
-        }
-        if !xattr_fits(&n.xattrs, name, value.len()) {
-            return Err(FsError::NoSpace(format!(
-                "extended attributes of one inode are limited to {XATTR_TOTAL_MAX} bytes"
-            )));
-        }
-        self.meta_room((name.len() + value.len()) as u64 + 64)?;
-        let ctime = self.now();
-        self.log(
-            s,
-            LogOp::SetXattr {
-                ino,
-                name: name.to_vec(),
-                value: Some(value.to_vec()),
-                ctime,
-            },
-            &[Key::Ino(ino)],
-            &[],
-        )?;
-        self.count_call(s);
-        Ok(())
-    }
-
-    pub fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
-        self.usable()?;
-        self.node(ino)?
-            .xattrs
-            .get(name)
-            .cloned()
-            .ok_or(FsError::NoData)
-    }
-
-    pub fn listxattr(&self, ino: Ino) -> Result<Vec<Vec<u8>>> {
-        self.usable()?;
-        Ok(self.node(ino)?.xattrs.keys().cloned().collect())
-    }
-
-    pub fn removexattr(&mut self, s: StreamId, ino: Ino, name: &[u8]) -> Result<()> {
-        self.writable()?;
-        if !self.node(ino)?.xattrs.contains_key(name) {
-            return Err(FsError::NoData);
-        }
-        let ctime = self.now();
-        self.log(
-            s,
-            LogOp::SetXattr {
-                ino,
-                name: name.to_vec(),
-                value: None,
-                ctime,
-            },
-            &[Key::Ino(ino)],
-            &[],
-        )?;
-        self.count_call(s);
-        Ok(())
     }
 
     pub fn truncate(&mut self, s: StreamId, ino: Ino, size: u64) -> Result<()> {
@@ -1478,82 +937,6 @@ impl<D: BlockDevice> Fs<D> {
             self.reserved += 1;
         }
         Ok(())
-    }
-
-    pub fn write(&mut self, s: StreamId, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
-        self.writable()?;
-        let size = self.file(ino)?.size;
-        if data.is_empty() {
-            return Ok(0);
-        }
-        let end = off
-            .checked_add(data.len() as u64)
-            .filter(|&e| e <= MAX_FILE_SIZE)
-            .ok_or(FsError::TooBig(String::new()))?;
-        let (b0, b1) = (off / BLOCK as u64, (end - 1) / BLOCK as u64);
-        let s = self.route(s, &[Key::Ino(ino)], &[])?;
-        let in_region = self.is_region(s);
-        if in_region && self.dirty_blocks * BLOCK as u64 > self.opts.region_limit {
-            return Err(FsError::NoSpace(format!("atomic regions hold more than {} MiB of uncommitted data (mount option region_limit)", self.opts.region_limit >> 20)));
-        }
-        self.room_for(
-            |fs| {
-                let have = fs.dirty.get(&ino);
-                (b0..=b1)
-                    .filter(|b| !have.is_some_and(|d| d.contains_key(b)))
-                    .count() as u64
-            },
-            0,
-        )?;
-        self.streams.relate(s, &[Key::Ino(ino)], &[]);
-        let mut pos = off;
-        for lb in b0..=b1 {
-            let within = (pos % BLOCK as u64) as usize;
-            let take = (BLOCK - within).min((end - pos) as usize);
-            let src = &data[(pos - off) as usize..(pos - off) as usize + take];
-            if let Some(b) = self.dirty.get_mut(&ino).and_then(|d| d.get_mut(&lb)) {
-                b[within..within + take].copy_from_slice(src);
-            } else {
-                let whole = within == 0 && take == BLOCK;
-                let mut b = if whole || lb * BLOCK as u64 >= size {
-                    vec![0; BLOCK]
-                } else {
-                    self.file_block(ino, lb)?
-                };
-                b[within..within + take].copy_from_slice(src);
-                self.put_dirty(ino, lb, b.into_boxed_slice())?;
-            }
-            pos += take as u64;
-        }
-        let time = self.now();
-        let n = self.live.inodes.get_mut(&ino).expect("checked above");
-        n.size = n.size.max(end);
-        n.mtime = time;
-        n.ctime = time;
-        let g = self.streams.tick();
-        self.wattrs.entry(ino).or_default().push((g, end, time));
-        self.count_call(s);
-        if in_region {
-            if crate::mutation::active(crate::mutation::Mutation::RegionEarlyPage)
-                && self.streams.stream(s).logged == 1
-            {
-                self.commit(&[s])?;
-            }
-        } else if self.dirty_blocks * BLOCK as u64 > self.opts.dirty_limit {
-            // A region never commits early (no steal): only the writer's own group does.
-            // With deferred I/O the caller writes it after answering, and nobody waits
-            // for its flush (the durability timeout or the next fsync brings it).
-            let g = self.streams.group(s);
-            self.commit_with(
-                &g,
-                if self.deferred {
-                    Wait::Written
-                } else {
-                    Wait::Now
-                },
-            )?;
-        }
-        Ok(data.len())
     }
 
     /// Preallocates [off, off+len); the blocks are allocated when the transaction commits
@@ -2063,6 +1446,42 @@ fn merge_ranges(mut r: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
         }
     }
     out
+}
+
+/// Every seed interface but AD-transactions is here; the caller's context is its stream
+/// (ccfs).
+impl<D: BlockDevice> EngineBase for Fs<D> {
+    type Ctx = StreamId;
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            streams: true,
+            osync_dsync: true,
+            atomic_regions: true,
+            ad_transactions: false,
+        }
+    }
+
+    fn getattr(&self, ino: Ino) -> Result<Attr> {
+        self.usable()?;
+        Ok(self.attr_of(ino, self.node(ino)?))
+    }
+
+    fn statfs(&self) -> StatFs {
+        // As other file systems do, space an unlink released is free now, not at its commit.
+        let free = (self.alloc.free_blocks() + self.freeing)
+            .saturating_sub(self.reserved + self.meta_reserve());
+        StatFs {
+            block_size: BLOCK as u64,
+            blocks: self.sb.blocks - self.sb.data_start(),
+            free_blocks: free,
+            // Inodes are allocated on demand: at most one per free block is a fair bound
+            // (what `df -i` shows).
+            files: self.live.inodes.len() as u64 + free,
+            free_files: free,
+            name_max: NAME_MAX as u64,
+        }
+    }
 }
 
 trait TakeOrDefault {

@@ -8,14 +8,13 @@
 //! * [`layout`]: the on-disk format.
 //! * [`alloc`]: free space, derived; reuse only after the freeing commit is durable.
 //! * [`streams`]: streams, running transactions, related operations (ccfs §3.5).
-//! * [`engine`]: [`Fs`], the POSIX operations, commit and checkpoint.
-//! * [`api`]: [`Fs`] behind the one engine interface of every intactfs engine.
+//! * [`engine`]: [`Fs`], the POSIX operations (the engine traits of
+//!   [`intactfs_types::Engine`], implemented in its modules), commit and checkpoint.
 //! * [`recovery`]: mount-time replay and the structural invariants.
 //! * [`fsck`] and [`dump`]: the tools; [`foreign`]: which other file system an image holds.
 //! * [`mutation`]: deliberate bugs the crash simulation must catch (feature `mutations`).
 
 pub mod alloc;
-pub mod api;
 pub mod dump;
 pub mod engine;
 pub mod error;
@@ -32,5 +31,6 @@ pub use engine::{
     MountReport, Owner, RenameFlags, SetAttr, StatFs, Stats, REGION_BASE,
 };
 pub use error::{FsError, Result};
+pub use intactfs_types::{prelude, MknodKind, XattrMode};
 pub use meta::{FileType, Ino, NewKind, Time, BLOCK, ROOT};
 pub use streams::{StreamFlags, StreamId, INIT_STREAM};

@@ -7,7 +7,8 @@
 //! itself is driven by the fault-injection simulation (`intactfs-sim`, `faults`: ENOSPC
 //! and EIO at every device write and flush) and the `TakeBeforeRoom` mutation.
 
-use intactfs::{mkfs, Fs, FsError, MkfsOptions, MountOptions, NewKind, Owner, BLOCK, ROOT};
+use intactfs::prelude::*;
+use intactfs::{mkfs, Fs, FsError, MkfsOptions, MountOptions, Owner, XattrMode, BLOCK, ROOT};
 use intactfs_device::SimDevice;
 
 const VALUE_BYTES: usize = 60_000;
@@ -26,16 +27,9 @@ fn small() -> Fs<SimDevice> {
 }
 
 fn create(fs: &mut Fs<SimDevice>, stream: u64, name: &str) -> u64 {
-    fs.create(
-        stream,
-        ROOT,
-        name.as_bytes(),
-        NewKind::File,
-        0o644,
-        Owner::default(),
-    )
-    .unwrap()
-    .ino
+    fs.create(stream, ROOT, name.as_bytes(), 0o644, Owner::default())
+        .unwrap()
+        .ino
 }
 
 #[test]
@@ -65,7 +59,7 @@ fn a_refused_commit_keeps_its_operations_until_there_is_room() {
         for n in 0..3u8 {
             let name = [b"user.".as_slice(), &[b'a' + n]].concat();
             loop {
-                match fs.setxattr(0, ino, &name, &vec![n; VALUE_BYTES], false, false) {
+                match fs.setxattr(0, ino, &name, &vec![n; VALUE_BYTES], XattrMode::Any) {
                     Ok(()) => accepted.push((ino, name)),
                     // Until one is accepted, free a filler (durably, in its own stream).
                     Err(FsError::NoSpace(_)) if accepted.is_empty() && !fillers.is_empty() => {

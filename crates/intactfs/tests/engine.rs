@@ -2,9 +2,10 @@
 //! `intactfs-sim`; the on-disk format's robustness by `hostile.rs`).
 
 use intactfs::fsck::fsck;
+use intactfs::prelude::*;
 use intactfs::{
-    mkfs, FileType, Fs, FsError, MkfsOptions, MountOptions, NewKind, Owner, RenameFlags, SetAttr,
-    StreamFlags, Time, BLOCK, ROOT,
+    mkfs, FileType, Fs, FsError, MkfsOptions, MountOptions, Owner, RenameFlags, SetAttr,
+    StreamFlags, Time, XattrMode, BLOCK, ROOT,
 };
 use intactfs_device::{FileDevice, SimDevice};
 
@@ -32,9 +33,7 @@ fn remount(fs: Fs<SimDevice>) -> Fs<SimDevice> {
 }
 
 fn file(fs: &mut Fs<SimDevice>, parent: u64, name: &str) -> u64 {
-    fs.create(0, parent, name.as_bytes(), NewKind::File, 0o644, O)
-        .unwrap()
-        .ino
+    fs.create(0, parent, name.as_bytes(), 0o644, O).unwrap().ino
 }
 
 #[test]
@@ -48,7 +47,7 @@ fn namespace_operations_and_their_errors() {
     assert_eq!(fs.getattr(ROOT).unwrap().nlink, 3);
     let f = file(&mut fs, d.ino, "f");
     assert!(matches!(
-        fs.create(0, d.ino, b"f", NewKind::File, 0o644, O),
+        fs.create(0, d.ino, b"f", 0o644, O),
         Err(FsError::Exists(_))
     ));
     assert!(matches!(
@@ -57,11 +56,11 @@ fn namespace_operations_and_their_errors() {
     ));
     assert!(matches!(fs.lookup(f, b"x"), Err(FsError::NotDir(_))));
     assert!(matches!(
-        fs.create(0, ROOT, &[b'a'; 256], NewKind::File, 0o644, O),
+        fs.create(0, ROOT, &[b'a'; 256], 0o644, O),
         Err(FsError::NameTooLong(_))
     ));
     assert!(matches!(
-        fs.create(0, ROOT, b"a/b", NewKind::File, 0o644, O),
+        fs.create(0, ROOT, b"a/b", 0o644, O),
         Err(FsError::Invalid(_))
     ));
     assert!(matches!(fs.rmdir(0, ROOT, b"d"), Err(FsError::NotEmpty(_))));
@@ -349,12 +348,9 @@ fn related_operations_merge_streams() {
     // Stream 1 creates a directory and writes a big file; stream 2 creates a file inside
     // the directory (related: ccfs §3.5), so fsync in stream 2 must commit stream 1 too.
     let d = fs.mkdir(1, ROOT, b"d", 0o755, O).unwrap().ino;
-    let big = fs
-        .create(1, ROOT, b"big", NewKind::File, 0o644, O)
-        .unwrap()
-        .ino;
+    let big = fs.create(1, ROOT, b"big", 0o644, O).unwrap().ino;
     fs.write(1, big, 0, &vec![3u8; 1 << 20]).unwrap();
-    let f = fs.create(2, d, b"f", NewKind::File, 0o644, O).unwrap().ino;
+    let f = fs.create(2, d, b"f", 0o644, O).unwrap().ino;
     assert_eq!(fs.merges(), 1);
     fs.fsync(2, f, false).unwrap();
     let dev = fs.into_device();
@@ -397,10 +393,7 @@ fn ignore_fsync_and_streamsync() {
     );
     assert_eq!(fs.getstream(42), 3);
     assert!(fs.stream_flags(3).ignore_fsync);
-    let f = fs
-        .create(3, ROOT, b"f", NewKind::File, 0o644, O)
-        .unwrap()
-        .ino;
+    let f = fs.create(3, ROOT, b"f", 0o644, O).unwrap().ino;
     fs.write(3, f, 0, b"data").unwrap();
     let c = fs.stats().commits;
     fs.fsync(3, f, false).unwrap();
@@ -452,15 +445,8 @@ fn a_directory_of_100000_entries() {
     let mut fs = fresh(16384);
     let d = fs.mkdir(0, ROOT, b"big", 0o755, O).unwrap().ino;
     for i in 0..100_000u32 {
-        fs.create(
-            0,
-            d,
-            format!("file-{i:06}").as_bytes(),
-            NewKind::File,
-            0o644,
-            O,
-        )
-        .unwrap();
+        fs.create(0, d, format!("file-{i:06}").as_bytes(), 0o644, O)
+            .unwrap();
     }
     fs.sync().unwrap();
     let mut fs = remount(fs);
@@ -489,10 +475,7 @@ fn file_device_round_trip() {
     let mut dev = FileDevice::create(&path, BLOCK, 2048).unwrap();
     mkfs(&mut dev, &MkfsOptions::default()).unwrap();
     let (mut fs, _) = Fs::mount(dev, MountOptions::default()).unwrap();
-    let f = fs
-        .create(0, ROOT, b"f", NewKind::File, 0o644, O)
-        .unwrap()
-        .ino;
+    let f = fs.create(0, ROOT, b"f", 0o644, O).unwrap().ino;
     fs.write(0, f, 0, b"on a file").unwrap();
     fs.fsync(0, f, false).unwrap();
     drop(fs.into_device());
@@ -506,29 +489,29 @@ fn file_device_round_trip() {
 fn extended_attributes_are_journaled_with_their_stream() {
     let mut fs = fresh(4096);
     let f = file(&mut fs, ROOT, "f");
-    fs.setxattr(0, f, b"user.a", b"1", false, false).unwrap();
+    fs.setxattr(0, f, b"user.a", b"1", XattrMode::Any).unwrap();
     assert!(
         matches!(
-            fs.setxattr(0, f, b"user.a", b"2", true, false),
+            fs.setxattr(0, f, b"user.a", b"2", XattrMode::Create),
             Err(FsError::Exists(_))
         ),
         "XATTR_CREATE of an existing name"
     );
     assert!(
         matches!(
-            fs.setxattr(0, f, b"user.b", b"2", false, true),
+            fs.setxattr(0, f, b"user.b", b"2", XattrMode::Replace),
             Err(FsError::NoData)
         ),
         "XATTR_REPLACE of a missing name"
     );
-    fs.setxattr(0, f, b"user.a", b"22", false, true).unwrap();
+    fs.setxattr(0, f, b"user.a", b"22", XattrMode::Replace)
+        .unwrap();
     fs.setxattr(
         0,
         f,
         b"user.big",
         &vec![9u8; intactfs::meta::XATTR_VALUE_MAX],
-        false,
-        false,
+        XattrMode::Any,
     )
     .unwrap();
     assert!(matches!(
@@ -537,13 +520,12 @@ fn extended_attributes_are_journaled_with_their_stream() {
             f,
             b"user.c",
             &vec![0u8; intactfs::meta::XATTR_VALUE_MAX + 1],
-            false,
-            false
+            XattrMode::Any
         ),
         Err(FsError::TooBig(_))
     ));
     assert!(matches!(
-        fs.setxattr(0, f, &[b'x'; 256], b"", false, false),
+        fs.setxattr(0, f, &[b'x'; 256], b"", XattrMode::Any),
         Err(FsError::NameTooLong(_))
     ));
     assert_eq!(
@@ -558,12 +540,14 @@ fn extended_attributes_are_journaled_with_their_stream() {
     assert!(matches!(fs.getxattr(f, b"user.big"), Err(FsError::NoData)));
     // Durable after fsync, in the stream that set it: a crash keeps it.
     fs.setstream(1, 5, StreamFlags::default());
-    fs.setxattr(5, f, b"user.s", b"five", false, false).unwrap();
+    fs.setxattr(5, f, b"user.s", b"five", XattrMode::Any)
+        .unwrap();
     fs.fsync(5, f, false).unwrap();
     // Another stream's unsynced attribute on another file is lost by a crash.
     let g = file(&mut fs, ROOT, "g");
     fs.fsync(0, g, false).unwrap();
-    fs.setxattr(6, g, b"user.lost", b"x", false, false).unwrap();
+    fs.setxattr(6, g, b"user.lost", b"x", XattrMode::Any)
+        .unwrap();
     let dev = fs.into_device();
     let (fs, _) = Fs::mount(
         SimDevice::from_image(BLOCK, dev.durable().to_vec()).unwrap(),
@@ -692,10 +676,7 @@ fn fsync_as_osync_and_the_durability_flush() {
             ..Default::default()
         },
     );
-    let a = fs
-        .create(4, ROOT, b"a", NewKind::File, 0o644, O)
-        .unwrap()
-        .ino;
+    let a = fs.create(4, ROOT, b"a", 0o644, O).unwrap().ino;
     fs.write(4, a, 0, b"x").unwrap();
     let flushes = fs.stats().flushes;
     fs.fsync(4, a, true).unwrap();

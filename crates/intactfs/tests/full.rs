@@ -11,8 +11,9 @@
 
 use intactfs::fsck::fsck;
 use intactfs::layout::Checkpoint;
+use intactfs::prelude::*;
 use intactfs::{
-    mkfs, Fs, FsError, MkfsOptions, MountOptions, NewKind, Owner, BLOCK, INIT_STREAM, ROOT,
+    mkfs, Fs, FsError, MkfsOptions, MountOptions, Owner, XattrMode, BLOCK, INIT_STREAM, ROOT,
 };
 use intactfs_device::{BlockDevice, ImageDevice, SimDevice, TxSimDevice};
 use std::path::{Path, PathBuf};
@@ -39,8 +40,7 @@ fn remount<D: BlockDevice>(fs: Fs<D>) -> Fs<D> {
 }
 
 fn create(fs: &mut Fs<impl BlockDevice>, name: &str) -> Result<u64, FsError> {
-    fs.create(S, ROOT, name.as_bytes(), NewKind::File, 0o644, O)
-        .map(|a| a.ino)
+    fs.create(S, ROOT, name.as_bytes(), 0o644, O).map(|a| a.ino)
 }
 
 /// Writes 1 MiB chunks until the file system refuses with ENOSPC; returns the bytes
@@ -105,8 +105,7 @@ fn xattrs_on_full<D: BlockDevice>(dev: D) {
                 ino,
                 format!("user.a{k}").as_bytes(),
                 &value,
-                false,
-                false,
+                XattrMode::Any,
             ) {
                 Ok(()) => kept += 1,
                 Err(FsError::NoSpace(_)) => refused += 1,
@@ -164,8 +163,7 @@ fn fragmented<D: BlockDevice>(dev: D, durable: fn(&D) -> Vec<u8>) -> Vec<u8> {
                 ino,
                 format!("user.a{k}").as_bytes(),
                 &value,
-                false,
-                false,
+                XattrMode::Any,
             )
             .unwrap();
         }

@@ -46,10 +46,11 @@ use intactfs::layout::{
 use intactfs::meta::{
     dir_key, name_hash, valid_name, Body, Extent, Inode, LogOp, Meta, SYMLINK_MAX,
 };
+use intactfs::prelude::*;
 use intactfs::recovery::{self, check_meta};
 use intactfs::{
-    mkfs, FileType, Fs, FsError, Ino, MkfsOptions, MountOptions, NewKind, Owner, RenameFlags, Time,
-    BLOCK, INIT_STREAM, ROOT,
+    mkfs, FileType, Fs, FsError, Ino, MkfsOptions, MknodKind, MountOptions, NewKind, Owner,
+    RenameFlags, Time, BLOCK, INIT_STREAM, ROOT,
 };
 use intactfs_device::{BlockDevice, DeviceError, SimDevice};
 use proptest::prelude::*;
@@ -100,18 +101,16 @@ fn work(fs: &mut Fs<SimDevice>, k: u8) -> Result<(), FsError> {
     let o = Owner::default();
     let d = fs.mkdir(s, ROOT, format!("d{k}").as_bytes(), 0o755, o)?.ino;
     let e = fs.mkdir(s, d, b"e", 0o700, o)?.ino;
-    let f = fs.create(s, d, b"f", NewKind::File, 0o644, o)?.ino;
+    let f = fs.create(s, d, b"f", 0o644, o)?.ino;
     fs.write(s, f, 0, &pattern(k, 3 * BLOCK + 100))?;
     fs.fsync(s, f, false)?;
     let gname = format!("g{k}");
-    let g = fs
-        .create(s, ROOT, gname.as_bytes(), NewKind::File, 0o600, o)?
-        .ino;
+    let g = fs.create(s, ROOT, gname.as_bytes(), 0o600, o)?.ino;
     fs.write(s, g, 0, b"hello, hostile world")?;
     fs.link(s, g, e, b"g-link")?;
     fs.symlink(s, e, b"sym", format!("../d{k}/f").as_bytes(), o)?;
     fs.fsync(s, g, false)?;
-    let big = fs.create(s, e, b"big", NewKind::File, 0o644, o)?.ino;
+    let big = fs.create(s, e, b"big", 0o644, o)?.ino;
     fs.write(s, big, 0, &pattern(k.wrapping_add(7), 9 * BLOCK))?;
     fs.write(s, big, 20 * BLOCK as u64, b"sparse tail")?;
     fs.fsync(s, big, false)?;
@@ -128,13 +127,11 @@ fn work(fs: &mut Fs<SimDevice>, k: u8) -> Result<(), FsError> {
     fs.write(s, f, 100, b"overwritten")?;
     fs.fsync(s, f, false)?;
     let tname = format!("tmp{k}");
-    let tmp = fs
-        .create(s, ROOT, tname.as_bytes(), NewKind::File, 0o644, o)?
-        .ino;
+    let tmp = fs.create(s, ROOT, tname.as_bytes(), 0o644, o)?.ino;
     fs.write(s, tmp, 0, &pattern(k.wrapping_add(3), BLOCK + 1))?;
     fs.open(tmp)?;
     fs.unlink(s, ROOT, tname.as_bytes())?;
-    fs.create(s, d, b"fifo", NewKind::Fifo, 0o644, o)?;
+    fs.mknod(s, d, b"fifo", MknodKind::Fifo, 0o644, o)?;
     fs.sync()
 }
 
@@ -188,22 +185,15 @@ fn build_images() -> Vec<(&'static str, Vec<u8>)> {
     let o = Owner::default();
     let many = fs.mkdir(s, ROOT, b"many", 0o755, o).unwrap().ino;
     for i in 0..120 {
-        fs.create(
-            s,
-            many,
-            format!("file-{i:03}").as_bytes(),
-            NewKind::File,
-            0o644,
-            o,
-        )
-        .unwrap();
+        fs.create(s, many, format!("file-{i:03}").as_bytes(), 0o644, o)
+            .unwrap();
     }
     let w = fs.mkdir(s, ROOT, b"w", 0o755, o).unwrap().ino;
     fs.sync().unwrap();
     fs.checkpoint_base().unwrap();
     for k in 0..3u8 {
         let f = fs
-            .create(s, w, format!("c{k}").as_bytes(), NewKind::File, 0o644, o)
+            .create(s, w, format!("c{k}").as_bytes(), 0o644, o)
             .unwrap()
             .ino;
         fs.write(s, f, 0, &pattern(k, 100)).unwrap();
@@ -726,9 +716,7 @@ fn new_work(mut fs: Fs<SimDevice>) -> Result<(), String> {
         }
     }
     let r = (|| -> Result<Ino, FsError> {
-        let f = fs
-            .create(s, ROOT, b"zz-hostile-new", NewKind::File, 0o644, o)?
-            .ino;
+        let f = fs.create(s, ROOT, b"zz-hostile-new", 0o644, o)?.ino;
         fs.write(s, f, 0, &data)?;
         fs.fsync(s, f, false)?;
         let d = fs.mkdir(s, ROOT, b"zz-hostile-dir", 0o755, o)?.ino;

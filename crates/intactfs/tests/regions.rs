@@ -3,7 +3,8 @@
 //! by `intactfs-sim` (`--regions`).
 
 use intactfs::fsck::fsck;
-use intactfs::{mkfs, Fs, FsError, MkfsOptions, MountOptions, NewKind, Owner, BLOCK, ROOT};
+use intactfs::prelude::*;
+use intactfs::{mkfs, Fs, FsError, MkfsOptions, MountOptions, Owner, BLOCK, ROOT};
 use intactfs_device::SimDevice;
 use std::collections::BTreeSet;
 
@@ -46,14 +47,8 @@ fn recovered(fs: &Fs<SimDevice>, names: &[&str]) -> BTreeSet<Vec<Option<Vec<u8>>
 #[test]
 fn a_region_commits_as_one_and_nothing_commits_it_early() {
     let mut fs = fresh();
-    let a = fs
-        .create(0, ROOT, b"a", NewKind::File, 0o644, O)
-        .unwrap()
-        .ino;
-    let b = fs
-        .create(0, ROOT, b"b", NewKind::File, 0o644, O)
-        .unwrap()
-        .ino;
+    let a = fs.create(0, ROOT, b"a", 0o644, O).unwrap().ino;
+    let b = fs.create(0, ROOT, b"b", 0o644, O).unwrap().ino;
     fs.write(0, a, 0, b"old-a").unwrap();
     fs.write(0, b, 0, b"old-b").unwrap();
     fs.sync().unwrap();
@@ -62,10 +57,7 @@ fn a_region_commits_as_one_and_nothing_commits_it_early() {
     fs.write(r, a, 0, b"new-a").unwrap();
     fs.fsync(r, a, false).unwrap(); // inside a region: returns, commits nothing
     fs.write(r, b, 0, b"new-b").unwrap();
-    let c = fs
-        .create(r, ROOT, b"c", NewKind::File, 0o644, O)
-        .unwrap()
-        .ino;
+    let c = fs.create(r, ROOT, b"c", 0o644, O).unwrap().ino;
     fs.write(r, c, 0, b"new-c").unwrap();
     // Legacy commits of every kind skip the region.
     fs.sync().unwrap();
@@ -100,24 +92,18 @@ fn a_region_commits_as_one_and_nothing_commits_it_early() {
 #[test]
 fn abort_leaves_nothing_and_keeps_everyone_elses_work() {
     let mut fs = fresh();
-    let a = fs
-        .create(0, ROOT, b"a", NewKind::File, 0o644, O)
-        .unwrap()
-        .ino;
+    let a = fs.create(0, ROOT, b"a", 0o644, O).unwrap().ino;
     fs.write(0, a, 0, b"committed").unwrap();
     fs.sync().unwrap();
     let free0 = fs.statfs().free_blocks;
     // Another stream's uncommitted work, before and during the region.
-    let l = fs
-        .create(5, ROOT, b"legacy", NewKind::File, 0o644, O)
-        .unwrap()
-        .ino;
+    let l = fs.create(5, ROOT, b"legacy", 0o644, O).unwrap().ino;
     fs.write(5, l, 0, &[7u8; 3 * BLOCK]).unwrap();
     let r = fs.region_begin().unwrap();
     fs.write(r, a, 0, &[1u8; 2 * BLOCK]).unwrap();
     fs.truncate(r, a, 100).unwrap();
     fs.mkdir(r, ROOT, b"dir", 0o755, O).unwrap();
-    fs.create(r, ROOT, b"tmp", NewKind::File, 0o644, O).unwrap();
+    fs.create(r, ROOT, b"tmp", 0o644, O).unwrap();
     fs.rename(r, ROOT, b"tmp", ROOT, b"renamed", Default::default())
         .unwrap();
     fs.unlink(r, ROOT, b"renamed").unwrap();
@@ -151,10 +137,7 @@ fn abort_leaves_nothing_and_keeps_everyone_elses_work() {
 #[test]
 fn legacy_work_on_a_regions_file_commits_first() {
     let mut fs = fresh();
-    let a = fs
-        .create(0, ROOT, b"a", NewKind::File, 0o644, O)
-        .unwrap()
-        .ino;
+    let a = fs.create(0, ROOT, b"a", 0o644, O).unwrap().ino;
     fs.sync().unwrap();
     fs.write(0, a, 0, b"legacy").unwrap(); // uncommitted, init stream
     let r = fs.region_begin().unwrap();
@@ -174,10 +157,7 @@ fn legacy_work_on_a_regions_file_commits_first() {
 fn others_that_depend_on_a_region_join_it_and_two_regions_do_not_share() {
     let mut fs = fresh();
     let r = fs.region_begin().unwrap();
-    let f = fs
-        .create(r, ROOT, b"f", NewKind::File, 0o644, O)
-        .unwrap()
-        .ino;
+    let f = fs.create(r, ROOT, b"f", 0o644, O).unwrap().ino;
     // Another stream writes the file the region created: that write is the region's.
     fs.write(3, f, 0, b"outsider").unwrap();
     let r2 = fs.region_begin().unwrap();
@@ -197,10 +177,7 @@ fn others_that_depend_on_a_region_join_it_and_two_regions_do_not_share() {
 #[test]
 fn an_added_file_takes_every_write() {
     let mut fs = fresh();
-    let a = fs
-        .create(0, ROOT, b"a", NewKind::File, 0o644, O)
-        .unwrap()
-        .ino;
+    let a = fs.create(0, ROOT, b"a", 0o644, O).unwrap().ino;
     fs.sync().unwrap();
     let r = fs.region_begin().unwrap();
     fs.region_add(r, a).unwrap();
@@ -240,10 +217,7 @@ fn a_region_larger_than_its_limit_is_refused() {
     )
     .unwrap()
     .0;
-    let a = fs
-        .create(0, ROOT, b"a", NewKind::File, 0o644, O)
-        .unwrap()
-        .ino;
+    let a = fs.create(0, ROOT, b"a", 0o644, O).unwrap().ino;
     let r = fs.region_begin().unwrap();
     fs.write(r, a, 0, &[1u8; 5 * BLOCK]).unwrap();
     let e = fs.write(r, a, 5 * BLOCK as u64, b"more").unwrap_err();
@@ -260,10 +234,7 @@ fn a_region_larger_than_its_limit_is_refused() {
 #[test]
 fn abort_undoes_what_the_region_did_to_another_streams_dirty_file() {
     let mut fs = fresh();
-    let a = fs
-        .create(0, ROOT, b"a", NewKind::File, 0o644, O)
-        .unwrap()
-        .ino;
+    let a = fs.create(0, ROOT, b"a", 0o644, O).unwrap().ino;
     fs.sync().unwrap();
     fs.write(5, a, 0, b"other stream").unwrap();
     fs.fallocate(5, a, 0, 3 * BLOCK as u64, true).unwrap();

@@ -4,7 +4,8 @@
 //! keep A's data off the device entirely, and an overwrite must write A once. Byte counts
 //! only (the engine's `stats()`); timing belongs to `bench/fs/engine.sh`.
 
-use intactfs::{mkfs, Fs, MkfsOptions, MountOptions, NewKind, Owner, Stats, BLOCK, ROOT};
+use intactfs::prelude::*;
+use intactfs::{mkfs, Fs, MkfsOptions, MountOptions, Owner, Stats, BLOCK, ROOT};
 use intactfs_device::SimDevice;
 
 const A: u64 = 4 << 20;
@@ -42,11 +43,11 @@ fn run(variant: Variant, streams: u64) -> (Stats, Stats) {
     let (mut fs, _) = Fs::mount(dev, MountOptions::default()).unwrap();
     let (sa, sb) = if streams == 1 { (1, 1) } else { (1, 2) };
     let a = fs
-        .create(sa, ROOT, b"A", NewKind::File, 0o644, Owner::default())
+        .create(sa, ROOT, b"A", 0o644, Owner::default())
         .unwrap()
         .ino;
     let b = fs
-        .create(sb, ROOT, b"B", NewKind::File, 0o644, Owner::default())
+        .create(sb, ROOT, b"B", 0o644, Owner::default())
         .unwrap()
         .ino;
     fs.sync().unwrap();

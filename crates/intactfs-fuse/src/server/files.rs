@@ -9,7 +9,7 @@
 
 use super::{Served, State, ROOT};
 use fuser::{FileHandle, Generation};
-use intactfs_types::{Engine, Ino};
+use intactfs_types::{FileData, Ino};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -146,7 +146,7 @@ impl<E: Served> State<E> {
             // The inode was just returned by the engine, so it exists; an open that still
             // fails (a count at its limit) only loses the unlinked-while-open guarantee
             // for this inode: logged, not a reason to stop the mount.
-            if let Err(e) = Engine::open(fs, ino) {
+            if let Err(e) = FileData::open(fs, ino) {
                 eprintln!("intactfs: opening inode {ino} for the kernel's reference: {e}");
             }
         }
@@ -176,7 +176,7 @@ impl<E: Served> State<E> {
 
     fn release_in_engine(&mut self, ino: Ino) {
         let Some(fs) = self.fs.as_mut() else { return };
-        if let Err(e) = Engine::release(fs, E::idle_ctx(), ino) {
+        if let Err(e) = FileData::release(fs, E::idle_ctx(), ino) {
             self.failure
                 .get_or_insert(format!("releasing inode {ino}: {e}"));
         }

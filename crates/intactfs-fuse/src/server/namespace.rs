@@ -4,7 +4,7 @@
 use super::attr::kind;
 use super::{errno, Locked, Served, Server, Who};
 use fuser::{Errno, FileType as FType, Generation, RenameFlags as FRename};
-use intactfs_types::{Attr, Engine, FileType, Ino, Owner, RenameFlags};
+use intactfs_types::{Attr, Engine, FileType, Ino, MknodKind, Owner, RenameFlags};
 
 pub(crate) const S_IFMT: u32 = 0o170000;
 pub(crate) const S_ISGID: u32 = 0o2000;
@@ -83,7 +83,7 @@ impl<E: Served> Server<E> {
         let a = match k {
             FileType::Dir => fs.mkdir(c, parent, name, mode, owner),
             FileType::File => fs.create(c, parent, name, mode, owner),
-            _ => fs.mknod(c, parent, name, k, mode, rdev, owner),
+            _ => MknodKind::new(k, rdev).and_then(|k| fs.mknod(c, parent, name, k, mode, owner)),
         }
         .map_err(|e| errno(&e))?;
         E::changed(st, c, &[a.ino, parent], &[(parent, name)]);

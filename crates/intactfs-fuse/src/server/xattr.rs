@@ -4,7 +4,7 @@
 
 use super::{errno, Served, Server, Who};
 use fuser::{Errno, ReplyXattr};
-use intactfs_types::Ino;
+use intactfs_types::{Ino, XattrMode};
 
 fn xattr_name(name: &[u8]) -> Result<&[u8], Errno> {
     if name.starts_with(b"system.") {
@@ -44,12 +44,12 @@ impl<E: Served> Server<E> {
         self.xattr_on()?;
         let name = xattr_name(name)?;
         let (mut st, c) = self.begin(who, &[ino])?;
-        let (create, replace) = (
+        let mode = XattrMode::from_flags(
             flags & libc::XATTR_CREATE != 0,
             flags & libc::XATTR_REPLACE != 0,
         );
         st.fs()?
-            .setxattr(c, ino, name, value, create, replace)
+            .setxattr(c, ino, name, value, mode)
             .map_err(|e| errno(&e))?;
         E::changed(&mut st, c, &[ino], &[]);
         Ok(())

@@ -1,6 +1,7 @@
 //! An independent reference model of the namespace and file contents (no code shared with
 //! the engine), the errors each call must return, and a canonical snapshot of a state.
 
+use intactfs_types::{RenameFlags, XattrMode};
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 
@@ -479,7 +480,7 @@ impl MState {
         &self,
         ino: MIno,
         name: &[u8],
-        set: Option<(bool, bool)>,
+        set: Option<XattrMode>,
         busy: &dyn Fn(MIno) -> bool,
     ) -> Result<(), i32> {
         let Some(n) = self.nodes.get(&ino) else {
@@ -488,8 +489,8 @@ impl MState {
         let exists = n.xattrs.contains_key(name);
         match set {
             _ if busy(ino) => Err(16),
-            Some((true, _)) if exists => Err(17),
-            Some((_, true)) | None if !exists => Err(61),
+            Some(XattrMode::Create | XattrMode::Both) if exists => Err(17),
+            Some(XattrMode::Replace | XattrMode::Both) | None if !exists => Err(61),
             _ => Ok(()),
         }
     }
@@ -732,18 +733,18 @@ impl MState {
     pub fn check_rename_flags(
         &self,
         (sp, sn, dp, dn): (MIno, &[u8], MIno, &[u8]),
-        flags: u32,
+        flags: RenameFlags,
         busy: &dyn Fn(MIno) -> bool,
     ) -> Result<(MIno, Option<MIno>), i32> {
-        if flags & !3 != 0 || flags == 3 {
+        if flags.noreplace && flags.exchange {
             return Err(22);
         }
-        if flags == 0 {
+        if flags == RenameFlags::NONE {
             return self.check_rename(sp, sn, dp, dn, busy);
         }
         let (src, d) = self.rename_source(sp, sn, dp, dn, busy)?;
         let dst = d.entries.get(dn).copied();
-        if flags == 1 {
+        if flags.noreplace {
             return match dst {
                 Some(_) => Err(17),
                 None => self.check_rename(sp, sn, dp, dn, busy),

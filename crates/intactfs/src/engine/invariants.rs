@@ -333,7 +333,6 @@ impl<D: BlockDevice> Fs<D> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::meta::NewKind;
     use intactfs_device::SimDevice;
 
     const O: Owner = Owner { uid: 0, gid: 0 };
@@ -344,16 +343,10 @@ mod tests {
         mkfs(&mut dev, &MkfsOptions::default()).expect("mkfs");
         let mut fs = Fs::mount(dev, MountOptions::default()).expect("mount").0;
         fs.check_invariants().expect("after mount");
-        let a = fs
-            .create(0, ROOT, b"a", NewKind::File, 0o644, O)
-            .expect("a")
-            .ino;
+        let a = fs.create(0, ROOT, b"a", 0o644, O).expect("a").ino;
         fs.write(0, a, 0, &[1u8; 4 * BLOCK]).expect("write a");
         fs.sync().expect("sync");
-        let b = fs
-            .create(0, ROOT, b"b", NewKind::File, 0o644, O)
-            .expect("b")
-            .ino;
+        let b = fs.create(0, ROOT, b"b", 0o644, O).expect("b").ino;
         fs.write(0, b, 0, &[2u8; 3 * BLOCK]).expect("write b");
         fs.check_invariants().expect("busy");
         (fs, a)

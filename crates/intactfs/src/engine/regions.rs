@@ -116,7 +116,7 @@ impl Regions {
     }
 }
 
-/// What a write sets on its file directly (as `Fs::write` does).
+/// What a write sets on its file directly (as `FileData::write` does).
 fn write_attrs(m: &mut Meta, ino: Ino, end: u64, t: Time) {
     if let Some(n) = m.inodes.get_mut(&ino) {
         n.size = n.size.max(end);

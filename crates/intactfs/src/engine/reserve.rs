@@ -374,8 +374,9 @@ impl<D: BlockDevice> Fs<D> {
 mod tests {
     use super::*;
     use crate::engine::{mkfs, MkfsOptions, MountOptions, Owner, SetAttr, ROOT};
-    use crate::meta::{NewKind, Time};
+    use crate::meta::Time;
     use intactfs_device::SimDevice;
+    use intactfs_types::prelude::*;
 
     const O: Owner = Owner { uid: 0, gid: 0 };
 
@@ -389,7 +390,7 @@ mod tests {
         let mut inos = Vec::new();
         for i in 0..files {
             let name = format!("f{i}");
-            match fs.create(0, ROOT, name.as_bytes(), NewKind::File, 0o644, O) {
+            match fs.create(0, ROOT, name.as_bytes(), 0o644, O) {
                 Ok(a) => inos.push(a.ino),
                 Err(_) => break,
             }
@@ -399,7 +400,7 @@ mod tests {
             }
         }
         fs.sync().expect("sync");
-        let big = fs.create(0, ROOT, b"big", NewKind::File, 0o644, O);
+        let big = fs.create(0, ROOT, b"big", 0o644, O);
         let big = big.expect("big").ino;
         let mut off = 0u64;
         loop {
