@@ -36,11 +36,12 @@ WORKLOAD=(env "${HG_STUDY_ENV[@]}" /bin/sh -c
 RECORD_OPTS=()
 # Debian's python3, isolated (-I) and without site (-S): a fast start per crash state.
 CHECKER="/usr/bin/python3 -I -S $APP_DIR/check.py"
-# A warm checker: the interpreter starts once per worker, each state runs main() in a
-# forked child (check.py, study/README.md).
+# A warm checker: the interpreter starts once per worker and imports Mercurial once; each
+# state runs main() in a forked child, and each of its hg commands in a forked child of
+# that (check.py; STUDY_HG_MODE=subprocess in intact's environment runs /usr/bin/hg per
+# command instead, with the same verdicts: README.md, "Checker").
 CHECKER_PROTOCOL=server
 # Mercurial's I/O helpers (pycompat.open/mkstemp, vfs, util: atomictempfile, copyfile,
 # makelock) serve every caller: skipping them names the code that asked (the dirstate, the
 # transaction, the revlogs, the lock).
 CHECK_OPTS=(--frame-skip '/mercurial/(?:pycompat|vfs|util)\.py$')
-SLOW=1  # every crash state runs hg 7-8 times (~1.5 s per state under load): ~100 min for ~5,150 states
