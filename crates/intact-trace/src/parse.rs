@@ -452,7 +452,11 @@ impl P<'_> {
             match c {
                 b'(' | b'{' | b'[' => depth += 1,
                 b')' | b'}' | b']' if depth == 0 => break,
-                b')' | b'}' | b']' => depth -= 1,
+                b')' | b'}' | b']' => {
+                    // The arm above took depth 0: only an opened bracket closes here.
+                    assert!(depth > 0, "closing bracket at depth {depth}");
+                    depth -= 1;
+                }
                 b',' if depth == 0 => break,
                 b'"' => {
                     self.string()?;
