@@ -94,6 +94,12 @@ impl std::ops::AddAssign for FaultReport {
     }
 }
 
+impl intactfs_types::longrun::Tally for FaultReport {
+    fn images(&self) -> u64 {
+        self.images
+    }
+}
+
 impl std::fmt::Display for FaultReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(

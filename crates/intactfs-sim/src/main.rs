@@ -7,8 +7,9 @@
 //! `--faults` runs the fault-injection simulation instead (`intactfs_sim::faults`).
 
 use clap::Parser;
-use intactfs_sim::faults::{faulty, run_faulty, FaultConfig, FaultReport};
-use intactfs_sim::{concurrent, mixed, on_txflash, run, with_regions, SimConfig, SimReport};
+use intactfs_sim::faults::{faulty, run_faulty, FaultConfig};
+use intactfs_sim::{concurrent, mixed, on_txflash, run, with_regions, SimConfig};
+use intactfs_types::longrun::{Failed, LongRun};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -67,11 +68,7 @@ fn main() -> ExitCode {
     if a.faults {
         return run_faults(&a);
     }
-    let start = std::time::Instant::now();
-    let mut total = SimReport::default();
-    let mut seeds = 0u64;
-    let mut seed = a.first_seed;
-    while seeds < a.seeds || total.images < a.min_images {
+    long_run(&a, "intactfs-sim", 50).run(|seed| {
         let cfg = if a.concurrent {
             concurrent(seed)
         } else if a.txflash {
@@ -89,69 +86,39 @@ fn main() -> ExitCode {
                 ..Default::default()
             }
         };
-        match run(&cfg) {
-            Ok(r) => total += r,
-            Err(f) => {
-                eprintln!("intactfs-sim: FAILED: {f}");
-                if let Some(b) = &f.bytes {
-                    match std::fs::write(&a.save, b) {
-                        Ok(()) => eprintln!("intactfs-sim: the crash image is saved in {} (inspect with `intact fs fsck` / `intact fs dump --journal`)", a.save.display()),
-                        Err(e) => eprintln!("intactfs-sim: could not save the image to {}: {e}", a.save.display()),
-                    }
-                }
-                return ExitCode::from(1);
-            }
-        }
-        seeds += 1;
-        seed += 1;
-        if seeds.is_multiple_of(50) {
-            eprintln!(
-                "intactfs-sim: {seeds} seeds, {} images, {:.0} s",
-                total.images,
-                start.elapsed().as_secs_f64()
-            );
-        }
-    }
-    println!(
-        "intactfs-sim: seeds {}..{}: {total}; all passed in {:.1} s",
-        a.first_seed,
-        seed,
-        start.elapsed().as_secs_f64()
-    );
-    ExitCode::SUCCESS
+        run(&cfg).map_err(|f| Failed {
+            message: f.to_string(),
+            reproduce: None,
+            image: f.bytes,
+        })
+    })
 }
 
-/// `--faults`: fault-injection runs until `--seeds` and `--min-images` are both reached.
+/// The long run of `a`'s seeds, named `tool`, with a progress line every `every` seeds.
+fn long_run<'a>(a: &'a Args, tool: &'a str, every: u64) -> LongRun<'a> {
+    LongRun {
+        tool,
+        first_seed: a.first_seed,
+        seeds: a.seeds,
+        min_images: a.min_images,
+        every,
+        save: &a.save,
+        inspect: " (inspect with `intact fs fsck` / `intact fs dump --journal`)",
+    }
+}
+
+/// `--faults`: fault-injection runs (one a seed) until `--seeds` and `--min-images` are
+/// both reached.
 fn run_faults(a: &Args) -> ExitCode {
-    let start = std::time::Instant::now();
-    let mut total = FaultReport::default();
-    let mut seed = a.first_seed;
-    while total.runs < a.seeds || total.images < a.min_images {
+    long_run(a, "intactfs-sim --faults", 1000).run(|seed| {
         let cfg = FaultConfig {
             images_per_call: a.images,
             ..faulty(seed)
         };
-        match run_faulty(&cfg) {
-            Ok(r) => total += r,
-            Err(f) => {
-                eprintln!("intactfs-sim: FAILED: {f}");
-                return ExitCode::from(1);
-            }
-        }
-        seed += 1;
-        if total.runs.is_multiple_of(1000) {
-            eprintln!(
-                "intactfs-sim: {} runs, {} images, {:.0} s",
-                total.runs,
-                total.images,
-                start.elapsed().as_secs_f64()
-            );
-        }
-    }
-    println!(
-        "intactfs-sim --faults: seeds {}..{seed}: {total}; all passed in {:.1} s",
-        a.first_seed,
-        start.elapsed().as_secs_f64()
-    );
-    ExitCode::SUCCESS
+        run_faulty(&cfg).map_err(|f| Failed {
+            message: f.to_string(),
+            reproduce: None,
+            image: None,
+        })
+    })
 }

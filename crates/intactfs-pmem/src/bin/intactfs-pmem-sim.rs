@@ -7,7 +7,8 @@
 //! too many to check them all.
 
 use clap::Parser;
-use intactfs_pmem::sim::{mixed, run, SimReport};
+use intactfs_pmem::sim::{mixed, run};
+use intactfs_types::longrun::{Failed, LongRun};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -44,11 +45,16 @@ fn main() -> ExitCode {
         eprintln!("intactfs-pmem-sim: --images must be at least 1");
         return ExitCode::from(2);
     }
-    let start = std::time::Instant::now();
-    let mut total = SimReport::default();
-    let mut seeds = 0u64;
-    let mut seed = a.first_seed;
-    while seeds < a.seeds || total.images < a.min_images {
+    let long = LongRun {
+        tool: "intactfs-pmem-sim",
+        first_seed: a.first_seed,
+        seeds: a.seeds,
+        min_images: a.min_images,
+        every: 25,
+        save: &a.save,
+        inspect: "",
+    };
+    long.run(|seed| {
         let mut cfg = mixed(seed);
         cfg.images_per_point = a.images;
         if let Some(e) = a.exhaustive {
@@ -57,44 +63,13 @@ fn main() -> ExitCode {
         if let Some(c) = a.calls {
             cfg.calls = c;
         }
-        match run(&cfg) {
-            Ok(r) => total += r,
-            Err(f) => {
-                eprintln!("intactfs-pmem-sim: FAILED: {f}");
-                eprintln!(
-                    "intactfs-pmem-sim: reproduce with --first-seed {} --seeds 1 --images {}",
-                    f.seed, a.images
-                );
-                if let Some(b) = &f.bytes {
-                    match std::fs::write(&a.save, b) {
-                        Ok(()) => eprintln!(
-                            "intactfs-pmem-sim: the crash image is saved in {}",
-                            a.save.display()
-                        ),
-                        Err(e) => eprintln!(
-                            "intactfs-pmem-sim: could not save the image to {}: {e}",
-                            a.save.display()
-                        ),
-                    }
-                }
-                return ExitCode::from(1);
-            }
-        }
-        seeds += 1;
-        seed += 1;
-        if seeds.is_multiple_of(25) {
-            eprintln!(
-                "intactfs-pmem-sim: {seeds} seeds, {} images, {:.0} s",
-                total.images,
-                start.elapsed().as_secs_f64()
-            );
-        }
-    }
-    println!(
-        "intactfs-pmem-sim: seeds {}..{}: {total}; all passed in {:.1} s",
-        a.first_seed,
-        seed,
-        start.elapsed().as_secs_f64()
-    );
-    ExitCode::SUCCESS
+        run(&cfg).map_err(|f| Failed {
+            message: f.to_string(),
+            reproduce: Some(format!(
+                "--first-seed {} --seeds 1 --images {}",
+                f.seed, a.images
+            )),
+            image: f.bytes,
+        })
+    })
 }

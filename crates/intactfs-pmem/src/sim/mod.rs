@@ -196,6 +196,12 @@ impl std::ops::AddAssign for SimReport {
     }
 }
 
+impl intactfs_types::longrun::Tally for SimReport {
+    fn images(&self) -> u64 {
+        self.images
+    }
+}
+
 impl std::fmt::Display for SimReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
