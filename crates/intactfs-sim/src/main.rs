@@ -9,25 +9,15 @@
 use clap::Parser;
 use intactfs_sim::faults::{faulty, run_faulty, FaultConfig};
 use intactfs_sim::{concurrent, mixed, on_txflash, run, with_regions, SimConfig};
-use intactfs_types::longrun::{Failed, LongRun};
+use intactfs_types::longrun::{LongRun, Seed, SeedArgs, SimFailure};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
 #[command(about = "Deterministic crash simulation of the intactfs engine")]
 struct Args {
-    /// First seed.
-    #[arg(long, default_value_t = 0)]
-    first_seed: u64,
-    /// Number of seeds (workloads).
-    #[arg(long, default_value_t = 20)]
-    seeds: u64,
-    /// Keep going with more seeds until this many crash images were checked.
-    #[arg(long, default_value_t = 0)]
-    min_images: u64,
-    /// Crash images per crash point.
-    #[arg(long, default_value_t = 3)]
-    images: u64,
+    #[command(flatten)]
+    seeds: SeedArgs,
     /// Calls per workload.
     #[arg(long, default_value_t = 70)]
     calls: usize,
@@ -61,14 +51,15 @@ struct Args {
 
 fn main() -> ExitCode {
     let a = Args::parse();
-    if a.streams == 0 || a.images == 0 {
+    if a.streams == 0 || a.seeds.images == 0 {
         eprintln!("intactfs-sim: --streams and --images must be at least 1");
         return ExitCode::from(2);
     }
     if a.faults {
         return run_faults(&a);
     }
-    long_run(&a, "intactfs-sim", 50).run(|seed| {
+    let flags = mode_flags(&a);
+    long_run(&a, "intactfs-sim", &flags, 50).run(|seed| {
         let cfg = if a.concurrent {
             concurrent(seed)
         } else if a.txflash {
@@ -82,26 +73,41 @@ fn main() -> ExitCode {
                 seed,
                 streams: a.streams,
                 calls: a.calls,
-                images_per_point: a.images,
+                images_per_point: a.seeds.images,
                 ..Default::default()
             }
         };
-        run(&cfg).map_err(|f| Failed {
-            message: f.to_string(),
-            reproduce: None,
-            image: f.bytes,
+        run(&cfg).map(|report| Seed {
+            images: report.images,
+            report,
         })
     })
 }
 
+/// The options that select `a`'s configurations, to run a failing seed again.
+fn mode_flags(a: &Args) -> String {
+    let named = [
+        (a.concurrent, " --concurrent"),
+        (a.txflash, " --txflash"),
+        (a.regions, " --regions"),
+        (a.mixed, " --mixed"),
+    ];
+    match named.iter().find(|(on, _)| *on) {
+        Some((_, flag)) => flag.to_string(),
+        None => format!(
+            " --calls {} --streams {} --images {}",
+            a.calls, a.streams, a.seeds.images
+        ),
+    }
+}
+
 /// The long run of `a`'s seeds, named `tool`, with a progress line every `every` seeds.
-fn long_run<'a>(a: &'a Args, tool: &'a str, every: u64) -> LongRun<'a> {
+fn long_run<'a>(a: &'a Args, tool: &'a str, flags: &'a str, every: u64) -> LongRun<'a> {
     LongRun {
         tool,
-        first_seed: a.first_seed,
         seeds: a.seeds,
-        min_images: a.min_images,
         every,
+        flags,
         save: &a.save,
         inspect: " (inspect with `intact fs fsck` / `intact fs dump --journal`)",
     }
@@ -110,15 +116,17 @@ fn long_run<'a>(a: &'a Args, tool: &'a str, every: u64) -> LongRun<'a> {
 /// `--faults`: fault-injection runs (one a seed) until `--seeds` and `--min-images` are
 /// both reached.
 fn run_faults(a: &Args) -> ExitCode {
-    long_run(a, "intactfs-sim --faults", 1000).run(|seed| {
+    let flags = format!(" --faults --images {}", a.seeds.images);
+    long_run(a, "intactfs-sim --faults", &flags, 1000).run(|seed| {
         let cfg = FaultConfig {
-            images_per_call: a.images,
+            images_per_call: a.seeds.images,
             ..faulty(seed)
         };
-        run_faulty(&cfg).map_err(|f| Failed {
-            message: f.to_string(),
-            reproduce: None,
-            image: None,
-        })
+        run_faulty(&cfg)
+            .map(|report| Seed {
+                images: report.images,
+                report,
+            })
+            .map_err(|m| SimFailure::new(seed, m))
     })
 }
