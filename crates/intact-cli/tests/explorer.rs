@@ -455,23 +455,7 @@ fn kvstore_safe_rename() {
 #[test]
 fn kvstore_warm_checker_matches_per_process_state_by_state() {
     let tmp = tempfile::tempdir().unwrap();
-    let kv = tmp.path().join("kv");
-    gcc(&repo().join("examples/kvstore/kv.c"), &kv);
-    let db = tmp.path().join("db");
-    std::fs::create_dir(&db).unwrap();
-    let bundle = tmp.path().join("b");
-    let out = intact()
-        .args(["record", "--out", bundle.to_str().unwrap(), "--"])
-        .arg(&kv)
-        .args(["x", "foo1", "y", "foo2"])
-        .current_dir(&db)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let bundle = record_kv(tmp.path());
     let checker = format!(
         "python3 {}",
         repo().join("examples/kvstore/check.py").display()
@@ -865,23 +849,7 @@ fn study_regressions_categories_grouping_examples() {
 #[test]
 fn patched_crash_dirs_give_the_verdicts_of_dirs_written_whole() {
     let tmp = tempfile::tempdir().unwrap();
-    let kv = tmp.path().join("kv");
-    gcc(&repo().join("examples/kvstore/kv.c"), &kv);
-    let db = tmp.path().join("db");
-    std::fs::create_dir(&db).unwrap();
-    let kv_bundle = tmp.path().join("kvb");
-    let out = intact()
-        .args(["record", "--out", kv_bundle.to_str().unwrap(), "--"])
-        .arg(&kv)
-        .args(["x", "foo1", "y", "foo2"])
-        .current_dir(&db)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let kv_bundle = record_kv_as(tmp.path(), "kvb", "db", &[]);
     let kv_checker = format!(
         "python3 {}",
         repo().join("examples/kvstore/check.py").display()

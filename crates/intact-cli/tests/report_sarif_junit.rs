@@ -403,35 +403,7 @@ fn kv_check(
     args: &[&str],
     apms: &str,
 ) -> (i32, String, Value, PathBuf, PathBuf, PathBuf) {
-    let kv = tmp.join("kv");
-    if !kv.exists() {
-        let st = Command::new("gcc")
-            .args(["-g", "-O0", "-o"])
-            .arg(&kv)
-            .arg(repo().join("examples/kvstore/kv.c"))
-            .status()
-            .expect("gcc must be installed");
-        assert!(st.success());
-    }
-    let db = tmp.join(format!("db-{tag}"));
-    std::fs::create_dir(&db).unwrap();
-    let bundle = tmp.join(format!("b-{tag}"));
-    let out = intact()
-        .arg("record")
-        .arg("--out")
-        .arg(&bundle)
-        .arg("--")
-        .arg(&kv)
-        .args(args)
-        .args(["x", "foo1", "y", "foo2"])
-        .current_dir(&db)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let bundle = record_kv_as(tmp, &format!("b-{tag}"), &format!("db-{tag}"), args);
     let (json, sarif, junit) = (
         tmp.join(format!("{tag}.json")),
         tmp.join(format!("{tag}.sarif")),

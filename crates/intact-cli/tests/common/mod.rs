@@ -214,24 +214,34 @@ pub fn assert_ops(r: &Recorded, expected: &[&str]) {
 /// Builds examples/kvstore/kv.c into `dir` and records `kv x foo1 y foo2` (the quick
 /// start's run) in `dir/db`; returns the bundle `dir/b`.
 pub fn record_kv(dir: &Path) -> PathBuf {
+    record_kv_as(dir, "b", "db", &[])
+}
+
+/// Builds examples/kvstore/kv.c into `dir/kv` (once for the directory) and records
+/// `kv ARGS x foo1 y foo2` (`args`: kv's own options, e.g. `--safe`), run in `dir/<db>`;
+/// returns the bundle `dir/<bundle>`.
+pub fn record_kv_as(dir: &Path, bundle: &str, db: &str, args: &[&str]) -> PathBuf {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let kv = dir.join("kv");
-    let st = Command::new("gcc")
-        .args(["-g", "-O0", "-o"])
-        .arg(&kv)
-        .arg(repo.join("examples/kvstore/kv.c"))
-        .status()
-        .expect("gcc must be installed");
-    assert!(st.success());
-    let db = dir.join("db");
+    if !kv.exists() {
+        let st = Command::new("gcc")
+            .args(["-g", "-O0", "-o"])
+            .arg(&kv)
+            .arg(repo.join("examples/kvstore/kv.c"))
+            .status()
+            .expect("gcc must be installed");
+        assert!(st.success(), "gcc could not build examples/kvstore/kv.c");
+    }
+    let db = dir.join(db);
     std::fs::create_dir(&db).unwrap();
-    let bundle = dir.join("b");
+    let bundle = dir.join(bundle);
     let out = intact()
         .arg("record")
         .arg("--out")
         .arg(&bundle)
         .arg("--")
         .arg(&kv)
+        .args(args)
         .args(["x", "foo1", "y", "foo2"])
         .current_dir(&db)
         .output()
