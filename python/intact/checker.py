@@ -164,8 +164,8 @@ def _parse_request(line):
     """A request line as ``json.loads`` parses it. A forking server pays for every page it
     writes between two forks (each fork makes them copy-on-write again), so the common case
     goes through the decoder's scanner alone, without ``json.loads``'s Python layers
-    (measured: 15 fewer faults a state in the server); anything else, a line with leading
-    blanks or that is not one object, takes ``json.loads`` and its errors."""
+    (measured: about 20 fewer faults a state in the server); anything else, a line with
+    leading blanks or that is not one object, takes ``json.loads`` and its errors."""
     try:
         text = line.decode()
         req, end = _scan_once(text, 0)
@@ -191,8 +191,8 @@ def _warm_children_path(warm_judge):
     code does CPython's first-run work on it (quickening, the type-attribute cache, binding
     libpython's lazily resolved symbols) itself, on pages it shares with the server and so
     must copy, every time; done once here, the children find it done. Measured
-    (docs/performance.md, "Checkers"): 30 fewer copied pages a child from the hooks, 30
-    from the reply, 15 from ``judge``.
+    (docs/performance.md, "The forking server warmed"): 25-34 fewer page faults a state
+    from the hooks, 18 from ``judge``.
 
     Only code that changes nothing the children can see is run: ``random.seed()`` reseeds
     the server's generator, which each child reseeds anyway (it is random's at-fork hook),
