@@ -1,7 +1,8 @@
 """Where a forking checker server's time per state goes (docs/performance.md, "Checkers").
 
-Forks N children from this process as intact.checker does (a pipe for the verdict, the
-check run by intact.checker.judge, os._exit) and measures, per state, the CPU time and
+Forks N children from this process as intact.checker does (the server's warm-up of what
+every child runs, unless BENCH_COLD=1; a pipe for the verdict, the check run by
+intact.checker.judge, os._exit) and measures, per state, the CPU time and
 minor page faults of: the parent's os.fork() call; the child from its start to the end of
 the interpreter's after-fork work (at-fork hooks of imported modules such as threading
 and random); the check in the child; the child's verdict and exit as the parent sees
@@ -20,7 +21,7 @@ import sqlite3
 import sys
 import time
 
-from intact.checker import Inconsistent, judge
+from intact.checker import Inconsistent, _warm_children_path, judge
 
 
 def sqlite_check(crash_dir, stdout_file):
@@ -60,6 +61,8 @@ def main():
             db.execute("insert into t values(?, ?)", (i, "x" * 100))
             db.commit()
         db.close()
+        if os.environ.get("BENCH_COLD") != "1":
+            _warm_children_path(True)  # as the helper's server does before its first fork
         total = [0.0] * 12
         k0 = children()
         for _ in range(n):

@@ -71,6 +71,30 @@ ARGV_MAIN = textwrap.dedent(
 )
 
 
+THREADS = textwrap.dedent(
+    '''
+    import os, random, sys, threading
+    from intact.checker import main, Inconsistent
+    if BACKGROUND:
+        stop = threading.Event()
+        worker = threading.Thread(target=stop.wait)
+        worker.start()
+    def check(crash_dir, stdout_file):
+        # Threads work in a child, and it draws its own random numbers, as a process would.
+        t = threading.Thread(target=lambda: None)
+        t.start()
+        t.join()
+        assert threading.current_thread() is threading.main_thread(), "not the main thread"
+        raise Inconsistent("%d threads, %r" % (threading.active_count(), random.random()))
+    main(check)
+    if BACKGROUND:
+        sys.stderr.write("server thread alive %s\\n" % worker.is_alive())
+        stop.set()
+        worker.join()
+    '''
+)
+
+
 class CheckerTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
@@ -180,6 +204,20 @@ class CheckerTest(unittest.TestCase):
         self.assertEqual(replies[2]["verdict"], "fail")
         self.assertIn("signal SIGKILL", replies[2]["message"])
         self.assertEqual(replies[3], {"verdict": "pass"})
+
+    def test_warming_the_children_path_changes_nothing_they_see(self):
+        # The server runs the at-fork hooks of random and threading before its first fork
+        # (intact.checker._warm_children_path); threading's only with no other thread.
+        for background in (False, True):
+            path = os.path.join(self.tmp.name, "threads_%s.py" % background)
+            with open(path, "w") as f:
+                f.write(THREADS.replace("BACKGROUND", str(background)))
+            replies, stderr = self.serve(path, [self.state("%s%d" % (background, i)) for i in range(3)])
+            messages = [r["message"] for r in replies]
+            self.assertEqual([m.split(",")[0] for m in messages], ["1 threads"] * 3, stderr)
+            self.assertEqual(len(set(messages)), 3, "each child reseeds random: %r" % messages)
+            if background:
+                self.assertIn("server thread alive True", stderr)
 
     def test_in_process_mode_keeps_what_a_check_leaves(self):
         states = [self.state("0", "ok", "leak", "chdir"), self.state("1")]
