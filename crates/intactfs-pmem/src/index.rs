@@ -90,6 +90,32 @@ impl Index {
         self.map.retain(|&(i, _), v| i != ino || !v.is_empty());
         out
     }
+    /// Takes the committed versions of every block `sel` selects out of the index (a
+    /// checkpoint's, in (ino, lbn) order), in one pass and without copying them; a block
+    /// left with no version leaves the index.
+    pub fn take_committed_where(
+        &mut self,
+        sel: impl Fn(u64, u64) -> bool,
+    ) -> Vec<(u64, u64, Vec<Committed>)> {
+        let mut out = Vec::new();
+        self.map.retain(|&(ino, lbn), v| {
+            if !v.committed.is_empty() && sel(ino, lbn) {
+                out.push((ino, lbn, std::mem::take(&mut v.committed)));
+            }
+            !v.is_empty()
+        });
+        out
+    }
+    /// Puts back the versions [`Index::take_committed_where`] took from a block that a
+    /// checkpoint could not install (no block for an indirect level).
+    pub fn put_back_committed(&mut self, ino: u64, lbn: u64, vers: Vec<Committed>) {
+        let v = self.entry(ino, lbn);
+        assert!(
+            v.committed.is_empty(),
+            "inode {ino} block {lbn} got committed versions during a checkpoint"
+        );
+        v.committed = vers;
+    }
     /// Every block with committed versions, in (ino, lbn) order.
     pub fn committed_blocks(&self) -> Vec<(u64, u64)> {
         self.map
