@@ -522,10 +522,12 @@ impl<P: PmemDevice> PmemFs<P> {
         let v = self.index.entry(ino, lbn);
         let (mut open, new) = match v.open {
             Some(o) if o.tx == id => (o, false),
-            Some(o) => return Err(PmemFsError::Internal(format!(
+            Some(o) => {
+                return Err(PmemFsError::Internal(format!(
                 "block {lbn} of inode {ino} has an open version of transaction {}, written by {id}",
                 o.tx
-            ))),
+            )))
+            }
             None => {
                 let pblk = blocks.pop().ok_or_else(|| {
                     PmemFsError::Internal("fewer pending blocks reserved than needed".into())
