@@ -529,7 +529,7 @@ impl<P: PmemDevice> PmemFs<P> {
         for (&b, &(ino, lbn)) in &scan.used {
             owners.insert(b, format!("block {lbn:?} of inode {ino}"));
         }
-        for (&(ino, lbn), v) in self.index.all() {
+        for ((ino, lbn), v) in self.index.all() {
             for p in v
                 .committed
                 .iter()
