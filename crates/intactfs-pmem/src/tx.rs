@@ -1,14 +1,17 @@
 //! AD-transactions (002 §III-A/B): begin, add, commit, abort, and the wrapper that makes a
 //! call without a transaction its own one (002 §III-G).
 //!
-//! Commit protocol (the fence points the crash simulation crashes at):
-//! 1. store the redo entries' bodies (one per open version) and the commit record's body;
-//!    schedule the write-back of those, of every cacheline the versions hold, and of every
-//!    metadata line the transaction changed in place — **fence A**;
-//! 2. store the redo entries' valid words — **fence B**;
-//! 3. store the commit record's valid word — **fence C**: the transaction is committed;
-//! 4. free its undo entries (valid words 0) — **fence D**; only then is anything it freed
+//! Commit protocol (the fence points the crash simulation crashes at; format 6):
+//! 1. store the redo entries whole (one per open version: body and valid word, one line
+//!    each) and the commit record's body; schedule the write-back of those, of every
+//!    cacheline the versions hold, and of every metadata line the transaction changed in
+//!    place — **fence A**;
+//! 2. store the commit record's valid word — **fence B**: the transaction is committed;
+//! 3. free its undo entries (valid words 0) — **fence C**; only then is anything it freed
 //!    reused.
+//!
+//! Format 5 wrote the redo entries' valid words in a phase of their own (a fence more, and
+//! each redo entry's line flushed twice).
 
 use crate::error::{PmemFsError, Result};
 use crate::index::Committed;
@@ -237,20 +240,20 @@ impl<P: PmemDevice> PmemFs<P> {
             &self.g,
             &dead.iter().map(|d| d.1).collect::<Vec<_>>(),
         )?;
-        let redo_flags = log::write_bodies(&mut self.dev, &self.g, &items)?;
+        // Redo entries whole (format 6: one store and one flush each; a crash before fence A
+        // tears at most entries of this uncommitted transaction, which mount frees).
+        log::write_whole(&mut self.dev, &self.g, &items)?;
         let commit_flag = log::write_bodies(&mut self.dev, &self.g, std::slice::from_ref(&commit))?;
-        self.dev.fence()?; // A
-        self.log.free.extend(dead.iter().map(|d| d.1));
-        log::set_valid(&mut self.dev, &self.g, &redo_flags)?;
         if !mutation::active(Mutation::SkipFence) {
-            self.dev.fence()?; // B
+            self.dev.fence()?; // A
         }
+        self.log.free.extend(dead.iter().map(|d| d.1));
         log::set_valid(&mut self.dev, &self.g, &commit_flag)?;
-        self.dev.fence()?; // C: committed
+        self.dev.fence()?; // B: committed
         let undo: Vec<u64> = t.undo.iter().map(|u| u.0).collect();
         if !undo.is_empty() {
             log::invalidate(&mut self.dev, &self.g, &undo)?;
-            self.dev.fence()?; // D
+            self.dev.fence()?; // C
             self.log.free.extend(undo);
         }
         // Before anything it freed is reused (release_freed): no redo entry of a dropped

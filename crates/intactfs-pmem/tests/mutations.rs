@@ -37,6 +37,7 @@ fn the_simulation_catches_each_mutation() {
         Mutation::IndirectNotPersisted,
         Mutation::XattrBlockNotPersisted,
         Mutation::FallocZerosNotPersisted,
+        Mutation::SkipUndoFence,
     ] {
         // Breaking the open-unlinked rule shows in the lockstep reads of the run, not only
         // in crash images.
