@@ -91,6 +91,9 @@ pub enum CrashFsError {
     Data(String),
     #[error("materialising {path}: {err}")]
     Io { path: String, err: std::io::Error },
+    /// The run outgrew a bound of the explorer's bookkeeping (e.g. state numbers).
+    #[error("{0}")]
+    Limit(String),
 }
 
 pub type StateHash = [u8; 32];

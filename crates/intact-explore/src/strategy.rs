@@ -38,11 +38,21 @@ pub struct Explorer<'a> {
     pub prog: &'a Program,
     pub ops: &'a [Op],
     blob: &'a [u8],
-    /// prefix[k]: the state after the first k call groups.
-    prefix: Vec<CrashFs>,
+    /// checkpoints[i]: the state after the first i × [`CHECKPOINT_STRIDE_CALLS`] call
+    /// groups; the prefixes between are rebuilt from the checkpoint before them.
+    checkpoints: Vec<CrashFs>,
+    /// The state after every call group.
+    full: CrashFs,
 }
 
 const MAX_SUBSET_UNITS: usize = 12;
+
+/// Calls between kept prefix states. Keeping every prefix (issue 29) cost 2.3× the written
+/// data at 10,000 appends: a kept state holds its own copy of the chunk an append was
+/// filling, so a 16 KiB chunk stayed in 4, 8, 12 and 16 KiB versions. Kept every 16 calls,
+/// a partly filled chunk is kept about once in 16 calls; rebuilding a prefix applies at
+/// most 15 calls, and the phases, which visit prefixes in order, walk one [`Cursor`].
+pub const CHECKPOINT_STRIDE_CALLS: usize = 16;
 
 impl<'a> Explorer<'a> {
     pub fn new(
@@ -51,31 +61,63 @@ impl<'a> Explorer<'a> {
         blob: &'a [u8],
         universe: CrashFs,
     ) -> Result<Explorer<'a>, CrashFsError> {
-        let mut prefix = Vec::with_capacity(prog.calls.len() + 1);
+        let n = prog.calls.len();
+        let mut checkpoints = Vec::with_capacity(n / CHECKPOINT_STRIDE_CALLS + 1);
         let mut cur = universe;
-        prefix.push(cur.clone());
-        for c in &prog.calls {
+        for (g, c) in prog.calls.iter().enumerate() {
+            if g.is_multiple_of(CHECKPOINT_STRIDE_CALLS) {
+                checkpoints.push(cur.clone());
+            }
             for i in c.micros.clone() {
                 cur.apply(&prog.micros[i].micro, blob)?;
             }
-            prefix.push(cur.clone());
         }
+        if checkpoints.is_empty() {
+            checkpoints.push(cur.clone()); // no calls: prefix 0 is the full state
+        }
+        assert_eq!(
+            checkpoints.len(),
+            n.max(1).div_ceil(CHECKPOINT_STRIDE_CALLS)
+        );
         Ok(Explorer {
             prog,
             ops,
             blob,
-            prefix,
+            checkpoints,
+            full: cur,
         })
     }
 
     /// The state with every operation applied (the workload's final directory).
     pub fn full(&self) -> &CrashFs {
-        self.prefix.last().expect("prefix[0] always exists")
+        &self.full
     }
 
-    /// The state after the first `k` call groups.
-    pub fn prefix_state(&self, k: usize) -> CrashFs {
-        self.prefix[k.min(self.prefix.len() - 1)].clone()
+    /// The state after the first `k` call groups (all of them past the last).
+    pub fn prefix_state(&self, k: usize) -> Result<CrashFs, CrashFsError> {
+        let mut c = Cursor::new(self);
+        c.advance_to(k)?;
+        Ok(c.state)
+    }
+
+    /// Every prefix state, 0..=N call groups, built in one walk (work units' delta bases).
+    pub fn prefix_states(&self) -> Result<Vec<CrashFs>, CrashFsError> {
+        let n = self.prog.calls.len();
+        let mut c = Cursor::new(self);
+        let mut out = Vec::with_capacity(n + 1);
+        for k in 0..=n {
+            out.push(c.advance_to(k)?.clone());
+        }
+        assert_eq!(out.len(), n + 1, "one state per prefix");
+        Ok(out)
+    }
+
+    /// Applies call group `g` whole.
+    fn apply_call(&self, fs: &mut CrashFs, g: usize) -> Result<(), CrashFsError> {
+        for i in self.prog.calls[g].micros.clone() {
+            fs.apply(&self.prog.micros[i].micro, self.blob)?;
+        }
+        Ok(())
     }
 
     fn apply_unit(&self, fs: &mut CrashFs, u: usize) -> Result<(), CrashFsError> {
@@ -94,13 +136,15 @@ impl<'a> Explorer<'a> {
 
     /// Phase 1: one state per prefix of system calls, 0..=N.
     pub fn prefixes(&self, emit: &mut Emit) -> Result<(), CrashFsError> {
-        for k in 0..self.prefix.len() {
-            if k > 0 && k < self.prefix.len() - 1 && !self.call_has_effect(k - 1) {
+        let n = self.prog.calls.len();
+        let mut cur = Cursor::new(self);
+        for k in 0..=n {
+            if k > 0 && k < n && !self.call_has_effect(k - 1) {
                 continue; // same state as the previous prefix
             }
             if !emit(
                 Provenance::Prefix { calls: k },
-                self.prefix[k].clone(),
+                cur.advance_to(k)?.clone(),
                 format!("first {k} of {} calls", self.prog.calls.len()),
             )? {
                 break;
@@ -111,6 +155,7 @@ impl<'a> Explorer<'a> {
 
     /// Phase 2: intermediate states of each call not in `excluded`.
     pub fn atomicity(&self, excluded: &[bool], emit: &mut Emit) -> Result<(), CrashFsError> {
+        let mut cur = Cursor::new(self);
         for (g, call) in self.prog.calls.iter().enumerate() {
             if excluded.get(g).copied().unwrap_or(false) {
                 continue;
@@ -118,7 +163,7 @@ impl<'a> Explorer<'a> {
             let prov = Provenance::Atomicity { group: g };
             if self.prog.divisible {
                 // Byte-granular APM: chunked states per operation (thesis §3.3).
-                let mut base = self.prefix[g].clone();
+                let mut base = cur.advance_to(g)?.clone();
                 for o in call.ops.clone() {
                     let variants = self.op_variants(o);
                     for (desc, micros) in variants {
@@ -139,8 +184,9 @@ impl<'a> Explorer<'a> {
                 if units.len() < 2 {
                     continue;
                 }
+                let base = cur.advance_to(g)?;
                 for (desc, subset) in self.unit_subsets(&units) {
-                    let mut s = self.prefix[g].clone();
+                    let mut s = base.clone();
                     for &u in &subset {
                         self.apply_unit(&mut s, u)?;
                     }
@@ -414,6 +460,7 @@ impl<'a> Explorer<'a> {
         let n = self.prog.calls.len();
         let nu = self.prog.units.len();
         let ex = |g: usize| excluded.get(g).copied().unwrap_or(false);
+        let mut cur = Cursor::new(self);
         for a in 0..n {
             if ex(a) || !self.call_has_effect(a) {
                 continue;
@@ -422,7 +469,7 @@ impl<'a> Explorer<'a> {
             let mut removed = FixedBitSet::with_capacity(nu);
             removed.extend(self.prog.calls[a].units.clone());
             let mut dropped: Dropped = self.prog.calls[a].units.clone().collect();
-            let mut running = self.prefix[a].clone();
+            let mut running = cur.advance_to(a)?.clone();
             for b in a + 1..n {
                 let units = self.prog.calls[b].units.clone();
                 if self.prog.call_follows(b, &removed) {
@@ -473,12 +520,13 @@ impl<'a> Explorer<'a> {
         let n = self.prog.calls.len();
         let ex = |g: usize| excluded.get(g).copied().unwrap_or(false);
         let mut emitted = 0usize;
+        let mut cur = Cursor::new(self);
         for a in 0..n {
             let a_units = self.prog.calls[a].units.clone();
             if ex(a) || a_units.len() < 2 || !self.call_has_effect(a) {
                 continue; // a single unit is kept or dropped whole: the pair walk's case
             }
-            let mut walk = MicroWalk::new(self, a);
+            let mut walk = MicroWalk::new(self, a, cur.advance_to(a)?.clone());
             for b in a + 1..n {
                 if !walk.advance(self, b)? {
                     break; // every effect of A is needed from here on
@@ -521,7 +569,7 @@ impl<'a> Explorer<'a> {
             .iter()
             .take_while(|c| c.units.end <= first_missing)
             .count();
-        let mut s = self.prefix[k].clone();
+        let mut s = self.prefix_state(k)?;
         let from = self
             .prog
             .calls
@@ -556,8 +604,11 @@ impl<'a> Explorer<'a> {
     /// Returns true when the enumeration completed.
     pub fn exhaustive(&self, emit: &mut Emit) -> Result<bool, CrashFsError> {
         let nu = self.prog.units.len();
-        let mut stack: Vec<(usize, FixedBitSet, CrashFs)> =
-            vec![(0, FixedBitSet::with_capacity(nu), self.prefix[0].clone())];
+        let mut stack: Vec<(usize, FixedBitSet, CrashFs)> = vec![(
+            0,
+            FixedBitSet::with_capacity(nu),
+            self.checkpoints[0].clone(),
+        )];
         while let Some((u, set, state)) = stack.pop() {
             if u == nu {
                 let prov = self.classify(&set);
@@ -602,6 +653,53 @@ impl<'a> Explorer<'a> {
     }
 }
 
+/// The prefix states in increasing order of calls, each built from the one before, or from
+/// the checkpoint before it when that is closer (the phases visit calls in order).
+struct Cursor<'e, 'a> {
+    exp: &'e Explorer<'a>,
+    /// The call groups `state` has applied.
+    calls: usize,
+    state: CrashFs,
+}
+
+impl<'e, 'a> Cursor<'e, 'a> {
+    fn new(exp: &'e Explorer<'a>) -> Cursor<'e, 'a> {
+        Cursor {
+            exp,
+            calls: 0,
+            state: exp.checkpoints[0].clone(),
+        }
+    }
+
+    /// Moves to the state after the first `k` call groups (all of them past the last);
+    /// a cursor never moves back.
+    fn advance_to(&mut self, k: usize) -> Result<&CrashFs, CrashFsError> {
+        let n = self.exp.prog.calls.len();
+        let k = k.min(n);
+        assert!(
+            k >= self.calls,
+            "a cursor moves forwards: {} to {k}",
+            self.calls
+        );
+        if k == n {
+            self.state = self.exp.full.clone();
+            self.calls = n;
+            return Ok(&self.state);
+        }
+        let checkpoint = k / CHECKPOINT_STRIDE_CALLS;
+        if checkpoint * CHECKPOINT_STRIDE_CALLS > self.calls {
+            self.state = self.exp.checkpoints[checkpoint].clone();
+            self.calls = checkpoint * CHECKPOINT_STRIDE_CALLS;
+        }
+        while self.calls < k {
+            self.exp.apply_call(&mut self.state, self.calls)?;
+            self.calls += 1;
+        }
+        assert_eq!(self.calls, k, "the cursor stops at the prefix asked for");
+        Ok(&self.state)
+    }
+}
+
 /// The micro-operation reordering walk of one call A over the calls after it: which of
 /// A's units the calls so far need, and the state of every call so far without the rest.
 struct MicroWalk {
@@ -610,17 +708,21 @@ struct MicroWalk {
     dropped: Dropped,
     /// Whether `dropped` is a proper part of A (not all of A) with an effect.
     partial: bool,
+    /// The state before A (what a rebuild starts from).
+    before: CrashFs,
     state: CrashFs,
 }
 
 impl MicroWalk {
-    fn new(exp: &Explorer, a: usize) -> MicroWalk {
+    /// `before`: the state after the calls before A.
+    fn new(exp: &Explorer, a: usize, before: CrashFs) -> MicroWalk {
         let dropped: Dropped = exp.prog.calls[a].units.clone().collect();
         MicroWalk {
             a,
             dropped,
             partial: false,
-            state: exp.prefix[a].clone(),
+            state: before.clone(),
+            before,
         }
     }
 
@@ -652,7 +754,7 @@ impl MicroWalk {
                 return Ok(false);
             }
             // Rebuild: the prefix before A, A's kept units, then calls A+1..b.
-            self.state = exp.prefix[self.a].clone();
+            self.state = self.before.clone();
             for u in exp.prog.calls[self.a].units.clone() {
                 if !self.dropped.contains(u) {
                     exp.apply_unit(&mut self.state, u)?;

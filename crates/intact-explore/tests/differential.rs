@@ -19,7 +19,7 @@ use intact_apm::{Apm, Program};
 use intact_explore::{CrashFs, Explorer, Provenance, StateHash};
 use intact_model::op::{LogicalOp, Op};
 use intact_model::state::{Node, State};
-use intact_report::{ApmRun, Grouping, Kind, Probe, Static, Verdict};
+use intact_report::{ApmRun, Grouping, Kind, Probe, StateNo, Static, Verdict};
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
 use std::cell::RefCell;
@@ -92,36 +92,58 @@ impl Checker {
 }
 
 /// One strategy's run: every constructed state with its provenance, and the verdicts.
+/// States are numbered per run, as `intact check` does; runs compare them by hash.
 struct Run {
     probes: Vec<Probe>,
-    verdicts: HashMap<StateHash, Verdict>,
+    numbers: HashMap<StateHash, StateNo>,
+    /// By state number.
+    hashes: Vec<StateHash>,
+    verdicts: Vec<Verdict>,
     excluded: Vec<bool>,
 }
 
 impl Run {
+    fn new(calls: usize) -> Run {
+        Run {
+            probes: Vec::new(),
+            numbers: HashMap::new(),
+            hashes: Vec::new(),
+            verdicts: Vec::new(),
+            excluded: vec![false; calls],
+        }
+    }
+
     fn emit(&mut self, chk: &Checker, p: Provenance, s: CrashFs, desc: String) -> bool {
         let hash = s.hash(&mut intact_explore::HashCache::default());
-        self.verdicts.entry(hash).or_insert_with(|| chk.verdict(&s));
+        let state = match self.numbers.get(&hash) {
+            Some(n) => *n,
+            None => {
+                let n = StateNo::try_from(self.hashes.len()).unwrap();
+                self.numbers.insert(hash, n);
+                self.hashes.push(hash);
+                self.verdicts.push(chk.verdict(&s));
+                n
+            }
+        };
         self.probes.push(Probe {
             prov: p,
-            hash,
+            state,
             desc: desc.into(),
         });
         true
     }
 
-    fn verdict(&self, h: &StateHash) -> Option<Verdict> {
-        self.verdicts.get(h).cloned()
+    fn verdict(&self, n: StateNo) -> Option<Verdict> {
+        self.verdicts.get(n as usize).cloned()
+    }
+
+    fn hash(&self, p: &Probe) -> StateHash {
+        self.hashes[p.state as usize]
     }
 }
 
 fn alice(exp: &Explorer, chk: &Checker) -> Run {
-    let n = exp.prog.calls.len();
-    let mut run = Run {
-        probes: Vec::new(),
-        verdicts: HashMap::new(),
-        excluded: vec![false; n],
-    };
+    let mut run = Run::new(exp.prog.calls.len());
     exp.prefixes(&mut |p, s, d| Ok(run.emit(chk, p, s, d)))
         .unwrap();
     // As `intact check`: calls in atomic groups take no part in the later phases.
@@ -144,11 +166,7 @@ fn alice(exp: &Explorer, chk: &Checker) -> Run {
 
 /// None when the enumeration hit MAX_EXHAUSTIVE_STATES.
 fn exhaustive(exp: &Explorer, chk: &Checker) -> Option<Run> {
-    let mut run = Run {
-        probes: Vec::new(),
-        verdicts: HashMap::new(),
-        excluded: vec![false; exp.prog.calls.len()],
-    };
+    let mut run = Run::new(exp.prog.calls.len());
     let complete = exp
         .exhaustive(&mut |p, s, d| {
             run.emit(chk, p, s, d);
@@ -159,16 +177,15 @@ fn exhaustive(exp: &Explorer, chk: &Checker) -> Option<Run> {
 }
 
 fn statics(prog: &Program, ops: &[Op], run: &Run) -> Vec<Static> {
-    let ids: HashMap<StateHash, String> = run
-        .verdicts
-        .keys()
-        .map(|h| (*h, h.iter().map(|b| format!("{b:02x}")).collect()))
-        .collect();
+    let id = |n: StateNo| {
+        let h = run.hashes.get(n as usize)?;
+        Some(h.iter().map(|b| format!("{b:02x}")).collect())
+    };
     let apm_run = ApmRun {
         prog,
         ops,
         probes: &run.probes,
-        state_ids: &|h| ids.get(h).cloned(),
+        state_ids: &id,
     };
     let loc = |o: &Op| format!("call{}", o.call);
     let dynamic = apm_run.dynamics(&|h| run.verdict(h), &loc, &|_| String::new());
@@ -192,7 +209,7 @@ fn own_states(s: &Static, run: &Run) -> Vec<(StateHash, Provenance)> {
     let failing: Vec<(&Probe, Verdict)> = run
         .probes
         .iter()
-        .filter_map(|p| run.verdict(&p.hash).filter(|v| !v.pass).map(|v| (p, v)))
+        .filter_map(|p| run.verdict(p.state).filter(|v| !v.pass).map(|v| (p, v)))
         .collect();
     let causes = intact_report::minimal_causes(&failing);
     let call = s.calls[0].index;
@@ -205,7 +222,7 @@ fn own_states(s: &Static, run: &Run) -> Vec<(StateHash, Provenance)> {
             (Provenance::Prefix { .. }, Kind::AcrossCalls) => true,
             _ => false,
         })
-        .map(|((p, _), _)| (p.hash, p.prov.clone()))
+        .map(|((p, _), _)| (run.hash(p), p.prov.clone()))
         .collect()
 }
 
@@ -329,9 +346,11 @@ fn compare(acts: &[Act], tally: &RefCell<Tally>) -> Result<(), TestCaseError> {
             );
             // Alice built one of these states the very same way (the same drop set): then
             // its minimal cause is the same, and alice must have reported it.
-            let same_shape = own
-                .iter()
-                .any(|(h, prov)| al.probes.iter().any(|p| p.hash == *h && p.prov == *prov));
+            let same_shape = own.iter().any(|(h, prov)| {
+                al.probes
+                    .iter()
+                    .any(|p| al.hash(p) == *h && p.prov == *prov)
+            });
             prop_assert!(
                 !same_shape,
                 "{}: exhaustive finds `{}` ({:?}); alice builds one of its failing states but does not report it. Protocol: {:?}",
@@ -342,7 +361,7 @@ fn compare(acts: &[Act], tally: &RefCell<Tally>) -> Result<(), TestCaseError> {
             );
             let why = match own
                 .iter()
-                .find_map(|(h, prov)| al.probes.iter().find(|p| p.hash == *h).map(|p| (p, prov)))
+                .find_map(|(h, prov)| al.probes.iter().find(|p| al.hash(p) == *h).map(|p| (p, prov)))
             {
                 Some((p, prov)) if shape(&p.prov) == shape(prov) => {
                     "the same content, built by alice in the same shape from another drop set \

@@ -35,7 +35,7 @@ proptest! {
             prop_assert_eq!(exp.full().to_state().diff(&fin), None, "APM {}", apm.name);
             for k in 0..=prog.calls.len() {
                 let want = logical_prefix(&initial, &ops, &blob, prog.calls.get(k).map(|c| c.ops.start).unwrap_or(ops.len()));
-                prop_assert_eq!(exp.prefix_state(k).to_state().diff(&want), None, "APM {} prefix {}", apm.name, k);
+                prop_assert_eq!(exp.prefix_state(k).unwrap().to_state().diff(&want), None, "APM {} prefix {}", apm.name, k);
             }
             // Exhaustive: every emitted set closed; under strict only prefixes are distinct.
             let mut hashes = HashSet::new();
@@ -57,7 +57,7 @@ proptest! {
             exp.exhaustive(&mut emit).unwrap();
             prop_assert!(bad.is_none(), "strict produced a non-prefix state {:?}", bad);
             if strict {
-                let prefixes: HashSet<_> = (0..=prog.calls.len()).map(|k| exp.prefix_state(k).hash(&mut cache)).collect();
+                let prefixes: HashSet<_> = (0..=prog.calls.len()).map(|k| exp.prefix_state(k).unwrap().hash(&mut cache)).collect();
                 prop_assert_eq!(&hashes, &prefixes);
             }
         }

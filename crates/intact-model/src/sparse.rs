@@ -10,8 +10,9 @@
 //! Cloning is cheap and a write copies only what it touches (issue 29): the runs live in a
 //! persistent map (a clone shares it, a write copies the O(log n) path to its entry), and
 //! each run of bytes is a chunk shared by reference count until written. The explorer keeps
-//! one state per prefix of the trace, so a file appended to N times costs O(N) memory
-//! across all of them instead of a full copy each (O(N²)).
+//! many states of one file's history at once (prefixes of the trace, states in flight), so
+//! a file appended to N times costs O(N) memory across all of them instead of a full copy
+//! each (O(N²)).
 
 use rpds::RedBlackTreeMapSync;
 use std::sync::Arc;

@@ -5,11 +5,12 @@
 
 pub use crate::options::checker_flag;
 use crate::options::{CheckOptions, Explore};
+use crate::seen::{Judged, Seen, StateNo};
 use crate::units::Store;
 use crate::{interrupted, view, Error, Progress};
 use intact_apm::{Apm, Program};
 use intact_bundle::Bundle;
-use intact_explore::{CrashFs, CrashFsError, Explorer, HashCache, Provenance, StateHash};
+use intact_explore::{CrashFs, CrashFsError, Explorer, HashCache, Provenance};
 use intact_model::{Op, State};
 use intact_report::{ApmRun, ApmStats, Example, Probe, Report, Verdict};
 use intact_runner::{Job, Outcome, PatchState, Runner, RunnerConfig, Verdict as RVerdict};
@@ -67,38 +68,18 @@ fn locator(filter: Option<FrameFilter>) -> impl Fn(&Op) -> String {
     }
 }
 
-/// A distinct state: its number (INTACT_STATE is `s` and it), its verdict once known. Kept
-/// for every distinct state, so small: how it was built waits in [`Pending`] and the
-/// probes (issue 29).
-struct Seen {
-    id: u64,
-    /// The verdict once known; a failure's or time-out's message is in `Driver::messages`
-    /// (a passing state, the common case, has none: 16 bytes per state, not 40).
-    verdict: Option<Judged>,
-}
-
-/// A verdict without its message.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Judged {
-    Pass,
-    Fail,
-    Timeout,
-}
-
-impl Seen {
-    /// The state's id as the checker and the report name it.
-    fn sid(&self) -> String {
-        format!("s{}", self.id)
-    }
+/// The id a distinct state's checker run and the report give it.
+fn sid(n: StateNo) -> String {
+    format!("s{n}")
 }
 
 struct Pending {
-    hash: StateHash,
+    state: StateNo,
     apm: usize,
     /// How the state was first built.
     desc: String,
     /// Kept only with --keep-failing or --keep-examples, to save the state if it fails.
-    state: Option<CrashFs>,
+    state_copy: Option<CrashFs>,
 }
 
 struct Driver<'a> {
@@ -106,14 +87,13 @@ struct Driver<'a> {
     runner: Option<Runner>,
     /// Instead of the runner: verdicts from files, units for the others (--emit-states, --from-verdicts).
     units: Option<crate::units::Store>,
-    seen: HashMap<StateHash, Seen>,
+    seen: Seen,
     /// The checker's message for each distinct state that did not pass, by its number.
-    messages: HashMap<u64, Box<str>>,
+    messages: HashMap<StateNo, Box<str>>,
     /// Probes before this index in the current APM's list have no description to drop
     /// (see `Driver::drop_passing_descs`).
     described: usize,
     pending: HashMap<u64, Pending>,
-    next_id: u64,
     hash_cache: HashCache,
     keep: Option<PathBuf>,
     /// With --keep-examples: every failing state, by id, until the report picks examples.
@@ -140,24 +120,22 @@ impl Driver<'_> {
         }
         let hash = fs.hash(&mut self.hash_cache);
         self.stats[apm].constructed += 1;
-        if !self.seen.contains_key(&hash) {
-            let id = self.next_id;
-            self.next_id += 1;
-            let seen = Seen { id, verdict: None };
-            let sid = seen.sid();
-            let before = self.seen.insert(hash, seen);
-            assert!(before.is_none(), "a state is numbered once");
+        let (state, new) = self.seen.insert(hash).map_err(CrashFsError::Limit)?;
+        if new {
+            let id = u64::from(state);
+            let sid = sid(state);
             self.stats[apm].checked += 1;
             let keep_copy = (self.keep.is_some() || self.failing.is_some()).then(|| fs.clone());
-            self.pending.insert(
+            let before = self.pending.insert(
                 id,
                 Pending {
-                    hash,
+                    state,
                     apm,
                     desc: desc.clone(),
-                    state: keep_copy,
+                    state_copy: keep_copy,
                 },
             );
+            assert!(before.is_none(), "a state is submitted once");
             if let Some(u) = &mut self.units {
                 u.submit(id, &sid, hash, &prov, &fs)?;
             } else {
@@ -181,7 +159,7 @@ impl Driver<'_> {
         }
         probes.push(Probe {
             prov,
-            hash,
+            state,
             desc: desc.into_boxed_str(),
         });
         self.collect();
@@ -198,7 +176,7 @@ impl Driver<'_> {
         let from = self.described.min(probes.len());
         let mut open = probes.len();
         for (i, p) in probes.iter_mut().enumerate().skip(from) {
-            match self.seen.get(&p.hash).and_then(|s| s.verdict) {
+            match self.seen.verdict(p.state) {
                 Some(Judged::Pass) => p.desc = Box::default(),
                 Some(_) => {}
                 None => open = open.min(i),
@@ -236,33 +214,26 @@ impl Driver<'_> {
             self.errors.push(e.clone());
         }
         let verdict = verdict_of(o.verdict);
-        let Some(seen) = self.seen.get(&p.hash) else {
-            return;
-        };
+        let sid = sid(p.state);
         if verdict.timeout {
             self.stats[p.apm].timeouts += 1;
             self.timeouts.push(Example {
-                state: seen.sid(),
+                state: sid.clone(),
                 description: p.desc.clone(),
                 checker_message: verdict.message.clone(),
             });
         } else if !verdict.pass {
             self.stats[p.apm].failed += 1;
-            if let (Some(dir), Some(state)) = (&self.keep, &p.state) {
-                if let Err(e) = save_failing(
-                    dir,
-                    &seen.sid(),
-                    state,
-                    self.checker,
-                    &verdict.message,
-                    &p.desc,
-                ) {
+            if let (Some(dir), Some(state)) = (&self.keep, &p.state_copy) {
+                if let Err(e) =
+                    save_failing(dir, &sid, state, self.checker, &verdict.message, &p.desc)
+                {
                     self.errors
-                        .push(format!("--keep-failing: saving {}: {e}", seen.sid()));
+                        .push(format!("--keep-failing: saving {sid}: {e}"));
                 }
             }
-            if let (Some(f), Some(state)) = (&mut self.failing, p.state) {
-                f.insert(seen.sid(), state);
+            if let (Some(f), Some(state)) = (&mut self.failing, p.state_copy) {
+                f.insert(sid, state);
             }
         }
         let judged = match (verdict.pass, verdict.timeout) {
@@ -270,13 +241,11 @@ impl Driver<'_> {
             (false, true) => Judged::Timeout,
             (false, false) => Judged::Fail,
         };
-        let id = seen.id;
         if judged != Judged::Pass {
-            self.messages.insert(id, verdict.message.into_boxed_str());
+            self.messages
+                .insert(p.state, verdict.message.into_boxed_str());
         }
-        if let Some(seen) = self.seen.get_mut(&p.hash) {
-            seen.verdict = Some(judged);
-        }
+        self.seen.judge(p.state, judged);
     }
 
     /// Waits until every submitted state has a verdict.
@@ -296,15 +265,14 @@ impl Driver<'_> {
         true
     }
 
-    fn verdict(&self, h: &StateHash) -> Option<Verdict> {
-        let s = self.seen.get(h)?;
+    fn verdict(&self, state: StateNo) -> Option<Verdict> {
         let message = || {
             self.messages
-                .get(&s.id)
+                .get(&state)
                 .map(|m| m.to_string())
                 .unwrap_or_default()
         };
-        Some(match s.verdict? {
+        Some(match self.seen.verdict(state)? {
             Judged::Pass => Verdict {
                 pass: true,
                 timeout: false,
@@ -448,7 +416,9 @@ pub struct Session<'p> {
     ops: Vec<Op>,
     blob: Vec<u8>,
     initial: State,
-    final_state: State,
+    /// The recorded final directory, until the replay oracle has compared every APM's
+    /// replay with it (then dropped: as large as the workload's files).
+    final_state: Option<State>,
     filter: Option<FrameFilter>,
     started: Instant,
 }
@@ -479,7 +449,7 @@ impl<'p> Session<'p> {
             ops,
             blob,
             initial,
-            final_state,
+            final_state: Some(final_state),
             filter,
             started,
         })
@@ -487,7 +457,7 @@ impl<'p> Session<'p> {
 
     /// Explores every APM, runs the checker on each distinct state, reports.
     pub fn check(
-        self,
+        mut self,
         apms: Vec<Apm>,
         checker: Vec<String>,
         progress: &mut dyn Progress,
@@ -496,6 +466,7 @@ impl<'p> Session<'p> {
         let universe = CrashFs::universe(&self.initial, &self.ops)
             .map_err(|e| Error::input(format!("bundle {}: {e}", self.path.display())))?;
         let programs = self.programs(&apms)?;
+        self.replay_oracle(&programs, &universe)?;
         let mut d = self.driver(&apms, &programs, &checker, progress)?;
         let mut all_probes: Vec<Vec<Probe>> = Vec::new();
         for (ai, prog) in programs.iter().enumerate() {
@@ -535,6 +506,30 @@ impl<'p> Session<'p> {
         Ok(programs)
     }
 
+    /// The replay oracle, on micro-operations: under every APM, all of them applied to the
+    /// initial state give the recorded final directory. Run before any exploration, so the
+    /// final directory and the replays are freed before the explorer's states are built
+    /// (issue 29: at 10,000 appends each is 41 MB; the heap they leave is reused).
+    fn replay_oracle(&mut self, programs: &[Program], universe: &CrashFs) -> Result<(), Error> {
+        let final_state = self
+            .final_state
+            .take()
+            .expect("the oracle runs once, with the recorded final directory");
+        for prog in programs {
+            let mut replay = universe.clone();
+            // As the explorer builds its full state: call group by call group.
+            for i in prog.calls.iter().flat_map(|c| c.micros.clone()) {
+                replay
+                    .apply(&prog.micros[i].micro, &self.blob)
+                    .map_err(internal)?;
+            }
+            if let Some(diff) = replay.to_state().diff(&final_state) {
+                return Err(Error::internal(format!("APM {}: applying every micro-operation does not reproduce the recorded final directory: {diff}", prog.apm)));
+            }
+        }
+        Ok(())
+    }
+
     /// The driver: a local checker runner, or the work-unit store in its place.
     fn driver<'a>(
         &self,
@@ -572,11 +567,10 @@ impl<'p> Session<'p> {
         Ok(Driver {
             runner,
             units,
-            seen: HashMap::new(),
+            seen: Seen::default(),
             messages: HashMap::new(),
             described: 0,
             pending: HashMap::new(),
-            next_id: 0,
             hash_cache: HashCache::default(),
             keep: o.keep_failing.clone(),
             failing: o.keep_examples.as_ref().map(|_| HashMap::new()),
@@ -615,12 +609,12 @@ impl<'p> Session<'p> {
         d.described = 0; // a new list of probes
         let exp = Explorer::new(prog, &self.ops, &self.blob, universe).map_err(internal)?;
         if let Some(u) = &mut d.units {
-            u.begin_apm(ai, &exp);
+            u.begin_apm(ai, &exp).map_err(internal)?;
         }
-        // The replay oracle, on micro-operations: all of them give the final directory.
-        if let Some(diff) = exp.full().to_state().diff(&self.final_state) {
-            return Err(Error::internal(format!("APM {}: applying every micro-operation does not reproduce the recorded final directory: {diff}", prog.apm)));
-        }
+        assert!(
+            self.final_state.is_none(),
+            "the replay oracle ran before exploring"
+        );
         let mut probes: Vec<Probe> = Vec::new();
         let mut go = sanity(d, ai, &exp, &mut probes)?;
         if go {
@@ -630,7 +624,7 @@ impl<'p> Session<'p> {
             go = false;
         }
         d.stats[ai].distinct = {
-            let mut hs: Vec<&StateHash> = probes.iter().map(|p| &p.hash).collect();
+            let mut hs: Vec<StateNo> = probes.iter().map(|p| p.state).collect();
             hs.sort();
             hs.dedup();
             hs.len()
@@ -660,7 +654,7 @@ impl<'p> Session<'p> {
                 }
                 // Calls in atomic groups take no part in the later phases.
                 let mut excluded = vec![false; n];
-                let prefix = intact_report::prefix_verdicts(probes, &|h| d.verdict(h));
+                let prefix = intact_report::prefix_verdicts(probes, &|n| d.verdict(n));
                 for (a, z, _) in intact_report::atomic_groups(&prefix) {
                     for e in excluded.iter_mut().take(z + 1).skip(a) {
                         *e = true;
@@ -712,7 +706,7 @@ impl<'p> Session<'p> {
         let summary = |op: &Op| view::describe(op, &self.blob);
         // Looked up, not collected: a map of every distinct state's id would double the
         // memory the run holds per state at its end.
-        let state_ids = |h: &StateHash| d.seen.get(h).map(Seen::sid);
+        let state_ids = |n: StateNo| (d.seen.len() > n as usize).then(|| sid(n));
         let mut dynamic = Vec::new();
         for (prog, probes) in programs.iter().zip(all_probes) {
             let run = ApmRun {
@@ -721,7 +715,7 @@ impl<'p> Session<'p> {
                 probes,
                 state_ids: &state_ids,
             };
-            dynamic.extend(run.dynamics(&|h| d.verdict(h), &loc, &summary));
+            dynamic.extend(run.dynamics(&|n| d.verdict(n), &loc, &summary));
         }
         let statics = intact_report::statics_grouped(&dynamic, self.o.group);
         Report {
@@ -810,7 +804,7 @@ fn sanity(
         let mut emit = |p: Provenance, s: CrashFs, desc: String| d.submit(ai, probes, p, s, desc);
         emit(
             Provenance::Prefix { calls: 0 },
-            exp.prefix_state(0),
+            exp.prefix_state(0).map_err(internal)?,
             "before the workload ran".into(),
         )
         .map_err(internal)?;
@@ -832,7 +826,7 @@ fn sanity(
             .iter()
             .find(|p| p.prov == Provenance::Prefix { calls: k })
             .expect("sanity probe");
-        if let Some(v) = d.verdict(&p.hash) {
+        if let Some(v) = d.verdict(p.state) {
             sane(&v, what)?;
         }
     }

@@ -17,6 +17,7 @@
 pub mod check;
 pub mod options;
 pub mod record;
+mod seen;
 pub mod serve;
 pub mod units;
 pub mod view;

@@ -537,13 +537,12 @@ impl Store {
     }
 
     /// The exploration of APM `apm` starts.
-    pub fn begin_apm(&mut self, apm: usize, exp: &Explorer) {
+    pub fn begin_apm(&mut self, apm: usize, exp: &Explorer) -> Result<(), CrashFsError> {
         self.apm = apm;
         if let Mode::Emit = self.mode {
-            self.bases = (0..=exp.prog.calls.len())
-                .map(|k| exp.prefix_state(k))
-                .collect();
+            self.bases = exp.prefix_states()?;
         }
+        Ok(())
     }
 
     /// A new distinct state: its verdict if known, else a unit (or a missing verdict).
@@ -1032,9 +1031,8 @@ fn prefix_states(bundle: &Path, p: &Parsed, apm: &Apm) -> Result<Vec<CrashFs>, E
         .map_err(|e| Error::input(format!("bundle {}: {e}", bundle.display())))?;
     let exp = Explorer::new(&prog, &p.ops, &p.blob, universe)
         .map_err(|e| Error::internal(format!("building crash states: {e}")))?;
-    Ok((0..=prog.calls.len())
-        .map(|k| exp.prefix_state(k))
-        .collect())
+    exp.prefix_states()
+        .map_err(|e| Error::internal(format!("building crash states: {e}")))
 }
 
 fn bad_unit(unit: &Path, m: String) -> Error {

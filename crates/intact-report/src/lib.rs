@@ -4,7 +4,7 @@
 //! The JSON form is documented in `docs/report.md` (schema "intact-report/1").
 
 use intact_apm::{Micro, Program};
-use intact_explore::{Dropped, Provenance, StateHash};
+use intact_explore::{Dropped, Provenance};
 use intact_model::op::{LogicalOp, Op};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -77,13 +77,18 @@ pub struct Verdict {
     pub message: String,
 }
 
+/// A distinct state's number, in the order the run first built it (`INTACT_STATE` is `s`
+/// and it). Four bytes: the run keeps one in every probe.
+pub type StateNo = u32;
+
 /// One constructed state and how. The run keeps one per state it builds (about a hundred
-/// per append of a fsync-every-100 workload), so the description is a boxed string: no
-/// spare capacity (issue 29).
+/// per append of a fsync-every-100 workload), so the state is named by its number, not its
+/// 32-byte hash, and the description is a boxed string: no spare capacity (issue 29).
 #[derive(Clone, Debug)]
 pub struct Probe {
     pub prov: Provenance,
-    pub hash: StateHash,
+    /// The distinct state it built (probes that built the same contents share it).
+    pub state: StateNo,
     pub desc: Box<str>,
 }
 
@@ -246,12 +251,12 @@ pub fn atomic_groups(prefix: &BTreeMap<usize, bool>) -> Vec<(usize, usize, usize
 /// Pass/fail of each prefix state that has a verdict (timeouts left out), by call count.
 pub fn prefix_verdicts(
     probes: &[Probe],
-    verdict: &dyn Fn(&StateHash) -> Option<Verdict>,
+    verdict: &dyn Fn(StateNo) -> Option<Verdict>,
 ) -> BTreeMap<usize, bool> {
     probes
         .iter()
         .filter_map(|p| match p.prov {
-            Provenance::Prefix { calls } => verdict(&p.hash)
+            Provenance::Prefix { calls } => verdict(p.state)
                 .filter(|v| !v.timeout)
                 .map(|v| (calls, v.pass)),
             _ => None,
@@ -264,8 +269,8 @@ pub struct ApmRun<'a> {
     pub prog: &'a Program,
     pub ops: &'a [Op],
     pub probes: &'a [Probe],
-    /// The id of a distinct state (by hash), for examples.
-    pub state_ids: &'a dyn Fn(&StateHash) -> Option<String>,
+    /// The id of a distinct state (by number), for examples.
+    pub state_ids: &'a dyn Fn(StateNo) -> Option<String>,
 }
 
 impl ApmRun<'_> {
@@ -437,7 +442,7 @@ impl ApmRun<'_> {
     /// location, `summary` a one-line description.
     pub fn dynamics(
         &self,
-        verdict: &dyn Fn(&StateHash) -> Option<Verdict>,
+        verdict: &dyn Fn(StateNo) -> Option<Verdict>,
         loc: &dyn Fn(&Op) -> String,
         summary: &dyn Fn(&Op) -> String,
     ) -> Vec<Dynamic> {
@@ -447,7 +452,7 @@ impl ApmRun<'_> {
             .probes
             .iter()
             .filter_map(|p| {
-                verdict(&p.hash)
+                verdict(p.state)
                     .filter(|v| !v.pass && !v.timeout)
                     .map(|v| (p, v))
             })
@@ -459,7 +464,7 @@ impl ApmRun<'_> {
                 kind: Kind::Atomicity,
                 category: self.atomicity_category(g),
                 calls: vec![self.call_ref(g, loc, summary)],
-                failing_states: k.hashes.len(),
+                failing_states: k.states.len(),
                 grouped_states: 0,
                 example: self.example(k.probe, &k.verdict),
                 missing_sync: None,
@@ -471,7 +476,7 @@ impl ApmRun<'_> {
 
     fn example(&self, p: &Probe, v: &Verdict) -> Example {
         Example {
-            state: (self.state_ids)(&p.hash).unwrap_or_default(),
+            state: (self.state_ids)(p.state).unwrap_or_default(),
             description: p.desc.to_string(),
             checker_message: v.message.clone(),
         }
@@ -480,7 +485,7 @@ impl ApmRun<'_> {
     /// Stage 1: across-calls groups, from the prefix verdicts.
     fn across_calls(
         &self,
-        verdict: &dyn Fn(&StateHash) -> Option<Verdict>,
+        verdict: &dyn Fn(StateNo) -> Option<Verdict>,
         names: &Names,
     ) -> Vec<Dynamic> {
         let mut out = Vec::new();
@@ -492,7 +497,7 @@ impl ApmRun<'_> {
             else {
                 continue;
             };
-            let Some(v) = verdict(&p.hash).filter(|v| !v.pass && !v.timeout) else {
+            let Some(v) = verdict(p.state).filter(|v| !v.pass && !v.timeout) else {
                 continue;
             };
             let calls = (first..=last.max(first))
@@ -546,7 +551,7 @@ impl ApmRun<'_> {
                     self.call_ref(a, loc, summary),
                     self.call_ref(k.b, loc, summary),
                 ],
-                failing_states: k.hashes.len(),
+                failing_states: k.states.len(),
                 grouped_states: k.grouped,
                 missing_sync: (category == Category::Durability)
                     .then(|| self.missing_sync(a, k.b, loc, summary)),
@@ -565,7 +570,7 @@ struct Names<'a> {
 /// The failing states of one call (atomicity) or one first call a (ordering).
 struct Bucket<'p> {
     /// Distinct contents: several probes can build the same state.
-    hashes: BTreeSet<StateHash>,
+    states: BTreeSet<StateNo>,
     /// Ordering: the earliest b among the call's own failing states (the example's).
     b: usize,
     probe: &'p Probe,
@@ -581,9 +586,9 @@ type Buckets<'p> = (BTreeMap<usize, Bucket<'p>>, BTreeMap<usize, Bucket<'p>>);
 fn buckets<'p>(failing: &[(&'p Probe, Verdict)]) -> Buckets<'p> {
     let causes = minimal_causes(failing);
     let (mut per_call, mut per_pair) = (BTreeMap::new(), BTreeMap::new());
-    let mut grouped: BTreeMap<usize, BTreeSet<StateHash>> = BTreeMap::new();
+    let mut grouped: BTreeMap<usize, BTreeSet<StateNo>> = BTreeMap::new();
     let bucket = |b: usize, p: &'p Probe, v: &Verdict| Bucket {
-        hashes: BTreeSet::new(),
+        states: BTreeSet::new(),
         b,
         probe: p,
         verdict: v.clone(),
@@ -593,30 +598,30 @@ fn buckets<'p>(failing: &[(&'p Probe, Verdict)]) -> Buckets<'p> {
         match p.prov {
             Provenance::Atomicity { group } => {
                 let k: &mut Bucket = per_call.entry(group).or_insert_with(|| bucket(0, p, v));
-                k.hashes.insert(p.hash);
+                k.states.insert(p.state);
             }
             Provenance::Reorder { a, b, .. } if causes[i] == Some(a) => {
                 let k: &mut Bucket = per_pair.entry(a).or_insert_with(|| bucket(b, p, v));
-                k.hashes.insert(p.hash);
+                k.states.insert(p.state);
                 if b < k.b {
                     (k.b, k.probe, k.verdict) = (b, p, v.clone());
                 }
             }
             Provenance::Reorder { .. } => {
                 let cause = causes[i].expect("a failing reorder state has a cause");
-                grouped.entry(cause).or_default().insert(p.hash);
+                grouped.entry(cause).or_default().insert(p.state);
             }
             Provenance::Prefix { .. } => {}
         }
     }
     // Grouped states count under their cause, unless its own states have the same content.
-    for (a, hashes) in grouped {
+    for (a, states) in grouped {
         let k = per_pair
             .get_mut(&a)
             .expect("a minimal cause is a failing state of its own call");
-        let before = k.hashes.len();
-        k.hashes.extend(hashes);
-        k.grouped = k.hashes.len() - before;
+        let before = k.states.len();
+        k.states.extend(states);
+        k.grouped = k.states.len() - before;
     }
     (per_call, per_pair)
 }

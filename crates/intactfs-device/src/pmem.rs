@@ -43,21 +43,23 @@ pub enum PmemError {
     Damaged { path: String, why: String },
 }
 
-/// Calls and work so far, the same for every implementation: the persistence points a test
-/// harness walks through (a crash before each fence), and what a benchmark reports.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PmemCounters {
-    /// `write` and `store_u64` calls.
-    pub stores: u64,
-    /// Bytes they wrote.
-    pub bytes_stored: u64,
-    /// Cachelines `clwb` was asked to write back (a line flushed twice counts twice, as the
-    /// hardware writes it twice).
-    pub lines_flushed: u64,
-    /// `fence` calls (`persist` makes one).
-    pub fences: u64,
-    /// Write latency injected by [`Latency`], in nanoseconds (0 without it).
-    pub latency_ns: u64,
+crate::counters! {
+    /// Calls and work so far, the same for every implementation: the persistence points a test
+    /// harness walks through (a crash before each fence), and what a benchmark reports.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct PmemCounters {
+        /// `write` and `store_u64` calls.
+        pub stores: u64,
+        /// Bytes they wrote.
+        pub bytes_stored: u64,
+        /// Cachelines `clwb` was asked to write back (a line flushed twice counts twice, as the
+        /// hardware writes it twice).
+        pub lines_flushed: u64,
+        /// `fence` calls (`persist` makes one).
+        pub fences: u64,
+        /// Write latency injected by [`Latency`], in nanoseconds (0 without it).
+        pub latency_ns: u64,
+    }
 }
 
 /// Byte-addressable persistent memory of `len()` bytes.

@@ -551,16 +551,6 @@ struct Phase {
     engine: (u64, u64, u64),
 }
 
-fn sub(a: PmemCounters, b: PmemCounters) -> PmemCounters {
-    PmemCounters {
-        stores: a.stores - b.stores,
-        bytes_stored: a.bytes_stored - b.bytes_stored,
-        lines_flushed: a.lines_flushed - b.lines_flushed,
-        fences: a.fences - b.fences,
-        latency_ns: a.latency_ns - b.latency_ns,
-    }
-}
-
 fn run_phase(
     sys: &Mutex<Box<dyn System>>,
     work: &[Vec<Txn>],
@@ -625,8 +615,8 @@ fn run_phase(
         faults,
         wall_s,
         drain_s,
-        dev: sub(c2, c0),
-        drain_lines: c2.lines_flushed - c1.lines_flushed,
+        dev: c2.since(&c0),
+        drain_lines: c2.since(&c1).lines_flushed,
         engine: (e2.0 - e0.0, e2.1 - e0.1, e2.2 - e0.2),
     })
 }

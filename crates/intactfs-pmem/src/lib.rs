@@ -113,25 +113,27 @@ impl Default for Tunables {
     }
 }
 
-/// Work the engine did, for the simulation and the benchmark.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// Transactions committed (legacy calls included) and aborted.
-    pub committed: u64,
-    pub aborted: u64,
-    pub legacy_commits: u64,
-    pub undo_entries: u64,
-    pub redo_entries: u64,
-    pub checkpoints: u64,
-    /// Blocks whose committed versions a checkpoint merged.
-    pub blocks_checkpointed: u64,
-    /// Atomic 8-byte pointer stores installing a pending block as the home block.
-    pub pointer_swaps: u64,
-    /// Cachelines copied by checkpoints (Algorithm 1 step 2).
-    pub lines_copied: u64,
-    pub indirect_allocs: u64,
-    /// Redo entries of dropped inodes invalidated at their drop's commit (never installed).
-    pub entries_retired: u64,
+intactfs_device::counters! {
+    /// Work the engine did, for the simulation and the benchmark.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct Stats {
+        /// Transactions committed (legacy calls included) and aborted.
+        pub committed: u64,
+        pub aborted: u64,
+        pub legacy_commits: u64,
+        pub undo_entries: u64,
+        pub redo_entries: u64,
+        pub checkpoints: u64,
+        /// Blocks whose committed versions a checkpoint merged.
+        pub blocks_checkpointed: u64,
+        /// Atomic 8-byte pointer stores installing a pending block as the home block.
+        pub pointer_swaps: u64,
+        /// Cachelines copied by checkpoints (Algorithm 1 step 2).
+        pub lines_copied: u64,
+        pub indirect_allocs: u64,
+        /// Redo entries of dropped inodes invalidated at their drop's commit (never installed).
+        pub entries_retired: u64,
+    }
 }
 
 /// What a transaction cost on the device, summed over its calls (and its commit).
@@ -141,24 +143,6 @@ pub struct TxStats {
     pub undo_entries: u64,
     pub redo_entries: u64,
     pub device: PmemCounters,
-}
-
-fn add_counters(a: &mut PmemCounters, b: &PmemCounters) {
-    a.stores += b.stores;
-    a.bytes_stored += b.bytes_stored;
-    a.lines_flushed += b.lines_flushed;
-    a.fences += b.fences;
-    a.latency_ns += b.latency_ns;
-}
-
-fn sub_counters(after: &PmemCounters, before: &PmemCounters) -> PmemCounters {
-    PmemCounters {
-        stores: after.stores - before.stores,
-        bytes_stored: after.bytes_stored - before.bytes_stored,
-        lines_flushed: after.lines_flushed - before.lines_flushed,
-        fences: after.fences - before.fences,
-        latency_ns: after.latency_ns - before.latency_ns,
-    }
 }
 
 /// A directory's volatile index, rebuilt from its blocks at mount (and after an abort):

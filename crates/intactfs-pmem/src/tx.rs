@@ -18,7 +18,7 @@ use crate::index::Committed;
 use crate::layout::LINE;
 use crate::log::{self, Body, Entry};
 use crate::mutation::{self, Mutation};
-use crate::{add_counters, sub_counters, Ino, LiveCommit, PmemFs, Tx, TxId, TxStats};
+use crate::{Ino, LiveCommit, PmemFs, Tx, TxId, TxStats};
 use intactfs_device::PmemDevice;
 
 impl<P: PmemDevice> PmemFs<P> {
@@ -53,7 +53,7 @@ impl<P: PmemDevice> PmemFs<P> {
         self.open_tx(tx)?;
         let before = self.dev.counters();
         let mut st = self.commit_tx(tx.0)?;
-        add_counters(&mut st.device, &sub_counters(&self.dev.counters(), &before));
+        st.device += self.dev.counters().since(&before);
         self.reap_zombies()?;
         Ok(st)
     }
@@ -119,10 +119,10 @@ impl<P: PmemDevice> PmemFs<P> {
                 Err(_) => self.abort_tx(id)?,
             }
         }
-        self.last_call = sub_counters(&self.dev.counters(), &before);
+        self.last_call = self.dev.counters().since(&before);
         if let Some(t) = self.txs.get_mut(&id) {
             t.stats.calls += 1;
-            add_counters(&mut t.stats.device, &self.last_call);
+            t.stats.device += self.last_call;
         }
         r
     }

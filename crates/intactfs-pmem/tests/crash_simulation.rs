@@ -5,23 +5,23 @@
 //! `INTACTFS_PMEM_SIM_IMAGES=1000000 cargo test --release -p intactfs-pmem --test
 //! crash_simulation -- --nocapture`, or the `intactfs-pmem-sim` binary.
 
-use intactfs_pmem::sim::{mixed, run, SimReport};
+use intactfs_pmem::sim::{mixed, run};
+use intactfs_types::longrun::{env_count, Seed, SeedArgs};
 
 #[test]
 fn crash_simulation() {
-    let target: u64 = std::env::var("INTACTFS_PMEM_SIM_IMAGES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(12_000);
-    let mut total = SimReport::default();
-    let mut seed = 0u64;
-    while total.images < target {
-        match run(&mixed(seed)) {
-            Ok(r) => total += r,
-            Err(f) => panic!("crash simulation failed: {f}\nreproduce: cargo run --release -p intactfs-pmem --bin intactfs-pmem-sim -- --first-seed {} --seeds 1", f.seed),
-        }
-        seed += 1;
-    }
+    let target: u64 = env_count("INTACTFS_PMEM_SIM_IMAGES", 12_000);
+    let seeds = SeedArgs::until_images(target);
+    let one = |seed| {
+        run(&mixed(seed)).map(|report| Seed {
+            images: report.images,
+            report,
+        })
+    };
+    let (total, seed) = match seeds.sum(one, |_| ()) {
+        Ok(t) => (t.report, t.next_seed),
+        Err(f) => panic!("crash simulation failed: {f}\nreproduce: cargo run --release -p intactfs-pmem --bin intactfs-pmem-sim -- --first-seed {} --seeds 1", f.seed),
+    };
     eprintln!("crash simulation: {seed} workloads, {total}");
     assert!(
         total.tx_committed >= 20 && total.tx_aborted >= 10 && total.legacy_calls >= 200,

@@ -64,33 +64,23 @@ pub enum Fault {
     Io,
 }
 
-/// What a run did.
-#[derive(Clone, Debug, Default)]
-pub struct FaultReport {
-    pub runs: u64,
-    pub images: u64,
-    /// Runs whose fault fired, and of them those that poisoned the mount.
-    pub fired: u64,
-    pub poisoned: u64,
-    /// Calls refused with ENOSPC by the file system itself (no injected fault).
-    pub refused: u64,
-    /// fsyncs and syncs refused (ENOSPC or EIO, not poisoned): their operations must stay
-    /// pending.
-    pub commits_refused: u64,
-    /// Runs with a refused commit whose final sync succeeded (the check that nothing
-    /// pending was dropped).
-    pub retried: u64,
-}
-
-impl std::ops::AddAssign for FaultReport {
-    fn add_assign(&mut self, r: FaultReport) {
-        self.runs += r.runs;
-        self.images += r.images;
-        self.fired += r.fired;
-        self.poisoned += r.poisoned;
-        self.refused += r.refused;
-        self.commits_refused += r.commits_refused;
-        self.retried += r.retried;
+intactfs_device::counters! {
+    /// What a run did.
+    #[derive(Clone, Debug, Default)]
+    pub struct FaultReport {
+        pub runs: u64,
+        pub images: u64,
+        /// Runs whose fault fired, and of them those that poisoned the mount.
+        pub fired: u64,
+        pub poisoned: u64,
+        /// Calls refused with ENOSPC by the file system itself (no injected fault).
+        pub refused: u64,
+        /// fsyncs and syncs refused (ENOSPC or EIO, not poisoned): their operations must stay
+        /// pending.
+        pub commits_refused: u64,
+        /// Runs with a refused commit whose final sync succeeded (the check that nothing
+        /// pending was dropped).
+        pub retried: u64,
     }
 }
 

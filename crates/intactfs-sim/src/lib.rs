@@ -48,9 +48,14 @@
 //! commit's writes on the media before an earlier one's, and a flush that made them
 //! durable while the earlier one was still unwritten. The oracle is the same.
 
+mod config;
 pub mod faults;
 pub mod model;
+mod report;
 mod workload;
+pub use config::{concurrent, mixed, on_txflash, with_regions, SimConfig};
+pub use intactfs_types::longrun::SimFailure;
+pub use report::SimReport;
 use workload::run_workload;
 
 use intactfs::fsck::fsck;
@@ -64,317 +69,6 @@ use model::{MIno, MOp, Model, Touch, View, What, MROOT};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
-
-#[derive(Clone, Debug)]
-pub struct SimConfig {
-    pub seed: u64,
-    pub streams: u64,
-    /// Calls in the workload (including syncs).
-    pub calls: usize,
-    pub device_blocks: u64,
-    pub journal_blocks: u64,
-    /// Crash images drawn at each crash point.
-    pub images_per_point: u64,
-    /// Only every n-th crash point (1: all of them).
-    pub point_stride: usize,
-    pub dirty_limit: u64,
-    /// At a crash point that allows at most this many distinct images, check every one
-    /// of them instead of sampling.
-    pub exhaustive_up_to: usize,
-    /// A stream whose fsync is an osync (`StreamFlags::fsync_as_osync`): ordered, not
-    /// acknowledged durable. The last stream of several is always IGNORE_FSYNC.
-    pub osync_stream: Option<u64>,
-    /// Extra weight (against 115 for all other calls), half of it small overwrites in the
-    /// first blocks of a file, half osyncs: with a small device, copy on write then cycles
-    /// through the free space, so blocks freed by osync commits are reused within the
-    /// workload, often before a flush made those commits durable.
-    pub overwrite_share: u64,
-    /// Weight (against the others) of atomic-region events: begin a region when none is
-    /// open, else commit it (3 in 5) or abort it. While a region is open, half the calls
-    /// are the region's. 0: no regions.
-    pub region_share: u64,
-    /// Run on the transactional-flash twin ([`TxSimDevice`]): durable commits are device
-    /// transactions that rewrite a file's blocks in place; crash images also come from
-    /// inside a device commit.
-    pub txflash: bool,
-    /// Deferred commit I/O (`Fs::set_deferred_io`), driven by the workload as the FUSE
-    /// daemon's threads would: prepared commits wait in a pool and are written later, in
-    /// any order (often the newest first); group flushes (`Fs::flush_written`) come at
-    /// random moments, and a durability call is acknowledged only once a flush made the
-    /// durable ticket reach the written ticket it returned with (see [`concurrent`]).
-    pub concurrent: bool,
-}
-
-impl Default for SimConfig {
-    fn default() -> Self {
-        SimConfig {
-            seed: 0,
-            streams: 3,
-            calls: 70,
-            device_blocks: 384,
-            journal_blocks: 24,
-            images_per_point: 3,
-            point_stride: 1,
-            dirty_limit: 48 << 10,
-            exhaustive_up_to: 0,
-            osync_stream: None,
-            overwrite_share: 0,
-            region_share: 0,
-            txflash: false,
-            concurrent: false,
-        }
-    }
-}
-
-/// The configurations the CI test and the long run rotate through, by seed: journal of 24
-/// blocks (frequent checkpoints) or 4 (transactions overflow it and commit by checkpoint;
-/// small crash points checked exhaustively), 1, 3 or 5 streams; in the 3-stream/24-block and
-/// 5-stream configurations one stream's fsync is an osync. The fifth is space pressure: a
-/// 64-block device, 200 calls, most of them overwrites and osyncs, so the next-fit
-/// allocator cycles through the free space and reuses freed blocks while osync'd commits
-/// are not yet durable (the block-reuse rule of optimistic commit), and calls meet ENOSPC.
-pub fn mixed(seed: u64) -> SimConfig {
-    let base = match seed % 5 {
-        0 => SimConfig {
-            streams: 3,
-            journal_blocks: 24,
-            osync_stream: Some(1),
-            ..Default::default()
-        },
-        1 => SimConfig {
-            streams: 3,
-            journal_blocks: 4,
-            exhaustive_up_to: 256,
-            ..Default::default()
-        },
-        2 => SimConfig {
-            streams: 1,
-            journal_blocks: 24,
-            ..Default::default()
-        },
-        3 => SimConfig {
-            streams: 5,
-            journal_blocks: 12,
-            calls: 104,
-            osync_stream: Some(2),
-            ..Default::default()
-        },
-        _ => SimConfig {
-            streams: 3,
-            device_blocks: 64,
-            journal_blocks: 24,
-            osync_stream: Some(1),
-            overwrite_share: 300,
-            calls: 200,
-            ..Default::default()
-        },
-    };
-    SimConfig { seed, ..base }
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SimReport {
-    pub calls: usize,
-    pub device_ops: usize,
-    pub crash_points: usize,
-    pub images: u64,
-    pub commits: usize,
-    pub checkpoints: u64,
-    /// Checkpoints written as a delta of the changed inodes (the rest: a new base).
-    pub delta_checkpoints: u64,
-    pub merges: u64,
-    /// Images that recovered to the newest commit allowed, and to an older one.
-    pub newest: u64,
-    pub older: u64,
-    /// Crash points where every allowed image was checked.
-    pub exhaustive_points: usize,
-    /// osync calls (and fsyncs of a FSYNC_AS_OSYNC stream), dsync calls, `Fs::flush` calls.
-    pub osyncs: u64,
-    pub dsyncs: u64,
-    pub flushes: u64,
-    /// Commits the engine wrote without a flush (`Stats::optimistic_commits`).
-    pub optimistic_commits: u64,
-    /// Images that recovered to a commit below the newest osync'd one (an osync that
-    /// returned before the crash point): optimistic commits a crash lost.
-    pub lost_osync: u64,
-    /// Device writes to a data-area block the workload had written before: freed space
-    /// reused (copy on write never writes a block twice otherwise).
-    pub reused_blocks: u64,
-    /// Calls the engine refused for lack of space (the model has no limit).
-    pub nospace: u64,
-    /// Hole punches (fallocate PUNCH_HOLE | KEEP_SIZE) the engine carried out (also those of
-    /// regions aborted later).
-    pub punches: u64,
-    /// Atomic regions committed and aborted, and the calls made inside them.
-    pub regions_committed: u64,
-    pub regions_aborted: u64,
-    pub region_calls: u64,
-    /// Writes of other streams to a file added to a region, which the engine routed into it.
-    pub added_writes: u64,
-    /// Commits made as device transactions (txflash), and blocks rewritten in place.
-    pub tx_commits: u64,
-    pub inplace_blocks: u64,
-    /// Concurrent commits (deferred I/O): prepared commits the workload wrote itself (not
-    /// a drain inside the engine), and those of them written while an earlier commit was
-    /// not yet written (out of sequence order).
-    pub commits_performed: u64,
-    pub out_of_order: u64,
-    /// Group flushes (`Fs::flush_written`) the workload issued, those issued while some
-    /// prepared commit was not yet written, those that acknowledged at least one waiting
-    /// durability call and at least two, and the calls they acknowledged.
-    pub group_flushes: u64,
-    pub inflight_flushes: u64,
-    pub acking_flushes: u64,
-    pub multi_flushes: u64,
-    pub group_acked: u64,
-    /// Durability calls that returned before they were durable (acknowledged later, by a
-    /// group flush or by a flush inside a later call).
-    pub waited_calls: u64,
-}
-
-/// The configurations with atomic regions (CFS): [`mixed`]'s, with region events.
-pub fn with_regions(seed: u64) -> SimConfig {
-    SimConfig {
-        region_share: 12,
-        ..mixed(seed)
-    }
-}
-
-/// The [`with_regions`] configurations on the transactional-flash device.
-pub fn on_txflash(seed: u64) -> SimConfig {
-    SimConfig {
-        txflash: true,
-        ..with_regions(seed)
-    }
-}
-
-/// Concurrent commits: [`mixed`]'s configurations with deferred I/O, the workload writing
-/// and flushing the prepared commits as the FUSE daemon's threads would; every other ten
-/// seeds (seed / 5 odd) with atomic regions as in [`with_regions`].
-pub fn concurrent(seed: u64) -> SimConfig {
-    let base = if (seed / 5) % 2 == 1 {
-        with_regions(seed)
-    } else {
-        mixed(seed)
-    };
-    SimConfig {
-        concurrent: true,
-        ..base
-    }
-}
-
-/// Totals over several runs.
-impl std::ops::AddAssign for SimReport {
-    fn add_assign(&mut self, r: SimReport) {
-        self.calls += r.calls;
-        self.device_ops += r.device_ops;
-        self.crash_points += r.crash_points;
-        self.images += r.images;
-        self.commits += r.commits;
-        self.checkpoints += r.checkpoints;
-        self.delta_checkpoints += r.delta_checkpoints;
-        self.merges += r.merges;
-        self.newest += r.newest;
-        self.older += r.older;
-        self.exhaustive_points += r.exhaustive_points;
-        self.osyncs += r.osyncs;
-        self.dsyncs += r.dsyncs;
-        self.flushes += r.flushes;
-        self.optimistic_commits += r.optimistic_commits;
-        self.lost_osync += r.lost_osync;
-        self.reused_blocks += r.reused_blocks;
-        self.nospace += r.nospace;
-        self.punches += r.punches;
-        self.regions_committed += r.regions_committed;
-        self.regions_aborted += r.regions_aborted;
-        self.region_calls += r.region_calls;
-        self.added_writes += r.added_writes;
-        self.tx_commits += r.tx_commits;
-        self.inplace_blocks += r.inplace_blocks;
-        self.commits_performed += r.commits_performed;
-        self.out_of_order += r.out_of_order;
-        self.group_flushes += r.group_flushes;
-        self.inflight_flushes += r.inflight_flushes;
-        self.acking_flushes += r.acking_flushes;
-        self.multi_flushes += r.multi_flushes;
-        self.group_acked += r.group_acked;
-        self.waited_calls += r.waited_calls;
-    }
-}
-
-impl std::fmt::Display for SimReport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} crash points ({} checked exhaustively), {} crash images, {} commits ({} optimistic), {} checkpoints ({} deltas), {} stream merges, {} osyncs, {} dsyncs, {} flushes, {} hole punches, {} blocks reused, {} ENOSPC, {} images recovered to an older allowed commit ({} lost an osync'd commit)",
-            self.crash_points,
-            self.exhaustive_points,
-            self.images,
-            self.commits,
-            self.optimistic_commits,
-            self.checkpoints,
-            self.delta_checkpoints,
-            self.merges,
-            self.osyncs,
-            self.dsyncs,
-            self.flushes,
-            self.punches,
-            self.reused_blocks,
-            self.nospace,
-            self.older,
-            self.lost_osync
-        )?;
-        if self.regions_committed + self.regions_aborted > 0 {
-            write!(f, ", {} atomic regions committed and {} aborted ({} calls inside, {} of them other streams' writes to an added file)", self.regions_committed, self.regions_aborted, self.region_calls, self.added_writes)?;
-        }
-        if self.tx_commits > 0 {
-            write!(
-                f,
-                ", {} device-transaction commits ({} blocks rewritten in place)",
-                self.tx_commits, self.inplace_blocks
-            )?;
-        }
-        if self.commits_performed + self.group_flushes > 0 {
-            write!(
-                f,
-                ", {} deferred commits written by the workload ({} out of order), {} durability calls acknowledged after they returned, {} group flushes ({} with commits still unwritten; {} acknowledged {} durability calls, {} of them 2 or more)",
-                self.commits_performed,
-                self.out_of_order,
-                self.waited_calls,
-                self.group_flushes,
-                self.inflight_flushes,
-                self.acking_flushes,
-                self.group_acked,
-                self.multi_flushes
-            )?;
-        }
-        Ok(())
-    }
-}
-
-/// A failed check: everything needed to reproduce it.
-#[derive(Debug)]
-pub struct SimFailure {
-    pub seed: u64,
-    pub crash_point: Option<usize>,
-    pub image: Option<String>,
-    pub message: String,
-    /// The crash image, to save for `intact fs fsck` / `dump`.
-    pub bytes: Option<Vec<u8>>,
-}
-
-impl std::fmt::Display for SimFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "seed {}", self.seed)?;
-        if let Some(c) = self.crash_point {
-            write!(f, ", crash point {c}")?;
-        }
-        if let Some(i) = &self.image {
-            write!(f, ", image {i}")?;
-        }
-        write!(f, ": {}", self.message)
-    }
-}
 
 #[derive(Clone, Debug)]
 enum DevOp {
@@ -760,13 +454,7 @@ fn mount_opts(cfg: &SimConfig, log: bool) -> MountOptions {
 }
 
 fn fail(seed: u64, msg: impl Into<String>) -> SimFailure {
-    SimFailure {
-        seed,
-        crash_point: None,
-        image: None,
-        message: msg.into(),
-        bytes: None,
-    }
+    SimFailure::new(seed, msg)
 }
 
 /// The engine's namespace, in the model's canonical form.
@@ -1140,11 +828,10 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
         for img in images {
             report.images += 1;
             let f = |m: String| SimFailure {
-                seed,
-                crash_point: Some(c),
+                crash_point: Some(c as u64),
                 image: Some(img.description.clone()),
-                message: m,
                 bytes: Some(img.bytes.clone()),
+                ..SimFailure::new(seed, m)
             };
             let k = check_image(&img.bytes, &cands, k_min, k_max, &acked, cfg).map_err(f)?;
             if k == k_max {

@@ -7,26 +7,17 @@
 //! `--faults` runs the fault-injection simulation instead (`intactfs_sim::faults`).
 
 use clap::Parser;
-use intactfs_sim::faults::{faulty, run_faulty, FaultConfig, FaultReport};
-use intactfs_sim::{concurrent, mixed, on_txflash, run, with_regions, SimConfig, SimReport};
+use intactfs_sim::faults::{faulty, run_faulty, FaultConfig};
+use intactfs_sim::{concurrent, mixed, on_txflash, run, with_regions, SimConfig};
+use intactfs_types::longrun::{LongRun, Seed, SeedArgs, SimFailure};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
 #[command(about = "Deterministic crash simulation of the intactfs engine")]
 struct Args {
-    /// First seed.
-    #[arg(long, default_value_t = 0)]
-    first_seed: u64,
-    /// Number of seeds (workloads).
-    #[arg(long, default_value_t = 20)]
-    seeds: u64,
-    /// Keep going with more seeds until this many crash images were checked.
-    #[arg(long, default_value_t = 0)]
-    min_images: u64,
-    /// Crash images per crash point.
-    #[arg(long, default_value_t = 3)]
-    images: u64,
+    #[command(flatten)]
+    seeds: SeedArgs,
     /// Calls per workload.
     #[arg(long, default_value_t = 70)]
     calls: usize,
@@ -60,18 +51,15 @@ struct Args {
 
 fn main() -> ExitCode {
     let a = Args::parse();
-    if a.streams == 0 || a.images == 0 {
+    if a.streams == 0 || a.seeds.images == 0 {
         eprintln!("intactfs-sim: --streams and --images must be at least 1");
         return ExitCode::from(2);
     }
     if a.faults {
         return run_faults(&a);
     }
-    let start = std::time::Instant::now();
-    let mut total = SimReport::default();
-    let mut seeds = 0u64;
-    let mut seed = a.first_seed;
-    while seeds < a.seeds || total.images < a.min_images {
+    let flags = mode_flags(&a);
+    long_run(&a, "intactfs-sim", &flags, 50).run(|seed| {
         let cfg = if a.concurrent {
             concurrent(seed)
         } else if a.txflash {
@@ -85,73 +73,60 @@ fn main() -> ExitCode {
                 seed,
                 streams: a.streams,
                 calls: a.calls,
-                images_per_point: a.images,
+                images_per_point: a.seeds.images,
                 ..Default::default()
             }
         };
-        match run(&cfg) {
-            Ok(r) => total += r,
-            Err(f) => {
-                eprintln!("intactfs-sim: FAILED: {f}");
-                if let Some(b) = &f.bytes {
-                    match std::fs::write(&a.save, b) {
-                        Ok(()) => eprintln!("intactfs-sim: the crash image is saved in {} (inspect with `intact fs fsck` / `intact fs dump --journal`)", a.save.display()),
-                        Err(e) => eprintln!("intactfs-sim: could not save the image to {}: {e}", a.save.display()),
-                    }
-                }
-                return ExitCode::from(1);
-            }
-        }
-        seeds += 1;
-        seed += 1;
-        if seeds.is_multiple_of(50) {
-            eprintln!(
-                "intactfs-sim: {seeds} seeds, {} images, {:.0} s",
-                total.images,
-                start.elapsed().as_secs_f64()
-            );
-        }
-    }
-    println!(
-        "intactfs-sim: seeds {}..{}: {total}; all passed in {:.1} s",
-        a.first_seed,
-        seed,
-        start.elapsed().as_secs_f64()
-    );
-    ExitCode::SUCCESS
+        run(&cfg).map(|report| Seed {
+            images: report.images,
+            report,
+        })
+    })
 }
 
-/// `--faults`: fault-injection runs until `--seeds` and `--min-images` are both reached.
+/// The options that select `a`'s configurations, to run a failing seed again.
+fn mode_flags(a: &Args) -> String {
+    let named = [
+        (a.concurrent, " --concurrent"),
+        (a.txflash, " --txflash"),
+        (a.regions, " --regions"),
+        (a.mixed, " --mixed"),
+    ];
+    match named.iter().find(|(on, _)| *on) {
+        Some((_, flag)) => flag.to_string(),
+        None => format!(
+            " --calls {} --streams {} --images {}",
+            a.calls, a.streams, a.seeds.images
+        ),
+    }
+}
+
+/// The long run of `a`'s seeds, named `tool`, with a progress line every `every` seeds.
+fn long_run<'a>(a: &'a Args, tool: &'a str, flags: &'a str, every: u64) -> LongRun<'a> {
+    LongRun {
+        tool,
+        seeds: a.seeds,
+        every,
+        flags,
+        save: &a.save,
+        inspect: " (inspect with `intact fs fsck` / `intact fs dump --journal`)",
+    }
+}
+
+/// `--faults`: fault-injection runs (one a seed) until `--seeds` and `--min-images` are
+/// both reached.
 fn run_faults(a: &Args) -> ExitCode {
-    let start = std::time::Instant::now();
-    let mut total = FaultReport::default();
-    let mut seed = a.first_seed;
-    while total.runs < a.seeds || total.images < a.min_images {
+    let flags = format!(" --faults --images {}", a.seeds.images);
+    long_run(a, "intactfs-sim --faults", &flags, 1000).run(|seed| {
         let cfg = FaultConfig {
-            images_per_call: a.images,
+            images_per_call: a.seeds.images,
             ..faulty(seed)
         };
-        match run_faulty(&cfg) {
-            Ok(r) => total += r,
-            Err(f) => {
-                eprintln!("intactfs-sim: FAILED: {f}");
-                return ExitCode::from(1);
-            }
-        }
-        seed += 1;
-        if total.runs.is_multiple_of(1000) {
-            eprintln!(
-                "intactfs-sim: {} runs, {} images, {:.0} s",
-                total.runs,
-                total.images,
-                start.elapsed().as_secs_f64()
-            );
-        }
-    }
-    println!(
-        "intactfs-sim --faults: seeds {}..{seed}: {total}; all passed in {:.1} s",
-        a.first_seed,
-        start.elapsed().as_secs_f64()
-    );
-    ExitCode::SUCCESS
+        run_faulty(&cfg)
+            .map(|report| Seed {
+                images: report.images,
+                report,
+            })
+            .map_err(|m| SimFailure::new(seed, m))
+    })
 }

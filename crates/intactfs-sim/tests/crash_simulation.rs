@@ -7,6 +7,7 @@
 //! -p intactfs-sim --test crash_simulation -- --nocapture`, or the `intactfs-sim` binary.
 
 use intactfs_sim::{concurrent, mixed, on_txflash, run, with_regions, SimConfig, SimReport};
+use intactfs_types::longrun::{env_count, Seed, SeedArgs};
 
 /// Runs seeds 0, 1, ... of `config` until `default_images` crash images were checked (or
 /// as many as the environment variable `env` says), failing with the seed and the
@@ -18,19 +19,17 @@ fn simulate(
     default_images: u64,
     flag: &str,
 ) -> SimReport {
-    let target: u64 = std::env::var(env)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default_images);
-    let mut total = SimReport::default();
-    let mut seed = 0u64;
-    while total.images < target {
-        match run(&config(seed)) {
-            Ok(r) => total += r,
-            Err(f) => panic!("{what} failed: {f}\nreproduce: cargo run --release -p intactfs-sim -- {flag}--first-seed {} --seeds 1", f.seed),
-        }
-        seed += 1;
-    }
+    let target: u64 = env_count(env, default_images);
+    let one = |seed| {
+        run(&config(seed)).map(|report| Seed {
+            images: report.images,
+            report,
+        })
+    };
+    let (total, seed) = match SeedArgs::until_images(target).sum(one, |_| ()) {
+        Ok(t) => (t.report, t.next_seed),
+        Err(f) => panic!("{what} failed: {f}\nreproduce: cargo run --release -p intactfs-sim -- {flag}--first-seed {} --seeds 1", f.seed),
+    };
     eprintln!("{what}: {seed} workloads, {total}");
     total
 }

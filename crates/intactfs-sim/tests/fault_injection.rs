@@ -6,21 +6,28 @@
 //! `INTACTFS_FAULT_RUNS=100000 cargo test --release -p intactfs-sim --test fault_injection
 //! -- --nocapture`, or `intactfs-sim --faults`.
 
-use intactfs_sim::faults::{faulty, run_faulty, FaultReport};
+use intactfs_sim::faults::{faulty, run_faulty};
+use intactfs_types::longrun::{env_count, Seed, SeedArgs};
 
 #[test]
 fn fault_injection() {
-    let runs: u64 = std::env::var("INTACTFS_FAULT_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(120);
-    let mut total = FaultReport::default();
-    for seed in 0..runs {
-        match run_faulty(&faulty(seed)) {
-            Ok(r) => total += r,
-            Err(f) => panic!("fault injection failed: {f}\nreproduce: cargo run --release -p intactfs-sim -- --faults --first-seed {seed} --seeds 1"),
-        }
-    }
+    let runs: u64 = env_count("INTACTFS_FAULT_RUNS", 120);
+    let seeds = SeedArgs {
+        seeds: runs,
+        ..SeedArgs::until_images(0)
+    };
+    let one = |seed| {
+        run_faulty(&faulty(seed))
+            .map(|report| Seed {
+                images: report.images,
+                report,
+            })
+            .map_err(|f| (seed, f))
+    };
+    let total = match seeds.sum(one, |_| ()) {
+        Ok(t) => t.report,
+        Err((seed, f)) => panic!("fault injection failed: {f}\nreproduce: cargo run --release -p intactfs-sim -- --faults --first-seed {seed} --seeds 1"),
+    };
     eprintln!("fault injection: {total}");
     // The sample must exercise every branch of the rule, or it proves nothing.
     assert!(total.fired * 2 >= total.runs, "few faults fired: {total}");

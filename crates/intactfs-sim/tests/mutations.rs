@@ -91,15 +91,7 @@ fn the_simulation_catches_each_mutation() {
         }
     }
     let only = std::env::var("INTACTFS_MUTATION").ok();
-    for m in [
-        Mutation::NoRecoveryChecksum,
-        Mutation::EarlyReuse,
-        Mutation::RegionEarlyPage,
-        Mutation::InplacePlain,
-        Mutation::FlushBeforeWritten,
-        Mutation::DeltaMissesData,
-        Mutation::TakeBeforeRoom,
-    ] {
+    for &m in Mutation::ALL {
         if only.as_ref().is_some_and(|o| *o != format!("{m:?}")) {
             continue;
         }
@@ -117,13 +109,5 @@ fn the_simulation_catches_each_mutation() {
             "the crash simulation did not catch {m:?} in {BOUND} seeds"
         );
     }
-    assert!(
-        !mutation::active(Mutation::NoRecoveryChecksum)
-            && !mutation::active(Mutation::EarlyReuse)
-            && !mutation::active(Mutation::RegionEarlyPage)
-            && !mutation::active(Mutation::InplacePlain)
-            && !mutation::active(Mutation::FlushBeforeWritten)
-            && !mutation::active(Mutation::DeltaMissesData)
-            && !mutation::active(Mutation::TakeBeforeRoom)
-    );
+    assert!(Mutation::ALL.iter().all(|&m| !mutation::active(m)));
 }

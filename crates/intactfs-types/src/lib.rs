@@ -10,7 +10,8 @@
 //! [`Engine`] is the one interface both engines implement, four traits by concern (the
 //! traits speak only this vocabulary, and both engines already depend on this crate: a
 //! crate of its own would add a second tiny crate with the same dependents). Bring them
-//! into scope with `use intactfs_types::prelude::*`.
+//! into scope with `use intactfs_types::prelude::*`. [`longrun`] is the long run both
+//! engines' crash-simulation programs share.
 //!
 //! What a caller may rely on: these are in-memory API types. An engine's on-media encoding
 //! is its own (the block engine serialises [`Time`] and [`FileType`] with postcard, so
@@ -21,6 +22,7 @@
 
 mod engine;
 mod error;
+pub mod longrun;
 mod mutation;
 
 pub use engine::{

@@ -1,6 +1,7 @@
 //! The switch behind every engine's deliberate bugs (each engine's `mutation.rs` lists its
-//! own). One definition, so that the simulations of both engines turn mutations on and off
-//! the same way.
+//! own with [`mutations!`](crate::mutations)). One definition, so that the simulations of
+//! both engines turn mutations on and off the same way, and each engine's test can take
+//! every mutation from `ALL` (one added to the list cannot be left out of its test).
 //!
 //! What a caller may rely on: without the caller's `mutations` feature, `active` is a
 //! constant `false` (the `cfg` is evaluated in the crate that expands the macro), so normal
@@ -39,5 +40,32 @@ macro_rules! mutation_switch {
         pub fn active(_m: $m) -> bool {
             false
         }
+    };
+}
+
+/// Defines an engine's list of mutations: the `#[repr(u8)]` enum (each variant with its
+/// discriminant, at least 1, and its doc comment saying which rule it breaks), `ALL` (every
+/// variant, in order), and the switch of [`mutation_switch!`](crate::mutation_switch).
+#[macro_export]
+macro_rules! mutations {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident {
+            $( $(#[$vmeta:meta])* $variant:ident = $n:literal ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        #[repr(u8)]
+        $vis enum $name {
+            $( $(#[$vmeta])* $variant = $n ),*
+        }
+
+        impl $name {
+            /// Every mutation of the list, in order.
+            pub const ALL: &'static [$name] = &[$( $name::$variant ),*];
+        }
+
+        $crate::mutation_switch!($name);
     };
 }

@@ -47,19 +47,12 @@ type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 const MIB: u64 = 1 << 20;
 
-/// Bytes written and flushes issued, as the device saw them.
-#[derive(Clone, Copy, Debug, Default)]
-struct Counters {
-    bytes: u64,
-    flushes: u64,
-}
-
-impl Counters {
-    fn since(self, earlier: Counters) -> Counters {
-        Counters {
-            bytes: self.bytes - earlier.bytes,
-            flushes: self.flushes - earlier.flushes,
-        }
+intactfs_device::counters! {
+    /// Bytes written and flushes issued, as the device saw them.
+    #[derive(Clone, Copy, Debug, Default)]
+    struct Counters {
+        bytes: u64,
+        flushes: u64,
     }
 }
 
@@ -433,15 +426,18 @@ fn latency(mut v: Vec<f64>) -> Value {
 
 fn stats_delta(a: Option<Stats>, b: Option<Stats>) -> Value {
     match (a, b) {
-        (Some(a), Some(b)) => json!({
-            "data": b.data_bytes - a.data_bytes,
-            "journal": b.journal_bytes - a.journal_bytes,
-            "snapshot": b.snapshot_bytes - a.snapshot_bytes,
-            "header": b.header_bytes - a.header_bytes,
-            "flushes": b.flushes - a.flushes,
-            "commits": b.commits - a.commits,
-            "checkpoints": b.checkpoints - a.checkpoints,
-        }),
+        (Some(a), Some(b)) => {
+            let d = b.since(&a);
+            json!({
+                "data": d.data_bytes,
+                "journal": d.journal_bytes,
+                "snapshot": d.snapshot_bytes,
+                "header": d.header_bytes,
+                "flushes": d.flushes,
+                "commits": d.commits,
+                "checkpoints": d.checkpoints,
+            })
+        }
         _ => json!(null),
     }
 }
@@ -511,7 +507,7 @@ fn create(t: &mut dyn Target, a: &Args) -> Res<Value> {
     let secs = t0.elapsed().as_secs_f64();
     let (c1, s1) = (t.counters()?, t.engine_stats());
     let (_, end) = t.finish()?;
-    let w = c1.since(c0);
+    let w = c1.since(&c0);
     Ok(json!({
         "workload": if fsync_each { "create-fsync" } else { "create" },
         "files": files, "dirs": dirs, "size": size,
@@ -520,7 +516,7 @@ fn create(t: &mut dyn Target, a: &Args) -> Res<Value> {
         "fsync_latency": if fsync_each { latency(lat) } else { json!(null) },
         "bytes": w.bytes, "flushes": w.flushes,
         "bytes_per_file": w.bytes as f64 / files as f64,
-        "bytes_with_unmount": end.since(c0).bytes,
+        "bytes_with_unmount": end.since(&c0).bytes,
         "engine": stats_delta(s0, s1),
     }))
 }
@@ -554,7 +550,7 @@ fn ops_fsync(t: &mut dyn Target, a: &Args, overwrite: bool) -> Res<Value> {
     let secs = t0.elapsed().as_secs_f64();
     let (c1, s1) = (t.counters()?, t.engine_stats());
     t.finish()?;
-    let w = c1.since(c0);
+    let w = c1.since(&c0);
     Ok(json!({
         "workload": if overwrite { "overwrite" } else { "append" },
         "n": n, "size": size, "file_bytes": if overwrite { file_bytes } else { n * size },
@@ -612,9 +608,9 @@ fn table53(t: &mut dyn Target, a: &Args, system: &str, engine: bool) -> Res<Valu
         "a_bytes": a_bytes,
         "write_a_secs": write_a,
         "fsync_secs": fsync_s,
-        "fsync_bytes": c2.since(c1).bytes, "fsync_flushes": c2.since(c1).flushes,
-        "total_bytes_synced": synced.since(c0).bytes,
-        "total_bytes": end.since(c0).bytes, "total_flushes": end.since(c0).flushes,
+        "fsync_bytes": c2.since(&c1).bytes, "fsync_flushes": c2.since(&c1).flushes,
+        "total_bytes_synced": synced.since(&c0).bytes,
+        "total_bytes": end.since(&c0).bytes, "total_flushes": end.since(&c0).flushes,
         "engine_fsync": stats_delta(s1, s2),
         "engine_total_synced": stats_delta(s0, s3),
     }))
@@ -657,9 +653,9 @@ fn run() -> Res<()> {
         // mount, workload, unmount) against what the engine sent it.
         let now = read_stat(dev)?;
         out["whole_run_engine_bytes"] = json!(d.bytes);
-        out["whole_run_blockdev_bytes"] = json!(now.since(b).bytes);
+        out["whole_run_blockdev_bytes"] = json!(now.since(&b).bytes);
         out["whole_run_engine_flushes"] = json!(d.flushes);
-        out["whole_run_blockdev_flushes"] = json!(now.since(b).flushes);
+        out["whole_run_blockdev_flushes"] = json!(now.since(&b).flushes);
     }
     out["backend"] = json!(backend);
     out["system"] = json!(system);

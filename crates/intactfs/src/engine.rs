@@ -102,26 +102,28 @@ pub fn now_wall() -> Time {
     Time::now()
 }
 
-/// What the device saw, for benchmarks and tests.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Stats {
-    pub data_bytes: u64,
-    pub journal_bytes: u64,
-    pub snapshot_bytes: u64,
-    pub header_bytes: u64,
-    pub flushes: u64,
-    pub commits: u64,
-    /// Commits written without a flush (osync, OptFS §4.4).
-    pub optimistic_commits: u64,
-    pub checkpoints: u64,
-    /// Checkpoints written as a delta segment (the changed inodes) rather than a new base.
-    pub delta_checkpoints: u64,
-    pub regions_committed: u64,
-    pub regions_aborted: u64,
-    /// Commits made as one device transaction (transactional flash), and the data blocks
-    /// they rewrote in place.
-    pub tx_commits: u64,
-    pub inplace_blocks: u64,
+intactfs_device::counters! {
+    /// What the device saw, for benchmarks and tests.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct Stats {
+        pub data_bytes: u64,
+        pub journal_bytes: u64,
+        pub snapshot_bytes: u64,
+        pub header_bytes: u64,
+        pub flushes: u64,
+        pub commits: u64,
+        /// Commits written without a flush (osync, OptFS §4.4).
+        pub optimistic_commits: u64,
+        pub checkpoints: u64,
+        /// Checkpoints written as a delta segment (the changed inodes) rather than a new base.
+        pub delta_checkpoints: u64,
+        pub regions_committed: u64,
+        pub regions_aborted: u64,
+        /// Commits made as one device transaction (transactional flash), and the data blocks
+        /// they rewrote in place.
+        pub tx_commits: u64,
+        pub inplace_blocks: u64,
+    }
 }
 
 impl Stats {

@@ -18,24 +18,6 @@ enum Variant {
     Overwrite,
 }
 
-fn delta(a: Stats, b: Stats) -> Stats {
-    Stats {
-        data_bytes: b.data_bytes - a.data_bytes,
-        journal_bytes: b.journal_bytes - a.journal_bytes,
-        snapshot_bytes: b.snapshot_bytes - a.snapshot_bytes,
-        header_bytes: b.header_bytes - a.header_bytes,
-        flushes: b.flushes - a.flushes,
-        commits: b.commits - a.commits,
-        optimistic_commits: b.optimistic_commits - a.optimistic_commits,
-        checkpoints: b.checkpoints - a.checkpoints,
-        delta_checkpoints: b.delta_checkpoints - a.delta_checkpoints,
-        regions_committed: b.regions_committed - a.regions_committed,
-        regions_aborted: b.regions_aborted - a.regions_aborted,
-        tx_commits: b.tx_commits - a.tx_commits,
-        inplace_blocks: b.inplace_blocks - a.inplace_blocks,
-    }
-}
-
 /// Returns (what fsync(B) wrote, what was written from the start through the final sync).
 fn run(variant: Variant, streams: u64) -> (Stats, Stats) {
     let mut dev = SimDevice::new(BLOCK, 4096).unwrap();
@@ -59,7 +41,7 @@ fn run(variant: Variant, streams: u64) -> (Stats, Stats) {
     fs.write(sb, b, 0, b"x").unwrap();
     let before = fs.stats();
     fs.fsync(sb, b, false).unwrap();
-    let fsync = delta(before, fs.stats());
+    let fsync = fs.stats().since(&before);
     let second = vec![2u8; 1 << 20];
     match variant {
         Variant::Append => {}
@@ -71,7 +53,7 @@ fn run(variant: Variant, streams: u64) -> (Stats, Stats) {
         }
     }
     fs.sync().unwrap();
-    let total = delta(start, fs.stats());
+    let total = fs.stats().since(&start);
 
     // What was written is what was asked for, after a remount.
     let dev = fs.unmount().unwrap();

@@ -8,24 +8,15 @@
 
 use clap::Parser;
 use intactfs_pmem::sim::{mixed, run, SimReport};
+use intactfs_types::longrun::{LongRun, Seed, SeedArgs};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
 #[command(about = "Deterministic crash simulation of the intactfs persistent-memory engine")]
 struct Args {
-    /// First seed.
-    #[arg(long, default_value_t = 0)]
-    first_seed: u64,
-    /// Number of seeds (workloads).
-    #[arg(long, default_value_t = 20)]
-    seeds: u64,
-    /// Keep going with more seeds until this many crash images were checked.
-    #[arg(long, default_value_t = 0)]
-    min_images: u64,
-    /// Crash images drawn per crash point (where there are more than --exhaustive).
-    #[arg(long, default_value_t = 3)]
-    images: u64,
+    #[command(flatten)]
+    seeds: SeedArgs,
     /// Check every image of a crash point that allows at most this many (default: the
     /// configuration's).
     #[arg(long)]
@@ -40,61 +31,39 @@ struct Args {
 
 fn main() -> ExitCode {
     let a = Args::parse();
-    if a.images == 0 {
+    if a.seeds.images == 0 {
         eprintln!("intactfs-pmem-sim: --images must be at least 1");
         return ExitCode::from(2);
     }
-    let start = std::time::Instant::now();
-    let mut total = SimReport::default();
-    let mut seeds = 0u64;
-    let mut seed = a.first_seed;
-    while seeds < a.seeds || total.images < a.min_images {
+    let mut flags = format!(" --images {}", a.seeds.images);
+    if let Some(e) = a.exhaustive {
+        flags += &format!(" --exhaustive {e}");
+    }
+    if let Some(c) = a.calls {
+        flags += &format!(" --calls {c}");
+    }
+    let long = LongRun {
+        tool: "intactfs-pmem-sim",
+        seeds: a.seeds,
+        every: 25,
+        flags: &flags,
+        save: &a.save,
+        inspect: "",
+    };
+    long.run(|seed| {
         let mut cfg = mixed(seed);
-        cfg.images_per_point = a.images;
+        cfg.images_per_point = a.seeds.images;
         if let Some(e) = a.exhaustive {
             cfg.exhaustive_up_to = e;
         }
         if let Some(c) = a.calls {
             cfg.calls = c;
         }
-        match run(&cfg) {
-            Ok(r) => total += r,
-            Err(f) => {
-                eprintln!("intactfs-pmem-sim: FAILED: {f}");
-                eprintln!(
-                    "intactfs-pmem-sim: reproduce with --first-seed {} --seeds 1 --images {}",
-                    f.seed, a.images
-                );
-                if let Some(b) = &f.bytes {
-                    match std::fs::write(&a.save, b) {
-                        Ok(()) => eprintln!(
-                            "intactfs-pmem-sim: the crash image is saved in {}",
-                            a.save.display()
-                        ),
-                        Err(e) => eprintln!(
-                            "intactfs-pmem-sim: could not save the image to {}: {e}",
-                            a.save.display()
-                        ),
-                    }
-                }
-                return ExitCode::from(1);
-            }
-        }
-        seeds += 1;
-        seed += 1;
-        if seeds.is_multiple_of(25) {
-            eprintln!(
-                "intactfs-pmem-sim: {seeds} seeds, {} images, {:.0} s",
-                total.images,
-                start.elapsed().as_secs_f64()
-            );
-        }
-    }
-    println!(
-        "intactfs-pmem-sim: seeds {}..{}: {total}; all passed in {:.1} s",
-        a.first_seed,
-        seed,
-        start.elapsed().as_secs_f64()
-    );
-    ExitCode::SUCCESS
+        run(&cfg).map(seed_of)
+    })
+}
+
+fn seed_of(report: SimReport) -> Seed<SimReport> {
+    let images = report.images;
+    Seed { report, images }
 }

@@ -24,8 +24,13 @@
 //!    recovered again, which must give the same state, and another sample is checkpointed
 //!    after recovery, which must not change it.
 
+mod config;
 pub mod model;
 pub mod probe;
+mod report;
+pub use config::{mixed, SimConfig};
+pub use intactfs_types::longrun::SimFailure;
+pub use report::SimReport;
 
 use crate::{FileType, Ino, MkfsOptions, PmemFs, PmemFsError, SetAttr, Time, Tunables, TxId, ROOT};
 use intactfs_device::{PmemDevice, PmemSim};
@@ -39,235 +44,6 @@ use probe::Probe;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-
-#[derive(Clone, Debug)]
-pub struct SimConfig {
-    pub seed: u64,
-    /// Calls in the workload.
-    pub calls: usize,
-    pub device_len: u64,
-    pub inodes: u64,
-    pub log_entries: u64,
-    pub images_per_point: u64,
-    pub exhaustive_up_to: usize,
-    /// Transactions open at once, at most.
-    pub max_open: usize,
-    /// Crash the recovery of every n-th distinct image at each of its fences (0: never).
-    pub recovery_crash_every: u64,
-    /// Checkpoint after recovering every n-th distinct image (0: never).
-    pub checkpoint_after_every: u64,
-    pub tunables: Tunables,
-}
-
-impl Default for SimConfig {
-    fn default() -> Self {
-        SimConfig {
-            seed: 0,
-            calls: 60,
-            device_len: 768 << 10,
-            inodes: 48,
-            log_entries: 192,
-            images_per_point: 3,
-            exhaustive_up_to: 32,
-            max_open: 3,
-            recovery_crash_every: 8,
-            checkpoint_after_every: 4,
-            tunables: Tunables {
-                log_fill_pct: 50,
-                free_blocks_pct: 10,
-                max_pending: 3,
-            },
-        }
-    }
-}
-
-/// The configurations the CI test and long runs rotate through, by seed: the default; a
-/// small log (64 entries: checkpoints in nearly every commit, transactions that run out of
-/// log) with more exhaustive points; four transactions open at once and longer workloads.
-pub fn mixed(seed: u64) -> SimConfig {
-    let base = match seed % 3 {
-        0 => SimConfig::default(),
-        1 => SimConfig {
-            log_entries: 64,
-            exhaustive_up_to: 128,
-            ..Default::default()
-        },
-        _ => SimConfig {
-            max_open: 4,
-            calls: 90,
-            tunables: Tunables {
-                log_fill_pct: 70,
-                free_blocks_pct: 10,
-                max_pending: 5,
-            },
-            ..Default::default()
-        },
-    };
-    SimConfig { seed, ..base }
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SimReport {
-    pub workloads: u64,
-    pub calls: u64,
-    pub crash_points: u64,
-    pub exhaustive_points: u64,
-    pub images: u64,
-    /// Images recovered (the others were identical to one already checked in the run).
-    pub distinct_images: u64,
-    /// Images that recovered to the state after the call in progress committed, and before.
-    pub newest: u64,
-    pub older: u64,
-    /// Images taken at fences inside recovery, and recovered again.
-    pub recovery_crash_images: u64,
-    pub checkpoint_after_recovery: u64,
-    pub tx_committed: u64,
-    pub tx_aborted: u64,
-    pub legacy_calls: u64,
-    /// Calls made while at least two transactions were open.
-    pub interleaved_calls: u64,
-    pub expected_errors: u64,
-    pub ebusy: u64,
-    pub nospace: u64,
-    pub checkpoints: u64,
-    pub blocks_checkpointed: u64,
-    pub pointer_swaps: u64,
-    pub redo_entries: u64,
-    pub undo_entries: u64,
-    /// Redo entries of dropped files invalidated at the drop's commit, never installed.
-    pub entries_retired: u64,
-    /// Opens and releases; files unlinked (or replaced) while open; orphans freed by their
-    /// last release (or by the end of the transaction that owned them).
-    pub opens: u64,
-    /// Hard links made; RENAME_EXCHANGE renames done.
-    pub links: u64,
-    pub exchanges: u64,
-    /// Symbolic links and special files (FIFOs, sockets, devices) made.
-    pub symlinks: u64,
-    pub specials: u64,
-    /// Writes that succeeded beyond format 2's largest file (the triple-indirect tree).
-    pub far_writes: u64,
-    /// Extended-attribute sets that succeeded (format 4).
-    pub xattr_sets: u64,
-    /// fallocate calls that succeeded (allocations and punches).
-    pub fallocates: u64,
-    pub orphans_made: u64,
-    /// Of those, directories removed while open.
-    pub dir_orphans_made: u64,
-    pub orphans_freed: u64,
-}
-
-impl std::ops::AddAssign for SimReport {
-    fn add_assign(&mut self, o: SimReport) {
-        self.workloads += o.workloads;
-        self.calls += o.calls;
-        self.crash_points += o.crash_points;
-        self.exhaustive_points += o.exhaustive_points;
-        self.images += o.images;
-        self.distinct_images += o.distinct_images;
-        self.newest += o.newest;
-        self.older += o.older;
-        self.recovery_crash_images += o.recovery_crash_images;
-        self.checkpoint_after_recovery += o.checkpoint_after_recovery;
-        self.tx_committed += o.tx_committed;
-        self.tx_aborted += o.tx_aborted;
-        self.legacy_calls += o.legacy_calls;
-        self.interleaved_calls += o.interleaved_calls;
-        self.expected_errors += o.expected_errors;
-        self.ebusy += o.ebusy;
-        self.nospace += o.nospace;
-        self.checkpoints += o.checkpoints;
-        self.blocks_checkpointed += o.blocks_checkpointed;
-        self.pointer_swaps += o.pointer_swaps;
-        self.redo_entries += o.redo_entries;
-        self.undo_entries += o.undo_entries;
-        self.entries_retired += o.entries_retired;
-        self.opens += o.opens;
-        self.links += o.links;
-        self.exchanges += o.exchanges;
-        self.symlinks += o.symlinks;
-        self.specials += o.specials;
-        self.far_writes += o.far_writes;
-        self.xattr_sets += o.xattr_sets;
-        self.fallocates += o.fallocates;
-        self.orphans_made += o.orphans_made;
-        self.dir_orphans_made += o.dir_orphans_made;
-        self.orphans_freed += o.orphans_freed;
-    }
-}
-
-impl std::fmt::Display for SimReport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} workloads, {} calls ({} legacy, {} interleaved with 2+ open transactions, {} expected errors of which {} EBUSY, {} ENOSPC), \
-             {} transactions committed, {} aborted; {} crash points ({} exhaustive), {} crash images ({} distinct recovered: {} to the newest state, {} to the one before), \
-             {} images crashed inside recovery, {} checkpoints after recovery; {} hard links, {} exchanges, {} symlinks, {} special files, {} writes past 1 GiB, {} attribute sets, {} fallocates, {} opens, {} files unlinked while open ({} directories removed while open), {} freed by their last release; engine: {} checkpoints, {} blocks checkpointed, {} pointer swaps, {} redo entries ({} retired with their file), {} undo entries",
-            self.workloads,
-            self.calls,
-            self.legacy_calls,
-            self.interleaved_calls,
-            self.expected_errors,
-            self.ebusy,
-            self.nospace,
-            self.tx_committed,
-            self.tx_aborted,
-            self.crash_points,
-            self.exhaustive_points,
-            self.images,
-            self.distinct_images,
-            self.newest,
-            self.older,
-            self.recovery_crash_images,
-            self.checkpoint_after_recovery,
-            self.links,
-            self.exchanges,
-            self.symlinks,
-            self.specials,
-            self.far_writes,
-            self.xattr_sets,
-            self.fallocates,
-            self.opens,
-            self.orphans_made,
-            self.dir_orphans_made,
-            self.orphans_freed,
-            self.checkpoints,
-            self.blocks_checkpointed,
-            self.pointer_swaps,
-            self.redo_entries,
-            self.entries_retired,
-            self.undo_entries
-        )
-    }
-}
-
-#[derive(Debug)]
-pub struct SimFailure {
-    pub seed: u64,
-    /// The workload call during (or after) which it failed.
-    pub call: Option<usize>,
-    pub crash_point: Option<u64>,
-    pub image: Option<String>,
-    pub message: String,
-    /// The crash image, to inspect.
-    pub bytes: Option<Vec<u8>>,
-}
-
-impl std::fmt::Display for SimFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "seed {}", self.seed)?;
-        if let Some(c) = self.call {
-            write!(f, ", call {c}")?;
-        }
-        if let Some(c) = self.crash_point {
-            write!(f, ", crash point {c}")?;
-        }
-        if let Some(i) = &self.image {
-            write!(f, ", image {i}")?;
-        }
-        write!(f, ": {}", self.message)
-    }
-}
 
 fn fixed_clock() -> Time {
     Time {
@@ -1397,12 +1173,8 @@ impl Run {
 pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
     let seed = cfg.seed;
     let fail0 = |call: Option<usize>, message: String| SimFailure {
-        seed,
         call,
-        crash_point: None,
-        image: None,
-        message,
-        bytes: None,
+        ..SimFailure::new(seed, message)
     };
     let mut sim = PmemSim::new(cfg.device_len).map_err(|e| fail0(None, e.to_string()))?;
     PmemFs::mkfs(
