@@ -118,7 +118,7 @@ impl<P: PmemDevice> PmemFs<P> {
                 .iter()
                 .map(move |u| (u.0, format!("undo of tx {id}")))
         });
-        let redo = self.index.all().flat_map(|(k, v)| {
+        let redo = self.index.all().into_iter().flat_map(|(k, v)| {
             v.committed
                 .iter()
                 .map(move |c| (c.slot, format!("redo of {k:?}")))
@@ -159,7 +159,7 @@ impl<P: PmemDevice> PmemFs<P> {
     /// their live commit.
     fn check_index(&self) -> Result<()> {
         let mut versions: HashMap<u64, u64> = HashMap::new();
-        for (&(ino, lbn), v) in self.index.all() {
+        for ((ino, lbn), v) in self.index.all() {
             if ino <= ROOT || ino >= self.g.inodes || lbn >= MAX_BLOCKS {
                 return Err(violation(format!(
                     "the index holds block {lbn} of inode {ino}: no file can have it (inodes 2..{}, {MAX_BLOCKS} blocks)",

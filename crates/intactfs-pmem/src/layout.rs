@@ -22,7 +22,11 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"INTPMEM1");
 /// Format 5: a time stamp is two words, seconds (i64) in the old word and nanoseconds in
 /// one of the words [`I_NSEC`].. (format 4 held one i64 of nanoseconds, which ends in
 /// 2262); format 4 images are refused the same way.
-pub const VERSION: u32 = 5;
+/// Format 6 (issue 28 item 1): undo and redo entries are written whole, body and valid word
+/// in one store under the tag `log::TAG_WHOLE`, and mount frees one whose checksum fails (a
+/// torn write) where format 5 refused the image; a format-5 engine would refuse such an
+/// image as damaged, so format 5 images are refused the same way.
+pub const VERSION: u32 = 6;
 pub const INODE_SIZE: u64 = 256;
 pub const LOG_ENTRY: u64 = 64;
 pub const NAME_MAX: usize = 255;

@@ -55,6 +55,7 @@ use intactfs_device::{PmemCounters, PmemDevice};
 use intactfs_types::{Capabilities, EngineBase};
 use layout::*;
 use log::LogSpace;
+use mutation::Mutation;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// A transaction's id, from [`PmemFs::tx_begin`].
@@ -536,7 +537,12 @@ impl<P: PmemDevice> PmemFs<P> {
             self.log.free.len() as u64 >= self.log.reserved,
             "undo entries took log slots promised to open transactions"
         );
-        log::append(&mut self.dev, &self.g, &items)?;
+        // One fence per call (format 6; two before): the entries are stored whole, and only
+        // after this fence may the words they cover change in place.
+        log::write_whole(&mut self.dev, &self.g, &items)?;
+        if !mutation::active(Mutation::SkipUndoFence) {
+            self.dev.fence()?;
+        }
         let t = self.txs.get_mut(&tx).expect("checked above");
         for ((slot, _), (target, old)) in items.iter().zip(runs) {
             for k in 0..old.len() as u64 / 8 {

@@ -8,13 +8,27 @@
 //! | 16     | kind: 1 undo (metadata), 2 redo (data), 3 commit                      |
 //! | 17     | undo: payload length (8, 16 or 24)                                    |
 //! | 24..56 | undo: target offset, old bytes (24) · redo: ino, lbn, pending block, cacheline bitmap · commit: commit sequence, redo count |
-//! | 56..64 | valid word: `TAG << 32 | crc32c(bytes 0..56)`; 0 = free              |
+//! | 56..64 | valid word: `tag << 32 | crc32c(bytes 0..56)`; 0 = free              |
 //!
-//! Protocol (the simulated device may write back any word of a line at any moment, so the
-//! paper's same-line ordering argument is not relied on): the body is stored and flushed,
-//! a fence makes it persistent, then the valid word is stored with one 8-byte atomic store
-//! and flushed. A valid word therefore always covers a persistent body; a valid word whose
-//! checksum does not match its body cannot come from a crash and mount refuses the image.
+//! Two protocols (the simulated device may write back any word of a line at any moment, so
+//! the paper's same-line ordering argument is not relied on):
+//! * **Commit records, in two phases** (tag [`TAG`]): the body is stored and flushed, a
+//!   fence makes it persistent, then the valid word is stored with one 8-byte atomic store
+//!   and flushed. A valid word therefore always covers a persistent body, and one whose
+//!   checksum does not match its body cannot come from a crash: mount refuses the image.
+//!   The checksum is only a check against damage here.
+//! * **Undo and redo entries, whole** (tag [`TAG_WHOLE`], format 6): body and valid word are
+//!   stored together and flushed once; the fence that follows is the caller's. A crash
+//!   before that fence may leave any mix of the slot's old and new words, so the
+//!   checksum is what tells a whole entry from a torn one: a torn entry is where a torn
+//!   write could go unseen, and mount frees it. That is safe because nothing depends on
+//!   such an entry yet: an undo entry's target is stored in place only after its fence,
+//!   and a redo entry's transaction commits only after the fence (fence A) that follows
+//!   it, so a torn entry belongs to a transaction that is not committed and whose in-place
+//!   changes never reached pmem. Why not commit records too: a commit record made whole in
+//!   one store would need its own checksum over the data it commits to tell a torn commit
+//!   from a complete one; the two-phase record needs none.
+//!
 //! Freeing an entry stores 0 in its valid word (atomic) and persists it before the slot is
 //! written again.
 
@@ -23,7 +37,11 @@ use crate::mutation::{self, Mutation};
 use intactfs_device::{PmemDevice, PmemError};
 use std::collections::BTreeSet;
 
+/// The valid word's tag of an entry written in two phases (commit records).
 pub const TAG: u64 = 0x1a7c_7a61;
+/// The valid word's tag of an entry written whole, body and valid word in one go (undo and
+/// redo entries, format 6): a checksum mismatch under it is a torn write, not damage.
+pub const TAG_WHOLE: u64 = 0x1a7c_7a62;
 pub const BODY: usize = 56;
 /// Old bytes one undo entry holds.
 pub const UNDO_PAYLOAD: usize = 24;
@@ -86,16 +104,33 @@ impl Entry {
         b
     }
 
-    /// Decodes a 64-byte slot: None when free (valid word 0), an error when the valid word
-    /// is neither 0 nor a matching checksum, or the body is malformed.
-    pub fn decode(slot: &[u8; LOG_ENTRY as usize]) -> Result<Option<Entry>, String> {
+    /// Decodes a 64-byte slot: free (valid word 0), torn (a whole-written entry whose
+    /// checksum does not match: a crash before its fence), or an entry; an error when a
+    /// two-phase valid word does not match its body, the tag is unknown, an entry carries
+    /// the other protocol's tag, or the body is malformed.
+    pub fn decode(slot: &[u8; LOG_ENTRY as usize]) -> Result<Slot, String> {
         let vw = u64::from_le_bytes(slot[56..64].try_into().expect("8 bytes"));
         if vw == 0 {
-            return Ok(None);
+            return Ok(Slot::Free);
         }
         let body: &[u8; BODY] = slot[..BODY].try_into().expect("56 bytes");
-        if vw != valid_word(body) {
+        let whole = match vw >> 32 {
+            TAG => false,
+            TAG_WHOLE => true,
+            t => return Err(format!("valid word {vw:#018x} has the unknown tag {t:#x}")),
+        };
+        if vw != tagged(vw >> 32, body) {
+            if whole {
+                return Ok(Slot::Torn);
+            }
             return Err(format!("valid word {vw:#018x} does not match the entry's checksum ({:#018x}): a valid flag is only ever written over a persistent body", valid_word(body)));
+        }
+        if whole != matches!(body[16], 1 | 2) {
+            return Err(format!(
+                "an entry of kind {} under the tag {:#x}: undo and redo entries are written whole, commit records in two phases",
+                body[16],
+                vw >> 32
+            ));
         }
         let at = |o: usize| u64::from_le_bytes(body[o..o + 8].try_into().expect("8 bytes"));
         let (tx, seq) = (at(0), at(8));
@@ -122,12 +157,31 @@ impl Entry {
             },
             k => return Err(format!("entry of unknown kind {k}")),
         };
-        Ok(Some(Entry { tx, seq, body }))
+        Ok(Slot::Entry(Entry { tx, seq, body }))
     }
 }
 
+/// What a log slot holds at mount.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Slot {
+    Free,
+    /// A whole-written entry a crash tore before its fence: nothing depends on it.
+    Torn,
+    Entry(Entry),
+}
+
+fn tagged(tag: u64, body: &[u8; BODY]) -> u64 {
+    tag << 32 | crc32c::crc32c(body) as u64
+}
+
+/// The valid word of a two-phase entry (a commit record).
 pub fn valid_word(body: &[u8; BODY]) -> u64 {
-    TAG << 32 | crc32c::crc32c(body) as u64
+    tagged(TAG, body)
+}
+
+/// The valid word of a whole-written entry (undo, redo).
+pub fn valid_word_whole(body: &[u8; BODY]) -> u64 {
+    tagged(TAG_WHOLE, body)
 }
 
 /// The volatile log allocator: free slots (lowest first, so slots are reused soon and the
@@ -212,17 +266,26 @@ pub fn invalidate<P: PmemDevice>(
     Ok(())
 }
 
-/// Writes entries with the full protocol: bodies, fence, valid words, fence.
-pub fn append<P: PmemDevice>(
+/// Stores undo or redo entries whole, body and valid word (tag [`TAG_WHOLE`]) in one
+/// store each, and schedules the write-back of each line once; the caller fences before
+/// anything may depend on them (an undo entry's target, a commit record's valid word).
+pub fn write_whole<P: PmemDevice>(
     dev: &mut P,
     g: &Geometry,
     items: &[(u64, Entry)],
 ) -> Result<(), PmemError> {
-    if items.is_empty() {
-        return Ok(());
+    let mut line = [0u8; LOG_ENTRY as usize];
+    for (slot, e) in items {
+        assert!(
+            matches!(e.body, Body::Undo { .. } | Body::Redo { .. }),
+            "slot {slot}: only undo and redo entries are written whole"
+        );
+        let b = e.encode();
+        line[..BODY].copy_from_slice(&b);
+        line[BODY..].copy_from_slice(&valid_word_whole(&b).to_le_bytes());
+        let off = g.log_off(*slot);
+        dev.write(off, &line)?;
+        dev.clwb(off, LOG_ENTRY)?;
     }
-    let flags = write_bodies(dev, g, items)?;
-    dev.fence()?;
-    set_valid(dev, g, &flags)?;
-    dev.fence()
+    Ok(())
 }

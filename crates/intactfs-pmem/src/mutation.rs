@@ -10,8 +10,9 @@ intactfs_types::mutations! {
         /// A log entry's valid flag is stored together with its body, before a fence made the
         /// body persistent (002 §III-D wants the flag last).
         ValidFlagFirst = 1,
-        /// The commit path omits the fence between the redo entries' valid flags and the commit
-        /// record's valid flag: the commit record may persist while a redo entry does not.
+        /// The commit path omits the fence between the redo entries (written whole) and the
+        /// commit record's valid flag: the commit record may persist while a redo entry does
+        /// not, or is torn (fence A since format 6, fence B before).
         SkipFence = 2,
         /// Mount leaves the orphans a crash left (files unlinked while open) in use: their
         /// inodes and blocks leak (recovery step 6 skipped).
@@ -31,5 +32,9 @@ intactfs_types::mutations! {
         /// fallocate stores the zeros of a new block without persisting them before the batch
         /// names it: a crash may leave the block's stale content readable.
         FallocZerosNotPersisted = 8,
+        /// A call's undo entries (written whole, format 6) are not fenced before the words
+        /// they cover change in place: a crash may persist a change whose undo entry is torn
+        /// or missing, which recovery cannot undo.
+        SkipUndoFence = 9,
     }
 }

@@ -1,7 +1,8 @@
 //! Mount: recovery (002 §III-F) and the rebuilding of every volatile structure.
 //!
 //! 1. Superblock: magic, checksum, version, geometry.
-//! 2. Scan the log; index the committed transaction ids (valid commit records).
+//! 2. Scan the log; index the committed transaction ids (valid commit records). A
+//!    whole-written (undo or redo) entry whose checksum fails is torn: freed in step 3.
 //! 3. Undo: the undo entries of uncommitted transactions are applied newest first (by
 //!    sequence number) and persisted — **fence**; then every undo entry and every
 //!    uncommitted redo entry is freed — **fence**.
@@ -37,8 +38,11 @@ pub struct MountReport {
     pub committed_txs: u64,
     pub uncommitted_txs: u64,
     pub undo_applied: u64,
-    /// Undo entries of committed transactions and entries of uncommitted ones, freed.
+    /// Undo entries of committed transactions, entries of uncommitted ones and torn
+    /// entries, freed.
     pub entries_discarded: u64,
+    /// Whole-written entries a crash tore before their fence (format 6), freed.
+    pub torn_entries: u64,
     /// Committed redo entries now in the volatile index (checkpointed later).
     pub redo_indexed: u64,
     /// Committed redo entries found already installed by a checkpoint, freed.
@@ -108,15 +112,19 @@ impl<P: PmemDevice> PmemFs<P> {
 
         // Step 2: scan the log.
         let mut entries: Vec<(u64, Entry)> = Vec::new();
+        let mut torn = Vec::new();
         let mut slot_buf = [0u8; LOG_ENTRY as usize];
         for slot in 0..g.log_entries {
             dev.read(g.log_off(slot), &mut slot_buf)?;
             match Entry::decode(&slot_buf) {
-                Ok(Some(e)) => entries.push((slot, e)),
-                Ok(None) => {}
+                Ok(log::Slot::Entry(e)) => entries.push((slot, e)),
+                Ok(log::Slot::Free) => {}
+                // Freed with the uncommitted entries below (log.rs: nothing depends on it).
+                Ok(log::Slot::Torn) => torn.push(slot),
                 Err(e) => return Err(corrupt(format!("log entry {slot}: {e}"))),
             }
         }
+        rep.torn_entries = torn.len() as u64;
         rep.valid_entries = entries.len() as u64;
         let (mut max_tx, mut max_seq, mut max_cseq) = (0u64, 0u64, 0u64);
         let mut commits: HashMap<u64, (u64, u64)> = HashMap::new();
@@ -144,7 +152,7 @@ impl<P: PmemDevice> PmemFs<P> {
         let meta_hi = g.total_blocks * BLOCK;
         // Step 3: undo uncommitted metadata, newest first.
         let mut undo: Vec<(u64, u64, &Vec<u8>)> = Vec::new();
-        let mut discard = Vec::new();
+        let mut discard = torn;
         let mut uncommitted = BTreeSet::new();
         for (slot, e) in &entries {
             let committed = commits.contains_key(&e.tx);
@@ -529,7 +537,7 @@ impl<P: PmemDevice> PmemFs<P> {
         for (&b, &(ino, lbn)) in &scan.used {
             owners.insert(b, format!("block {lbn:?} of inode {ino}"));
         }
-        for (&(ino, lbn), v) in self.index.all() {
+        for ((ino, lbn), v) in self.index.all() {
             for p in v
                 .committed
                 .iter()

@@ -1,14 +1,17 @@
 //! AD-transactions (002 §III-A/B): begin, add, commit, abort, and the wrapper that makes a
 //! call without a transaction its own one (002 §III-G).
 //!
-//! Commit protocol (the fence points the crash simulation crashes at):
-//! 1. store the redo entries' bodies (one per open version) and the commit record's body;
-//!    schedule the write-back of those, of every cacheline the versions hold, and of every
-//!    metadata line the transaction changed in place — **fence A**;
-//! 2. store the redo entries' valid words — **fence B**;
-//! 3. store the commit record's valid word — **fence C**: the transaction is committed;
-//! 4. free its undo entries (valid words 0) — **fence D**; only then is anything it freed
+//! Commit protocol (the fence points the crash simulation crashes at; format 6):
+//! 1. store the redo entries whole (one per open version: body and valid word, one line
+//!    each) and the commit record's body; schedule the write-back of those, of every
+//!    cacheline the versions hold, and of every metadata line the transaction changed in
+//!    place — **fence A**;
+//! 2. store the commit record's valid word — **fence B**: the transaction is committed;
+//! 3. free its undo entries (valid words 0) — **fence C**; only then is anything it freed
 //!    reused.
+//!
+//! Format 5 wrote the redo entries' valid words in a phase of their own (a fence more, and
+//! each redo entry's line flushed twice).
 
 use crate::error::{PmemFsError, Result};
 use crate::index::Committed;
@@ -156,24 +159,44 @@ impl<P: PmemDevice> PmemFs<P> {
             return Ok(t.stats);
         }
         // Redo entries for the open versions, and the commit record.
-        let mut items = Vec::new();
-        let mut versions = Vec::new();
+        let mut items = Vec::with_capacity(t.data.len());
+        let mut redo = 0u64;
         let cseq = self.next_cseq;
         self.next_cseq += 1;
+        // Blocks whose pending list grows past max_pending (checkpointed below).
+        let mut long = Vec::new();
         for &(ino, lbn) in &t.data {
-            let Some(o) = self.index.entry(ino, lbn).open.take() else {
+            // One lookup per block: the open version out, committed in (volatile: nothing
+            // reads the index before this commit returns, and a device error leaves the
+            // engine unusable anyway).
+            let v = self.index.entry(ino, lbn);
+            let Some(o) = v.open.take() else {
                 return Err(PmemFsError::Internal(format!(
                     "transaction {id} lists block {lbn} of inode {ino} but holds no version of it"
                 )));
             };
-            for (l0, l1) in bit_runs(o.bitmap) {
-                self.dev
-                    .clwb(o.pblk * crate::BLOCK + l0 * LINE, (l1 - l0) * LINE)?;
-            }
             let slot = self
                 .log
                 .take()
                 .ok_or_else(|| PmemFsError::Internal("reserved log slot missing".into()))?;
+            assert!(
+                v.committed.last().is_none_or(|c| c.cseq < cseq),
+                "inode {ino} block {lbn}: a committed version newer than commit {cseq}"
+            );
+            v.committed.push(Committed {
+                tx: id,
+                cseq,
+                pblk: o.pblk,
+                bitmap: o.bitmap,
+                slot,
+            });
+            if v.committed.len() > self.tun.max_pending {
+                long.push((ino, lbn));
+            }
+            for (l0, l1) in bit_runs(o.bitmap) {
+                self.dev
+                    .clwb(o.pblk * crate::BLOCK + l0 * LINE, (l1 - l0) * LINE)?;
+            }
             let seq = self.next_seq;
             self.next_seq += 1;
             items.push((
@@ -189,17 +212,7 @@ impl<P: PmemDevice> PmemFs<P> {
                     },
                 },
             ));
-            versions.push((
-                ino,
-                lbn,
-                Committed {
-                    tx: id,
-                    cseq,
-                    pblk: o.pblk,
-                    bitmap: o.bitmap,
-                    slot,
-                },
-            ));
+            redo += 1;
         }
         let cslot = self
             .log
@@ -213,10 +226,7 @@ impl<P: PmemDevice> PmemFs<P> {
             Entry {
                 tx: id,
                 seq,
-                body: Body::Commit {
-                    cseq,
-                    redo: versions.len() as u64,
-                },
+                body: Body::Commit { cseq, redo },
             },
         );
         for &l in &t.dirty_lines {
@@ -230,29 +240,26 @@ impl<P: PmemDevice> PmemFs<P> {
             &self.g,
             &dead.iter().map(|d| d.1).collect::<Vec<_>>(),
         )?;
-        let redo_flags = log::write_bodies(&mut self.dev, &self.g, &items)?;
+        // Redo entries whole (format 6: one store and one flush each; a crash before fence A
+        // tears at most entries of this uncommitted transaction, which mount frees).
+        log::write_whole(&mut self.dev, &self.g, &items)?;
         let commit_flag = log::write_bodies(&mut self.dev, &self.g, std::slice::from_ref(&commit))?;
-        self.dev.fence()?; // A
-        self.log.free.extend(dead.iter().map(|d| d.1));
-        log::set_valid(&mut self.dev, &self.g, &redo_flags)?;
         if !mutation::active(Mutation::SkipFence) {
-            self.dev.fence()?; // B
+            self.dev.fence()?; // A
         }
+        self.log.free.extend(dead.iter().map(|d| d.1));
         log::set_valid(&mut self.dev, &self.g, &commit_flag)?;
-        self.dev.fence()?; // C: committed
+        self.dev.fence()?; // B: committed
         let undo: Vec<u64> = t.undo.iter().map(|u| u.0).collect();
         if !undo.is_empty() {
             log::invalidate(&mut self.dev, &self.g, &undo)?;
-            self.dev.fence()?; // D
+            self.dev.fence()?; // C
             self.log.free.extend(undo);
         }
         // Before anything it freed is reused (release_freed): no redo entry of a dropped
         // inode may survive into a new file of the same number.
         self.retire_versions(&t.retired)?;
-        let n = versions.len() as u64;
-        for (ino, lbn, c) in versions {
-            self.index.entry(ino, lbn).committed.push(c);
-        }
+        let n = redo;
         if n == 0 {
             self.dead_commits.push((id, cslot));
         } else {
@@ -272,16 +279,6 @@ impl<P: PmemDevice> PmemFs<P> {
         st.redo_entries = n;
         // Background work (done inline): checkpoint long pending lists, or everything when
         // the log or the free space runs low (002 §III-E).
-        let long: Vec<(u64, u64)> = t
-            .data
-            .iter()
-            .copied()
-            .filter(|&(i, l)| {
-                self.index
-                    .get(i, l)
-                    .is_some_and(|v| v.committed.len() > self.tun.max_pending)
-            })
-            .collect();
         let log_full = self.log.used() * 100 > self.g.log_entries * self.tun.log_fill_pct;
         let space_low =
             (self.free_blocks.len() as u64) * 100 < self.g.data_blocks() * self.tun.free_blocks_pct;
@@ -366,7 +363,7 @@ impl<P: PmemDevice> PmemFs<P> {
 }
 
 /// The runs of set bits of `bitmap` as half-open ranges [start, end), lowest first.
-fn bit_runs(bitmap: u64) -> impl Iterator<Item = (u64, u64)> {
+pub(crate) fn bit_runs(bitmap: u64) -> impl Iterator<Item = (u64, u64)> {
     let mut rest = bitmap;
     std::iter::from_fn(move || {
         if rest == 0 {
