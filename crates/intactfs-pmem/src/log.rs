@@ -27,7 +27,9 @@
 //!   it, so a torn entry belongs to a transaction that is not committed and whose in-place
 //!   changes never reached pmem. Why not commit records too: a commit record made whole in
 //!   one store would need its own checksum over the data it commits to tell a torn commit
-//!   from a complete one; the two-phase record needs none.
+//!   from a complete one; the two-phase record needs none. The one gap, accepted as in any
+//!   checksummed log: a torn entry whose mix of old and new words happens to match its
+//!   CRC-32C (about 1 in 2^32 per torn entry) is read as whole.
 //!
 //! Freeing an entry stores 0 in its valid word (atomic) and persists it before the slot is
 //! written again.
