@@ -85,6 +85,183 @@ fn corrupt(s: String) -> PmemFsError {
     PmemFsError::Corrupt(s)
 }
 
+/// Step 1: the superblock's geometry (magic, checksum, version checked by `decode`).
+fn read_superblock<P: PmemDevice>(dev: &mut P) -> Result<Geometry> {
+    if dev.len() < BLOCK {
+        return Err(corrupt(format!(
+            "a device of {} bytes cannot hold a file system",
+            dev.len()
+        )));
+    }
+    let mut sb = [0u8; SB_BYTES];
+    dev.read(0, &mut sb)?;
+    Geometry::decode(&sb, dev.len())
+}
+
+/// Step 2: every slot of the log, and the committed transactions (one commit record
+/// each, commit sequences unique).
+fn scan_log<P: PmemDevice>(dev: &mut P, g: &Geometry, rep: &mut MountReport) -> Result<LogScan> {
+    let mut entries: Vec<(u64, Entry)> = Vec::new();
+    let mut torn = Vec::new();
+    let mut slot_buf = [0u8; LOG_ENTRY as usize];
+    for slot in 0..g.log_entries {
+        dev.read(g.log_off(slot), &mut slot_buf)?;
+        match Entry::decode(&slot_buf) {
+            Ok(log::Slot::Entry(e)) => entries.push((slot, e)),
+            Ok(log::Slot::Free) => {}
+            // Freed with the uncommitted entries in step 3 (log.rs: nothing depends on it).
+            Ok(log::Slot::Torn) => torn.push(slot),
+            Err(e) => return Err(corrupt(format!("log entry {slot}: {e}"))),
+        }
+    }
+    rep.torn_entries = torn.len() as u64;
+    rep.valid_entries = entries.len() as u64;
+    let mut log = LogScan {
+        entries,
+        torn,
+        commits: HashMap::new(),
+        max_tx: 0,
+        max_seq: 0,
+        max_cseq: 0,
+    };
+    let mut cseqs = HashSet::new();
+    for (slot, e) in &log.entries {
+        log.max_tx = log.max_tx.max(e.tx);
+        log.max_seq = log.max_seq.max(e.seq);
+        let Body::Commit { cseq, .. } = e.body else {
+            continue;
+        };
+        log.max_cseq = log.max_cseq.max(cseq);
+        if log.commits.insert(e.tx, (cseq, *slot)).is_some() {
+            let tx = e.tx;
+            return Err(corrupt(format!("two commit records for transaction {tx}")));
+        }
+        if !cseqs.insert(cseq) {
+            return Err(corrupt(format!(
+                "two commit records with commit sequence {cseq}"
+            )));
+        }
+    }
+    rep.committed_txs = log.commits.len() as u64;
+    Ok(log)
+}
+
+/// Step 3: applies the undo entries of uncommitted transactions, newest first, and frees
+/// every undo entry, every uncommitted redo entry and every torn entry (a fence after
+/// each); returns the freed slots.
+fn undo_uncommitted<P: PmemDevice>(
+    dev: &mut P,
+    g: &Geometry,
+    log: &LogScan,
+    rep: &mut MountReport,
+) -> Result<HashSet<u64>> {
+    let (meta_lo, meta_hi) = (g.inode_start * BLOCK, g.total_blocks * BLOCK);
+    let mut undo: Vec<(u64, u64, &Vec<u8>)> = Vec::new();
+    let mut discard = log.torn.clone();
+    let mut uncommitted = BTreeSet::new();
+    for (slot, e) in &log.entries {
+        let committed = log.commits.contains_key(&e.tx);
+        match &e.body {
+            Body::Undo { target, old } => {
+                if !target.is_multiple_of(8)
+                    || *target < meta_lo
+                    || target
+                        .checked_add(old.len() as u64)
+                        .is_none_or(|end| end > meta_hi)
+                {
+                    return Err(corrupt(format!("log entry {slot}: undo target {target:#x} (+{}) is not word-aligned metadata or data", old.len())));
+                }
+                if !committed {
+                    undo.push((e.seq, *target, old));
+                    uncommitted.insert(e.tx);
+                }
+                discard.push(*slot);
+            }
+            Body::Redo { .. } if !committed => {
+                uncommitted.insert(e.tx);
+                discard.push(*slot);
+            }
+            _ => {}
+        }
+    }
+    rep.uncommitted_txs = uncommitted.len() as u64;
+    undo.sort_by_key(|u| std::cmp::Reverse(u.0));
+    for (_, target, old) in &undo {
+        dev.write(*target, old)?;
+        dev.clwb(*target, old.len() as u64)?;
+    }
+    if !undo.is_empty() {
+        dev.fence()?;
+    }
+    rep.undo_applied = undo.len() as u64;
+    if !discard.is_empty() {
+        log::invalidate(dev, g, &discard)?;
+        dev.fence()?;
+    }
+    rep.entries_discarded = discard.len() as u64;
+    Ok(discard.into_iter().collect())
+}
+
+/// Step 5's checks: each committed redo entry's pending block in the data area and named
+/// once, its inode a file that still exists and reaches the block; entries of dropped
+/// inodes go to `retired`. Returns the others by block.
+fn committed_redo_by_block(
+    g: &Geometry,
+    log: &LogScan,
+    scan: &MetaScan,
+    retired: &mut Vec<u64>,
+) -> Result<BTreeMap<(Ino, u64), Vec<Committed>>> {
+    let mut groups: BTreeMap<(Ino, u64), Vec<Committed>> = BTreeMap::new();
+    let mut pending_seen = HashSet::new();
+    for (slot, e) in &log.entries {
+        let Body::Redo {
+            ino,
+            lbn,
+            pblk,
+            bitmap,
+        } = e.body
+        else {
+            continue;
+        };
+        let Some(&(cseq, _)) = log.commits.get(&e.tx) else {
+            continue;
+        };
+        if !g.is_data_block(pblk) || !pending_seen.insert(pblk) {
+            return Err(corrupt(format!("log entry {slot}: pending block {pblk} is outside the data area or named by two redo entries")));
+        }
+        let Some(rec) = scan.inodes.get(&ino) else {
+            // Its inode's drop committed after it; the drop's commit retires such
+            // entries before the inode or the block can be reused, so the block is free.
+            if let Some(&(o, l)) = scan.used.get(&pblk) {
+                return Err(corrupt(format!("log entry {slot}: pending block {pblk} of dropped inode {ino} is also block {l:?} of inode {o}")));
+            }
+            retired.push(*slot);
+            continue;
+        };
+        if rec.kind != FileType::File {
+            return Err(corrupt(format!(
+                "log entry {slot}: committed redo entry for inode {ino}, which is not a file"
+            )));
+        }
+        if lbn >= rec.size.div_ceil(BLOCK) {
+            return Err(corrupt(format!("log entry {slot}: committed redo entry for block {lbn} of inode {ino}, beyond its size {}", rec.size)));
+        }
+        if let Some(&(o, l)) = scan.used.get(&pblk) {
+            if scan.homes.get(&(ino, lbn)) != Some(&pblk) {
+                return Err(corrupt(format!("log entry {slot}: pending block {pblk} of inode {ino} block {lbn} is also block {l:?} of inode {o}")));
+            }
+        }
+        groups.entry((ino, lbn)).or_default().push(Committed {
+            tx: e.tx,
+            cseq,
+            pblk,
+            bitmap,
+            slot: *slot,
+        });
+    }
+    Ok(groups)
+}
+
 /// What the metadata names: used blocks and home blocks.
 pub(crate) struct MetaScan {
     pub used: HashMap<u64, (Ino, Option<u64>)>,
@@ -95,108 +272,63 @@ pub(crate) struct MetaScan {
     pub orphans: Vec<Ino>,
 }
 
+/// Step 2's findings: the log's entries and what they say about the transactions.
+struct LogScan {
+    /// Valid entries by slot.
+    entries: Vec<(u64, Entry)>,
+    /// Whole-written entries a crash tore (freed in step 3).
+    torn: Vec<u64>,
+    /// Committed transactions: id → (commit sequence, the commit record's slot).
+    commits: HashMap<u64, (u64, u64)>,
+    /// The largest transaction id, entry sequence and commit sequence seen.
+    max_tx: u64,
+    max_seq: u64,
+    max_cseq: u64,
+}
+
+/// Step 5's plan: the committed redo entries by block, split into those a checkpoint
+/// already installed and those the index takes.
+#[derive(Default)]
+struct RedoPlan {
+    /// Per block, the slots of the installed entries, oldest commit first.
+    installed: Vec<Vec<u64>>,
+    /// Entries of dropped inodes, retired by their drop's commit.
+    retired: Vec<u64>,
+    /// Per committed transaction, its entries still pending.
+    remaining: HashMap<u64, u64>,
+    /// Pending blocks the index names.
+    in_use: HashSet<u64>,
+}
+
 impl<P: PmemDevice> PmemFs<P> {
-    /// Mounts `dev`, recovering from a crash if needed.
+    /// Mounts `dev`, recovering from a crash if needed (steps 1–6 of the module's doc).
     pub fn mount(mut dev: P) -> Result<(Self, MountReport)> {
-        let fences0 = dev.counters().fences;
-        let mut sb = [0u8; SB_BYTES];
-        if dev.len() < BLOCK {
-            return Err(corrupt(format!(
-                "a device of {} bytes cannot hold a file system",
-                dev.len()
-            )));
-        }
-        dev.read(0, &mut sb)?;
-        let g = Geometry::decode(&sb, dev.len())?;
+        let before = dev.counters();
+        let g = read_superblock(&mut dev)?;
         let mut rep = MountReport::default();
+        let log = scan_log(&mut dev, &g, &mut rep)?;
+        let discard = undo_uncommitted(&mut dev, &g, &log, &mut rep)?;
+        let mut fs = PmemFs::empty(dev, g, &log);
+        let scan = fs.scan_metadata()?;
+        let plan = fs.plan_redo(&log, &scan, &mut rep)?;
+        let freed = fs.free_installed(&log, &plan, discard, &mut rep)?;
+        fs.rebuild_maps(&log, &freed, &plan.in_use, &scan);
+        fs.dirs = scan.dirs;
+        // Step 6: orphans (crate::orphan), each freed in a transaction of its own.
+        if !crate::mutation::active(crate::mutation::Mutation::KeepOrphansAtMount) {
+            fs.reclaim_orphans(&scan.orphans)?;
+        }
+        rep.orphans_freed = scan.orphans.len() as u64;
+        rep.free_blocks = fs.free_blocks.len() as u64;
+        rep.free_inodes = fs.free_inodes.len() as u64;
+        rep.fences = fs.dev.counters().since(&before).fences;
+        Ok((fs, rep))
+    }
 
-        // Step 2: scan the log.
-        let mut entries: Vec<(u64, Entry)> = Vec::new();
-        let mut torn = Vec::new();
-        let mut slot_buf = [0u8; LOG_ENTRY as usize];
-        for slot in 0..g.log_entries {
-            dev.read(g.log_off(slot), &mut slot_buf)?;
-            match Entry::decode(&slot_buf) {
-                Ok(log::Slot::Entry(e)) => entries.push((slot, e)),
-                Ok(log::Slot::Free) => {}
-                // Freed with the uncommitted entries below (log.rs: nothing depends on it).
-                Ok(log::Slot::Torn) => torn.push(slot),
-                Err(e) => return Err(corrupt(format!("log entry {slot}: {e}"))),
-            }
-        }
-        rep.torn_entries = torn.len() as u64;
-        rep.valid_entries = entries.len() as u64;
-        let (mut max_tx, mut max_seq, mut max_cseq) = (0u64, 0u64, 0u64);
-        let mut commits: HashMap<u64, (u64, u64)> = HashMap::new();
-        let mut cseqs = HashSet::new();
-        for (slot, e) in &entries {
-            max_tx = max_tx.max(e.tx);
-            max_seq = max_seq.max(e.seq);
-            if let Body::Commit { cseq, .. } = e.body {
-                max_cseq = max_cseq.max(cseq);
-                if commits.insert(e.tx, (cseq, *slot)).is_some() {
-                    return Err(corrupt(format!(
-                        "two commit records for transaction {}",
-                        e.tx
-                    )));
-                }
-                if !cseqs.insert(cseq) {
-                    return Err(corrupt(format!(
-                        "two commit records with commit sequence {cseq}"
-                    )));
-                }
-            }
-        }
-        rep.committed_txs = commits.len() as u64;
-        let meta_lo = g.inode_start * BLOCK;
-        let meta_hi = g.total_blocks * BLOCK;
-        // Step 3: undo uncommitted metadata, newest first.
-        let mut undo: Vec<(u64, u64, &Vec<u8>)> = Vec::new();
-        let mut discard = torn;
-        let mut uncommitted = BTreeSet::new();
-        for (slot, e) in &entries {
-            let committed = commits.contains_key(&e.tx);
-            match &e.body {
-                Body::Undo { target, old } => {
-                    if !target.is_multiple_of(8)
-                        || *target < meta_lo
-                        || target
-                            .checked_add(old.len() as u64)
-                            .is_none_or(|end| end > meta_hi)
-                    {
-                        return Err(corrupt(format!("log entry {slot}: undo target {target:#x} (+{}) is not word-aligned metadata or data", old.len())));
-                    }
-                    if !committed {
-                        undo.push((e.seq, *target, old));
-                        uncommitted.insert(e.tx);
-                    }
-                    discard.push(*slot);
-                }
-                Body::Redo { .. } if !committed => {
-                    uncommitted.insert(e.tx);
-                    discard.push(*slot);
-                }
-                _ => {}
-            }
-        }
-        rep.uncommitted_txs = uncommitted.len() as u64;
-        undo.sort_by_key(|u| std::cmp::Reverse(u.0));
-        for (_, target, old) in &undo {
-            dev.write(*target, old)?;
-            dev.clwb(*target, old.len() as u64)?;
-        }
-        if !undo.is_empty() {
-            dev.fence()?;
-        }
-        rep.undo_applied = undo.len() as u64;
-        if !discard.is_empty() {
-            log::invalidate(&mut dev, &g, &discard)?;
-            dev.fence()?;
-        }
-        rep.entries_discarded = discard.len() as u64;
-        let discard: HashSet<u64> = discard.into_iter().collect();
-
-        let mut fs = PmemFs {
+    /// The file system over `dev` before step 4: empty volatile maps, counters past the
+    /// log's largest ids.
+    fn empty(dev: P, g: Geometry, log: &LogScan) -> Self {
+        PmemFs {
             dev,
             g,
             log: LogSpace {
@@ -212,9 +344,9 @@ impl<P: PmemDevice> PmemFs<P> {
             finished: BTreeMap::new(),
             live: HashMap::new(),
             dead_commits: Vec::new(),
-            next_tx: max_tx + 1,
-            next_seq: max_seq + 1,
-            next_cseq: max_cseq + 1,
+            next_tx: log.max_tx + 1,
+            next_seq: log.max_seq + 1,
+            next_cseq: log.max_cseq + 1,
             stats: Stats::default(),
             tun: Tunables::default(),
             clock: Time::now,
@@ -222,63 +354,20 @@ impl<P: PmemDevice> PmemFs<P> {
             opens: HashMap::new(),
             zombies: BTreeSet::new(),
             tmpfiles: BTreeSet::new(),
-        };
-        // Step 4: metadata.
-        let scan = fs.scan_metadata()?;
-
-        // Step 5: committed redo entries, per block in commit order.
-        let mut groups: BTreeMap<(Ino, u64), Vec<Committed>> = BTreeMap::new();
-        let mut pending_seen = HashSet::new();
-        let mut retired: Vec<u64> = Vec::new();
-        for (slot, e) in &entries {
-            let Body::Redo {
-                ino,
-                lbn,
-                pblk,
-                bitmap,
-            } = e.body
-            else {
-                continue;
-            };
-            let Some(&(cseq, _)) = commits.get(&e.tx) else {
-                continue;
-            };
-            if !g.is_data_block(pblk) || !pending_seen.insert(pblk) {
-                return Err(corrupt(format!("log entry {slot}: pending block {pblk} is outside the data area or named by two redo entries")));
-            }
-            let Some(rec) = scan.inodes.get(&ino) else {
-                // Its inode's drop committed after it; the drop's commit retires such
-                // entries before the inode or the block can be reused, so the block is free.
-                if let Some(&(o, l)) = scan.used.get(&pblk) {
-                    return Err(corrupt(format!("log entry {slot}: pending block {pblk} of dropped inode {ino} is also block {l:?} of inode {o}")));
-                }
-                retired.push(*slot);
-                continue;
-            };
-            if rec.kind != FileType::File {
-                return Err(corrupt(format!(
-                    "log entry {slot}: committed redo entry for inode {ino}, which is not a file"
-                )));
-            }
-            if lbn >= rec.size.div_ceil(BLOCK) {
-                return Err(corrupt(format!("log entry {slot}: committed redo entry for block {lbn} of inode {ino}, beyond its size {}", rec.size)));
-            }
-            if let Some(&(o, l)) = scan.used.get(&pblk) {
-                if scan.homes.get(&(ino, lbn)) != Some(&pblk) {
-                    return Err(corrupt(format!("log entry {slot}: pending block {pblk} of inode {ino} block {lbn} is also block {l:?} of inode {o}")));
-                }
-            }
-            groups.entry((ino, lbn)).or_default().push(Committed {
-                tx: e.tx,
-                cseq,
-                pblk,
-                bitmap,
-                slot: *slot,
-            });
         }
-        let mut installed: Vec<Vec<u64>> = Vec::new();
-        let mut remaining: HashMap<u64, u64> = HashMap::new();
-        let mut in_use: HashSet<u64> = HashSet::new();
+    }
+
+    /// Step 5, first half: checks each committed redo entry against the metadata and sorts
+    /// it into installed (a checkpoint made its block the home block), pending (into the
+    /// index) or retired (its inode's drop committed after it).
+    fn plan_redo(
+        &mut self,
+        log: &LogScan,
+        scan: &MetaScan,
+        rep: &mut MountReport,
+    ) -> Result<RedoPlan> {
+        let mut plan = RedoPlan::default();
+        let groups = committed_redo_by_block(&self.g, log, scan, &mut plan.retired)?;
         for ((ino, lbn), mut vers) in groups {
             vers.sort_by_key(|c| c.cseq);
             let home = scan.homes.get(&(ino, lbn)).copied().unwrap_or(0);
@@ -288,70 +377,94 @@ impl<P: PmemDevice> PmemFs<P> {
                 .map_or(0, |k| k + 1);
             let done: Vec<Committed> = vers.drain(..cut).collect();
             if !done.is_empty() {
-                installed.push(done.iter().map(|c| c.slot).collect());
+                plan.installed.push(done.iter().map(|c| c.slot).collect());
             }
             for c in vers {
-                *remaining.entry(c.tx).or_default() += 1;
-                in_use.insert(c.pblk);
-                fs.index.entry(ino, lbn).committed.push(c);
+                *plan.remaining.entry(c.tx).or_default() += 1;
+                plan.in_use.insert(c.pblk);
+                self.index.entry(ino, lbn).committed.push(c);
                 rep.redo_indexed += 1;
             }
             rep.redo_installed += done.len() as u64;
         }
-        let rounds = installed.iter().map(|v| v.len()).max().unwrap_or(0);
-        let mut freed_slots: HashSet<u64> = discard;
-        rep.redo_retired = retired.len() as u64;
-        if !retired.is_empty() {
+        rep.redo_retired = plan.retired.len() as u64;
+        Ok(plan)
+    }
+
+    /// Step 5, second half: frees the retired entries, the installed ones in commit order
+    /// (a fence a round), then the commit records with no entry left; returns every slot
+    /// freed since step 3 (`discard` included).
+    fn free_installed(
+        &mut self,
+        log: &LogScan,
+        plan: &RedoPlan,
+        discard: HashSet<u64>,
+        rep: &mut MountReport,
+    ) -> Result<HashSet<u64>> {
+        let g = self.g;
+        let mut freed = discard;
+        if !plan.retired.is_empty() {
             // Before the commit records below (ordering property 2).
-            log::invalidate(&mut fs.dev, &g, &retired)?;
-            fs.dev.fence()?;
-            freed_slots.extend(retired);
+            log::invalidate(&mut self.dev, &g, &plan.retired)?;
+            self.dev.fence()?;
+            freed.extend(plan.retired.iter().copied());
         }
+        let rounds = plan.installed.iter().map(|v| v.len()).max().unwrap_or(0);
         for r in 0..rounds {
-            let slots: Vec<u64> = installed.iter().filter_map(|v| v.get(r).copied()).collect();
-            log::invalidate(&mut fs.dev, &g, &slots)?;
-            fs.dev.fence()?;
-            freed_slots.extend(slots);
+            let slots: Vec<u64> = plan
+                .installed
+                .iter()
+                .filter_map(|v| v.get(r).copied())
+                .collect();
+            assert!(!slots.is_empty(), "round {r} of {rounds} frees an entry");
+            log::invalidate(&mut self.dev, &g, &slots)?;
+            self.dev.fence()?;
+            freed.extend(slots);
         }
         let mut dead = Vec::new();
-        for (&tx, &(_, slot)) in &commits {
-            match remaining.get(&tx) {
+        for (&tx, &(_, slot)) in &log.commits {
+            match plan.remaining.get(&tx) {
                 Some(&n) => {
-                    fs.live.insert(tx, LiveCommit { slot, remaining: n });
+                    assert!(n > 0, "transaction {tx}: a live commit has pending entries");
+                    self.live.insert(tx, LiveCommit { slot, remaining: n });
                 }
                 None => dead.push(slot),
             }
         }
         dead.sort_unstable();
         if !dead.is_empty() {
-            log::invalidate(&mut fs.dev, &g, &dead)?;
-            fs.dev.fence()?;
+            log::invalidate(&mut self.dev, &g, &dead)?;
+            self.dev.fence()?;
         }
         rep.commit_records_freed = dead.len() as u64;
-        freed_slots.extend(dead);
-        // Volatile maps.
-        let valid: HashSet<u64> = entries
+        freed.extend(dead);
+        Ok(freed)
+    }
+
+    /// The volatile maps from what recovery kept: free log slots (every slot but the valid
+    /// entries not freed), free blocks (neither named by the metadata nor pending in the
+    /// index) and free inodes.
+    fn rebuild_maps(
+        &mut self,
+        log: &LogScan,
+        freed: &HashSet<u64>,
+        pending: &HashSet<u64>,
+        scan: &MetaScan,
+    ) {
+        let g = self.g;
+        let valid: HashSet<u64> = log
+            .entries
             .iter()
             .map(|(s, _)| *s)
-            .filter(|s| !freed_slots.contains(s))
+            .filter(|s| !freed.contains(s))
             .collect();
-        fs.log.free = (0..g.log_entries).filter(|s| !valid.contains(s)).collect();
-        fs.free_blocks = (g.data_start..g.total_blocks)
-            .filter(|b| !scan.used.contains_key(b) && !in_use.contains(b))
+        self.log.free = (0..g.log_entries).filter(|s| !valid.contains(s)).collect();
+        self.free_blocks = (g.data_start..g.total_blocks)
+            .filter(|b| !scan.used.contains_key(b) && !pending.contains(b))
             .collect();
-        fs.free_inodes = (2..g.inodes)
+        self.free_inodes = (2..g.inodes)
             .filter(|i| !scan.inodes.contains_key(i))
             .collect();
-        fs.dirs = scan.dirs;
-        // Step 6: orphans (crate::orphan), each freed in a transaction of its own.
-        if !crate::mutation::active(crate::mutation::Mutation::KeepOrphansAtMount) {
-            fs.reclaim_orphans(&scan.orphans)?;
-        }
-        rep.orphans_freed = scan.orphans.len() as u64;
-        rep.free_blocks = fs.free_blocks.len() as u64;
-        rep.free_inodes = fs.free_inodes.len() as u64;
-        rep.fences = fs.dev.counters().fences - fences0;
-        Ok((fs, rep))
     }
 
     /// Reads and checks all metadata: inodes, block maps, directories.
