@@ -15,4 +15,5 @@ def check(crash_dir, stdout_file):
         raise Inconsistent(ok)
 
 
-main(check, isolate=os.environ.get("BENCH_IN_PROCESS") != "1")
+if __name__ == "__main__":
+    main(check, isolate=os.environ.get("BENCH_IN_PROCESS") != "1")

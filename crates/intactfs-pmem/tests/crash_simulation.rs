@@ -12,12 +12,7 @@ use intactfs_types::longrun::{env_count, Seed, SeedArgs};
 fn crash_simulation() {
     let target: u64 = env_count("INTACTFS_PMEM_SIM_IMAGES", 12_000);
     let seeds = SeedArgs::until_images(target);
-    let one = |seed| {
-        run(&mixed(seed)).map(|report| Seed {
-            images: report.images,
-            report,
-        })
-    };
+    let one = |seed| run(&mixed(seed)).map(Seed::from);
     let (total, seed) = match seeds.sum(one, |_| ()) {
         Ok(t) => (t.report, t.next_seed),
         Err(f) => panic!("crash simulation failed: {f}\nreproduce: cargo run --release -p intactfs-pmem --bin intactfs-pmem-sim -- --first-seed {} --seeds 1", f.seed),

@@ -84,6 +84,14 @@ intactfs_device::counters! {
     }
 }
 
+/// A run's report as a long run sums it, with the crash images it checked.
+impl From<FaultReport> for intactfs_types::longrun::Seed<FaultReport> {
+    fn from(report: FaultReport) -> Self {
+        let images = report.images;
+        intactfs_types::longrun::Seed { report, images }
+    }
+}
+
 impl std::fmt::Display for FaultReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(

@@ -58,47 +58,42 @@ fn main() -> ExitCode {
     if a.faults {
         return run_faults(&a);
     }
-    let flags = mode_flags(&a);
+    let named = named_mode(&a);
+    let flags = match named {
+        Some((flag, _)) => flag.to_string(),
+        None => format!(
+            " --calls {} --streams {} --images {}",
+            a.calls, a.streams, a.seeds.images
+        ),
+    };
     long_run(&a, "intactfs-sim", &flags, 50).run(|seed| {
-        let cfg = if a.concurrent {
-            concurrent(seed)
-        } else if a.txflash {
-            on_txflash(seed)
-        } else if a.regions {
-            with_regions(seed)
-        } else if a.mixed {
-            mixed(seed)
-        } else {
-            SimConfig {
+        let cfg = match named {
+            Some((_, config)) => config(seed),
+            None => SimConfig {
                 seed,
                 streams: a.streams,
                 calls: a.calls,
                 images_per_point: a.seeds.images,
                 ..Default::default()
-            }
+            },
         };
-        run(&cfg).map(|report| Seed {
-            images: report.images,
-            report,
-        })
+        run(&cfg).map(Seed::from)
     })
 }
 
-/// The options that select `a`'s configurations, to run a failing seed again.
-fn mode_flags(a: &Args) -> String {
-    let named = [
-        (a.concurrent, " --concurrent"),
-        (a.txflash, " --txflash"),
-        (a.regions, " --regions"),
-        (a.mixed, " --mixed"),
+/// A named set of configurations: its option, and the configuration of each seed.
+type Mode = (&'static str, fn(u64) -> SimConfig);
+
+/// The named configurations `a` selects (at most one: clap refuses two), with its option,
+/// which also runs a failing seed again; None for --streams/--calls.
+fn named_mode(a: &Args) -> Option<Mode> {
+    let modes: [(bool, Mode); 4] = [
+        (a.concurrent, (" --concurrent", concurrent)),
+        (a.txflash, (" --txflash", on_txflash)),
+        (a.regions, (" --regions", with_regions)),
+        (a.mixed, (" --mixed", mixed)),
     ];
-    match named.iter().find(|(on, _)| *on) {
-        Some((_, flag)) => flag.to_string(),
-        None => format!(
-            " --calls {} --streams {} --images {}",
-            a.calls, a.streams, a.seeds.images
-        ),
-    }
+    modes.into_iter().find(|(on, _)| *on).map(|(_, mode)| mode)
 }
 
 /// The long run of `a`'s seeds, named `tool`, with a progress line every `every` seeds.
@@ -123,10 +118,7 @@ fn run_faults(a: &Args) -> ExitCode {
             ..faulty(seed)
         };
         run_faulty(&cfg)
-            .map(|report| Seed {
-                images: report.images,
-                report,
-            })
+            .map(Seed::from)
             .map_err(|m| SimFailure::new(seed, m))
     })
 }

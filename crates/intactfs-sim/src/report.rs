@@ -62,6 +62,14 @@ intactfs_device::counters! {
     }
 }
 
+/// A run's report as a long run sums it, with the crash images it checked.
+impl From<SimReport> for intactfs_types::longrun::Seed<SimReport> {
+    fn from(report: SimReport) -> Self {
+        let images = report.images;
+        intactfs_types::longrun::Seed { report, images }
+    }
+}
+
 impl std::fmt::Display for SimReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(

@@ -20,12 +20,7 @@ fn simulate(
     flag: &str,
 ) -> SimReport {
     let target: u64 = env_count(env, default_images);
-    let one = |seed| {
-        run(&config(seed)).map(|report| Seed {
-            images: report.images,
-            report,
-        })
-    };
+    let one = |seed| run(&config(seed)).map(Seed::from);
     let (total, seed) = match SeedArgs::until_images(target).sum(one, |_| ()) {
         Ok(t) => (t.report, t.next_seed),
         Err(f) => panic!("{what} failed: {f}\nreproduce: cargo run --release -p intactfs-sim -- {flag}--first-seed {} --seeds 1", f.seed),

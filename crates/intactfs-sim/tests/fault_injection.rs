@@ -18,10 +18,7 @@ fn fault_injection() {
     };
     let one = |seed| {
         run_faulty(&faulty(seed))
-            .map(|report| Seed {
-                images: report.images,
-                report,
-            })
+            .map(Seed::from)
             .map_err(|f| (seed, f))
     };
     let total = match seeds.sum(one, |_| ()) {

@@ -7,7 +7,7 @@
 //! too many to check them all.
 
 use clap::Parser;
-use intactfs_pmem::sim::{mixed, run, SimReport};
+use intactfs_pmem::sim::{mixed, run};
 use intactfs_types::longrun::{LongRun, Seed, SeedArgs};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -59,11 +59,6 @@ fn main() -> ExitCode {
         if let Some(c) = a.calls {
             cfg.calls = c;
         }
-        run(&cfg).map(seed_of)
+        run(&cfg).map(Seed::from)
     })
-}
-
-fn seed_of(report: SimReport) -> Seed<SimReport> {
-    let images = report.images;
-    Seed { report, images }
 }
