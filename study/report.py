@@ -50,6 +50,27 @@ THESIS = {
     "lmdb": ("LMDB", [0, 0, 0, 0, 0, 1]),
     "mercurial": ("Mercurial", [3, 3, 4, 6, 8, 10]),
 }
+# Thesis 004 Table 4.4 whole, in its row order: (thesis row, its counts under THESIS_APMS
+# (blank cells are 0), the run that stands for it today, why there is none when None).
+# The run is the configuration closest to the thesis': Debian's default synchronous
+# setting for SQLite, git with core.fsync=all (the thesis ran git with stronger options
+# than its defaults), GDBM without GDBM_SYNC (the thesis' GDBM durability loss is a
+# missing fsync on a file).
+TABLE_44 = [
+    ("Leveldb1.10", [1, 1, 3, 2, 4, 10], None, "one version today (1.23) stands for both: see Leveldb1.15"),
+    ("Leveldb1.15", [1, 1, 2, 2, 3, 6], "leveldb", None),
+    ("LMDB", [0, 0, 0, 0, 0, 1], "lmdb", None),
+    ("GDBM", [2, 3, 3, 3, 4, 5], "gdbm", None),
+    ("HSQLDB", [0, 0, 0, 0, 4, 10], "hsqldb", None),
+    ("Sqlite-Roll", [1, 1, 1, 1, 1, 1], "sqlite-rollback-full", None),
+    ("Sqlite-WAL", [0, 0, 0, 0, 0, 0], "sqlite-wal-full", None),
+    ("PostgreSQL", [0, 0, 0, 0, 0, 1], "postgres", None),
+    ("Git", [2, 2, 2, 2, 5, 9], "git-fsync", None),
+    ("Mercurial", [3, 3, 4, 6, 8, 10], "mercurial", None),
+    ("VMWare", [0, 0, 0, 0, 0, 1], None, "out of reach: the player is proprietary"),
+    ("HDFS", [0, 0, 0, 0, 1, 2], "hdfs", None),
+    ("ZooKeeper", [0, 1, 1, 1, 1, 4], "zookeeper", None),
+]
 # Thesis 004 Table 5.2(a) (ALICE; ext4 vs c2fs, i.e. intactfs's promise; newer application
 # versions than Table 4.4; durability not checked for Git, which never calls fsync in its
 # default configuration, the one Table 5.2 uses).
@@ -181,6 +202,7 @@ def main():
     w("## Static vulnerabilities per APM (Table 4.4 analog)\n")
     w("Each cell: static vulnerabilities exposed under that APM (thesis 004 Table 4.4, where the application was in it, in brackets).\n")
     per_run_table(APMS, per_apm)
+    side_by_side_section(w, done, here)
     changes_ok = changes_section(w, done, here, verdict_of)
     # This run's counts in study/previous.json's form, for the next run to compare with.
     json.dump({"source": f"study/out written by study/run.sh, report.py run of {time.strftime('%Y-%m-%d')}",
@@ -238,6 +260,46 @@ def main():
     if not changes_ok and not a.quick:
         sys.exit("report.py: some runs changed since study/previous.json with no explanation in "
                  "study/changes.toml (marked **not explained** in the doc): add a [runs.<run>] why = ...")
+
+
+def side_by_side_section(w, done, here):
+    """Thesis Table 4.4 row by row beside today's runs, with today's ext4 model (issue 30
+    item 4): what changed since 2014; why, application by application, is in the
+    comparison at the end."""
+    by_name = {r["name"]: r for r in done}
+
+    def count(r, apm):
+        return sum(1 for s in r["report"]["static"] if apm in s["apms"])
+
+    w("## Table 4.4 side by side (all of the thesis' applications)\n")
+    w("Every row of thesis 004 Table 4.4 (blank cells there are 0), with the run that stands for it today: "
+      "each cell is today's count with the thesis' in brackets, and `ext4` is today's validated ext4 model "
+      "(the thesis had none). Why each changed: [Comparison with the thesis](#comparison-with-the-thesis-table-44-2014-versions).\n")
+    w("| thesis row | run today | " + " | ".join(THESIS_APMS) + " | ext4 (today) |")
+    w("|---|---|" + "---|" * (len(THESIS_APMS) + 1))
+    ours = [0] * len(THESIS_APMS)
+    theirs = [0] * len(THESIS_APMS)
+    ext4 = 0
+    for row, thesis, run, why in TABLE_44:
+        assert len(thesis) == len(THESIS_APMS), row
+        r = by_name.get(run) if run else None
+        if r is None:
+            app = run.split("-")[0] if run else None
+            if why:
+                note = why
+            elif not (here / app / "study.sh").exists():
+                note = f"not studied yet (no `study/{app}/`)"
+            else:
+                note = f"not in this output (no `study/out/{run}`)"
+            w(f"| {row} | {note} | " + " | ".join(f"– [{t}]" for t in thesis) + " | – |")
+            continue
+        got = [count(r, apm) for apm in THESIS_APMS]
+        ours = [a + b for a, b in zip(ours, got)]
+        theirs = [a + b for a, b in zip(theirs, thesis)]
+        ext4 += count(r, "ext4")
+        w(f"| {row} | {run} | " + " | ".join(f"{g} [{t}]" for g, t in zip(got, thesis)) + f" | {count(r, 'ext4')} |")
+    w("| **Total of the rows run today** | | " + " | ".join(f"**{g}** [{t}]" for g, t in zip(ours, theirs)) + f" | **{ext4}** |")
+    w("")
 
 
 def classify(v, s):
