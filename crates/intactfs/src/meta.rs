@@ -371,134 +371,18 @@ impl Meta {
 
     /// Applies one operation, or says why it cannot apply (the state is then unchanged).
     pub fn apply(&mut self, op: &LogOp) -> Result<Freed, String> {
-        let mut freed = Freed::default();
         match op {
-            LogOp::Create {
-                parent,
-                name,
-                ino,
-                kind,
-                mode,
-                uid,
-                gid,
-                time,
-            } => {
-                if !valid_name(name) {
-                    return Err(format!("invalid name {:?}", String::from_utf8_lossy(name)));
-                }
-                if self.inodes.contains_key(ino) || *ino == 0 {
-                    return Err(format!("inode {ino} already exists"));
-                }
-                // Checked before anything changes (a refused operation leaves the state as
-                // it was); u64::MAX would overflow next_ino.
-                let next_ino = ino
-                    .checked_add(1)
-                    .ok_or(format!("inode number {ino} is out of range"))?;
-                if let NewKind::Symlink(t) = kind {
-                    if t.is_empty() || t.len() > SYMLINK_MAX {
-                        return Err("bad symlink target length".into());
-                    }
-                }
-                let is_dir = matches!(kind, NewKind::Dir);
-                {
-                    let entries = self.dir_mut(*parent)?;
-                    if entries.contains_key(&dir_key(name)) {
-                        return Err(format!(
-                            "{:?} already exists in directory {parent}",
-                            String::from_utf8_lossy(name)
-                        ));
-                    }
-                    entries.insert(dir_key(name), *ino);
-                }
-                let (ft, body, size) = match kind {
-                    NewKind::File => (
-                        FileType::File,
-                        Body::File {
-                            extents: BTreeMap::new(),
-                        },
-                        0,
-                    ),
-                    NewKind::Dir => (
-                        FileType::Dir,
-                        Body::Dir {
-                            entries: BTreeMap::new(),
-                            parent: *parent,
-                        },
-                        0,
-                    ),
-                    NewKind::Symlink(t) => (
-                        FileType::Symlink,
-                        Body::Symlink { target: t.clone() },
-                        t.len() as u64,
-                    ),
-                    NewKind::Fifo => (FileType::Fifo, Body::Special { rdev: 0 }, 0),
-                    NewKind::Socket => (FileType::Socket, Body::Special { rdev: 0 }, 0),
-                    NewKind::CharDev(r) => (FileType::CharDev, Body::Special { rdev: *r }, 0),
-                    NewKind::BlockDev(r) => (FileType::BlockDev, Body::Special { rdev: *r }, 0),
-                };
-                let node = Inode {
-                    kind: ft,
-                    mode: mode & 0o7777,
-                    uid: *uid,
-                    gid: *gid,
-                    nlink: if is_dir { 2 } else { 1 },
-                    size,
-                    atime: *time,
-                    mtime: *time,
-                    ctime: *time,
-                    body,
-                    xattrs: BTreeMap::new(),
-                };
-                self.inodes.insert(*ino, node);
-                if is_dir {
-                    self.node_mut(*parent)?.nlink += 1;
-                }
-                self.touch_dir(*parent, *time);
-                self.next_ino = self.next_ino.max(next_ino);
-            }
+            LogOp::Create { .. } => self.create(op).map(|()| Freed::default()),
             LogOp::Link {
                 parent,
                 name,
                 ino,
                 time,
-            } => {
-                if !valid_name(name) {
-                    return Err("invalid name".into());
-                }
-                match self.inodes.get(ino) {
-                    None => return Err(format!("inode {ino} does not exist")),
-                    Some(n) if n.kind == FileType::Dir => {
-                        return Err(format!("inode {ino} is a directory"))
-                    }
-                    // A file without links is an O_TMPFILE being linked (the engine allows no
-                    // other); anything else without links is gone.
-                    Some(n) if n.nlink == 0 && n.kind != FileType::File => {
-                        return Err(format!("inode {ino} has no links"))
-                    }
-                    _ => {}
-                }
-                let entries = self.dir_mut(*parent)?;
-                if entries.contains_key(&dir_key(name)) {
-                    return Err(format!(
-                        "{:?} already exists in directory {parent}",
-                        String::from_utf8_lossy(name)
-                    ));
-                }
-                entries.insert(dir_key(name), *ino);
-                let n = self.node_mut(*ino)?;
-                n.nlink += 1;
-                later(&mut n.ctime, *time);
-                self.touch_dir(*parent, *time);
-            }
+            } => self
+                .link(parent, name, ino, time)
+                .map(|()| Freed::default()),
             LogOp::Unlink { parent, name, time } => {
-                let target = self.lookup(*parent, name).ok_or(format!(
-                    "no {:?} in directory {parent}",
-                    String::from_utf8_lossy(name)
-                ))?;
-                self.unlink_checks(target)?;
-                self.dir_mut(*parent)?.remove(&dir_key(name));
-                self.drop_link(*parent, target, *time)?;
-                self.touch_dir(*parent, *time);
+                self.unlink(parent, name, time).map(|()| Freed::default())
             }
             LogOp::Rename {
                 sp,
@@ -507,200 +391,393 @@ impl Meta {
                 dn,
                 exchange,
                 time,
-            } => {
-                if !valid_name(sn) || !valid_name(dn) {
-                    return Err("invalid name".into());
-                }
-                let src = self.lookup(*sp, sn).ok_or(format!(
-                    "no {:?} in directory {sp}",
-                    String::from_utf8_lossy(sn)
-                ))?;
-                let dst = self.lookup(*dp, dn);
-                self.dir_mut(*dp)?;
-                let src_dir = self.inodes[&src].kind == FileType::Dir;
-                if src_dir && self.is_ancestor(src, *dp) {
-                    return Err("a directory cannot move into itself".into());
-                }
-                if *exchange {
-                    let dst = dst.ok_or("exchange needs both names")?;
-                    let dst_dir = self.inodes[&dst].kind == FileType::Dir;
-                    if dst_dir && self.is_ancestor(dst, *sp) {
-                        return Err("a directory cannot move into itself".into());
-                    }
-                    self.dir_mut(*sp)?.insert(dir_key(sn), dst);
-                    self.dir_mut(*dp)?.insert(dir_key(dn), src);
-                    if sp != dp {
-                        self.reparent(src, *sp, *dp)?;
-                        self.reparent(dst, *dp, *sp)?;
-                    }
-                    for i in [src, dst] {
-                        later(&mut self.node_mut(i)?.ctime, *time);
-                    }
-                } else {
-                    if dst == Some(src) {
-                        return Err("rename onto a link of the same inode is not journaled".into());
-                    }
-                    if let Some(d) = dst {
-                        let dst_dir = self.inodes[&d].kind == FileType::Dir;
-                        if dst_dir != src_dir {
-                            return Err("rename between a directory and a non-directory".into());
-                        }
-                        self.unlink_checks(d)?;
-                        self.dir_mut(*dp)?.remove(&dir_key(dn));
-                        self.drop_link(*dp, d, *time)?;
-                    }
-                    self.dir_mut(*sp)?.remove(&dir_key(sn));
-                    self.dir_mut(*dp)?.insert(dir_key(dn), src);
-                    if sp != dp {
-                        self.reparent(src, *sp, *dp)?;
-                    }
-                    later(&mut self.node_mut(src)?.ctime, *time);
-                }
-                self.touch_dir(*sp, *time);
-                self.touch_dir(*dp, *time);
-            }
+            } => self
+                .rename(sp, sn, dp, dn, exchange, time)
+                .map(|()| Freed::default()),
             LogOp::SetXattr {
                 ino,
                 name,
                 value,
                 ctime,
-            } => {
-                if !valid_xattr_name(name) {
-                    return Err(format!(
-                        "invalid extended attribute name {:?}",
-                        String::from_utf8_lossy(name)
-                    ));
-                }
-                let n = self.node_mut(*ino)?;
-                match value {
-                    Some(v) => {
-                        if !xattr_fits(&n.xattrs, name, v.len()) {
-                            return Err(format!("extended attributes of inode {ino} too large"));
-                        }
-                        n.xattrs.insert(name.clone(), v.clone());
-                    }
-                    None => {
-                        if n.xattrs.remove(name).is_none() {
-                            return Err(format!(
-                                "inode {ino} has no extended attribute {:?}",
-                                String::from_utf8_lossy(name)
-                            ));
-                        }
-                    }
-                }
-                later(&mut n.ctime, *ctime);
-            }
-            LogOp::SetAttr {
-                ino,
-                mode,
-                uid,
-                gid,
-                atime,
-                mtime,
-                ctime,
-            } => {
-                let n = self.node_mut(*ino)?;
-                if let Some(m) = mode {
-                    n.mode = m & 0o7777;
-                }
-                if let Some(u) = uid {
-                    n.uid = *u;
-                }
-                if let Some(g) = gid {
-                    n.gid = *g;
-                }
-                if let Some(a) = atime {
-                    n.atime = *a;
-                }
-                if let Some(m) = mtime {
-                    n.mtime = *m;
-                }
-                later(&mut n.ctime, *ctime);
-            }
+            } => self
+                .set_xattr(ino, name, value, ctime)
+                .map(|()| Freed::default()),
+            LogOp::SetAttr { .. } => self.set_attr(op).map(|()| Freed::default()),
             LogOp::SetSize {
                 ino,
                 size,
                 time,
                 free_past_end,
-            } => {
-                let n = self.node_mut(*ino)?;
-                let Body::File { extents } = &mut n.body else {
-                    return Err(format!("inode {ino} is not a regular file"));
-                };
-                // Only a shrinking truncate frees blocks: growing keeps preallocation past the end.
-                if *free_past_end {
-                    freed.extents = punch(extents, size.div_ceil(BLOCK as u64), u64::MAX);
-                }
-                n.size = *size;
-                later(&mut n.mtime, *time);
-                later(&mut n.ctime, *time);
-            }
+            } => self.set_size(ino, size, time, free_past_end),
             LogOp::Map {
                 ino,
                 lblk,
                 pblk,
                 len,
                 crcs,
-            } => {
-                if *len == 0 || (!crcs.is_empty() && crcs.len() as u64 != *len) {
-                    return Err(format!("map of {len} blocks with {} checksums", crcs.len()));
-                }
-                lblk.checked_add(*len)
-                    .ok_or("map past the largest file offset")?;
-                pblk.checked_add(*len)
-                    .ok_or("map past the largest device block")?;
-                let n = self.node_mut(*ino)?;
-                let Body::File { extents } = &mut n.body else {
-                    return Err(format!("inode {ino} is not a regular file"));
-                };
-                // Mapping blocks to where they already are (an in-place rewrite on a
-                // transactional device: new checksums) frees nothing.
-                freed.extents = punch(extents, *lblk, lblk + len)
-                    .into_iter()
-                    .flat_map(|r| subtract(r, (*pblk, *len)))
-                    .collect();
-                insert_extent(
-                    extents,
-                    *lblk,
-                    Extent {
-                        pblk: *pblk,
-                        len: *len,
-                        crcs: crcs.clone(),
-                    },
-                );
-            }
+            } => self.map(ino, lblk, pblk, len, crcs),
             LogOp::Punch {
                 ino,
                 lblk,
                 len,
                 time,
-            } => {
-                let end = lblk
-                    .checked_add(*len)
-                    .ok_or("punch past the largest file offset")?;
-                let n = self.node_mut(*ino)?;
-                let Body::File { extents } = &mut n.body else {
-                    return Err(format!("inode {ino} is not a regular file"));
-                };
-                freed.extents = punch(extents, *lblk, end);
-                later(&mut n.mtime, *time);
-                later(&mut n.ctime, *time);
-            }
-            LogOp::Free { ino } => {
-                let n = self
-                    .inodes
-                    .get(ino)
-                    .ok_or(format!("inode {ino} does not exist"))?;
-                if n.nlink != 0 || *ino == ROOT {
-                    return Err(format!("inode {ino} still has {} links", n.nlink));
-                }
-                let n = self.inodes.remove(ino).expect("checked above");
-                if let Body::File { extents } = n.body {
-                    freed.extents = extents.values().map(|e| (e.pblk, e.len)).collect();
-                }
-                freed.ino = Some(*ino);
+            } => self.punch(ino, lblk, len, time),
+            LogOp::Free { ino } => self.free(ino),
+        }
+    }
+
+    /// `op` is a `LogOp::Create` (too many fields for arguments).
+    fn create(&mut self, op: &LogOp) -> Result<(), String> {
+        let LogOp::Create {
+            parent,
+            name,
+            ino,
+            kind,
+            mode,
+            uid,
+            gid,
+            time,
+        } = op
+        else {
+            unreachable!("apply passes only Create to create");
+        };
+        if !valid_name(name) {
+            return Err(format!("invalid name {:?}", String::from_utf8_lossy(name)));
+        }
+        if self.inodes.contains_key(ino) || *ino == 0 {
+            return Err(format!("inode {ino} already exists"));
+        }
+        // Checked before anything changes (a refused operation leaves the state as
+        // it was); u64::MAX would overflow next_ino.
+        let next_ino = ino
+            .checked_add(1)
+            .ok_or(format!("inode number {ino} is out of range"))?;
+        if let NewKind::Symlink(t) = kind {
+            if t.is_empty() || t.len() > SYMLINK_MAX {
+                return Err("bad symlink target length".into());
             }
         }
+        let is_dir = matches!(kind, NewKind::Dir);
+        {
+            let entries = self.dir_mut(*parent)?;
+            if entries.contains_key(&dir_key(name)) {
+                return Err(format!(
+                    "{:?} already exists in directory {parent}",
+                    String::from_utf8_lossy(name)
+                ));
+            }
+            entries.insert(dir_key(name), *ino);
+        }
+        let (ft, body, size) = match kind {
+            NewKind::File => (
+                FileType::File,
+                Body::File {
+                    extents: BTreeMap::new(),
+                },
+                0,
+            ),
+            NewKind::Dir => (
+                FileType::Dir,
+                Body::Dir {
+                    entries: BTreeMap::new(),
+                    parent: *parent,
+                },
+                0,
+            ),
+            NewKind::Symlink(t) => (
+                FileType::Symlink,
+                Body::Symlink { target: t.clone() },
+                t.len() as u64,
+            ),
+            NewKind::Fifo => (FileType::Fifo, Body::Special { rdev: 0 }, 0),
+            NewKind::Socket => (FileType::Socket, Body::Special { rdev: 0 }, 0),
+            NewKind::CharDev(r) => (FileType::CharDev, Body::Special { rdev: *r }, 0),
+            NewKind::BlockDev(r) => (FileType::BlockDev, Body::Special { rdev: *r }, 0),
+        };
+        let node = Inode {
+            kind: ft,
+            mode: mode & 0o7777,
+            uid: *uid,
+            gid: *gid,
+            nlink: if is_dir { 2 } else { 1 },
+            size,
+            atime: *time,
+            mtime: *time,
+            ctime: *time,
+            body,
+            xattrs: BTreeMap::new(),
+        };
+        self.inodes.insert(*ino, node);
+        if is_dir {
+            self.node_mut(*parent)?.nlink += 1;
+        }
+        self.touch_dir(*parent, *time);
+        self.next_ino = self.next_ino.max(next_ino);
+        Ok(())
+    }
+
+    fn link(&mut self, parent: &Ino, name: &[u8], ino: &Ino, time: &Time) -> Result<(), String> {
+        if !valid_name(name) {
+            return Err("invalid name".into());
+        }
+        match self.inodes.get(ino) {
+            None => return Err(format!("inode {ino} does not exist")),
+            Some(n) if n.kind == FileType::Dir => {
+                return Err(format!("inode {ino} is a directory"))
+            }
+            // A file without links is an O_TMPFILE being linked (the engine allows no
+            // other); anything else without links is gone.
+            Some(n) if n.nlink == 0 && n.kind != FileType::File => {
+                return Err(format!("inode {ino} has no links"))
+            }
+            _ => {}
+        }
+        let entries = self.dir_mut(*parent)?;
+        if entries.contains_key(&dir_key(name)) {
+            return Err(format!(
+                "{:?} already exists in directory {parent}",
+                String::from_utf8_lossy(name)
+            ));
+        }
+        entries.insert(dir_key(name), *ino);
+        let n = self.node_mut(*ino)?;
+        n.nlink += 1;
+        later(&mut n.ctime, *time);
+        self.touch_dir(*parent, *time);
+        Ok(())
+    }
+
+    fn unlink(&mut self, parent: &Ino, name: &[u8], time: &Time) -> Result<(), String> {
+        let target = self.lookup(*parent, name).ok_or(format!(
+            "no {:?} in directory {parent}",
+            String::from_utf8_lossy(name)
+        ))?;
+        self.unlink_checks(target)?;
+        self.dir_mut(*parent)?.remove(&dir_key(name));
+        self.drop_link(*parent, target, *time)?;
+        self.touch_dir(*parent, *time);
+        Ok(())
+    }
+
+    fn rename(
+        &mut self,
+        sp: &Ino,
+        sn: &[u8],
+        dp: &Ino,
+        dn: &[u8],
+        exchange: &bool,
+        time: &Time,
+    ) -> Result<(), String> {
+        if !valid_name(sn) || !valid_name(dn) {
+            return Err("invalid name".into());
+        }
+        let src = self.lookup(*sp, sn).ok_or(format!(
+            "no {:?} in directory {sp}",
+            String::from_utf8_lossy(sn)
+        ))?;
+        let dst = self.lookup(*dp, dn);
+        self.dir_mut(*dp)?;
+        let src_dir = self.inodes[&src].kind == FileType::Dir;
+        if src_dir && self.is_ancestor(src, *dp) {
+            return Err("a directory cannot move into itself".into());
+        }
+        if *exchange {
+            let dst = dst.ok_or("exchange needs both names")?;
+            let dst_dir = self.inodes[&dst].kind == FileType::Dir;
+            if dst_dir && self.is_ancestor(dst, *sp) {
+                return Err("a directory cannot move into itself".into());
+            }
+            self.dir_mut(*sp)?.insert(dir_key(sn), dst);
+            self.dir_mut(*dp)?.insert(dir_key(dn), src);
+            if sp != dp {
+                self.reparent(src, *sp, *dp)?;
+                self.reparent(dst, *dp, *sp)?;
+            }
+            for i in [src, dst] {
+                later(&mut self.node_mut(i)?.ctime, *time);
+            }
+        } else {
+            if dst == Some(src) {
+                return Err("rename onto a link of the same inode is not journaled".into());
+            }
+            if let Some(d) = dst {
+                let dst_dir = self.inodes[&d].kind == FileType::Dir;
+                if dst_dir != src_dir {
+                    return Err("rename between a directory and a non-directory".into());
+                }
+                self.unlink_checks(d)?;
+                self.dir_mut(*dp)?.remove(&dir_key(dn));
+                self.drop_link(*dp, d, *time)?;
+            }
+            self.dir_mut(*sp)?.remove(&dir_key(sn));
+            self.dir_mut(*dp)?.insert(dir_key(dn), src);
+            if sp != dp {
+                self.reparent(src, *sp, *dp)?;
+            }
+            later(&mut self.node_mut(src)?.ctime, *time);
+        }
+        self.touch_dir(*sp, *time);
+        self.touch_dir(*dp, *time);
+        Ok(())
+    }
+
+    fn set_xattr(
+        &mut self,
+        ino: &Ino,
+        name: &[u8],
+        value: &Option<Vec<u8>>,
+        ctime: &Time,
+    ) -> Result<(), String> {
+        if !valid_xattr_name(name) {
+            return Err(format!(
+                "invalid extended attribute name {:?}",
+                String::from_utf8_lossy(name)
+            ));
+        }
+        let n = self.node_mut(*ino)?;
+        match value {
+            Some(v) => {
+                if !xattr_fits(&n.xattrs, name, v.len()) {
+                    return Err(format!("extended attributes of inode {ino} too large"));
+                }
+                n.xattrs.insert(name.to_vec(), v.clone());
+            }
+            None => {
+                if n.xattrs.remove(name).is_none() {
+                    return Err(format!(
+                        "inode {ino} has no extended attribute {:?}",
+                        String::from_utf8_lossy(name)
+                    ));
+                }
+            }
+        }
+        later(&mut n.ctime, *ctime);
+        Ok(())
+    }
+
+    /// `op` is a `LogOp::SetAttr` (too many fields for arguments).
+    fn set_attr(&mut self, op: &LogOp) -> Result<(), String> {
+        let LogOp::SetAttr {
+            ino,
+            mode,
+            uid,
+            gid,
+            atime,
+            mtime,
+            ctime,
+        } = op
+        else {
+            unreachable!("apply passes only SetAttr to set_attr");
+        };
+        let n = self.node_mut(*ino)?;
+        if let Some(m) = mode {
+            n.mode = m & 0o7777;
+        }
+        if let Some(u) = uid {
+            n.uid = *u;
+        }
+        if let Some(g) = gid {
+            n.gid = *g;
+        }
+        if let Some(a) = atime {
+            n.atime = *a;
+        }
+        if let Some(m) = mtime {
+            n.mtime = *m;
+        }
+        later(&mut n.ctime, *ctime);
+        Ok(())
+    }
+
+    fn set_size(
+        &mut self,
+        ino: &Ino,
+        size: &u64,
+        time: &Time,
+        free_past_end: &bool,
+    ) -> Result<Freed, String> {
+        let mut freed = Freed::default();
+        let n = self.node_mut(*ino)?;
+        let Body::File { extents } = &mut n.body else {
+            return Err(format!("inode {ino} is not a regular file"));
+        };
+        // Only a shrinking truncate frees blocks: growing keeps preallocation past the end.
+        if *free_past_end {
+            freed.extents = punch(extents, size.div_ceil(BLOCK as u64), u64::MAX);
+        }
+        n.size = *size;
+        later(&mut n.mtime, *time);
+        later(&mut n.ctime, *time);
+        Ok(freed)
+    }
+
+    fn map(
+        &mut self,
+        ino: &Ino,
+        lblk: &u64,
+        pblk: &u64,
+        len: &u64,
+        crcs: &[u32],
+    ) -> Result<Freed, String> {
+        let mut freed = Freed::default();
+        if *len == 0 || (!crcs.is_empty() && crcs.len() as u64 != *len) {
+            return Err(format!("map of {len} blocks with {} checksums", crcs.len()));
+        }
+        lblk.checked_add(*len)
+            .ok_or("map past the largest file offset")?;
+        pblk.checked_add(*len)
+            .ok_or("map past the largest device block")?;
+        let n = self.node_mut(*ino)?;
+        let Body::File { extents } = &mut n.body else {
+            return Err(format!("inode {ino} is not a regular file"));
+        };
+        // Mapping blocks to where they already are (an in-place rewrite on a
+        // transactional device: new checksums) frees nothing.
+        freed.extents = punch(extents, *lblk, lblk + len)
+            .into_iter()
+            .flat_map(|r| subtract(r, (*pblk, *len)))
+            .collect();
+        insert_extent(
+            extents,
+            *lblk,
+            Extent {
+                pblk: *pblk,
+                len: *len,
+                crcs: crcs.to_vec(),
+            },
+        );
+        Ok(freed)
+    }
+
+    fn punch(&mut self, ino: &Ino, lblk: &u64, len: &u64, time: &Time) -> Result<Freed, String> {
+        let mut freed = Freed::default();
+        let end = lblk
+            .checked_add(*len)
+            .ok_or("punch past the largest file offset")?;
+        let n = self.node_mut(*ino)?;
+        let Body::File { extents } = &mut n.body else {
+            return Err(format!("inode {ino} is not a regular file"));
+        };
+        freed.extents = punch(extents, *lblk, end);
+        later(&mut n.mtime, *time);
+        later(&mut n.ctime, *time);
+        Ok(freed)
+    }
+
+    fn free(&mut self, ino: &Ino) -> Result<Freed, String> {
+        let mut freed = Freed::default();
+        let n = self
+            .inodes
+            .get(ino)
+            .ok_or(format!("inode {ino} does not exist"))?;
+        if n.nlink != 0 || *ino == ROOT {
+            return Err(format!("inode {ino} still has {} links", n.nlink));
+        }
+        let n = self.inodes.remove(ino).expect("checked above");
+        if let Body::File { extents } = n.body {
+            freed.extents = extents.values().map(|e| (e.pblk, e.len)).collect();
+        }
+        freed.ino = Some(*ino);
         Ok(freed)
     }
 
