@@ -23,7 +23,7 @@ import signal
 import sys
 import traceback
 
-__all__ = ["Inconsistent", "main", "serve", "judge", "serve_argv", "is_server"]
+__all__ = ["Inconsistent", "main", "serve", "judge", "serve_argv", "main_argv", "is_server"]
 
 PROTOCOL_VERSION = 1
 
@@ -308,6 +308,17 @@ def serve_argv(main_fn):
         _check_protocol,
         False,
     )
+
+
+def main_argv(main_fn):
+    """The entry point of a script whose ``main()`` follows the ALICE contract (reads
+    CRASH_DIR STDOUT_FILE from sys.argv, exits or returns its status): served warm by
+    ``serve_argv`` when intact started the script with ``--checker-server``, else run once,
+    the process exiting with the status main() returned (None: 0)."""
+    if is_server():
+        serve_argv(main_fn)
+        return
+    sys.exit(main_fn())
 
 
 def main(check, isolate=True):

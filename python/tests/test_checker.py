@@ -55,7 +55,7 @@ CHECK = textwrap.dedent(
 ARGV_MAIN = textwrap.dedent(
     '''
     import os, sys
-    from intact.checker import serve_argv
+    from intact.checker import main_argv
     def main():
         # An ALICE-contract checker: CRASH_DIR STDOUT_FILE after its own arguments.
         flag, crash_dir, stdout_file = sys.argv[1:]
@@ -66,7 +66,7 @@ ARGV_MAIN = textwrap.dedent(
             os.kill(os.getpid(), 9)
         print("no ok in", os.path.basename(crash_dir), flag, os.environ["INTACT_STATE"])
         return 1
-    serve_argv(main)
+    main_argv(main)
     '''
 )
 
@@ -194,8 +194,9 @@ class CheckerTest(unittest.TestCase):
             f.write(ARGV_MAIN)
         states = [self.state("a", "ok"), self.state("b"), self.state("c", "die"), self.state("d", "ok")]
         lines = "".join(self.request(i, st) for i, st in enumerate(states))
+        env = dict(self.env, INTACT_CHECKER_SERVER="1")
         p = subprocess.run(
-            [sys.executable, path, "--flag"], input=lines, capture_output=True, text=True, env=self.env, timeout=60
+            [sys.executable, path, "--flag"], input=lines, capture_output=True, text=True, env=env, timeout=60
         )
         self.assertEqual(p.returncode, 0, p.stderr)
         replies = [json.loads(l) for l in p.stdout.splitlines()]
@@ -204,6 +205,19 @@ class CheckerTest(unittest.TestCase):
         self.assertEqual(replies[2]["verdict"], "fail")
         self.assertIn("signal SIGKILL", replies[2]["message"])
         self.assertEqual(replies[3], {"verdict": "pass"})
+
+    def test_main_argv_without_the_server_runs_main_once(self):
+        # The same script, as intact runs a per-process checker: main()'s status is the exit status.
+        path = os.path.join(self.tmp.name, "argv_main.py")
+        with open(path, "w") as f:
+            f.write(ARGV_MAIN)
+        env = dict(self.env, INTACT_STATE="s9")
+        env.pop("INTACT_CHECKER_SERVER", None)
+        ok, bad = self.state("a", "ok"), self.state("b")
+        p = subprocess.run([sys.executable, path, "--flag", *ok], capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual((p.returncode, p.stdout), (0, ""), p.stderr)
+        p = subprocess.run([sys.executable, path, "--flag", *bad], capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual((p.returncode, p.stdout), (1, "no ok in b --flag s9\n"), p.stderr)
 
     def test_warming_the_children_path_changes_nothing_they_see(self):
         # The server runs the at-fork hooks of random and threading before its first fork

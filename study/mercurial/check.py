@@ -340,14 +340,7 @@ def main():
 if __name__ == "__main__":
     if MODE != "subprocess":
         load_mercurial()
-    if os.environ.get("INTACT_CHECKER_SERVER") == "1":
-        # intact check --checker-server: one warm process, a forked child per state running
-        # main() as if it were its own process (python/intact/checker.py).
-        try:
-            from intact.checker import serve_argv
-        except ImportError:
-            sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-            from intact.checker import serve_argv
-        serve_argv(main)
-    else:
-        main()
+    # A warm server under --checker-server, else one state (python/intact/checker.py).
+    sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+    from intact.checker import main_argv
+    main_argv(main)
