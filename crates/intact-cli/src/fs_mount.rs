@@ -259,9 +259,57 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
     })
 }
 
+/// `intact fs mount`: checks what can be checked in the foreground, starts the daemon (or
+/// serves here), announces the mount, and on unmount leaves its outcome for `fs umount`.
 pub fn mount(a: MountArgs) -> Result<u8, Failure> {
     let o = parse_options(&a.options)?;
-    // Before the daemon forks: the message reaches the terminal.
+    check_mount_input(&a, &o)?;
+    if a.daemon && !a.daemon_child {
+        // Fail early, in the foreground, on what can be checked here.
+        drop(mount::lock_image(&a.image).map_err(failure)?);
+        return spawn_daemon(&a);
+    }
+    let cfg = mount_config(&a, &o);
+    check_pmem_options(&a, &o)?;
+    let state = state_file(&a.mountpoint);
+    let result = result_file(&state);
+    let served = std::cell::Cell::new(false);
+    let r = serve::serve(&cfg, |rec| {
+        served.set(true);
+        announce_mounted(&a, &cfg, &rec, &state, &result);
+    });
+    // Read by `intact fs umount`, which waits for this process and cannot see its status
+    // (and asked for it by creating the file).
+    if served.get() && result.exists() {
+        let _ = std::fs::write(&result, outcome(&r, &cfg));
+    }
+    let _ = std::fs::remove_file(&state);
+    if let Some(p) = &a.pid_file {
+        let _ = std::fs::remove_file(p);
+    }
+    let u = r.map_err(failure)?;
+    if a.daemon_child && a.log.is_none() {
+        // A clean unmount: the default log has nothing worth keeping.
+        let mut log = state.clone().into_os_string();
+        log.push(".log");
+        let _ = std::fs::remove_file(log);
+    }
+    #[cfg(feature = "uring")]
+    if o.uring {
+        // Shows that the rings carried the requests (the tests check this line).
+        eprintln!(
+            "intactfs: {} requests were served through FUSE over io_uring",
+            intactfs_fuse::uring_requests_served()
+        );
+    }
+    eprintln!("{}", unmounted_message(&a, &cfg, &u));
+    Ok(0)
+}
+
+/// The image exists, the mount point is a directory nothing is mounted on, and the
+/// io_uring transport is built when asked for (before the daemon forks: the message
+/// reaches the terminal).
+fn check_mount_input(a: &MountArgs, o: &Options) -> Result<(), Failure> {
     mount::check_uring_built(o.uring).map_err(failure)?;
     if !a.image.exists() {
         return Err(Failure::input(format!(
@@ -278,14 +326,13 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
             a.mountpoint.display()
         )));
     }
+    Ok(())
+}
+
+fn mount_config(a: &MountArgs, o: &Options) -> MountConfig {
     // SAFETY: geteuid cannot fail.
     let root = unsafe { libc::geteuid() } == 0;
-    if a.daemon && !a.daemon_child {
-        // Fail early, in the foreground, on what can be checked here.
-        drop(mount::lock_image(&a.image).map_err(failure)?);
-        return spawn_daemon(&a);
-    }
-    let cfg = MountConfig {
+    MountConfig {
         image: a.image.clone(),
         mountpoint: a.mountpoint.clone(),
         fsync: o.fsync,
@@ -301,113 +348,110 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
         pmem_sync: o.pmem_sync,
         uring: o.uring,
         read_only: o.read_only,
-    };
-    let state = state_file(&a.mountpoint);
-    let child = a.daemon_child;
-    let pmem = intactfs_fuse::pmem::is_pmem_image(&a.image);
-    if pmem && o.read_only {
+    }
+}
+
+/// A pmem image refuses `ro` (its engine recovers in place) and ignores, with a word,
+/// the options only block images have.
+fn check_pmem_options(a: &MountArgs, o: &Options) -> Result<(), Failure> {
+    if !intactfs_fuse::pmem::is_pmem_image(&a.image) {
+        return Ok(());
+    }
+    if o.read_only {
         return Err(Failure::input(format!(
             "{}: a pmem image: mount option ro applies to block images only (the pmem engine recovers in place at mount)",
             a.image.display()
         )));
     }
-    if pmem && !o.block_only.is_empty() {
+    if !o.block_only.is_empty() {
         eprintln!(
             "intactfs: {} is a pmem image: mount option(s) {} apply to block images only; ignored",
             a.image.display(),
             o.block_only.join(",")
         );
     }
-    let result = result_file(&state);
-    let served = std::cell::Cell::new(false);
-    let r = serve::serve(&cfg, |rec| {
-        served.set(true);
-        let pid = std::process::id();
-        let _ = std::fs::create_dir_all(runtime_dir());
-        // A result left by an earlier mount of this mount point is not this one's.
-        let _ = std::fs::remove_file(&result);
-        let _ = std::fs::write(&state, format!("{pid}\n{}\n", a.image.display()));
-        if let Some(p) = &a.pid_file {
-            let _ = std::fs::write(p, format!("{pid}\n"));
-        }
-        let recovered = match rec {
-            serve::Recovered::Block(rec) => format!(
-                "recovered from checkpoint {} + {} journal records{}",
-                rec.checkpoint_generation,
-                rec.records_replayed,
-                match (&rec.read_only, cfg.read_only) {
-                    (Some(why), _) => format!("; {why}"),
-                    (None, true) => "; read-only (-o ro): nothing is written".to_string(),
-                    (None, false) => String::new(),
-                }
-            ),
-            serve::Recovered::Pmem(rec) => format!(
-                "pmem image with AD-transactions; recovered {} committed and {} uncommitted transaction(s): {} redo entries indexed, {} undo entries applied",
-                rec.committed_txs, rec.uncommitted_txs, rec.redo_indexed, rec.undo_applied
-            ),
-        };
-        let msg = format!(
-            "intactfs: {} mounted on {} (pid {pid}; {recovered})",
-            a.image.display(),
+    Ok(())
+}
+
+/// Once mounted: the state and pid files, and the "mounted" line (on stdout for the
+/// launcher of a daemon, which then stops reading it; on stderr in the foreground).
+fn announce_mounted(
+    a: &MountArgs,
+    cfg: &MountConfig,
+    rec: &serve::Recovered,
+    state: &Path,
+    result: &Path,
+) {
+    let pid = std::process::id();
+    let _ = std::fs::create_dir_all(runtime_dir());
+    // A result left by an earlier mount of this mount point is not this one's.
+    let _ = std::fs::remove_file(result);
+    let _ = std::fs::write(state, format!("{pid}\n{}\n", a.image.display()));
+    if let Some(p) = &a.pid_file {
+        let _ = std::fs::write(p, format!("{pid}\n"));
+    }
+    let msg = format!(
+        "intactfs: {} mounted on {} (pid {pid}; {})",
+        a.image.display(),
+        a.mountpoint.display(),
+        recovered_words(rec, cfg)
+    );
+    if !a.daemon_child {
+        eprintln!(
+            "{msg}; Ctrl-C or `intact fs umount {}` unmounts",
             a.mountpoint.display()
         );
-        if child {
-            // The launcher waits for this line, then returns; our stdout goes nowhere after.
-            println!("ready {msg}");
-            let _ = std::io::stdout().flush();
-            // SAFETY: replacing fd 1 with /dev/null; the launcher has closed its end.
-            unsafe {
-                let fd = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY);
-                if fd >= 0 {
-                    libc::dup2(fd, 1);
-                    libc::close(fd);
-                }
-            }
-            eprintln!("{msg}");
-        } else {
-            eprintln!(
-                "{msg}; Ctrl-C or `intact fs umount {}` unmounts",
-                a.mountpoint.display()
-            );
+        return;
+    }
+    // The launcher waits for this line, then returns; our stdout goes nowhere after.
+    println!("ready {msg}");
+    let _ = std::io::stdout().flush();
+    // SAFETY: replacing fd 1 with /dev/null; the launcher has closed its end.
+    unsafe {
+        let fd = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY);
+        if fd >= 0 {
+            libc::dup2(fd, 1);
+            libc::close(fd);
         }
-    });
-    // Read by `intact fs umount`, which waits for this process and cannot see its status
-    // (and asked for it by creating the file).
-    if served.get() && result.exists() {
-        let _ = std::fs::write(&result, outcome(&r, &cfg));
     }
-    let _ = std::fs::remove_file(&state);
-    if let Some(p) = &a.pid_file {
-        let _ = std::fs::remove_file(p);
+    eprintln!("{msg}");
+}
+
+/// What recovery at mount did, in words.
+fn recovered_words(rec: &serve::Recovered, cfg: &MountConfig) -> String {
+    match rec {
+        serve::Recovered::Block(rec) => format!(
+            "recovered from checkpoint {} + {} journal records{}",
+            rec.checkpoint_generation,
+            rec.records_replayed,
+            match (&rec.read_only, cfg.read_only) {
+                (Some(why), _) => format!("; {why}"),
+                (None, true) => "; read-only (-o ro): nothing is written".to_string(),
+                (None, false) => String::new(),
+            }
+        ),
+        serve::Recovered::Pmem(rec) => format!(
+            "pmem image with AD-transactions; recovered {} committed and {} uncommitted transaction(s): {} redo entries indexed, {} undo entries applied",
+            rec.committed_txs, rec.uncommitted_txs, rec.redo_indexed, rec.undo_applied
+        ),
     }
-    let u = r.map_err(failure)?;
-    if child && a.log.is_none() {
-        // A clean unmount: the default log has nothing worth keeping.
-        let mut log = state.clone().into_os_string();
-        log.push(".log");
-        let _ = std::fs::remove_file(log);
-    }
-    #[cfg(feature = "uring")]
-    if o.uring {
-        // Shows that the rings carried the requests (the tests check this line).
-        eprintln!(
-            "intactfs: {} requests were served through FUSE over io_uring",
-            intactfs_fuse::uring_requests_served()
-        );
-    }
+}
+
+/// The "unmounted" line: what the engine wrote while mounted.
+fn unmounted_message(a: &MountArgs, cfg: &MountConfig, u: &serve::Served) -> String {
     match u {
-        serve::Served::Block(u) if cfg.read_only || u.recovery.read_only.is_some() => eprintln!(
+        serve::Served::Block(u) if cfg.read_only || u.recovery.read_only.is_some() => format!(
             "intactfs: {} unmounted (mounted read-only: nothing was written)",
             a.mountpoint.display()
         ),
-        serve::Served::Block(u) => eprintln!(
+        serve::Served::Block(u) => format!(
             "intactfs: {} unmounted and written back ({} commits, {} flushes, {} bytes written)",
             a.mountpoint.display(),
             u.stats.commits,
             u.stats.flushes,
             u.stats.bytes_written()
         ),
-        serve::Served::Pmem(u) => eprintln!(
+        serve::Served::Pmem(u) => format!(
             "intactfs: {} unmounted and checkpointed ({} transactions committed, {} of them legacy calls, {} aborted, {} checkpoints; {} still open at unmount were aborted; device while mounted: {} stores, {} bytes stored, {} lines flushed, {} fences)",
             a.mountpoint.display(),
             u.stats.committed,
@@ -421,7 +465,6 @@ pub fn mount(a: MountArgs) -> Result<u8, Failure> {
             u.device.fences
         ),
     }
-    Ok(0)
 }
 
 /// Where a mount leaves how it ended, for `intact fs umount`.
