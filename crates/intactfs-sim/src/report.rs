@@ -62,11 +62,10 @@ intactfs_device::counters! {
     }
 }
 
-/// A run's report as a long run sums it, with the crash images it checked.
-impl From<SimReport> for intactfs_types::longrun::Seed<SimReport> {
-    fn from(report: SimReport) -> Self {
-        let images = report.images;
-        intactfs_types::longrun::Seed { report, images }
+/// A long run sums these, with the crash images each checked.
+impl intactfs_types::longrun::CountsImages for SimReport {
+    fn images(&self) -> u64 {
+        self.images
     }
 }
 
