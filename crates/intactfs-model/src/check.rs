@@ -8,6 +8,9 @@ use crate::errno::*;
 use crate::{MFalloc, MIno, MNode, MOp, MSpecial, MState};
 use intactfs_types::{RenameFlags, XattrMode};
 
+/// A rename's two entries: (source directory, name, target directory, name).
+pub type Names<'a> = (MIno, &'a [u8], MIno, &'a [u8]);
+
 /// No inode is owned by another transaction.
 pub fn free(_: MIno) -> bool {
     false
@@ -53,15 +56,11 @@ impl MState {
                 parent, name, dir, ..
             } => self.check_remove(*parent, name, *dir, busy).map(|_| ()),
             MOp::Rename {
-                sp,
-                sn,
-                dp,
-                dn,
-                flags,
-                ..
-            } => self
-                .check_rename_flags((*sp, sn, *dp, dn), *flags, busy)
-                .map(|_| ()),
+                from, to, flags, ..
+            } => {
+                let names = (from.0, &from.1[..], to.0, &to.1[..]);
+                self.check_rename_flags(names, *flags, busy).map(|_| ())
+            }
             MOp::Link { ino, parent, name } => self.check_link(*ino, *parent, name, busy),
             MOp::Write { ino, off, data } => {
                 self.check_write(*ino, (*off, data.len() as u64), busy)
@@ -139,13 +138,11 @@ impl MState {
     /// For rename: (source, replaced target) on success; Ok((src, Some(src))) is the no-op.
     pub fn check_rename(
         &self,
-        sp: MIno,
-        sn: &[u8],
-        dp: MIno,
-        dn: &[u8],
+        names: Names,
         busy: &dyn Fn(MIno) -> bool,
     ) -> Result<(MIno, Option<MIno>), i32> {
-        let (src, d) = self.rename_source(sp, sn, dp, dn, busy)?;
+        let (src, d) = self.rename_source(names, busy)?;
+        let (_, _, dp, dn) = names;
         let src_dir = self.nodes[&src].dir;
         if src_dir && self.inside(dp, src) {
             return Err(EINVAL);
@@ -171,10 +168,7 @@ impl MState {
     /// The checks every rename starts with: the source, and the target directory.
     fn rename_source(
         &self,
-        sp: MIno,
-        sn: &[u8],
-        dp: MIno,
-        dn: &[u8],
+        (sp, sn, dp, dn): Names,
         busy: &dyn Fn(MIno) -> bool,
     ) -> Result<(MIno, &MNode), i32> {
         valid_name(sn)?;
@@ -195,7 +189,7 @@ impl MState {
     /// an exchange, other is the entry swapped with.
     pub fn check_rename_flags(
         &self,
-        (sp, sn, dp, dn): (MIno, &[u8], MIno, &[u8]),
+        names: Names,
         flags: RenameFlags,
         busy: &dyn Fn(MIno) -> bool,
     ) -> Result<(MIno, Option<MIno>), i32> {
@@ -203,14 +197,15 @@ impl MState {
             return Err(EINVAL);
         }
         if flags == RenameFlags::NONE {
-            return self.check_rename(sp, sn, dp, dn, busy);
+            return self.check_rename(names, busy);
         }
-        let (src, d) = self.rename_source(sp, sn, dp, dn, busy)?;
+        let (src, d) = self.rename_source(names, busy)?;
+        let (sp, _, dp, dn) = names;
         let dst = d.entries.get(dn).copied();
         if flags.noreplace {
             return match dst {
                 Some(_) => Err(EEXIST),
-                None => self.check_rename(sp, sn, dp, dn, busy),
+                None => self.check_rename(names, busy),
             };
         }
         let dst = dst.ok_or(ENOENT)?;
@@ -236,21 +231,17 @@ impl MState {
         name: &[u8],
         busy: &dyn Fn(MIno) -> bool,
     ) -> Result<(), i32> {
+        // The name and the directory first, then the inode, then the checks of a create.
         valid_name(name)?;
-        let p = self.dir(parent)?;
+        self.dir(parent)?;
         match self.nodes.get(&ino) {
             None => return Err(ENOENT),
             Some(n) if n.dir => return Err(EPERM),
             Some(_) if self.names(ino) == 0 => return Err(ENOENT),
+            _ if busy(ino) => return Err(EBUSY),
             _ => {}
         }
-        if busy(parent) || busy(ino) {
-            return Err(EBUSY);
-        }
-        if p.entries.contains_key(name) {
-            return Err(EEXIST);
-        }
-        Ok(())
+        self.check_create(parent, name, busy)
     }
 
     /// A write of `len` bytes at `off`: EFBIG past the largest file (an empty write never).

@@ -49,10 +49,10 @@ pub enum MOp {
     /// renameat2 with `flags` (an exchange swaps the two entries' inodes). `keep`: a
     /// replaced target was open (it stays, an orphan).
     Rename {
-        sp: MIno,
-        sn: Vec<u8>,
-        dp: MIno,
-        dn: Vec<u8>,
+        /// The source entry: (directory, name).
+        from: (MIno, Vec<u8>),
+        /// The target entry.
+        to: (MIno, Vec<u8>),
         flags: RenameFlags,
         keep: bool,
     },

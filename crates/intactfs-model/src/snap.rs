@@ -254,10 +254,8 @@ mod tests {
         let before = m.snapshot();
         for flags in [RenameFlags::NONE, RenameFlags::EXCHANGE] {
             let op = MOp::Rename {
-                sp: MROOT,
-                sn: b"f".to_vec(),
-                dp: MROOT,
-                dn: b"g".to_vec(),
+                from: (MROOT, b"f".to_vec()),
+                to: (MROOT, b"g".to_vec()),
                 flags,
                 keep: false,
             };
@@ -272,10 +270,8 @@ mod tests {
         m.try_apply(&create(MROOT, b"d", 2, true)).unwrap();
         m.try_apply(&create(2, b"e", 3, true)).unwrap();
         let op = MOp::Rename {
-            sp: MROOT,
-            sn: b"d".to_vec(),
-            dp: 3,
-            dn: b"x".to_vec(),
+            from: (MROOT, b"d".to_vec()),
+            to: (3, b"x".to_vec()),
             flags: RenameFlags::NONE,
             keep: false,
         };

@@ -197,13 +197,11 @@ impl MState {
                 self.drop_if_unnamed(t, *keep);
             }
             MOp::Rename {
-                sp,
-                sn,
-                dp,
-                dn,
+                from,
+                to,
                 flags,
                 keep,
-            } => self.rename((*sp, sn), (*dp, dn), flags.exchange, *keep),
+            } => self.rename((from.0, &from.1), (to.0, &to.1), flags.exchange, *keep),
             MOp::Link { ino, parent, name } => {
                 assert!(
                     self.nodes.contains_key(ino),

@@ -85,13 +85,6 @@ intactfs_device::counters! {
     }
 }
 
-/// A long run sums these, with the crash images each checked.
-impl intactfs_types::longrun::CountsImages for FaultReport {
-    fn images(&self) -> u64 {
-        self.images
-    }
-}
-
 impl std::fmt::Display for FaultReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
@@ -99,6 +92,13 @@ impl std::fmt::Display for FaultReport {
             "{} runs, {} crash images, {} faults fired ({} poisoned the mount), {} calls refused for want of room, {} fsyncs/syncs refused, {} runs retried a refused commit at the end",
             self.runs, self.images, self.fired, self.poisoned, self.refused, self.commits_refused, self.retried
         )
+    }
+}
+
+/// A long run sums these, with the crash images each checked.
+impl intactfs_types::longrun::CountsImages for FaultReport {
+    fn images(&self) -> u64 {
+        self.images
     }
 }
 

@@ -547,7 +547,7 @@ impl Foot {
         claimed.extend(t.creates_dir);
         claimed.extend(t.removes_dir);
         claimed.extend(t.entries.iter().filter_map(|(p, n)| model.lookup(*p, n)));
-        let dir_tree = matches!(op, MOp::Rename { sp, dp, .. } if sp != dp);
+        let dir_tree = matches!(op, MOp::Rename { from, to, .. } if from.0 != to.0);
         Foot {
             claimed,
             entries: t.entries.clone(),

@@ -62,13 +62,6 @@ intactfs_device::counters! {
     }
 }
 
-/// A long run sums these, with the crash images each checked.
-impl intactfs_types::longrun::CountsImages for SimReport {
-    fn images(&self) -> u64 {
-        self.images
-    }
-}
-
 impl std::fmt::Display for SimReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
@@ -116,5 +109,12 @@ impl std::fmt::Display for SimReport {
             )?;
         }
         Ok(())
+    }
+}
+
+/// A long run sums these, with the crash images each checked.
+impl intactfs_types::longrun::CountsImages for SimReport {
+    fn images(&self) -> u64 {
+        self.images
     }
 }

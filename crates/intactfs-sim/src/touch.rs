@@ -38,17 +38,16 @@ impl Touch {
                 parent,
                 name,
                 ino,
-                dir,
+                dir: true,
                 ..
             } => {
                 t.name(*parent, name);
-                if *dir {
-                    t.creates_dir = Some(*ino);
-                } else {
-                    t.inodes.push(*ino);
-                }
+                t.creates_dir = Some(*ino);
             }
-            MOp::Link { parent, name, ino } => {
+            MOp::Create {
+                parent, name, ino, ..
+            }
+            | MOp::Link { parent, name, ino } => {
                 t.name(*parent, name);
                 t.inodes.push(*ino);
             }
@@ -61,17 +60,12 @@ impl Touch {
                 }
             }
             MOp::Rename {
-                sp,
-                sn,
-                dp,
-                dn,
-                flags,
-                ..
+                from, to, flags, ..
             } => {
-                t.name(*sp, sn);
-                t.name(*dp, dn);
+                t.name(from.0, &from.1);
+                t.name(to.0, &to.1);
                 if !flags.exchange {
-                    t.removes_dir = model.lookup(*dp, dn).filter(|&d| model.is_dir(d));
+                    t.removes_dir = model.lookup(to.0, &to.1).filter(|&d| model.is_dir(d));
                 }
             }
             MOp::Write { ino, .. }

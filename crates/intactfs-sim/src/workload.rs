@@ -460,10 +460,8 @@ impl<'a> Run<'a> {
                 let dp = pick(rng, dirs);
                 let flags = rng.random_range(0..6);
                 Some(MOp::Rename {
-                    sp: dir,
-                    sn,
-                    dp,
-                    dn: name(rng),
+                    from: (dir, sn),
+                    to: (dp, name(rng)),
                     flags: RenameFlags {
                         noreplace: flags == 0,
                         exchange: flags == 1,
@@ -807,13 +805,8 @@ impl<'a> Run<'a> {
             } => fs.unlink(s, e(*parent), name).map(|_| None),
             MOp::Remove { parent, name, .. } => fs.rmdir(s, e(*parent), name).map(|_| None),
             MOp::Rename {
-                sp,
-                sn,
-                dp,
-                dn,
-                flags,
-                ..
-            } => fs.rename(s, e(*sp), sn, e(*dp), dn, *flags).map(|_| None),
+                from, to, flags, ..
+            } => (fs.rename(s, e(from.0), &from.1, e(to.0), &to.1, *flags)).map(|_| None),
             _ => unreachable!("not a namespace call: {op:?}"),
         }
     }
@@ -849,9 +842,9 @@ impl<'a> Run<'a> {
     /// A call both made: into the model and the stream's history (and the region's).
     fn made(&mut self, m: Made, op: MOp, new: Option<Ino>) -> Result<(), SimFailure> {
         let same_file = match &op {
-            MOp::Rename { sp, sn, dp, dn, .. } => {
-                self.model.lookup(*dp, dn).is_some()
-                    && self.model.lookup(*sp, sn) == self.model.lookup(*dp, dn)
+            MOp::Rename { from, to, .. } => {
+                let target = self.model.lookup(to.0, &to.1);
+                target.is_some() && self.model.lookup(from.0, &from.1) == target
             }
             _ => false,
         };

@@ -4,9 +4,10 @@
 //! One run, from a seed:
 //! 1. mkfs on a [`probe::Probe`] (a [`PmemSim`] that takes crash images at every fence); a
 //!    seeded workload runs on the engine and, in lockstep, on the independent
-//!    [`MState`] (crate `intactfs-model`): multi-file transactions (several open at once, calls interleaved),
-//!    writes at random unaligned offsets of 0–16 KiB, creates, mkdirs, unlinks, rmdirs,
-//!    renames (replacing targets), truncates and chmods inside and outside transactions,
+//!    [`MState`] (crate `intactfs-model`, shared with the block engine's simulation):
+//!    multi-file transactions (several open at once, calls interleaved), writes at random
+//!    unaligned offsets of 0–16 KiB, creates, mkdirs, unlinks, rmdirs, renames (replacing
+//!    targets), truncates and chmods inside and outside transactions,
 //!    commits, aborts, explicit checkpoints, legacy calls, opens and releases (so files are
 //!    unlinked or replaced while open: orphans, whose content reads must keep showing until
 //!    their last release frees them; mount frees those a crash left). Every call must succeed or fail
@@ -60,9 +61,9 @@ pub fn engine_snapshot<P: PmemDevice>(fs: &mut PmemFs<P>) -> Result<Snap, String
     intactfs_model::engine_snapshot(fs, ROOT, |fs, ino, size| sparse_content(fs, ino, size))
 }
 
-/// A file's content hash as [`intactfs_model::MData::digest`] computes it: its size and each block
-/// that holds a nonzero byte (read only where [`PmemFs::data_lbns`] says data may be, so
-/// a sparse file of hundreds of GiB costs its written blocks).
+/// A file's content hash as [`intactfs_model::MData::digest`] computes it: its size and
+/// each block that holds a nonzero byte (read only where [`PmemFs::data_lbns`] says data
+/// may be, so a sparse file of hundreds of GiB costs its written blocks).
 fn sparse_content<P: PmemDevice>(fs: &PmemFs<P>, ino: Ino, size: u64) -> Result<u64, String> {
     assert_eq!(
         CHUNK,
@@ -551,27 +552,17 @@ impl Run {
                     if ctx.is_none() {
                         self.push_commit();
                     }
-                } else if flags == RenameFlags::EXCHANGE {
-                    self.rep.exchanges += 1;
-                    let touched = [sp, dp, src, victim.expect("exchange")];
-                    let op = MOp::Rename {
-                        sp,
-                        sn,
-                        dp,
-                        dn,
-                        flags,
-                        keep: false,
-                    };
-                    self.done(ctx, op, &touched);
                 } else {
+                    let exchange = flags == RenameFlags::EXCHANGE;
+                    self.rep.exchanges += exchange as u64;
                     let mut touched = vec![sp, dp, src];
                     touched.extend(victim);
-                    let keep = victim.is_some_and(|v| self.opens.contains_key(&v));
+                    // A replaced target that is open stays (an exchange replaces nothing).
+                    let keep = !exchange && victim.is_some_and(|v| self.opens.contains_key(&v));
+                    let (from, to) = ((sp, sn), (dp, dn));
                     let op = MOp::Rename {
-                        sp,
-                        sn,
-                        dp,
-                        dn,
+                        from,
+                        to,
                         flags,
                         keep,
                     };

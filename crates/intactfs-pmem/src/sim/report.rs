@@ -53,13 +53,6 @@ intactfs_device::counters! {
     }
 }
 
-/// A long run sums these, with the crash images each checked.
-impl intactfs_types::longrun::CountsImages for SimReport {
-    fn images(&self) -> u64 {
-        self.images
-    }
-}
-
 impl std::fmt::Display for SimReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
@@ -102,5 +95,12 @@ impl std::fmt::Display for SimReport {
             self.entries_retired,
             self.undo_entries
         )
+    }
+}
+
+/// A long run sums these, with the crash images each checked.
+impl intactfs_types::longrun::CountsImages for SimReport {
+    fn images(&self) -> u64 {
+        self.images
     }
 }
