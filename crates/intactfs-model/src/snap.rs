@@ -224,17 +224,28 @@ mod tests {
         }
     }
 
+    fn link(ino: MIno, parent: MIno, name: &[u8]) -> MOp {
+        let name = name.to_vec();
+        MOp::Link { ino, parent, name }
+    }
+
+    fn rename(from: (MIno, &[u8]), to: (MIno, &[u8]), flags: RenameFlags) -> MOp {
+        let (from, to) = ((from.0, from.1.to_vec()), (to.0, to.1.to_vec()));
+        let keep = false;
+        MOp::Rename {
+            from,
+            to,
+            flags,
+            keep,
+        }
+    }
+
     #[test]
     fn hard_links_number_by_their_first_path() {
         let mut m = MState::default();
         m.try_apply(&create(MROOT, b"d", 7, true)).unwrap();
         m.try_apply(&create(7, b"f", 9, false)).unwrap();
-        let link = MOp::Link {
-            ino: 9,
-            parent: MROOT,
-            name: b"a".to_vec(),
-        };
-        m.try_apply(&link).unwrap();
+        m.try_apply(&link(9, MROOT, b"a")).unwrap();
         let s = by_first_path(m.snapshot());
         assert_eq!(s[&b"/a"[..]].ino, s[&b"/d/f"[..]].ino);
         assert_eq!(s[&b"/a"[..]].nlink, 2);
@@ -245,21 +256,11 @@ mod tests {
     fn rename_between_links_of_one_file_changes_nothing() {
         let mut m = MState::default();
         m.try_apply(&create(MROOT, b"f", 5, false)).unwrap();
-        let link = MOp::Link {
-            ino: 5,
-            parent: MROOT,
-            name: b"g".to_vec(),
-        };
-        m.try_apply(&link).unwrap();
+        m.try_apply(&link(5, MROOT, b"g")).unwrap();
         let before = m.snapshot();
         for flags in [RenameFlags::NONE, RenameFlags::EXCHANGE] {
-            let op = MOp::Rename {
-                from: (MROOT, b"f".to_vec()),
-                to: (MROOT, b"g".to_vec()),
-                flags,
-                keep: false,
-            };
-            m.try_apply(&op).unwrap();
+            m.try_apply(&rename((MROOT, b"f"), (MROOT, b"g"), flags))
+                .unwrap();
             assert_eq!(m.snapshot(), before);
         }
     }
@@ -269,12 +270,7 @@ mod tests {
         let mut m = MState::default();
         m.try_apply(&create(MROOT, b"d", 2, true)).unwrap();
         m.try_apply(&create(2, b"e", 3, true)).unwrap();
-        let op = MOp::Rename {
-            from: (MROOT, b"d".to_vec()),
-            to: (3, b"x".to_vec()),
-            flags: RenameFlags::NONE,
-            keep: false,
-        };
+        let op = rename((MROOT, b"d"), (3, b"x"), RenameFlags::NONE);
         assert_eq!(m.try_apply(&op), Err(crate::errno::EINVAL));
     }
 }
