@@ -20,13 +20,14 @@
 //! * **after a poison every call fails with EIO**, reads included, and the images still
 //!   recover (to V_j, a ≤ j ≤ the call before the failure).
 
-use crate::{clock, engine_view, model::View, Logged};
+use crate::{clock, engine_view, Logged};
 use intactfs::fsck::fsck;
 use intactfs::prelude::*;
 use intactfs::{
     mkfs, Fs, FsError, Ino, MkfsOptions, MountOptions, Owner, Time, XattrMode, BLOCK, ROOT,
 };
 use intactfs_device::{DeviceError, SimDevice, TxSimDevice};
+use intactfs_model::{diff, Snap};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -84,14 +85,6 @@ intactfs_device::counters! {
     }
 }
 
-/// A run's report as a long run sums it, with the crash images it checked.
-impl From<FaultReport> for intactfs_types::longrun::Seed<FaultReport> {
-    fn from(report: FaultReport) -> Self {
-        let images = report.images;
-        intactfs_types::longrun::Seed { report, images }
-    }
-}
-
 impl std::fmt::Display for FaultReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
@@ -99,6 +92,13 @@ impl std::fmt::Display for FaultReport {
             "{} runs, {} crash images, {} faults fired ({} poisoned the mount), {} calls refused for want of room, {} fsyncs/syncs refused, {} runs retried a refused commit at the end",
             self.runs, self.images, self.fired, self.poisoned, self.refused, self.commits_refused, self.retried
         )
+    }
+}
+
+/// A long run sums these, with the crash images each checked.
+impl intactfs_types::longrun::CountsImages for FaultReport {
+    fn images(&self) -> u64 {
+        self.images
     }
 }
 
@@ -281,7 +281,7 @@ fn count_ios(cfg: &FaultConfig, calls: &[Call]) -> Result<u64, String> {
 /// Checks `draws` crash images of the device now: each recovers to one of `allowed`.
 fn check_images(
     fs: &Fs<Logged>,
-    allowed: &[View],
+    allowed: &[Snap],
     draws: u64,
     seed: u64,
     after: &str,
@@ -308,7 +308,7 @@ fn check_images(
             return Err(why(format!(
                 "recovered to a state that is none of the {} allowed (acknowledged or later); against the newest: {}",
                 allowed.len(),
-                newest.diff(&view)
+                diff(&view, newest)
             )));
         }
     }
@@ -351,7 +351,7 @@ fn arm(cfg: &FaultConfig, shared: &Shared, total: u64) {
 
 /// The oracle's state: V_0.. (the live view after each call) and a, the last acknowledged.
 struct Oracle {
-    views: Vec<View>,
+    views: Vec<Snap>,
     acked: usize,
     rep: FaultReport,
 }
@@ -392,7 +392,7 @@ impl Oracle {
                 if now != last {
                     return Err(format!(
                         "{after}: refused ({e}), yet the live view changed: {}",
-                        last.diff(&now)
+                        diff(&now, &last)
                     ));
                 }
                 self.rep.refused += !matches!(e, FsError::Device(_)) as u64;

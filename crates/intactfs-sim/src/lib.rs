@@ -3,8 +3,8 @@
 //!
 //! One run, from a seed:
 //! 1. mkfs on a [`SimDevice`]; a seeded random workload over several streams runs on the
-//!    engine and, in lockstep, on an independent [`model::Model`] (every call must succeed
-//!    or fail on both); every device write and flush is logged. Besides the mutating calls
+//!    engine and, in lockstep, on the independent reference model ([`intactfs_model::MState`],
+//!    shared with the pmem engine's simulation; every call must succeed or fail on both); every device write and flush is logged. Besides the mutating calls
 //!    the workload syncs: `sync`, `streamsync`, `fsync` (a no-op in the IGNORE_FSYNC
 //!    stream, an osync in the FSYNC_AS_OSYNC stream of some configurations), `osync`,
 //!    `dsync` and `flush` (the durability timeout). The engine's tickets are checked as the
@@ -50,8 +50,8 @@
 
 mod config;
 pub mod faults;
-pub mod model;
 mod report;
+mod touch;
 mod workload;
 pub use config::{concurrent, mixed, on_txflash, with_regions, SimConfig};
 pub use intactfs_types::longrun::SimFailure;
@@ -61,14 +61,15 @@ use workload::run_workload;
 use intactfs::fsck::fsck;
 use intactfs::prelude::*;
 use intactfs::{
-    mkfs, FileType, Fs, Ino, MkfsOptions, MountOptions, Owner, RenameFlags, SetAttr, StreamFlags,
-    Time, XattrMode, BLOCK, ROOT,
+    mkfs, Fs, Ino, MkfsOptions, MountOptions, Owner, RenameFlags, SetAttr, StreamFlags, Time,
+    XattrMode, BLOCK, ROOT,
 };
 use intactfs_device::{BlockDevice, DeviceError, SimDevice, TxSimDevice};
-use model::{MIno, MOp, Model, Touch, View, What, MROOT};
+use intactfs_model::{by_first_path, diff, MData, MIno, MOp, MState, Snap, MROOT};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
+use touch::Touch;
 
 #[derive(Clone, Debug)]
 enum DevOp {
@@ -457,55 +458,19 @@ fn fail(seed: u64, msg: impl Into<String>) -> SimFailure {
     SimFailure::new(seed, msg)
 }
 
-/// The engine's namespace, in the model's canonical form.
-pub fn engine_view<D: BlockDevice>(fs: &mut Fs<D>) -> Result<View, String> {
-    let mut v = View::default();
-    let mut first: BTreeMap<Ino, String> = BTreeMap::new();
-    let mut stack = vec![(ROOT, String::new())];
-    let mut paths = Vec::new();
-    while let Some((d, p)) = stack.pop() {
-        let entries = fs
-            .readdir(d, 0, usize::MAX)
-            .map_err(|e| format!("readdir {p}: {e}"))?;
-        for e in entries {
-            let path = format!("{p}/{}", String::from_utf8_lossy(&e.name));
-            if e.kind == FileType::Dir {
-                stack.push((e.ino, path.clone()));
-            }
-            paths.push((path, e.ino));
+/// The engine's state, in the model's canonical form: inodes numbered by their first path
+/// (the model numbers its own), every file read whole (the simulation's files are small).
+pub fn engine_view<D: BlockDevice>(fs: &mut Fs<D>) -> Result<Snap, String> {
+    let whole = |fs: &mut Fs<D>, ino: Ino, size: u64| {
+        let b = fs
+            .read(ino, 0, size as usize)
+            .map_err(|e| format!("read: {e}"))?;
+        if b.len() as u64 != size {
+            return Err(format!("size {size}, but a read gives {} bytes", b.len()));
         }
-    }
-    paths.sort();
-    for (path, ino) in paths {
-        let f = first.entry(ino).or_insert_with(|| path.clone()).clone();
-        let a = fs
-            .getattr(ino)
-            .map_err(|e| format!("getattr {path}: {e}"))?;
-        let what = match a.kind {
-            FileType::File => What::File(
-                fs.read(ino, 0, a.size as usize)
-                    .map_err(|e| format!("read {path}: {e}"))?,
-            ),
-            FileType::Dir => What::Dir,
-            FileType::Symlink => What::Symlink(
-                fs.readlink(ino)
-                    .map_err(|e| format!("readlink {path}: {e}"))?,
-            ),
-            other => return Err(format!("{path}: unexpected {other:?}")),
-        };
-        let mut x = model::Xattrs::new();
-        for k in fs
-            .listxattr(ino)
-            .map_err(|e| format!("listxattr {path}: {e}"))?
-        {
-            let v = fs
-                .getxattr(ino, &k)
-                .map_err(|e| format!("getxattr {path}: {e}"))?;
-            x.insert(k, v);
-        }
-        v.0.insert(path, (what, a.mode, x, f));
-    }
-    Ok(v)
+        Ok(MData::from_bytes(&b).digest())
+    };
+    intactfs_model::engine_snapshot(fs, ROOT, whole).map(by_first_path)
 }
 
 /// What the workload runner counts as it goes.
@@ -528,7 +493,7 @@ struct Workload {
     log: Vec<DevOp>,
     commits: Vec<intactfs::CommitInfo>,
     base: Vec<u8>,
-    final_view: View,
+    final_view: Snap,
     checkpoints: u64,
     delta_checkpoints: u64,
     merges: u64,
@@ -577,12 +542,12 @@ struct Foot {
 }
 
 impl Foot {
-    fn of(model: &Model, op: &MOp, t: &Touch) -> Foot {
+    fn of(model: &MState, op: &MOp, t: &Touch) -> Foot {
         let mut claimed = t.inodes.clone();
         claimed.extend(t.creates_dir);
         claimed.extend(t.removes_dir);
         claimed.extend(t.entries.iter().filter_map(|(p, n)| model.lookup(*p, n)));
-        let dir_tree = matches!(op, MOp::Rename { sp, dp, .. } if sp != dp);
+        let dir_tree = matches!(op, MOp::Rename { from, to, .. } if from.0 != to.0);
         Foot {
             claimed,
             entries: t.entries.clone(),
@@ -606,8 +571,8 @@ impl Foot {
 /// A commit boundary the oracle may accept, with its model state.
 struct Candidate {
     prefix: BTreeMap<u64, u64>,
-    /// None: the prefix is not a state the rules allow (with the reason).
-    view: Result<View, String>,
+    /// Err: the prefix is not a state the rules allow (with the reason).
+    view: Result<Snap, String>,
 }
 
 fn candidates(w: &Workload, streams: u64) -> Vec<Candidate> {
@@ -661,9 +626,9 @@ fn candidates(w: &Workload, streams: u64) -> Vec<Candidate> {
                     return Err(format!("call {} ({:.120}) is present without the earlier related call {} ({:.120})", pos[j], format!("{:?}", ops[j].op), pos[i], format!("{:?}", ops[i].op)));
                 }
             }
-            let mut m = Model::default();
+            let mut m = MState::default();
             for (i, d) in ops.iter().enumerate() {
-                if incl(i) && !m.apply(d.op.as_ref().expect("filtered")) {
+                if incl(i) && m.try_apply(d.op.as_ref().expect("filtered")).is_err() {
                     return Err(format!(
                         "call {} ({:.120}) does not apply to this prefix",
                         pos[i],
@@ -671,7 +636,7 @@ fn candidates(w: &Workload, streams: u64) -> Vec<Candidate> {
                     ));
                 }
             }
-            Ok(m.view())
+            Ok(by_first_path(m.snapshot()))
         })();
         out.push(Candidate {
             prefix: prefix.clone(),
@@ -886,7 +851,7 @@ fn check_image(
                 found = Some(k);
                 break;
             }
-            Ok(v) => why.push(format!("commit {k}: {}", v.diff(&view))),
+            Ok(v) => why.push(format!("commit {k}: {}", diff(&view, v))),
             Err(e) => why.push(format!("commit {k} is not an allowed state: {e}")),
         }
     }

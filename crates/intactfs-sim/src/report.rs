@@ -62,14 +62,6 @@ intactfs_device::counters! {
     }
 }
 
-/// A run's report as a long run sums it, with the crash images it checked.
-impl From<SimReport> for intactfs_types::longrun::Seed<SimReport> {
-    fn from(report: SimReport) -> Self {
-        let images = report.images;
-        intactfs_types::longrun::Seed { report, images }
-    }
-}
-
 impl std::fmt::Display for SimReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
@@ -117,5 +109,12 @@ impl std::fmt::Display for SimReport {
             )?;
         }
         Ok(())
+    }
+}
+
+/// A long run sums these, with the crash images each checked.
+impl intactfs_types::longrun::CountsImages for SimReport {
+    fn images(&self) -> u64 {
+        self.images
     }
 }

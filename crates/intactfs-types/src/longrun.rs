@@ -35,6 +35,19 @@ pub struct Seed<T> {
     pub images: u64,
 }
 
+/// A seed's report that counts the crash images it checked: it converts to a [`Seed`]
+/// (`run(&cfg).map(Seed::from)`), one conversion for every simulation's report.
+pub trait CountsImages {
+    fn images(&self) -> u64;
+}
+
+impl<T: CountsImages> From<T> for Seed<T> {
+    fn from(report: T) -> Self {
+        let images = report.images();
+        Seed { report, images }
+    }
+}
+
 /// A failed check of a crash simulation: everything needed to reproduce it.
 #[derive(Debug)]
 pub struct SimFailure {

@@ -4,9 +4,10 @@
 //! One run, from a seed:
 //! 1. mkfs on a [`probe::Probe`] (a [`PmemSim`] that takes crash images at every fence); a
 //!    seeded workload runs on the engine and, in lockstep, on the independent
-//!    [`model::MState`]: multi-file transactions (several open at once, calls interleaved),
-//!    writes at random unaligned offsets of 0–16 KiB, creates, mkdirs, unlinks, rmdirs,
-//!    renames (replacing targets), truncates and chmods inside and outside transactions,
+//!    [`MState`] (crate `intactfs-model`, shared with the block engine's simulation):
+//!    multi-file transactions (several open at once, calls interleaved), writes at random
+//!    unaligned offsets of 0–16 KiB, creates, mkdirs, unlinks, rmdirs, renames (replacing
+//!    targets), truncates and chmods inside and outside transactions,
 //!    commits, aborts, explicit checkpoints, legacy calls, opens and releases (so files are
 //!    unlinked or replaced while open: orphans, whose content reads must keep showing until
 //!    their last release frees them; mount frees those a crash left). Every call must succeed or fail
@@ -25,7 +26,6 @@
 //!    after recovery, which must not change it.
 
 mod config;
-pub mod model;
 pub mod probe;
 mod report;
 pub use config::{mixed, SimConfig};
@@ -34,16 +34,20 @@ pub use report::SimReport;
 
 use crate::{FileType, Ino, MkfsOptions, PmemFs, PmemFsError, SetAttr, Time, Tunables, TxId, ROOT};
 use intactfs_device::{PmemDevice, PmemSim};
+use intactfs_model::{
+    diff, digest, sparse_hash, MFalloc, MIno, MOp, MSpecial, MState, Snap, CHUNK, MROOT,
+};
 use intactfs_types::prelude::*;
 use intactfs_types::{MknodKind, Owner, RenameFlags, XattrMode};
-use model::{
-    diff, digest, sparse_hash, MFalloc, MIno, MOp, MSpecial, MState, SNode, Snap, MAX_SIZE,
-    SNAP_CHUNK,
-};
 use probe::Probe;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// The largest file the engine allows: 12 direct blocks and single-, double- and
+/// triple-indirect trees of 512 pointers, 4 KiB blocks (the format-3 limit, stated here
+/// independently of the engine's layout code; the model's EFBIG bound).
+pub const MAX_SIZE: u64 = (12 + 512 + 512 * 512 + 512 * 512 * 512 + 512 * 512 * 512 * 512) * 4096;
 
 fn fixed_clock() -> Time {
     Time {
@@ -53,83 +57,16 @@ fn fixed_clock() -> Time {
 }
 
 /// The state an engine shows: every object reachable from the root.
-pub fn engine_snapshot<P: PmemDevice>(fs: &PmemFs<P>) -> Result<Snap, String> {
-    let mut out = Snap::new();
-    let mut todo: Vec<(Vec<u8>, Ino)> = vec![(Vec::new(), ROOT)];
-    while let Some((path, ino)) = todo.pop() {
-        let a = fs
-            .getattr(ino)
-            .map_err(|e| format!("getattr {ino} ({}): {e}", String::from_utf8_lossy(&path)))?;
-        let dir = a.kind == FileType::Dir;
-        let special = match a.kind {
-            FileType::File | FileType::Dir => None,
-            FileType::Symlink => Some(MSpecial::Symlink),
-            FileType::Fifo => Some(MSpecial::Fifo),
-            FileType::Socket => Some(MSpecial::Socket),
-            FileType::CharDev => Some(MSpecial::Char(a.rdev)),
-            FileType::BlockDev => Some(MSpecial::Block(a.rdev)),
-        };
-        if special.is_none() && a.rdev != 0 {
-            return Err(format!(
-                "inode {ino} ({:?}) has device number {}",
-                a.kind, a.rdev
-            ));
-        }
-        let content = if a.kind == FileType::Symlink {
-            let t = fs
-                .readlink(ino)
-                .map_err(|e| format!("readlink {ino}: {e}"))?;
-            if t.len() as u64 != a.size {
-                return Err(format!(
-                    "link {ino} has size {} but a {}-byte target",
-                    a.size,
-                    t.len()
-                ));
-            }
-            // Hashed as the model hashes file contents (its target is its data).
-            model::MData::from_bytes(&t).digest()
-        } else if dir {
-            for e in fs
-                .readdir(ino, 0, usize::MAX)
-                .map_err(|e| format!("readdir {ino}: {e}"))?
-            {
-                let mut p = path.clone();
-                p.push(b'/');
-                p.extend_from_slice(&e.name);
-                todo.push((p, e.ino));
-            }
-            0
-        } else {
-            sparse_content(fs, ino, a.size)?
-        };
-        out.insert(
-            path,
-            SNode {
-                ino,
-                dir,
-                special,
-                mode: a.mode,
-                uid: a.uid,
-                gid: a.gid,
-                nlink: a.nlink,
-                size: if dir { 0 } else { a.size },
-                content,
-                xattrs: model::xattr_digest(
-                    &fs.xattrs(ino)
-                        .map_err(|e| format!("xattrs of {ino}: {e}"))?,
-                ),
-            },
-        );
-    }
-    Ok(out)
+pub fn engine_snapshot<P: PmemDevice>(fs: &mut PmemFs<P>) -> Result<Snap, String> {
+    intactfs_model::engine_snapshot(fs, ROOT, |fs, ino, size| sparse_content(fs, ino, size))
 }
 
-/// A file's content hash as [`model::MData::digest`] computes it: its size and each block
-/// that holds a nonzero byte (read only where [`PmemFs::data_lbns`] says data may be, so
-/// a sparse file of hundreds of GiB costs its written blocks).
+/// A file's content hash as [`intactfs_model::MData::digest`] computes it: its size and
+/// each block that holds a nonzero byte (read only where [`PmemFs::data_lbns`] says data
+/// may be, so a sparse file of hundreds of GiB costs its written blocks).
 fn sparse_content<P: PmemDevice>(fs: &PmemFs<P>, ino: Ino, size: u64) -> Result<u64, String> {
     assert_eq!(
-        SNAP_CHUNK,
+        CHUNK,
         crate::BLOCK,
         "the model's chunks are the engine's blocks"
     );
@@ -139,16 +76,16 @@ fn sparse_content<P: PmemDevice>(fs: &PmemFs<P>, ino: Ino, size: u64) -> Result<
         .map_err(|e| format!("data_lbns {ino}: {e}"))?
     {
         let mut b = fs
-            .read_shared(ino, lbn * SNAP_CHUNK, SNAP_CHUNK as usize)
+            .read_shared(ino, lbn * CHUNK, CHUNK as usize)
             .map_err(|e| format!("read {ino} block {lbn}: {e}"))?;
-        let want = (size - lbn * SNAP_CHUNK).min(SNAP_CHUNK);
+        let want = (size - lbn * CHUNK).min(CHUNK);
         if b.len() as u64 != want {
             return Err(format!(
                 "inode {ino} has size {size} but block {lbn} reads {} bytes",
                 b.len()
             ));
         }
-        b.resize(SNAP_CHUNK as usize, 0);
+        b.resize(CHUNK as usize, 0);
         if b.iter().any(|&x| x != 0) {
             chunks.push((lbn, b));
         }
@@ -180,7 +117,7 @@ fn recover(bytes: Vec<u8>, tun: Tunables) -> Result<(PmemFs<Probe>, Snap), Strin
     fs.set_clock(fixed_clock);
     fs.check_invariants()
         .map_err(|e| format!("after recovery: {e}"))?;
-    let s = engine_snapshot(&fs)?;
+    let s = engine_snapshot(&mut fs)?;
     Ok((fs, s))
 }
 
@@ -524,7 +461,9 @@ impl Run {
                         ino: f,
                         mode,
                         uid,
+                        gid: None,
                         size,
+                        times: None,
                     },
                     &[f],
                 );
@@ -567,6 +506,7 @@ impl Run {
                 let op = MOp::Remove {
                     parent: p,
                     name,
+                    dir,
                     keep,
                 };
                 self.done(ctx, op, &[p, t]);
@@ -612,19 +552,18 @@ impl Run {
                     if ctx.is_none() {
                         self.push_commit();
                     }
-                } else if flags == RenameFlags::EXCHANGE {
-                    self.rep.exchanges += 1;
-                    let touched = [sp, dp, src, victim.expect("exchange")];
-                    self.done(ctx, MOp::Exchange { sp, sn, dp, dn }, &touched);
                 } else {
+                    let exchange = flags == RenameFlags::EXCHANGE;
+                    self.rep.exchanges += exchange as u64;
                     let mut touched = vec![sp, dp, src];
                     touched.extend(victim);
-                    let keep = victim.is_some_and(|v| self.opens.contains_key(&v));
+                    // A replaced target that is open stays (an exchange replaces nothing).
+                    let keep = !exchange && victim.is_some_and(|v| self.opens.contains_key(&v));
+                    let (from, to) = ((sp, sn), (dp, dn));
                     let op = MOp::Rename {
-                        sp,
-                        sn,
-                        dp,
-                        dn,
+                        from,
+                        to,
+                        flags,
                         keep,
                     };
                     self.done(ctx, op, &touched);
@@ -913,9 +852,7 @@ impl Run {
         let mut files = self.live.files();
         // Often an empty directory when there is one: rmdir can remove it while open.
         let mut dirs = self.live.dirs();
-        dirs.retain(|&d| {
-            d != model::MROOT && self.live.get(d).is_some_and(|n| n.entries.is_empty())
-        });
+        dirs.retain(|&d| d != MROOT && self.live.get(d).is_some_and(|n| n.entries.is_empty()));
         if !dirs.is_empty() && self.rng.random_bool(0.5) {
             files = dirs;
         }
@@ -1108,8 +1045,8 @@ impl Run {
                                 Some(img.bytes.clone()),
                             )
                         })?;
-                        let s2 =
-                            engine_snapshot(&fs).map_err(|m| fail(m, Some(img.bytes.clone())))?;
+                        let s2 = engine_snapshot(&mut fs)
+                            .map_err(|m| fail(m, Some(img.bytes.clone())))?;
                         if digest(&s2) != d {
                             return Err(fail(
                                 format!(
@@ -1199,8 +1136,8 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
         cfg: cfg.clone(),
         rng: ChaCha8Rng::seed_from_u64(seed),
         fs,
-        live: MState::default(),
-        committed: MState::default(),
+        live: MState::with_max_size(MAX_SIZE),
+        committed: MState::with_max_size(MAX_SIZE),
         open: BTreeMap::new(),
         owner: HashMap::new(),
         digests: Vec::new(),
@@ -1243,7 +1180,7 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
             .map_err(|e| fail0(Some(call), format!("invariants after the call: {e}")))?;
         run.check_orphans().map_err(|m| fail0(Some(call), m))?;
         run.check_paging().map_err(|m| fail0(Some(call), m))?;
-        let s = engine_snapshot(&run.fs).map_err(|m| fail0(Some(call), m))?;
+        let s = engine_snapshot(&mut run.fs).map_err(|m| fail0(Some(call), m))?;
         if digest(&s) != digest(&run.live.snapshot()) {
             return Err(fail0(
                 Some(call),
