@@ -8,7 +8,7 @@ use crate::commit::{CommitState, Committer};
 use crate::control::{
     self, DurableArg, StreamArg, DURABLE_WAIT, FLAGS_ALL, FLAG_FSYNC_AS_OSYNC, FLAG_IGNORE_FSYNC,
 };
-use crate::server::{errno, Caps, Fallocate, IoctlCall, Locked, Served, Server, State, Who};
+use crate::server::{errno, Caps, IoctlCall, Locked, Served, Server, State, Who};
 use fuser::{Errno, ReplyIoctl};
 use intactfs::{CommitIo, Fs, FsError, StreamFlags, StreamId};
 use intactfs_device::ImageDevice;
@@ -322,18 +322,18 @@ impl Served for BlockFs {
     fn seek_data(&self, ino: Ino, off: u64, data: bool) -> FsResult<u64> {
         Fs::seek_data(self, ino, off, data)
     }
-    fn fallocate(
+    fn allocate(
         &mut self,
         s: StreamId,
         ino: Ino,
         off: u64,
         len: u64,
-        m: Fallocate,
+        keep_size: bool,
     ) -> FsResult<()> {
-        match m {
-            Fallocate::Allocate { keep_size } => Fs::fallocate(self, s, ino, off, len, keep_size),
-            Fallocate::PunchHole => self.punch_hole(s, ino, off, len),
-        }
+        Fs::fallocate(self, s, ino, off, len, keep_size)
+    }
+    fn punch_hole(&mut self, s: StreamId, ino: Ino, off: u64, len: u64) -> FsResult<()> {
+        Fs::punch_hole(self, s, ino, off, len)
     }
 }
 

@@ -27,9 +27,7 @@ use crate::mount::{
     check_mountpoint, lock_image, serve_until_unmounted, session_config, session_ended,
     take_engine, MountConfig, MountError,
 };
-use crate::server::{
-    errno, invalidate, Caps, Fallocate, IoctlCall, Locked, Served, Server, State, Who,
-};
+use crate::server::{errno, invalidate, Caps, IoctlCall, Locked, Served, Server, State, Who};
 use fuser::{Errno, ReplyIoctl};
 use intactfs_device::{PmemCounters, PmemFile};
 use intactfs_pmem::{FileType, Ino, MountReport, PmemFs, PmemFsError, Stats, TxId};
@@ -601,20 +599,18 @@ impl Served for PmemEngine {
     fn seek_data(&self, ino: Ino, off: u64, data: bool) -> FsResult<u64> {
         PmemFs::seek_data(self, ino, off, data)
     }
-    fn fallocate(
+    fn allocate(
         &mut self,
         tx: Option<TxId>,
         ino: Ino,
         off: u64,
         len: u64,
-        m: Fallocate,
+        keep_size: bool,
     ) -> FsResult<()> {
-        match m {
-            Fallocate::Allocate { keep_size } => {
-                PmemFs::fallocate(self, tx, ino, off, len, keep_size)
-            }
-            Fallocate::PunchHole => PmemFs::punch_hole(self, tx, ino, off, len),
-        }
+        PmemFs::fallocate(self, tx, ino, off, len, keep_size)
+    }
+    fn punch_hole(&mut self, tx: Option<TxId>, ino: Ino, off: u64, len: u64) -> FsResult<()> {
+        PmemFs::punch_hole(self, tx, ino, off, len)
     }
     fn close_has_work(st: &PmemState, ino: Ino, fh: u64, closer: Option<u32>) -> bool {
         (st.ext.f2fs.get(&ino)).is_some_and(|f| f.1 == fh && crate::procs::closer_ends(closer, f.2))

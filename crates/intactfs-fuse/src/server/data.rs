@@ -2,7 +2,7 @@
 //! some engines have (O_TMPFILE, SEEK_DATA/SEEK_HOLE, fallocate).
 
 use super::namespace::S_ISGID;
-use super::{errno, invalidate, Fallocate, Locked, Served, Server, Who};
+use super::{errno, invalidate, Locked, Served, Server, Who};
 use fuser::{Errno, FileHandle, FopenFlags, Generation};
 use intactfs_types::{Attr, FileType, FsError, Ino, SetAttr};
 
@@ -212,19 +212,19 @@ impl<E: Served> Server<E> {
         (off, len): (u64, u64),
         mode: i32,
     ) -> Result<(), Errno> {
-        let m = match mode {
-            0 => Fallocate::Allocate { keep_size: false },
-            libc::FALLOC_FL_KEEP_SIZE => Fallocate::Allocate { keep_size: true },
-            // Linux requires KEEP_SIZE with PUNCH_HOLE (the kernel refuses it alone).
-            m if m == libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE => {
-                Fallocate::PunchHole
-            }
-            _ => return Err(Errno::from_i32(libc::EOPNOTSUPP)),
-        };
+        // Linux requires KEEP_SIZE with PUNCH_HOLE (the kernel refuses it alone).
+        let punch = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        if ![0, libc::FALLOC_FL_KEEP_SIZE, punch].contains(&mode) {
+            return Err(Errno::from_i32(libc::EOPNOTSUPP));
+        }
         let (mut st, c) = self.begin(who, &[ino])?;
-        st.fs()?
-            .fallocate(c, ino, off, len, m)
-            .map_err(|e| errno(&e))?;
+        let fs = st.fs()?;
+        let done = if mode == punch {
+            fs.punch_hole(c, ino, off, len)
+        } else {
+            fs.allocate(c, ino, off, len, mode == libc::FALLOC_FL_KEEP_SIZE)
+        };
+        done.map_err(|e| errno(&e))?;
         E::changed(&mut st, c, &[ino], &[]);
         Ok(())
     }

@@ -135,24 +135,21 @@ pub trait Served: Engine + Sized + Send + Sync + 'static {
     fn seek_data(&self, _ino: Ino, _off: u64, _data: bool) -> FsResult<u64> {
         Err(FsError::Unsupported("SEEK_DATA and SEEK_HOLE".into()))
     }
-    /// fallocate: allocate (`keep_size`: without growing the file) or punch a hole.
-    fn fallocate(
+    /// fallocate mode 0 or KEEP_SIZE (`keep_size`: without growing the file).
+    fn allocate(
         &mut self,
         _c: Self::Ctx,
         _ino: Ino,
         _off: u64,
         _len: u64,
-        _mode: Fallocate,
+        _keep_size: bool,
     ) -> FsResult<()> {
         Err(FsError::Unsupported("fallocate".into()))
     }
-}
-
-/// What fallocate asks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fallocate {
-    Allocate { keep_size: bool },
-    PunchHole,
+    /// fallocate PUNCH_HOLE | KEEP_SIZE: the range reads as zeros, the size stays.
+    fn punch_hole(&mut self, _c: Self::Ctx, _ino: Ino, _off: u64, _len: u64) -> FsResult<()> {
+        Err(FsError::Unsupported("fallocate".into()))
+    }
 }
 
 /// The engine and the server's bookkeeping, behind one lock.
