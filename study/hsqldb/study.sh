@@ -49,4 +49,9 @@ WORKLOAD=(java -cp "$BUILD/classes:$HSQLDB_JAR" Workload)
 # LockFile.java). A crash state carrying it would only measure how old the heartbeat looks.
 RECORD_OPTS=(--ignore 'db/test.lck')
 CHECKER="java ${JAVA_FAST[*]} -cp $BUILD/classes:$HSQLDB_JAR Check"
-CHECK_OPTS=()
+# HSQLDB's file helpers serve every caller: FileUtil (delete, renameWithOverwrite, FileSync),
+# the RAFile* random-access wrappers of .data and .backup, Log.deleteFile/renameNewFile and
+# ScriptWriterBase's flush-and-sync. Skipping them names the code that asked: the commit
+# (ScriptWriterText.writeCommitStatement), the checkpoint steps in Log, the .properties save,
+# the .data cache (DataFileCache).
+CHECK_OPTS=(--frame-skip '^java\|org\.hsqldb\.(?:lib\.FileUtil|persist\.RAFile\w*|persist\.Log\.(?:deleteFile|renameNewFile)|scriptio\.ScriptWriterBase\.(?:forceSync|sync))[.$|]')
