@@ -49,6 +49,7 @@ THESIS = {
     "gdbm": ("GDBM", [2, 3, 3, 3, 4, 5]),
     "lmdb": ("LMDB", [0, 0, 0, 0, 0, 1]),
     "mercurial": ("Mercurial", [3, 3, 4, 6, 8, 10]),
+    "hsqldb": ("HSQLDB", [0, 0, 0, 0, 4, 10]),
 }
 # Thesis 004 Table 5.2(a) (ALICE; ext4 vs c2fs, i.e. intactfs's promise; newer application
 # versions than Table 4.4; durability not checked for Git, which never calls fsync in its
