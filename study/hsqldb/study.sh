@@ -1,6 +1,10 @@
 # HSQLDB study (thesis 004 §4.2, Figure 4.4; sourced by study/run.sh, see study/README.md).
 CONFIGS=(default)
 QUICK_CONFIGS=()
+# One JVM per crash state (about 0.5 CPU-second to start, then HSQLDB's recovery): 2174
+# distinct states took 1532 s with 2 jobs on a shared 2-core machine, over the ~20 min a
+# full study run allows each application. run.sh runs it with --slow or --apps hsqldb.
+SLOW=1
 APP_TITLE="HSQLDB 2.7.4 (Maven Central, rebuilt from its sources jar with javac -g): CACHED tables, SET FILES WRITE DELAY FALSE, setup + 6 transfer transactions, CHECKPOINT after the third, SHUTDOWN"
 
 HSQLDB_VERSION=2.7.4
