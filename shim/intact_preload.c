@@ -146,7 +146,8 @@ static TLS_IE int t_fork_locked;
     X(truncate) X(truncate64) X(ftruncate) X(ftruncate64)                      \
     X(fallocate) X(fallocate64) X(posix_fallocate) X(posix_fallocate64)        \
     X(rename) X(renameat) X(renameat2) X(link) X(linkat) X(unlink)             \
-    X(unlinkat) X(mkdir) X(mkdirat) X(rmdir) X(symlink) X(symlinkat)           \
+    X(unlinkat) X(remove) X(mkdir) X(mkdirat) X(rmdir) X(symlink)              \
+    X(symlinkat)                                                               \
     X(fsync) X(fdatasync) X(sync_file_range) X(syncfs) X(sync) X(msync)        \
     X(munmap) X(mmap) X(mmap64) X(mremap) X(mprotect)                          \
     X(copy_file_range) X(sendfile) X(sendfile64) X(close) X(lseek) X(lseek64)  \
@@ -1411,6 +1412,9 @@ PY_WRAPPER(int, link, (const char *a, const char *b), (a, b), -1)
 PY_WRAPPER(int, linkat, (int da, const char *a, int db, const char *b, int f), (da, a, db, b, f), -1)
 PY_WRAPPER(int, unlink, (const char *p), (p), -1)
 PY_WRAPPER(int, unlinkat, (int d, const char *p, int f), (d, p, f), -1)
+/* remove(3): the JDK's File.delete (libjava's UnixFileSystem delete0) calls it, and glibc's
+ * remove reaches unlink/rmdir internally, past the wrappers above. */
+PY_WRAPPER(int, remove, (const char *p), (p), -1)
 PY_WRAPPER(int, mkdir, (const char *p, mode_t m), (p, m), -1)
 PY_WRAPPER(int, mkdirat, (int d, const char *p, mode_t m), (d, p, m), -1)
 PY_WRAPPER(int, rmdir, (const char *p), (p), -1)

@@ -49,6 +49,7 @@ THESIS = {
     "gdbm": ("GDBM", [2, 3, 3, 3, 4, 5]),
     "lmdb": ("LMDB", [0, 0, 0, 0, 0, 1]),
     "mercurial": ("Mercurial", [3, 3, 4, 6, 8, 10]),
+    "hsqldb": ("HSQLDB", [0, 0, 0, 0, 4, 10]),
 }
 # Thesis 004 Table 4.4 whole, in its row order: (thesis row, its counts under THESIS_APMS
 # (blank cells are 0), the run that stands for it today, why there is none when None).

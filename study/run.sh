@@ -41,7 +41,7 @@ IFS=, read -ra app_list <<<"$apps"
 for app in "${app_list[@]}"; do
   [ -n "$app" ] || continue
   [ -f "$here/$app/study.sh" ] || { echo "study/run.sh: no study/$app/study.sh" >&2; exit 2; }
-  # An application marked SLOW=1 (its checker takes an hour or more) runs only with --slow
+  # An application marked SLOW=1 (its run takes over ~20 minutes) runs only with --slow
   # or when --apps names it.
   configs=$(STUDY_CONFIG=__list__ bash -c 'CONFIGS=(default); QUICK_CONFIGS=(); SLOW=0; source "$1" 2>/dev/null || true
     if [ "$SLOW" = 1 ] && [ "$4" = 0 ]; then echo "== $5: slow, skipped (--slow runs it)" >&2; exit 0; fi
