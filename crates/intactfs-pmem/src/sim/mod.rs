@@ -28,7 +28,7 @@ mod config;
 pub mod model;
 pub mod probe;
 mod report;
-pub use config::{mixed, SimConfig};
+pub use config::{mixed, with_background, SimConfig};
 pub use intactfs_types::longrun::SimFailure;
 pub use report::SimReport;
 
@@ -205,6 +205,9 @@ struct Run {
     opens: BTreeMap<MIno, u32>,
     /// Orphans whose last release came while a transaction owned them.
     zombies: BTreeSet<MIno>,
+    /// The call in progress is a background checkpoint unit run while transactions are open
+    /// (its crash images are counted apart).
+    unit_with_open: bool,
 }
 
 const NAMES: [&[u8]; 8] = [b"a", b"b", b"c", b"d", b"e", b"f", b"g", b"h"];
@@ -342,6 +345,22 @@ impl Run {
         }
     }
 
+    /// One background checkpoint unit ([`PmemFs::checkpoint_step`]): changes nothing a read
+    /// sees, nothing recovery recovers.
+    fn background_unit(&mut self) -> Result<(), String> {
+        let r = self
+            .fs
+            .checkpoint_step()
+            .map_err(|e| format!("checkpoint_step: {e}"))?;
+        self.last = format!("background checkpoint unit ({} blocks)", r.blocks);
+        self.rep.background_units += 1;
+        if !self.open.is_empty() && r.blocks > 0 {
+            self.rep.background_units_open += 1;
+            self.unit_with_open = true;
+        }
+        Ok(())
+    }
+
     /// One workload call; Err is a lockstep mismatch.
     fn step(&mut self) -> Result<(), String> {
         let r = self.step_inner();
@@ -355,6 +374,14 @@ impl Run {
         let open: Vec<u64> = self.open.keys().copied().collect();
         if open.len() >= 2 {
             self.rep.interleaved_calls += 1;
+        }
+        // Background checkpoints: a unit is a call of its own, between the calls of the open
+        // transactions (as a checkpointer thread takes the engine's lock per unit).
+        if self.cfg.tunables.background_checkpoints
+            && self.fs.checkpoint_due()
+            && self.rng.random_bool(0.4)
+        {
+            return self.background_unit();
         }
         let roll = self.rng.random_range(0..100u32);
         // Transaction control.
@@ -1213,6 +1240,7 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
         last: String::new(),
         opens: BTreeMap::new(),
         zombies: BTreeSet::new(),
+        unit_with_open: false,
     };
     run.push_commit();
     // INTACTFS_PMEM_SIM_TRACE=1: one line per call on stderr.
@@ -1237,7 +1265,11 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
                 format!("one call made {} commits", hi - lo),
             ));
         }
+        let images = run.rep.images;
         run.check_images(call, lo, hi)?;
+        if std::mem::take(&mut run.unit_with_open) {
+            run.rep.background_unit_images += run.rep.images - images;
+        }
         run.fs
             .check_invariants()
             .map_err(|e| fail0(Some(call), format!("invariants after the call: {e}")))?;
