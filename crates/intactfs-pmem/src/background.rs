@@ -16,8 +16,52 @@
 //! any error path) stops and joins it, so no thread outlives its owner.
 
 use crate::error::{PmemFsError, Result};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+
+/// The lock an engine shared with a checkpointer sits behind: a mutex the checkpointer gets
+/// between two calls of a busy caller. (With a plain mutex, a caller that unlocks and locks
+/// again at once re-takes it before the woken checkpointer runs, so the checkpointer starves
+/// until the log is exhausted and a commit checkpoints inline after all.)
+#[derive(Debug, Default)]
+pub struct Gate<T> {
+    inner: Mutex<T>,
+    /// The checkpointer waits for the lock: callers let it in first.
+    waiting: AtomicBool,
+}
+
+impl<T> Gate<T> {
+    pub fn new(t: T) -> Gate<T> {
+        Gate {
+            inner: Mutex::new(t),
+            waiting: AtomicBool::new(false),
+        }
+    }
+
+    /// A caller's lock: waits while the checkpointer is about to take it (yielding: the
+    /// window is the checkpointer's wake-up; once it holds the lock, this blocks).
+    pub fn lock(&self) -> MutexGuard<'_, T> {
+        while self.waiting.load(Ordering::Acquire) {
+            std::thread::yield_now();
+        }
+        relock(&self.inner)
+    }
+
+    /// The checkpointer's lock: ahead of callers that come after it asked.
+    pub fn lock_for_checkpoint(&self) -> MutexGuard<'_, T> {
+        self.waiting.store(true, Ordering::Release);
+        let g = relock(&self.inner);
+        self.waiting.store(false, Ordering::Release);
+        g
+    }
+}
+
+/// Locks, taking over a lock whose holder panicked (the panic is reported where it happened;
+/// the engine's own invariants are asserted on its next call).
+fn relock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// What the thread did, returned by [`Checkpointer::stop`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -42,7 +86,7 @@ struct Signal {
 impl Signal {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic elsewhere cannot leave `State` half-changed (two plain fields).
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        relock(&self.state)
     }
 }
 
@@ -134,7 +178,7 @@ fn run<F: FnMut() -> Result<bool>>(signal: &Signal, mut step: F) -> Result<Worke
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::atomic::AtomicU64;
 
     #[test]
     fn runs_units_when_poked_and_joins_on_stop() {

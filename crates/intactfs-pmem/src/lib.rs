@@ -145,8 +145,11 @@ intactfs_device::counters! {
         pub indirect_allocs: u64,
         /// Redo entries of dropped inodes invalidated at their drop's commit (never installed).
         pub entries_retired: u64,
-        /// Background checkpoint units run ([`PmemFs::checkpoint_step`]).
+        /// Background checkpoint units that installed blocks ([`PmemFs::checkpoint_step`]).
         pub background_units: u64,
+        /// Checkpoints of everything a call ran, blocking, because it found the log or the
+        /// free blocks exhausted.
+        pub exhausted_checkpoints: u64,
     }
 }
 
@@ -623,8 +626,7 @@ impl<P: PmemDevice> PmemFs<P> {
         if self.log.available() >= n {
             return Ok(());
         }
-        self.checkpoint_where(|_, _| true)?;
-        self.flush_dead_commits()?;
+        self.checkpoint_exhausted()?;
         if self.log.available() >= n {
             return Ok(());
         }
@@ -635,11 +637,18 @@ impl<P: PmemDevice> PmemFs<P> {
         )))
     }
 
+    /// A call found the log or the free blocks exhausted: it checkpoints everything before
+    /// it goes on (blocking, in background mode too: the checkpointer fell behind).
+    fn checkpoint_exhausted(&mut self) -> Result<()> {
+        self.stats.exhausted_checkpoints += 1;
+        self.checkpoint_where(|_, _| true)?;
+        self.flush_dead_commits()
+    }
+
     /// Takes `n` free data blocks (checkpointing first if short).
     pub(crate) fn take_blocks(&mut self, n: u64, what: &str) -> Result<Vec<u64>> {
         if (self.free_blocks.len() as u64) < n {
-            self.checkpoint_where(|_, _| true)?;
-            self.flush_dead_commits()?;
+            self.checkpoint_exhausted()?;
         }
         if (self.free_blocks.len() as u64) < n {
             return Err(PmemFsError::NoSpace(format!(
