@@ -48,6 +48,11 @@ impl<T> Gate<T> {
         relock(&self.inner)
     }
 
+    /// The value, once nothing else holds the gate.
+    pub fn into_inner(self) -> T {
+        self.inner.into_inner().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// The checkpointer's lock: ahead of callers that come after it asked.
     pub fn lock_for_checkpoint(&self) -> MutexGuard<'_, T> {
         self.waiting.store(true, Ordering::Release);
