@@ -104,7 +104,7 @@ fn a_checkpointer_thread_installs_while_the_caller_commits() {
         }
     }
     ck.stop().unwrap();
-    let fs = Arc::try_unwrap(shared).ok().expect("the thread is joined");
+    let fs = Arc::try_unwrap(shared).expect("the thread is joined");
     let fs = fs.into_inner();
     assert!(fs.stats().background_units > 0, "{:?}", fs.stats());
     assert_eq!(fs.stats().exhausted_checkpoints, 0);
