@@ -2,7 +2,9 @@
 # The FCFS paper's microbenchmark (seed paper 002 §VI-B, Figure 7; intactfs: issue 14 item 5),
 # three systems side by side in one run on the same emulated persistent memory:
 #   fcfs   intactfs-FCFS: the engine crates/intactfs-pmem (PmemFs), tx_begin(&[a, b]),
-#          write(Some(tx), ..) twice, tx_commit
+#          write(Some(tx), ..) twice, tx_commit; checkpoints inline at commit
+#   fcfs-bg the same engine with background checkpoints: a checkpointer thread runs them in
+#          units between the workers' calls (issue 28)
 #   fgwal  fine-grained (cacheline) redo write-ahead logging, PMFS-style 64-byte entries with
 #          48 data bytes (a minimal store in the benchmark program, same device and layout)
 #   nc     no consistency: data in place, clwb, one fence at commit
@@ -45,7 +47,7 @@ need_mib=$((files * file_mib * 5 / 4 + 64))
 avail_mib=$(df -Pm "$dir" | awk 'NR == 2 {print $4}')
 ((avail_mib > need_mib + 1024)) || cannot "$dir has $avail_mib MiB free, $need_mib MiB (+1 GiB spare) needed"
 
-bin=target/release/examples/txbench
+bin=${CARGO_TARGET_DIR:-target}/release/examples/txbench
 echo "building txbench (cargo build --release -p intactfs-pmem --example txbench -j 1) ..." >&2
 cargo build --release -p intactfs-pmem --example txbench -j 1 -q || cannot "building txbench failed"
 

@@ -7,6 +7,10 @@
 //! * `fcfs`  — the real engine [`PmemFs`]: `tx_begin(&[a, b])`, `write(Some(tx), ..)` twice,
 //!   `tx_commit` (hybrid fine-grained logging: data into pending blocks, one redo entry per
 //!   block, undo entries for the inode words; checkpoints inline when the engine decides to).
+//! * `fcfs-bg` — the same engine with background checkpoints
+//!   (`Tunables::background_checkpoints`): commit leaves due checkpoints to a checkpointer
+//!   thread (`intactfs_pmem::background::Checkpointer`) that takes the same lock per unit
+//!   (`PmemFs::checkpoint_step`) while the workers' transactions go on.
 //! * `fgwal` — fine-grained redo write-ahead logging (the paper's FG-WAL, after PMFS's
 //!   journal): a minimal store in this file, over the same device type and the same file sizes.
 //!   Each write call logs its bytes as 64-byte redo entries carrying 48 data bytes each (plus
@@ -22,20 +26,26 @@
 //! Set-up (mkfs, creating and filling the files) runs without latency.
 //!
 //! Prints one JSON line per (system, latency model, threads, repetition). Threads share the
-//! system through a `Mutex` (the engine is single-threaded); each thread uses its own files
+//! system through one lock (`intactfs_pmem::background::Gate`: the engine is
+//! single-threaded); each thread uses its own files
 //! (file i belongs to thread i mod T), and the lock is taken per call, so transactions of
-//! different threads interleave.
+//! different threads interleave. CPU time is reported for the transaction threads alone
+//! (`tx_cpu_us_per_txn`), the checkpointer thread (`bg_cpu_us_per_txn`), and the whole
+//! process over the phase and its drain (`proc_cpu_us_per_txn`), so that work moved off the
+//! commit path is not hidden.
 
 use clap::Parser;
 use intactfs_device::{Latency, LatencyModel, PmemCounters, PmemDevice, PmemFile};
+use intactfs_pmem::background::{Checkpointer, Gate};
 use intactfs_pmem::prelude::*;
-use intactfs_pmem::{MkfsOptions, Owner, PmemFs, TxId, BLOCK, ROOT};
+use intactfs_pmem::{MkfsOptions, Owner, PmemFs, Tunables, TxId, BLOCK, ROOT};
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 type Dev = Latency<PmemFile>;
@@ -65,8 +75,9 @@ struct Args {
     /// Latency models, comma-separated: fcfs (150 ns per flushed line, 4 GB/s) and/or none.
     #[arg(long, default_value = "fcfs,none")]
     latency: String,
-    /// Systems, comma-separated (fcfs, fgwal, nc); their order rotates per repetition.
-    #[arg(long, default_value = "fcfs,fgwal,nc")]
+    /// Systems, comma-separated (fcfs, fcfs-bg, fgwal, nc); their order rotates per
+    /// repetition.
+    #[arg(long, default_value = "fcfs,fcfs-bg,fgwal,nc")]
     systems: String,
     /// Repetitions (each on freshly made images).
     #[arg(long, default_value_t = 1)]
@@ -82,6 +93,7 @@ struct Args {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Sys {
     Fcfs,
+    FcfsBg,
     FgWal,
     Nc,
 }
@@ -90,6 +102,7 @@ impl Sys {
     fn name(self) -> &'static str {
         match self {
             Sys::Fcfs => "fcfs",
+            Sys::FcfsBg => "fcfs-bg",
             Sys::FgWal => "fgwal",
             Sys::Nc => "nc",
         }
@@ -100,14 +113,25 @@ impl Sys {
 trait System: Send {
     fn begin(&mut self, files: [usize; 2]) -> Result<u64, String>;
     fn write(&mut self, tx: u64, file: usize, off: u64, data: &[u8]) -> Result<(), String>;
-    fn commit(&mut self, tx: u64) -> Result<(), String>;
+    /// Commits; true when background work is due (the checkpointer is to be woken).
+    fn commit(&mut self, tx: u64) -> Result<bool, String>;
     /// Finishes deferred work (the engine: a full checkpoint).
     fn drain(&mut self) -> Result<(), String>;
     fn counters(&self) -> PmemCounters;
     fn set_model(&mut self, m: LatencyModel);
-    /// (checkpoints, lines copied by checkpoints, pointer swaps) — the engine only.
-    fn engine_stats(&self) -> (u64, u64, u64) {
-        (0, 0, 0)
+    /// (checkpoints, lines copied by checkpoints, pointer swaps, background units,
+    /// checkpoints a call ran because the log or the free blocks were exhausted) — the
+    /// engine only.
+    fn engine_stats(&self) -> [u64; 5] {
+        [0; 5]
+    }
+    /// Whether a checkpointer thread runs [`System::background_step`] beside the workers.
+    fn background(&self) -> bool {
+        false
+    }
+    /// One background unit; true when more work is due at once.
+    fn background_step(&mut self) -> Result<bool, String> {
+        Ok(false)
     }
 }
 
@@ -167,6 +191,7 @@ fn layout(files: u64, file_bytes: u64) -> Layout {
 struct Fcfs {
     fs: PmemFs<Dev>,
     inos: Vec<u64>,
+    bg: bool,
 }
 
 fn e2s<E: std::fmt::Display>(e: E) -> String {
@@ -174,7 +199,13 @@ fn e2s<E: std::fmt::Display>(e: E) -> String {
 }
 
 impl Fcfs {
-    fn setup(dir: &Path, files: u64, file_bytes: u64, fill: &[u8]) -> Result<Fcfs, String> {
+    fn setup(
+        dir: &Path,
+        files: u64,
+        file_bytes: u64,
+        fill: &[u8],
+        bg: bool,
+    ) -> Result<Fcfs, String> {
         let l = layout(files, file_bytes);
         let mut dev = image(dir, "fcfs", l.len)?;
         PmemFs::mkfs(
@@ -208,7 +239,11 @@ impl Fcfs {
         }
         fs.checkpoint()
             .map_err(|e| format!("checkpoint after filling: {e}"))?;
-        Ok(Fcfs { fs, inos })
+        fs.set_tunables(Tunables {
+            background_checkpoints: bg,
+            ..fs.tunables()
+        });
+        Ok(Fcfs { fs, inos, bg })
     }
 }
 
@@ -225,8 +260,9 @@ impl System for Fcfs {
             .map(|_| ())
             .map_err(e2s)
     }
-    fn commit(&mut self, tx: u64) -> Result<(), String> {
-        self.fs.tx_commit(TxId(tx)).map(|_| ()).map_err(e2s)
+    fn commit(&mut self, tx: u64) -> Result<bool, String> {
+        self.fs.tx_commit(TxId(tx)).map_err(e2s)?;
+        Ok(self.bg && self.fs.checkpoint_due())
     }
     fn drain(&mut self) -> Result<(), String> {
         self.fs.checkpoint().map(|_| ()).map_err(e2s)
@@ -237,9 +273,22 @@ impl System for Fcfs {
     fn set_model(&mut self, m: LatencyModel) {
         self.fs.device_mut().set_model(m);
     }
-    fn engine_stats(&self) -> (u64, u64, u64) {
+    fn engine_stats(&self) -> [u64; 5] {
         let s = self.fs.stats();
-        (s.checkpoints, s.lines_copied, s.pointer_swaps)
+        [
+            s.checkpoints,
+            s.lines_copied,
+            s.pointer_swaps,
+            s.background_units,
+            s.exhausted_checkpoints,
+        ]
+    }
+    fn background(&self) -> bool {
+        self.bg
+    }
+    fn background_step(&mut self) -> Result<bool, String> {
+        let r = self.fs.checkpoint_step().map_err(e2s)?;
+        Ok(r.blocks > 0 && self.fs.checkpoint_due())
     }
 }
 
@@ -407,16 +456,16 @@ impl System for Store {
         }
         Ok(())
     }
-    fn commit(&mut self, tx: u64) -> Result<(), String> {
+    fn commit(&mut self, tx: u64) -> Result<bool, String> {
         let t = self
             .txs
             .remove(&tx)
             .ok_or_else(|| format!("unknown transaction {tx}"))?;
         if !self.wal {
-            return self.dev.fence().map_err(e2s);
+            return self.dev.fence().map(|_| false).map_err(e2s);
         }
         if t.slots.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         self.dev.fence().map_err(e2s)?; // the redo entries are persistent
         let n = t.slots.len() as u64;
@@ -433,7 +482,7 @@ impl System for Store {
         for s in t.slots.iter().chain([&cslot]) {
             self.busy[*s as usize] = false;
         }
-        Ok(())
+        Ok(false)
     }
     fn drain(&mut self) -> Result<(), String> {
         Ok(())
@@ -501,24 +550,30 @@ extern "C" {
     fn clock_gettime(clock: i32, tp: *mut Timespec) -> i32;
 }
 
-/// Linux's `CLOCK_THREAD_CPUTIME_ID`.
+/// Linux's `CLOCK_PROCESS_CPUTIME_ID` and `CLOCK_THREAD_CPUTIME_ID`.
+const PROCESS_CPUTIME: i32 = 2;
 const THREAD_CPUTIME: i32 = 3;
+
+/// CPU time in ns of `clock` (0 where the kernel does not offer it).
+fn cpu_ns(clock: i32) -> u64 {
+    let mut ts = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out-pointer to a struct of the C layout on 64-bit Linux.
+    if unsafe { clock_gettime(clock, &mut ts) } == 0 {
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    } else {
+        0
+    }
+}
 
 /// This thread's CPU time in ns (`CLOCK_THREAD_CPUTIME_ID`, exact), its time waiting for a CPU
 /// in ns (/proc/thread-self/schedstat, updated when it is switched), and its minor page faults
 /// (/proc/thread-self/stat: a store to a page of the mapping that the kernel has written back
 /// faults again); zeros where the kernel does not offer them.
 fn sched() -> (u64, u64, u64) {
-    let mut ts = Timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid out-pointer to a struct of the C layout on 64-bit Linux.
-    let cpu = if unsafe { clock_gettime(THREAD_CPUTIME, &mut ts) } == 0 {
-        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-    } else {
-        0
-    };
+    let cpu = cpu_ns(THREAD_CPUTIME);
     let s = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
     let runq = s
         .split_whitespace()
@@ -542,67 +597,111 @@ struct Phase {
     lat_ns: Vec<u64>,
     /// Worker threads' on-CPU and run-queue time (ns), the drain's included.
     cpu_ns: u64,
+    /// Worker threads' on-CPU time alone; the checkpointer thread's; the whole process's
+    /// over the phase and its drain (ns).
+    tx_cpu_ns: u64,
+    bg_cpu_ns: u64,
+    proc_cpu_ns: u64,
     runq_ns: u64,
     faults: u64,
     wall_s: f64,
     drain_s: f64,
     dev: PmemCounters,
     drain_lines: u64,
-    engine: (u64, u64, u64),
+    engine: [u64; 5],
 }
 
-fn run_phase(
-    sys: &Mutex<Box<dyn System>>,
-    work: &[Vec<Txn>],
+/// The system behind the lock the workers take per call, and the checkpointer per unit.
+type Shared = Arc<Gate<Box<dyn System>>>;
+
+fn lock(sys: &Gate<Box<dyn System>>) -> std::sync::MutexGuard<'_, Box<dyn System>> {
+    sys.lock()
+}
+
+/// The checkpointer thread of a system with background work (none otherwise), and the CPU
+/// time (ns) its units take.
+fn checkpointer(sys: &Shared) -> Result<(Option<Checkpointer>, Arc<AtomicU64>), String> {
+    let spent = Arc::new(AtomicU64::new(0));
+    if !lock(sys).background() {
+        return Ok((None, spent));
+    }
+    let (s, cpu) = (Arc::clone(sys), Arc::clone(&spent));
+    let c = Checkpointer::spawn("txbench-ckpt", move || {
+        let t0 = cpu_ns(THREAD_CPUTIME);
+        let more = s
+            .lock_for_checkpoint()
+            .background_step()
+            .map_err(intactfs_pmem::PmemFsError::Internal);
+        cpu.fetch_add(cpu_ns(THREAD_CPUTIME) - t0, Ordering::Relaxed);
+        more
+    })
+    .map_err(e2s)?;
+    Ok((Some(c), spent))
+}
+
+/// One worker: its transactions, each begin, two writes and commit under the lock per call.
+fn worker(
+    sys: &Gate<Box<dyn System>>,
+    mine: &[Txn],
     pool: &[u8],
-) -> Result<Phase, String> {
-    let lock = || sys.lock().unwrap_or_else(|p| p.into_inner());
+    ck: Option<&Checkpointer>,
+) -> WorkerResult {
+    let s0 = sched();
+    let mut lat = Vec::with_capacity(mine.len());
+    for t in mine {
+        let t0 = Instant::now();
+        let id = lock(sys).begin(t.files)?;
+        for (f, &(off, len, p)) in t.files.iter().zip(&t.w) {
+            lock(sys).write(id, *f, off, &pool[p..p + len as usize])?;
+        }
+        let due = lock(sys).commit(id)?;
+        lat.push(t0.elapsed().as_nanos() as u64);
+        if let (true, Some(c)) = (due, ck) {
+            c.poke();
+        }
+    }
+    let s1 = sched();
+    Ok((lat, (s1.0 - s0.0, s1.1 - s0.1, s1.2 - s0.2)))
+}
+
+fn run_phase(sys: &Shared, work: &[Vec<Txn>], pool: &[u8]) -> Result<Phase, String> {
     let (c0, e0) = {
-        let s = lock();
+        let s = lock(sys);
         (s.counters(), s.engine_stats())
     };
+    let p0 = cpu_ns(PROCESS_CPUTIME);
     let start = Instant::now();
+    let (ck, bg_cpu) = checkpointer(sys)?;
     let results: Vec<WorkerResult> = std::thread::scope(|sc| {
         let hs: Vec<_> = work
             .iter()
-            .map(|mine| {
-                sc.spawn(move || -> WorkerResult {
-                    let s0 = sched();
-                    let mut lat = Vec::with_capacity(mine.len());
-                    for t in mine {
-                        let t0 = Instant::now();
-                        let id = lock().begin(t.files)?;
-                        for (f, &(off, len, p)) in t.files.iter().zip(&t.w) {
-                            lock().write(id, *f, off, &pool[p..p + len as usize])?;
-                        }
-                        lock().commit(id)?;
-                        lat.push(t0.elapsed().as_nanos() as u64);
-                    }
-                    let s1 = sched();
-                    Ok((lat, (s1.0 - s0.0, s1.1 - s0.1, s1.2 - s0.2)))
-                })
-            })
+            .map(|mine| sc.spawn(|| worker(sys, mine, pool, ck.as_ref())))
             .collect();
         hs.into_iter()
             .map(|h| h.join().unwrap_or_else(|_| Err("a worker panicked".into())))
             .collect()
     });
+    // Stopped and joined before the drain (and on every error path, by its Drop).
+    if let Some(c) = ck {
+        c.stop().map_err(|e| format!("checkpointer: {e}"))?;
+    }
     let wall_s = start.elapsed().as_secs_f64();
-    let (mut lat_ns, mut cpu_ns, mut runq_ns, mut faults) = (Vec::new(), 0, 0, 0);
+    let (mut lat_ns, mut cpu_ns_sum, mut runq_ns, mut faults) = (Vec::new(), 0, 0, 0);
     for r in results {
         let (l, (c, q, f)) = r?;
         lat_ns.extend(l);
-        cpu_ns += c;
+        cpu_ns_sum += c;
         runq_ns += q;
         faults += f;
     }
-    let mut s = lock();
+    let tx_cpu_ns = cpu_ns_sum;
+    let mut s = lock(sys);
     let c1 = s.counters();
     let t = Instant::now();
     let s0 = sched();
     s.drain()?;
     let s1 = sched();
-    cpu_ns += s1.0 - s0.0;
+    cpu_ns_sum += s1.0 - s0.0;
     runq_ns += s1.1 - s0.1;
     faults += s1.2 - s0.2;
     let drain_s = t.elapsed().as_secs_f64();
@@ -610,14 +709,17 @@ fn run_phase(
     let e2 = s.engine_stats();
     Ok(Phase {
         lat_ns,
-        cpu_ns,
+        cpu_ns: cpu_ns_sum,
+        tx_cpu_ns,
+        bg_cpu_ns: bg_cpu.load(Ordering::Relaxed),
+        proc_cpu_ns: cpu_ns(PROCESS_CPUTIME) - p0,
         runq_ns,
         faults,
         wall_s,
         drain_s,
         dev: c2.since(&c0),
         drain_lines: c2.since(&c1).lines_flushed,
-        engine: (e2.0 - e0.0, e2.1 - e0.1, e2.2 - e0.2),
+        engine: std::array::from_fn(|k| e2[k] - e0[k]),
     })
 }
 
@@ -657,6 +759,7 @@ fn run(a: &Args) -> Result<(), String> {
     })?;
     let systems = list("systems", &a.systems, |x| match x {
         "fcfs" => Some(Sys::Fcfs),
+        "fcfs-bg" => Some(Sys::FcfsBg),
         "fgwal" => Some(Sys::FgWal),
         "nc" => Some(Sys::Nc),
         _ => None,
@@ -694,12 +797,13 @@ fn run(a: &Args) -> Result<(), String> {
             let sys = systems[(k + rep as usize) % systems.len()];
             let t = Instant::now();
             let boxed: Box<dyn System> = match sys {
-                Sys::Fcfs => Box::new(Fcfs::setup(&a.dir, a.files, file_bytes, &fill)?),
+                Sys::Fcfs => Box::new(Fcfs::setup(&a.dir, a.files, file_bytes, &fill, false)?),
+                Sys::FcfsBg => Box::new(Fcfs::setup(&a.dir, a.files, file_bytes, &fill, true)?),
                 Sys::FgWal => Box::new(Store::setup(&a.dir, true, a.files, file_bytes, &fill)?),
                 Sys::Nc => Box::new(Store::setup(&a.dir, false, a.files, file_bytes, &fill)?),
             };
             let setup_s = t.elapsed().as_secs_f64();
-            let m = Mutex::new(boxed);
+            let m: Shared = Arc::new(Gate::new(boxed));
             for (mi, (mname, model)) in models.iter().enumerate() {
                 for &th in &threads {
                     let seed = a
@@ -715,15 +819,11 @@ fn run(a: &Args) -> Result<(), String> {
                         a.txns,
                         pool.len(),
                     );
-                    m.lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .set_model(*model);
+                    m.lock().set_model(*model);
                     let p = run_phase(&m, &work, &pool).map_err(|e| {
                         format!("{} ({mname}, {th} threads, rep {rep}): {e}", sys.name())
                     })?;
-                    m.lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .set_model(LatencyModel::default());
+                    m.lock().set_model(LatencyModel::default());
                     let mut v = p.lat_ns.clone();
                     v.sort_unstable();
                     let n = v.len() as f64;
@@ -736,8 +836,8 @@ fn run(a: &Args) -> Result<(), String> {
                     println!(
                         "{{\"system\":\"{}\",\"latency\":\"{mname}\",\"threads\":{th},\"rep\":{rep},\"files\":{},\"file_mib\":{},\"txns\":{},\"max_write\":{},\"seed\":{seed},\
 \"setup_s\":{setup_s:.3},\"wall_s\":{:.6},\"drain_s\":{:.6},\"mean_us\":{mean:.3},\"p50_us\":{:.3},\"p99_us\":{:.3},\"max_us\":{:.3},\
-\"mean_with_drain_us\":{:.3},\"cpu_us_per_txn\":{:.3},\"runq_us_per_txn\":{:.3},\"faults_per_txn\":{:.3},\"txn_per_s\":{:.1},\"payload_per_txn\":{:.1},\"stores_per_txn\":{:.2},\"bytes_per_txn\":{:.1},\"lines_per_txn\":{:.2},\
-\"fences_per_txn\":{:.3},\"injected_us_per_txn\":{:.3},\"drain_lines_per_txn\":{:.2},\"checkpoints\":{},\"lines_copied_per_txn\":{:.2},\"pointer_swaps_per_txn\":{:.3},\"model_ns_per_line\":{}}}",
+\"mean_with_drain_us\":{:.3},\"cpu_us_per_txn\":{:.3},\"tx_cpu_us_per_txn\":{:.3},\"bg_cpu_us_per_txn\":{:.3},\"proc_cpu_us_per_txn\":{:.3},\"runq_us_per_txn\":{:.3},\"faults_per_txn\":{:.3},\"txn_per_s\":{:.1},\"payload_per_txn\":{:.1},\"stores_per_txn\":{:.2},\"bytes_per_txn\":{:.1},\"lines_per_txn\":{:.2},\
+\"fences_per_txn\":{:.3},\"injected_us_per_txn\":{:.3},\"drain_lines_per_txn\":{:.2},\"checkpoints\":{},\"background_units\":{},\"exhausted_checkpoints\":{},\"lines_copied_per_txn\":{:.2},\"pointer_swaps_per_txn\":{:.3},\"model_ns_per_line\":{}}}",
                         sys.name(),
                         a.files,
                         a.file_mib,
@@ -750,6 +850,9 @@ fn run(a: &Args) -> Result<(), String> {
                         pick(1.0),
                         mean + p.drain_s * 1e6 / n,
                         per(p.cpu_ns) / 1e3,
+                        per(p.tx_cpu_ns) / 1e3,
+                        per(p.bg_cpu_ns) / 1e3,
+                        per(p.proc_cpu_ns) / 1e3,
                         per(p.runq_ns) / 1e3,
                         per(p.faults),
                         n / (p.wall_s + p.drain_s),
@@ -760,9 +863,11 @@ fn run(a: &Args) -> Result<(), String> {
                         per(p.dev.fences),
                         per(p.dev.latency_ns) / 1e3,
                         per(p.drain_lines),
-                        p.engine.0,
-                        per(p.engine.1),
-                        per(p.engine.2),
+                        p.engine[0],
+                        p.engine[3],
+                        p.engine[4],
+                        per(p.engine[1]),
+                        per(p.engine[2]),
                         model.per_line_ns(),
                     );
                 }

@@ -15,14 +15,20 @@
 //! blocks) and the log slots reused. Recovery reads an entry whose pending block is the
 //! home block as "installed" (it and all older ones of that block are dropped).
 //!
-//! "Concurrently" in the paper means several threads; this engine is single-threaded and
-//! batches the blocks instead (one fence per step for all of them).
+//! "Concurrently" in the paper means checkpoint threads running alongside transactions.
+//! Here a checkpoint runs either inline, at the end of the commit that makes it due, or in
+//! background units ([`PmemFs::checkpoint_step`], driven by [`crate::background`]): each
+//! unit is the algorithm above over a few blocks (one fence per step for all of them), run
+//! under the engine's lock between calls of open transactions. A unit never installs a
+//! version whose commit is not durable (asserted): versions enter the pending lists at
+//! commit, and commit holds the engine until its commit fence.
 
 use crate::error::{PmemFsError, Result};
 use crate::index::Committed;
 use crate::invariants::release;
 use crate::layout::{BLOCK, LINE, LINES_PER_BLOCK};
 use crate::log;
+use crate::mutation::{self, Mutation};
 use crate::tx::bit_runs;
 use crate::{Ino, PmemFs};
 use intactfs_device::PmemDevice;
@@ -62,6 +68,83 @@ impl<P: PmemDevice> PmemFs<P> {
         // per block were a third of the checkpoint's CPU time). A device error below leaves
         // the engine unusable, so nothing puts them back on that path.
         let taken = self.index.take_committed_where(sel);
+        self.install(taken)
+    }
+
+    /// Algorithm 1 over `blocks` (those with committed versions): a lookup per block, where
+    /// [`PmemFs::checkpoint_where`] walks the whole index.
+    pub(crate) fn checkpoint_blocks(&mut self, blocks: &[(Ino, u64)]) -> Result<CheckpointReport> {
+        let taken = self.index.take_committed_of(blocks);
+        self.install(taken)
+    }
+
+    /// Whether the log or the free blocks run low: then everything is due (002 §III-E).
+    pub(crate) fn checkpoint_pressure(&self) -> bool {
+        let log_full = self.log.used() * 100 > self.g.log_entries * self.tun.log_fill_pct;
+        let space_low =
+            (self.free_blocks.len() as u64) * 100 < self.g.data_blocks() * self.tun.free_blocks_pct;
+        log_full || space_low
+    }
+
+    /// Whether background checkpoint work is due (cheap: the test a committer makes before
+    /// waking the checkpointer).
+    pub fn checkpoint_due(&self) -> bool {
+        !self.long_lists.is_empty()
+            || !self.drain_queue.is_empty()
+            || (self.checkpoint_pressure() && !self.live.is_empty())
+    }
+
+    /// One background unit (002 §III-E, selective): up to `checkpoint_unit` blocks, the
+    /// longest pending lists first; when the log or the free space runs low, every block
+    /// with committed versions is queued and the units drain the queue. Returns what the
+    /// unit did (`blocks == 0`: nothing was due). Open transactions are untouched (their
+    /// versions are not in the pending lists) and may run between units.
+    pub fn checkpoint_step(&mut self) -> Result<CheckpointReport> {
+        let unit = self.next_unit();
+        let r = self.checkpoint_blocks(&unit)?;
+        self.stats.background_units += u64::from(r.blocks > 0);
+        Ok(r)
+    }
+
+    /// The blocks of the next background unit, longest pending list first.
+    fn next_unit(&mut self) -> Vec<(Ino, u64)> {
+        let n = self.tun.checkpoint_unit.max(1);
+        if self.drain_queue.is_empty() && self.checkpoint_pressure() {
+            self.drain_queue = self.by_pending_len(self.index.committed_blocks());
+        }
+        let mut unit = Vec::with_capacity(n);
+        // Entries checkpointed meanwhile by a full checkpoint have no versions: skipped.
+        while unit.len() < n {
+            match self.drain_queue.pop() {
+                Some(b) if self.pending_len(b) > 0 => unit.push(b),
+                Some(_) => continue,
+                None => break,
+            }
+        }
+        if !unit.is_empty() {
+            return unit;
+        }
+        let long = std::mem::take(&mut self.long_lists).into_iter().collect();
+        let mut long = self.by_pending_len(long);
+        unit = long.split_off(long.len().saturating_sub(n));
+        self.long_lists.extend(long);
+        unit
+    }
+
+    fn pending_len(&self, (ino, lbn): (Ino, u64)) -> usize {
+        self.index.get(ino, lbn).map_or(0, |v| v.committed.len())
+    }
+
+    /// `blocks` with committed versions, shortest pending list first (ties in (ino, lbn)
+    /// order, so the simulation's runs repeat).
+    fn by_pending_len(&self, mut blocks: Vec<(Ino, u64)>) -> Vec<(Ino, u64)> {
+        blocks.retain(|&b| self.pending_len(b) > 0);
+        blocks.sort_by_key(|&b| (self.pending_len(b), b));
+        blocks
+    }
+
+    /// Algorithm 1 over versions taken out of the index.
+    fn install(&mut self, taken: Vec<(Ino, u64, Vec<Committed>)>) -> Result<CheckpointReport> {
         let mut rep = CheckpointReport::default();
         if taken.is_empty() {
             return Ok(rep);
@@ -72,6 +155,13 @@ impl<P: PmemDevice> PmemFs<P> {
             assert!(
                 !vers.is_empty(),
                 "inode {ino} block {lbn} taken without versions"
+            );
+            // The order a background checkpointer must keep: installed only once durable.
+            assert!(
+                vers.iter().all(|c| Some(c.tx) != self.committing)
+                    || mutation::active(Mutation::CheckpointBeforeCommit),
+                "inode {ino} block {lbn}: a version of transaction {:?} installed before its commit is durable",
+                self.committing
             );
             let at = self.ptr_off(ino, lbn)?;
             let origin = match at {

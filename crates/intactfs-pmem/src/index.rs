@@ -160,6 +160,24 @@ impl Index {
         out.sort_unstable_by_key(|e| (e.0, e.1));
         out
     }
+    /// Takes the committed versions of `blocks` out of the index (a background unit's, in
+    /// (ino, lbn) order; blocks without committed versions are skipped).
+    pub fn take_committed_of(&mut self, blocks: &[(u64, u64)]) -> Vec<(u64, u64, Vec<Committed>)> {
+        let mut sorted = blocks.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let mut out = Vec::with_capacity(sorted.len());
+        for (ino, lbn) in sorted {
+            let Some(v) = self.files.get_mut(&ino).and_then(|f| f.get_mut(&lbn)) else {
+                continue;
+            };
+            if !v.committed.is_empty() {
+                out.push((ino, lbn, std::mem::take(&mut v.committed)));
+                self.tidy(ino, lbn);
+            }
+        }
+        out
+    }
     /// Puts back the versions [`Index::take_committed_where`] took from a block that a
     /// checkpoint could not install (no block for an indirect level).
     pub fn put_back_committed(&mut self, ino: u64, lbn: u64, vers: Vec<Committed>) {

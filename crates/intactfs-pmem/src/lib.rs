@@ -25,6 +25,7 @@
 //! refused with EBUSY (see [`PmemFs::owner_of`]). That rule is also what makes in-place undo
 //! safe: two live transactions never hold undo entries for the same word.
 
+pub mod background;
 pub mod checkpoint;
 mod data;
 pub mod error;
@@ -89,7 +90,8 @@ impl MkfsOptions {
 }
 
 /// When the engine checkpoints by itself (it also does when a call runs short of log
-/// entries or blocks, and on [`PmemFs::checkpoint`]).
+/// entries or blocks, and on [`PmemFs::checkpoint`]), and where: inline at the end of the
+/// commit that makes the work due, or in background units ([`PmemFs::checkpoint_step`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Tunables {
     /// After a commit, checkpoint everything when more than this percentage of the log is in
@@ -101,6 +103,16 @@ pub struct Tunables {
     /// After a commit, checkpoint a block whose pending list is longer than this (002
     /// §III-D: five by default).
     pub max_pending: usize,
+    /// Commit leaves the work the three rules above make due to [`PmemFs::checkpoint_step`]
+    /// (a background checkpointer: [`background::Checkpointer`]) instead of doing it before
+    /// it returns. Commit (like any call) still checkpoints inline, blocking, when the log or
+    /// the free blocks are exhausted.
+    pub background_checkpoints: bool,
+    /// Blocks one [`PmemFs::checkpoint_step`] installs at most (its fences cover them all;
+    /// a smaller unit lets open transactions in sooner, a larger one keeps up with them on
+    /// a busy machine: with 16, txbench's checkpointer fell behind at a load of 9 on 2
+    /// cores and commits found the log or the blocks exhausted; with 256 it kept up).
+    pub checkpoint_unit: usize,
 }
 
 impl Default for Tunables {
@@ -109,6 +121,8 @@ impl Default for Tunables {
             log_fill_pct: 50,
             free_blocks_pct: 10,
             max_pending: 5,
+            background_checkpoints: false,
+            checkpoint_unit: 256,
         }
     }
 }
@@ -133,6 +147,11 @@ intactfs_device::counters! {
         pub indirect_allocs: u64,
         /// Redo entries of dropped inodes invalidated at their drop's commit (never installed).
         pub entries_retired: u64,
+        /// Background checkpoint units that installed blocks ([`PmemFs::checkpoint_step`]).
+        pub background_units: u64,
+        /// Checkpoints of everything a call ran, blocking, because it found the log or the
+        /// free blocks exhausted.
+        pub exhausted_checkpoints: u64,
     }
 }
 
@@ -289,6 +308,15 @@ pub struct PmemFs<P: PmemDevice> {
     pub(crate) live: HashMap<u64, LiveCommit>,
     /// Commit records whose transaction has no entry left: freed at the next fence.
     pub(crate) dead_commits: Vec<(u64, u64)>,
+    /// Background mode: blocks whose pending list grew past `max_pending` at a commit, not
+    /// yet checkpointed (some may have been since, by another checkpoint: re-checked).
+    pub(crate) long_lists: BTreeSet<(Ino, u64)>,
+    /// Background mode, log or free blocks low: every block with committed versions when
+    /// the shortage was seen, shortest pending list first (units pop the longest).
+    pub(crate) drain_queue: Vec<(Ino, u64)>,
+    /// The transaction between its first commit store and its commit fence: none of its
+    /// versions may be installed yet (its commit is not durable).
+    pub(crate) committing: Option<u64>,
     pub(crate) next_tx: u64,
     pub(crate) next_seq: u64,
     pub(crate) next_cseq: u64,
@@ -600,8 +628,7 @@ impl<P: PmemDevice> PmemFs<P> {
         if self.log.available() >= n {
             return Ok(());
         }
-        self.checkpoint_where(|_, _| true)?;
-        self.flush_dead_commits()?;
+        self.checkpoint_exhausted()?;
         if self.log.available() >= n {
             return Ok(());
         }
@@ -612,11 +639,18 @@ impl<P: PmemDevice> PmemFs<P> {
         )))
     }
 
+    /// A call found the log or the free blocks exhausted: it checkpoints everything before
+    /// it goes on (blocking, in background mode too: the checkpointer fell behind).
+    fn checkpoint_exhausted(&mut self) -> Result<()> {
+        self.stats.exhausted_checkpoints += 1;
+        self.checkpoint_where(|_, _| true)?;
+        self.flush_dead_commits()
+    }
+
     /// Takes `n` free data blocks (checkpointing first if short).
     pub(crate) fn take_blocks(&mut self, n: u64, what: &str) -> Result<Vec<u64>> {
         if (self.free_blocks.len() as u64) < n {
-            self.checkpoint_where(|_, _| true)?;
-            self.flush_dead_commits()?;
+            self.checkpoint_exhausted()?;
         }
         if (self.free_blocks.len() as u64) < n {
             return Err(PmemFsError::NoSpace(format!(

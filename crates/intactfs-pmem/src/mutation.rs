@@ -36,5 +36,10 @@ intactfs_types::mutations! {
         /// they cover change in place: a crash may persist a change whose undo entry is torn
         /// or missing, which recovery cannot undo.
         SkipUndoFence = 9,
+        /// Commit lets a checkpoint install its blocks before its commit record is durable
+        /// (between fences A and B): a crash may leave data of an uncommitted transaction in
+        /// home blocks, which recovery cannot undo (the order a background checkpointer must
+        /// keep: a block is installed only after its commit is durable).
+        CheckpointBeforeCommit = 10,
     }
 }

@@ -161,6 +161,9 @@ impl<P: PmemDevice> PmemFs<P> {
         // Redo entries for the open versions, and the commit record.
         let mut items = Vec::with_capacity(t.data.len());
         let mut redo = 0u64;
+        // From the first version entering the pending lists until fence B, no checkpoint may
+        // install them (checked in the checkpoint).
+        self.committing = Some(id);
         let cseq = self.next_cseq;
         self.next_cseq += 1;
         // Blocks whose pending list grows past max_pending (checkpointed below).
@@ -248,8 +251,14 @@ impl<P: PmemDevice> PmemFs<P> {
             self.dev.fence()?; // A
         }
         self.log.free.extend(dead.iter().map(|d| d.1));
+        let n = if mutation::active(Mutation::CheckpointBeforeCommit) {
+            self.checkpoint_uncommitted(id, &t)?
+        } else {
+            redo
+        };
         log::set_valid(&mut self.dev, &self.g, &commit_flag)?;
         self.dev.fence()?; // B: committed
+        self.committing = None;
         let undo: Vec<u64> = t.undo.iter().map(|u| u.0).collect();
         if !undo.is_empty() {
             log::invalidate(&mut self.dev, &self.g, &undo)?;
@@ -259,7 +268,6 @@ impl<P: PmemDevice> PmemFs<P> {
         // Before anything it freed is reused (release_freed): no redo entry of a dropped
         // inode may survive into a new file of the same number.
         self.retire_versions(&t.retired)?;
-        let n = redo;
         if n == 0 {
             self.dead_commits.push((id, cslot));
         } else {
@@ -277,17 +285,36 @@ impl<P: PmemDevice> PmemFs<P> {
         self.finish(id, true);
         let mut st = t.stats;
         st.redo_entries = n;
-        // Background work (done inline): checkpoint long pending lists, or everything when
-        // the log or the free space runs low (002 §III-E).
-        let log_full = self.log.used() * 100 > self.g.log_entries * self.tun.log_fill_pct;
-        let space_low =
-            (self.free_blocks.len() as u64) * 100 < self.g.data_blocks() * self.tun.free_blocks_pct;
-        if log_full || space_low {
+        self.checkpoint_after_commit(long)?;
+        Ok(st)
+    }
+
+    /// The checkpoint work this commit makes due (002 §III-E): long pending lists, or
+    /// everything when the log or the free space runs low. Inline, or left to the background
+    /// checkpointer ([`PmemFs::checkpoint_step`]); a call that finds the log or the free
+    /// blocks exhausted still checkpoints inline (ensure_log, take_blocks).
+    fn checkpoint_after_commit(&mut self, long: Vec<(Ino, u64)>) -> Result<()> {
+        if self.tun.background_checkpoints {
+            self.long_lists.extend(long);
+        } else if self.checkpoint_pressure() {
             self.checkpoint_where(|_, _| true)?;
         } else if !long.is_empty() {
-            self.checkpoint_where(|i, l| long.contains(&(i, l)))?;
+            self.checkpoint_blocks(&long)?;
         }
-        Ok(st)
+        Ok(())
+    }
+
+    /// Mutation [`Mutation::CheckpointBeforeCommit`]: installs `t`'s blocks before its commit
+    /// record is valid; returns how many of its redo entries are left (the bookkeeping stays
+    /// consistent, so only crash images can show the bug).
+    fn checkpoint_uncommitted(&mut self, id: u64, t: &Tx) -> Result<u64> {
+        let blocks: Vec<(Ino, u64)> = t.data.iter().copied().collect();
+        self.checkpoint_blocks(&blocks)?;
+        let mine = |v: &crate::index::Versions| v.committed.iter().any(|c| c.tx == id);
+        Ok(blocks
+            .iter()
+            .filter(|&&(i, l)| self.index.get(i, l).is_some_and(mine))
+            .count() as u64)
     }
 
     /// What a committed transaction freed becomes reusable (its commit is durable).

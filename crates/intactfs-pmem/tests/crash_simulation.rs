@@ -66,6 +66,12 @@ fn crash_simulation() {
             && total.entries_retired > 0,
         "checkpointing, logging, and files dropped before their data was checkpointed: {total}"
     );
+    assert!(
+        // Half the triples of seeds checkpoint in background units between other calls
+        // (seeded: exact for the CI budget; the long run has the volume).
+        total.background_units_open >= 3 && total.background_unit_images >= 50,
+        "background checkpoint units while transactions were open, and crashes inside them: {total}"
+    );
 }
 
 /// Seeds that once failed, run in full here (each a few seconds in a release build).

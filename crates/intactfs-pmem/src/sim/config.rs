@@ -39,6 +39,7 @@ impl Default for SimConfig {
                 log_fill_pct: 50,
                 free_blocks_pct: 10,
                 max_pending: 3,
+                ..Tunables::default()
             },
         }
     }
@@ -47,7 +48,37 @@ impl Default for SimConfig {
 /// The configurations the CI test and long runs rotate through, by seed: the default; a
 /// small log (64 entries: checkpoints in nearly every commit, transactions that run out of
 /// log) with more exhaustive points; four transactions open at once and longer workloads.
+/// Half the triples of seeds (`seed / 3 % 4` is 2 or 3) run with background checkpoints
+/// ([`with_background`]); the others checkpoint inline, as every seed did before (a
+/// background seed's workload calls are the same, with units between them).
 pub fn mixed(seed: u64) -> SimConfig {
+    let cfg = mixed_inline(seed);
+    if (seed / 3) % 4 >= 2 {
+        with_background(cfg)
+    } else {
+        cfg
+    }
+}
+
+/// `cfg` with background checkpoints: commits leave checkpoints to units the workload runs
+/// as calls of their own between other calls (transactions open across them), two blocks a
+/// unit so that a unit's fences fall between more calls. Every committed block is due
+/// (`max_pending` 0) and a quarter of the log counts as low, so that a 60-call workload has
+/// many units to run.
+pub fn with_background(cfg: SimConfig) -> SimConfig {
+    SimConfig {
+        tunables: Tunables {
+            background_checkpoints: true,
+            checkpoint_unit: 2,
+            max_pending: 0,
+            log_fill_pct: 25,
+            ..cfg.tunables
+        },
+        ..cfg
+    }
+}
+
+fn mixed_inline(seed: u64) -> SimConfig {
     let base = match seed % 3 {
         0 => SimConfig::default(),
         1 => SimConfig {
@@ -62,6 +93,7 @@ pub fn mixed(seed: u64) -> SimConfig {
                 log_fill_pct: 70,
                 free_blocks_pct: 10,
                 max_pending: 5,
+                ..Tunables::default()
             },
             ..Default::default()
         },

@@ -28,7 +28,7 @@
 mod config;
 pub mod probe;
 mod report;
-pub use config::{mixed, SimConfig};
+pub use config::{mixed, with_background, SimConfig};
 pub use intactfs_types::longrun::SimFailure;
 pub use report::SimReport;
 
@@ -142,6 +142,12 @@ struct Run {
     opens: BTreeMap<MIno, u32>,
     /// Orphans whose last release came while a transaction owned them.
     zombies: BTreeSet<MIno>,
+    /// The call in progress is a background checkpoint unit run while transactions are open
+    /// (its crash images are counted apart).
+    unit_with_open: bool,
+    /// Decides when background units run: a stream of its own, so that a seed's workload
+    /// calls are the same with inline and background checkpoints.
+    unit_rng: ChaCha8Rng,
 }
 
 const NAMES: [&[u8]; 8] = [b"a", b"b", b"c", b"d", b"e", b"f", b"g", b"h"];
@@ -279,6 +285,22 @@ impl Run {
         }
     }
 
+    /// One background checkpoint unit ([`PmemFs::checkpoint_step`]): changes nothing a read
+    /// sees, nothing recovery recovers.
+    fn background_unit(&mut self) -> Result<(), String> {
+        let r = self
+            .fs
+            .checkpoint_step()
+            .map_err(|e| format!("checkpoint_step: {e}"))?;
+        self.last = format!("background checkpoint unit ({} blocks)", r.blocks);
+        self.rep.background_units += 1;
+        if !self.open.is_empty() && r.blocks > 0 {
+            self.rep.background_units_open += 1;
+            self.unit_with_open = true;
+        }
+        Ok(())
+    }
+
     /// One workload call; Err is a lockstep mismatch.
     fn step(&mut self) -> Result<(), String> {
         let r = self.step_inner();
@@ -292,6 +314,16 @@ impl Run {
         let open: Vec<u64> = self.open.keys().copied().collect();
         if open.len() >= 2 {
             self.rep.interleaved_calls += 1;
+        }
+        // Background checkpoints: a unit is a call of its own, between the calls of the open
+        // transactions (as a checkpointer thread takes the engine's lock per unit); mostly
+        // while some are open, the case the order of installs matters in.
+        let p = if open.is_empty() { 0.2 } else { 0.7 };
+        if self.cfg.tunables.background_checkpoints
+            && self.fs.checkpoint_due()
+            && self.unit_rng.random_bool(p)
+        {
+            return self.background_unit();
         }
         let roll = self.rng.random_range(0..100u32);
         // Transaction control.
@@ -1150,6 +1182,8 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
         last: String::new(),
         opens: BTreeMap::new(),
         zombies: BTreeSet::new(),
+        unit_with_open: false,
+        unit_rng: ChaCha8Rng::seed_from_u64(seed ^ 0xb6c4_ec00_0000_0001),
     };
     run.push_commit();
     // INTACTFS_PMEM_SIM_TRACE=1: one line per call on stderr.
@@ -1174,7 +1208,11 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
                 format!("one call made {} commits", hi - lo),
             ));
         }
+        let images = run.rep.images;
         run.check_images(call, lo, hi)?;
+        if std::mem::take(&mut run.unit_with_open) {
+            run.rep.background_unit_images += run.rep.images - images;
+        }
         run.fs
             .check_invariants()
             .map_err(|e| fail0(Some(call), format!("invariants after the call: {e}")))?;

@@ -25,6 +25,11 @@ intactfs_device::counters! {
         pub ebusy: u64,
         pub nospace: u64,
         pub checkpoints: u64,
+        /// Background checkpoint units run as calls; those that installed blocks while
+        /// transactions were open, and the crash images taken during those.
+        pub background_units: u64,
+        pub background_units_open: u64,
+        pub background_unit_images: u64,
         pub blocks_checkpointed: u64,
         pub pointer_swaps: u64,
         pub redo_entries: u64,
@@ -59,7 +64,8 @@ impl std::fmt::Display for SimReport {
             f,
             "{} workloads, {} calls ({} legacy, {} interleaved with 2+ open transactions, {} expected errors of which {} EBUSY, {} ENOSPC), \
              {} transactions committed, {} aborted; {} crash points ({} exhaustive), {} crash images ({} distinct recovered: {} to the newest state, {} to the one before), \
-             {} images crashed inside recovery, {} checkpoints after recovery; {} hard links, {} exchanges, {} symlinks, {} special files, {} writes past 1 GiB, {} attribute sets, {} fallocates, {} opens, {} files unlinked while open ({} directories removed while open), {} freed by their last release; engine: {} checkpoints, {} blocks checkpointed, {} pointer swaps, {} redo entries ({} retired with their file), {} undo entries",
+             {} images crashed inside recovery, {} checkpoints after recovery; {} hard links, {} exchanges, {} symlinks, {} special files, {} writes past 1 GiB, {} attribute sets, {} fallocates, {} opens, {} files unlinked while open ({} directories removed while open), {} freed by their last release; engine: {} checkpoints, {} blocks checkpointed, {} pointer swaps, {} redo entries ({} retired with their file), {} undo entries; \
+             {} background checkpoint units ({} installed blocks while transactions were open, {} crash images taken in those)",
             self.workloads,
             self.calls,
             self.legacy_calls,
@@ -93,7 +99,10 @@ impl std::fmt::Display for SimReport {
             self.pointer_swaps,
             self.redo_entries,
             self.entries_retired,
-            self.undo_entries
+            self.undo_entries,
+            self.background_units,
+            self.background_units_open,
+            self.background_unit_images
         )
     }
 }
