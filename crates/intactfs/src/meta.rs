@@ -458,16 +458,7 @@ impl Meta {
             }
         }
         let is_dir = matches!(kind, NewKind::Dir);
-        {
-            let entries = self.dir_mut(*parent)?;
-            if entries.contains_key(&dir_key(name)) {
-                return Err(format!(
-                    "{:?} already exists in directory {parent}",
-                    String::from_utf8_lossy(name)
-                ));
-            }
-            entries.insert(dir_key(name), *ino);
-        }
+        self.add_entry(*parent, name, *ino)?;
         let (ft, body, size) = match kind {
             NewKind::File => (
                 FileType::File,
@@ -532,14 +523,7 @@ impl Meta {
             }
             _ => {}
         }
-        let entries = self.dir_mut(*parent)?;
-        if entries.contains_key(&dir_key(name)) {
-            return Err(format!(
-                "{:?} already exists in directory {parent}",
-                String::from_utf8_lossy(name)
-            ));
-        }
-        entries.insert(dir_key(name), *ino);
+        self.add_entry(*parent, name, *ino)?;
         let n = self.node_mut(*ino)?;
         n.nlink += 1;
         later(&mut n.ctime, *time);
@@ -779,6 +763,19 @@ impl Meta {
         }
         freed.ino = Some(*ino);
         Ok(freed)
+    }
+
+    /// Names `ino` as `name` in directory `parent`, refused when the name is taken.
+    fn add_entry(&mut self, parent: Ino, name: &[u8], ino: Ino) -> Result<(), String> {
+        let entries = self.dir_mut(parent)?;
+        if entries.contains_key(&dir_key(name)) {
+            return Err(format!(
+                "{:?} already exists in directory {parent}",
+                String::from_utf8_lossy(name)
+            ));
+        }
+        entries.insert(dir_key(name), ino);
+        Ok(())
     }
 
     fn unlink_checks(&self, target: Ino) -> Result<(), String> {
