@@ -325,283 +325,314 @@ impl Run {
         {
             return self.background_unit();
         }
+        // The draws are the same, in the same order, as when this was one function: a seed
+        // runs the workload it always ran.
         let roll = self.rng.random_range(0..100u32);
-        // Transaction control.
+        // The kinds of call share the roll's ranges: a roll of a kind that cannot run now
+        // falls to the next.
         if roll < 10 && open.len() < self.cfg.max_open {
-            let files = self.live.files();
-            let n = self.rng.random_range(0..=2usize);
-            let mut pick = Vec::new();
-            for _ in 0..n {
-                if let Some(f) = self.target(files.clone(), None) {
-                    pick.push(f);
-                }
-            }
-            let want = pick.iter().try_for_each(|&f| {
-                if self.live.get(f).is_none() {
-                    Err(2)
-                } else if self.owner.contains_key(&f) {
-                    Err(16)
-                } else {
-                    Ok(())
-                }
-            });
-            let got = self.fs.tx_begin(&pick);
-            if let Some(t) = self.agree("tx_begin", got, want)? {
-                self.open.insert(t.0, Vec::new());
-                for f in pick {
-                    self.owner.insert(f, t.0);
-                }
-            }
-            return Ok(());
+            return self.tx_begin_call();
         }
         if roll < 20 && !open.is_empty() {
-            let t = self.pick(&open).expect("non-empty");
-            self.fs
-                .tx_commit(TxId(t))
-                .map_err(|e| format!("tx_commit {t}: {e}"))?;
-            self.last = format!("commit {t}");
-            let ops = self.open.remove(&t).expect("open");
-            for op in &ops {
-                self.committed.apply(op);
-            }
-            self.owner.retain(|_, o| *o != t);
-            self.push_commit();
-            self.reap();
-            self.rep.tx_committed += 1;
-            return Ok(());
+            return self.tx_commit_call(&open);
         }
         if roll < 24 && !open.is_empty() {
-            let t = self.pick(&open).expect("non-empty");
-            self.fs
-                .tx_abort(TxId(t))
-                .map_err(|e| format!("tx_abort {t}: {e}"))?;
-            self.last = format!("abort {t}");
-            for op in self.open.remove(&t).expect("open") {
-                if let MOp::Create { ino, .. } = op {
-                    // Its create is undone: the engine forgets its opens.
-                    self.opens.remove(&ino);
-                }
-            }
-            self.owner.retain(|_, o| *o != t);
-            self.rebuild_live();
-            self.reap();
-            self.rep.tx_aborted += 1;
-            return Ok(());
+            return self.tx_abort_call(&open);
         }
         if roll < 26 && !open.is_empty() {
-            let t = self.pick(&open).expect("non-empty");
-            let all: Vec<MIno> = self.live.nodes.keys().copied().collect();
-            let f = self.target(all, Some(t)).expect("root exists");
-            let want = if self.busy(Some(t))(f) {
+            return self.tx_add_call(&open);
+        }
+        match roll {
+            0..28 => (self.fs.checkpoint().map(drop)).map_err(|e| format!("checkpoint: {e}")),
+            28..37 => self.open_file(),
+            37..45 => self.release_file(),
+            _ => self.mutating_call(&open),
+        }
+    }
+
+    /// Begins a transaction on 0-2 files (EBUSY when one is another's).
+    fn tx_begin_call(&mut self) -> Result<(), String> {
+        let files = self.live.files();
+        let n = self.rng.random_range(0..=2usize);
+        let mut pick = Vec::new();
+        for _ in 0..n {
+            if let Some(f) = self.target(files.clone(), None) {
+                pick.push(f);
+            }
+        }
+        let want = pick.iter().try_for_each(|&f| {
+            if self.live.get(f).is_none() {
+                Err(2)
+            } else if self.owner.contains_key(&f) {
                 Err(16)
             } else {
                 Ok(())
-            };
-            let got = self.fs.tx_add(TxId(t), f);
-            if self.agree("tx_add", got, want)?.is_some() {
-                self.owner.insert(f, t);
             }
-            return Ok(());
+        });
+        let got = self.fs.tx_begin(&pick);
+        if let Some(t) = self.agree("tx_begin", got, want)? {
+            self.open.insert(t.0, Vec::new());
+            for f in pick {
+                self.owner.insert(f, t.0);
+            }
         }
-        if roll < 28 {
-            self.fs
-                .checkpoint()
-                .map_err(|e| format!("checkpoint: {e}"))?;
-            return Ok(());
+        Ok(())
+    }
+
+    fn tx_commit_call(&mut self, open: &[u64]) -> Result<(), String> {
+        let t = self.pick(open).expect("non-empty");
+        self.fs
+            .tx_commit(TxId(t))
+            .map_err(|e| format!("tx_commit {t}: {e}"))?;
+        self.last = format!("commit {t}");
+        let ops = self.open.remove(&t).expect("open");
+        for op in &ops {
+            self.committed.apply(op);
         }
-        if roll < 37 {
-            return self.open_file();
+        self.owner.retain(|_, o| *o != t);
+        self.push_commit();
+        self.reap();
+        self.rep.tx_committed += 1;
+        Ok(())
+    }
+
+    fn tx_abort_call(&mut self, open: &[u64]) -> Result<(), String> {
+        let t = self.pick(open).expect("non-empty");
+        self.fs
+            .tx_abort(TxId(t))
+            .map_err(|e| format!("tx_abort {t}: {e}"))?;
+        self.last = format!("abort {t}");
+        for op in self.open.remove(&t).expect("open") {
+            if let MOp::Create { ino, .. } = op {
+                // Its create is undone: the engine forgets its opens.
+                self.opens.remove(&ino);
+            }
         }
-        if roll < 45 {
-            return self.release_file();
+        self.owner.retain(|_, o| *o != t);
+        self.rebuild_live();
+        self.reap();
+        self.rep.tx_aborted += 1;
+        Ok(())
+    }
+
+    /// Adds a file to an open transaction (EBUSY when it is another's).
+    fn tx_add_call(&mut self, open: &[u64]) -> Result<(), String> {
+        let t = self.pick(open).expect("non-empty");
+        let all: Vec<MIno> = self.live.nodes.keys().copied().collect();
+        let f = self.target(all, Some(t)).expect("root exists");
+        let want = if self.busy(Some(t))(f) {
+            Err(16)
+        } else {
+            Ok(())
+        };
+        let got = self.fs.tx_add(TxId(t), f);
+        if self.agree("tx_add", got, want)?.is_some() {
+            self.owner.insert(f, t);
         }
-        // A mutating call, in an open transaction (mostly) or on its own.
+        Ok(())
+    }
+
+    /// A mutating call, in an open transaction (mostly) or on its own.
+    fn mutating_call(&mut self, open: &[u64]) -> Result<(), String> {
         let ctx = if !open.is_empty() && self.rng.random_bool(0.65) {
-            self.pick(&open)
+            self.pick(open)
         } else {
             None
         };
-        let tx = ctx.map(TxId);
         self.last = format!("in {ctx:?}: ");
         if ctx.is_none() {
             self.rep.legacy_calls += 1;
         }
-        let kind = self.rng.random_range(0..100u32);
-        if (80..88).contains(&kind) {
-            return self.link_file(ctx);
+        match self.rng.random_range(0..100u32) {
+            0..34 => self.write_call(ctx),
+            34..40 => self.fallocate_call(ctx),
+            40..52 => self.setattr_call(ctx),
+            52..70 => self.create_node(ctx),
+            70..80 => self.remove_call(ctx),
+            80..88 => self.link_file(ctx),
+            88..93 => self.xattr_call(ctx),
+            93..100 => self.rename_call(ctx),
+            _ => unreachable!("kind is drawn from 0..100"),
         }
-        if (88..93).contains(&kind) {
-            return self.xattr_call(ctx);
+    }
+
+    fn write_call(&mut self, ctx: Option<u64>) -> Result<(), String> {
+        let tx = ctx.map(TxId);
+        let files = self.live.files();
+        let Some(f) = self.target(files, ctx) else {
+            return Ok(());
+        };
+        let off = self.write_offset();
+        let len = match self.rng.random_range(0..10) {
+            0..=2 => self.rng.random_range(0..200usize),
+            3..=6 => self.rng.random_range(0..4096usize),
+            _ => self.rng.random_range(0..=16_384usize),
+        };
+        let mut data = vec![0u8; len];
+        self.rng.fill(&mut data[..]);
+        let span = (off, data.len() as u64);
+        let want = self.live.check_write(f, span, &self.busy(ctx));
+        let got = self.fs.write(tx, f, off, &data);
+        if self.agree("write", got, want)?.is_some() {
+            self.rep.far_writes += (off >= 1 << 30 && !data.is_empty()) as u64;
+            let touched: &[MIno] = if data.is_empty() { &[] } else { &[f] };
+            let touched = touched.to_vec();
+            self.done(ctx, MOp::Write { ino: f, off, data }, &touched);
         }
-        if (34..40).contains(&kind) {
-            return self.fallocate_call(ctx);
-        }
-        if kind < 34 {
-            let files = self.live.files();
-            let Some(f) = self.target(files, ctx) else {
-                return Ok(());
-            };
-            let off = self.write_offset();
-            let len = match self.rng.random_range(0..10) {
-                0..=2 => self.rng.random_range(0..200usize),
-                3..=6 => self.rng.random_range(0..4096usize),
-                _ => self.rng.random_range(0..=16_384usize),
-            };
-            let mut data = vec![0u8; len];
-            self.rng.fill(&mut data[..]);
-            let span = (off, data.len() as u64);
-            let want = self.live.check_write(f, span, &self.busy(ctx));
-            let got = self.fs.write(tx, f, off, &data);
-            if self.agree("write", got, want)?.is_some() {
-                self.rep.far_writes += (off >= 1 << 30 && !data.is_empty()) as u64;
-                let touched: &[MIno] = if data.is_empty() { &[] } else { &[f] };
-                let touched = touched.to_vec();
-                self.done(ctx, MOp::Write { ino: f, off, data }, &touched);
+        Ok(())
+    }
+
+    fn setattr_call(&mut self, ctx: Option<u64>) -> Result<(), String> {
+        let tx = ctx.map(TxId);
+        let cands: Vec<MIno> = self.live.nodes.keys().copied().collect();
+        let Some(f) = self.target(cands, ctx) else {
+            return Ok(());
+        };
+        let (size, mode, uid) = match self.rng.random_range(0..4) {
+            0 => (
+                None,
+                Some(self.rng.random_range(0..0o1000u32)),
+                Some(self.rng.random_range(0..3u32)),
+            ),
+            1 => (Some(0), None, None),
+            _ => {
+                let cur = self.live.get(f).map_or(0, |n| n.data.len());
+                (Some(self.rng.random_range(0..=cur + 8192)), None, None)
             }
-        } else if kind < 52 {
-            let cands: Vec<MIno> = self.live.nodes.keys().copied().collect();
-            let Some(f) = self.target(cands, ctx) else {
-                return Ok(());
-            };
-            let (size, mode, uid) = match self.rng.random_range(0..4) {
-                0 => (
-                    None,
-                    Some(self.rng.random_range(0..0o1000u32)),
-                    Some(self.rng.random_range(0..3u32)),
-                ),
-                1 => (Some(0), None, None),
-                _ => {
-                    let cur = self.live.get(f).map_or(0, |n| n.data.len());
-                    (Some(self.rng.random_range(0..=cur + 8192)), None, None)
-                }
-            };
-            let want = self.live.check_setattr(f, size, &self.busy(ctx));
-            let got = self.fs.setattr(
-                tx,
-                f,
-                SetAttr {
+        };
+        let want = self.live.check_setattr(f, size, &self.busy(ctx));
+        let got = self.fs.setattr(
+            tx,
+            f,
+            SetAttr {
+                mode,
+                uid,
+                size,
+                ..Default::default()
+            },
+        );
+        if self.agree("setattr", got, want)?.is_some() {
+            self.done(
+                ctx,
+                MOp::SetAttr {
+                    ino: f,
                     mode,
                     uid,
+                    gid: None,
                     size,
-                    ..Default::default()
+                    times: None,
                 },
+                &[f],
             );
-            if self.agree("setattr", got, want)?.is_some() {
-                self.done(
-                    ctx,
-                    MOp::SetAttr {
-                        ino: f,
-                        mode,
-                        uid,
-                        gid: None,
-                        size,
-                        times: None,
-                    },
-                    &[f],
-                );
+        }
+        Ok(())
+    }
+
+    /// unlink or rmdir, mostly of an open file's name (so that orphans are common).
+    fn remove_call(&mut self, ctx: Option<u64>) -> Result<(), String> {
+        let tx = ctx.map(TxId);
+        let (p, name) = match self.open_file_name() {
+            // Mostly an open file, so that orphans are common.
+            Some(pn) if self.rng.random_bool(0.7) => pn,
+            _ => {
+                let dirs = self.live.dirs();
+                let Some(p) = self.target(dirs, ctx) else {
+                    return Ok(());
+                };
+                let name = self.existing_name(p);
+                (p, name)
             }
-        } else if kind < 70 {
-            return self.create_node(ctx);
-        } else if kind < 82 {
-            let (p, name) = match self.open_file_name() {
-                // Mostly an open file, so that orphans are common.
-                Some(pn) if self.rng.random_bool(0.7) => pn,
-                _ => {
-                    let dirs = self.live.dirs();
-                    let Some(p) = self.target(dirs, ctx) else {
-                        return Ok(());
-                    };
-                    let name = self.existing_name(p);
-                    (p, name)
+        };
+        let dir = self
+            .live
+            .get(p)
+            .and_then(|n| n.entries.get(&name))
+            .and_then(|&c| self.live.get(c))
+            .map_or(self.rng.random_bool(0.5), |c| {
+                c.dir ^ self.rng.random_bool(0.1)
+            });
+        let want = self.live.check_remove(p, &name, dir, &self.busy(ctx));
+        let got = if dir {
+            self.fs.rmdir(tx, p, &name)
+        } else {
+            self.fs.unlink(tx, p, &name)
+        };
+        let t = want.unwrap_or(0);
+        if self
+            .agree(if dir { "rmdir" } else { "unlink" }, got, want.map(|_| ()))?
+            .is_some()
+        {
+            let keep = self.opens.contains_key(&t);
+            let op = MOp::Remove {
+                parent: p,
+                name,
+                dir,
+                keep,
+            };
+            self.done(ctx, op, &[p, t]);
+            self.count_orphan(t);
+        }
+        Ok(())
+    }
+
+    fn rename_call(&mut self, ctx: Option<u64>) -> Result<(), String> {
+        let tx = ctx.map(TxId);
+        let dirs = self.live.dirs();
+        let Some(sp) = self.target(dirs.clone(), ctx) else {
+            return Ok(());
+        };
+        let Some(dp) = self.target(dirs, ctx) else {
+            return Ok(());
+        };
+        let flags = match self.rng.random_range(0..20) {
+            0..=12 => RenameFlags::NONE,
+            13..=14 => RenameFlags::NOREPLACE,
+            15..=18 => RenameFlags::EXCHANGE,
+            _ => {
+                // Both: EINVAL. The draw that picked an unknown bit (before the flags
+                // had a type the engine takes) stays, so that a seed runs the workload
+                // it ran then.
+                let _ = self.rng.random_range(0..3);
+                RenameFlags {
+                    noreplace: true,
+                    exchange: true,
                 }
-            };
-            let dir = self
-                .live
-                .get(p)
-                .and_then(|n| n.entries.get(&name))
-                .and_then(|&c| self.live.get(c))
-                .map_or(self.rng.random_bool(0.5), |c| {
-                    c.dir ^ self.rng.random_bool(0.1)
-                });
-            let want = self.live.check_remove(p, &name, dir, &self.busy(ctx));
-            let got = if dir {
-                self.fs.rmdir(tx, p, &name)
+            }
+        };
+        let sn = self.existing_name(sp);
+        // An exchange needs both names: mostly an existing one.
+        let dn = if flags == RenameFlags::EXCHANGE || self.rng.random_bool(0.4) {
+            self.existing_name(dp)
+        } else {
+            self.name()
+        };
+        let names = (sp, &sn[..], dp, &dn[..]);
+        let want = self.live.check_rename_flags(names, flags, &self.busy(ctx));
+        let got = self.fs.rename(tx, sp, &sn, dp, &dn, flags);
+        if self.agree("rename", got, want.map(|_| ()))?.is_some() {
+            let (src, victim) = want.expect("agreed on success");
+            if victim == Some(src) {
+                // Renaming onto the same inode changes nothing.
+                if ctx.is_none() {
+                    self.push_commit();
+                }
             } else {
-                self.fs.unlink(tx, p, &name)
-            };
-            let t = want.unwrap_or(0);
-            if self
-                .agree(if dir { "rmdir" } else { "unlink" }, got, want.map(|_| ()))?
-                .is_some()
-            {
-                let keep = self.opens.contains_key(&t);
-                let op = MOp::Remove {
-                    parent: p,
-                    name,
-                    dir,
+                let exchange = flags == RenameFlags::EXCHANGE;
+                self.rep.exchanges += exchange as u64;
+                let mut touched = vec![sp, dp, src];
+                touched.extend(victim);
+                // A replaced target that is open stays (an exchange replaces nothing).
+                let keep = !exchange && victim.is_some_and(|v| self.opens.contains_key(&v));
+                let (from, to) = ((sp, sn), (dp, dn));
+                let op = MOp::Rename {
+                    from,
+                    to,
+                    flags,
                     keep,
                 };
-                self.done(ctx, op, &[p, t]);
-                self.count_orphan(t);
-            }
-        } else {
-            let dirs = self.live.dirs();
-            let Some(sp) = self.target(dirs.clone(), ctx) else {
-                return Ok(());
-            };
-            let Some(dp) = self.target(dirs, ctx) else {
-                return Ok(());
-            };
-            let flags = match self.rng.random_range(0..20) {
-                0..=12 => RenameFlags::NONE,
-                13..=14 => RenameFlags::NOREPLACE,
-                15..=18 => RenameFlags::EXCHANGE,
-                _ => {
-                    // Both: EINVAL. The draw that picked an unknown bit (before the flags
-                    // had a type the engine takes) stays, so that a seed runs the workload
-                    // it ran then.
-                    let _ = self.rng.random_range(0..3);
-                    RenameFlags {
-                        noreplace: true,
-                        exchange: true,
-                    }
-                }
-            };
-            let sn = self.existing_name(sp);
-            // An exchange needs both names: mostly an existing one.
-            let dn = if flags == RenameFlags::EXCHANGE || self.rng.random_bool(0.4) {
-                self.existing_name(dp)
-            } else {
-                self.name()
-            };
-            let names = (sp, &sn[..], dp, &dn[..]);
-            let want = self.live.check_rename_flags(names, flags, &self.busy(ctx));
-            let got = self.fs.rename(tx, sp, &sn, dp, &dn, flags);
-            if self.agree("rename", got, want.map(|_| ()))?.is_some() {
-                let (src, victim) = want.expect("agreed on success");
-                if victim == Some(src) {
-                    // Renaming onto the same inode changes nothing.
-                    if ctx.is_none() {
-                        self.push_commit();
-                    }
-                } else {
-                    let exchange = flags == RenameFlags::EXCHANGE;
-                    self.rep.exchanges += exchange as u64;
-                    let mut touched = vec![sp, dp, src];
-                    touched.extend(victim);
-                    // A replaced target that is open stays (an exchange replaces nothing).
-                    let keep = !exchange && victim.is_some_and(|v| self.opens.contains_key(&v));
-                    let (from, to) = ((sp, sn), (dp, dn));
-                    let op = MOp::Rename {
-                        from,
-                        to,
-                        flags,
-                        keep,
-                    };
-                    self.done(ctx, op, &touched);
-                    if let Some(v) = victim {
-                        self.count_orphan(v);
-                    }
+                self.done(ctx, op, &touched);
+                if let Some(v) = victim {
+                    self.count_orphan(v);
                 }
             }
         }
