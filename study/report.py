@@ -38,40 +38,31 @@ CATS = [
     ("durability", "Durability"),
 ]
 CONSEQUENCES = ["silent-error", "data-loss", "cannot-open", "failed-reads-writes", "other"]
-# Thesis 004 Table 4.4 (ext3-j, ext3-o, ext3-w, ext4-o, btrfs, default) for the
-# applications studied again here.
-THESIS = {
-    "sqlite-rollback": ("Sqlite-Roll", [1, 1, 1, 1, 1, 1]),
-    "sqlite-wal": ("Sqlite-WAL", [0, 0, 0, 0, 0, 0]),
-    "leveldb": ("Leveldb1.15", [1, 1, 2, 2, 3, 6]),
-    "git": ("Git", [2, 2, 2, 2, 5, 9]),
-    "postgres": ("PostgreSQL", [0, 0, 0, 0, 0, 1]),
-    "gdbm": ("GDBM", [2, 3, 3, 3, 4, 5]),
-    "lmdb": ("LMDB", [0, 0, 0, 0, 0, 1]),
-    "mercurial": ("Mercurial", [3, 3, 4, 6, 8, 10]),
-    "hsqldb": ("HSQLDB", [0, 0, 0, 0, 4, 10]),
-}
 # Thesis 004 Table 4.4 whole, in its row order: (thesis row, its counts under THESIS_APMS
-# (blank cells are 0), the run that stands for it today, why there is none when None).
+# (blank cells are 0), the prefix of the runs it stands beside in the per-APM table, the
+# run that stands for it in the side-by-side table, why there is none when None).
 # The run is the configuration closest to the thesis': Debian's default synchronous
 # setting for SQLite, git with core.fsync=all (the thesis ran git with stronger options
 # than its defaults), GDBM without GDBM_SYNC (the thesis' GDBM durability loss is a
 # missing fsync on a file).
 TABLE_44 = [
-    ("Leveldb1.10", [1, 1, 3, 2, 4, 10], None, "one version today (1.23) stands for both: see Leveldb1.15"),
-    ("Leveldb1.15", [1, 1, 2, 2, 3, 6], "leveldb", None),
-    ("LMDB", [0, 0, 0, 0, 0, 1], "lmdb", None),
-    ("GDBM", [2, 3, 3, 3, 4, 5], "gdbm", None),
-    ("HSQLDB", [0, 0, 0, 0, 4, 10], "hsqldb", None),
-    ("Sqlite-Roll", [1, 1, 1, 1, 1, 1], "sqlite-rollback-full", None),
-    ("Sqlite-WAL", [0, 0, 0, 0, 0, 0], "sqlite-wal-full", None),
-    ("PostgreSQL", [0, 0, 0, 0, 0, 1], "postgres", None),
-    ("Git", [2, 2, 2, 2, 5, 9], "git-fsync", None),
-    ("Mercurial", [3, 3, 4, 6, 8, 10], "mercurial", None),
-    ("VMWare", [0, 0, 0, 0, 0, 1], None, "out of reach: the player is proprietary"),
-    ("HDFS", [0, 0, 0, 0, 1, 2], "hdfs", None),
-    ("ZooKeeper", [0, 1, 1, 1, 1, 4], "zookeeper", None),
+    ("Leveldb1.10", [1, 1, 3, 2, 4, 10], None, None, "one version today (1.23) stands for both: see Leveldb1.15"),
+    ("Leveldb1.15", [1, 1, 2, 2, 3, 6], "leveldb", "leveldb", None),
+    ("LMDB", [0, 0, 0, 0, 0, 1], "lmdb", "lmdb", None),
+    ("GDBM", [2, 3, 3, 3, 4, 5], "gdbm", "gdbm", None),
+    ("HSQLDB", [0, 0, 0, 0, 4, 10], "hsqldb", "hsqldb", None),
+    ("Sqlite-Roll", [1, 1, 1, 1, 1, 1], "sqlite-rollback", "sqlite-rollback-full", None),
+    ("Sqlite-WAL", [0, 0, 0, 0, 0, 0], "sqlite-wal", "sqlite-wal-full", None),
+    ("PostgreSQL", [0, 0, 0, 0, 0, 1], "postgres", "postgres", None),
+    ("Git", [2, 2, 2, 2, 5, 9], "git", "git-fsync", None),
+    ("Mercurial", [3, 3, 4, 6, 8, 10], "mercurial", "mercurial", None),
+    ("VMWare", [0, 0, 0, 0, 0, 1], None, None, "out of reach: the player is proprietary"),
+    ("HDFS", [0, 0, 0, 0, 1, 2], "hdfs", "hdfs", None),
+    ("ZooKeeper", [0, 1, 1, 1, 1, 4], "zookeeper", "zookeeper", None),
 ]
+# The thesis' counts of the runs named by a prefix (`sqlite-rollback` for every SQLite
+# rollback configuration), for the per-APM table.
+THESIS = {prefix: (row, counts) for row, counts, prefix, _run, _why in TABLE_44 if prefix}
 # Thesis 004 Table 5.2(a) (ALICE; ext4 vs c2fs, i.e. intactfs's promise; newer application
 # versions than Table 4.4; durability not checked for Git, which never calls fsync in its
 # default configuration, the one Table 5.2 uses).
@@ -281,7 +272,7 @@ def side_by_side_section(w, done, here):
     ours = [0] * len(THESIS_APMS)
     theirs = [0] * len(THESIS_APMS)
     ext4 = 0
-    for row, thesis, run, why in TABLE_44:
+    for row, thesis, _prefix, run, why in TABLE_44:
         assert len(thesis) == len(THESIS_APMS), row
         r = by_name.get(run) if run else None
         if r is None:
