@@ -207,7 +207,10 @@ public class Check {
             tree = zks.getZKDatabase().getDataTree();
             zxid = zks.getZKDatabase().getDataTreeLastProcessedZxid();
         } catch (Throwable e) {
-            v.fail("opens", "cannot-open", "the restarted server cannot load data/: " + oneLine(e));
+            // Paths inside the crash directory read relative to it (data/version-2/log.1), so a
+            // message does not change with the checker's scratch directory.
+            v.fail("opens", "cannot-open", "the restarted server cannot load data/: "
+                   + oneLine(e).replace(crash.getPath() + File.separator, ""));
             close(zks);
             return v;
         }
