@@ -71,6 +71,7 @@ THESIS_52 = {
     "leveldb": ("LevelDB", 1, 0),
     "git": ("Git", 2, 0),
     "mercurial": ("Mercurial", 5, 2),
+    "zookeeper": ("ZooKeeper", 1, 0),
 }
 VERDICTS = {"real-bug": "against the application", "documented": "documented behaviour", "model-artefact": "artefact of the model"}
 # APMs with 0 forbidden crash images at block level on Linux 6.18 (docs/validation.md).
