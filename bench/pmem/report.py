@@ -213,7 +213,36 @@ def section(runs, bad, a):
             f"runs checkpoints in background threads, off the transactions' critical path; the next table compares.")
     out.append("")
     out.extend(background_table(g, threads))
+    out.extend(scaling_table(g, threads, mc["nproc"]))
     return "\n".join(out), 0
+
+
+def scaling_table(g, threads, nproc):
+    """Throughput at T threads over 1 thread, per system (issue 28 item 3): the threads use
+    disjoint files, so a concurrent engine would scale up to the machine's cores."""
+    if len(threads) < 2 or 1 not in threads:
+        return []
+    out = ["### Scaling with threads (disjoint files)", ""]
+    out.append(f"Transactions per second at T threads ÷ at 1 thread, same system and latency model, on {nproc} CPUs "
+               "(the most a perfectly parallel system can reach is min(T, CPUs), less what else runs on the machine). "
+               "Every system here sits behind one lock taken per call (`background::Gate`), so threads interleave "
+               "rather than run in parallel: a ratio near 1 measures hand-over cost, not a concurrent engine.")
+    out.append("")
+    others = [t for t in threads if t != 1]
+    out.append("| latency | system | txn/s, 1 thread | " + " | ".join(f"txn/s, {t} threads | ÷ 1 thread" for t in others) + " |")
+    out.append("|---|---|---:|" + "---:|---:|" * len(others))
+    for lat in ("fcfs", "none"):
+        for sname, name in SYSTEMS:
+            one = g(lat, 1, sname, "txn_per_s")
+            if one is None:
+                continue
+            cells = []
+            for t in others:
+                v = g(lat, t, sname, "txn_per_s")
+                cells += [fmt(v), fmt_ratio(ratio(v, one))]
+            out.append(f"| {'FCFS' if lat == 'fcfs' else 'none'} | {name} | {fmt(one)} | " + " | ".join(cells) + " |")
+    out.append("")
+    return out
 
 
 def background_table(g, threads):

@@ -34,9 +34,14 @@ extern "C" {
 typedef struct intact_embed intact_embed;
 
 /* intact_embed_open flag: fences do not msync the image's pages, so committed data
- * survives a crash of the program but not of the machine (the mount's `-o nopmem_sync`).
+ * survives a crash of the program but not of the machine (the mount's `-o pmem_nosync`).
  * Without it every fence msyncs, as a mount does by default. */
 #define INTACT_EMBED_NO_SYNC 1u
+/* intact_embed_open flag: commits checkpoint inline (the mount's `-o pmem_ckpt=inline`).
+ * Without it a background thread of this process checkpoints between calls (FCFS's
+ * concurrently selective checkpointing); a commit that finds the log or the free blocks
+ * exhausted checkpoints inline either way. */
+#define INTACT_EMBED_INLINE_CHECKPOINTS 2u
 
 struct intact_embed_stat {
     uint64_t ino;
@@ -64,7 +69,7 @@ struct intact_embed_counters {
 int intact_embed_mkfs(const char *image, uint64_t size_bytes, uint64_t log_bytes);
 
 /* Locks, maps and recovers the image. EBUSY: a mount or another program holds it. flags:
- * 0 or INTACT_EMBED_NO_SYNC. */
+ * 0, or INTACT_EMBED_NO_SYNC and/or INTACT_EMBED_INLINE_CHECKPOINTS. */
 intact_embed *intact_embed_open(const char *image, uint32_t flags);
 
 /* Closes cleanly (open transactions aborted, everything checkpointed and written back)

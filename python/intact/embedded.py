@@ -21,9 +21,10 @@ import contextlib
 import ctypes
 import os
 
-__all__ = ["Image", "File", "Transaction", "mkfs", "library_path", "NO_SYNC"]
+__all__ = ["Image", "File", "Transaction", "mkfs", "library_path", "NO_SYNC", "INLINE_CHECKPOINTS"]
 
 NO_SYNC = 1
+INLINE_CHECKPOINTS = 2
 
 _KINDS = {1: "file", 2: "dir", 3: "symlink", 4: "other"}
 _READDIR_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint32)
@@ -171,10 +172,11 @@ class Image:
     """A pmem image opened in this process; the image's only owner until :meth:`close`
     (``OSError(EBUSY)`` if a mount or another program holds it)."""
 
-    def __init__(self, path, sync_on_fence=True):
+    def __init__(self, path, sync_on_fence=True, background_checkpoints=True):
         self._lib = _load()
         self.path = path
-        self._h = _check(self._lib.intact_embed_open(_path(path), 0 if sync_on_fence else NO_SYNC), None)
+        flags = (0 if sync_on_fence else NO_SYNC) | (0 if background_checkpoints else INLINE_CHECKPOINTS)
+        self._h = _check(self._lib.intact_embed_open(_path(path), flags), None)
 
     def close(self):
         """Clean close: open transactions aborted, everything checkpointed and written back."""

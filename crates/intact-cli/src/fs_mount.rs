@@ -49,8 +49,10 @@ pub struct MountArgs {
     /// 6.14+ with `/sys/module/fuse/parameters/enable_uring` set to Y by root, else the
     /// mount fails). A pmem image (`mkfs --device pmem`) is served by
     /// the persistent-memory engine with AD-transactions; of these only private applies to
-    /// it (the others are ignored with a note), and pmem_nosync (fences do not msync the
-    /// image file: transactions survive the daemon's death, not a power loss; faster).
+    /// it (the others are ignored with a note), pmem_nosync (fences do not msync the
+    /// image file: transactions survive the daemon's death, not a power loss; faster) and
+    /// pmem_ckpt=background|inline (checkpoints in a background thread, the default, or
+    /// at the commit that makes them due).
     #[arg(short = 'o', value_delimiter = ',')]
     pub options: Vec<String>,
     /// Request-handling threads.
@@ -171,6 +173,7 @@ struct Options {
     locked_commit: bool,
     caps: Caps,
     pmem_sync: bool,
+    pmem_background: bool,
     uring: bool,
     /// Options given that only the block engine uses (noted when a pmem image is mounted).
     block_only: Vec<String>,
@@ -188,17 +191,22 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
     let mut locked_commit = false;
     let mut caps = Caps::default();
     let mut pmem_sync = true;
+    let mut pmem_background = true;
     let mut uring = false;
     let mut block_only = Vec::new();
     let mut read_only = false;
     for o in opts.iter().filter(|o| !o.is_empty()) {
-        if o != "private" && o != "pmem_nosync" && o != "uring" && o != "ro" && o != "rw" {
+        let both_kinds = ["private", "pmem_nosync", "uring", "ro", "rw"].contains(&o.as_str());
+        if !both_kinds && !o.starts_with("pmem_ckpt=") {
             block_only.push(o.clone());
         }
         match o.as_str() {
             "ro" => read_only = true,
             "rw" => read_only = false,
             "pmem_nosync" => pmem_sync = false,
+            "pmem_ckpt=background" => pmem_background = true,
+            "pmem_ckpt=inline" => pmem_background = false,
+            _ if o.starts_with("pmem_ckpt=") => return Err(Failure::input(format!("mount option {o}: expected pmem_ckpt=background or pmem_ckpt=inline"))),
             "uring" => uring = true,
             "fsync=durable" => fsync = FsyncMode::Durable,
             "fsync=ignore" => fsync = FsyncMode::Ignore,
@@ -239,7 +247,7 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
                 durability_timeout = Duration::from_secs_f64(v);
             }
             _ if o.starts_with("fsync=") => return Err(Failure::input(format!("mount option {o}: expected fsync=durable, fsync=ignore or fsync=osync"))),
-            _ => return Err(Failure::input(format!("unknown mount option {o:?}: expected fsync=durable|ignore|osync, durability=SECONDS, private, xattr, noxattr, dirty_limit=SIZE, region_limit=SIZE, commit=SECONDS, locked_commit, nokillpriv, noreaddirplus, flushall, uring, ro, rw or pmem_nosync"))),
+            _ => return Err(Failure::input(format!("unknown mount option {o:?}: expected fsync=durable|ignore|osync, durability=SECONDS, private, xattr, noxattr, dirty_limit=SIZE, region_limit=SIZE, commit=SECONDS, locked_commit, nokillpriv, noreaddirplus, flushall, uring, ro, rw, pmem_nosync or pmem_ckpt=background|inline"))),
         }
     }
     Ok(Options {
@@ -253,6 +261,7 @@ fn parse_options(opts: &[String]) -> Result<Options, Failure> {
         locked_commit,
         caps,
         pmem_sync,
+        pmem_background,
         uring,
         block_only,
         read_only,
@@ -346,6 +355,7 @@ fn mount_config(a: &MountArgs, o: &Options) -> MountConfig {
         locked_commit: o.locked_commit,
         caps: o.caps,
         pmem_sync: o.pmem_sync,
+        pmem_background: o.pmem_background,
         uring: o.uring,
         read_only: o.read_only,
     }
@@ -452,12 +462,14 @@ fn unmounted_message(a: &MountArgs, cfg: &MountConfig, u: &serve::Served) -> Str
             u.stats.bytes_written()
         ),
         serve::Served::Pmem(u) => format!(
-            "intactfs: {} unmounted and checkpointed ({} transactions committed, {} of them legacy calls, {} aborted, {} checkpoints; {} still open at unmount were aborted; device while mounted: {} stores, {} bytes stored, {} lines flushed, {} fences)",
+            "intactfs: {} unmounted and checkpointed ({} transactions committed, {} of them legacy calls, {} aborted, {} checkpoints, {} background checkpoint units, {} checkpoints forced by a full log or free space; {} still open at unmount were aborted; device while mounted: {} stores, {} bytes stored, {} lines flushed, {} fences)",
             a.mountpoint.display(),
             u.stats.committed,
             u.stats.legacy_commits,
             u.stats.aborted,
             u.stats.checkpoints,
+            u.stats.background_units,
+            u.stats.exhausted_checkpoints,
             u.aborted_at_unmount,
             u.device.stores,
             u.device.bytes_stored,

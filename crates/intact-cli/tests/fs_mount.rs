@@ -903,6 +903,91 @@ fn pmem_images_mount_with_transactions_and_survive_sigkill() {
     assert!(!mounted_on(&m.mnt));
 }
 
+/// Background checkpoints on a pmem mount (issue 28, FCFS 002 §III-E): with a small log,
+/// overwrites keep checkpoint work due; the daemon's checkpointer thread runs it in units
+/// between requests (the unmount's log line counts them, and `pmem_ckpt=inline` runs none);
+/// every acknowledged write is read back after a remount and after a SIGKILL that lands
+/// while the checkpointer has work.
+#[test]
+fn pmem_background_checkpoints_run_between_requests_and_survive_sigkill() {
+    let m = Mount::new("32M");
+    let o = run(intact()
+        .args(["fs", "mkfs", "--force", "--device", "pmem", "--size", "32M"])
+        .args(["--journal", "64K"])
+        .arg(&m.img));
+    assert!(o.status.success(), "{}", text(&o));
+    const FILES: usize = 8;
+    const ROUNDS: usize = 300;
+    let contents = |round: usize| vec![(round % 251) as u8; 12 << 10];
+    // What each file holds once `rounds` overwrites were acknowledged.
+    let expect = |rounds: usize, f: usize| (0..rounds).rev().find(|r| r % FILES == f);
+    let check = |rounds: usize| {
+        for f in 0..FILES {
+            let want = expect(rounds, f).map(contents).unwrap_or_default();
+            let got = fs::read(m.p(&format!("f{f}"))).unwrap_or_default();
+            assert!(got == want, "f{f} after {rounds} acknowledged overwrites");
+        }
+    };
+    // In place, not O_TRUNC: a truncation checkpoints the file's blocks inline (a redo
+    // entry must not name a block it frees), which is not what this test is about.
+    let overwrite = |r: usize| {
+        let f = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o644)
+            .open(m.p(&format!("f{}", r % FILES)))
+            .unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&f, &contents(r), 0).unwrap();
+    };
+    let units_in_log = || {
+        let log = fs::read_to_string(&m.log).unwrap();
+        let line = log
+            .lines()
+            .rev()
+            .find(|l| l.contains("background checkpoint units"));
+        let line = line.unwrap_or_else(|| panic!("no unmount counts in the log:\n{log}"));
+        let before = line.split(" background checkpoint units").next().unwrap();
+        before.rsplit(' ').next().unwrap().parse::<u64>().unwrap()
+    };
+    for (opts, background) in [(&["-o", "pmem_ckpt=inline"][..], false), (&[][..], true)] {
+        fs::write(&m.log, "").unwrap();
+        m.mount(opts);
+        for r in 0..ROUNDS {
+            overwrite(r);
+        }
+        check(ROUNDS);
+        let pid = m.pid();
+        let o = m.umount();
+        assert!(o.status.success(), "{}", text(&o));
+        wait_exit(pid, "the daemon did not exit after the unmount");
+        let units = units_in_log();
+        assert_eq!(
+            units > 0,
+            background,
+            "background units {units} with {opts:?}"
+        );
+        m.fsck_clean();
+        m.mount(&[]);
+        check(ROUNDS);
+        let pid = m.pid();
+        let o = m.umount();
+        assert!(o.status.success(), "{}", text(&o));
+        wait_exit(pid, "the daemon did not exit after the unmount");
+    }
+    // A crash while the checkpointer has work: every acknowledged overwrite is there.
+    m.mount(&[]);
+    for r in 0..ROUNDS / 2 {
+        overwrite(r);
+    }
+    m.crash();
+    m.fsck_clean();
+    m.mount(&[]);
+    check(ROUNDS / 2);
+    let o = m.umount();
+    assert!(o.status.success(), "{}", text(&o));
+}
+
 /// The pmem twin of `sqlite_batch_atomic_write_commits_without_a_journal_and_survives_sigkill`
 /// (issue 14 item 5, the FCFS paper's §VI application case): on a pmem mount the F2FS
 /// atomic-write ioctls are AD-transactions, so unmodified SQLite built with

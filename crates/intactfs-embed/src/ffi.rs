@@ -39,6 +39,9 @@ pub struct Counters {
 /// `INTACT_EMBED_NO_SYNC`: fences do not msync (durable against a crash of the program
 /// only, not of the machine).
 pub const NO_SYNC: u32 = 1;
+/// `INTACT_EMBED_INLINE_CHECKPOINTS`: commits checkpoint inline, no background thread
+/// (the mount's `-o pmem_ckpt=inline`).
+pub const INLINE_CHECKPOINTS: u32 = 2;
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
@@ -127,11 +130,13 @@ pub unsafe extern "C" fn intact_embed_mkfs(
 pub unsafe extern "C" fn intact_embed_open(image: *const c_char, flags: u32) -> *mut Handle {
     let opts = Options {
         sync_on_fence: flags & NO_SYNC == 0,
+        background_checkpoints: flags & INLINE_CHECKPOINTS == 0,
     };
-    let r = if flags & !NO_SYNC != 0 {
+    let known = NO_SYNC | INLINE_CHECKPOINTS;
+    let r = if flags & !known != 0 {
         Err(invalid(&format!(
-            "unknown flags {:#x} (only INTACT_EMBED_NO_SYNC)",
-            flags & !NO_SYNC
+            "unknown flags {:#x} (only INTACT_EMBED_NO_SYNC and INTACT_EMBED_INLINE_CHECKPOINTS)",
+            flags & !known
         )))
     } else {
         // SAFETY: forwarded contract.

@@ -32,11 +32,13 @@ pub use error::{EmbedError, Result};
 pub use intactfs_pmem::{Attr, FileType, Ino, TxId, TxStats};
 
 use intactfs_device::{lock_image, ImageLock, PmemCounters, PmemFile};
-use intactfs_pmem::{MkfsOptions, MountReport, PmemFs};
+use intactfs_pmem::background::{Checkpointer, Gate};
+use intactfs_pmem::{MkfsOptions, MountReport, PmemFs, Tunables};
 use intactfs_types::prelude::*;
 use intactfs_types::{Owner, SetAttr};
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::{Arc, MutexGuard};
 
 /// How to open an image.
 #[derive(Clone, Copy, Debug)]
@@ -45,12 +47,18 @@ pub struct Options {
     /// durable against a machine crash on an image in a file system, not only against a
     /// crash of the program.
     pub sync_on_fence: bool,
+    /// Checkpoints run in a background thread of this process, in units between calls
+    /// (as the mount's default; FCFS 002 §III-E), instead of inline at the commit that
+    /// makes them due. A commit that finds the log or the free blocks exhausted still
+    /// checkpoints inline.
+    pub background_checkpoints: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Options {
             sync_on_fence: true,
+            background_checkpoints: true,
         }
     }
 }
@@ -81,7 +89,11 @@ struct OpenFile {
 /// image can tell: every committed transaction is there, open ones are undone at the
 /// next open.
 pub struct Image {
-    fs: PmemFs<PmemFile>,
+    /// The engine, shared with the checkpointer's thread (each call takes the gate).
+    fs: Arc<Gate<PmemFs<PmemFile>>>,
+    /// The background checkpointer (None: checkpoints inline). Declared before `lock`, so
+    /// a dropped image joins the thread before it releases the image.
+    checkpointer: Option<Checkpointer>,
     lock: ImageLock,
     files: HashMap<Fd, OpenFile>,
     next_fd: Fd,
@@ -110,12 +122,20 @@ impl Image {
         let what = || format!("opening the pmem image {}", path.display());
         let mut dev = PmemFile::open(path).map_err(|e| EmbedError::image(what(), e))?;
         dev.set_sync_on_fence(opts.sync_on_fence);
-        let (fs, recovery) = PmemFs::mount(dev).map_err(|e| {
+        let (mut fs, recovery) = PmemFs::mount(dev).map_err(|e| {
             EmbedError::fs(
                 format!("{} (run `intact fs fsck {}`)", what(), path.display()),
                 e,
             )
         })?;
+        fs.set_tunables(Tunables {
+            background_checkpoints: opts.background_checkpoints,
+            ..fs.tunables()
+        });
+        let fs = Arc::new(Gate::new(fs));
+        let checkpointer = (opts.background_checkpoints)
+            .then(|| spawn_checkpointer(&fs))
+            .transpose()?;
         // SAFETY: geteuid and getegid have no preconditions and cannot fail.
         let owner = unsafe {
             Owner {
@@ -125,6 +145,7 @@ impl Image {
         };
         Ok(Image {
             fs,
+            checkpointer,
             lock,
             files: HashMap::new(),
             next_fd: 0,
@@ -135,10 +156,25 @@ impl Image {
 
     /// Unmounts cleanly: open transactions are aborted, everything is checkpointed and the
     /// image written back; then the lock is released.
-    pub fn close(self) -> Result<()> {
+    pub fn close(mut self) -> Result<()> {
         let path = self.path().to_path_buf();
         let what = || format!("closing the pmem image {}", path.display());
-        let mut dev = self.fs.unmount().map_err(|e| EmbedError::fs(what(), e))?;
+        if let Some(c) = self.checkpointer.take() {
+            // Its error left the checkpoints to commits; unmount checkpoints everything.
+            if let Err(e) = c.stop() {
+                eprintln!(
+                    "intactfs-embed: the background checkpointer of {} stopped early: {e}",
+                    path.display()
+                );
+            }
+        }
+        let fs = Arc::try_unwrap(self.fs)
+            .map_err(|_| {
+                let why = "the engine is still shared after its checkpointer stopped";
+                EmbedError::fs(what(), intactfs_pmem::PmemFsError::Internal(why.into()))
+            })?
+            .into_inner();
+        let mut dev = fs.unmount().map_err(|e| EmbedError::fs(what(), e))?;
         dev.sync_all().map_err(|e| EmbedError::image(what(), e))?;
         drop(self.lock);
         Ok(())
@@ -156,12 +192,22 @@ impl Image {
     /// The device's counters since the image was opened: stores, bytes stored, lines
     /// flushed, fences.
     pub fn device_counters(&self) -> PmemCounters {
-        self.fs.device_counters()
+        self.fs().device_counters()
     }
 
-    /// The engine, for reading (tests, statistics).
-    pub fn engine(&self) -> &PmemFs<PmemFile> {
-        &self.fs
+    /// The engine, for reading (tests, statistics); the checkpointer waits meanwhile.
+    pub fn engine(&self) -> impl std::ops::Deref<Target = PmemFs<PmemFile>> + '_ {
+        self.fs()
+    }
+
+    /// The engine for one call: its gate, and on release a poke of the checkpointer when the
+    /// call left checkpoint work. Not re-entrant: a second `fs()` while a guard lives (a
+    /// `match self.fs()...` whose arms call it again) deadlocks; bind the result first.
+    fn fs(&self) -> EngineRef<'_> {
+        EngineRef {
+            fs: self.fs.lock(),
+            checkpointer: self.checkpointer.as_ref(),
+        }
     }
 
     /// Opens (or creates) the regular file or directory at `path` (from the image's root).
@@ -189,7 +235,7 @@ impl Image {
         if flags.truncate && attr.size > 0 {
             self.set_size(ino, 0, &path.display().to_string())?;
         }
-        self.fs
+        self.fs()
             .open(ino)
             .map_err(|e| EmbedError::fs(format!("opening {}", path.display()), e))?;
         let fd = self.next_fd;
@@ -211,7 +257,9 @@ impl Image {
         let Some(name) = name else {
             return self.stat(path); // the root
         };
-        match self.fs.lookup(parent, name) {
+        // Bound first: the engine's guard must be released before the create below.
+        let found = self.fs().lookup(parent, name);
+        match found {
             Ok(_) if flags.create && flags.exclusive => Err(EmbedError::fs(
                 format!("creating {}", path.display()),
                 intactfs_types::FsError::Exists(String::new()),
@@ -220,7 +268,7 @@ impl Image {
             Err(e) if e.errno() == libc::ENOENT && flags.create => {
                 let tx = self.route(&[parent]);
                 let o = self.owner;
-                (self.fs.create(tx, parent, name, mode & 0o7777, o))
+                (self.fs().create(tx, parent, name, mode & 0o7777, o))
                     .map_err(|e| EmbedError::fs(format!("creating {}", path.display()), e))
             }
             Err(e) => Err(EmbedError::fs(format!("opening {}", path.display()), e)),
@@ -230,7 +278,7 @@ impl Image {
     /// Closes a descriptor (the last close of a removed file frees it).
     pub fn close_file(&mut self, fd: Fd) -> Result<()> {
         let f = self.files.remove(&fd).ok_or(EmbedError::BadFd(fd))?;
-        self.fs
+        self.fs()
             .release(None, f.ino)
             .map_err(|e| EmbedError::fs(format!("closing descriptor {fd}"), e))
     }
@@ -250,7 +298,7 @@ impl Image {
     /// Reads up to `buf.len()` bytes at `off`; fewer at the end of the file.
     pub fn pread(&mut self, fd: Fd, buf: &mut [u8], off: u64) -> Result<usize> {
         let ino = self.file(fd)?.ino;
-        let data = (self.fs.read(ino, off, buf.len()))
+        let data = (self.fs().read(ino, off, buf.len()))
             .map_err(|e| EmbedError::fs(format!("reading descriptor {fd} at {off}"), e))?;
         assert!(data.len() <= buf.len(), "the engine read more than asked");
         buf[..data.len()].copy_from_slice(&data);
@@ -261,7 +309,7 @@ impl Image {
     pub fn pwrite(&mut self, fd: Fd, data: &[u8], off: u64) -> Result<usize> {
         let ino = self.writable(fd)?;
         let tx = self.route(&[ino]);
-        let n = (self.fs.write(tx, ino, off, data)).map_err(|e| {
+        let n = (self.fs().write(tx, ino, off, data)).map_err(|e| {
             EmbedError::fs(
                 format!("writing {} bytes at {off} to descriptor {fd}", data.len()),
                 e,
@@ -283,7 +331,7 @@ impl Image {
             size: Some(size),
             ..SetAttr::default()
         };
-        let a = (self.fs.setattr(tx, ino, sa))
+        let a = (self.fs().setattr(tx, ino, sa))
             .map_err(|e| EmbedError::fs(format!("truncating {what} to {size} bytes"), e))?;
         assert_eq!(a.size, size, "setattr took the size");
         Ok(())
@@ -293,19 +341,19 @@ impl Image {
     /// this only checks the descriptor, as fsync on the mount does.
     pub fn fsync(&mut self, fd: Fd) -> Result<()> {
         let ino = self.file(fd)?.ino;
-        (self.fs.fsync(None, ino, false))
+        (self.fs().fsync(None, ino, false))
             .map_err(|e| EmbedError::fs(format!("fsync of descriptor {fd}"), e))
     }
 
     pub fn fstat(&self, fd: Fd) -> Result<Attr> {
         let ino = self.file(fd)?.ino;
-        (self.fs.getattr(ino)).map_err(|e| EmbedError::fs(format!("fstat of descriptor {fd}"), e))
+        (self.fs().getattr(ino)).map_err(|e| EmbedError::fs(format!("fstat of descriptor {fd}"), e))
     }
 
     /// The open transaction that owns one of `inos` (the first owned), or None: a legacy
     /// call (the mount's routing rule).
     fn route(&self, inos: &[Ino]) -> Option<TxId> {
-        inos.iter().find_map(|&i| self.fs.owner_of(i))
+        inos.iter().find_map(|&i| self.fs().owner_of(i))
     }
 }
 
@@ -325,6 +373,48 @@ impl Image {
 
     /// The device counters of the last engine call (a commit's, after [`Image::tx_commit`]).
     pub fn last_call_counters(&self) -> PmemCounters {
-        self.fs.last_call_counters()
+        self.fs().last_call_counters()
     }
+}
+
+/// One call's hold on the engine ([`Image::fs`]).
+struct EngineRef<'a> {
+    fs: MutexGuard<'a, PmemFs<PmemFile>>,
+    checkpointer: Option<&'a Checkpointer>,
+}
+
+impl std::ops::Deref for EngineRef<'_> {
+    type Target = PmemFs<PmemFile>;
+    fn deref(&self) -> &Self::Target {
+        &self.fs
+    }
+}
+
+impl std::ops::DerefMut for EngineRef<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.fs
+    }
+}
+
+impl Drop for EngineRef<'_> {
+    fn drop(&mut self) {
+        if let Some(c) = self.checkpointer {
+            if self.fs.checkpoint_due() {
+                c.poke();
+            }
+        }
+    }
+}
+
+/// The background checkpointer (002 §III-E): one unit per take of the gate, ahead of the
+/// calls that come after it asked ([`Gate::lock_for_checkpoint`]), woken by the calls that
+/// leave work due.
+fn spawn_checkpointer(fs: &Arc<Gate<PmemFs<PmemFile>>>) -> Result<Checkpointer> {
+    let shared = Arc::clone(fs);
+    Checkpointer::spawn("intactfs-ckpt", move || {
+        let mut fs = shared.lock_for_checkpoint();
+        let r = fs.checkpoint_step()?;
+        Ok(r.blocks > 0 && fs.checkpoint_due())
+    })
+    .map_err(|e| EmbedError::fs("starting the background checkpointer".into(), e))
 }

@@ -21,13 +21,13 @@ impl Image {
 
     /// The inode `name` names in `dir`, if any (for routing).
     fn entry_ino(&self, dir: Ino, name: &[u8]) -> Option<Ino> {
-        self.fs.lookup(dir, name).ok().map(|a| a.ino)
+        self.fs().lookup(dir, name).ok().map(|a| a.ino)
     }
 
     pub fn unlink(&mut self, path: &Path) -> Result<()> {
         let (dir, name) = self.named(path, "unlink")?;
         let tx = self.route(&[dir, self.entry_ino(dir, name).unwrap_or(0)]);
-        (self.fs.unlink(tx, dir, name))
+        (self.fs().unlink(tx, dir, name))
             .map_err(|e| EmbedError::fs(format!("unlinking {}", path.display()), e))
     }
 
@@ -35,7 +35,7 @@ impl Image {
         let (dir, name) = self.named(path, "mkdir")?;
         let tx = self.route(&[dir]);
         let o = self.owner;
-        let a = (self.fs.mkdir(tx, dir, name, mode & 0o7777, o))
+        let a = (self.fs().mkdir(tx, dir, name, mode & 0o7777, o))
             .map_err(|e| EmbedError::fs(format!("making directory {}", path.display()), e))?;
         assert!(a.ino != dir, "a new directory is not its parent");
         Ok(())
@@ -44,7 +44,7 @@ impl Image {
     pub fn rmdir(&mut self, path: &Path) -> Result<()> {
         let (dir, name) = self.named(path, "rmdir")?;
         let tx = self.route(&[dir, self.entry_ino(dir, name).unwrap_or(0)]);
-        (self.fs.rmdir(tx, dir, name))
+        (self.fs().rmdir(tx, dir, name))
             .map_err(|e| EmbedError::fs(format!("removing directory {}", path.display()), e))
     }
 
@@ -59,7 +59,7 @@ impl Image {
             self.entry_ino(dp, dn).unwrap_or(0),
         ];
         let tx = self.route(&objs);
-        (self.fs.rename(tx, sp, sn, dp, dn, RenameFlags::NONE)).map_err(|e| {
+        (self.fs().rename(tx, sp, sn, dp, dn, RenameFlags::NONE)).map_err(|e| {
             EmbedError::fs(
                 format!("renaming {} to {}", from.display(), to.display()),
                 e,
@@ -74,7 +74,7 @@ impl Image {
         if a.kind != intactfs_pmem::FileType::Dir {
             return Err(fail(FsError::NotDir(String::new())));
         }
-        let all = self.fs.readdir(a.ino, 0, usize::MAX).map_err(fail)?;
+        let all = self.fs().readdir(a.ino, 0, usize::MAX).map_err(fail)?;
         Ok(all
             .into_iter()
             .filter(|e| e.name != b"." && e.name != b"..")

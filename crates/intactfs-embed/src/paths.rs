@@ -42,12 +42,12 @@ impl Image {
             if dir == ROOT {
                 ROOT
             } else {
-                self.fs.parent(dir).map_err(fail)?
+                self.fs().parent(dir).map_err(fail)?
             }
         } else {
-            self.fs.lookup(dir, name).map_err(fail)?.ino
+            self.fs().lookup(dir, name).map_err(fail)?.ino
         };
-        let a = self.fs.getattr(next).map_err(fail)?;
+        let a = self.fs().getattr(next).map_err(fail)?;
         match a.kind {
             FileType::Dir => Ok(next),
             FileType::Symlink => Err(fail(FsError::Unsupported(format!(
@@ -63,8 +63,8 @@ impl Image {
         let (dir, name) = self.resolve_parent(path)?;
         let fail = |e| EmbedError::fs(format!("stat of {}", path.display()), e);
         match name {
-            None => self.fs.getattr(dir).map_err(fail),
-            Some(n) => self.fs.lookup(dir, n).map_err(fail),
+            None => self.fs().getattr(dir).map_err(fail),
+            Some(n) => self.fs().lookup(dir, n).map_err(fail),
         }
     }
 }

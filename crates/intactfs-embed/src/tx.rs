@@ -26,7 +26,7 @@ impl Image {
             ));
         };
         let ino = self.claimable(first)?;
-        let t = (self.fs.tx_begin(&[ino])).map_err(|e| {
+        let t = (self.fs().tx_begin(&[ino])).map_err(|e| {
             EmbedError::fs(format!("beginning a transaction on descriptor {first}"), e)
         })?;
         assert!(
@@ -35,14 +35,14 @@ impl Image {
         );
         for &fd in rest {
             if let Err(e) = self.tx_add(t.0, fd) {
-                self.fs.tx_abort(t).map_err(|a| {
+                self.fs().tx_abort(t).map_err(|a| {
                     EmbedError::fs(format!("aborting {t} after a failed add ({e})"), a)
                 })?;
                 return Err(e);
             }
         }
         assert_eq!(
-            self.fs.owner_of(ino),
+            self.fs().owner_of(ino),
             Some(t),
             "the first file belongs to {t}"
         );
@@ -52,16 +52,16 @@ impl Image {
     /// Adds the file of `fd` to open transaction `tx`.
     pub fn tx_add(&mut self, tx: u64, fd: Fd) -> Result<()> {
         let ino = self.claimable(fd)?;
-        (self.fs.tx_add(TxId(tx), ino))
+        (self.fs().tx_add(TxId(tx), ino))
             .map_err(|e| EmbedError::fs(format!("adding descriptor {fd} to transaction {tx}"), e))
     }
 
     /// Commits `tx`: durable, all or nothing, when it returns. What it cost the device.
     pub fn tx_commit(&mut self, tx: u64) -> Result<TxStats> {
-        let st = (self.fs.tx_commit(TxId(tx)))
+        let st = (self.fs().tx_commit(TxId(tx)))
             .map_err(|e| EmbedError::fs(format!("committing transaction {tx}"), e))?;
         assert!(
-            !self.fs.open_transactions().contains(&TxId(tx)),
+            !self.fs().open_transactions().contains(&TxId(tx)),
             "transaction {tx} is still open after its commit"
         );
         Ok(st)
@@ -69,7 +69,7 @@ impl Image {
 
     /// Aborts `tx`: none of its changes stays.
     pub fn tx_abort(&mut self, tx: u64) -> Result<()> {
-        (self.fs.tx_abort(TxId(tx)))
+        (self.fs().tx_abort(TxId(tx)))
             .map_err(|e| EmbedError::fs(format!("aborting transaction {tx}"), e))
     }
 }

@@ -150,3 +150,46 @@ fn a_crash_aborts_the_open_transaction() {
     assert_eq!(get(&mut img, "b").unwrap(), vec![b'o'; 6000]);
     img.close().unwrap();
 }
+
+/// Background checkpoints (issue 28, FCFS 002 §III-E; the default): committed overwrites
+/// leave checkpoint work that the image's checkpointer thread runs in units between calls,
+/// and none with `background_checkpoints: false`; a crash (drop) in either mode keeps
+/// every committed transaction.
+#[test]
+fn background_checkpoints_run_between_calls_and_keep_commits() {
+    for background in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("img");
+        mkfs(&p, 16 << 20, Some(64 << 10)).unwrap();
+        let opts = Options {
+            background_checkpoints: background,
+            ..Options::default()
+        };
+        let mut img = Image::open(&p, opts).unwrap();
+        let fds: Vec<_> = ["a", "b", "c"]
+            .iter()
+            .map(|n| img.open_file(Path::new(n), CREATE, 0o644).unwrap())
+            .collect();
+        for round in 0..200u8 {
+            let tx = img.tx_begin(&fds).unwrap();
+            for &fd in &fds {
+                img.pwrite(fd, &[round; 9000], 0).unwrap();
+            }
+            img.tx_commit(tx).unwrap();
+        }
+        // The checkpointer is woken by the commits; give it until the work is done.
+        let t0 = std::time::Instant::now();
+        while img.engine().checkpoint_due() && t0.elapsed().as_secs() < 60 {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let st = img.engine().stats();
+        assert_eq!(st.background_units > 0, background, "{st:?}");
+        assert!(st.checkpoints > 0, "{st:?}");
+        drop(img); // a crash: no close
+        let mut img = Image::open(&p, Options::default()).unwrap();
+        for n in ["a", "b", "c"] {
+            assert_eq!(get(&mut img, n).unwrap(), vec![199u8; 9000], "{n}");
+        }
+        img.close().unwrap();
+    }
+}

@@ -56,6 +56,11 @@ pub struct MountConfig {
     /// committed transaction survives a power loss, not only the daemon's death (mount
     /// option `pmem_nosync` turns it off).
     pub pmem_sync: bool,
+    /// A pmem image only: checkpoints run in a background thread, in units between
+    /// requests, instead of inline at the commit that makes them due (mount option
+    /// `pmem_ckpt=inline` turns it off; a commit that finds the log or the free blocks
+    /// exhausted still checkpoints inline).
+    pub pmem_background: bool,
     /// Serve requests through FUSE over io_uring (mount option `uring`; needs the kernel's
     /// `/sys/module/fuse/parameters/enable_uring`): mounting fails if the kernel does not
     /// offer it, and on a build without the `uring` feature ([`URING_BUILT`]).

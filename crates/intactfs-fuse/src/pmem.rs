@@ -30,7 +30,8 @@ use crate::mount::{
 use crate::server::{errno, invalidate, Caps, IoctlCall, Locked, Served, Server, State, Who};
 use fuser::{Errno, ReplyIoctl};
 use intactfs_device::{PmemCounters, PmemFile};
-use intactfs_pmem::{FileType, Ino, MountReport, PmemFs, PmemFsError, Stats, TxId};
+use intactfs_pmem::background::{Checkpointer, Poker};
+use intactfs_pmem::{FileType, Ino, MountReport, PmemFs, PmemFsError, Stats, Tunables, TxId};
 use intactfs_types::prelude::*;
 use intactfs_types::{Attr, Owner, Result as FsResult};
 use std::collections::{BTreeSet, HashMap};
@@ -87,6 +88,8 @@ pub struct PmemExt {
     /// process that started it: only its FLUSH of the handle ends it, see
     /// [`crate::procs::closer_ends`]).
     f2fs: HashMap<Ino, (TxId, u64, u32)>,
+    /// Wakes the background checkpointer (None: checkpoints run inline at commit).
+    poker: Option<Poker>,
 }
 
 impl PmemExt {
@@ -96,6 +99,7 @@ impl PmemExt {
             ids: HashMap::new(),
             tag: mount_tag(),
             f2fs: HashMap::new(),
+            poker: None,
         }
     }
 }
@@ -449,6 +453,16 @@ impl PmemState {
         }
     }
 
+    /// Wakes the background checkpointer when a commit left it work (cheap: a few
+    /// comparisons, and a notify only when due).
+    fn poke_if_due(&self) {
+        if let (Some(p), Some(fs)) = (&self.ext.poker, &self.fs) {
+            if fs.checkpoint_due() {
+                p.poke();
+            }
+        }
+    }
+
     /// Transactions whose process exited (or was killed) are aborted.
     pub fn reap(&mut self) {
         let gone: Vec<(u64, u32)> = self
@@ -551,8 +565,10 @@ impl Served for PmemEngine {
     fn idle_ctx() -> Option<TxId> {
         None
     }
+    /// A legacy call committed when it returned: its checkpoint work may be due.
     fn changed(st: &mut PmemState, tx: Option<TxId>, inos: &[Ino], entries: &[(Ino, &[u8])]) {
-        st.note(tx, inos, entries)
+        st.note(tx, inos, entries);
+        st.poke_if_due();
     }
     fn read_shared(&self, ino: Ino, off: u64, len: usize) -> Option<FsResult<Vec<u8>>> {
         Some(PmemFs::read_shared(self, ino, off, len))
@@ -590,7 +606,9 @@ impl Served for PmemEngine {
     ) -> Result<Vec<u8>, Errno> {
         tx_ioctl(st, call)
     }
-    fn finish(_: &(), _st: Locked<'_, Self>) -> Result<(), Errno> {
+    /// After TX_COMMIT (and every other control call).
+    fn finish(_: &(), st: Locked<'_, Self>) -> Result<(), Errno> {
+        st.poke_if_due();
         Ok(())
     }
     fn tmpfile(&mut self, tx: Option<TxId>, parent: Ino, mode: u32, o: Owner) -> FsResult<Attr> {
@@ -616,7 +634,8 @@ impl Served for PmemEngine {
         (st.ext.f2fs.get(&ino)).is_some_and(|f| f.1 == fh && crate::procs::closer_ends(closer, f.2))
     }
     fn closed(st: &mut PmemState, ino: Ino, fh: u64, closer: Option<u32>) {
-        st.end_f2fs_on_close(ino, fh, closer)
+        st.end_f2fs_on_close(ino, fh, closer);
+        st.poke_if_due();
     }
 }
 
@@ -640,13 +659,25 @@ pub fn run(
 ) -> Result<PmemUnmounted, MountError> {
     check_mountpoint(&cfg.mountpoint)?;
     let lock = lock_image(&cfg.image)?;
-    let (fs, recovery) = recover(cfg)?;
+    let (mut fs, recovery) = recover(cfg)?;
+    let background = cfg.pmem_background && !cfg.read_only;
+    fs.set_tunables(Tunables {
+        background_checkpoints: background,
+        ..fs.tunables()
+    });
     let fuse = server(fs, cfg.xattr, cfg.caps);
     let state = fuse.state.clone();
+    let checkpointer = background.then(|| spawn_checkpointer(&state)).transpose()?;
     let config = session_config(cfg, "intactfs-pmem");
     let reaper = |stopped| spawn_reaper(state.clone(), stopped);
     let served = serve_until_unmounted(fuse, cfg, &config, reaper, || ready(&recovery))?;
 
+    if let Some(c) = checkpointer {
+        // Its failure left the checkpoints to commits (inline): logged, not fatal.
+        if let Err(e) = c.stop() {
+            eprintln!("intactfs-pmem: the background checkpointer stopped early: {e} (commits checkpointed inline after it)");
+        }
+    }
     let holds = "every transaction committed before (mount it again to recover)";
     let fs = take_engine(&state, &served, cfg, holds)?;
     let device = fs.device_counters();
@@ -673,6 +704,32 @@ fn recover(cfg: &MountConfig) -> Result<(PmemEngine, MountReport), MountError> {
             cfg.image.display()
         ))
     })
+}
+
+/// The background checkpointer (002 §III-E): one unit per take of the state's lock, woken
+/// by the commits that leave work ([`PmemState::poke_if_due`]). Between units every request
+/// goes on; open transactions stay open across units.
+fn spawn_checkpointer(state: &Arc<RwLock<PmemState>>) -> Result<Checkpointer, MountError> {
+    let st = Arc::clone(state);
+    let c = Checkpointer::spawn("intactfs-ckpt", move || {
+        let Ok(mut guard) = st.write() else {
+            return Ok(false);
+        };
+        let Some(fs) = guard.fs.as_mut() else {
+            return Ok(false); // unmounting: the engine was taken out
+        };
+        let r = fs.checkpoint_step().inspect_err(|e| {
+            eprintln!("intactfs-pmem: a background checkpoint unit failed: {e}");
+        })?;
+        Ok(r.blocks > 0 && fs.checkpoint_due())
+    })
+    .map_err(|e| MountError::Failed(e.to_string()))?;
+    state
+        .write()
+        .map_err(|_| MountError::Failed("the server's state lock is poisoned".into()))?
+        .ext
+        .poker = Some(c.poker());
+    Ok(c)
 }
 
 /// Aborts the transactions of exited processes every [`REAP_INTERVAL`] until `stopped`.

@@ -93,6 +93,30 @@ impl Signal {
         // A panic elsewhere cannot leave `State` half-changed (two plain fields).
         relock(&self.state)
     }
+
+    fn poke(&self) {
+        let mut st = self.lock();
+        st.pokes = st.pokes.wrapping_add(1);
+        drop(st);
+        self.wake.notify_one();
+    }
+}
+
+/// Wakes a [`Checkpointer`]'s thread ([`Checkpointer::poker`]).
+#[derive(Clone)]
+pub struct Poker(Arc<Signal>);
+
+impl Poker {
+    /// As [`Checkpointer::poke`].
+    pub fn poke(&self) {
+        self.0.poke();
+    }
+}
+
+impl std::fmt::Debug for Poker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Poker")
+    }
 }
 
 /// Owns the checkpointer thread.
@@ -125,8 +149,13 @@ impl Checkpointer {
 
     /// Wakes the thread: work is due (a commit made some). Cheap when it is awake already.
     pub fn poke(&self) {
-        self.signal.lock().pokes += 1;
-        self.signal.wake.notify_one();
+        self.signal.poke();
+    }
+
+    /// A handle that only pokes, for code that cannot own the checkpointer (a server's
+    /// state, which the thread's own closure shares). Poking a stopped thread does nothing.
+    pub fn poker(&self) -> Poker {
+        Poker(Arc::clone(&self.signal))
     }
 
     /// Stops the thread after its current unit and joins it; its error, if it had one.
