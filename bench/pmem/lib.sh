@@ -27,7 +27,12 @@ stop_clock() {  # e (seconds since start_clock, at least 1), pressure and comman
   e=$(($(date +%s) - t0))
   ((e > 0)) || e=1
   pressure="CPU $((($(psi cpu) - psi0) / 10000 / e))%, I/O $((($(psi io) - psio0) / 10000 / e))%"
-  command_line="REPS=$reps ${TXNS:+TXNS=$TXNS }bash $me"  # TXNS only when set: the rest are defaults
+  # The settings given in the environment, so that the command reruns the same run.
+  local v env=""
+  for v in FILES FILE_MIB TXNS THREADS SEED; do
+    [[ -n ${!v:-} ]] && env+="$v=${!v} "
+  done
+  command_line="REPS=$reps ${env}bash $me"
   if ((quick)); then command_line+=" --quick"; fi
   if ((write_docs)); then command_line+=" --write-docs"; fi
 }

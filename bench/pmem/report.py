@@ -54,7 +54,7 @@ def section(runs, bad, a):
         out.append(f"- time some task was stalled during the run (PSI \"some\", other work on the machine included): {a.pressure}")
     out.append(f"- command: `{a.command}`; txbench arguments `{a.txbench_args}`")
     out.append(f"- REPS={a.reps}: each repetition makes a fresh image per system and runs it with the FCFS latency model and "
-               "without, each with 1 and 2 threads; the systems' order rotates between repetitions; every figure is the "
+               f"without, each with {', '.join(map(str, threads))} threads; the systems' order rotates between repetitions; every figure is the "
                f"median over the repetitions. {r0.get('files', '?')} files of {r0.get('file_mib', '?')} MiB, "
                f"{r0.get('txns', '?')} transactions per run, writes of 0–{r0.get('max_write', 16384)} bytes; "
                "the same seed gives every system the same transactions.")
@@ -96,9 +96,9 @@ def section(runs, bad, a):
                "and it has no recovery code (it reproduces the protocol's pmem traffic, not a file system).")
     out.append("- **no consistency** (the paper's NC, PMFS without transactions): the same store; a write stores data and "
                "mtime in place and `clwb`s them; commit is one fence.")
-    out.append("- **Threads**: the engine is single-threaded, so for 2 threads two workers share each system through a "
-               "lock (`background::Gate`), taken per call (transactions interleave; each thread owns half of the files). The paper's 2-thread "
-               "figures are for a concurrent engine; here 2 threads measure interleaving and lock hand-over, not "
+    out.append("- **Threads**: the engine is single-threaded, so with T threads the workers share each system through a "
+               "lock (`background::Gate`), taken per call (transactions interleave; thread i owns the files i mod T). The paper's "
+               "multi-thread figures are for a concurrent engine; here more threads measure interleaving and lock hand-over, not "
                "parallelism, and on this 2-CPU machine they also compete with other work.")
     out.append("- **Columns**: *mean/p50/p99*: wall time from `tx_begin` to the return of `tx_commit`; it includes time "
                "the thread waited for a CPU (other work on this machine) and inline checkpoints. *CPU*: the worker threads' "
