@@ -29,7 +29,7 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"INTPMEM1");
 pub const VERSION: u32 = 6;
 pub const INODE_SIZE: u64 = 256;
 pub const LOG_ENTRY: u64 = 64;
-pub const NAME_MAX: usize = 255;
+pub use intactfs_types::{check_name, NAME_MAX};
 pub const ROOT: u64 = 1;
 /// Most names a file may have (defined once, for every engine).
 pub use intactfs_types::MAX_LINKS;
@@ -458,21 +458,6 @@ pub fn ptr_path(lbn: u64) -> Option<PtrPath> {
     }
     assert!(lbn >= MAX_BLOCKS);
     None
-}
-
-/// Checks a name for create/mkdir/rename.
-pub fn check_name(name: &[u8]) -> Result<()> {
-    if name.len() > NAME_MAX {
-        return Err(PmemFsError::NameTooLong(name.len()));
-    }
-    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0)
-    {
-        return Err(PmemFsError::Invalid(format!(
-            "{:?} is not a file name (empty, '.', '..', or holds '/' or NUL)",
-            String::from_utf8_lossy(name)
-        )));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

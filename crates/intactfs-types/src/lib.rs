@@ -47,6 +47,33 @@ pub type Ino = u64;
 /// Most names a file may have (link(2) answers EMLINK beyond), on every engine.
 pub const MAX_LINKS: u32 = 65_000;
 
+/// Longest file name in bytes (Linux's NAME_MAX), on every engine.
+pub const NAME_MAX: usize = 255;
+
+/// A name a directory entry may have: 1..=NAME_MAX bytes, not `.` or `..`, no `/` or NUL.
+pub fn valid_name(name: &[u8]) -> bool {
+    !name.is_empty()
+        && name.len() <= NAME_MAX
+        && name != b"."
+        && name != b".."
+        && !name.iter().any(|&b| b == b'/' || b == 0)
+}
+
+/// The check every engine makes on the name of a new entry (create, mkdir, link, rename):
+/// ENAMETOOLONG past [`NAME_MAX`], EINVAL for any other name [`valid_name`] refuses.
+pub fn check_name(name: &[u8]) -> Result<()> {
+    if name.len() > NAME_MAX {
+        return Err(FsError::NameTooLong(name.len()));
+    }
+    if !valid_name(name) {
+        return Err(FsError::Invalid(format!(
+            "{:?} is not a file name (empty, '.', '..', or holds '/' or NUL)",
+            String::from_utf8_lossy(name)
+        )));
+    }
+    Ok(())
+}
+
 /// Longest extended-attribute name and value (Linux's XATTR_NAME_MAX and XATTR_SIZE_MAX);
 /// each engine sets its own limit on the total per inode.
 pub const XATTR_NAME_MAX: usize = 255;

@@ -17,8 +17,8 @@ use crate::layout::{
     MAX_CHAIN_EXTENTS, MAX_DELTAS, MAX_TABLE_EXTENTS, REC_MAGIC, SB_MAGIC,
 };
 use crate::meta::{
-    map_block, valid_name, xattr_fits, Body, Extent, FileType, Ino, Inode, LogOp, Meta, NewKind,
-    Time, BLOCK, NAME_MAX, ROOT, SYMLINK_MAX, XATTR_TOTAL_MAX,
+    map_block, xattr_fits, Body, Extent, FileType, Ino, Inode, LogOp, Meta, NewKind, Time, BLOCK,
+    NAME_MAX, ROOT, SYMLINK_MAX, XATTR_TOTAL_MAX,
 };
 use crate::recovery::{self, Loaded};
 use crate::streams::{Key, StreamFlags, StreamId, Streams};

@@ -14,7 +14,6 @@ pub use intactfs_types::{FileType, Ino, Time};
 pub const ROOT: Ino = 1;
 /// File-system block size; the device's block size must equal it.
 pub const BLOCK: usize = 4096;
-pub const NAME_MAX: usize = 255;
 pub use intactfs_types::SYMLINK_MAX;
 /// Largest file size: 2^50 bytes (1 PiB).
 pub const MAX_FILE_SIZE: u64 = 1 << 50;
@@ -92,7 +91,7 @@ pub struct Inode {
     pub xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
 }
 
-pub use intactfs_types::{valid_xattr_name, XATTR_NAME_MAX, XATTR_VALUE_MAX};
+pub use intactfs_types::{valid_name, valid_xattr_name, NAME_MAX, XATTR_NAME_MAX, XATTR_VALUE_MAX};
 
 /// Most bytes of extended-attribute names and values on one inode (this engine's limit).
 pub const XATTR_TOTAL_MAX: usize = 256 * 1024;
@@ -249,14 +248,6 @@ impl LogOp {
 pub struct Freed {
     pub extents: Vec<(u64, u64)>,
     pub ino: Option<Ino>,
-}
-
-pub fn valid_name(name: &[u8]) -> bool {
-    !name.is_empty()
-        && name.len() <= NAME_MAX
-        && name != b"."
-        && name != b".."
-        && !name.iter().any(|&b| b == b'/' || b == 0)
 }
 
 fn later(a: &mut Time, b: Time) {

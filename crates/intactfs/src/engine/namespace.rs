@@ -17,19 +17,6 @@ fn kind_of(k: &NewKind) -> FileType {
 }
 
 impl<D: BlockDevice> Fs<D> {
-    fn check_name(name: &[u8]) -> Result<()> {
-        if name.len() > NAME_MAX {
-            return Err(FsError::NameTooLong(name.len()));
-        }
-        if !valid_name(name) {
-            return Err(FsError::Invalid(format!(
-                "file name {:?}",
-                String::from_utf8_lossy(name)
-            )));
-        }
-        Ok(())
-    }
-
     fn alloc_ino(&mut self) -> Ino {
         self.free_inos.pop_first().unwrap_or(self.live.next_ino)
     }
@@ -46,7 +33,7 @@ impl<D: BlockDevice> Fs<D> {
     ) -> Result<Attr> {
         self.writable()?;
         self.dir(parent)?;
-        Self::check_name(name)?;
+        intactfs_types::check_name(name)?;
         if self.live.lookup(parent, name).is_some() {
             return Err(FsError::Exists(String::new()));
         }
@@ -274,7 +261,7 @@ impl<D: BlockDevice> Namespace for Fs<D> {
             return Err(FsError::NotFound(String::new()));
         }
         self.dir(parent)?;
-        Self::check_name(name)?;
+        intactfs_types::check_name(name)?;
         if self.live.lookup(parent, name).is_some() {
             return Err(FsError::Exists(String::new()));
         }
@@ -323,7 +310,7 @@ impl<D: BlockDevice> Namespace for Fs<D> {
             .live
             .lookup(sp, sn)
             .ok_or(FsError::NotFound(String::new()))?;
-        Self::check_name(dn)?;
+        intactfs_types::check_name(dn)?;
         let dst = self.live.lookup(dp, dn);
         let src_dir = self.node(src)?.kind == FileType::Dir;
         if flags.noreplace && dst.is_some() {
