@@ -11,8 +11,10 @@ APP_TITLE="HDFS 3.5.0 NameNode (Maven Central, in-process on the local file syst
 
 HADOOP_VERSION=3.5.0
 # The JVM of the workload and the checker: a small heap (the NameNode sizes its block and
-# inode maps at a percentage of it), the C1 compiler only and the serial collector.
-JAVA_OPTS=(-Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xshare:auto)
+# inode maps at a percentage of it), the C1 compiler only and the serial collector. The
+# NameNode's Jetty unpacks into java.io.tmpdir and a killed or halted JVM leaves that
+# behind: it goes to the build directory, not /tmp.
+JAVA_OPTS=(-Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xshare:auto "-Djava.io.tmpdir=$BUILD/tmp")
 HDFS_CP="$BUILD/classes:$BUILD/lib/*"
 
 # Hadoop and its dependencies come from Maven Central (a tiny pom naming hadoop-hdfs,
@@ -42,7 +44,7 @@ study_build() {
       (cd "$BUILD/src" && jar xf "$BUILD/maven/$a-$HADOOP_VERSION-sources.jar")
     done
   fi
-  mkdir -p "$BUILD/classes/webapps/hdfs" "$BUILD/classes/webapps/static"
+  mkdir -p "$BUILD/classes/webapps/hdfs" "$BUILD/classes/webapps/static" "$BUILD/tmp"
   # Hadoop logs through log4j 1 (reload4j): errors only, on stderr (the checker's stdout
   # belongs to the warm protocol).
   printf '%s\n' 'log4j.rootLogger=ERROR, stderr' 'log4j.appender.stderr=org.apache.log4j.ConsoleAppender' \
