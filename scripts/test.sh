@@ -71,6 +71,11 @@ python3 -c 'import dask_jobqueue' 2>/dev/null || python3 -m pip install -q dask-
   || python3 -m pip install -q --break-system-packages dask-jobqueue 2>/dev/null \
   || echo "dask-jobqueue could not be installed: the Slurm tests cannot run" >&2
 INTACT_SLURM_TESTS=1 INTACT=$PWD/target/debug/intact PYTHONPATH=python python3 -m unittest discover -s python/tests -p test_slurm.py
+# PBS through dask-jobqueue's PBSCluster, with only the batch system replaced by a stand-in
+# (tests/pbs-standin: qsub runs the generated job script in the background with PBS_JOBID
+# set, qdel kills it; no PBS can be installed here): `--dask pbs:2` reproduces a local run's
+# report. Never skipped once run: without dask-jobqueue it fails saying so.
+INTACT_PBS_TESTS=1 INTACT=$PWD/target/debug/intact PYTHONPATH=python python3 -m unittest discover -s python/tests -p test_pbs.py
 # The example checkers against hand-made crash states (the explorer tests use them).
 bash examples/undolog/selftest.sh >/dev/null && echo "undolog example self-test: ok"
 bash examples/kvstore/selftest.sh >/dev/null && echo "kvstore example self-test: ok"

@@ -7,13 +7,23 @@
 # over the limit instead. The fitted exponent b of RSS ~ N^b over the measured N is printed
 # (1 = linear, 2 = quadratic).
 #   bash bench/scale/bench.sh [N...]          (default: 250 500 1000; K=100)
+#   CHECKER=server bash bench/scale/bench.sh [N...]
+# CHECKER=server checks with the no-op warm server bench/scale/pass_server.c
+# (`--checker-server`, one process per worker answering "pass" to every state) instead of
+# one `true` process per state, so the time is the explorer's and not process starts.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source bench/lib.sh
 ns=("$@"); [ ${#ns[@]} -gt 0 ] || ns=(250 500 1000)
 k=${K:-100} limit_gb=${LIMIT_GB:-16}
 gcc -O2 -Wall -o "$tmp/appends" bench/scale/appends.c
-echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -r), load average $(cut -d' ' -f1-3 /proc/loadavg); K=$k; check limit ${limit_gb} GiB"
+case ${CHECKER:-true} in
+  true) checker=(--checker true) ;;
+  server) gcc -O2 -Wall -o "$tmp/pass_server" bench/scale/pass_server.c
+    checker=(--checker-server "$tmp/pass_server") ;;
+  *) echo "bench/scale/bench.sh: CHECKER must be true or server, not ${CHECKER}" >&2; exit 2 ;;
+esac
+echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -r), load average $(cut -d' ' -f1-3 /proc/loadavg); K=$k; check limit ${limit_gb} GiB; CHECKER=${CHECKER:-true}"
 echo
 echo "| appends N | calls | micro-ops | distinct states | record MB | record s | check MB | check s |"
 echo "|---:|---:|---:|---:|---:|---:|---:|---:|"
@@ -24,7 +34,7 @@ for n in "${ns[@]}"; do
   read -r rec_kb rec_s <"$tmp/rec.time"
   rc=0
   /usr/bin/time -f '%M %e' -o "$tmp/chk.time" prlimit --as=$((limit_gb << 30)) -- \
-    "$intact" check "$tmp/b" --checker true -q --json "$tmp/r.json" >/dev/null 2>"$tmp/chk.err" || rc=$?
+    "$intact" check "$tmp/b" "${checker[@]}" -q --json "$tmp/r.json" >/dev/null 2>"$tmp/chk.err" || rc=$?
   read -r chk_kb chk_s < <(tail -1 "$tmp/chk.time")
   if [ "$rc" -gt 1 ]; then
     printf '| %s | | | | %.0f | %.1f | over %s GiB (exit %s) | %.1f |\n' "$n" "$((rec_kb / 1024))" "$rec_s" "$limit_gb" "$rc" "$chk_s"

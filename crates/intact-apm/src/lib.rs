@@ -3,9 +3,12 @@
 //!
 //! - [`spec`]: the APM language (TOML) and the built-in APMs.
 //! - [`program`]: an APM applied to a workload's logical operations.
+//! - [`preds`]: a unit's predecessor set, a dense prefix and the bits after it.
 
+pub mod preds;
 pub mod program;
 pub mod spec;
 
+pub use preds::Preds;
 pub use program::{CallGroup, Micro, MicroOp, Program, ProgramError};
 pub use spec::{About, Apm, ApmError, Class, ModelKind, When, BUILTINS};
