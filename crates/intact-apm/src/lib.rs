@@ -3,7 +3,7 @@
 //!
 //! - [`spec`]: the APM language (TOML) and the built-in APMs.
 //! - [`program`]: an APM applied to a workload's logical operations.
-//! - [`preds`]: a unit's predecessor set, a dense prefix and the bits after it.
+//! - [`preds`]: a unit's predecessor set, as its longest run of units and bit sets around it.
 
 pub mod preds;
 pub mod program;
