@@ -133,7 +133,7 @@ pub struct Program {
     /// Atomic units: contiguous micro-op ranges that persist as a whole.
     pub units: Vec<Range<usize>>,
     pub unit_of: Vec<u32>,
-    /// preds[u]: every unit that must be on disk if u is (transitively closed).
+    /// `preds[u]`: every unit that must be on disk if u is (transitively closed).
     pub preds: Vec<Preds>,
     pub calls: Vec<CallGroup>,
     /// For each op id: the micro-op range it produced.
