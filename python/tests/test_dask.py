@@ -35,6 +35,27 @@ def _skip(reason):
     raise unittest.SkipTest(reason)
 
 
+def _pip_missing(module, spec):
+    """None when `module` imports (after `pip install spec` if it did not); else why not."""
+    try:
+        __import__(module)
+        return None
+    except ImportError:
+        pass
+    p = None
+    for extra in ([], ["--break-system-packages"]):
+        p = subprocess.run([sys.executable, "-m", "pip", "install", "-q", *extra, spec],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        if p.returncode == 0:
+            break
+    try:
+        __import__(module)
+        return None
+    except ImportError:
+        return f"{module} cannot be imported, also after `pip install {spec}`: " + \
+            p.stdout.decode(errors="replace").strip()[-300:]
+
+
 def _find_intact():
     if os.environ.get("INTACT"):
         return os.path.abspath(os.environ["INTACT"])

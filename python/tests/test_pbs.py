@@ -23,28 +23,16 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_dask import APMS, REPO, _find_intact, _normalized, _procs_mentioning, _record_kv, _untimed  # noqa: E402
+from test_dask import (APMS, REPO, _find_intact, _normalized, _pip_missing, _procs_mentioning,  # noqa: E402
+                       _record_kv, _untimed)
 
 STANDIN = os.path.join(REPO, "tests", "pbs-standin")
 
 
 def _need(module, spec):
-    try:
-        __import__(module)
-        return
-    except ImportError:
-        pass
-    p = None
-    for extra in ([], ["--break-system-packages"]):
-        p = subprocess.run([sys.executable, "-m", "pip", "install", "-q", *extra, spec],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        if p.returncode == 0:
-            break
-    try:
-        __import__(module)
-    except ImportError:
-        raise RuntimeError(f"test_pbs cannot run: {module} cannot be imported, also after `pip install {spec}`: "
-                           + p.stdout.decode(errors="replace").strip()[-300:])
+    why = _pip_missing(module, spec)
+    if why:
+        raise RuntimeError(f"test_pbs cannot run: {why}")
 
 
 class PbsStandInRun(unittest.TestCase):

@@ -24,7 +24,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_dask import (APMS, REPO, _assert_hang_timed_out, _find_intact, _normalized,  # noqa: E402
-                       _procs_mentioning, _record_kv, _runs_per_state, _untimed)
+                       _pip_missing, _procs_mentioning, _record_kv, _runs_per_state, _untimed)
 
 
 def _skip(reason):
@@ -36,21 +36,9 @@ def _skip(reason):
 
 
 def _pip_install(module, spec):
-    try:
-        __import__(module)
-        return
-    except ImportError:
-        pass
-    p = None
-    for extra in ([], ["--break-system-packages"]):
-        p = subprocess.run([sys.executable, "-m", "pip", "install", "-q", *extra, spec],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        if p.returncode == 0:
-            break
-    try:
-        __import__(module)
-    except ImportError:
-        _skip(f"{module} is missing and `pip install {spec}` failed: " + p.stdout.decode(errors="replace").strip()[-300:])
+    why = _pip_missing(module, spec)
+    if why:
+        _skip(why)
 
 
 class SlurmRun(unittest.TestCase):

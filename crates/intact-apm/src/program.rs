@@ -864,11 +864,11 @@ impl Program {
             // downward walk jumps over them, as each of their units would be skipped as
             // implied.
             let mut runs: Vec<(usize, usize)> = Vec::new();
-            let mut u = v;
-            while u > 0 {
-                u -= 1;
+            let mut next = v.checked_sub(1);
+            while let Some(u) = next {
+                next = u.checked_sub(1);
                 if let Some(&(lo, _)) = runs.iter().find(|&&(lo, hi)| lo <= u && u < hi) {
-                    u = lo;
+                    next = lo.checked_sub(1);
                     continue;
                 }
                 if set.contains(u) {

@@ -412,9 +412,7 @@ impl Drop for EngineRef<'_> {
 fn spawn_checkpointer(fs: &Arc<Gate<PmemFs<PmemFile>>>) -> Result<Checkpointer> {
     let shared = Arc::clone(fs);
     Checkpointer::spawn("intactfs-ckpt", move || {
-        let mut fs = shared.lock_for_checkpoint();
-        let r = fs.checkpoint_step()?;
-        Ok(r.blocks > 0 && fs.checkpoint_due())
+        shared.lock_for_checkpoint().background_unit()
     })
     .map_err(|e| EmbedError::fs("starting the background checkpointer".into(), e))
 }

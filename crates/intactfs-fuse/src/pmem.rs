@@ -718,10 +718,9 @@ fn spawn_checkpointer(state: &Arc<RwLock<PmemState>>) -> Result<Checkpointer, Mo
         let Some(fs) = guard.fs.as_mut() else {
             return Ok(false); // unmounting: the engine was taken out
         };
-        let r = fs.checkpoint_step().inspect_err(|e| {
+        fs.background_unit().inspect_err(|e| {
             eprintln!("intactfs-pmem: a background checkpoint unit failed: {e}");
-        })?;
-        Ok(r.blocks > 0 && fs.checkpoint_due())
+        })
     })
     .map_err(|e| MountError::Failed(e.to_string()))?;
     state

@@ -287,8 +287,7 @@ impl System for Fcfs {
         self.bg
     }
     fn background_step(&mut self) -> Result<bool, String> {
-        let r = self.fs.checkpoint_step().map_err(e2s)?;
-        Ok(r.blocks > 0 && self.fs.checkpoint_due())
+        self.fs.background_unit().map_err(e2s)
     }
 }
 

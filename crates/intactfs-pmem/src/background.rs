@@ -126,10 +126,9 @@ pub struct Checkpointer {
 }
 
 impl Checkpointer {
-    /// Spawns the thread. `step` takes the engine's lock, runs one unit
-    /// ([`PmemFs::checkpoint_step`](crate::PmemFs::checkpoint_step)) and says whether more
-    /// work is due ([`PmemFs::checkpoint_due`](crate::PmemFs::checkpoint_due), and the unit
-    /// did something); the thread runs units while it says so, and otherwise sleeps until
+    /// Spawns the thread. `step` takes the engine's lock and runs one unit, saying whether
+    /// more work is due ([`PmemFs::background_unit`](crate::PmemFs::background_unit)); the
+    /// thread runs units while it says so, and otherwise sleeps until
     /// [`Checkpointer::poke`]. An error ends the thread; [`Checkpointer::stop`] returns it.
     pub fn spawn<F>(name: &str, step: F) -> Result<Checkpointer>
     where

@@ -106,6 +106,13 @@ impl<P: PmemDevice> PmemFs<P> {
         Ok(r)
     }
 
+    /// One background unit ([`PmemFs::checkpoint_step`]), and whether the checkpointer
+    /// should run another at once: the unit installed something and work is still due
+    /// (the step every [`crate::background::Checkpointer`] runs).
+    pub fn background_unit(&mut self) -> Result<bool> {
+        Ok(self.checkpoint_step()?.blocks > 0 && self.checkpoint_due())
+    }
+
     /// The blocks of the next background unit, longest pending list first.
     fn next_unit(&mut self) -> Vec<(Ino, u64)> {
         let n = self.tun.checkpoint_unit.max(1);
